@@ -1,0 +1,215 @@
+"""Symlink-safe, durable file primitives for the store (design record §2).
+
+Every lookup walks the logical path one segment at a time with
+``openat(..., O_NOFOLLOW)`` from the scope root, so a symlink anywhere on the
+way is refused without ever being followed, even if it appears between a
+check and the use.  Writes go to a uniquely named temporary file in the
+destination directory, are fsynced, renamed over the target, and the
+directory is fsynced; only then is a write acknowledged.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from protocol.errors import ErrorCode, HubError
+
+TEMP_SUFFIX = ".amux-tmp"
+"""Temporary files end with this (never ``.md``), so search and get never see them."""
+
+CHUNK = 1 << 20
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def _invalid(logical: str, why: str) -> HubError:
+    return HubError(ErrorCode.INVALID_PATH, f"invalid path {logical!r}: {why}", {"path": logical, "reason": why})
+
+
+def _explain(dir_fd: int, name: str, logical: str, exc: OSError) -> HubError:
+    """Turn an open() failure on one segment into a clear ``invalid_path``."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return HubError(ErrorCode.INTERNAL, f"cannot open {logical!r}: {exc.strerror}")
+    if stat.S_ISLNK(st.st_mode):
+        return _invalid(logical, f"'{name}' is a symlink; symlinks are never followed")
+    if stat.S_ISDIR(st.st_mode):
+        return _invalid(logical, f"'{name}' is a directory")
+    return _invalid(logical, f"'{name}' is not a directory or regular file")
+
+
+@dataclass
+class OpenedParent:
+    """An open directory fd for a document's parent, plus the directories created on the way.
+
+    ``created`` lists ``(parent_fd, name)`` pairs, outermost first, for
+    fsyncing parents and for undoing a failed write.
+    """
+
+    fd: int
+    created: list[tuple[int, str]] = field(default_factory=list)
+    _owned: list[int] = field(default_factory=list)
+
+    def close(self) -> None:
+        for fd in self._owned:
+            os.close(fd)
+        self._owned.clear()
+
+
+@contextmanager
+def open_parent(root: str, segments: list[str], logical: str, *, create: bool) -> Iterator[OpenedParent | None]:
+    """Open the directory holding ``segments[-1]`` under ``root`` without following symlinks.
+
+    Yields None when a directory on the way is missing and ``create`` is
+    False.  With ``create`` the missing directories are made (mode 0700).
+    Raises ``invalid_path`` for a symlink or a file where a directory belongs.
+    """
+    opened = OpenedParent(fd=-1)
+    try:
+        try:
+            fd = os.open(root, _DIR_FLAGS)
+        except FileNotFoundError:
+            if not create:
+                yield None
+                return
+            os.makedirs(root, mode=0o700, exist_ok=True)
+            fd = os.open(root, _DIR_FLAGS)
+        opened._owned.append(fd)
+        for name in segments[:-1]:
+            try:
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    yield None
+                    return
+                os.mkdir(name, 0o700, dir_fd=fd)
+                opened.created.append((fd, name))
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise _explain(fd, name, logical, exc) from None
+                raise
+            opened._owned.append(nfd)
+            fd = nfd
+        opened.fd = fd
+        yield opened
+    finally:
+        opened.close()
+
+
+def open_document(dir_fd: int, name: str, logical: str) -> int | None:
+    """Open an existing regular file read-only without following a symlink; None if missing.
+
+    ``O_NONBLOCK`` keeps a hand-placed FIFO from hanging the Hub; anything but a
+    regular file is ``invalid_path``.
+    """
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            raise _explain(dir_fd, name, logical, exc) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _invalid(logical, "not a regular file")
+    return fd
+
+
+def read_all(fd: int) -> bytes:
+    """Read an open file from the start to its end."""
+    parts: list[bytes] = []
+    pos = 0
+    while True:
+        chunk = os.pread(fd, CHUNK, pos)
+        if not chunk:
+            return b"".join(parts)
+        parts.append(chunk)
+        pos += len(chunk)
+
+
+def hash_file(fd: int) -> tuple[str, int]:
+    """Stream the file through SHA-256 in 1 MiB chunks: ``(hex revision, size in bytes)``."""
+    digest = hashlib.sha256()
+    pos = 0
+    while True:
+        chunk = os.pread(fd, CHUNK, pos)
+        if not chunk:
+            return digest.hexdigest(), pos
+        digest.update(chunk)
+        pos += len(chunk)
+
+
+def atomic_write(parent: OpenedParent, name: str, data: bytes) -> None:
+    """Durably replace ``name`` in ``parent`` with ``data``.
+
+    Order: write a new temp file (0600, ``O_EXCL``) → fsync(file) → rename over
+    the target → fsync(dir) → fsync the parent of every directory created for
+    this write.  The temp file is removed if any step before the rename fails.
+    """
+    tmp = f".{name}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=parent.fd)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=parent.fd, dst_dir_fd=parent.fd)
+    except BaseException:
+        _unlink_quietly(parent.fd, tmp)
+        raise
+    os.fsync(parent.fd)
+    for created_in, _ in reversed(parent.created):
+        os.fsync(created_in)
+
+
+def remove_created(parent: OpenedParent) -> None:
+    """Undo directories made by :func:`open_parent` for a write that did not happen."""
+    for created_in, name in reversed(parent.created):
+        try:
+            os.rmdir(name, dir_fd=created_in)
+        except OSError:
+            break
+
+
+def unlink_durably(dir_fd: int, name: str) -> None:
+    """Remove ``name`` and fsync its directory."""
+    os.unlink(name, dir_fd=dir_fd)
+    os.fsync(dir_fd)
+
+
+def _unlink_quietly(dir_fd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
+
+
+def remove_stale_temps(root: str) -> int:
+    """Delete temp files left by a Hub that died mid-write; returns how many were removed.
+
+    Only called at start-up while holding the home's lock, so no write is in progress.
+    """
+    removed = 0
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for fname in filenames:
+            if fname.endswith(TEMP_SUFFIX):
+                try:
+                    os.unlink(os.path.join(dirpath, fname))
+                    removed += 1
+                except OSError:
+                    pass
+    return removed

@@ -1,0 +1,112 @@
+"""Hub methods on top of the store and the scan, for one authenticated caller.
+
+``MemoryService.call`` takes an already-validated caller scope and a request,
+and returns the result map or raises :class:`HubError`.  Writes to one scope
+are serialised by that scope's :class:`trio.Lock` (check revision → check
+quota → write); all file I/O runs in worker threads so the event loop keeps
+serving other connections.  The search scan runs under a Trio cancel scope
+with the 250 ms budget (design record §3, §6).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from hub.config import HubConfig
+from hub.identity import Scope
+from hub.search import Reader, read_file_nofollow, search_scope
+from hub.store import Store
+from protocol.errors import ErrorCode, HubError
+from protocol.limits import Limits
+from protocol.messages import DATA_METHODS
+from protocol.params import parse_export, parse_forget, parse_get, parse_search, parse_upsert
+
+Result = dict[str, Any]
+
+
+def _stop_when_cancelled() -> bool:
+    """Poll, from a worker thread, whether the calling task's cancel scope fired."""
+    try:
+        trio.from_thread.check_cancelled()
+    except trio.Cancelled:
+        return True
+    return False
+
+
+class MemoryService:
+    """Dispatch of data methods for a Hub with fixed settings.
+
+    ``reader`` is the scan's file reader (replaceable to slow it down in tests
+    of the time budget).
+    """
+
+    def __init__(self, config: HubConfig, limits: Limits, reader: Reader = read_file_nofollow) -> None:
+        self.config = config
+        self.limits = limits
+        self.store = Store(limits)
+        self.reader = reader
+        self._locks: dict[str, trio.Lock] = {}
+
+    def _lock(self, scope: Scope) -> trio.Lock:
+        lock = self._locks.get(scope.relpath)
+        if lock is None:
+            lock = self._locks[scope.relpath] = trio.Lock()
+        return lock
+
+    def _dir(self, scope: Scope) -> str:
+        return scope.directory(str(self.config.memory_root))
+
+    async def call(self, scope: Scope, method: str, params: dict[str, Any]) -> Result:
+        """Run one data method for ``scope``; raises ``disabled`` when memory is off."""
+        if method not in DATA_METHODS:
+            raise HubError(ErrorCode.BAD_REQUEST, f"{method} is not a data method")
+        if not self.config.memory_enabled:
+            raise HubError(
+                ErrorCode.DISABLED,
+                "memory is disabled on this Hub; the files are kept. Enable it with "
+                "'amux system config set memory.enabled true' and restart the Hub",
+                {"setting": "memory.enabled"},
+            )
+        handler: Callable[[Scope, dict[str, Any]], Any] = getattr(self, f"_{method}")
+        result: Result = await handler(scope, params)
+        return result
+
+    async def _run(self, fn: Callable[..., Result], *args: Any) -> Result:
+        return await trio.to_thread.run_sync(functools.partial(fn, *args))
+
+    async def _search(self, scope: Scope, params: dict[str, Any]) -> Result:
+        p = parse_search(params)
+        work = functools.partial(
+            search_scope, self._dir(scope), p.keywords, p.path_prefix, p.limit, self.limits,
+            _stop_when_cancelled, self.reader,
+        )
+        box: list[Result] = []
+        with trio.move_on_after(self.limits.scan_budget_seconds):
+            # The worker polls the cancel scope between files and returns what it
+            # has; we wait for it rather than abandon it so no thread outlives us.
+            box.append(await trio.to_thread.run_sync(work))
+        if not box:
+            raise HubError(ErrorCode.INTERNAL, "search was cancelled without a result")
+        return box[0]
+
+    async def _get(self, scope: Scope, params: dict[str, Any]) -> Result:
+        p = parse_get(params)
+        return await self._run(self.store.get, self._dir(scope), p.path, p.start_line, p.end_line, p.offset)
+
+    async def _export(self, scope: Scope, params: dict[str, Any]) -> Result:
+        p = parse_export(params)
+        return await self._run(self.store.export_page, self._dir(scope), p.path, p.offset, p.expected_revision)
+
+    async def _upsert(self, scope: Scope, params: dict[str, Any]) -> Result:
+        p = parse_upsert(params)
+        async with self._lock(scope):
+            return await self._run(self.store.upsert, self._dir(scope), p.path, p.content, p.expected_revision)
+
+    async def _forget(self, scope: Scope, params: dict[str, Any]) -> Result:
+        p = parse_forget(params)
+        async with self._lock(scope):
+            return await self._run(self.store.forget, self._dir(scope), p.path, p.expected_revision)

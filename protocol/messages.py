@@ -1,0 +1,151 @@
+"""Requests, responses and the ``hello`` exchange, as msgpack maps.
+
+* request  ``{"id": int, "method": str, "params": map}``
+* response ``{"id": int, "result": map}`` or ``{"id": int|None, "error": {code, message, data}}``
+
+Decoding uses ``raw=False`` and ``strict_map_key=True`` with explicit size
+limits, and turns every msgpack failure into :class:`~protocol.errors.HubError`
+``bad_request``.  Design record §3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import msgpack
+
+from protocol.errors import ErrorCode, HubError
+from protocol.framing import encode_frame
+from protocol.limits import LIMITS
+
+PROTOCOL_VERSION: Final = 1
+
+METHODS: Final = frozenset({"hello", "search", "get", "upsert", "forget", "export"})
+"""Every method the Hub answers."""
+
+DATA_METHODS: Final = frozenset({"search", "get", "upsert", "forget", "export"})
+"""Methods that touch memory: they need a completed hello and memory enabled."""
+
+_MAX_ID: Final = 2**63 - 1
+
+
+def _unpack(body: bytes) -> Any:
+    try:
+        return msgpack.unpackb(
+            body,
+            raw=False,
+            strict_map_key=True,
+            use_list=True,
+            max_str_len=len(body),
+            max_bin_len=len(body),
+            max_array_len=4096,
+            max_map_len=256,
+            max_ext_len=0,
+        )
+    except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as exc:
+        # ExtraData, FormatError and StackError all derive from ValueError.
+        raise HubError(ErrorCode.BAD_REQUEST, f"frame is not a valid msgpack message: {exc}") from None
+
+
+def pack(obj: Any) -> bytes:
+    """msgpack-encode ``obj`` (str as UTF-8 str type, bytes as bin type)."""
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+@dataclass(frozen=True)
+class Request:
+    """A decoded request. ``params`` is a map with string keys."""
+
+    id: int
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def decode_request(body: bytes) -> Request:
+    """Decode one request frame body.
+
+    Raises :class:`HubError` ``bad_request`` for bodies that are not msgpack,
+    not a map, lack a valid ``id``/``method``, carry non-map ``params`` or name
+    an unknown method.  When the id could be read, ``error.data["id"]`` holds
+    it so the caller can address the error response.
+    """
+    obj = _unpack(body)
+    if not isinstance(obj, dict):
+        raise HubError(ErrorCode.BAD_REQUEST, "request must be a map with id, method and params")
+    rid = obj.get("id")
+    if isinstance(rid, bool) or not isinstance(rid, int) or not 0 <= rid <= _MAX_ID:
+        raise HubError(ErrorCode.BAD_REQUEST, "request id must be a non-negative integer")
+    method = obj.get("method")
+    params = obj.get("params", {})
+    extra = set(obj) - {"id", "method", "params"}
+    if extra:
+        raise HubError(ErrorCode.BAD_REQUEST, f"unknown request fields: {sorted(map(str, extra))}", {"id": rid})
+    if not isinstance(method, str):
+        raise HubError(ErrorCode.BAD_REQUEST, "request method must be a string", {"id": rid})
+    if method not in METHODS:
+        raise HubError(
+            ErrorCode.BAD_REQUEST,
+            f"unknown method {method[:64]!r}; known: {', '.join(sorted(METHODS))}",
+            {"id": rid},
+        )
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise HubError(ErrorCode.BAD_REQUEST, "request params must be a map", {"id": rid})
+    return Request(rid, method, params)
+
+
+def encode_request(rid: int, method: str, params: dict[str, Any], max_frame_bytes: int = LIMITS.max_frame_bytes) -> bytes:
+    """A complete request frame (length prefix included)."""
+    return encode_frame(pack({"id": rid, "method": method, "params": params}), max_frame_bytes)
+
+
+def encode_result(rid: int, result: dict[str, Any]) -> bytes:
+    """A complete success-response frame."""
+    return encode_frame(pack({"id": rid, "result": result}))
+
+
+def encode_error(rid: int | None, error: HubError) -> bytes:
+    """A complete error-response frame; ``rid`` is None when the request id was unreadable."""
+    return encode_frame(pack({"id": rid, "error": error.to_wire()}))
+
+
+@dataclass(frozen=True)
+class Response:
+    """A decoded response: exactly one of ``result`` and ``error`` is set."""
+
+    id: int | None
+    result: dict[str, Any] | None = None
+    error: HubError | None = None
+
+    def unwrap(self) -> dict[str, Any]:
+        """The result, or raise the error."""
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+def decode_response(body: bytes) -> Response:
+    """Decode one response frame body; a malformed one raises ``internal``."""
+    try:
+        obj = _unpack(body)
+    except HubError as exc:
+        raise HubError(ErrorCode.INTERNAL, f"malformed response from Hub: {exc.message}") from None
+    if not isinstance(obj, dict) or ("result" in obj) == ("error" in obj):
+        raise HubError(ErrorCode.INTERNAL, "malformed response from Hub")
+    rid = obj.get("id")
+    if rid is not None and not isinstance(rid, int):
+        raise HubError(ErrorCode.INTERNAL, "malformed response id from Hub")
+    if "error" in obj:
+        return Response(rid, error=HubError.from_wire(obj["error"]))
+    result = obj["result"]
+    if not isinstance(result, dict):
+        raise HubError(ErrorCode.INTERNAL, "malformed result from Hub")
+    return Response(rid, result=result)
+
+
+def packed_size(obj: Any) -> int:
+    """Serialized size in bytes, used to hold store responses to their budget."""
+    return len(pack(obj))

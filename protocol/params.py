@@ -1,0 +1,211 @@
+"""Validation of request parameters, shared by the Hub and its clients.
+
+Each ``parse_*`` function takes the raw ``params`` map of a request and
+returns a frozen dataclass, or raises :class:`HubError` (``bad_request`` or
+``invalid_path``) naming the offending field.  Unknown fields are rejected so
+a typo never silently changes a call's meaning.  Design record §3.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.errors import ErrorCode, HubError
+from protocol.limits import LIMITS
+from protocol.paths import normalize_path, normalize_prefix
+
+ABSENT = "absent"
+"""The ``expected_revision`` that means "create; the document must not exist"."""
+
+_REVISION = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _bad(message: str, **data: Any) -> HubError:
+    return HubError(ErrorCode.BAD_REQUEST, message, data)
+
+
+def _only(params: dict[str, Any], allowed: set[str]) -> None:
+    extra = set(params) - allowed
+    if extra:
+        raise _bad(f"unknown parameter(s): {', '.join(sorted(map(str, extra)))}", allowed=sorted(allowed))
+
+
+def _int(params: dict[str, Any], name: str, default: int, lo: int, hi: int) -> int:
+    value = params.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad(f"{name} must be an integer", field=name)
+    if not lo <= value <= hi:
+        raise _bad(f"{name} must be between {lo} and {hi}", field=name, minimum=lo, maximum=hi)
+    return value
+
+
+def parse_revision(value: object, field: str = "expected_revision") -> str:
+    """``absent`` or 64 hex digits (returned lowercase); raises ``bad_request``."""
+    if not isinstance(value, str):
+        raise _bad(f"{field} is required: the document's current revision, or 'absent' to create", field=field)
+    low = value.strip().lower()
+    if low == ABSENT or _REVISION.match(low):
+        return low
+    raise _bad(f"{field} must be 'absent' or a 64-digit hex SHA-256 revision", field=field)
+
+
+@dataclass(frozen=True)
+class HelloParams:
+    """``hello``: protocol version, free-form client name, optional frozen binding (§7)."""
+
+    protocol: int
+    client: str
+    binding: str | None
+
+
+def parse_hello(params: dict[str, Any]) -> HelloParams:
+    """Validate ``hello`` params."""
+    _only(params, {"protocol", "client", "binding", "token"})
+    protocol = _int(params, "protocol", 1, 0, 2**31)
+    client = params.get("client", "")
+    binding = params.get("binding")
+    if not isinstance(client, str) or len(client) > 200:
+        raise _bad("client must be a short string", field="client")
+    if binding is not None and (not isinstance(binding, str) or not 0 < len(binding) <= 1200):
+        raise _bad("binding must be a non-empty string (the value of AMUX_MEMORY_BINDING)", field="binding")
+    return HelloParams(protocol, client, binding or None)
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """``search``: 1–16 literal keywords (≤ 512 bytes in all), optional prefix, 1–20 results."""
+
+    query: str
+    keywords: tuple[str, ...]
+    path_prefix: str
+    limit: int
+
+
+def split_keywords(query: object) -> tuple[str, ...]:
+    """Split a query on whitespace into literal keywords (NFC, duplicates dropped, order kept).
+
+    Raises ``bad_request`` for a non-string, empty, over-512-byte or over-16-keyword query.
+    """
+    if not isinstance(query, str):
+        raise _bad("query must be a string of 1-16 keywords", field="query")
+    if len(query.encode("utf-8", "surrogatepass")) > LIMITS.query_max_bytes:
+        raise _bad(
+            f"query is longer than {LIMITS.query_max_bytes} bytes",
+            field="query",
+            current=len(query.encode("utf-8", "surrogatepass")),
+            maximum=LIMITS.query_max_bytes,
+        )
+    words = unicodedata.normalize("NFC", query).split()
+    if not words:
+        raise _bad("query needs at least one keyword", field="query")
+    if len(words) > LIMITS.query_max_keywords:
+        raise _bad(
+            f"query has {len(words)} keywords; at most {LIMITS.query_max_keywords} are allowed",
+            field="query",
+            current=len(words),
+            maximum=LIMITS.query_max_keywords,
+        )
+    return tuple(dict.fromkeys(words))
+
+
+def parse_search(params: dict[str, Any]) -> SearchParams:
+    """Validate ``search`` params: ``query``, optional ``path_prefix`` and ``limit``."""
+    _only(params, {"query", "path_prefix", "limit"})
+    keywords = split_keywords(params.get("query"))
+    prefix = normalize_prefix(params.get("path_prefix"))
+    limit = _int(params, "limit", LIMITS.search_default_limit, 1, LIMITS.search_max_limit)
+    return SearchParams(str(params["query"]), keywords, prefix, limit)
+
+
+@dataclass(frozen=True)
+class GetParams:
+    """``get``: 1-based inclusive lines (0 = open end) or a byte ``offset`` continuation."""
+
+    path: str
+    start_line: int
+    end_line: int
+    offset: int
+
+
+def parse_get(params: dict[str, Any]) -> GetParams:
+    """Validate ``get`` params; a nonzero ``start_line`` with an ``offset`` is ``bad_request``."""
+    _only(params, {"path", "start_line", "end_line", "offset"})
+    path = normalize_path(params.get("path"))
+    start = _int(params, "start_line", 0, 0, 2**31)
+    end = _int(params, "end_line", 0, 0, 2**31)
+    offset = _int(params, "offset", 0, 0, 2**62)
+    if start and offset:
+        raise _bad("give either start_line or offset, not both: offset continues a truncated fragment")
+    if start and end and end < start:
+        raise _bad("end_line must not be before start_line", field="end_line")
+    return GetParams(path, start, end, offset)
+
+
+@dataclass(frozen=True)
+class UpsertParams:
+    """``upsert``: the complete new document (UTF-8 bytes) and the expected revision."""
+
+    path: str
+    content: bytes
+    expected_revision: str
+
+
+def parse_upsert(params: dict[str, Any]) -> UpsertParams:
+    """Validate ``upsert`` params; ``content`` may be str or bin but must be valid UTF-8."""
+    _only(params, {"path", "content", "expected_revision"})
+    path = normalize_path(params.get("path"))
+    revision = parse_revision(params.get("expected_revision"))
+    content = params.get("content")
+    if isinstance(content, str):
+        try:
+            raw = content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _bad("content is not valid UTF-8", field="content") from None
+    elif isinstance(content, bytes):
+        raw = content
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _bad(f"content is not valid UTF-8 (byte {exc.start})", field="content", byte=exc.start) from None
+    else:
+        raise _bad("content is required: the complete UTF-8 Markdown document", field="content")
+    return UpsertParams(path, raw, revision)
+
+
+@dataclass(frozen=True)
+class ForgetParams:
+    """``forget``: the document and the revision it must still have."""
+
+    path: str
+    expected_revision: str
+
+
+def parse_forget(params: dict[str, Any]) -> ForgetParams:
+    """Validate ``forget`` params; ``expected_revision`` must be a real revision (not ``absent``)."""
+    _only(params, {"path", "expected_revision"})
+    path = normalize_path(params.get("path"))
+    revision = parse_revision(params.get("expected_revision"))
+    return ForgetParams(path, revision)
+
+
+@dataclass(frozen=True)
+class ExportParams:
+    """``export``: one page from byte ``offset``; ``expected_revision`` pins later pages."""
+
+    path: str
+    offset: int
+    expected_revision: str | None
+
+
+def parse_export(params: dict[str, Any]) -> ExportParams:
+    """Validate ``export`` params."""
+    _only(params, {"path", "offset", "expected_revision"})
+    path = normalize_path(params.get("path"))
+    offset = _int(params, "offset", 0, 0, 2**62)
+    rev = params.get("expected_revision")
+    return ExportParams(path, offset, None if rev is None else parse_revision(rev))

@@ -1,0 +1,108 @@
+"""Logical memory paths: relative ``.md`` paths inside one scope (design record §3).
+
+A logical path is what a caller names; the Hub maps it under the scope root it
+derived itself.  Validation here is purely lexical; the store also refuses a
+symlink anywhere on the way when it opens the file (``O_NOFOLLOW`` per segment).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from urllib.parse import unquote
+
+from protocol.errors import ErrorCode, HubError
+from protocol.limits import LIMITS
+
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_SEPARATORS = frozenset("\u2028\u2029\u0085")
+
+
+def _reject(path: str, why: str) -> HubError:
+    shown = path if len(path) <= 120 else path[:117] + "..."
+    return HubError(ErrorCode.INVALID_PATH, f"invalid path {shown!r}: {why}", {"path": shown, "reason": why})
+
+
+def _check_chars(path: str) -> None:
+    if "\\" in path:
+        raise _reject(path, "backslashes are not allowed; use '/' between segments")
+    for ch in path:
+        category = unicodedata.category(ch)
+        if category == "Cs":
+            raise _reject(path, "not valid Unicode (lone surrogate)")
+        if category == "Cc" or ch in _SEPARATORS:
+            raise _reject(path, f"control character U+{ord(ch):04X} is not allowed")
+
+
+def _check_segment(path: str, seg: str) -> None:
+    if seg == "":
+        raise _reject(path, "empty segment (leading, trailing or doubled '/')")
+    if seg in (".", ".."):
+        raise _reject(path, "'.' and '..' segments are not allowed")
+    if seg.strip(". ") == "":
+        raise _reject(path, "a segment made only of dots or spaces is not allowed")
+    if seg != seg.strip():
+        raise _reject(path, "a segment may not start or end with whitespace")
+    if _PERCENT.search(seg):
+        decoded = unquote(seg)
+        if decoded.strip(". ") == "" or any(c in decoded for c in "/\\\x00"):
+            raise _reject(path, "percent-encoded separators or dot segments are not allowed")
+
+
+def normalize_path(path: object) -> str:
+    """Validate a logical document path and return its NFC form.
+
+    Rules: a string, NFC-normalized first (so NFC and NFD spellings name one
+    file); relative; ``/``-separated; no empty, ``.``, ``..``, dots/spaces-only
+    or percent-encoded traversal segments; no backslash, NUL or other control
+    character; at most 1,024 UTF-8 bytes and 20 segments; the last segment ends
+    in ``.md`` with a non-empty name.  Raises :class:`HubError` ``invalid_path``.
+    """
+    if not isinstance(path, str):
+        raise HubError(ErrorCode.INVALID_PATH, "path must be a string", {"reason": "type"})
+    nfc = unicodedata.normalize("NFC", path)
+    if nfc == "":
+        raise _reject(nfc, "path is empty")
+    if len(nfc.encode("utf-8", "surrogatepass")) > LIMITS.max_path_bytes:
+        raise _reject(nfc, f"longer than {LIMITS.max_path_bytes} bytes")
+    _check_chars(nfc)
+    if nfc.startswith("/") or re.match(r"^[A-Za-z]:", nfc):
+        raise _reject(nfc, "absolute paths are not allowed; give a path relative to the memory scope")
+    segments = nfc.split("/")
+    if len(segments) > LIMITS.max_path_segments:
+        raise _reject(nfc, f"more than {LIMITS.max_path_segments} segments")
+    for seg in segments:
+        _check_segment(nfc, seg)
+    last = segments[-1]
+    if not last.endswith(".md") or last[:-3].strip(". ") == "":
+        raise _reject(nfc, "only Markdown documents ('name.md') can be stored")
+    return nfc
+
+
+def normalize_prefix(prefix: object) -> str:
+    """Validate a search ``path_prefix`` and return its NFC form ("" = whole scope).
+
+    Same character and segment rules as :func:`normalize_path`, but any
+    string prefix is allowed (``projects/`` or ``projects/am``); a trailing
+    ``/`` is kept.  Raises :class:`HubError` ``invalid_path``.
+    """
+    if prefix is None:
+        return ""
+    if not isinstance(prefix, str):
+        raise HubError(ErrorCode.INVALID_PATH, "path_prefix must be a string", {"reason": "type"})
+    nfc = unicodedata.normalize("NFC", prefix)
+    if nfc == "":
+        return ""
+    if len(nfc.encode("utf-8", "surrogatepass")) > LIMITS.max_path_bytes:
+        raise _reject(nfc, f"longer than {LIMITS.max_path_bytes} bytes")
+    _check_chars(nfc)
+    if nfc.startswith("/"):
+        raise _reject(nfc, "absolute prefixes are not allowed")
+    segments = nfc.split("/")
+    if segments[-1] == "":
+        segments.pop()
+    if len(segments) > LIMITS.max_path_segments:
+        raise _reject(nfc, f"more than {LIMITS.max_path_segments} segments")
+    for seg in segments:
+        _check_segment(nfc, seg)
+    return nfc

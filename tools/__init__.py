@@ -1,0 +1,1 @@
+"""Frontends of the Hub: the blocking client and the ``amux`` command line."""
