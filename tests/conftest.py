@@ -1,0 +1,160 @@
+"""Shared fixtures: a real Hub subprocess on a temporary home, and the real ``amux`` CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools.client import HubClient
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+CORPUS = SHARED / "corpus" / "files"
+
+
+def amux_argv() -> list[str]:
+    """The installed ``amux`` console script (what a user runs), else ``python -m tools.cli``."""
+    script = Path(sys.executable).parent / "amux"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tools.cli"]
+
+
+@dataclass
+class CliResult:
+    """A finished CLI process: exit status, stdout parsed as JSON when possible, raw streams."""
+
+    returncode: int
+    stdout: bytes
+    stderr: str
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+@dataclass
+class HubProcess:
+    """A Hub running as a subprocess with its own home; ``cli()`` runs the real CLI against it."""
+
+    home: Path
+    socket: Path
+    proc: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def scope_dir(self) -> Path:
+        return self.home / "memory" / "global"
+
+    def start(self, timeout: float = 15.0) -> None:
+        assert self.log is not None
+        out = open(self.log, "ab")
+        self.proc = subprocess.Popen(
+            [*amux_argv(), "hub", "serve", "--home", str(self.home)],
+            env=self.env, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
+        )
+        out.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"Hub exited with {self.proc.returncode}:\n{self.log.read_text()}")
+            try:
+                with HubClient(self.socket, timeout=2):
+                    return
+            except Exception:
+                time.sleep(0.05)
+        raise RuntimeError(f"Hub did not start in {timeout} s:\n{self.log.read_text()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise
+        return self.proc.returncode
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def client(self, **kw: Any) -> HubClient:
+        c = HubClient(self.socket, **kw)
+        c.connect()
+        return c
+
+    def cli(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
+            timeout: float = 60) -> CliResult:
+        proc = subprocess.run(
+            [*amux_argv(), *args], input=input if input is not None else b"",
+            capture_output=True, env={**self.env, **(env or {})}, timeout=timeout,
+        )
+        return CliResult(proc.returncode, proc.stdout, proc.stderr.decode(errors="replace"))
+
+    def configure(self, key: str, value: str) -> None:
+        r = self.cli("system", "config", "set", key, value)
+        assert r.returncode == 0, r.stderr
+
+
+def make_hub(tmp_path: Path, *, enabled: bool = True, isolation: str = "off",
+             settings: dict[str, str] | None = None, start: bool = True) -> HubProcess:
+    """A Hub on ``tmp_path/home`` configured through the real CLI, started unless ``start=False``."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
+    env["AMUX_HOME"] = str(home)
+    hub = HubProcess(home=home, socket=home / "hub.sock", log=tmp_path / "hub.log", env=env)
+    hub.configure("memory.enabled", "true" if enabled else "false")
+    hub.configure("memory.isolation", isolation)
+    for key, value in (settings or {}).items():
+        hub.configure(key, value)
+        if key == "hub.socket_path":
+            hub.socket = Path(value)
+    if start:
+        hub.start()
+    return hub
+
+
+@pytest.fixture
+def hub_factory(tmp_path: Path) -> Iterator[Any]:
+    """Build Hubs with ``hub_factory(enabled=..., isolation=..., settings=...)``; all are stopped after."""
+    hubs: list[HubProcess] = []
+    counter = iter(range(1000))
+
+    def factory(**kw: Any) -> HubProcess:
+        sub = tmp_path / f"hub{next(counter)}"
+        sub.mkdir()
+        h = make_hub(sub, **kw)
+        hubs.append(h)
+        return h
+
+    yield factory
+    for h in hubs:
+        if h.proc is not None and h.proc.poll() is None:
+            h.stop()
+
+
+@pytest.fixture
+def hub(hub_factory: Any) -> HubProcess:
+    """A running Hub with memory enabled and isolation off."""
+    h: HubProcess = hub_factory()
+    return h
+
+
+def need_corpus() -> Path:
+    """The shared corpus folder, or skip the test with a message when it is absent."""
+    if not CORPUS.is_dir():
+        pytest.skip(f"../shared/corpus is absent ({CORPUS}); this test needs the real-Markdown corpus")
+    return CORPUS
