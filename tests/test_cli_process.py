@@ -1,0 +1,204 @@
+"""The real ``amux`` CLI against a real Hub subprocess: the user's paths and the error contract."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocol.errors import EXIT_CODES, ErrorCode, HubError
+from tests.conftest import HubProcess, amux_argv
+from tools.client import HubClient, export_document
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under root with its bytes (None for directories)."""
+    out: dict[str, bytes | None] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            out[os.path.relpath(os.path.join(dirpath, d), root)] = None
+        for f in filenames:
+            p = os.path.join(dirpath, f)
+            out[os.path.relpath(p, root)] = None if os.path.islink(p) else Path(p).read_bytes()
+    return out
+
+
+def test_two_writers_same_revision_exactly_one_wins(hub: HubProcess) -> None:
+    rev = hub.cli("memory", "upsert", "notes/race.md", "--expected-revision", "absent", input=b"base\n").json["revision"]
+    for round_ in range(5):
+        procs = [
+            subprocess.Popen(
+                [*amux_argv(), "memory", "upsert", "notes/race.md", "--expected-revision", rev],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=hub.env,
+            )
+            for _ in range(2)
+        ]
+        outs = [p.communicate(f"writer {i} round {round_}\n".encode(), timeout=30) for i, p in enumerate(procs)]
+        codes = sorted(p.returncode for p in procs)
+        assert codes == [0, EXIT_CODES[ErrorCode.CONFLICT]], outs
+        import json
+
+        results = [json.loads(o[0]) for o in outs]
+        winner = next(r for r in results if "revision" in r)
+        loser = next(r for r in results if "error" in r)
+        assert loser["error"]["code"] == "conflict"
+        assert loser["error"]["data"]["observed_revision"] == winner["revision"]
+        on_disk = (hub.scope_dir / "notes" / "race.md").read_bytes()
+        assert hashlib.sha256(on_disk).hexdigest() == winner["revision"]
+        rev = winner["revision"]
+
+
+def test_error_json_on_stdout_and_exit_codes(hub: HubProcess) -> None:
+    bad = hub.cli("memory", "show", "../escape.md")
+    assert bad.returncode == EXIT_CODES[ErrorCode.INVALID_PATH]
+    assert bad.json["error"]["code"] == "invalid_path"
+    assert "invalid_path" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    missing = hub.cli("memory", "export", "nope.md")
+    assert missing.returncode == EXIT_CODES[ErrorCode.NOT_FOUND]
+    assert missing.json["error"]["code"] == "not_found"
+    notutf8 = hub.cli("memory", "upsert", "x.md", "--expected-revision", "absent", input=b"\xff\xfe bad")
+    assert notutf8.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST]
+    assert not (hub.scope_dir / "x.md").exists()
+    norev = hub.cli("memory", "forget", "x.md", "--expected-revision", "12")
+    assert norev.json["error"]["code"] == "bad_request"
+
+
+def test_quota_error_carries_sizes(hub: HubProcess) -> None:
+    r = hub.cli("memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=b"x" * 2049)
+    assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED]
+    assert r.json["error"]["data"]["current"] == 2049 and r.json["error"]["data"]["maximum"] == 2048
+    assert not (hub.scope_dir / "MEMORY.md").exists()
+
+
+def test_no_hub_is_unavailable(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
+    env["AMUX_HOME"] = str(tmp_path)
+    proc = subprocess.run([*amux_argv(), "memory", "search", "x"], capture_output=True, env=env, timeout=30)
+    assert proc.returncode == EXIT_CODES[ErrorCode.UNAVAILABLE]
+    assert b"amux hub serve" in proc.stderr
+
+
+def test_config_errors_and_values(tmp_path: Path) -> None:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}, "AMUX_HOME": str(tmp_path)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([*amux_argv(), *args], capture_output=True, env=env, timeout=30)
+
+    assert run("system", "config", "get", "memory.enabled").stdout.count(b"false") == 1
+    assert run("system", "config", "set", "memory.isolation", "sideways").returncode == 2
+    assert run("system", "config", "get", "no.such").returncode == 2
+    ok = run("system", "config", "set", "memory.isolation", "user")
+    assert ok.returncode == 0 and b"restart" in ok.stderr
+    assert b'"user"' in run("system", "config", "get", "memory.isolation").stdout
+
+
+def test_large_document_export_and_paged_show(hub: HubProcess) -> None:
+    lines = [f"line {i} 中文 ✓ {'x' * (i % 50)}" for i in range(1500)]
+    body = ("\n".join(lines) + "\n").encode()
+    body = body[: 65536 - (65536 % 1)]
+    body = body[: body.rfind(b"\n") + 1]
+    assert len(body) <= 65536
+    assert hub.cli("memory", "upsert", "big.md", "--expected-revision", "absent", input=body).returncode == 0
+    assert hub.cli("memory", "export", "big.md").stdout == body
+    parts = []
+    offset = 0
+    while True:
+        page = hub.cli("memory", "show", "big.md", "--offset", str(offset)).json
+        assert len(page["content"].encode()) < 8192
+        parts.append(page["content"].encode())
+        if not page["truncated"]:
+            break
+        offset = page["next_offset"]
+    assert b"".join(parts) == body
+
+
+def test_export_changed_between_pages_returns_nothing(hub: HubProcess) -> None:
+    body = ("\n".join(f"entry {i:05d} " + "y" * 60 for i in range(600)) + "\n").encode()
+    rev = hub.cli("memory", "upsert", "topic.md", "--expected-revision", "absent", input=body).json["revision"]
+    writer = hub.client()
+
+    def change(page: int) -> None:
+        if page == 1:
+            writer.call("upsert", {"path": "topic.md", "content": body + b"more\n", "expected_revision": rev})
+
+    with hub.client() as reader:
+        with pytest.raises(HubError) as err:
+            export_document(reader, "topic.md", between_pages=change)
+    assert err.value.code is ErrorCode.CONFLICT
+    assert err.value.data["observed_revision"] == hashlib.sha256(body + b"more\n").hexdigest()
+    writer.close()
+
+
+def test_disabled_hub_rejects_every_data_call_and_keeps_files(hub_factory: Any) -> None:
+    h: HubProcess = hub_factory(enabled=False)
+    h.scope_dir.mkdir(parents=True, exist_ok=True)
+    (h.scope_dir / "MEMORY.md").write_bytes(b"# kept\n")
+    rev = hashlib.sha256(b"# kept\n").hexdigest()
+    before = _tree(h.home / "memory")
+    calls = [
+        ("memory", "search", "kept"),
+        ("memory", "show", "MEMORY.md"),
+        ("memory", "upsert", "MEMORY.md", "--expected-revision", rev),
+        ("memory", "forget", "MEMORY.md", "--expected-revision", rev),
+        ("memory", "export", "MEMORY.md"),
+    ]
+    for args in calls:
+        r = h.cli(*args, input=b"# replaced\n")
+        assert r.returncode == EXIT_CODES[ErrorCode.DISABLED], (args, r.stderr)
+        assert r.json["error"]["code"] == "disabled"
+        assert "memory.enabled" in r.json["error"]["message"]
+    assert _tree(h.home / "memory") == before
+    status = h.cli("hub", "status").json
+    assert status["memory_enabled"] is False
+
+
+def test_signal_stops_hub_cleanly_and_second_hub_refuses(hub: HubProcess, tmp_path: Path) -> None:
+    second = subprocess.run(
+        [*amux_argv(), "hub", "serve", "--home", str(hub.home)], capture_output=True, env=hub.env, timeout=30,
+    )
+    assert second.returncode == 1
+    assert b"already serving" in second.stderr
+    assert hub.cli("memory", "search", "x").returncode == 0  # the first Hub is unaffected
+    assert hub.stop(signal.SIGINT) == 0
+    assert not hub.socket.exists()
+
+
+def test_restart_after_kill_removes_stale_socket_and_temp_files(hub: HubProcess) -> None:
+    assert hub.cli("memory", "upsert", "a/b.md", "--expected-revision", "absent", input=b"one\n").returncode == 0
+    stale = hub.scope_dir / "a" / ".b.md.deadbeef0000.amux-tmp"
+    stale.write_bytes(b"half-written")
+    assert hub.stop(signal.SIGKILL) == -signal.SIGKILL
+    assert hub.socket.exists()  # left behind by the killed Hub
+    hub.start()
+    assert not stale.exists()
+    assert hub.cli("memory", "show", "a/b.md").json["content"] == "one\n"
+
+
+def test_nfd_and_nfc_spellings_name_one_file(hub: HubProcess) -> None:
+    nfc, nfd = "caf\u00e9.md", "cafe\u0301.md"
+    assert hub.cli("memory", "upsert", nfd, "--expected-revision", "absent", input=b"menu\n").returncode == 0
+    assert [p.name for p in hub.scope_dir.iterdir()] == [nfc]
+    assert hub.cli("memory", "show", nfc).json["content"] == "menu\n"
+
+
+def test_memory_files_are_private(hub: HubProcess) -> None:
+    assert hub.cli("memory", "upsert", "deep/er/note.md", "--expected-revision", "absent", input=b"n\n").returncode == 0
+    root = hub.home / "memory"
+    assert (root.stat().st_mode & 0o777) == 0o700
+    for path in [hub.scope_dir / "deep", hub.scope_dir / "deep" / "er"]:
+        assert (path.stat().st_mode & 0o777) == 0o700
+    assert ((hub.scope_dir / "deep" / "er" / "note.md").stat().st_mode & 0o777) == 0o600
+    assert (hub.socket.stat().st_mode & 0o777) == 0o600
+
+
+def test_client_library_reports_scope(hub: HubProcess) -> None:
+    with HubClient(hub.socket) as c:
+        assert c.hello["scope"] == "global" and c.hello["binding"] == "global"
+        assert c.hello["limits"]["scan_max_files"] == 1024
+
+
