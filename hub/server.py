@@ -268,6 +268,9 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
                         "Hub listening on %s (memory %s, isolation %s)", config.socket_path,
                         "enabled" if config.memory_enabled else "disabled", config.isolation,
                     )
+                    if not config.memory_enabled:
+                        log.warning("memory is disabled: data calls fail with 'disabled' until "
+                                    "'amux system config set memory.enabled true' and a restart")
                     task_status.started(hub)
                 await listener.aclose()
                 hub.stop_reading()

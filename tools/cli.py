@@ -19,13 +19,14 @@ from cyclopts import App, Parameter
 from protocol.errors import EXIT_CODES, ErrorCode, HubError
 from tools.client import HubClient, default_home, export_document
 
-EXIT_HELP = "\n".join(f"  {code:>2}  {err.value}" for err, code in sorted(EXIT_CODES.items(), key=lambda kv: kv[1]))
+EXIT_HELP = "\n".join(f"- {code}: {err.value}" for err, code in sorted(EXIT_CODES.items(), key=lambda kv: kv[1]))
 
 app = App(
     name="amux",
     help="amux-memory: on-demand long-term memory for coding agents, kept as plain Markdown by one Hub.\n\n"
     "The CLI finds the Hub from AMUX_HUB (a socket path) or AMUX_HOME (default ~/.amux).\n"
-    "Data commands print JSON. Exit status: 0 ok, else one per error code:\n" + EXIT_HELP,
+    "Data commands print JSON; on error, {\"error\": {code, message, data}} on stdout and one line "
+    "on stderr. Exit status: 0 on success, else one per error code:\n\n" + EXIT_HELP,
 )
 hub_app = App(name="hub", help="Run and inspect the Hub, the one process that owns the memory files.")
 memory_app = App(name="memory", help="Search, read, write and delete memory documents through the Hub.")
@@ -38,7 +39,10 @@ system_app.command(config_app)
 
 
 def _emit(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+    # Bytes, not text: JSON is UTF-8 whatever the locale says.
+    sys.stdout.flush()
+    sys.stdout.buffer.write(json.dumps(obj, ensure_ascii=False, indent=2).encode("utf-8") + b"\n")
+    sys.stdout.buffer.flush()
 
 
 def _fail(exc: HubError) -> int:
