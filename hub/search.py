@@ -137,7 +137,9 @@ def _snippet(line: str, folded_kw: str, max_bytes: int) -> tuple[str, bool]:
     line = line.strip()
     if len(line.encode("utf-8", "replace")) <= max_bytes:
         return line, False
-    # Map the keyword's position in the folded line back to a character index.
+    # Map the keyword's position in the folded line back to a character index
+    # (in NFC, so that per-character folding lines up with the folded line).
+    line = unicodedata.normalize("NFC", line)
     target = fold(line).find(folded_kw)
     at = 0
     if target > 0:
@@ -231,7 +233,7 @@ def search_scope(
     for doc in docs[:limit]:
         match = _match(doc, keywords, folded_kws, limits)
         grow = packed_size(match) + 2
-        if size + grow > limits.response_max_bytes:
+        if size + grow > limits.response_max_bytes - limits.response_envelope_bytes:
             result["truncated"] = True
             break
         result["matches"].append(match)

@@ -62,9 +62,26 @@ def _conflict(path: str, expected: str, observed: str) -> HubError:
 
 
 def _utf8_boundary(data: bytes, pos: int) -> int:
-    """Largest position ≤ pos that does not split a UTF-8 sequence."""
-    while 0 < pos < len(data) and (data[pos] & 0xC0) == 0x80:
-        pos -= 1
+    """Largest position ≤ pos that does not split a well-formed UTF-8 sequence.
+
+    Stray continuation bytes of a hand-placed non-UTF-8 file are not part of any
+    character, so a position next to them is a boundary (reads always progress).
+    """
+    for back in range(1, 4):
+        i = pos - back
+        if i < 0 or pos >= len(data):
+            break
+        lead = data[i]
+        if (lead & 0xC0) == 0x80:
+            continue
+        need = 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4 if lead >> 3 == 0b11110 else 1
+        if need > back:
+            try:
+                data[i : i + need].decode("utf-8")
+            except UnicodeDecodeError:
+                break
+            return i
+        break
     return pos
 
 
@@ -145,14 +162,21 @@ class Store:
         }
         # Room for the content: budget minus the envelope, the str header and a
         # next_offset integer (9 bytes at most).
-        budget = self.limits.response_max_bytes - packed_size(result) - 5 - 9
+        budget = self.limits.response_max_bytes - self.limits.response_envelope_bytes - packed_size(result) - 5 - 9
         stop = end
         if end - start > budget:
             stop = _utf8_boundary(data, start + budget)
             newline = data.rfind(b"\n", start, stop)
             if newline >= start + budget // 2:
                 stop = newline + 1
-        result["content"] = data[start:stop].decode("utf-8", "replace")
+        content = data[start:stop].decode("utf-8", "replace")
+        size = len(content.encode("utf-8"))
+        while size > budget:
+            # Invalid bytes of a hand-placed file grow to U+FFFD (3 bytes): read less.
+            stop = _utf8_boundary(data, start + (stop - start) * budget // size)
+            content = data[start:stop].decode("utf-8", "replace")
+            size = len(content.encode("utf-8"))
+        result["content"] = content
         if stop < end:
             result["truncated"] = True
             result["next_offset"] = stop

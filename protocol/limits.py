@@ -27,8 +27,9 @@ class Limits:
     document_max_bytes: int = 64 * KIB
     scope_max_documents: int = 1024
     scope_max_bytes: int = 16 * MIB
-    # Responses.
+    # Responses: the whole response frame body, envelope included.
     response_max_bytes: int = 8 * KIB
+    response_envelope_bytes: int = 32
     # Search.
     query_max_bytes: int = 512
     query_max_keywords: int = 16

@@ -32,6 +32,9 @@ def _check_chars(path: str) -> None:
             raise _reject(path, "not valid Unicode (lone surrogate)")
         if category == "Cc" or ch in _SEPARATORS:
             raise _reject(path, f"control character U+{ord(ch):04X} is not allowed")
+        if category == "Cf":
+            # Zero-width and bidi-override characters make one path look like another.
+            raise _reject(path, f"invisible format character U+{ord(ch):04X} is not allowed")
 
 
 def _check_segment(path: str, seg: str) -> None:
