@@ -226,17 +226,20 @@ class Hub:
         await conn.send(frame)
 
     async def _run_request(self, conn: Connection, request: Request) -> None:
+        # A request counts as in flight until its answer is sent, so a peer that
+        # pipelines without reading cannot pile up unsent responses in the Hub.
         try:
-            result = await self.service.call(conn.scope, request.method, request.params)
-            frame = encode_result(request.id, result)
-        except HubError as exc:
-            frame = encode_error(request.id, exc)
-        except Exception as exc:
-            log.exception("request %s failed", request.method)
-            frame = encode_error(request.id, HubError(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}"))
+            try:
+                result = await self.service.call(conn.scope, request.method, request.params)
+                frame = encode_result(request.id, result)
+            except HubError as exc:
+                frame = encode_error(request.id, exc)
+            except Exception as exc:
+                log.exception("request %s failed", request.method)
+                frame = encode_error(request.id, HubError(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}"))
+            await conn.send(frame)
         finally:
             conn.in_flight -= 1
-        await conn.send(frame)
 
     def stop_reading(self) -> None:
         """Stop reading new requests on every connection; running requests still finish."""

@@ -88,5 +88,6 @@ class FrameDecoder:
         body = bytes(self._buffer[: self._need])
         del self._buffer[: self._need]
         self._need = None
-        self._check_header()
+        # The next header is checked on the next call, not here: raising now
+        # would throw away the complete frame just taken out of the buffer.
         return body

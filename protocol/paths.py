@@ -19,7 +19,9 @@ _SEPARATORS = frozenset("\u2028\u2029\u0085")
 
 
 def _reject(path: str, why: str) -> HubError:
-    shown = path if len(path) <= 120 else path[:117] + "..."
+    # Escape what cannot be encoded (lone surrogates from a mis-encoded argv) so the error can be sent.
+    shown = path.encode("utf-8", "backslashreplace").decode("utf-8")
+    shown = shown if len(shown) <= 120 else shown[:117] + "..."
     return HubError(ErrorCode.INVALID_PATH, f"invalid path {shown!r}: {why}", {"path": shown, "reason": why})
 
 
