@@ -10,14 +10,17 @@ budget), or the directory-entry limits; the result then says ``incomplete``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import unicodedata
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import ahocorasick_rs
+
+from hub.cache import DIR, MARKDOWN, CachedDoc, Haystack, ScopeCache, fold
 from protocol.errors import HubError
 from protocol.limits import Limits
 from protocol.messages import packed_size
@@ -41,22 +44,6 @@ def read_file_nofollow(abspath: str) -> bytes:
         os.close(fd)
 
 
-def fold(text: str) -> str:
-    """The matching form of text: NFC, then Unicode casefold (newlines preserved)."""
-    if not unicodedata.is_normalized("NFC", text):
-        text = unicodedata.normalize("NFC", text)
-    return text.casefold()
-
-
-@dataclass
-class _Doc:
-    path: str
-    data: bytes
-    folded: str
-    matched: list[int]
-    title_hits: int = 0
-
-
 @dataclass
 class _Walk:
     """Traversal state: counters against the scan budget."""
@@ -72,40 +59,44 @@ class _Walk:
             self.reasons.append(reason)
 
 
-def _walk(root: str, prefix: str, walk: _Walk) -> Iterator[tuple[str, str, int]]:
-    """Yield ``(logical path, absolute path, size)`` of ``.md`` files in path order.
+FileEntry = tuple[str, str]
+"""``(logical path, absolute path)`` of one Markdown file."""
+
+
+def _walk(root: str, prefix: str, walk: _Walk, cache: ScopeCache, seen_dirs: set[str]) -> Iterator[list[FileEntry]]:
+    """Yield batches of ``.md`` files in path order (one batch per run of files in a directory).
 
     Symlinks are skipped, never followed; directories that cannot lead to a
-    path starting with ``prefix`` are pruned.
+    path starting with ``prefix`` are pruned.  Directory listings come from
+    the cache while the directory's mtime and inode are unchanged.
     """
-    def visit(absdir: str, rel: str) -> Iterator[tuple[str, str, int]]:
+    def visit(absdir: str, rel: str) -> Iterator[list[FileEntry]]:
         try:
-            with os.scandir(absdir) as it:
-                entries: list[os.DirEntry[str]] = []
-                for entry in it:
-                    if len(entries) >= walk.limits.scan_max_dir_entries:
-                        walk.stop("directory entries")
-                        break
-                    entries.append(entry)
+            listing = cache.listing(absdir, walk.limits.scan_max_dir_entries)
         except OSError:
             return
-        entries.sort(key=lambda e: e.name)
-        for entry in entries:
+        seen_dirs.add(absdir)
+        if listing.truncated:
+            walk.stop("directory entries")
+        batch: list[FileEntry] = []
+        for name, kind in listing.entries:
             walk.entries += 1
             if walk.entries > walk.limits.scan_max_total_entries:
                 walk.stop("total entries")
-                return
-            logical = rel + entry.name
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
+                break
+            logical = rel + name
+            if kind == MARKDOWN:
+                if logical.startswith(prefix):
+                    batch.append((logical, absdir + "/" + name))
+            elif kind == DIR:
                 sub = logical + "/"
                 if sub.startswith(prefix) or prefix.startswith(sub):
-                    yield from visit(entry.path, sub)
-            elif stat.S_ISREG(st.st_mode) and entry.name.endswith(".md") and logical.startswith(prefix):
-                yield logical, entry.path, st.st_size
+                    if batch:
+                        yield batch
+                        batch = []
+                    yield from visit(absdir + "/" + name, sub)
+        if batch:
+            yield batch
 
     yield from visit(root, "")
 
@@ -115,21 +106,6 @@ def _valid_logical(path: str) -> bool:
         return normalize_path(path) == path
     except HubError:
         return False
-
-
-def _title_line(text: str) -> str:
-    """The document's first Markdown heading (after any frontmatter), or ""."""
-    lines = text.split("\n", 400)[:400]
-    i = 0
-    if lines and lines[0].strip() == "---":
-        for j in range(1, len(lines)):
-            if lines[j].strip() in ("---", "..."):
-                i = j + 1
-                break
-    for line in lines[i:]:
-        if line.startswith("#"):
-            return line
-    return ""
 
 
 def _snippet(line: str, folded_kw: str, max_bytes: int) -> tuple[str, bool]:
@@ -161,16 +137,98 @@ def _snippet(line: str, folded_kw: str, max_bytes: int) -> tuple[str, bool]:
     return text, True
 
 
-def _best_line(doc: _Doc, folded_kws: list[str]) -> tuple[int, int]:
-    """``(line index, keyword index)`` of the earliest line with the most distinct keywords."""
-    best = (-1, 0, doc.matched[0])
-    for i, fl in enumerate(doc.folded.split("\n")):
-        hits = [k for k in doc.matched if folded_kws[k] in fl]
-        if len(hits) > best[1]:
-            best = (i, len(hits), hits[0])
-            if len(hits) == len(doc.matched):
+def _best_line(hay: Haystack, index: int, matched: list[int], folded_kws: list[bytes]) -> tuple[int, int]:
+    """``(0-based line, keyword index)`` for a match: of the lines where each matched keyword
+    first occurs, the one holding the most distinct keywords (the earliest on a tie)."""
+    blob, start = hay.blob, hay.starts[index]
+    end = start + len(hay.docs[index].folded)
+    firsts = sorted((blob.find(folded_kws[k], start, end), k) for k in matched)
+    best_pos, best_kw, best_count = firsts[0][0], firsts[0][1], 0
+    for pos, k in firsts:
+        line_start = blob.rfind(b"\n", start, pos) + 1 or start
+        line_end = blob.find(b"\n", pos, end)
+        line = blob[line_start : line_end if line_end >= 0 else end]
+        count = sum(1 for j in matched if folded_kws[j] in line)
+        if count > best_count:
+            best_pos, best_kw, best_count = pos, k, count
+    return blob.count(b"\n", start, best_pos), best_kw
+
+
+def _presence(hay: Haystack, folded_kws: list[bytes]) -> dict[int, list[int]]:
+    """Which keywords each document contains: ``{document index: [keyword index, ...]}``.
+
+    One pass per keyword over the joined haystack.  A keyword that looks
+    frequent (dozens of hits in the first 64 KiB) is found with ``bytes.find``,
+    jumping to the next document after each hit, so it costs about one short
+    search per document.  Any other keyword is located with a single-pattern
+    Aho-Corasick searcher (SIMD ``memmem`` underneath), which reports its few
+    occurrences at memory speed.
+    """
+    blob, starts = hay.blob, hay.starts
+    ends = starts[1:] + [len(blob)]
+    found: dict[int, set[int]] = {}
+    for ki, kw in enumerate(folded_kws):
+        if blob.count(kw, 0, 65536) >= 32:
+            pos = blob.find(kw)
+            while pos >= 0:
+                d = bisect_right(starts, pos) - 1
+                found.setdefault(d, set()).add(ki)
+                pos = blob.find(kw, ends[d])
+        else:
+            searcher = ahocorasick_rs.BytesAhoCorasick([kw])
+            for _, start, _ in searcher.find_matches_as_indexes(blob):
+                found.setdefault(bisect_right(starts, start) - 1, set()).add(ki)
+    return {d: sorted(ks) for d, ks in found.items()}
+
+
+def _collect(
+    root: str, path_prefix: str, limits: Limits, walk: _Walk, should_stop: Callable[[], bool],
+    reader: Reader, cache: ScopeCache,
+) -> tuple[list[CachedDoc], int]:
+    """Walk the scope within budget, refreshing cache entries that no longer match their file."""
+    docs: list[CachedDoc] = []
+    scanned_bytes = 0
+    seen: set[str] = set()
+    cached = cache.docs
+    seen_dirs: set[str] = set()
+    for batch in _walk(root, path_prefix, walk, cache, seen_dirs):
+        for logical, abspath in batch:
+            if len(docs) >= limits.scan_max_files:
+                walk.stop("files")
                 break
-    return best[0], best[2]
+            try:
+                st = os.lstat(abspath)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if scanned_bytes + st.st_size > limits.scan_max_bytes:
+                walk.stop("bytes")
+                break
+            doc = cached.get(logical)
+            if doc is None or not doc.fresh(st):
+                if should_stop():
+                    walk.stop("time")
+                    break
+                if not _valid_logical(logical):
+                    continue
+                try:
+                    data = reader(abspath)
+                except OSError:
+                    continue
+                doc = CachedDoc.load(logical, st, data)
+                cache.put(doc)
+            elif len(docs) % 64 == 63 and should_stop():
+                walk.stop("time")
+                break
+            seen.add(logical)
+            docs.append(doc)
+            scanned_bytes += len(doc.data)
+        if walk.incomplete:
+            break
+    if not walk.incomplete:
+        cache.prune(path_prefix, seen, seen_dirs)
+    return docs, scanned_bytes
 
 
 def search_scope(
@@ -181,6 +239,7 @@ def search_scope(
     limits: Limits,
     should_stop: Callable[[], bool] = lambda: False,
     reader: Reader = read_file_nofollow,
+    cache: ScopeCache | None = None,
 ) -> dict[str, Any]:
     """Scan ``root`` for documents containing any keyword and rank them.
 
@@ -190,48 +249,33 @@ def search_scope(
     truncated}``; each match is ``{path, line, snippet, truncated, revision,
     matched}`` with a 1-based ``line``.  The serialized result stays within
     ``limits.response_max_bytes``; matches cut for that or for ``limit`` set
-    ``truncated``.
+    ``truncated``.  ``cache`` keeps unchanged documents between calls (see
+    :mod:`hub.cache`); without one, every file is read.
     """
-    folded_kws = [fold(k) for k in keywords]
+    cache = cache if cache is not None else ScopeCache()
+    folded_str = [fold(k) for k in keywords]
+    folded_kws = [k.encode("utf-8") for k in folded_str]
     walk = _Walk(limits)
-    docs: list[_Doc] = []
-    scanned = scanned_bytes = 0
-    for logical, abspath, size in _walk(root, path_prefix, walk):
-        if walk.incomplete:
-            break
-        if scanned >= limits.scan_max_files:
-            walk.stop("files")
-            break
-        if scanned_bytes + size > limits.scan_max_bytes:
-            walk.stop("bytes")
-            break
-        if should_stop():
-            walk.stop("time")
-            break
-        if not _valid_logical(logical):
-            continue
-        try:
-            data = reader(abspath)
-        except OSError:
-            continue
-        scanned += 1
-        scanned_bytes += len(data)
-        folded = fold(data.decode("utf-8", "replace"))
-        matched = [i for i, k in enumerate(folded_kws) if k in folded]
-        if matched:
-            docs.append(_Doc(logical, data, folded, matched))
-    for doc in docs:
-        where = fold(doc.path) + "\n" + fold(_title_line(doc.data.decode("utf-8", "replace")))
-        doc.title_hits = sum(1 for i in doc.matched if folded_kws[i] in where)
-    docs.sort(key=lambda d: (-len(d.matched), -d.title_hits, d.path))
+    with cache.lock:
+        docs, scanned_bytes = _collect(root, path_prefix, limits, walk, should_stop, reader, cache)
+        hay = cache.haystack_for(docs)
+    hits = _presence(hay, folded_kws)
+    ranked = sorted(
+        hits.items(),
+        key=lambda item: (
+            -len(item[1]),
+            -sum(1 for k in item[1] if folded_str[k] in docs[item[0]].where),
+            docs[item[0]].path,
+        ),
+    )
     result: dict[str, Any] = {
-        "matches": [], "candidates": len(docs), "incomplete": walk.incomplete,
-        "incomplete_reasons": walk.reasons, "scanned_files": scanned,
-        "scanned_bytes": scanned_bytes, "truncated": len(docs) > limit,
+        "matches": [], "candidates": len(ranked), "incomplete": walk.incomplete,
+        "incomplete_reasons": walk.reasons, "scanned_files": len(docs),
+        "scanned_bytes": scanned_bytes, "truncated": len(ranked) > limit,
     }
     size = packed_size(result)
-    for doc in docs[:limit]:
-        match = _match(doc, keywords, folded_kws, limits)
+    for index, matched in ranked[:limit]:
+        match = _match(hay, index, matched, keywords, folded_str, folded_kws, limits)
         grow = packed_size(match) + 2
         if size + grow > limits.response_max_bytes - limits.response_envelope_bytes:
             result["truncated"] = True
@@ -241,16 +285,18 @@ def search_scope(
     return result
 
 
-def _match(doc: _Doc, keywords: tuple[str, ...], folded_kws: list[str], limits: Limits) -> dict[str, Any]:
-    line_index, kw = _best_line(doc, folded_kws)
+def _match(hay: Haystack, index: int, matched: list[int], keywords: tuple[str, ...], folded_str: list[str],
+           folded_kws: list[bytes], limits: Limits) -> dict[str, Any]:
+    doc = hay.docs[index]
+    line_index, kw = _best_line(hay, index, matched, folded_kws)
     text = doc.data.decode("utf-8", "replace")
     line = text.split("\n")[line_index] if line_index >= 0 else ""
-    snippet, cut = _snippet(line, folded_kws[kw], limits.snippet_max_bytes)
+    snippet, cut = _snippet(line, folded_str[kw], limits.snippet_max_bytes)
     return {
         "path": doc.path,
         "line": line_index + 1 if line_index >= 0 else 0,
         "snippet": snippet,
         "truncated": cut,
-        "revision": hashlib.sha256(doc.data).hexdigest(),
-        "matched": [keywords[i] for i in doc.matched],
+        "revision": doc.revision,
+        "matched": [keywords[i] for i in matched],
     }

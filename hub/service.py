@@ -11,11 +11,13 @@ with the 250 ms budget (design record §3, §6).
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
 import trio
 
+from hub.cache import ContentCache
 from hub.config import HubConfig
 from hub.identity import Scope
 from hub.search import Reader, read_file_nofollow, search_scope
@@ -49,6 +51,7 @@ class MemoryService:
         self.limits = limits
         self.store = Store(limits)
         self.reader = reader
+        self.cache = ContentCache(limits.cache_max_bytes)
         self._locks: dict[str, trio.Lock] = {}
 
     def _lock(self, scope: Scope) -> trio.Lock:
@@ -80,9 +83,10 @@ class MemoryService:
 
     async def _search(self, scope: Scope, params: dict[str, Any]) -> Result:
         p = parse_search(params)
+        started = time.perf_counter()
         work = functools.partial(
             search_scope, self._dir(scope), p.keywords, p.path_prefix, p.limit, self.limits,
-            _stop_when_cancelled, self.reader,
+            _stop_when_cancelled, self.reader, self.cache.scope(scope.relpath),
         )
         box: list[Result] = []
         with trio.move_on_after(self.limits.scan_budget_seconds):
@@ -91,6 +95,8 @@ class MemoryService:
             box.append(await trio.to_thread.run_sync(work))
         if not box:
             raise HubError(ErrorCode.INTERNAL, "search was cancelled without a result")
+        self.cache.trim()
+        box[0]["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 3)
         return box[0]
 
     async def _get(self, scope: Scope, params: dict[str, Any]) -> Result:

@@ -29,7 +29,7 @@ class Limits:
     scope_max_bytes: int = 16 * MIB
     # Responses: the whole response frame body, envelope included.
     response_max_bytes: int = 8 * KIB
-    response_envelope_bytes: int = 32
+    response_envelope_bytes: int = 64
     # Search.
     query_max_bytes: int = 512
     query_max_keywords: int = 16
@@ -41,6 +41,8 @@ class Limits:
     scan_max_dir_entries: int = 4096
     scan_max_total_entries: int = 16384
     snippet_max_bytes: int = 240
+    # The Hub's in-memory cache of scanned documents (raw + folded bytes, all scopes).
+    cache_max_bytes: int = 64 * MIB
 
     def as_dict(self) -> dict[str, Any]:
         """The limits as a plain map (for the ``hello`` reply and JSON output)."""

@@ -1,0 +1,246 @@
+"""A bounded in-memory cache of document contents for the scan (design record §3; bench issue).
+
+The Hub is the only online writer of its memory root, but people may edit the
+files with a text editor, so every cached document is checked against the file
+on every search: size, ``mtime_ns`` and inode from the ``lstat`` the walk does
+anyway.  Any difference and the file is read again.  Nothing here is an index:
+a search still tests every document's full text, only without re-reading and
+re-folding unchanged files.
+
+Memory is bounded: each scope's entry holds the raw bytes and one folded copy
+(the scan's haystack), and whole scopes are evicted least-recently-used first
+when the total passes ``max_bytes``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import threading
+import time
+import unicodedata
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+
+def fold(text: str) -> str:
+    """The matching form of text: NFC, then Unicode casefold (newlines preserved)."""
+    if not unicodedata.is_normalized("NFC", text):
+        text = unicodedata.normalize("NFC", text)
+    return text.casefold()
+
+
+def title_line(text: str) -> str:
+    """The document's first Markdown heading (after any frontmatter), or ""."""
+    lines = text.split("\n", 400)[:400]
+    i = 0
+    if lines and lines[0].strip() == "---":
+        for j in range(1, len(lines)):
+            if lines[j].strip() in ("---", "..."):
+                i = j + 1
+                break
+    for line in lines[i:]:
+        if line.startswith("#"):
+            return line
+    return ""
+
+
+@dataclass
+class CachedDoc:
+    """One document as the scan needs it.
+
+    ``folded`` is the UTF-8 of :func:`fold` of the text (its lines correspond
+    one to one with the file's lines); ``where`` is the folded path and title,
+    for the ranking's second key.  ``revision`` is computed on first use.
+    """
+
+    path: str
+    size: int
+    mtime_ns: int
+    inode: int
+    data: bytes
+    folded: bytes | memoryview
+    where: str
+    racy: bool = False
+    _revision: str | None = None
+
+    @classmethod
+    def load(cls, path: str, st: os.stat_result, data: bytes) -> "CachedDoc":
+        """Build an entry from a file's ``lstat`` and the bytes read after it."""
+        text = data.decode("utf-8", "replace")
+        where = fold(path) + "\n" + fold(title_line(text))
+        return cls(path, st.st_size, st.st_mtime_ns, st.st_ino, data, fold(text).encode("utf-8"), where,
+                   racy=_racy(st.st_mtime_ns))
+
+    def fresh(self, st: os.stat_result) -> bool:
+        """True if the file still has the size, mtime and inode this entry was read with.
+
+        An entry read within :data:`RACY_NS` of the file's last change is never
+        fresh: file timestamps are coarse, so a second same-size edit in the same
+        tick would otherwise go unseen.
+        """
+        return (not self.racy and self.size == st.st_size and self.mtime_ns == st.st_mtime_ns
+                and self.inode == st.st_ino)
+
+    @property
+    def revision(self) -> str:
+        if self._revision is None:
+            self._revision = hashlib.sha256(self.data).hexdigest()
+        return self._revision
+
+    @property
+    def cost(self) -> int:
+        """Bytes this entry keeps alive: raw plus folded."""
+        return len(self.data) + len(self.folded)
+
+
+RACY_NS = 2_000_000_000
+"""A file or directory changed less than this long ago (ns) is re-read rather than trusted."""
+
+
+def _racy(mtime_ns: int) -> bool:
+    return mtime_ns >= time.time_ns() - RACY_NS
+
+
+DIR, MARKDOWN, OTHER = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A directory's sorted entries ``(name, kind)`` (kind: DIR, MARKDOWN or OTHER), valid
+    while the directory keeps its mtime and inode.  Symlinks are OTHER: never followed."""
+
+    mtime_ns: int
+    inode: int
+    entries: list[tuple[str, int]]
+    truncated: bool
+    racy: bool
+
+    @classmethod
+    def read(cls, absdir: str, st: os.stat_result, max_entries: int) -> "Listing":
+        """List ``absdir`` (at most ``max_entries`` entries); raises OSError."""
+        entries: list[tuple[str, int]] = []
+        truncated = False
+        with os.scandir(absdir) as it:
+            for entry in it:
+                if len(entries) >= max_entries:
+                    truncated = True
+                    break
+                if entry.is_dir(follow_symlinks=False):
+                    kind = DIR
+                elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                    kind = MARKDOWN
+                else:
+                    kind = OTHER
+                entries.append((entry.name, kind))
+        entries.sort()
+        return cls(st.st_mtime_ns, st.st_ino, entries, truncated, _racy(st.st_mtime_ns))
+
+    def fresh(self, st: os.stat_result) -> bool:
+        return not self.racy and self.mtime_ns == st.st_mtime_ns and self.inode == st.st_ino and stat.S_ISDIR(st.st_mode)
+
+
+@dataclass
+class Haystack:
+    """All scanned documents' folded text joined by ``\\n`` (no keyword contains one),
+    with each document's start offset, in scan order."""
+
+    docs: list[CachedDoc]
+    blob: bytes
+    starts: list[int]
+
+
+@dataclass
+class ScopeCache:
+    """Cached documents of one scope and the last haystack built from them.
+
+    ``lock`` serialises updates for the scope (searches run in worker threads);
+    ``bytes`` is the sum of the entries' costs.
+    """
+
+    docs: dict[str, CachedDoc] = field(default_factory=dict)
+    listings: dict[str, Listing] = field(default_factory=dict)
+    haystack: Haystack | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    bytes: int = 0
+
+    def put(self, doc: CachedDoc) -> None:
+        """Insert or replace one document."""
+        self.drop(doc.path)
+        self.docs[doc.path] = doc
+        self.bytes += doc.cost
+
+    def drop(self, path: str) -> None:
+        """Forget one document, if cached."""
+        old = self.docs.pop(path, None)
+        if old is not None:
+            self.bytes -= old.cost
+
+    def prune(self, prefix: str, seen: set[str], seen_dirs: set[str]) -> None:
+        """After a complete walk under ``prefix``: drop entries of files and directories that are gone."""
+        for path in [p for p in self.docs if p.startswith(prefix) and p not in seen]:
+            self.drop(path)
+        if not prefix:
+            for absdir in [d for d in self.listings if d not in seen_dirs]:
+                del self.listings[absdir]
+
+    def listing(self, absdir: str, max_entries: int) -> Listing:
+        """The directory's entries, from the cache while the directory is unchanged; raises OSError."""
+        st = os.lstat(absdir)
+        cached = self.listings.get(absdir)
+        if cached is not None and cached.fresh(st):
+            return cached
+        if not stat.S_ISDIR(st.st_mode):
+            raise NotADirectoryError(absdir)
+        listing = self.listings[absdir] = Listing.read(absdir, st, max_entries)
+        return listing
+
+    def haystack_for(self, docs: list[CachedDoc]) -> Haystack:
+        """The joined text of ``docs``; reused while the same document objects are scanned."""
+        old = self.haystack
+        if old is not None and len(old.docs) == len(docs) and all(a is b for a, b in zip(old.docs, docs)):
+            return old
+        starts = []
+        pos = 0
+        for doc in docs:
+            starts.append(pos)
+            pos += len(doc.folded) + 1
+        blob = b"\n".join(doc.folded for doc in docs)
+        view = memoryview(blob)
+        for doc, start in zip(docs, starts):
+            # Share the blob's memory instead of keeping a second folded copy.
+            doc.folded = view[start : start + len(doc.folded)]
+        self.haystack = Haystack(docs, blob, starts)
+        return self.haystack
+
+
+class ContentCache:
+    """Per-scope document caches with a total bound of ``max_bytes`` (LRU by scope)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._scopes: OrderedDict[str, ScopeCache] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def scope(self, key: str) -> ScopeCache:
+        """The cache of one scope (created empty), marked most recently used."""
+        with self._lock:
+            cache = self._scopes.get(key)
+            if cache is None:
+                cache = self._scopes[key] = ScopeCache()
+            self._scopes.move_to_end(key)
+            return cache
+
+    def trim(self) -> int:
+        """Evict least-recently-used scopes (never the newest) until within the bound; returns bytes held."""
+        with self._lock:
+            total = sum(c.bytes for c in self._scopes.values())
+            while total > self.max_bytes and len(self._scopes) > 1:
+                _, evicted = self._scopes.popitem(last=False)
+                total -= evicted.bytes
+            return total
+
+    @property
+    def scopes(self) -> int:
+        return len(self._scopes)
