@@ -1,0 +1,95 @@
+"""The scan's content cache: edits made behind the Hub's back are seen, memory stays bounded."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+from hub.cache import ContentCache, ScopeCache
+from hub.search import search_scope
+from protocol.limits import LIMITS
+
+
+def _paths(res: dict[str, object]) -> list[str]:
+    return [m["path"] for m in res["matches"]]  # type: ignore[attr-defined,index]
+
+
+def _age(path: Path, seconds: float = 60) -> None:
+    """Pretend the file was written a while ago (outside the racy window)."""
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - int(seconds * 1e9)))
+
+
+def test_same_size_edit_in_place_is_seen(tmp_path: Path) -> None:
+    doc = tmp_path / "note.md"
+    doc.write_text("alpha beta\n")
+    _age(doc)
+    _age(tmp_path)
+    cache = ScopeCache()
+    assert _paths(search_scope(str(tmp_path), ("alpha",), "", 5, LIMITS, cache=cache)) == ["note.md"]
+    # An editor rewrites the file in place: same inode, same size, new mtime.
+    with open(doc, "r+b") as fh:
+        fh.write(b"gamma")
+    assert doc.stat().st_size == len("alpha beta\n")
+    assert _paths(search_scope(str(tmp_path), ("alpha",), "", 5, LIMITS, cache=cache)) == []
+    assert _paths(search_scope(str(tmp_path), ("gamma",), "", 5, LIMITS, cache=cache)) == ["note.md"]
+
+
+def test_same_size_edit_within_one_timestamp_tick_is_seen(tmp_path: Path) -> None:
+    doc = tmp_path / "note.md"
+    doc.write_text("alpha beta\n")
+    cache = ScopeCache()
+    assert _paths(search_scope(str(tmp_path), ("alpha",), "", 5, LIMITS, cache=cache)) == ["note.md"]
+    st = doc.stat()
+    with open(doc, "r+b") as fh:
+        fh.write(b"gamma")
+    os.utime(doc, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime, size and inode
+    assert _paths(search_scope(str(tmp_path), ("gamma",), "", 5, LIMITS, cache=cache)) == ["note.md"]
+
+
+def test_new_renamed_and_deleted_files_are_seen(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.md").write_text("needle one\n")
+    cache = ScopeCache()
+    assert _paths(search_scope(str(tmp_path), ("needle",), "", 5, LIMITS, cache=cache)) == ["sub/a.md"]
+    (tmp_path / "sub" / "b.md").write_text("needle two\n")
+    assert _paths(search_scope(str(tmp_path), ("needle",), "", 5, LIMITS, cache=cache)) == ["sub/a.md", "sub/b.md"]
+    (tmp_path / "sub" / "a.md").rename(tmp_path / "sub" / "c.md")
+    (tmp_path / "sub" / "b.md").unlink()
+    res = search_scope(str(tmp_path), ("needle",), "", 5, LIMITS, cache=cache)
+    assert _paths(res) == ["sub/c.md"]
+    assert set(cache.docs) == {"sub/c.md"}  # entries of vanished files are dropped
+
+
+def test_cached_search_equals_uncached_under_random_edits(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    words = ["alpha", "beta", "Gamma", "delta", "项目", "C++", "real-time"]
+    cache = ScopeCache()
+    for step in range(60):
+        name = tmp_path / f"d{rng.randrange(6)}" / f"n{rng.randrange(8)}.md"
+        if rng.random() < 0.2 and name.exists():
+            name.unlink()
+        else:
+            name.parent.mkdir(exist_ok=True)
+            name.write_text(" ".join(rng.choice(words) for _ in range(rng.randrange(1, 12))) + "\n")
+        query = tuple(rng.sample(words, rng.randrange(1, 4)))
+        cached = search_scope(str(tmp_path), query, "", 20, LIMITS, cache=cache)
+        fresh = search_scope(str(tmp_path), query, "", 20, LIMITS)
+        assert cached["matches"] == fresh["matches"], (step, query)
+        assert cached["candidates"] == fresh["candidates"]
+
+
+def test_cache_memory_is_bounded_by_evicting_least_recent_scopes(tmp_path: Path) -> None:
+    cache = ContentCache(max_bytes=200_000)
+    for i in range(6):
+        scope = tmp_path / f"s{i}"
+        scope.mkdir()
+        for j in range(10):
+            (scope / f"{j}.md").write_bytes(b"x" * 9_000 + b" word\n")
+        search_scope(str(scope), ("word",), "", 5, LIMITS, cache=cache.scope(f"s{i}"))
+        held = cache.trim()
+        assert held <= 200_000
+    assert cache.scopes < 6
+    # The most recent scope survives eviction.
+    assert cache.scope("s5").docs
