@@ -47,6 +47,22 @@ def _text(text: str) -> str:
     return text
 
 
+def _socket_path(text: str) -> str:
+    # Stored absolute: the Hub and every client must agree whatever their working directory.
+    return str(Path(text).expanduser().resolve()) if text else ""
+
+
+def _group(text: str) -> str:
+    if text:
+        import grp
+
+        try:
+            grp.getgrnam(text)
+        except KeyError:
+            raise ValueError(f"no group named {text!r} on this machine") from None
+    return text
+
+
 @dataclass(frozen=True)
 class Setting:
     """One known setting: its default, how a CLI string is parsed, and what it does."""
@@ -59,9 +75,9 @@ class Setting:
 SETTINGS: dict[str, Setting] = {
     "memory.enabled": Setting(False, _bool, "serve memory data calls (false: every data call fails with 'disabled')"),
     "memory.isolation": Setting("off", _isolation, "'off': everyone shares global; 'user': one scope per principal"),
-    "hub.socket_path": Setting("", _text, "Unix socket path ('' = <AMUX_HOME>/hub.sock)"),
+    "hub.socket_path": Setting("", _socket_path, "Unix socket path ('' = <AMUX_HOME>/hub.sock)"),
     "hub.socket_mode": Setting("0600", _mode, "socket file mode, octal (0600 = single user; 0666 to serve other OS users)"),
-    "hub.socket_group": Setting("", _text, "group to own the socket file ('' = the Hub user's group)"),
+    "hub.socket_group": Setting("", _group, "group to own the socket file ('' = the Hub user's group)"),
 }
 
 

@@ -74,21 +74,20 @@ def open_parent(root: str, segments: list[str], logical: str, *, create: bool) -
     Raises ``invalid_path`` for a symlink or a file where a directory belongs.
     """
     opened = OpenedParent(fd=-1)
+    yielded = False
     try:
-        try:
-            fd = os.open(root, _DIR_FLAGS)
-        except FileNotFoundError:
-            if not create:
-                yield None
-                return
-            os.makedirs(root, mode=0o700, exist_ok=True)
-            fd = os.open(root, _DIR_FLAGS)
+        fd = _open_root(root, create)
+        if fd is None:
+            yielded = True
+            yield None
+            return
         opened._owned.append(fd)
         for name in segments[:-1]:
             try:
                 nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except FileNotFoundError:
                 if not create:
+                    yielded = True
                     yield None
                     return
                 os.mkdir(name, 0o700, dir_fd=fd)
@@ -97,13 +96,39 @@ def open_parent(root: str, segments: list[str], logical: str, *, create: bool) -
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     raise _explain(fd, name, logical, exc) from None
+                if exc.errno == errno.ENAMETOOLONG:
+                    raise _invalid(logical, "a segment is too long for the file system") from None
                 raise
             opened._owned.append(nfd)
             fd = nfd
         opened.fd = fd
+        yielded = True
         yield opened
+    except BaseException:
+        if not yielded:
+            remove_created(opened)  # a failed walk leaves no new directories behind
+        raise
     finally:
         opened.close()
+
+
+def _open_root(root: str, create: bool) -> int | None:
+    """Open a scope directory; it must be a real directory, never a symlink."""
+    try:
+        return os.open(root, _DIR_FLAGS)
+    except FileNotFoundError:
+        if not create:
+            return None
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        return os.open(root, _DIR_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise HubError(
+                ErrorCode.INTERNAL,
+                f"the memory scope directory {root} is not a plain directory (a symlink?); "
+                "the Hub refuses to follow it — fix the memory root by hand",
+            ) from None
+        raise
 
 
 def open_document(dir_fd: int, name: str, logical: str) -> int | None:
@@ -119,6 +144,8 @@ def open_document(dir_fd: int, name: str, logical: str) -> int | None:
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
             raise _explain(dir_fd, name, logical, exc) from None
+        if exc.errno == errno.ENAMETOOLONG:
+            raise _invalid(logical, "the name is too long for the file system") from None
         raise
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
@@ -157,7 +184,7 @@ def atomic_write(parent: OpenedParent, name: str, data: bytes) -> None:
     the target → fsync(dir) → fsync the parent of every directory created for
     this write.  The temp file is removed if any step before the rename fails.
     """
-    tmp = f".{name}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
+    tmp = f".{secrets.token_hex(8)}{TEMP_SUFFIX}"  # fixed length: any legal name still fits
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=parent.fd)
     try:
         try:

@@ -46,17 +46,27 @@ def read_file_nofollow(abspath: str) -> bytes:
 
 @dataclass
 class _Walk:
-    """Traversal state: counters against the scan budget."""
+    """Traversal state against the scan budget.
+
+    ``skip`` marks the result incomplete but goes on (a directory listing cut
+    at its entry limit, a file too large for the bytes left); ``stop`` also
+    ends the scan (files, time or total entries exhausted).
+    """
 
     limits: Limits
     entries: int = 0
     incomplete: bool = False
+    halted: bool = False
     reasons: list[str] = field(default_factory=list)
 
-    def stop(self, reason: str) -> None:
+    def skip(self, reason: str) -> None:
         self.incomplete = True
         if reason not in self.reasons:
             self.reasons.append(reason)
+
+    def stop(self, reason: str) -> None:
+        self.skip(reason)
+        self.halted = True
 
 
 FileEntry = tuple[str, str]
@@ -77,7 +87,7 @@ def _walk(root: str, prefix: str, walk: _Walk, cache: ScopeCache, seen_dirs: set
             return
         seen_dirs.add(absdir)
         if listing.truncated:
-            walk.stop("directory entries")
+            walk.skip("directory entries")
         batch: list[FileEntry] = []
         for name, kind in listing.entries:
             walk.entries += 1
@@ -203,8 +213,9 @@ def _collect(
             if not stat.S_ISREG(st.st_mode):
                 continue
             if scanned_bytes + st.st_size > limits.scan_max_bytes:
-                walk.stop("bytes")
-                break
+                # Too big for what is left of the budget: skip it, smaller files may still fit.
+                walk.skip("bytes")
+                continue
             doc = cached.get(logical)
             if doc is None or not doc.fresh(st):
                 if should_stop():
@@ -224,7 +235,7 @@ def _collect(
             seen.add(logical)
             docs.append(doc)
             scanned_bytes += len(doc.data)
-        if walk.incomplete:
+        if walk.halted:
             break
     if not walk.incomplete:
         cache.prune(path_prefix, seen, seen_dirs)

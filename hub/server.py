@@ -21,6 +21,7 @@ import logging
 import os
 import signal
 import socket as stdlib_socket
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,11 +51,17 @@ log = logging.getLogger("amux.hub")
 HUB_VERSION = "0.1.0"
 MAX_IN_FLIGHT = 32
 """Requests one connection may have running at once; more are answered ``busy``."""
+MAX_CONNECTIONS = 1024
+"""Open connections the Hub serves at once; one more is answered ``busy`` and closed."""
+HELLO_TIMEOUT_SECONDS = 10.0
+"""A new connection must complete ``hello`` within this, or it is closed."""
+IDLE_TIMEOUT_SECONDS = 600.0
+"""A connection with nothing in flight and nothing received for this long is closed."""
 SHUTDOWN_GRACE_SECONDS = 10.0
 
 
-class HubAlreadyRunning(Exception):
-    """Another Hub holds this home's lock."""
+class HubStartError(Exception):
+    """The Hub cannot start: another Hub holds this home or socket, or the socket settings are unusable."""
 
 
 @dataclass
@@ -65,7 +72,7 @@ class HomeLock:
     fd: int = -1
 
     def acquire(self) -> None:
-        """Take the lock or raise :class:`HubAlreadyRunning` naming the holder's pid."""
+        """Take the lock or raise :class:`HubStartError` naming the holder's pid."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -74,7 +81,7 @@ class HomeLock:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise HubAlreadyRunning(
+                raise HubStartError(
                     f"another Hub (pid {holder}) is already serving {self.path.parent}; "
                     "one Hub is the only online writer of a memory root"
                 ) from None
@@ -163,7 +170,8 @@ class Hub:
         self.connections += 1
         try:
             peer = peer_credentials(stream.socket)  # type: ignore[arg-type]
-            principal = principal_for_uid(peer.uid)
+            # Name lookup may go to NSS/LDAP: keep it off the event loop.
+            principal = await trio.to_thread.run_sync(principal_for_uid, peer.uid)
             conn = Connection(stream, peer, principal, scope_for(self.config.isolation, principal))
             async with trio.open_nursery() as nursery:
                 with trio.CancelScope() as reader:
@@ -184,9 +192,16 @@ class Hub:
     async def _read_loop(self, conn: Connection, nursery: trio.Nursery) -> None:
         decoder = FrameDecoder(self.limits.max_frame_bytes)
         while True:
-            try:
-                data = await conn.stream.receive_some(65536)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+            data = b""
+            with trio.move_on_after(IDLE_TIMEOUT_SECONDS if conn.helloed else HELLO_TIMEOUT_SECONDS) as idle:
+                try:
+                    data = await conn.stream.receive_some(65536)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+            if idle.cancelled_caught:
+                if conn.in_flight:
+                    continue  # still working for this peer; it is waiting, not idle
+                log.info("closing a connection that was %s", "idle" if conn.helloed else "silent before hello")
                 return
             if not data:
                 return
@@ -250,13 +265,12 @@ class Hub:
 
 async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStatus[Hub] = trio.TASK_STATUS_IGNORED,
                 service: MemoryService | None = None) -> None:
-    """Run a Hub until SIGINT/SIGTERM (or cancellation); raises :class:`HubAlreadyRunning`."""
+    """Run a Hub until SIGINT/SIGTERM (or cancellation); raises :class:`HubStartError`."""
     lock = HomeLock(config.home / "hub.lock")
     lock.acquire()
     try:
         root = config.memory_root
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(root, 0o700)
+        _prepare_memory_root(root)
         removed = await trio.to_thread.run_sync(fsio.remove_stale_temps, str(root))
         if removed:
             log.warning("removed %d temporary file(s) left by an interrupted write", removed)
@@ -286,6 +300,16 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
         lock.release()
 
 
+def _prepare_memory_root(root: Path) -> None:
+    """Create ``memory/``, ``global/`` and ``users/`` as private directories; refuse symlinks there."""
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(root, 0o700)
+    for sub in (root / "global", root / "users"):
+        if sub.is_symlink() or (sub.exists() and not sub.is_dir()):
+            raise HubStartError(f"{sub} must be a plain directory, not a symlink or file; fix it by hand")
+        sub.mkdir(exist_ok=True, mode=0o700)
+
+
 async def _wait_signal(signals: Any, scope: trio.CancelScope) -> None:
     async for signum in signals:
         log.info("received %s: stopping (in-flight requests finish first)", signal.Signals(signum).name)
@@ -294,33 +318,78 @@ async def _wait_signal(signals: Any, scope: trio.CancelScope) -> None:
 
 
 async def _accept_loop(listener: trio.SocketListener, hub: Hub, conns: trio.Nursery) -> None:
+    last_complaint = -1e9
     while True:
         try:
             stream = await listener.accept()
         except OSError as exc:
             if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                log.error("accept failed (%s); retrying in 100 ms", exc)
+                if trio.current_time() - last_complaint > 10:
+                    log.error("accept failed (%s); retrying every 100 ms", exc)
+                    last_complaint = trio.current_time()
                 await trio.sleep(0.1)
                 continue
             raise
-        conns.start_soon(hub.handle, stream)
+        if hub.connections >= MAX_CONNECTIONS:
+            conns.start_soon(_refuse, stream)
+        else:
+            conns.start_soon(hub.handle, stream)
+
+
+async def _refuse(stream: trio.SocketStream) -> None:
+    """Tell a connection over the limit why, then close it."""
+    error = HubError(ErrorCode.BUSY, f"the Hub already serves {MAX_CONNECTIONS} connections; retry shortly",
+                     {"maximum": MAX_CONNECTIONS})
+    with trio.move_on_after(1):
+        try:
+            await stream.send_all(encode_error(None, error))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+    with trio.CancelScope(shield=True):
+        await stream.aclose()
+
+
+def _clear_stale_socket(path: Path) -> None:
+    """Remove a socket left by a dead Hub; refuse to touch anything else."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise HubStartError(f"{path} exists and is not a socket; refusing to replace it (check hub.socket_path)")
+    probe = stdlib_socket.socket(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1)
+        probe.connect(os.fspath(path))
+    except OSError:
+        path.unlink()  # nobody answers: left by a Hub that died
+        return
+    finally:
+        probe.close()
+    raise HubStartError(f"another Hub is already listening on {path} (a different home with the same hub.socket_path?)")
 
 
 async def _listen(config: HubConfig) -> trio.SocketListener:
     path = config.socket_path
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        path.unlink()  # stale: we hold the home lock, so no live Hub owns it
-    except FileNotFoundError:
-        pass
+    # Other users must be able to reach a socket meant for them; the memory root stays 0700 regardless.
+    shared = bool(config.socket_mode & 0o077)
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, mode=0o755 if shared else 0o700)
+    gid = -1
+    if config.socket_group:
+        try:
+            gid = grp.getgrnam(config.socket_group).gr_gid
+        except KeyError:
+            raise HubStartError(f"hub.socket_group {config.socket_group!r} is not a group on this machine") from None
+    _clear_stale_socket(path)
     sock = trio.socket.socket(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
     old_umask = os.umask(0o177)  # never let the socket exist with looser permissions
     try:
         await sock.bind(os.fspath(path))
     finally:
         os.umask(old_umask)
-    if config.socket_group:
-        os.chown(path, -1, grp.getgrnam(config.socket_group).gr_gid)
+    if gid >= 0:
+        os.chown(path, -1, gid)
     os.chmod(path, config.socket_mode)
     sock.listen(128)
     return trio.SocketListener(sock)
@@ -331,7 +400,7 @@ def run(config: HubConfig, limits: Limits) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="amux hub: %(message)s")
     try:
         trio.run(serve, config, limits)
-    except HubAlreadyRunning as exc:
+    except HubStartError as exc:
         print(f"amux hub: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -183,10 +183,14 @@ class Store:
         return result
 
     def export_page(self, scope_dir: str, path: str, offset: int, expected_revision: str | None) -> Result:
-        """One page of a whole-document export.
+        """One page of a whole-document export: the file's raw bytes from ``offset``.
 
-        Raises ``not_found`` for a missing document and ``conflict`` when
-        ``expected_revision`` (the first page's revision) no longer matches.
+        Returns ``{path, revision, content (bytes), truncated, next_offset,
+        total_bytes}``; pages are cut by bytes (not characters), so a
+        hand-placed file that is not valid UTF-8 still exports exactly.
+        Raises ``not_found`` for a missing document, ``conflict`` when
+        ``expected_revision`` (the first page's revision) no longer matches,
+        and ``bad_request`` for an offset past the end.
         """
         data = self._read(scope_dir, path)
         if data is None:
@@ -194,8 +198,19 @@ class Store:
         observed = revision_of(data)
         if expected_revision is not None and expected_revision != observed:
             raise _conflict(path, expected_revision, observed)
-        start = self._fragment_start(data, 0, offset)
-        return self._fragment(path, data, start, len(data))
+        if offset > len(data):
+            raise HubError(ErrorCode.BAD_REQUEST, f"offset {offset} is past the end ({len(data)} bytes)")
+        result: Result = {
+            "path": path, "revision": observed, "content": b"", "truncated": False,
+            "next_offset": None, "total_bytes": len(data),
+        }
+        budget = self.limits.response_max_bytes - self.limits.response_envelope_bytes - packed_size(result) - 5 - 9
+        stop = min(len(data), offset + budget)
+        result["content"] = data[offset:stop]
+        if stop < len(data):
+            result["truncated"] = True
+            result["next_offset"] = stop
+        return result
 
     # -- quotas --------------------------------------------------------------
 

@@ -21,6 +21,7 @@ class Limits:
     # Logical paths.
     max_path_bytes: int = 1024
     max_path_segments: int = 20
+    max_segment_bytes: int = 255
     # Documents and scopes (quotas).
     entry_max_bytes: int = 2 * KIB
     entry_max_lines: int = 64

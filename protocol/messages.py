@@ -18,6 +18,7 @@ import msgpack
 from protocol.errors import ErrorCode, HubError
 from protocol.framing import encode_frame
 from protocol.limits import LIMITS
+from protocol.params import names_for_error
 
 PROTOCOL_VERSION: Final = 1
 
@@ -80,7 +81,7 @@ def decode_request(body: bytes) -> Request:
     params = obj.get("params", {})
     extra = set(obj) - {"id", "method", "params"}
     if extra:
-        raise HubError(ErrorCode.BAD_REQUEST, f"unknown request fields: {sorted(map(str, extra))}", {"id": rid})
+        raise HubError(ErrorCode.BAD_REQUEST, f"unknown request fields: {names_for_error(extra)}", {"id": rid})
     if not isinstance(method, str):
         raise HubError(ErrorCode.BAD_REQUEST, "request method must be a string", {"id": rid})
     if method not in METHODS:

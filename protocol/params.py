@@ -27,10 +27,16 @@ def _bad(message: str, **data: Any) -> HubError:
     return HubError(ErrorCode.BAD_REQUEST, message, data)
 
 
+def names_for_error(names: set[Any]) -> str:
+    """A short, bounded rendering of caller-supplied names for an error message."""
+    shown = [repr(str(n)[:40]) for n in sorted(names, key=str)[:5]]
+    return ", ".join(shown) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
 def _only(params: dict[str, Any], allowed: set[str]) -> None:
     extra = set(params) - allowed
     if extra:
-        raise _bad(f"unknown parameter(s): {', '.join(sorted(map(str, extra)))}", allowed=sorted(allowed))
+        raise _bad(f"unknown parameter(s): {names_for_error(extra)}", allowed=sorted(allowed))
 
 
 def _int(params: dict[str, Any], name: str, default: int, lo: int, hi: int) -> int:
@@ -186,7 +192,7 @@ class ForgetParams:
 
 
 def parse_forget(params: dict[str, Any]) -> ForgetParams:
-    """Validate ``forget`` params; ``expected_revision`` must be a real revision (not ``absent``)."""
+    """Validate ``forget`` params (``absent`` is accepted: forgetting a missing document succeeds)."""
     _only(params, {"path", "expected_revision"})
     path = normalize_path(params.get("path"))
     revision = parse_revision(params.get("expected_revision"))

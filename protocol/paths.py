@@ -40,6 +40,8 @@ def _check_chars(path: str) -> None:
 
 
 def _check_segment(path: str, seg: str) -> None:
+    if len(seg.encode("utf-8", "surrogatepass")) > LIMITS.max_segment_bytes:
+        raise _reject(path, f"a segment is longer than {LIMITS.max_segment_bytes} bytes")
     if seg == "":
         raise _reject(path, "empty segment (leading, trailing or doubled '/')")
     if seg in (".", ".."):
@@ -61,7 +63,7 @@ def normalize_path(path: object) -> str:
     file); relative; ``/``-separated; no empty, ``.``, ``..``, dots/spaces-only
     or percent-encoded traversal segments; no backslash, NUL or other control
     character; at most 1,024 UTF-8 bytes and 20 segments; the last segment ends
-    in ``.md`` with a non-empty name.  Raises :class:`HubError` ``invalid_path``.
+    in ``.md`` with a non-empty name; no segment over 255 bytes.  Raises :class:`HubError` ``invalid_path``.
     """
     if not isinstance(path, str):
         raise HubError(ErrorCode.INVALID_PATH, "path must be a string", {"reason": "type"})
@@ -71,8 +73,10 @@ def normalize_path(path: object) -> str:
     if len(nfc.encode("utf-8", "surrogatepass")) > LIMITS.max_path_bytes:
         raise _reject(nfc, f"longer than {LIMITS.max_path_bytes} bytes")
     _check_chars(nfc)
-    if nfc.startswith("/") or re.match(r"^[A-Za-z]:", nfc):
+    if nfc.startswith("/"):
         raise _reject(nfc, "absolute paths are not allowed; give a path relative to the memory scope")
+    if re.match(r"^[A-Za-z]:", nfc):
+        raise _reject(nfc, "a drive-letter prefix ('C:') is not allowed; give a path relative to the memory scope")
     segments = nfc.split("/")
     if len(segments) > LIMITS.max_path_segments:
         raise _reject(nfc, f"more than {LIMITS.max_path_segments} segments")

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+import tools.cli  # noqa: F401 - imported before fork: the child (another uid) cannot read root's site-packages
 from protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import HubProcess
 

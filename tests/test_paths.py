@@ -80,12 +80,20 @@ def test_exactly_max_path_bytes_is_accepted() -> None:
 def test_exactly_max_path_bytes_with_multibyte_characters() -> None:
     # 3-byte characters in several segments, padded with ASCII to exactly 1,024 bytes.
     segs = ["决" * 60] * 5
-    path = "/".join(segs) + ".md"
+    path = "/".join(segs) + "/.md"
     pad = LIMITS.max_path_bytes - len(path.encode())
-    path = "/".join(segs) + "a" * pad + ".md"
+    path = "/".join(segs) + "/" + "a" * pad + ".md"
     assert len(path.encode()) == LIMITS.max_path_bytes
     assert normalize_path(path) == path
-    assert_invalid("/".join(segs) + "a" * (pad + 1) + ".md")
+    assert_invalid("/".join(segs) + "/" + "a" * (pad + 1) + ".md")
+
+
+def test_segment_byte_limit() -> None:
+    ok = "d/" + "é" * 126 + ".md"  # 252 + 3 bytes
+    assert len(ok.split("/")[1].encode()) == LIMITS.max_segment_bytes
+    assert normalize_path(ok) == ok
+    err = assert_invalid("d/" + "é" * 126 + "x.md")
+    assert "255" in err.message
 
 
 def test_exactly_max_segments_is_accepted() -> None:

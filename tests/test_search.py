@@ -608,3 +608,29 @@ def test_parse_search_rejects_unknown_fields() -> None:
     with pytest.raises(HubError) as info:
         parse_search({"query": "x", "regex": True})
     assert info.value.code is ErrorCode.BAD_REQUEST
+
+
+# -- one oversized file or directory does not hide the rest ---------------------------
+
+
+def test_file_too_big_for_the_byte_budget_is_skipped_not_fatal(tmp_path: Path) -> None:
+    limits = dataclasses.replace(LIMITS, scan_max_bytes=10_000)
+    (tmp_path / "aaa.md").write_bytes(b"x" * 20_000)  # hand-placed, larger than the whole budget
+    (tmp_path / "zzz.md").write_text("unicornword\n")
+    res = search_scope(str(tmp_path), ("unicornword",), "", 5, limits)
+    assert [m["path"] for m in res["matches"]] == ["zzz.md"]
+    assert res["incomplete"] is True and res["incomplete_reasons"] == ["bytes"]
+    assert res["scanned_files"] == 1
+
+
+def test_directory_over_the_entry_limit_does_not_hide_other_directories(tmp_path: Path) -> None:
+    limits = dataclasses.replace(LIMITS, scan_max_dir_entries=50)
+    crowded = tmp_path / "aaa"
+    crowded.mkdir()
+    for i in range(80):
+        (crowded / f"{i}.png").write_bytes(b"")
+    (tmp_path / "zzz").mkdir()
+    (tmp_path / "zzz" / "note.md").write_text("unicornword\n")
+    res = search_scope(str(tmp_path), ("unicornword",), "", 5, limits)
+    assert [m["path"] for m in res["matches"]] == ["zzz/note.md"]
+    assert res["incomplete"] is True and res["incomplete_reasons"] == ["directory entries"]

@@ -10,6 +10,7 @@ blocking client: it imports neither Trio (except ``hub serve``) nor ``mcp``.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,10 +20,20 @@ from cyclopts import App, Parameter
 from protocol.errors import EXIT_CODES, ErrorCode, HubError
 from tools.client import HubClient, default_home, export_document
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("amux-memory")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 EXIT_HELP = "\n".join(f"- {code}: {err.value}" for err, code in sorted(EXIT_CODES.items(), key=lambda kv: kv[1]))
 
 app = App(
     name="amux",
+    version=_version,
     help="amux-memory: on-demand long-term memory for coding agents, kept as plain Markdown by one Hub.\n\n"
     "The CLI finds the Hub from AMUX_HUB (a socket path) or AMUX_HOME (default ~/.amux).\n"
     "Data commands print JSON; on error, {\"error\": {code, message, data}} on stdout and one line "
@@ -67,13 +78,14 @@ def _call(method: str, params: dict[str, Any]) -> int:
 def serve(*, home: Path | None = None) -> int:
     """Run the Hub in the foreground until SIGINT/SIGTERM.
 
-    It listens on <home>/hub.sock (mode 0600) unless hub.socket_path is set,
+    It listens on HOME/hub.sock (mode 0600) unless hub.socket_path is set,
     and refuses to start if another Hub already serves the same home.
+    Exit status 1 when it cannot start.
 
     Parameters
     ----------
     home
-        The Hub's home (default: AMUX_HOME, else ~/.amux). Memory lives in <home>/memory.
+        The Hub's home (default: AMUX_HOME, else ~/.amux). Memory lives in HOME/memory.
     """
     from hub import config as hub_config
     from hub.server import run
@@ -122,7 +134,7 @@ def config_get(key: str, /, *, home: Path | None = None) -> int:
 
 @config_app.command(name="set")
 def config_set(key: str, value: str, /, *, home: Path | None = None) -> int:
-    """Change a setting in <home>/config.toml; works while the Hub is stopped.
+    """Change a setting in HOME/config.toml; works while the Hub is stopped.
 
     A running Hub keeps its settings until it is restarted.
 
@@ -248,7 +260,8 @@ def export(path: str, /) -> int:
     """Write one whole document to standard output, as raw Markdown.
 
     Pages are read at one revision; if the document changes meanwhile nothing
-    is written and the exit status is that of 'conflict'.
+    at all is written to stdout (the error goes to stderr only) and the exit
+    status is that of 'conflict'.
 
     Parameters
     ----------
@@ -259,7 +272,9 @@ def export(path: str, /) -> int:
         with HubClient() as client:
             data, _ = export_document(client, path)
     except HubError as exc:
-        return _fail(exc)
+        # stdout stays empty: `amux memory export x.md > backup.md` must never write an error as the backup.
+        print(f"amux: {exc.code.value}: {exc.message}", file=sys.stderr)
+        return exc.exit_code
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
     return 0
@@ -270,6 +285,10 @@ def main(argv: list[str] | None = None) -> int:
     tokens = sys.argv[1:] if argv is None else argv
     try:
         result = app(tokens, result_action="return_value")
+    except BrokenPipeError:
+        # The reader went away (`| head`): not an error worth a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except SystemExit as exc:  # cyclopts' usage errors and --help
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
         if argv is None:

@@ -145,10 +145,12 @@ def export_document(client: HubClient, path: str, *, between_pages: Callable[[in
             params["expected_revision"] = revision
         result = client.call("export", params)
         revision = result["revision"]
-        parts.append(result["content"].encode("utf-8"))
+        parts.append(result["content"])
         if not result["truncated"]:
             assert revision is not None
             return b"".join(parts), revision
+        if not isinstance(result["next_offset"], int) or result["next_offset"] <= offset:
+            raise HubError(ErrorCode.INTERNAL, f"export of {path} made no progress at offset {offset}")
         offset = result["next_offset"]
         page += 1
         if between_pages is not None:
