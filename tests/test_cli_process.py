@@ -203,3 +203,37 @@ def test_client_library_reports_scope(hub: HubProcess) -> None:
         assert c.hello["limits"]["scan_max_files"] == 1024
 
 
+
+
+def test_cli_export_under_concurrent_rewrites_is_whole_or_nothing(hub: HubProcess) -> None:
+    versions = [(f"version {v}\n" + "z" * 70 + "\n") * 300 for v in range(2)]
+    encoded = [v.encode() for v in versions]
+    rev = hub.cli("memory", "upsert", "churn.md", "--expected-revision", "absent", input=encoded[0]).json["revision"]
+    import threading
+
+    stop = threading.Event()
+
+    def churn() -> None:
+        current, flip = rev, 1
+        with hub.client() as w:
+            while not stop.is_set():
+                current = w.call("upsert", {"path": "churn.md", "content": encoded[flip],
+                                            "expected_revision": current})["revision"]
+                flip ^= 1
+
+    t = threading.Thread(target=churn)
+    t.start()
+    try:
+        outcomes = set()
+        for _ in range(12):
+            r = hub.cli("memory", "export", "churn.md")
+            if r.returncode == 0:
+                assert r.stdout in encoded  # one whole version, never a mix of two
+                outcomes.add("whole")
+            else:
+                assert r.returncode == EXIT_CODES[ErrorCode.CONFLICT] and r.stdout == b""
+                outcomes.add("nothing")
+    finally:
+        stop.set()
+        t.join(30)
+    assert outcomes  # every run was one of the two allowed outcomes

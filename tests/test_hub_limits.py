@@ -1,0 +1,89 @@
+"""Connection limits of the Hub, in process with Trio's virtual clock (no real waiting)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+import hub.server as server
+from hub.config import HubConfig
+from hub.server import Hub, serve
+from protocol.errors import ErrorCode
+from protocol.framing import FrameDecoder
+from protocol.limits import LIMITS
+from protocol.messages import decode_response, encode_request
+
+
+def _config(tmp_path: Path) -> HubConfig:
+    return HubConfig(home=tmp_path, memory_enabled=True, isolation="off", socket_path=tmp_path / "hub.sock",
+                     socket_mode=0o600, socket_group="")
+
+
+async def _closed(stream: trio.SocketStream) -> bool:
+    """Read until EOF; True if the Hub closed the connection."""
+    while True:
+        data = await stream.receive_some(65536)
+        if not data:
+            return True
+
+
+async def test_silent_connection_is_closed_after_the_hello_timeout(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    hub = Hub(_config(tmp_path), LIMITS)
+    a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    client = trio.SocketStream(b)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hub.handle, trio.SocketStream(a))
+        start = trio.current_time()
+        assert await _closed(client)
+        waited = trio.current_time() - start
+        assert server.HELLO_TIMEOUT_SECONDS <= waited < server.HELLO_TIMEOUT_SECONDS + 1
+
+
+async def test_idle_connection_is_closed_after_the_idle_timeout(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    hub = Hub(_config(tmp_path), LIMITS)
+    a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    client = trio.SocketStream(b)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hub.handle, trio.SocketStream(a))
+        await client.send_all(encode_request(1, "hello", {"protocol": 1}))
+        decoder = FrameDecoder()
+        while (body := decoder.next_frame()) is None:
+            decoder.feed(await client.receive_some(65536))
+        assert decode_response(body).error is None
+        start = trio.current_time()
+        assert await _closed(client)
+        assert trio.current_time() - start >= server.IDLE_TIMEOUT_SECONDS
+
+
+async def test_connection_over_the_cap_is_told_busy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server, "MAX_CONNECTIONS", 2)
+    config = _config(tmp_path)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve, config, LIMITS)
+        held = []
+        for _ in range(2):
+            s = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            await s.connect(str(config.socket_path))
+            held.append(trio.SocketStream(s))
+        await trio.testing.wait_all_tasks_blocked()
+        extra = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        await extra.connect(str(config.socket_path))
+        stream = trio.SocketStream(extra)
+        decoder = FrameDecoder()
+        with trio.fail_after(5):
+            while (body := decoder.next_frame()) is None:
+                decoder.feed(await stream.receive_some(65536))
+            response = decode_response(body)
+            assert response.error is not None and response.error.code is ErrorCode.BUSY
+            assert await _closed(stream)
+        for h in held:
+            await h.aclose()
+        nursery.cancel_scope.cancel()

@@ -1,0 +1,162 @@
+"""Hub behaviour found by breaking it: load, odd files on disk, socket settings, long names."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import EXIT_CODES, ErrorCode
+from protocol.framing import FrameDecoder
+from protocol.messages import decode_response, encode_request
+from tests.conftest import HubProcess, amux_argv
+
+
+def _fill_scope(scope: Path, files: int = 1024, size: int = 7000) -> None:
+    scope.mkdir(parents=True, exist_ok=True)
+    line = b"lorem ipsum dolor sit amet consectetur adipiscing elit\n"
+    body = line * (size // len(line))
+    for i in range(files):
+        (scope / f"n{i:04d}.md").write_bytes(body + f"marker{i % 7}\n".encode())
+
+
+def _pipelined(sock_path: Path, requests: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(30)
+        s.connect(str(sock_path))
+        s.sendall(encode_request(0, "hello", {"protocol": 1}))
+        s.sendall(b"".join(encode_request(i + 1, m, p) for i, (m, p) in enumerate(requests)))
+        decoder = FrameDecoder()
+        answers: dict[int, Any] = {}
+        while len(answers) < len(requests) + 1:
+            chunk = s.recv(1 << 16)
+            assert chunk, "Hub closed the connection"
+            decoder.feed(chunk)
+            while (body := decoder.next_frame()) is not None:
+                r = decode_response(body)
+                answers[r.id] = r  # type: ignore[index]
+        return [answers[i + 1] for i in range(len(requests))]
+
+
+def test_concurrent_pipelined_searches_never_fail_internally(hub: HubProcess) -> None:
+    _fill_scope(hub.scope_dir)
+    results: list[list[Any]] = []
+
+    def worker() -> None:
+        reqs = [("search", {"query": f"marker{i % 7} lorem"}) for i in range(32)]
+        results.append(_pipelined(hub.socket, reqs))
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(results) == 6
+    for answers in results:
+        for r in answers:
+            assert r.error is None or r.error.code is ErrorCode.BUSY, r.error
+            if r.error is None:
+                assert r.result["scanned_files"] <= 1024 and r.result["candidates"] > 0
+
+
+def test_responses_stay_within_8_kib_with_a_64_bit_id(hub: HubProcess) -> None:
+    body = ("x" * 99 + "\n").encode() * 650
+    with hub.client() as c:
+        c.call("upsert", {"path": "big.md", "content": body, "expected_revision": "absent"})
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        s.connect(str(hub.socket))
+        big_id = 2**63 - 1
+        s.sendall(encode_request(1, "hello", {"protocol": 1}))
+        s.sendall(encode_request(big_id, "get", {"path": "big.md"}))
+        s.sendall(encode_request(big_id - 1, "export", {"path": "big.md"}))
+        decoder = FrameDecoder()
+        sizes: dict[int, int] = {}
+        while len(sizes) < 3:
+            decoder.feed(s.recv(1 << 16))
+            while (frame := decoder.next_frame()) is not None:
+                sizes[decode_response(frame).id] = len(frame)  # type: ignore[index]
+    assert sizes[big_id] <= 8192 and sizes[big_id - 1] <= 8192, sizes
+
+
+def test_hand_placed_non_utf8_file_exports_byte_identical(hub: HubProcess) -> None:
+    hub.scope_dir.mkdir(parents=True, exist_ok=True)
+    raw = b"\x80" * 20_000 + b"\xff\xfe latin-1 caf\xe9\n"
+    (hub.scope_dir / "odd.md").write_bytes(raw)
+    r = hub.cli("memory", "export", "odd.md", timeout=30)
+    assert r.returncode == 0 and r.stdout == raw
+    pages, offset = 0, 0
+    while True:  # show's paging always progresses and stays bounded
+        page = hub.cli("memory", "show", "odd.md", "--offset", str(offset)).json
+        assert len(page["content"].encode()) <= 8192
+        pages += 1
+        if not page["truncated"]:
+            break
+        assert page["next_offset"] > offset
+        offset = page["next_offset"]
+    assert pages >= 2
+
+
+def test_overlong_segment_is_invalid_path_and_creates_nothing(hub: HubProcess) -> None:
+    before = sorted(p.name for p in hub.home.rglob("*"))
+    long_name = "leftover1/leftover2/" + "d" * 300 + "/x.md"
+    r = hub.cli("memory", "upsert", long_name, "--expected-revision", "absent", input=b"hi\n")
+    assert r.returncode == EXIT_CODES[ErrorCode.INVALID_PATH], r.stderr
+    r = hub.cli("memory", "upsert", "x" * 255 + ".md", "--expected-revision", "absent", input=b"hi\n")
+    assert r.returncode == EXIT_CODES[ErrorCode.INVALID_PATH]
+    ok = hub.cli("memory", "upsert", "y" * 252 + ".md", "--expected-revision", "absent", input=b"hi\n")
+    assert ok.returncode == 0, ok.stderr  # the longest legal name still fits beside its temp file
+    after = sorted(p.name for p in hub.home.rglob("*"))
+    assert [n for n in after if n not in before] == ["y" * 252 + ".md"]
+
+
+def _serve(home: Path, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*amux_argv(), "hub", "serve", "--home", str(home)], capture_output=True, env=env,
+                          timeout=30)
+
+
+def test_socket_path_that_is_not_a_socket_is_left_alone(hub_factory: Any, tmp_path: Path) -> None:
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    h: HubProcess = hub_factory(settings={"hub.socket_path": str(precious)}, start=False)
+    r = _serve(h.home, h.env)
+    assert r.returncode == 1 and b"not a socket" in r.stderr
+    assert precious.read_text() == "keep me"
+
+
+def test_second_home_on_the_same_socket_is_refused(hub_factory: Any, tmp_path: Path) -> None:
+    sock = tmp_path / "shared.sock"
+    first: HubProcess = hub_factory(settings={"hub.socket_path": str(sock)})
+    second: HubProcess = hub_factory(settings={"hub.socket_path": str(sock)}, start=False)
+    r = _serve(second.home, second.env)
+    assert r.returncode == 1 and b"already listening" in r.stderr
+    assert first.cli("hub", "status").returncode == 0  # the first Hub still owns its socket
+
+
+def test_symlinked_scope_directory_is_refused(hub_factory: Any, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "o.md").write_text("secretword\n")
+    h: HubProcess = hub_factory(start=False)
+    (h.home / "memory").mkdir(mode=0o700)
+    os.symlink(outside, h.home / "memory" / "global")
+    r = _serve(h.home, h.env)
+    assert r.returncode == 1 and b"symlink" in r.stderr
+
+
+def test_socket_dir_for_other_users_is_traversable(hub_factory: Any, tmp_path: Path) -> None:
+    sock = tmp_path / "newdir" / "hub.sock"
+    h: HubProcess = hub_factory(settings={"hub.socket_path": str(sock), "hub.socket_mode": "0666"})
+    assert (sock.parent.stat().st_mode & 0o777) == 0o755
+    assert (sock.stat().st_mode & 0o777) == 0o666
+    assert (h.home / "memory").stat().st_mode & 0o777 == 0o700
+    assert (h.home / "memory" / "users").stat().st_mode & 0o777 == 0o700
+
+
+def test_unknown_socket_group_is_rejected_by_config(hub_factory: Any) -> None:
+    h: HubProcess = hub_factory(start=False)
+    r = h.cli("system", "config", "set", "hub.socket_group", "no-such-group-amux")
+    assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST] and "no group" in r.stderr
