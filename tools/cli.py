@@ -280,6 +280,9 @@ def export(path: str, /) -> int:
     return 0
 
 
+# Commands that live in their own modules register themselves on the apps above.
+from tools import cli_admin  # noqa: E402,F401
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns (and exits with) the command's status."""
     tokens = sys.argv[1:] if argv is None else argv
