@@ -1,0 +1,223 @@
+"""A small Trio Hub client: one long-lived connection, reconnected once when it is lost.
+
+Used by the MCP server (:mod:`tools.mcp_server`).  It speaks the same frames,
+``hello`` and error codes as the blocking :class:`tools.client.HubClient` and
+finds the Hub the same way (:func:`tools.client.resolve_socket`).
+
+Why a native Trio client rather than the blocking client on a worker thread:
+a Trio call can be cancelled (an MCP ``notifications/cancelled``, a timeout,
+shutdown) and the cancellation lands on a checkpoint we control, so the
+connection is dropped cleanly instead of a thread being left blocked in
+``recv`` with a half-read response on a socket another call may reuse.
+
+Calls are sent one at a time under a lock.  Memory calls are short and bounded
+by the Hub (a search stops at 250 ms), and agents call tools one after another,
+so multiplexing would add a reader task and buy nothing measurable.
+
+Reconnecting: before each call an idle connection is checked for EOF (the Hub
+closes connections idle for 10 minutes, or restarts); a lost connection is
+reopened once per call.  A request that may already have reached the Hub is
+retried only when it cannot change anything (``search``, ``get``); for a write
+whose answer was lost the error says the outcome is uncertain, because a
+compare-and-swap retry would misreport a write that did happen as a conflict
+(design record §2: an uncertain result requires rereading).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import select
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from protocol.errors import ErrorCode, HubError
+from protocol.framing import FrameDecoder
+from protocol.messages import PROTOCOL_VERSION, Response, decode_response, encode_request
+from tools.client import resolve_socket
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds one call may take before the connection is given up as dead."""
+
+RETRY_SAFE = frozenset({"search", "get", "export"})
+"""Methods that change nothing: resending one whose answer was lost is harmless."""
+
+
+class _Lost(Exception):
+    """The connection failed; ``sent`` tells whether the request may have reached the Hub."""
+
+    def __init__(self, reason: str, *, sent: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.sent = sent
+
+
+class AsyncHubClient:
+    """One connection to the Hub for a long-lived Trio process.
+
+    ``connect()`` opens the socket and says ``hello`` (with ``binding``, by
+    default ``$AMUX_MEMORY_BINDING``); ``call()`` connects on demand, returns
+    the result map or raises :class:`HubError`; connection failures raise
+    ``unavailable``.  ``hello`` keeps the Hub's last hello reply.
+    """
+
+    def __init__(self, socket_path: Path | None = None, *, timeout: float = DEFAULT_TIMEOUT,
+                 binding: str | None = None, client_name: str = "amux-mcp") -> None:
+        self.socket_path = socket_path or resolve_socket()
+        self.timeout = timeout
+        self.binding = binding if binding is not None else (os.environ.get("AMUX_MEMORY_BINDING") or None)
+        self.client_name = client_name
+        self.hello: dict[str, Any] = {}
+        self.connects = 0
+        """Connections opened so far (for tests and logs)."""
+        self._stream: trio.SocketStream | None = None
+        self._decoder = FrameDecoder()
+        self._ids = itertools.count(1)
+        self._lock = trio.Lock()
+
+    @property
+    def connected(self) -> bool:
+        return self._stream is not None
+
+    # -- connection ------------------------------------------------------------
+
+    async def connect(self) -> dict[str, Any]:
+        """(Re)connect and say hello; returns the Hub's hello reply."""
+        async with self._lock:
+            return await self._connect()
+
+    async def _connect(self) -> dict[str, Any]:
+        await self._drop()
+        try:
+            stream = await trio.open_unix_socket(os.fspath(self.socket_path))
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise HubError(
+                ErrorCode.UNAVAILABLE,
+                f"no Hub is listening at {self.socket_path} ({exc.strerror}); start one with 'amux hub serve' "
+                "or point AMUX_HOME / AMUX_HUB at a running Hub",
+                {"socket": str(self.socket_path)},
+            ) from None
+        except OSError as exc:
+            raise HubError(ErrorCode.UNAVAILABLE, f"cannot reach the Hub at {self.socket_path}: {exc}",
+                           {"socket": str(self.socket_path)}) from None
+        self._stream = stream
+        self._decoder = FrameDecoder()
+        self.connects += 1
+        params: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "client": self.client_name}
+        if self.binding:
+            params["binding"] = self.binding
+        try:
+            self.hello = await self._exchange("hello", params)
+        except _Lost as lost:
+            await self._drop()
+            raise HubError(ErrorCode.UNAVAILABLE, f"the Hub at {self.socket_path} {lost.reason}",
+                           {"socket": str(self.socket_path)}) from None
+        except BaseException:
+            await self._drop()
+            raise
+        return self.hello
+
+    async def _drop(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def aclose(self) -> None:
+        await self._drop()
+
+    def _stale(self) -> bool:
+        """True when the idle connection has been closed by the Hub (or holds unexpected bytes)."""
+        assert self._stream is not None
+        try:
+            readable, _, _ = select.select([self._stream.socket.fileno()], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
+    # -- calls -----------------------------------------------------------------
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send one request and return its result; reconnects once if the connection is lost."""
+        async with self._lock:
+            reconnected = False
+            if self._stream is not None and self._stale():
+                await self._drop()
+            if self._stream is None:
+                await self._connect()
+                reconnected = True
+            try:
+                return await self._exchange(method, params)
+            except _Lost as lost:
+                await self._drop()
+                if lost.sent and method not in RETRY_SAFE:
+                    raise HubError(
+                        ErrorCode.UNAVAILABLE,
+                        f"the connection to the Hub was lost during {method} ({lost.reason}); whether it took "
+                        "effect is unknown: read the document again before retrying",
+                        {"socket": str(self.socket_path), "method": method, "uncertain": True},
+                    ) from None
+                if reconnected:
+                    raise HubError(ErrorCode.UNAVAILABLE, f"the Hub at {self.socket_path} {lost.reason}",
+                                   {"socket": str(self.socket_path)}) from None
+            await self._connect()
+            try:
+                return await self._exchange(method, params)
+            except _Lost as lost:
+                await self._drop()
+                raise HubError(
+                    ErrorCode.UNAVAILABLE,
+                    f"the Hub at {self.socket_path} {lost.reason}"
+                    + ("; whether the call took effect is unknown" if lost.sent and method not in RETRY_SAFE else ""),
+                    {"socket": str(self.socket_path), "method": method},
+                ) from None
+
+    async def _exchange(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One request/response on the open connection; raises :class:`_Lost` when it breaks.
+
+        A Hub error answer leaves the connection usable.  Any other failure
+        (cancellation, a timeout, a malformed frame) leaves the stream in an
+        unknown state, so the connection is dropped.
+        """
+        assert self._stream is not None
+        stream = self._stream
+        rid = next(self._ids)
+        frame = encode_request(rid, method, params)  # frame_too_large is raised before anything is sent
+        sent = False
+        try:
+            with trio.fail_after(self.timeout):
+                try:
+                    await stream.send_all(frame)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    # A broken Unix-socket write delivered nothing a Hub could act on.
+                    raise _Lost(f"closed the connection ({exc.__cause__ or exc})", sent=False) from None
+                sent = True
+                response = await self._receive(stream, rid)
+        except trio.TooSlowError:
+            await self._drop()
+            raise HubError(ErrorCode.UNAVAILABLE, f"the Hub did not answer {method} within {self.timeout:g} s",
+                           {"socket": str(self.socket_path), "method": method, "uncertain": sent}) from None
+        except _Lost:
+            raise
+        except BaseException:
+            await self._drop()
+            raise
+        return response.unwrap()
+
+    async def _receive(self, stream: trio.SocketStream, rid: int) -> Response:
+        while True:
+            body = self._decoder.next_frame()
+            if body is not None:
+                response = decode_response(body)
+                if response.id in (rid, None):
+                    return response
+                continue
+            try:
+                data = await stream.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                raise _Lost(f"closed the connection ({exc.__cause__ or exc})", sent=True) from None
+            if not data:
+                raise _Lost("closed the connection", sent=True)
+            self._decoder.feed(data)
