@@ -8,7 +8,9 @@ atomically (temp file, fsync, rename).
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +54,57 @@ def _socket_path(text: str) -> str:
     return str(Path(text).expanduser().resolve()) if text else ""
 
 
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (IPv6 as ``[::1]:PORT``) → ``(host, port)``; raises ``ValueError``.
+
+    Port 0 asks the kernel for a free port (the Hub logs the one it got).
+    """
+    host, sep, port_text = text.strip().rpartition(":")
+    if not sep or not host or not port_text.isdigit() or not port_text.isascii():
+        raise ValueError("expected HOST:PORT, e.g. 127.0.0.1:7070, [::1]:7070 or 0.0.0.0:7070")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError("write an IPv6 address in brackets, e.g. [::1]:7070")
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise ValueError("port must be 0-65535")
+    if not host or any(c.isspace() for c in host):
+        raise ValueError("empty or malformed host")
+    return host, port
+
+
+def is_loopback(host: str) -> bool:
+    """True only if every address ``host`` stands for is a loopback address (127.0.0.0/8, ::1).
+
+    ``0.0.0.0``/``::`` (every interface) are not loopback.  A name is resolved
+    and must give loopback addresses only.
+    """
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError):
+            return False
+        addrs = {info[4][0] for info in infos}
+        return bool(addrs) and all(is_loopback(str(a).split("%")[0]) for a in addrs)
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped.is_loopback
+    return addr.is_loopback
+
+
+def _listen(text: str) -> str:
+    if not text:
+        return ""
+    host, port = parse_listen(text)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _file_path(text: str) -> str:
+    return str(Path(text).expanduser().resolve()) if text else ""
+
+
 def _group(text: str) -> str:
     if text:
         import grp
@@ -78,6 +131,10 @@ SETTINGS: dict[str, Setting] = {
     "hub.socket_path": Setting("", _socket_path, "Unix socket path ('' = <AMUX_HOME>/hub.sock)"),
     "hub.socket_mode": Setting("0600", _mode, "socket file mode, octal (0600 = single user; 0666 to serve other OS users)"),
     "hub.socket_group": Setting("", _group, "group to own the socket file ('' = the Hub user's group)"),
+    "hub.listen": Setting("", _listen, "also listen on TCP HOST:PORT ('' = Unix socket only); TLS when hub.tls_cert "
+                          "is set, plaintext only on a loopback address; callers need a token"),
+    "hub.tls_cert": Setting("", _file_path, "PEM certificate chain for hub.listen (TLS)"),
+    "hub.tls_key": Setting("", _file_path, "PEM private key for hub.tls_cert (keep it mode 0600)"),
 }
 
 
@@ -91,6 +148,9 @@ class HubConfig:
     socket_path: Path
     socket_mode: int
     socket_group: str
+    listen: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
 
     @property
     def memory_root(self) -> Path:
@@ -160,6 +220,9 @@ def load(home: Path) -> HubConfig:
         socket_path=Path(socket_path) if socket_path else home / "hub.sock",
         socket_mode=int(get_value(home, "hub.socket_mode"), 8),
         socket_group=get_value(home, "hub.socket_group"),
+        listen=get_value(home, "hub.listen"),
+        tls_cert=get_value(home, "hub.tls_cert"),
+        tls_key=get_value(home, "hub.tls_key"),
     )
 
 

@@ -1,10 +1,19 @@
-"""Who is calling, and which scope that gives them (design record §7, basics).
+"""Who is calling, and which scope that gives them (design record §7).
 
-The caller is identified by the kernel (``SO_PEERCRED`` on the Unix socket),
-never by anything it sends.  The principal id is the peer's user name, or
-``uid:<n>`` when the uid has no name.  Isolation ``off`` maps everyone to the
-``global`` scope; isolation ``user`` gives each principal its own directory
-``users/<sha256(principal id)>``, a key derived here and never named by a caller.
+A caller is authenticated in one of two ways, never by a name it merely claims:
+
+* **OS account** (Unix socket only): the kernel reports the peer's uid
+  (``SO_PEERCRED``).  An alias in the principal registry (``os-uid:<n>``, then
+  ``os:<user name>``) maps it to a principal; without one the principal is
+  the user name, or ``uid:<n>`` when the uid has no name.
+* **Bearer token** (``hello.token``; required over TCP/TLS): the token's
+  principal.  A token issued with a binding is a delegated credential and is
+  accepted only with that same ``hello.binding``.
+
+Isolation ``off`` maps everyone to the ``global`` scope; isolation ``user``
+gives each principal its own directory ``users/<sha256(principal id)>``, a
+key derived here and never named by a caller.  Nothing here touches a socket
+except :func:`peer_credentials`; the decisions are plain functions.
 """
 
 from __future__ import annotations
@@ -15,6 +24,9 @@ import pwd
 import socket
 import struct
 from dataclasses import dataclass
+
+from hub.registry import Registry
+from protocol.errors import ErrorCode, HubError
 
 _UCRED = struct.Struct("3i")
 
@@ -35,12 +47,75 @@ def peer_credentials(sock: socket.socket) -> Peer:
     return Peer(pid, uid, gid)
 
 
-def principal_for_uid(uid: int) -> str:
-    """The principal id of an OS user: its name, or ``uid:<n>`` if it has none."""
+def user_name(uid: int) -> str | None:
+    """The OS user name of ``uid``, or None if it has none (may consult NSS: call off the event loop)."""
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
-        return f"uid:{uid}"
+        return None
+
+
+def principal_for_uid(uid: int) -> str:
+    """The principal id of an OS user without an alias: its name, or ``uid:<n>`` if it has none."""
+    return user_name(uid) or f"uid:{uid}"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """An authenticated caller.
+
+    ``method`` is ``"os"`` (kernel credentials) or ``"token"``; ``kind`` is
+    ``"user"`` or ``"service"``.  For a token: its id, expiry (epoch seconds or
+    None) and, for a delegated credential, the binding it is tied to.
+    """
+
+    principal: str
+    kind: str
+    method: str
+    uid: int | None = None
+    token_id: str | None = None
+    expires: int | None = None
+    delegated_binding: str | None = None
+
+
+def authenticate(registry: Registry, *, uid: int | None, os_name: str | None, token: str | None,
+                 binding: str | None, now: float) -> Identity:
+    """Decide who a ``hello`` comes from; raises ``unauthorized`` when it cannot be told.
+
+    ``uid``/``os_name`` are the kernel-reported peer (None over TCP/TLS, where a
+    token is required).  A token, when given, decides alone: an invalid one is
+    rejected, never replaced by the OS account.  A delegated token must come
+    with the binding it was issued for.
+    """
+    if token is not None:
+        record = registry.verify_token(token, now)
+        if record.binding is not None:
+            if binding is None:
+                raise HubError(
+                    ErrorCode.UNAUTHORIZED,
+                    f"token {record.id} is a delegated credential for memory {record.binding!r}: "
+                    "calls with it must carry that binding (set AMUX_MEMORY_BINDING)",
+                    {"token_id": record.id, "reason": "binding_required", "expected": record.binding},
+                )
+            if binding != record.binding:
+                raise HubError(
+                    ErrorCode.UNAUTHORIZED,
+                    f"token {record.id} is a delegated credential for memory {record.binding!r}, "
+                    f"not for {binding[:200]!r}: it cannot be used by another conversation",
+                    {"token_id": record.id, "reason": "binding_not_delegated", "expected": record.binding,
+                     "binding": binding[:200]},
+                )
+        return Identity(record.principal, registry.kind_of(record.principal), "token", uid, record.id,
+                        record.expires, record.binding)
+    if uid is None:
+        raise HubError(
+            ErrorCode.UNAUTHORIZED,
+            "a token is required on a network connection: set AMUX_TOKEN "
+            "(issued on the Hub's host with 'amux hub token issue NAME')",
+            {"reason": "token_required"},
+        )
+    principal = registry.principal_for_os(uid, os_name) or os_name or f"uid:{uid}"
+    return Identity(principal, registry.kind_of(principal), "os", uid)
 
 
 @dataclass(frozen=True)
@@ -65,8 +140,15 @@ GLOBAL = Scope("global", "global", "global")
 
 
 def scope_for(isolation: str, principal: str) -> Scope:
-    """The scope a principal gets under an isolation policy (``off`` or ``user``)."""
+    """The scope a principal gets under an isolation policy (``off`` or ``user``).
+
+    Isolation ``user`` never falls back to ``global``: an empty principal or an
+    unknown policy is refused.
+    """
     if isolation == "off":
         return GLOBAL
+    if isolation != "user" or not principal:
+        raise HubError(ErrorCode.UNAUTHORIZED, "no authenticated principal for isolated memory",
+                       {"reason": "no_principal"})
     key = hashlib.sha256(principal.encode("utf-8")).hexdigest()
     return Scope(f"principal:{principal}", f"users/{key}", "principal")

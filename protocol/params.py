@@ -62,11 +62,12 @@ def parse_revision(value: object, field: str = "expected_revision") -> str:
 
 @dataclass(frozen=True)
 class HelloParams:
-    """``hello``: protocol version, free-form client name, optional frozen binding (§7)."""
+    """``hello``: protocol version, free-form client name, optional frozen binding and bearer token (§7)."""
 
     protocol: int
     client: str
     binding: str | None
+    token: str | None = None
 
 
 def parse_hello(params: dict[str, Any]) -> HelloParams:
@@ -79,7 +80,12 @@ def parse_hello(params: dict[str, Any]) -> HelloParams:
         raise _bad("client must be a short string", field="client")
     if binding is not None and (not isinstance(binding, str) or not 0 < len(binding) <= 1200):
         raise _bad("binding must be a non-empty string (the value of AMUX_MEMORY_BINDING)", field="binding")
-    return HelloParams(protocol, client, binding or None)
+    token = params.get("token")
+    if token is not None and (not isinstance(token, str) or not 0 < len(token) <= 256):
+        # Never echo the value: it is a secret.
+        raise _bad("token must be a non-empty string of at most 256 characters (the value of AMUX_TOKEN)",
+                   field="token")
+    return HelloParams(protocol, client, binding or None, token)
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,13 @@ import trio
 from protocol.errors import ErrorCode, HubError
 from protocol.framing import FrameDecoder
 from protocol.messages import PROTOCOL_VERSION, Response, decode_response, encode_request
-from tools.client import resolve_socket
+from tools.client import Endpoint, parse_endpoint, resolve_endpoint, resolve_socket
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds one call may take before the connection is given up as dead."""
+
+CONNECT_TIMEOUT = 5.0
+"""Seconds to connect and complete ``hello``: a Hub that takes longer is treated as unavailable."""
 
 RETRY_SAFE = frozenset({"search", "get", "export"})
 """Methods that change nothing: resending one whose answer was lost is harmless."""
@@ -58,24 +61,49 @@ class AsyncHubClient:
     """One connection to the Hub for a long-lived Trio process.
 
     ``connect()`` opens the socket and says ``hello`` (with ``binding``, by
-    default ``$AMUX_MEMORY_BINDING``); ``call()`` connects on demand, returns
-    the result map or raises :class:`HubError`; connection failures raise
-    ``unavailable``.  ``hello`` keeps the Hub's last hello reply.
+    default ``$AMUX_MEMORY_BINDING``, and ``token``, by default
+    ``$AMUX_TOKEN``); ``call()`` connects on demand, returns the result map
+    or raises :class:`HubError`; connection failures raise ``unavailable``.
+    ``hello`` keeps the Hub's last hello reply.  The Hub is found like the
+    blocking client finds it: ``$AMUX_HUB`` as a socket path, ``tls://`` (CA
+    from ``$AMUX_HUB_CA``) or loopback ``tcp://``, else the home's socket.
     """
 
     def __init__(self, socket_path: Path | None = None, *, timeout: float = DEFAULT_TIMEOUT,
-                 binding: str | None = None, client_name: str = "amux-mcp") -> None:
-        self.socket_path = socket_path or resolve_socket()
+                 binding: str | None = None, token: str | None = None, client_name: str = "amux-mcp",
+                 endpoint: Endpoint | str | None = None, ca_file: str | None = None) -> None:
+        # Where the Hub is: as the blocking client finds it (AMUX_HUB may be a socket, tls:// or tcp://).
+        self._refusal: HubError | None = None
+        if isinstance(endpoint, str):
+            endpoint = parse_endpoint(endpoint)
+        if endpoint is None:
+            try:
+                endpoint = Endpoint("unix", socket_path) if socket_path is not None else resolve_endpoint()
+            except HubError as exc:  # a malformed AMUX_HUB: every call says so
+                self._refusal = HubError(ErrorCode.UNAVAILABLE, exc.message, exc.data)
+                endpoint = Endpoint("unix", resolve_socket())
+        self.endpoint = endpoint
+        self.socket_path = endpoint.path if endpoint.kind == "unix" else None
+        self.ca_file = ca_file if ca_file is not None else (os.environ.get("AMUX_HUB_CA") or None)
         self.timeout = timeout
         self.binding = binding if binding is not None else (os.environ.get("AMUX_MEMORY_BINDING") or None)
+        self.token = token if token is not None else (os.environ.get("AMUX_TOKEN") or None)
         self.client_name = client_name
         self.hello: dict[str, Any] = {}
         self.connects = 0
         """Connections opened so far (for tests and logs)."""
-        self._stream: trio.SocketStream | None = None
+        self._stream: trio.abc.Stream | None = None
+        self._raw: trio.SocketStream | None = None  # the socket under TLS, for the idle-EOF check
         self._decoder = FrameDecoder()
         self._ids = itertools.count(1)
         self._lock = trio.Lock()
+
+    def _where(self) -> dict[str, str]:
+        """Error data naming the Hub: ``hub``, plus ``socket`` for a local one."""
+        where = {"hub": str(self.endpoint)}
+        if self.socket_path is not None:
+            where["socket"] = str(self.socket_path)
+        return where
 
     @property
     def connected(self) -> bool:
@@ -90,30 +118,67 @@ class AsyncHubClient:
 
     async def _connect(self) -> dict[str, Any]:
         await self._drop()
+        if self._refusal is not None:
+            raise self._refusal
+        limit = min(self.timeout, CONNECT_TIMEOUT)
         try:
-            stream = await trio.open_unix_socket(os.fspath(self.socket_path))
+            with trio.fail_after(limit):
+                return await self._open_and_hello()
+        except trio.TooSlowError:
+            await self._drop()
+            raise HubError(ErrorCode.UNAVAILABLE,
+                           f"the Hub at {self.endpoint} did not answer hello within {limit:g} s",
+                           {**self._where()}) from None
+
+    async def _open(self) -> tuple[trio.abc.Stream, trio.SocketStream]:
+        ep = self.endpoint
+        try:
+            if ep.kind == "unix":
+                assert ep.path is not None
+                sock = await trio.open_unix_socket(os.fspath(ep.path))
+                return sock, sock
+            tcp = await trio.open_tcp_stream(ep.host, ep.port)
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             raise HubError(
                 ErrorCode.UNAVAILABLE,
-                f"no Hub is listening at {self.socket_path} ({exc.strerror}); start one with 'amux hub serve' "
+                f"no Hub is listening at {ep} ({exc.strerror}); start one with 'amux hub serve' "
                 "or point AMUX_HOME / AMUX_HUB at a running Hub",
-                {"socket": str(self.socket_path)},
+                self._where(),
             ) from None
         except OSError as exc:
-            raise HubError(ErrorCode.UNAVAILABLE, f"cannot reach the Hub at {self.socket_path}: {exc}",
-                           {"socket": str(self.socket_path)}) from None
+            raise HubError(ErrorCode.UNAVAILABLE, f"cannot reach the Hub at {ep}: {exc}", self._where()) from None
+        if ep.kind == "tcp":
+            return tcp, tcp
+        import ssl  # only remote callers pay for it
+
+        try:
+            ctx = ssl.create_default_context(cafile=self.ca_file)
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+            tls = trio.SSLStream(tcp, ctx, server_hostname=ep.host)
+            await tls.do_handshake()
+        except (ssl.SSLError, OSError, trio.BrokenResourceError) as exc:
+            await tcp.aclose()
+            raise HubError(ErrorCode.UNAVAILABLE, f"TLS with the Hub at {ep} failed: {exc} "
+                           "(is AMUX_HUB_CA the CA that signed the Hub's certificate?)", {"hub": str(ep)}) from None
+        return tls, tcp
+
+    async def _open_and_hello(self) -> dict[str, Any]:
+        stream, raw = await self._open()
+        self._raw = raw
         self._stream = stream
         self._decoder = FrameDecoder()
         self.connects += 1
         params: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "client": self.client_name}
         if self.binding:
             params["binding"] = self.binding
+        if self.token:
+            params["token"] = self.token
         try:
             self.hello = await self._exchange("hello", params)
         except _Lost as lost:
             await self._drop()
-            raise HubError(ErrorCode.UNAVAILABLE, f"the Hub at {self.socket_path} {lost.reason}",
-                           {"socket": str(self.socket_path)}) from None
+            raise HubError(ErrorCode.UNAVAILABLE, f"the Hub at {self.endpoint} {lost.reason}",
+                           {**self._where()}) from None
         except BaseException:
             await self._drop()
             raise
@@ -132,7 +197,8 @@ class AsyncHubClient:
         """True when the idle connection has been closed by the Hub (or holds unexpected bytes)."""
         assert self._stream is not None
         try:
-            readable, _, _ = select.select([self._stream.socket.fileno()], [], [], 0)
+            assert self._raw is not None
+            readable, _, _ = select.select([self._raw.socket.fileno()], [], [], 0)
         except (OSError, ValueError):
             return True
         return bool(readable)
@@ -140,39 +206,33 @@ class AsyncHubClient:
     # -- calls -----------------------------------------------------------------
 
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Send one request and return its result; reconnects once if the connection is lost."""
+        """Send one request and return its result.
+
+        Connects when there is no (live) connection; when the connection is
+        lost during the call it reconnects once and resends the request, unless
+        the request may have reached the Hub and could change something.
+        """
         async with self._lock:
-            reconnected = False
             if self._stream is not None and self._stale():
                 await self._drop()
-            if self._stream is None:
-                await self._connect()
-                reconnected = True
-            try:
-                return await self._exchange(method, params)
-            except _Lost as lost:
-                await self._drop()
-                if lost.sent and method not in RETRY_SAFE:
-                    raise HubError(
-                        ErrorCode.UNAVAILABLE,
-                        f"the connection to the Hub was lost during {method} ({lost.reason}); whether it took "
-                        "effect is unknown: read the document again before retrying",
-                        {"socket": str(self.socket_path), "method": method, "uncertain": True},
-                    ) from None
-                if reconnected:
-                    raise HubError(ErrorCode.UNAVAILABLE, f"the Hub at {self.socket_path} {lost.reason}",
-                                   {"socket": str(self.socket_path)}) from None
-            await self._connect()
-            try:
-                return await self._exchange(method, params)
-            except _Lost as lost:
-                await self._drop()
-                raise HubError(
-                    ErrorCode.UNAVAILABLE,
-                    f"the Hub at {self.socket_path} {lost.reason}"
-                    + ("; whether the call took effect is unknown" if lost.sent and method not in RETRY_SAFE else ""),
-                    {"socket": str(self.socket_path), "method": method},
-                ) from None
+            for attempt in (1, 2):
+                if self._stream is None:
+                    await self._connect()
+                try:
+                    return await self._exchange(method, params)
+                except _Lost as lost:
+                    await self._drop()
+                    if lost.sent and method not in RETRY_SAFE:
+                        raise HubError(
+                            ErrorCode.UNAVAILABLE,
+                            f"the connection to the Hub was lost during {method} ({lost.reason}); whether it "
+                            "took effect is unknown: read the document again before retrying",
+                            {**self._where(), "method": method, "uncertain": True},
+                        ) from None
+                    if attempt == 2:
+                        raise HubError(ErrorCode.UNAVAILABLE, f"the Hub at {self.endpoint} {lost.reason}",
+                                       {**self._where(), "method": method}) from None
+            raise AssertionError("unreachable")
 
     async def _exchange(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """One request/response on the open connection; raises :class:`_Lost` when it breaks.
@@ -184,7 +244,11 @@ class AsyncHubClient:
         assert self._stream is not None
         stream = self._stream
         rid = next(self._ids)
-        frame = encode_request(rid, method, params)  # frame_too_large is raised before anything is sent
+        try:
+            frame = encode_request(rid, method, params)  # frame_too_large is raised before anything is sent
+        except UnicodeEncodeError as exc:
+            raise HubError(ErrorCode.BAD_REQUEST, f"the {method} request holds text that is not valid UTF-8 "
+                           f"(a lone surrogate at character {exc.start})", {"method": method}) from None
         sent = False
         try:
             with trio.fail_after(self.timeout):
@@ -198,7 +262,7 @@ class AsyncHubClient:
         except trio.TooSlowError:
             await self._drop()
             raise HubError(ErrorCode.UNAVAILABLE, f"the Hub did not answer {method} within {self.timeout:g} s",
-                           {"socket": str(self.socket_path), "method": method, "uncertain": sent}) from None
+                           {**self._where(), "method": method, "uncertain": sent}) from None
         except _Lost:
             raise
         except BaseException:
@@ -206,7 +270,7 @@ class AsyncHubClient:
             raise
         return response.unwrap()
 
-    async def _receive(self, stream: trio.SocketStream, rid: int) -> Response:
+    async def _receive(self, stream: trio.abc.Stream, rid: int) -> Response:
         while True:
             body = self._decoder.next_frame()
             if body is not None:
@@ -220,4 +284,4 @@ class AsyncHubClient:
                 raise _Lost(f"closed the connection ({exc.__cause__ or exc})", sent=True) from None
             if not data:
                 raise _Lost("closed the connection", sent=True)
-            self._decoder.feed(data)
+            self._decoder.feed(bytes(data))

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from cyclopts import App, Parameter
 
@@ -43,9 +43,11 @@ hub_app = App(name="hub", help="Run and inspect the Hub, the one process that ow
 memory_app = App(name="memory", help="Search, read, write and delete memory documents through the Hub.")
 system_app = App(name="system", help="System settings.")
 config_app = App(name="config", help="Read and change Hub settings (applied when the Hub next starts).")
+protocol_app = App(name="protocol", help="The agent memory protocol: the short, fixed instructions agents get.")
 app.command(hub_app)
 app.command(memory_app)
 app.command(system_app)
+app.command(protocol_app)
 system_app.command(config_app)
 
 
@@ -75,24 +77,37 @@ def _call(method: str, params: dict[str, Any]) -> int:
 
 
 @hub_app.command
-def serve(*, home: Path | None = None) -> int:
+def serve(*, home: Path | None = None, listen: str | None = None) -> int:
     """Run the Hub in the foreground until SIGINT/SIGTERM.
 
     It listens on HOME/hub.sock (mode 0600) unless hub.socket_path is set,
     and refuses to start if another Hub already serves the same home.
+    With --listen (or hub.listen) it also accepts remote callers on TCP:
+    TLS with hub.tls_cert/hub.tls_key, plaintext only on a loopback address;
+    network callers authenticate with a token (amux hub token issue).
     Exit status 1 when it cannot start.
 
     Parameters
     ----------
     home
         The Hub's home (default: AMUX_HOME, else ~/.amux). Memory lives in HOME/memory.
+    listen
+        HOST:PORT to listen on besides the Unix socket, e.g. 0.0.0.0:7070 or
+        127.0.0.1:7070 (overrides hub.listen; '' turns it off).
     """
+    import dataclasses
+
     from hub import config as hub_config
     from hub.server import run
     from protocol.limits import LIMITS
 
     try:
         cfg = hub_config.load((home or default_home()).expanduser().resolve())
+        if listen is not None:
+            try:
+                cfg = dataclasses.replace(cfg, listen=hub_config.SETTINGS["hub.listen"].parse(listen))
+            except ValueError as exc:
+                raise HubError(ErrorCode.BAD_REQUEST, f"--listen {listen!r} is invalid: {exc}") from None
     except HubError as exc:
         return _fail(exc)
     return run(cfg, LIMITS)
@@ -283,6 +298,44 @@ def export(path: str, /) -> int:
 # Commands that live in their own modules register themselves on the apps above.
 from tools import cli_admin  # noqa: E402,F401
 
+# -- protocol and MCP ------------------------------------------------------------
+
+
+@protocol_app.command(name="show")
+def protocol_show(*, variant: Literal["mcp", "cli"] = "mcp") -> int:
+    """Print the agent memory protocol (plain text, at most 1,500 bytes, identical on every run).
+
+    Parameters
+    ----------
+    variant
+        mcp: names the MCP tools (it is the MCP server's instructions);
+        cli: names the 'amux memory' commands, for agents without MCP.
+    """
+    from protocol.agent_protocol import render
+
+    sys.stdout.flush()
+    sys.stdout.buffer.write(render(variant).encode("utf-8"))
+    sys.stdout.buffer.flush()
+    return 0
+
+
+@app.command(name="mcp")
+def mcp_serve() -> int:
+    """Serve memory to an agent as an MCP server on stdin/stdout (server name: amux).
+
+    Tools: memory_search, memory_get, memory_upsert, memory_forget and
+    result_continue; the instructions are 'amux protocol show --variant mcp'.
+    It finds the Hub like every other command (AMUX_HUB, else AMUX_HOME) and
+    starts even when the Hub is down or memory is disabled: each call then
+    says why it failed. Logs go to stderr (AMUX_MCP_LOG=INFO for more).
+    Add it to an agent with, e.g., 'claude mcp add -s user amux -- amux mcp'
+    or 'codex mcp add amux -- amux mcp'.
+    """
+    from tools.mcp_server import main as serve
+
+    return serve()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns (and exits with) the command's status."""
     tokens = sys.argv[1:] if argv is None else argv
@@ -304,4 +357,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m tools.cli`: run the registered module, not this __main__ copy, so the
+    # commands that tools.cli_admin registers on tools.cli's apps are there.
+    from tools.cli import main as _main
+
+    _main()

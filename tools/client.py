@@ -1,17 +1,23 @@
-"""A small blocking Hub client over the Unix socket (no event loop, fast to start).
+"""A small blocking Hub client (no event loop, fast to start).
 
 Used by the CLI and by tests; it speaks the same frames as every other client
-(:mod:`protocol`).  Finding the Hub: ``$AMUX_HUB`` (a socket path), else the
+(:mod:`protocol`).  Finding the Hub: ``$AMUX_HUB``, else the
 ``hub.socket_path`` setting of ``$AMUX_HOME`` (default ``~/.amux``), else
-``<AMUX_HOME>/hub.sock``.
+``<AMUX_HOME>/hub.sock``.  ``$AMUX_HUB`` is a Unix socket path (or
+``unix:PATH``), ``tls://HOST:PORT`` (the certificate is checked against
+``$AMUX_HUB_CA``, else the system's CAs) or ``tcp://HOST:PORT`` (plaintext:
+loopback addresses only).  ``$AMUX_TOKEN`` is sent in ``hello`` when set; it
+is required by a Hub reached over the network.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import os
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +34,68 @@ def default_home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".amux"
 
 
-def resolve_socket() -> Path:
-    """Where the Hub listens, as this process would find it."""
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the Hub is: ``kind`` is ``unix`` (``path``), ``tls`` or ``tcp`` (``host``, ``port``)."""
+
+    kind: str
+    path: Path | None = None
+    host: str = ""
+    port: int = 0
+
+    def __str__(self) -> str:
+        if self.kind == "unix":
+            return str(self.path)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.kind}://{host}:{self.port}"
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        return host == "localhost"
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped.is_loopback
+    return addr.is_loopback
+
+
+def parse_endpoint(text: str) -> Endpoint:
+    """Parse an ``AMUX_HUB`` value; raises ``bad_request`` for a malformed or unsafe one.
+
+    ``tcp://`` is accepted for loopback hosts only: a token must never cross
+    a network in clear text.
+    """
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        return Endpoint("unix", Path(text[5:] if text.startswith("unix:") else text).expanduser())
+    if scheme not in ("tls", "tcp"):
+        raise HubError(ErrorCode.BAD_REQUEST, f"AMUX_HUB {text!r}: use a socket path, tls://HOST:PORT or "
+                       "tcp://HOST:PORT", {"hub": text})
+    host, colon, port = rest.rstrip("/").rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise HubError(ErrorCode.BAD_REQUEST, f"AMUX_HUB {text!r}: expected {scheme}://HOST:PORT", {"hub": text})
+    if scheme == "tcp" and not _is_loopback(host):
+        raise HubError(ErrorCode.BAD_REQUEST, f"AMUX_HUB {text!r}: plaintext tcp:// is only for loopback "
+                       "addresses (the token would cross the network in clear text); use tls://", {"hub": text})
+    return Endpoint(scheme, host=host, port=int(port))
+
+
+def resolve_endpoint() -> Endpoint:
+    """Where the Hub is, as this process would find it (``AMUX_HUB``, else the home's socket)."""
     env = os.environ.get("AMUX_HUB")
     if env:
-        return Path(env).expanduser()
+        return parse_endpoint(env)
+    return Endpoint("unix", resolve_socket())
+
+
+def resolve_socket() -> Path:
+    """Where the local Hub's Unix socket is, as this process would find it."""
+    env = os.environ.get("AMUX_HUB")
+    if env and "://" not in env:
+        return Path(env[5:] if env.startswith("unix:") else env).expanduser()
     home = default_home()
     try:
         import tomllib
@@ -49,17 +112,31 @@ def resolve_socket() -> Path:
 class HubClient:
     """One connection to the Hub; requests are sent one at a time.
 
-    ``connect()`` opens the socket and performs ``hello`` (sending
-    ``binding``, by default ``$AMUX_MEMORY_BINDING``).  ``call()`` returns a
-    result map or raises :class:`HubError`; connection failures raise
-    ``unavailable``.
+    ``connect()`` opens the connection and performs ``hello`` (sending
+    ``binding``, by default ``$AMUX_MEMORY_BINDING``, and ``token``, by default
+    ``$AMUX_TOKEN``).  ``call()`` returns a result map or raises
+    :class:`HubError`; connection failures raise ``unavailable``.
+
+    ``socket_path`` (a Unix socket) or ``endpoint`` (a :class:`Endpoint` or an
+    ``AMUX_HUB``-style string) say where the Hub is; by default
+    :func:`resolve_endpoint`.  ``ca_file`` is the CA bundle for ``tls://``
+    (default ``$AMUX_HUB_CA``, else the system's).
     """
 
     def __init__(self, socket_path: Path | None = None, *, timeout: float = DEFAULT_TIMEOUT,
-                 binding: str | None = None, client_name: str = "amux-cli") -> None:
-        self.socket_path = socket_path or resolve_socket()
+                 binding: str | None = None, client_name: str = "amux-cli",
+                 endpoint: Endpoint | str | None = None, token: str | None = None,
+                 ca_file: str | None = None) -> None:
+        if isinstance(endpoint, str):
+            endpoint = parse_endpoint(endpoint)
+        if endpoint is None:
+            endpoint = Endpoint("unix", socket_path) if socket_path is not None else resolve_endpoint()
+        self.endpoint = endpoint
+        self.socket_path = endpoint.path  # None for a network Hub
         self.timeout = timeout
         self.binding = binding if binding is not None else (os.environ.get("AMUX_MEMORY_BINDING") or None)
+        self.token = token if token is not None else (os.environ.get("AMUX_TOKEN") or None)
+        self.ca_file = ca_file if ca_file is not None else (os.environ.get("AMUX_HUB_CA") or None)
         self.client_name = client_name
         self.hello: dict[str, Any] = {}
         self._sock: socket.socket | None = None
@@ -73,28 +150,54 @@ class HubClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def connect(self) -> dict[str, Any]:
-        """Connect and say hello; returns the Hub's hello reply (scope, limits, memory_enabled)."""
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
+    def _unavailable(self, why: str) -> HubError:
+        hint = ("start one with 'amux hub serve' or point AMUX_HOME / AMUX_HUB at a running Hub"
+                if self.endpoint.kind == "unix" else "check AMUX_HUB and that the Hub runs with hub.listen")
+        return HubError(ErrorCode.UNAVAILABLE, f"no Hub answering at {self.endpoint} ({why}); {hint}",
+                        {"hub": str(self.endpoint), **({"socket": str(self.endpoint.path)}
+                                                      if self.endpoint.path is not None else {})})
+
+    def _open(self) -> socket.socket:
+        ep = self.endpoint
+        if ep.kind == "unix":
+            assert ep.path is not None
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(os.fspath(ep.path))
+            except (FileNotFoundError, ConnectionRefusedError) as exc:
+                sock.close()
+                raise self._unavailable(exc.strerror or str(exc)) from None
+            except OSError as exc:
+                sock.close()
+                raise HubError(ErrorCode.UNAVAILABLE, f"cannot reach the Hub at {ep}: {exc}",
+                               {"hub": str(ep), "socket": str(ep.path)}) from None
+            return sock
         try:
-            sock.connect(os.fspath(self.socket_path))
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            sock.close()
-            raise HubError(
-                ErrorCode.UNAVAILABLE,
-                f"no Hub is listening at {self.socket_path} ({exc.strerror}); start one with 'amux hub serve' "
-                "or point AMUX_HOME / AMUX_HUB at a running Hub",
-                {"socket": str(self.socket_path)},
-            ) from None
+            sock = socket.create_connection((ep.host, ep.port), timeout=self.timeout)
         except OSError as exc:
+            raise self._unavailable(exc.strerror or str(exc)) from None
+        if ep.kind == "tcp":
+            return sock
+        import ssl  # only remote callers pay for it
+
+        try:
+            ctx = ssl.create_default_context(cafile=self.ca_file)
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+            return ctx.wrap_socket(sock, server_hostname=ep.host)
+        except (ssl.SSLError, OSError) as exc:
             sock.close()
-            raise HubError(ErrorCode.UNAVAILABLE, f"cannot reach the Hub at {self.socket_path}: {exc}",
-                           {"socket": str(self.socket_path)}) from None
-        self._sock = sock
+            raise HubError(ErrorCode.UNAVAILABLE, f"TLS with the Hub at {ep} failed: {exc} "
+                           "(is AMUX_HUB_CA the CA that signed the Hub's certificate?)", {"hub": str(ep)}) from None
+
+    def connect(self) -> dict[str, Any]:
+        """Connect and say hello; returns the Hub's hello reply (principal, scope, limits, memory_enabled)."""
+        self._sock = self._open()
         params: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "client": self.client_name}
         if self.binding:
             params["binding"] = self.binding
+        if self.token:
+            params["token"] = self.token
         self.hello = self.call("hello", params)
         return self.hello
 
@@ -123,7 +226,7 @@ class HubClient:
                 self._decoder.feed(data)
         except TimeoutError:
             raise HubError(ErrorCode.UNAVAILABLE, f"the Hub did not answer within {self.timeout:g} s") from None
-        except (BrokenPipeError, ConnectionResetError) as exc:
+        except OSError as exc:  # reset, broken pipe, a TLS alert
             raise HubError(ErrorCode.UNAVAILABLE, f"lost the connection to the Hub: {exc}") from None
 
 

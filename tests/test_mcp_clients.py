@@ -1,0 +1,386 @@
+"""``amux mcp`` driven by real MCP clients installed from npm: the MCP Inspector CLI, Claude Code, Codex.
+
+The clients come from ``tests/clients/install.sh`` (pinned versions, installed
+into ``tests/clients/.install`` or ``$AMUX_CLIENTS_DIR``).  Outside CI these
+tests run the (idempotent) install script themselves and skip with a message
+when Node/npm is missing or the install fails; with ``CI=true`` they fail
+instead of skipping.
+
+No client reaches the internet: Claude Code and Codex are pointed at a fake
+model endpoint on 127.0.0.1 (a stdlib HTTP server started here) that records
+every request and, for Claude Code, answers with one call of
+``mcp__amux__memory_search`` and then plain text, so the whole path
+agent → ``amux mcp`` → Hub runs and can be checked from both ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocol.agent_protocol import render
+from tests.conftest import REPO, HubProcess, amux_argv
+from tools.mcp_server import TOOL_NAMES
+
+CLIENTS = REPO / "tests" / "clients"
+IN_CI = os.environ.get("CI") == "true"
+FULL_NAMES = sorted(f"mcp__amux__{name}" for name in TOOL_NAMES)
+ENTRY = "# Preferences\n- Indent with tabs.\n- Answer in English.\n"
+
+
+def _unavailable(message: str) -> None:
+    if IN_CI:
+        pytest.fail(f"{message} (CI=true: the real MCP clients are required)")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def bin_dir() -> Path:
+    """``node_modules/.bin`` holding mcp-inspector, claude and codex (installed in CI, else skip)."""
+    dest = Path(os.environ.get("AMUX_CLIENTS_DIR") or CLIENTS / ".install")
+    bins = dest / "node_modules" / ".bin"
+    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
+    if missing:
+        _unavailable(f"{' and '.join(missing)} not on PATH: cannot run the npm-installed MCP clients")
+    # The README's test command does all set-up: install the pinned clients whenever npm is here
+    # (idempotent, ~20 s the first time). Outside CI a failed install (offline) skips instead.
+    proc = subprocess.run(["bash", str(CLIENTS / "install.sh")], capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        _unavailable(f"tests/clients/install.sh failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}")
+    for tool in ("mcp-inspector", "claude", "codex"):
+        if not os.access(bins / tool, os.X_OK):
+            _unavailable(f"{tool} is not installed in {bins}; run 'bash tests/clients/install.sh' first")
+    return bins
+
+
+def client_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AMUX_", "ANTHROPIC_", "CLAUDE", "CODEX_", "OPENAI_"))}
+    env.update(extra)
+    return env
+
+
+def amux_command() -> tuple[str, list[str]]:
+    argv = amux_argv()
+    return argv[0], [*argv[1:], "mcp"]
+
+
+def seeded(hub: HubProcess) -> HubProcess:
+    r = hub.cli("memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=ENTRY.encode())
+    assert r.returncode == 0, r.stderr
+    return hub
+
+
+# -- a fake model endpoint ------------------------------------------------------------------------------
+
+
+def _sse(events: list[dict[str, Any]]) -> bytes:
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+def _anthropic_message(block: dict[str, Any], delta: dict[str, Any], stop: str) -> bytes:
+    usage = {"input_tokens": 1, "output_tokens": 1}
+    return _sse([
+        {"type": "message_start", "message": {"id": "msg_fake", "type": "message", "role": "assistant",
+                                              "model": "fake-model", "content": [], "stop_reason": None,
+                                              "stop_sequence": None, "usage": usage}},
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        {"type": "content_block_delta", "index": 0, "delta": delta},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 1}},
+        {"type": "message_stop"},
+    ])
+
+
+class FakeModel(ThreadingHTTPServer):
+    """Anthropic Messages API stand-in: records request bodies; asks for one memory search, then says 'done'."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, Any]] = []
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), _FakeHandler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _FakeHandler(BaseHTTPRequestHandler):
+    server: FakeModel
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("content-length") or 0)
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            body = None
+        with self.server.lock:
+            self.server.requests.append((self.path, body))
+        if not self.path.startswith("/v1/messages") or not isinstance(body, dict):
+            self.send_response(404)
+            self.end_headers()
+            return
+        tools = {t.get("name") for t in body.get("tools") or []}
+        answered = any(isinstance(m.get("content"), list) and any(c.get("type") == "tool_result" for c in m["content"])
+                       for m in body.get("messages") or [])
+        if "mcp__amux__memory_search" in tools and not answered:
+            data = _anthropic_message({"type": "tool_use", "id": "toolu_fake1", "name": "mcp__amux__memory_search",
+                                       "input": {}},
+                                      {"type": "input_json_delta", "partial_json": json.dumps({"query": "tabs"})},
+                                      "tool_use")
+        else:
+            data = _anthropic_message({"type": "text", "text": ""}, {"type": "text_delta", "text": "done"}, "end_turn")
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802
+        with self.server.lock:
+            self.server.requests.append((self.path, None))
+        self.send_response(404)
+        self.end_headers()
+
+
+@pytest.fixture
+def fake_model() -> Iterator[FakeModel]:
+    server = FakeModel()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _strings(obj: Any) -> Iterator[str]:
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _strings(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _strings(v)
+
+
+# -- MCP Inspector ----------------------------------------------------------------------------------------
+
+
+def _inspector(bin_dir: Path, hub: HubProcess, *method: str) -> dict[str, Any]:
+    command, args = amux_command()
+    proc = subprocess.run(
+        [str(bin_dir / "mcp-inspector"), "--cli", "-e", f"AMUX_HOME={hub.home}", command, *args, *method],
+        capture_output=True, text=True, env=client_env(), timeout=120, stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def test_inspector_lists_the_tools_and_calls_memory_search(bin_dir: Path, hub: HubProcess,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    seeded(hub)
+    start = time.perf_counter()
+    listing = _inspector(bin_dir, hub, "--method", "tools/list")
+    elapsed = time.perf_counter() - start
+    with capsys.disabled():
+        print(f"\n[mcp-inspector] process start -> tools/list printed: {elapsed:.3f} s")
+    tools = {t["name"]: t for t in listing["tools"]}
+    assert sorted(tools) == sorted(TOOL_NAMES)
+    assert tools["memory_search"]["annotations"]["readOnlyHint"] is True
+    assert tools["memory_forget"]["annotations"]["destructiveHint"] is True
+
+    result = _inspector(bin_dir, hub, "--method", "tools/call", "--tool-name", "memory_search",
+                        "--tool-arg", "query=tabs")
+    assert result.get("isError") is not True, result  # the Inspector exits 0 even for tool errors
+    match = result["structuredContent"]["matches"][0]
+    assert (match["path"], match["line"], match["snippet"]) == ("MEMORY.md", 2, "- Indent with tabs.")
+    assert "MEMORY.md line 2" in result["content"][0]["text"]
+
+    conflict = _inspector(bin_dir, hub, "--method", "tools/call", "--tool-name", "memory_upsert",
+                          "--tool-arg", "path=MEMORY.md", "--tool-arg", "content=x",
+                          "--tool-arg", "expected_revision=absent")
+    assert conflict["isError"] is True
+    assert conflict["structuredContent"]["error"]["code"] == "conflict"
+    assert conflict["structuredContent"]["error"]["data"]["observed_revision"] == \
+        match["revision"]
+
+
+# -- Claude Code ------------------------------------------------------------------------------------------
+
+
+def _claude_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    home = tmp_path / "claude-home"
+    (home / ".claude").mkdir(parents=True, exist_ok=True)
+    return client_env(HOME=str(home), CLAUDE_CONFIG_DIR=str(home / ".claude"),
+                      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1", **extra)
+
+
+def test_claude_code_adds_the_server_with_one_command_and_connects(bin_dir: Path, hub: HubProcess,
+                                                                   tmp_path: Path) -> None:
+    env = _claude_env(tmp_path)
+    command, args = amux_command()
+    work = tmp_path / "work"
+    work.mkdir()
+    added = subprocess.run([str(bin_dir / "claude"), "mcp", "add", "-s", "user", "amux", "-e",
+                            f"AMUX_HOME={hub.home}", "--", command, *args],
+                           capture_output=True, text=True, env=env, cwd=work, timeout=120, stdin=subprocess.DEVNULL)
+    assert added.returncode == 0, added.stdout + added.stderr
+    listed = subprocess.run([str(bin_dir / "claude"), "mcp", "list"], capture_output=True, text=True, env=env,
+                            cwd=work, timeout=120, stdin=subprocess.DEVNULL)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    line = next(ln for ln in listed.stdout.splitlines() if ln.startswith("amux:"))
+    assert "Connected" in line and "Failed" not in line, listed.stdout
+
+
+def test_claude_code_sees_the_tools_and_instructions_and_calls_memory(bin_dir: Path, hub: HubProcess,
+                                                                      tmp_path: Path, fake_model: FakeModel) -> None:
+    seeded(hub)
+    command, args = amux_command()
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"amux": {"command": command, "args": args,
+                                                           "env": {"AMUX_HOME": str(hub.home)}}}}))
+    work = tmp_path / "work"
+    work.mkdir()
+    env = _claude_env(tmp_path, ANTHROPIC_BASE_URL=fake_model.url, ANTHROPIC_API_KEY="dummy-key-for-a-fake-endpoint")
+    proc = subprocess.run(
+        [str(bin_dir / "claude"), "-p", "What do I prefer for indentation?", "--mcp-config", str(config),
+         "--strict-mcp-config", "--allowedTools", "mcp__amux__memory_search", "--output-format", "stream-json",
+         "--verbose", "--no-session-persistence"],
+        capture_output=True, text=True, env=env, cwd=work, timeout=180, stdin=subprocess.DEVNULL,
+    )
+    messages = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    init = next((m for m in messages if m.get("type") == "system" and m.get("subtype") == "init"), None)
+    assert init is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert {"name": "amux", "status": "connected"} in init["mcp_servers"], init["mcp_servers"]
+    assert sorted(t for t in init["tools"] if t.startswith("mcp__amux__")) == FULL_NAMES
+
+    # What reached the model: the five tools, the protocol as server instructions, then the Hub's answer.
+    bodies = [body for path, body in fake_model.requests if path.startswith("/v1/messages") and body]
+    assert bodies, fake_model.requests
+    first = bodies[0]
+    assert sorted(t["name"] for t in first["tools"] if t["name"].startswith("mcp__amux__")) == FULL_NAMES
+    protocol = render("mcp").strip()
+    assert any(protocol in s for s in _strings(first)), "the MCP instructions reach the model"
+    results = [c for body in bodies for m in body["messages"] if isinstance(m.get("content"), list)
+               for c in m["content"] if c.get("type") == "tool_result"]
+    assert results, "Claude Code called memory_search and returned its result to the model"
+    assert "- Indent with tabs." in json.dumps(results[0]) and "MEMORY.md" in json.dumps(results[0])
+    final = messages[-1]
+    assert final.get("type") == "result" and final.get("result") == "done", final
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+# -- Codex ------------------------------------------------------------------------------------------------
+
+
+class JsonLines:
+    """A JSONL peer over a subprocess's stdin/stdout, with a timeout on every read."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path) -> None:
+        self._err = open(stderr, "w")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
+                                     env=env, cwd=cwd, text=True)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+
+    def reply(self, rid: int, timeout: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            if line is None:
+                raise AssertionError(f"the peer exited ({self.proc.poll()}) before answering request {rid}")
+            message = json.loads(line)
+            if message.get("id") == rid and "method" not in message:
+                return dict(message)
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._err.close()
+
+
+def test_codex_adds_the_server_with_one_command_and_its_app_server_lists_and_calls_the_tools(
+        bin_dir: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:
+    seeded(hub)
+    home = tmp_path / "codex-home"
+    (home / ".codex").mkdir(parents=True)
+    env = client_env(HOME=str(home), CODEX_HOME=str(home / ".codex"))
+    work = tmp_path / "work"
+    work.mkdir()
+    command, args = amux_command()
+    added = subprocess.run([str(bin_dir / "codex"), "mcp", "add", "amux", "--env", f"AMUX_HOME={hub.home}", "--",
+                            command, *args], capture_output=True, text=True, env=env, cwd=work, timeout=120,
+                           stdin=subprocess.DEVNULL)
+    assert added.returncode == 0, added.stdout + added.stderr
+    assert "[mcp_servers.amux]" in (home / ".codex" / "config.toml").read_text()
+
+    # Any model traffic goes to the fake endpoint, never out.
+    provider = [
+        "-c", 'model_provider="fake"', "-c", 'model_providers.fake.name="fake"',
+        "-c", f'model_providers.fake.base_url="{fake_model.url}/v1"', "-c", 'model_providers.fake.wire_api="responses"',
+        "-c", 'model="fake-model"',
+    ]
+    peer = JsonLines([str(bin_dir / "codex"), "app-server", *provider], env, work, tmp_path / "codex.err")
+    try:
+        peer.send({"id": 1, "method": "initialize",
+                   "params": {"clientInfo": {"name": "amux-tests", "version": "1"},
+                              "capabilities": {"experimentalApi": True}}})
+        assert "result" in peer.reply(1), (tmp_path / "codex.err").read_text()[-3000:]
+        peer.send({"method": "initialized"})
+        peer.send({"id": 2, "method": "mcpServerStatus/list", "params": {}})
+        status = peer.reply(2)
+        servers = {s["name"]: s for s in status["result"]["data"]}
+        assert "amux" in servers, status
+        amux = servers["amux"]
+        assert amux["serverInfo"]["name"] == "amux"
+        assert sorted(amux["tools"]) == sorted(TOOL_NAMES)
+        assert all(len(f"mcp__amux__{name}") <= 64 for name in amux["tools"])
+        assert amux["tools"]["memory_get"]["annotations"]["readOnlyHint"] is True
+
+        peer.send({"id": 3, "method": "thread/start",
+                   "params": {"cwd": str(work), "approvalPolicy": "never", "sandbox": "read-only"}})
+        thread_id = peer.reply(3)["result"]["thread"]["id"]
+        peer.send({"id": 4, "method": "mcpServer/tool/call",
+                   "params": {"threadId": thread_id, "server": "amux", "tool": "memory_search",
+                              "arguments": {"query": "tabs"}}})
+        called = peer.reply(4)["result"]
+        assert called.get("isError") is not True, called
+        assert called["structuredContent"]["matches"][0]["snippet"] == "- Indent with tabs."
+    finally:
+        peer.close()
