@@ -120,3 +120,23 @@ def test_nfd_twin_reaches_the_nfc_file_only(hub: HubProcess) -> None:
     again = hub.cli("memory", "upsert", nfd, "--expected-revision", "absent", input=b"two\n")
     assert again.returncode == EXIT_CODES[ErrorCode.CONFLICT]  # same document, already exists
     assert sorted(p.name for p in hub.scope_dir.iterdir()) == [nfc]
+
+
+async def test_hostile_paths_through_mcp(hub: HubProcess, tmp_path: Path) -> None:
+    import trio
+
+    from tests.test_mcp_server import call, err, mcp_session
+
+    outside = plant(hub, tmp_path)
+    before = snapshot(hub.home, outside)
+    with trio.fail_after(120):
+        async with mcp_session(hub.home, tmp_path / "mcp.log") as s:
+            for p in HOSTILE + SYMLINKED:
+                for tool, args in (
+                    ("memory_get", {"path": p}),
+                    ("memory_upsert", {"path": p, "content": "hostile\n", "expected_revision": "absent"}),
+                    ("memory_forget", {"path": p, "expected_revision": REV}),
+                ):
+                    error = err(await call(s, tool, **args), ErrorCode.INVALID_PATH)
+                    assert error["code"] == "invalid_path", (tool, p)
+    assert snapshot(hub.home, outside) == before

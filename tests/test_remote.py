@@ -545,3 +545,28 @@ async def test_mcp_server_reaches_a_tls_hub_with_a_token(hub_factory: Any, certs
         async with mcp_session(Path("/nonexistent"), tmp_path / "mcp.log", **env) as s:
             found = mcp_ok(await call(s, "memory_search", query="remote-note"))
             assert [m["path"] for m in found["matches"]] == ["MEMORY.md"]
+
+
+async def test_mcp_with_one_principals_token_never_reaches_anothers_scope(
+    hub_factory: Any, certs: Certs, tmp_path: Path
+) -> None:
+    from tests.test_mcp_server import call, err, mcp_session, ok as mcp_ok
+
+    h = tls_hub(hub_factory, certs)
+    address = network_address(h)
+    alice = remote(address, certs, enroll(h, "alice")["token"])
+    bob = remote(address, certs, enroll(h, "bob")["token"])
+    wrote = h.cli("memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=b"alice-only-fact\n", env=alice)
+    alice_rev = ok(wrote)["revision"]
+    with trio.fail_after(60):
+        async with mcp_session(Path("/nonexistent"), tmp_path / "mcp.log", **bob) as s:
+            assert mcp_ok(await call(s, "memory_search", query="alice-only-fact"))["matches"] == []
+            got = mcp_ok(await call(s, "memory_get", path="MEMORY.md"))
+            assert got["exists"] is False
+            # Bob's scope has no MEMORY.md: forgetting "it" touches nothing of Alice's.
+            assert mcp_ok(await call(s, "memory_forget", path="MEMORY.md", expected_revision=alice_rev))[
+                "already_absent"] is True
+            err(await call(s, "memory_upsert", path="MEMORY.md", content="bob\n", expected_revision=alice_rev),
+                ErrorCode.CONFLICT)
+    shown = ok(h.cli("memory", "show", "MEMORY.md", env=alice))
+    assert shown["content"] == "alice-only-fact\n" and shown["revision"] == alice_rev
