@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,9 @@ from protocol.messages import packed_size
 from protocol.params import ABSENT
 
 Result = dict[str, Any]
+
+USAGE_TTL = 5.0
+"""Seconds a counted scope usage is trusted (then recounted; the Hub's own writes keep it exact)."""
 
 
 def revision_of(data: bytes) -> str:
@@ -94,6 +98,9 @@ class Store:
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
+        # Scope usage, counted by a walk at most every USAGE_TTL seconds and kept exact
+        # for the Hub's own writes in between (writes to a scope are serialised by its lock).
+        self._usage: dict[str, tuple[Usage, float]] = {}
 
     # -- reads ---------------------------------------------------------------
 
@@ -214,6 +221,23 @@ class Store:
 
     # -- quotas --------------------------------------------------------------
 
+    def _current_usage(self, scope_dir: str) -> Usage:
+        """The scope's usage: recounted when the last count is older than :data:`USAGE_TTL`
+        (so files edited by hand are seen within seconds), else kept up to date by writes."""
+        cached = self._usage.get(scope_dir)
+        now = time.monotonic()
+        if cached is not None and now - cached[1] < USAGE_TTL:
+            return cached[0]
+        usage = self.usage(scope_dir)
+        self._usage[scope_dir] = (usage, now)
+        return usage
+
+    def _account(self, scope_dir: str, documents: int, size: int) -> None:
+        cached = self._usage.get(scope_dir)
+        if cached is not None:
+            usage, at = cached
+            self._usage[scope_dir] = (Usage(usage.documents + documents, usage.bytes + size), at)
+
     def usage(self, scope_dir: str) -> Usage:
         """Count regular ``.md`` files and their bytes under the scope (symlinks not followed)."""
         documents = total = 0
@@ -249,7 +273,7 @@ class Store:
                 )
         elif len(content) > lim.document_max_bytes:
             raise _quota("document size", len(content), lim.document_max_bytes, "bytes", path=path)
-        usage = self.usage(scope_dir)
+        usage = self._current_usage(scope_dir)
         if old is None and usage.documents + 1 > lim.scope_max_documents:
             raise _quota("scope documents", usage.documents + 1, lim.scope_max_documents, "documents")
         new_total = usage.bytes - (len(old) if old is not None else 0) + len(content)
@@ -280,6 +304,7 @@ class Store:
             except BaseException:
                 fsio.remove_created(parent)
                 raise
+        self._account(scope_dir, 1 if old is None else 0, len(content) - (0 if old is None else len(old)))
         return {"path": path, "revision": revision_of(content), "created": old is None, "bytes": len(content)}
 
     def forget(self, scope_dir: str, path: str, expected_revision: str) -> Result:
@@ -295,10 +320,12 @@ class Store:
             if parent is None or fd is None:
                 return {"path": path, "deleted": False, "already_absent": True, "revision": ABSENT}
             try:
-                observed = revision_of(fsio.read_all(fd))
+                data = fsio.read_all(fd)
             finally:
                 os.close(fd)
+            observed = revision_of(data)
             if observed != expected_revision:
                 raise _conflict(path, expected_revision, observed)
             fsio.unlink_durably(parent.fd, segments[-1])
+        self._account(scope_dir, -1, -len(data))
         return {"path": path, "deleted": True, "already_absent": False, "revision": ABSENT}

@@ -801,3 +801,18 @@ def test_parse_upsert_accepts_str_and_bytes() -> None:
     assert a.expected_revision == b.expected_revision == "absent"
     rev = sha(b"x")
     assert parse_upsert({"path": "a.md", "content": "", "expected_revision": rev.upper()}).expected_revision == rev
+
+
+def test_scope_usage_tracks_the_hubs_writes_and_recounts_hand_edits(
+    store: Store, scope: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hub.store as store_module
+
+    a = store.upsert(str(scope), "a.md", b"x" * 100, "absent")
+    store.upsert(str(scope), "b.md", b"y" * 50, "absent")
+    store.upsert(str(scope), "a.md", b"x" * 10, a["revision"])
+    store.forget(str(scope), "b.md", sha(b"y" * 50))
+    assert store._current_usage(str(scope)) == store.usage(str(scope)) == store_module.Usage(1, 10)
+    (scope / "hand.md").write_bytes(b"z" * 7)  # edited by hand while the Hub runs
+    monkeypatch.setattr(store_module, "USAGE_TTL", 0.0)
+    assert store._current_usage(str(scope)) == store_module.Usage(2, 17)
