@@ -233,7 +233,11 @@ def machine(tmp: Path, rg: str | None) -> dict[str, Any]:
     model = next((ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines() if ln.startswith("model name")),
                  platform.processor() or "unknown")
     mhz = [float(ln.split(":", 1)[1]) for ln in cpuinfo.splitlines() if ln.startswith("cpu MHz")]
-    physical = {ln for ln in cpuinfo.splitlines() if ln.startswith(("physical id", "core id"))}
+    cores: set[tuple[str, str]] = set()
+    for block in cpuinfo.split("\n\n"):
+        fields = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in block.splitlines())}
+        if "core id" in fields:
+            cores.add((fields.get("physical id", "0"), fields["core id"]))
     meminfo = {ln.split(":")[0]: ln.split(":")[1].strip() for ln in _read("/proc/meminfo").splitlines() if ":" in ln}
     try:
         affinity = len(os.sched_getaffinity(0))
@@ -244,7 +248,7 @@ def machine(tmp: Path, rg: str | None) -> dict[str, Any]:
         "cpu_mhz": round(sum(mhz) / len(mhz)) if mhz else None,
         "logical_cpus": os.cpu_count(),
         "usable_cpus": affinity,
-        "cpuinfo_core_ids": len(physical) or None,
+        "physical_cores": len(cores) or None,
         "ram_total": meminfo.get("MemTotal", "unknown"),
         "ram_available": meminfo.get("MemAvailable", "unknown"),
         "kernel": f"{platform.system()} {platform.release()} {platform.machine()}",
@@ -253,6 +257,7 @@ def machine(tmp: Path, rg: str | None) -> dict[str, Any]:
         "tmp_dir": str(tmp),
         "tmp_filesystem": _mount_of(tmp),
         "ripgrep": rg_version(rg),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         "hostname_hash": _host_hash(),
         "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
     }

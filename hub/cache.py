@@ -32,18 +32,46 @@ def fold(text: str) -> str:
 
 
 def title_line(text: str) -> str:
-    """The document's first Markdown heading (after any frontmatter), or ""."""
-    lines = text.split("\n", 400)[:400]
-    i = 0
-    if lines and lines[0].strip() == "---":
-        for j in range(1, len(lines)):
-            if lines[j].strip() in ("---", "..."):
-                i = j + 1
+    """The document's first Markdown heading (after any frontmatter) in its first 400 lines, or ""."""
+    first_end = text.find("\n")
+    first = text if first_end < 0 else text[:first_end]
+    if first.strip() == "---":
+        lines = text.split("\n", 400)[1:400]
+        for j, line in enumerate(lines):
+            if line.strip() in ("---", "..."):
+                lines = lines[j + 1 :]
                 break
-    for line in lines[i:]:
-        if line.startswith("#"):
-            return line
-    return ""
+        return next((line for line in lines if line.startswith("#")), "")
+    if first.startswith("#"):
+        return first
+    # The first line starting with "#", found at C speed; it must be one of the first 400 lines.
+    at = text.find("\n#") + 1
+    if at == 0 or text.count("\n", 0, at) >= 400:
+        return ""
+    end = text.find("\n", at)
+    return text[at:] if end < 0 else text[at:end]
+
+
+_ASCII = bytes(range(128))
+
+
+def fold_document(data: bytes) -> tuple[str, bytes]:
+    """``(text, folded)`` of a file's bytes: the text decoded (invalid UTF-8 replaced) and
+    ``fold(text)`` as UTF-8.
+
+    Fast path, same result: when the bytes are valid UTF-8, already NFC, and
+    none of their non-ASCII characters changes under casefold (dashes, quotes,
+    emoji, CJK...), folding only lowercases ASCII letters, which ``bytes.lower``
+    does in place (multi-byte UTF-8 sequences contain no ASCII bytes).
+    """
+    text = data.decode("utf-8", "replace")
+    if data.isascii():
+        return text, data.lower()
+    if "\ufffd" not in text:
+        others = data.translate(None, _ASCII).decode("utf-8")
+        if others.casefold() == others and unicodedata.is_normalized("NFC", text):
+            return text, data.lower()
+    return text, fold(text).encode("utf-8")
 
 
 @dataclass
@@ -68,10 +96,9 @@ class CachedDoc:
     @classmethod
     def load(cls, path: str, st: os.stat_result, data: bytes) -> "CachedDoc":
         """Build an entry from a file's ``lstat`` and the bytes read after it."""
-        text = data.decode("utf-8", "replace")
+        text, folded = fold_document(data)
         where = fold(path) + "\n" + fold(title_line(text))
-        return cls(path, st.st_size, st.st_mtime_ns, st.st_ino, data, fold(text).encode("utf-8"), where,
-                   racy=_racy(st.st_mtime_ns))
+        return cls(path, st.st_size, st.st_mtime_ns, st.st_ino, data, folded, where, racy=_racy(st.st_mtime_ns))
 
     def fresh(self, st: os.stat_result) -> bool:
         """True if the file still has the size, mtime and inode this entry was read with.

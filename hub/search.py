@@ -5,13 +5,16 @@ document for the query's literal keywords (Unicode casefold, so case is
 ignored; CJK text matches as contiguous characters).  The scan stops at the
 first of: ``scan_max_files`` documents, ``scan_max_bytes`` read, the caller's
 ``should_stop()`` (the Hub wires this to a Trio cancel scope with the 250 ms
-budget), or the directory-entry limits; the result then says ``incomplete``.
+budget), the point where one more file read at the pace of the slowest recent
+read would end past ``scan_budget_seconds``, or the directory-entry limits; the
+result then says ``incomplete``.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import time
 import unicodedata
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
@@ -70,17 +73,20 @@ class _Walk:
 
 
 FileEntry = tuple[str, str]
-"""``(logical path, absolute path)`` of one Markdown file."""
+"""``(logical path, file name)`` of one Markdown file."""
+
+Batch = tuple[str, list[FileEntry]]
+"""``(absolute directory, its files)``: a run of Markdown files in one directory."""
 
 
-def _walk(root: str, prefix: str, walk: _Walk, cache: ScopeCache, seen_dirs: set[str]) -> Iterator[list[FileEntry]]:
+def _walk(root: str, prefix: str, walk: _Walk, cache: ScopeCache, seen_dirs: set[str]) -> Iterator[Batch]:
     """Yield batches of ``.md`` files in path order (one batch per run of files in a directory).
 
     Symlinks are skipped, never followed; directories that cannot lead to a
     path starting with ``prefix`` are pruned.  Directory listings come from
     the cache while the directory's mtime and inode are unchanged.
     """
-    def visit(absdir: str, rel: str) -> Iterator[list[FileEntry]]:
+    def visit(absdir: str, rel: str) -> Iterator[Batch]:
         try:
             listing = cache.listing(absdir, walk.limits.scan_max_dir_entries)
         except OSError:
@@ -97,16 +103,16 @@ def _walk(root: str, prefix: str, walk: _Walk, cache: ScopeCache, seen_dirs: set
             logical = rel + name
             if kind == MARKDOWN:
                 if logical.startswith(prefix):
-                    batch.append((logical, absdir + "/" + name))
+                    batch.append((logical, name))
             elif kind == DIR:
                 sub = logical + "/"
                 if sub.startswith(prefix) or prefix.startswith(sub):
                     if batch:
-                        yield batch
+                        yield absdir, batch
                         batch = []
                     yield from visit(absdir + "/" + name, sub)
         if batch:
-            yield batch
+            yield absdir, batch
 
     yield from visit(root, "")
 
@@ -176,65 +182,121 @@ def _presence(hay: Haystack, folded_kws: list[bytes]) -> dict[int, list[int]]:
     """
     blob, starts = hay.blob, hay.starts
     ends = starts[1:] + [len(blob)]
-    found: dict[int, set[int]] = {}
+    # Keyword indexes are appended in increasing order, at most once per document: lists stay sorted.
+    found: dict[int, list[int]] = {}
     for ki, kw in enumerate(folded_kws):
         if blob.count(kw, 0, 65536) >= 32:
             pos = blob.find(kw)
             while pos >= 0:
                 d = bisect_right(starts, pos) - 1
-                found.setdefault(d, set()).add(ki)
+                if d in found:
+                    found[d].append(ki)
+                else:
+                    found[d] = [ki]
                 pos = blob.find(kw, ends[d])
         else:
             searcher = ahocorasick_rs.BytesAhoCorasick([kw])
+            end = -1
             for _, start, _ in searcher.find_matches_as_indexes(blob):
-                found.setdefault(bisect_right(starts, start) - 1, set()).add(ki)
-    return {d: sorted(ks) for d, ks in found.items()}
+                if start < end:
+                    continue  # another hit in a document already counted (hits come in position order)
+                d = bisect_right(starts, start) - 1
+                if d in found:
+                    found[d].append(ki)
+                else:
+                    found[d] = [ki]
+                end = ends[d]
+    return found
+
+
+def _prefetch(dir_fd: int, names: list[str]) -> None:
+    """Ask the kernel to start reading files the scan has never cached (``POSIX_FADV_WILLNEED``).
+
+    The scan reads one file at a time; on a cold page cache (a first search
+    after boot) the disk then works on all of them at once instead of one
+    request per read.  Only a hint: errors are ignored and nothing is read here.
+    """
+    for name in names:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _collect(
     root: str, path_prefix: str, limits: Limits, walk: _Walk, should_stop: Callable[[], bool],
     reader: Reader, cache: ScopeCache,
 ) -> tuple[list[CachedDoc], int]:
-    """Walk the scope within budget, refreshing cache entries that no longer match their file."""
+    """Walk the scope within budget, refreshing cache entries that no longer match their file.
+
+    Each file is ``lstat``-ed relative to its open directory (no path walk per
+    file); a cached entry whose size, mtime or inode differs is read again.
+    """
+    deadline = time.perf_counter() + limits.scan_budget_seconds
+    read_cost = 0.0  # seconds: the slowest recent read-and-fold of one file (decaying maximum)
+    max_files, max_bytes = limits.scan_max_files, limits.scan_max_bytes
     docs: list[CachedDoc] = []
     scanned_bytes = 0
     seen: set[str] = set()
     cached = cache.docs
     seen_dirs: set[str] = set()
-    for batch in _walk(root, path_prefix, walk, cache, seen_dirs):
-        for logical, abspath in batch:
-            if len(docs) >= limits.scan_max_files:
-                walk.stop("files")
-                break
-            try:
-                st = os.lstat(abspath)
-            except OSError:
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            if scanned_bytes + st.st_size > limits.scan_max_bytes:
-                # Too big for what is left of the budget: skip it, smaller files may still fit.
-                walk.skip("bytes")
-                continue
-            doc = cached.get(logical)
-            if doc is None or not doc.fresh(st):
-                if should_stop():
-                    walk.stop("time")
+    is_reg = stat.S_ISREG
+    lstat_at = os.stat
+    for absdir, batch in _walk(root, path_prefix, walk, cache, seen_dirs):
+        try:
+            dir_fd = os.open(absdir, _DIR_FLAGS)
+        except OSError:
+            continue  # gone (or replaced by a symlink) since it was listed
+        try:
+            _prefetch(dir_fd, [name for logical, name in batch[: max(0, max_files - len(docs))] if logical not in cached])
+            for logical, name in batch:
+                if len(docs) >= max_files:
+                    walk.stop("files")
                     break
-                if not _valid_logical(logical):
-                    continue
                 try:
-                    data = reader(abspath)
+                    st = lstat_at(name, dir_fd=dir_fd, follow_symlinks=False)
                 except OSError:
                     continue
-                doc = CachedDoc.load(logical, st, data)
-                cache.put(doc)
-            elif len(docs) % 64 == 63 and should_stop():
-                walk.stop("time")
-                break
-            seen.add(logical)
-            docs.append(doc)
-            scanned_bytes += len(doc.data)
+                if not is_reg(st.st_mode):
+                    continue
+                if scanned_bytes + st.st_size > max_bytes:
+                    # Too big for what is left of the budget: skip it, smaller files may still fit.
+                    walk.skip("bytes")
+                    continue
+                doc = cached.get(logical)
+                if doc is None or not doc.fresh(st):
+                    # Stop when the budget is spent, or when reading one more file at the pace of the
+                    # slowest recent read would overrun it (a slow disk: return in time, not one read late).
+                    if should_stop() or time.perf_counter() + read_cost > deadline:
+                        walk.stop("time")
+                        break
+                    if doc is None and not _valid_logical(logical):  # a cached path was validated when first read
+                        continue
+                    began = time.perf_counter()
+                    try:
+                        data = reader(absdir + "/" + name)
+                    except OSError:
+                        continue
+                    doc = CachedDoc.load(logical, st, data)
+                    cache.put(doc)
+                    read_cost = max(time.perf_counter() - began, read_cost * 0.9)
+                elif len(docs) % 64 == 63 and should_stop():
+                    walk.stop("time")
+                    break
+                seen.add(logical)
+                docs.append(doc)
+                scanned_bytes += len(doc.data)
+        finally:
+            os.close(dir_fd)
         if walk.halted:
             break
     if not walk.incomplete:
@@ -251,6 +313,7 @@ def search_scope(
     should_stop: Callable[[], bool] = lambda: False,
     reader: Reader = read_file_nofollow,
     cache: ScopeCache | None = None,
+    on_start: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
     """Scan ``root`` for documents containing any keyword and rank them.
 
@@ -261,31 +324,26 @@ def search_scope(
     matched}`` with a 1-based ``line``.  The serialized result stays within
     ``limits.response_max_bytes``; matches cut for that or for ``limit`` set
     ``truncated``.  ``cache`` keeps unchanged documents between calls (see
-    :mod:`hub.cache`); without one, every file is read.
+    :mod:`hub.cache`); without one, every file is read.  ``on_start`` is
+    called once the scan holds the scope's cache lock (the Hub starts its time
+    budget there).
     """
     cache = cache if cache is not None else ScopeCache()
     folded_str = [fold(k) for k in keywords]
     folded_kws = [k.encode("utf-8") for k in folded_str]
     walk = _Walk(limits)
     with cache.lock:
+        on_start()  # the time budget runs from here, not while waiting behind another scan of this scope
         docs, scanned_bytes = _collect(root, path_prefix, limits, walk, should_stop, reader, cache)
         hay = cache.haystack_for(docs)
     hits = _presence(hay, folded_kws)
-    ranked = sorted(
-        hits.items(),
-        key=lambda item: (
-            -len(item[1]),
-            -sum(1 for k in item[1] if folded_str[k] in docs[item[0]].where),
-            docs[item[0]].path,
-        ),
-    )
     result: dict[str, Any] = {
-        "matches": [], "candidates": len(ranked), "incomplete": walk.incomplete,
+        "matches": [], "candidates": len(hits), "incomplete": walk.incomplete,
         "incomplete_reasons": walk.reasons, "scanned_files": len(docs),
-        "scanned_bytes": scanned_bytes, "truncated": len(ranked) > limit,
+        "scanned_bytes": scanned_bytes, "truncated": len(hits) > limit,
     }
     size = packed_size(result)
-    for index, matched in ranked[:limit]:
+    for index, matched in _top(hits, docs, folded_str, limit):
         match = _match(hay, index, matched, keywords, folded_str, folded_kws, limits)
         grow = packed_size(match) + 2
         if size + grow > limits.response_max_bytes - limits.response_envelope_bytes:
@@ -294,6 +352,23 @@ def search_scope(
         result["matches"].append(match)
         size += grow
     return result
+
+
+def _top(hits: dict[int, list[int]], docs: list[CachedDoc], folded_str: list[str], limit: int) -> list[tuple[int, list[int]]]:
+    """The first ``limit`` candidates in rank order: distinct keywords matched (desc), keywords in the
+    path or title (desc), path (asc).  Only the keyword-count groups that reach the top ``limit`` are
+    sorted, so a common word matching most of the scope costs no full sort."""
+    by_count: dict[int, list[int]] = {}
+    for d, matched in hits.items():
+        by_count.setdefault(len(matched), []).append(d)
+    top: list[int] = []
+    for count in sorted(by_count, reverse=True):
+        if len(top) >= limit:
+            break
+        group = by_count[count]
+        group.sort(key=lambda d: (-sum(1 for k in hits[d] if folded_str[k] in docs[d].where), docs[d].path))
+        top += group
+    return [(d, hits[d]) for d in top[:limit]]
 
 
 def _match(hay: Haystack, index: int, matched: list[int], keywords: tuple[str, ...], folded_str: list[str],

@@ -91,16 +91,19 @@ class MemoryService:
         with trio.CancelScope() as budget:
 
             def start_budget() -> None:
-                # The 250 ms start when a worker picks the search up, not while it
-                # waits for one: a busy Hub answers late, not "incomplete" at once.
+                # The 250 ms start when the scan really begins (a worker picked it up and
+                # it holds the scope's cache), not while it waits: a busy Hub answers
+                # late, not "incomplete" at once.
                 budget.deadline = trio.current_time() + self.limits.scan_budget_seconds
 
-            def work() -> Result:
+            def started() -> None:
                 trio.from_thread.run_sync(start_budget)
                 clock.append(time.perf_counter())
+
+            def work() -> Result:
                 return search_scope(
                     self._dir(scope), p.keywords, p.path_prefix, p.limit, self.limits,
-                    _stop_when_cancelled, self.reader, cache,
+                    _stop_when_cancelled, self.reader, cache, started,
                 )
 
             # The worker polls the cancel scope between files and returns what it

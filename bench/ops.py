@@ -1,0 +1,152 @@
+"""(c) Operations over the Unix socket: get/upsert/forget latency, upsert throughput beside a raw
+durable-write loop on the same disk, and throughput/p99 with 1, 8, 64 and 256 concurrent clients."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.context import Ctx
+from bench.data import Synth, write_scope
+from bench.util import REPO, HubProc, ms, summary
+
+DOC = b"# Preferences\n\n" + b"- prefer small, reviewed changes; run the tests before committing\n" * 30  # ~2 KiB
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def raw_loop(directory: Path, content: bytes, n: int) -> list[float]:
+    """The floor for a durable replace: write a temp file, fsync it, rename it over the target, fsync the directory."""
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    times = []
+    try:
+        for i in range(n):
+            t0 = time.perf_counter()
+            fd = os.open(".raw.tmp", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=dfd)
+            try:
+                view = memoryview(content)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(".raw.tmp", "raw.md", src_dir_fd=dfd, dst_dir_fd=dfd)
+            os.fsync(dfd)
+            times.append(ms(time.perf_counter() - t0))
+    finally:
+        os.close(dfd)
+    return times
+
+
+def _variant(i: int) -> bytes:
+    return DOC + f"<!-- edit {i} -->\n".encode()
+
+
+def run(ctx: Ctx, full_scope: dict[str, bytes] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"latency": {}, "throughput": [], "concurrency": []}
+    n_get = 300 if ctx.quick else 3000
+    n_write = 40 if ctx.quick else 400
+    for label, docs in (("small scope (1 doc)", {}), ("full scope (1,024 docs)", full_scope)):
+        if docs is None:
+            continue
+        hub = HubProc.create(ctx.tmp / f"c-{len(docs)}")
+        # The document under test is MEMORY.md, plus one created and forgotten in turn: a full scope
+        # holds 1,022 others (the quota is 1,024 documents).
+        others = dict(list(docs.items())[:1022])
+        write_scope(hub.scope_dir, others)
+        rawdir = hub.home / "memory" / "raw-loop"  # same file system, next to the scope
+        rawdir.mkdir(mode=0o700)
+        with hub, hub.client() as c:
+            rev = c.call("upsert", {"path": "MEMORY.md", "content": DOC, "expected_revision": "absent"})["revision"]
+            # get
+            gets = []
+            for _ in range(n_get):
+                t0 = time.perf_counter()
+                r = c.call("get", {"path": "MEMORY.md"})
+                gets.append(ms(time.perf_counter() - t0))
+            if r["revision"] != rev:
+                ctx.problem("c. get returned a different revision")
+            # upsert, alternating blocks with the raw loop so both see the same disk state
+            ups: list[float] = []
+            raws: list[float] = []
+            block = 10 if ctx.quick else 25
+            up_time = raw_time = 0.0
+            i = 0
+            while len(ups) < n_write:
+                t_block = time.perf_counter()
+                for _ in range(block):
+                    i += 1
+                    content = _variant(i)
+                    t0 = time.perf_counter()
+                    r = c.call("upsert", {"path": "MEMORY.md", "content": content, "expected_revision": rev})
+                    ups.append(ms(time.perf_counter() - t0))
+                    rev = r["revision"]
+                    if rev != _sha(content):
+                        ctx.problem("c. upsert returned a wrong revision")
+                up_time += time.perf_counter() - t_block
+                t_block = time.perf_counter()
+                raws += raw_loop(rawdir, _variant(i), block)
+                raw_time += time.perf_counter() - t_block
+            # forget: create a document, then time its CAS delete
+            forgets = []
+            for j in range(n_write // 2):
+                content = _variant(-j)
+                r = c.call("upsert", {"path": f"tmp/f{j}.md", "content": content, "expected_revision": "absent"})
+                t0 = time.perf_counter()
+                f = c.call("forget", {"path": f"tmp/f{j}.md", "expected_revision": r["revision"]})
+                forgets.append(ms(time.perf_counter() - t0))
+                if not f["deleted"]:
+                    ctx.problem("c. forget did not delete")
+            up_tp = len(ups) / up_time
+            raw_tp = len(raws) / raw_time
+            out["latency"][label] = {"get": summary(gets), "upsert": summary(ups), "forget": summary(forgets),
+                                     "raw_write_fsync_rename_fsync": summary(raws)}
+            out["throughput"].append({"scope": label, "upsert_per_s": round(up_tp, 1), "raw_loop_per_s": round(raw_tp, 1),
+                                      "ratio": round(up_tp / raw_tp, 3), "doc_bytes": len(DOC)})
+            ctx.log(f"c. {label}: get p50 {summary(gets)['p50']} ms p99 {summary(gets)['p99']} ms; upsert p50 "
+                    f"{summary(ups)['p50']} ms ({up_tp:.0f}/s vs raw {raw_tp:.0f}/s = {up_tp / raw_tp:.2f}); "
+                    f"forget p50 {summary(forgets)['p50']} ms")
+            if not docs:  # concurrent writers on the small scope (each writes its own document)
+                out["concurrency"] += _concurrency(ctx, hub, [("upsert", {"content": DOC.decode()})])
+            if docs is full_scope or full_scope is None:
+                reads: list[tuple[str, dict[str, Any]]] = [("get", {"path": "MEMORY.md"})]
+                if not ctx.quick:
+                    reads.append(("search", {"query": "decision context", "limit": 5}))
+                out["concurrency"] = _concurrency(ctx, hub, reads) + out["concurrency"]
+    ctx.target("c. get p50 ≤ 1 ms", all(v["get"]["p50"] <= 1.0 for v in out["latency"].values()),
+               ", ".join(f"{k}: {v['get']['p50']:.3f} ms" for k, v in out["latency"].items()), "≤ 1 ms")
+    worst = min(out["throughput"], key=lambda r: r["ratio"])
+    ctx.target("c. upsert throughput ≥ 0.8 × raw fsync loop", worst["ratio"] >= 0.8,
+               "; ".join(f"{r['scope']}: {r['upsert_per_s']:.0f}/s vs {r['raw_loop_per_s']:.0f}/s = {r['ratio']:.2f}"
+                         for r in out["throughput"]), "≥ 0.80")
+    return out
+
+
+def _concurrency(ctx: Ctx, hub: HubProc, ops: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    rows = []
+    seconds = 0.5 if ctx.quick else 3.0
+    levels = (1, 8) if ctx.quick else (1, 8, 64, 256)
+    for method, params in ops:
+        for n in levels:
+            proc = subprocess.run(
+                [sys.executable, "-m", "bench.loadgen", str(hub.socket), "--clients", str(n), "--seconds", str(seconds),
+                 "--method", method, "--params", json.dumps(params), "--warmup", "1.0" if method == "search" else "0.3"],
+                cwd=REPO, capture_output=True, text=True, timeout=120 + seconds,
+            )
+            if proc.returncode != 0:
+                raise RuntimeError(f"loadgen failed: {proc.stderr[-2000:]}")
+            row = json.loads(proc.stdout)
+            if row["errors"]:
+                ctx.problem(f"c. {n} concurrent {method} clients: errors {row['errors']}")
+            rows.append(row)
+            ctx.log(f"c. {n:3d} clients {method}: {row['throughput_per_s']:.0f}/s p50 {row['p50_ms']} ms "
+                    f"p99 {row['p99_ms']} ms errors {row['errors']}")
+    return rows

@@ -1,0 +1,243 @@
+"""Turn the bench's figures into a Markdown report, a JSON file and a PNG plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.context import verdict
+from bench.data import MIB
+
+
+def _f(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _pp(stats: dict[str, Any] | None, key: str) -> str:
+    s = (stats or {}).get(key)
+    if not s or not s.get("n"):
+        return "–"
+    return f"{s['p50']:.1f} / {s['p95']:.1f}"
+
+
+def _kib(v: int) -> str:
+    return f"{v / 1024:.1f} MiB"
+
+
+def markdown(r: dict[str, Any]) -> str:
+    L: list[str] = []
+    mode = "quick smoke run" if r["quick"] else "full run"
+    L.append(f"# amux-memory bench — {mode}, {r['machine']['date_utc']} UTC\n")
+    L.append(f"Command: `{r['command']}` · wall time {r['wall_seconds']:.0f} s · data: {r['data_source']} · "
+             f"code: {r['code']}\n")
+    L.append("## Targets\n")
+    L.append("```")
+    for t in r["targets"]:
+        L.append(f"{verdict(t['pass'])}  {t['target']}: {t['figure']} (goal {t['goal']})")
+    L.append(f"{'PASS' if not r['problems'] else 'FAIL'}  results identical to a literal scan: "
+             f"{r['checked_results']} results checked, {len(r['problems'])} differences")
+    L.append("```\n")
+    if r["problems"]:
+        L.append("Differences:\n")
+        L += [f"- {p}" for p in r["problems"][:50]]
+        L.append("")
+    # Machine
+    m = r["machine"]
+    L.append("## Machine\n")
+    L.append("| | |\n|---|---|")
+    fs = m.get("tmp_filesystem", {})
+    for k, v in (("CPU", f"{m['cpu_model']} ({m['cpu_mhz']} MHz), {m['logical_cpus']} logical CPUs "
+                        f"({m['usable_cpus']} usable, {m.get('physical_cores')} cores), {m['virtualization']}"),
+                 ("RAM", f"{m['ram_total']} total, {m['ram_available']} available at start"),
+                 ("kernel", m["kernel"]), ("Python", m["python"]),
+                 ("temp dir", f"{m['tmp_dir']} on {fs.get('device', '?')} ({fs.get('fstype', '?')}, "
+                              f"{fs.get('options', '')}; rotational={fs.get('rotational', '?')}, "
+                              f"model={fs.get('model', '?')}, scheduler={fs.get('scheduler', '?')})"),
+                 ("ripgrep", m["ripgrep"]),
+                 ("load average", f"{m.get('load_average_at_start')} at start, {r.get('load_average_at_end')} at end "
+                                  "(1, 5, 15 min; other work on the machine shows here)")):
+        L.append(f"| {k} | {v} |")
+    L.append("")
+    # a
+    L.append("## a. Search latency\n")
+    L.append("Milliseconds, p50 / p95. **Hub** = `elapsed_ms` the Hub reports (scan time inside the Hub, warm "
+             "content cache); **RTT** = round trip of the same call over a persistent socket connection; **cold** "
+             "= Hub `elapsed_ms` after every file's mtime changed (content cache invalid, OS page cache warm); "
+             "**CLI** = whole `amux memory search --limit 20` process; **rg** = whole `rg -F -i -l -e …` process; "
+             "**Python** = one-shot literal scan in the bench process (read, NFC+casefold, test, rank). "
+             "Tools alternate in one loop on the same files. Ratios are p50 / rg p50. "
+             "**= literal**: results (candidate count, ranked paths, keywords per match) equal to the reference scan.\n")
+    for sc in r["a"]:
+        L.append(f"### scope: {sc['scope']} — {sc['files']} files, {sc['bytes'] / MIB:.2f} MiB "
+                 f"({sc['reps']} rounds, {sc['cold_reps']} cold, {sc['cli_reps']} CLI)\n")
+        L.append("| query | kw | cand. | Hub | RTT | cold | CLI | rg | Python | Hub/rg | RTT/rg | CLI/rg | = literal |")
+        L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+        for q in sc["queries"]:
+            s = q["stats"]
+            L.append(f"| {q['query']} | {q['keywords']} | {q['candidates']} | {_pp(s, 'hub_warm')} | {_pp(s, 'rtt_warm')} "
+                     f"| {_pp(s, 'hub_cold')} | {_pp(s, 'cli')} | {_pp(s, 'rg')} | {_pp(s, 'python')} "
+                     f"| {_f(q['ratio_hub_warm_to_rg'])} | {_f(q['ratio_rtt_warm_to_rg'])} | {_f(q['ratio_cli_to_rg'])} "
+                     f"| {q['equal_to_literal_scan']}/{q['checked']} |")
+        fa = sc["first_after_start"]
+        L.append(f"\nFirst search after the Hub started ({fa['query']}, nothing cached): {fa['elapsed_ms']:.1f} ms in the "
+                 f"Hub, {fa['round_trip_ms']:.1f} ms round trip, incomplete={fa['incomplete']}.")
+        disk = [(q["query"], q["stats"].get("hub_disk_cold"), q["stats"].get("rg_disk_cold"), q["incomplete"])
+                for q in sc["queries"] if q["stats"].get("hub_disk_cold")]
+        if disk:
+            L.append("\nDisk-cold (OS page cache dropped before each call: a first search after a reboot), p50 / max ms:\n")
+            L.append("| query | Hub elapsed | rg | Hub results |\n|---|--:|--:|---|")
+            for name, h, g, inc in disk:
+                dc = [i for i in inc if i.startswith("Hub disk-cold")]
+                L.append(f"| {name} | {h['p50']:.1f} / {h['max']:.1f} | {(g or {}).get('p50', '–')} / {(g or {}).get('max', '–')} "
+                         f"| {len(dc)}/{h['n']} incomplete{(' — ' + dc[0]) if dc else ''} |")
+            L.append("")
+        warm_inc = [(q["query"], i) for q in sc["queries"] for i in q["incomplete"] if not i.startswith("Hub disk-cold")]
+        if warm_inc:
+            L.append("\nIncomplete results outside the disk-cold rows:\n")
+            L += [f"- {n}: {i}" for n, i in warm_inc[:20]]
+        cb = r.get("cli_breakdown")
+    if cb:
+        L.append("\nWhere the CLI's time goes (whole processes, ms p50 / p95): "
+                 + "; ".join(f"`{k}` {v['p50']:.1f} / {v['p95']:.1f}" for k, v in cb.items())
+                 + " — the rest of `amux memory search` is argument parsing, connect + hello, the search and JSON output.\n")
+    # b
+    b = r["b"]
+    L.append("## b. Scan budget\n")
+    L.append("| case | incomplete | reasons | scanned files | scanned bytes | Hub elapsed p50 / max ms |")
+    L.append("|---|---|---|--:|--:|--:|")
+    for row in b["hub"]:
+        L.append(f"| {row['case']} | {row['incomplete']} | {', '.join(row['reasons'])} | {row['scanned_files']} "
+                 f"| {row['scanned_bytes']:,} | {row['elapsed_ms']['p50']:.1f} / {row['elapsed_ms']['max']:.1f} |")
+    L.append(f"\nSlowed read path (in-process `MemoryService` whose `reader` sleeps before each file; fresh service, "
+             f"nothing cached; goal: incomplete by time, stopped by {b['stop_goal_ms']:.0f} ms):\n")
+    L.append("| reader delay | files | scanned (p50) | stopped at: Hub elapsed p50 / max ms | call wall p50 / max ms |")
+    L.append("|--:|--:|--:|--:|--:|")
+    for row in b["slow_reader"]:
+        L.append(f"| {row['delay_ms_per_file']:g} ms/file | {row['files']} | {row['scanned_files']['p50']:.0f} "
+                 f"| {row['elapsed_ms']['p50']:.1f} / {row['elapsed_ms']['max']:.1f} "
+                 f"| {row['call_wall_ms']['p50']:.1f} / {row['call_wall_ms']['max']:.1f} |")
+    L.append("")
+    # c
+    c = r["c"]
+    L.append("## c. Operations over the Unix socket\n")
+    L.append("Round trip on one persistent connection, ms (p50 / p99). The raw loop is write + fsync + rename + "
+             "fsync(dir) of the same content in a directory next to the scope (same file system), run in blocks "
+             "alternating with the upserts.\n")
+    L.append("| scope | get | upsert | forget | raw durable write | upsert/s | raw/s | ratio |")
+    L.append("|---|--:|--:|--:|--:|--:|--:|--:|")
+    for tp in c["throughput"]:
+        lat = c["latency"][tp["scope"]]
+
+        def p(s: dict[str, Any]) -> str:
+            return f"{s['p50']:.3f} / {s['p99']:.3f}"
+        L.append(f"| {tp['scope']} | {p(lat['get'])} | {p(lat['upsert'])} | {p(lat['forget'])} "
+                 f"| {p(lat['raw_write_fsync_rename_fsync'])} | {tp['upsert_per_s']:.0f} | {tp['raw_loop_per_s']:.0f} "
+                 f"| {tp['ratio']:.2f} |")
+    L.append("\nConcurrent clients (closed loop, one request at a time per connection, separate load-generator process):\n")
+    L.append("| method | clients | throughput /s | p50 ms | p99 ms | errors |")
+    L.append("|---|--:|--:|--:|--:|---|")
+    for row in c["concurrency"]:
+        L.append(f"| {row['method']} | {row['clients']} | {row['throughput_per_s']:.0f} | {row['p50_ms']:.2f} "
+                 f"| {row['p99_ms']:.2f} | {row['errors'] or 'none'} |")
+    L.append("")
+    # d
+    d = r["d"]
+    L.append("## d. Growth (in process, limits raised past 8 MiB)\n")
+    for key, unit in (("files_axis", "files"), ("bytes_axis", "MiB")):
+        s = d[key]
+        src = d["files_axis_source"] if key == "files_axis" else f"{d['bytes_axis_docs']} synthetic documents"
+        L.append(f"{unit} axis ({src}; query: {' '.join(s['query'])}), ms p50:\n")
+        L.append("| files | MiB | candidates | Hub scan, warm | Hub scan, cold | rg process |\n|--:|--:|--:|--:|--:|--:|")
+        for pt in s["points"]:
+            L.append(f"| {pt['files']} | {pt['bytes'] / MIB:.2f} | {pt['candidates']} | {pt['warm']['p50']:.2f} "
+                     f"| {pt['cold']['p50']:.2f} | {pt['rg']['p50']:.2f} |" if pt["rg"] else
+                     f"| {pt['files']} | {pt['bytes'] / MIB:.2f} | {pt['candidates']} | {pt['warm']['p50']:.2f} "
+                     f"| {pt['cold']['p50']:.2f} | – |")
+        fits = "; ".join(f"{k}: {f['slope']:.3f} ms/{unit[:-1] if unit == 'files' else unit} + {f['intercept']:.2f} ms "
+                         f"(R² {f['r2']:.3f}, log-log exponent {f['exponent']:.2f})" for k, f in s["fits"].items())
+        L.append(f"\nFit: {fits}\n")
+    # e
+    e = r["e"]
+    L.append("## e. Footprint (Hub RSS)\n")
+    L.append("| state | RSS | peak (VmHWM) |\n|---|--:|--:|")
+    L.append(f"| idle, after start | {_kib(e['idle']['VmRSS'])} | {_kib(e['idle']['VmHWM'])} |")
+    L.append(f"| {e['connections']} idle connections (hello done) | {_kib(e['idle_connections']['VmRSS'])} "
+             f"| {_kib(e['idle_connections']['VmHWM'])} |")
+    if "after_scopes" in e:
+        L.append(f"| after searching {e['scopes']} scopes (isolation user, one OS uid each, "
+                 f"{e['scope_bytes'] / MIB:.1f} MiB per scope) | {_kib(e['after_scopes']['VmRSS'])} "
+                 f"| {_kib(e['after_scopes']['VmHWM'])} |")
+    L.append(f"\nContent cache bound: `Limits.cache_max_bytes` = {e['cache_max_bytes'] / MIB:.0f} MiB of raw + folded "
+             "document bytes over all scopes; after each search the least-recently-used scopes are evicted until the "
+             "total is within the bound (the scope just searched is never evicted, so the bound is the larger of "
+             "64 MiB and that one scope's entries).")
+    if "cache_in_process" in e:
+        ci = e["cache_in_process"]
+        L.append(f"In process on the same {e['scopes']} scopes: at most {ci['max_held_bytes'] / MIB:.1f} MiB held "
+                 f"({ci['scopes_kept']} scopes kept; unbounded it would be {ci['unbounded_would_be'] / MIB:.0f} MiB).")
+    L.append("")
+    if r["notes"]:
+        L.append("## Notes\n")
+        L += [f"- {n}" for n in r["notes"]]
+        L.append("")
+    if r.get("plot"):
+        L.append(f"![plot]({r['plot']})\n")
+    return "\n".join(L)
+
+
+def write_json(r: dict[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(r, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def plot(r: dict[str, Any], path: Path) -> str | None:
+    """Growth curves and the latency bars; returns None (and says why) when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install -e '.[bench]'): no plot"
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.2))
+    d = r["d"]
+    for ax, key, unit in ((axes[0], "files_axis", "files in scope"), (axes[1], "bytes_axis", "MiB in scope")):
+        s = d[key]
+        xs = [p["x"] for p in s["points"]]
+        for series, style, label in (("warm", "o-", "Hub scan, warm cache"), ("cold", "s-", "Hub scan, cold cache"),
+                                     ("rg", "^-", "rg -F -i -l (process)")):
+            if s["points"][0].get(series):
+                ys = [p[series]["p50"] for p in s["points"]]
+                ax.plot(xs, ys, style, label=label)
+                f = s["fits"].get(series)
+                if f:
+                    ax.plot(xs, [f["slope"] * x + f["intercept"] for x in xs], ":", color=ax.lines[-1].get_color(),
+                            label=f"fit {f['slope']:.3g} ms/{'file' if key == 'files_axis' else 'MiB'}")
+        ax.set_xlabel(unit)
+        ax.set_ylabel("ms (p50)")
+        ax.set_title(f"d. search time vs {unit}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    ax = axes[2]
+    sc = r["a"][0]
+    names = [q["query"] for q in sc["queries"]]
+    width = 0.16
+    for i, (key, label) in enumerate((("hub_warm", "Hub (elapsed)"), ("rtt_warm", "Hub RTT"), ("hub_cold", "Hub cold"),
+                                      ("cli", "CLI process"), ("rg", "rg process"), ("python", "Python scan"))):
+        ys = [q["stats"].get(key, {}).get("p50", 0) for q in sc["queries"]]
+        ax.bar([j + (i - 2.5) * width for j in range(len(names))], ys, width, label=label)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=60, ha="right", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms (p50, log)")
+    ax.set_title(f"a. search latency, {sc['scope']} ({sc['files']} files, {sc['bytes'] / MIB:.1f} MiB)")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
