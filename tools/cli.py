@@ -171,7 +171,7 @@ def config_set(key: str, value: str, /, *, home: Path | None = None) -> int:
     except HubError as exc:
         return _fail(exc)
     _emit({"key": key, "value": stored, "file": str(target / hub_config.CONFIG_NAME), "restart_required": True})
-    print(f"amux: {key} = {json.dumps(stored)}; restart the Hub to apply it", file=sys.stderr)
+    print(f"amux: {key} = {json.dumps(stored)}; it takes effect when the Hub next starts", file=sys.stderr)
     return 0
 
 
