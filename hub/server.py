@@ -607,7 +607,7 @@ async def _listen(config: HubConfig) -> trio.SocketListener:
     if gid >= 0:
         os.chown(path, -1, gid)
     os.chmod(path, config.socket_mode)
-    sock.listen(128)
+    sock.listen(MAX_CONNECTIONS)  # a burst of clients connecting at once must not find the backlog full
     return trio.SocketListener(sock)
 
 
