@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.context import Ctx
-from bench.data import Synth, write_scope
+from bench.data import write_scope
 from bench.util import REPO, HubProc, ms, summary
 
 DOC = b"# Preferences\n\n" + b"- prefer small, reviewed changes; run the tests before committing\n" * 30  # ~2 KiB

@@ -1,7 +1,7 @@
 """Sans-I/O tests of ``protocol/``: frames, request/response decoding, error codes, params.
 
 No Hub, no sockets: everything here runs on bytes in memory.  The last part is
-three Hypothesis properties that together generate over 30,000 inputs per
+three Hypothesis properties that together generate about 100,000 inputs per
 run: the frame decoder, the request decoder and the parameter parsers must
 never fail with anything but their documented errors.
 """
