@@ -13,9 +13,13 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from protocol.errors import ErrorCode, HubError
 from tests.conftest import HubProcess
-from tests.stress.scale import pick, report
+from tests.stress.scale import FULL, pick, report
+
+pytestmark = pytest.mark.timeout(3600 if FULL else 300)  # the full runs take many minutes
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 

@@ -16,9 +16,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import pytest
+
 from protocol.errors import ErrorCode, HubError
 from tests.conftest import HubProcess
-from tests.stress.scale import pick, report
+from tests.stress.scale import FULL, pick, report
+
+pytestmark = pytest.mark.timeout(3600 if FULL else 300)  # the full runs take many minutes
 from tools.client import HubClient
 
 WORKERS = 4

@@ -14,11 +14,15 @@ from typing import Any
 
 import trio
 
+import pytest
+
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder
 from protocol.messages import decode_response, encode_request
 from tests.conftest import HubProcess
-from tests.stress.scale import pick, report
+from tests.stress.scale import FULL, pick, report
+
+pytestmark = pytest.mark.timeout(3600 if FULL else 300)  # the full runs take many minutes
 
 
 class Conn:
