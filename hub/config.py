@@ -3,7 +3,7 @@
 Settings are read when the Hub starts; changing them (``amux system config
 set``) works while the Hub is stopped and takes effect at the next start.
 The file is TOML, read with :mod:`tomllib` and written with ``tomli_w``
-atomically (temp file, fsync, rename).
+atomically (temp file, fsync, rename, fsync of the directory).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 import tomli_w
 
+from hub import fsio
 from protocol.errors import ErrorCode, HubError
 
 CONFIG_NAME = "config.toml"
@@ -191,12 +192,7 @@ def set_value(home: Path, key: str, text: str) -> Any:
     section, name = key.split(".")
     raw.setdefault(section, {})[name] = value
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = home / f".{CONFIG_NAME}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as fh:
-        tomli_w.dump(raw, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, home / CONFIG_NAME)
+    fsio.replace_file(str(home / CONFIG_NAME), tomli_w.dumps(raw).encode("utf-8"))
     return value
 
 

@@ -203,6 +203,16 @@ def atomic_write(parent: OpenedParent, name: str, data: bytes) -> None:
         os.fsync(created_in)
 
 
+def replace_file(path: str, data: bytes) -> None:
+    """Durably replace the file at ``path`` (mode 0600) the same way documents are written:
+    temp file, fsync, rename, fsync(dir).  For the Hub's own settings and registry files."""
+    parent = OpenedParent(fd=os.open(os.path.dirname(path) or ".", _DIR_FLAGS))
+    try:
+        atomic_write(parent, os.path.basename(path), data)
+    finally:
+        os.close(parent.fd)
+
+
 def remove_created(parent: OpenedParent) -> None:
     """Undo directories made by :func:`open_parent` for a write that did not happen."""
     for created_in, name in reversed(parent.created):

@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 import tomli_w
 
+from hub import fsio
 from protocol.errors import ErrorCode, HubError
 
 REGISTRY_NAME = "principals.toml"
@@ -455,27 +456,7 @@ def _locked(home: Path) -> Iterator[None]:
 
 def write_registry(path: Path, registry: Registry) -> None:
     """Replace the file atomically and durably; mode 0600."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    data = tomli_w.dumps(registry.to_toml()).encode("utf-8")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            os.fchmod(fd, 0o600)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    fsio.replace_file(str(path), tomli_w.dumps(registry.to_toml()).encode("utf-8"))
 
 
 def modify(home: Path, change: Callable[[Registry, float], tuple[Registry, T]], *,
