@@ -20,12 +20,13 @@ import trio
 from hub.cache import ContentCache
 from hub.config import HubConfig
 from hub.identity import Scope
+from hub.listing import list_documents
 from hub.search import Reader, read_file_nofollow, search_scope
 from hub.store import Store
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import Limits
 from protocol.messages import DATA_METHODS
-from protocol.params import parse_export, parse_forget, parse_get, parse_search, parse_upsert
+from protocol.params import parse_export, parse_forget, parse_get, parse_list, parse_search, parse_upsert
 
 Result = dict[str, Any]
 
@@ -125,9 +126,14 @@ class MemoryService:
     async def _upsert(self, scope: Scope, params: dict[str, Any]) -> Result:
         p = parse_upsert(params)
         async with self._lock(scope):
-            return await self._run(self.store.upsert, self._dir(scope), p.path, p.content, p.expected_revision)
+            return await self._run(self.store.upsert, self._dir(scope), p.path, p.content, p.expected_revision,
+                                   p.allow_shrink)
 
     async def _forget(self, scope: Scope, params: dict[str, Any]) -> Result:
         p = parse_forget(params)
         async with self._lock(scope):
             return await self._run(self.store.forget, self._dir(scope), p.path, p.expected_revision)
+
+    async def _list(self, scope: Scope, params: dict[str, Any]) -> Result:
+        p = parse_list(params)
+        return await self._run(list_documents, self._dir(scope), p.path_prefix, p.cursor, self.limits)

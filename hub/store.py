@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hub import fsio
+from hub.rewrite_guard import check_rewrite
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import ENTRY_NAME, Limits
 from protocol.messages import packed_size
@@ -282,20 +283,24 @@ class Store:
 
     # -- writes --------------------------------------------------------------
 
-    def upsert(self, scope_dir: str, path: str, content: bytes, expected_revision: str) -> Result:
+    def upsert(self, scope_dir: str, path: str, content: bytes, expected_revision: str,
+               allow_shrink: bool = False) -> Result:
         """Compare-and-swap replace (or create, with ``absent``) a whole document.
 
         Returns ``{path, revision, created, bytes}`` only after the data and the
         directory entry are on disk.  Raises ``conflict`` (with
         ``observed_revision``) on a revision mismatch and ``quota_exceeded``
-        (with ``current``/``maximum``) over a limit; in both cases nothing is
-        written.
+        (with ``current``/``maximum``) over a limit, and ``destructive_rewrite``
+        when a replacement looks like a lossy rewrite (:mod:`hub.rewrite_guard`)
+        unless ``allow_shrink``; in every case nothing is written.
         """
         old = self._read(scope_dir, path)
         observed = ABSENT if old is None else revision_of(old)
         if observed != expected_revision:
             raise _conflict(path, expected_revision, observed)
         self._check_quota(scope_dir, path, content, old)
+        if old is not None and not allow_shrink:
+            check_rewrite(path, old, content)
         segments = path.split("/")
         with fsio.open_parent(scope_dir, segments, path, create=True) as parent:
             assert parent is not None

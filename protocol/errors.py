@@ -2,7 +2,8 @@
 
 Each code has a fixed CLI exit status so scripts can branch on it without
 parsing text.  Design record §2–§3 (conflict carries the observed revision),
-§6 (quota errors carry current and maximum sizes), §7 (identity errors).
+§6 (quota errors carry current and maximum sizes), §7 (identity errors); ``destructive_rewrite`` is the
+upsert guard against elided or mostly-dropped rewrites.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class ErrorCode(StrEnum):
     FRAME_TOO_LARGE = "frame_too_large"
     UNAVAILABLE = "unavailable"
     BUSY = "busy"
+    DESTRUCTIVE_REWRITE = "destructive_rewrite"
     INTERNAL = "internal"
 
 
@@ -41,6 +43,7 @@ EXIT_CODES: dict[ErrorCode, int] = {
     ErrorCode.FRAME_TOO_LARGE: 10,
     ErrorCode.UNAVAILABLE: 11,
     ErrorCode.BUSY: 12,
+    ErrorCode.DESTRUCTIVE_REWRITE: 13,
 }
 """CLI exit status per error code (0 is success; 2 is also cyclopts' usage error)."""
 

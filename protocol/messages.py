@@ -22,10 +22,10 @@ from protocol.params import names_for_error
 
 PROTOCOL_VERSION: Final = 1
 
-METHODS: Final = frozenset({"hello", "search", "get", "upsert", "forget", "export"})
+METHODS: Final = frozenset({"hello", "search", "get", "upsert", "forget", "export", "list"})
 """Every method the Hub answers."""
 
-DATA_METHODS: Final = frozenset({"search", "get", "upsert", "forget", "export"})
+DATA_METHODS: Final = frozenset({"search", "get", "upsert", "forget", "export", "list"})
 """Methods that touch memory: they need a completed hello and memory enabled."""
 
 _MAX_ID: Final = 2**63 - 1

@@ -165,11 +165,19 @@ class UpsertParams:
     path: str
     content: bytes
     expected_revision: str
+    allow_shrink: bool = False
 
 
 def parse_upsert(params: dict[str, Any]) -> UpsertParams:
-    """Validate ``upsert`` params; ``content`` may be str or bin but must be valid UTF-8."""
-    _only(params, {"path", "content", "expected_revision"})
+    """Validate ``upsert`` params; ``content`` may be str or bin but must be valid UTF-8.
+
+    ``allow_shrink`` (bool, default false) lets a write through the
+    destructive-rewrite guard (:mod:`hub.rewrite_guard`).
+    """
+    _only(params, {"path", "content", "expected_revision", "allow_shrink"})
+    allow_shrink = params.get("allow_shrink", False)
+    if not isinstance(allow_shrink, bool):
+        raise _bad("allow_shrink must be true or false", field="allow_shrink")
     path = normalize_path(params.get("path"))
     revision = parse_revision(params.get("expected_revision"))
     content = params.get("content")
@@ -186,7 +194,7 @@ def parse_upsert(params: dict[str, Any]) -> UpsertParams:
             raise _bad(f"content is not valid UTF-8 (byte {exc.start})", field="content", byte=exc.start) from None
     else:
         raise _bad("content is required: the complete UTF-8 Markdown document", field="content")
-    return UpsertParams(path, raw, revision)
+    return UpsertParams(path, raw, revision, allow_shrink)
 
 
 @dataclass(frozen=True)
@@ -221,3 +229,19 @@ def parse_export(params: dict[str, Any]) -> ExportParams:
     offset = _int(params, "offset", 0, 0, 2**62)
     rev = params.get("expected_revision")
     return ExportParams(path, offset, None if rev is None else parse_revision(rev))
+
+
+@dataclass(frozen=True)
+class ListParams:
+    """``list``: documents whose path starts with ``path_prefix``, after ``cursor`` (a path)."""
+
+    path_prefix: str
+    cursor: str
+
+
+def parse_list(params: dict[str, Any]) -> ListParams:
+    """Validate ``list`` params: optional ``path_prefix`` and ``cursor`` (the previous page's ``next_cursor``)."""
+    _only(params, {"path_prefix", "cursor"})
+    prefix = normalize_prefix(params.get("path_prefix"))
+    cursor = normalize_prefix(params.get("cursor"))
+    return ListParams(prefix, cursor)

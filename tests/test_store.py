@@ -625,8 +625,12 @@ def test_hand_placed_oversized_file_stays_readable(store: Store, scope: Path) ->
     assert whole == data
     mid = store.get(str(scope), "huge.md", 30, 31)
     assert packed_size(mid) <= LIMITS.response_max_bytes
-    # It can be shrunk with its revision (the size limit applies to new content).
-    store.upsert(str(scope), "huge.md", b"trimmed\n", sha(data))
+    # It can be shrunk with its revision (the size limit applies to new content),
+    # deliberately: the destructive-rewrite guard refuses the cut without allow_shrink.
+    with pytest.raises(HubError) as info:
+        store.upsert(str(scope), "huge.md", b"trimmed\n", sha(data))
+    assert info.value.code is ErrorCode.DESTRUCTIVE_REWRITE and info.value.data["reason"] == "shrink"
+    store.upsert(str(scope), "huge.md", b"trimmed\n", sha(data), allow_shrink=True)
 
 
 @pytest.mark.parametrize(

@@ -236,7 +236,7 @@ def _read_input(file: Path | None) -> bytes | HubError:
 
 
 @memory_app.command
-def upsert(path: str, /, *, expected_revision: str, file: Path | None = None) -> int:
+def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, allow_shrink: bool = False) -> int:
     """Replace (or create) a whole document, if it still has the expected revision.
 
     The new content is raw UTF-8 Markdown from --file, or standard input.
@@ -249,11 +249,39 @@ def upsert(path: str, /, *, expected_revision: str, file: Path | None = None) ->
         The revision you last read (from show/search), or 'absent' to create.
     file
         Read the content from this file instead of standard input.
+    allow_shrink
+        Let a deliberate cut through the guard that otherwise refuses a rewrite
+        dropping more than half of a document's lines (and over 20 lines), or
+        one that adds an elision placeholder such as '[rest unchanged]'.
     """
     content = _read_input(file)
     if isinstance(content, HubError):
         return _fail(content)
-    return _call("upsert", {"path": path, "content": content, "expected_revision": expected_revision})
+    params: dict[str, Any] = {"path": path, "content": content, "expected_revision": expected_revision}
+    if allow_shrink:
+        params["allow_shrink"] = True
+    return _call("upsert", params)
+
+
+@memory_app.command(name="list")
+def list_documents(*, path_prefix: str = "") -> int:
+    """List the documents in memory (path and size in bytes), sorted by path.
+
+    Prints {"entries": [{"path", "bytes"}], "incomplete"}; incomplete is true
+    when a directory-entry bound cut the walk short.
+
+    Parameters
+    ----------
+    path_prefix
+        Only documents whose path starts with this, e.g. feedback/.
+    """
+    try:
+        with HubClient() as client:
+            entries, incomplete = client.list_all(path_prefix)
+    except HubError as exc:
+        return _fail(exc)
+    _emit({"entries": entries, "incomplete": incomplete})
+    return 0
 
 
 @memory_app.command

@@ -206,6 +206,11 @@ class HubClient:
             self._sock.close()
             self._sock = None
 
+    def list_all(self, path_prefix: str = "") -> tuple[list[dict[str, Any]], bool]:
+        """Every document under ``path_prefix`` as ``[{"path", "bytes"}]`` (all ``list`` pages), and
+        whether the Hub's walk was incomplete.  Raises :class:`HubError` like :meth:`call`."""
+        return _list_pages(self, path_prefix)
+
     def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """Send one request and wait for its response."""
         if self._sock is None:
@@ -228,6 +233,19 @@ class HubClient:
             raise HubError(ErrorCode.UNAVAILABLE, f"the Hub did not answer within {self.timeout:g} s") from None
         except OSError as exc:  # reset, broken pipe, a TLS alert
             raise HubError(ErrorCode.UNAVAILABLE, f"lost the connection to the Hub: {exc}") from None
+
+
+def _list_pages(client: "HubClient", prefix: str) -> tuple[list[dict[str, Any]], bool]:
+    entries: list[dict[str, Any]] = []
+    incomplete = False
+    cursor = ""
+    while True:
+        page = client.call("list", {"path_prefix": prefix, "cursor": cursor})
+        entries.extend(page["entries"])
+        incomplete = incomplete or bool(page.get("incomplete"))
+        if not page.get("next_cursor"):
+            return entries, incomplete
+        cursor = page["next_cursor"]
 
 
 def export_document(client: HubClient, path: str, *, between_pages: Callable[[int], None] | None = None) -> tuple[bytes, str]:

@@ -183,6 +183,9 @@ NEXT_STEPS: dict[ErrorCode, str] = {
     ErrorCode.BINDING_MISMATCH: "This conversation's memory no longer matches the Hub's: tell the user to start "
     "a new conversation.",
     ErrorCode.FRAME_TOO_LARGE: "The request is too large; send less content.",
+    ErrorCode.DESTRUCTIVE_REWRITE: "Nothing was written: the content looked like a lossy rewrite (a placeholder "
+    "such as '[rest unchanged]', or most lines dropped). Read the document with memory_get and write the complete "
+    "new text; pass allow_shrink=true only if the cut is deliberate.",
     ErrorCode.BUSY: "The Hub is busy with this connection's other calls; wait and call again.",
     ErrorCode.INTERNAL: "The Hub failed; do not assume the call took effect. Tell the user.",
 }
@@ -472,9 +475,15 @@ class MemoryTools:
                                       f"whole file. {ENTRY_NAME}: at most 2 KiB and 64 lines; "
                                       "other documents: at most 64 KiB.")],
         expected_revision: Annotated[str, Field(description=REVISION_DOC)],
+        allow_shrink: Annotated[bool, Field(description="Leave false. Set true only for a deliberate cut: when the "
+                                            "new content really drops more than half of a long document, or "
+                                            "really contains a phrase like '[unchanged]'. Never use it to "
+                                            "write a placeholder instead of text you meant to keep.")] = False,
     ) -> CallToolResult:
-        return await self.forward("memory_upsert", "upsert", {"path": path, "content": content,
-                                                              "expected_revision": expected_revision})
+        params: dict[str, Any] = {"path": path, "content": content, "expected_revision": expected_revision}
+        if allow_shrink:
+            params["allow_shrink"] = True
+        return await self.forward("memory_upsert", "upsert", params)
 
     async def memory_forget(
         self,

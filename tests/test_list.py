@@ -1,0 +1,79 @@
+"""The ``list`` method and ``amux memory list``: every document's path, in pages within the response budget."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from protocol.errors import ErrorCode, HubError
+from protocol.limits import LIMITS
+from protocol.messages import packed_size
+from tests.conftest import HubProcess
+
+
+def _place(scope: Path, rel: str, data: bytes) -> None:
+    path = scope / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def test_list_pages_cover_every_document_once_in_path_order(hub: HubProcess) -> None:
+    scope = hub.scope_dir
+    expected = {}
+    for i in range(400):
+        rel = f"projects/p{i % 7}/{'long-segment-' * 3}{i:04d}.md"
+        _place(scope, rel, b"x" * i)
+        expected[rel] = i
+    _place(scope, "MEMORY.md", b"# entry\n")
+    expected["MEMORY.md"] = 8
+    # Things the API cannot address are not listed: other suffixes, Hub temp files, symlinks.
+    _place(scope, "notes.txt", b"no")
+    _place(scope, ".0123456789abcdef.amux-tmp", b"tmp")
+    os.symlink(scope / "MEMORY.md", scope / "link.md")
+    os.symlink("/etc", scope / "etc-link")
+    with hub.client() as client:
+        pages = []
+        cursor = ""
+        while True:
+            page = client.call("list", {"cursor": cursor})
+            pages.append(page)
+            # The response frame itself stays within the Hub's budget.
+            assert packed_size({"id": 2**62, "result": page}) <= LIMITS.response_max_bytes
+            if page["next_cursor"] is None:
+                break
+            cursor = page["next_cursor"]
+    assert len(pages) > 2
+    listed = [e["path"] for p in pages for e in p["entries"]]
+    assert listed == sorted(expected)
+    assert {e["path"]: e["bytes"] for p in pages for e in p["entries"]} == expected
+    assert not any(p["incomplete"] for p in pages)
+
+
+def test_list_prefix_and_cli(hub: HubProcess) -> None:
+    for rel in ("feedback/a.md", "feedback/_archive/old.md", "feedbackish.md", "user/me.md"):
+        _place(hub.scope_dir, rel, b"# t\n")
+    result = hub.cli("memory", "list", "--path-prefix", "feedback/")
+    assert result.returncode == 0, result.stderr
+    assert result.json == {"entries": [{"path": "feedback/_archive/old.md", "bytes": 4},
+                                       {"path": "feedback/a.md", "bytes": 4}], "incomplete": False}
+    everything = hub.cli("memory", "list").json["entries"]
+    assert [e["path"] for e in everything] == ["feedback/_archive/old.md", "feedback/a.md", "feedbackish.md",
+                                               "user/me.md"]
+
+
+def test_list_rejects_bad_arguments_and_respects_disabled(hub_factory: object, hub: HubProcess) -> None:
+    with hub.client() as client:
+        for params, code in (({"path_prefix": "../"}, ErrorCode.INVALID_PATH),
+                             ({"cursor": "/etc/passwd"}, ErrorCode.INVALID_PATH),
+                             ({"limit": 3}, ErrorCode.BAD_REQUEST)):
+            try:
+                client.call("list", params)
+            except HubError as exc:
+                assert exc.code is code, exc
+            else:
+                raise AssertionError(f"{params} was accepted")
+    hub.stop()
+    hub.configure("memory.enabled", "false")
+    hub.start()
+    result = hub.cli("memory", "list")
+    assert result.returncode != 0 and result.json["error"]["code"] == "disabled"
