@@ -168,6 +168,11 @@ async def test_initialize_lists_five_described_tools_with_the_protocol(hub: HubP
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
         assert tool.annotations is not None and tool.annotations.open_world_hint is False
     required = {name: set(t.input_schema.get("required", [])) for name, t in tools.items()}
+    with trio.fail_after(TIMEOUT):
+        # A launcher that already put the protocol in the agent's instructions turns this copy off.
+        async with mcp_session(hub.home, tmp_path / "mcp.log", AMUX_MCP_INSTRUCTIONS="off") as session:
+            assert (await session.initialize()).instructions is None
+            assert len((await session.list_tools()).tools) == len(TOOL_NAMES)
     assert required == {
         "memory_search": {"query"}, "memory_get": {"path"},
         "memory_upsert": {"path", "content", "expected_revision"},

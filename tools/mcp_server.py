@@ -41,6 +41,11 @@ Start-up
     finds, the server serves and lists its tools; when the Hub is unreachable
     or memory is disabled each call fails with the reason and what to do.
 
+Instructions
+    The server's MCP ``instructions`` are the fixed protocol
+    (``amux protocol show``); ``$AMUX_MCP_INSTRUCTIONS=off`` leaves them out,
+    for launchers that already put the protocol in the agent's instructions.
+
 Nothing is ever printed on stdout (it carries the protocol); logs go to
 stderr (level from ``$AMUX_MCP_LOG``, default ``WARNING``).
 """
@@ -578,12 +583,23 @@ def build_server(state: MemoryTools | None = None) -> MCPServer[Any]:
     return MCPServer(
         SERVER_NAME,
         title="amux memory",
-        instructions=render_protocol("mcp"),
+        instructions=server_instructions(),
         version=_version(),
         tools=tools,
         lifespan=lifespan,
         log_level=_log_level(),
     )
+
+
+def server_instructions() -> str | None:
+    """The MCP ``instructions``: the fixed protocol, unless ``$AMUX_MCP_INSTRUCTIONS`` is ``off``.
+
+    ``amux launch`` puts the protocol into the agent's own instructions and
+    turns this copy off, so the model sees one block, not two (clients show
+    server instructions as a second block: Claude Code in a message, Codex
+    as the tool namespace's description).
+    """
+    return None if os.environ.get("AMUX_MCP_INSTRUCTIONS", "").lower() == "off" else render_protocol("mcp")
 
 
 def _log_level() -> Any:
