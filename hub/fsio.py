@@ -66,17 +66,19 @@ class OpenedParent:
 
 
 @contextmanager
-def open_parent(root: str, segments: list[str], logical: str, *, create: bool) -> Iterator[OpenedParent | None]:
+def open_parent(root: str, segments: list[str], logical: str, *, create: bool,
+                dir_mode: int = 0o700) -> Iterator[OpenedParent | None]:
     """Open the directory holding ``segments[-1]`` under ``root`` without following symlinks.
 
     Yields None when a directory on the way is missing and ``create`` is
-    False.  With ``create`` the missing directories are made (mode 0700).
+    False.  With ``create`` the missing directories are made (``dir_mode``,
+    default 0700; the process umask applies too).
     Raises ``invalid_path`` for a symlink or a file where a directory belongs.
     """
     opened = OpenedParent(fd=-1)
     yielded = False
     try:
-        fd = _open_root(root, create)
+        fd = _open_root(root, create, dir_mode)
         if fd is None:
             yielded = True
             yield None
@@ -90,7 +92,7 @@ def open_parent(root: str, segments: list[str], logical: str, *, create: bool) -
                     yielded = True
                     yield None
                     return
-                os.mkdir(name, 0o700, dir_fd=fd)
+                os.mkdir(name, dir_mode, dir_fd=fd)
                 opened.created.append((fd, name))
                 nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
@@ -112,14 +114,14 @@ def open_parent(root: str, segments: list[str], logical: str, *, create: bool) -
         opened.close()
 
 
-def _open_root(root: str, create: bool) -> int | None:
+def _open_root(root: str, create: bool, dir_mode: int = 0o700) -> int | None:
     """Open a scope directory; it must be a real directory, never a symlink."""
     try:
         return os.open(root, _DIR_FLAGS)
     except FileNotFoundError:
         if not create:
             return None
-        os.makedirs(root, mode=0o700, exist_ok=True)
+        os.makedirs(root, mode=dir_mode, exist_ok=True)
         return os.open(root, _DIR_FLAGS)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
@@ -177,15 +179,15 @@ def hash_file(fd: int) -> tuple[str, int]:
         pos += len(chunk)
 
 
-def atomic_write(parent: OpenedParent, name: str, data: bytes) -> None:
+def atomic_write(parent: OpenedParent, name: str, data: bytes, mode: int = 0o600) -> None:
     """Durably replace ``name`` in ``parent`` with ``data``.
 
-    Order: write a new temp file (0600, ``O_EXCL``) → fsync(file) → rename over
+    Order: write a new temp file (``mode``, default 0600, ``O_EXCL``) → fsync(file) → rename over
     the target → fsync(dir) → fsync the parent of every directory created for
     this write.  The temp file is removed if any step before the rename fails.
     """
     tmp = f".{secrets.token_hex(8)}{TEMP_SUFFIX}"  # fixed length: any legal name still fits
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=parent.fd)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent.fd)
     try:
         try:
             view = memoryview(data)

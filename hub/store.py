@@ -94,11 +94,16 @@ class Store:
     """Documents under one memory root, addressed by (scope directory, logical path).
 
     ``limits`` supplies every quota; responses are kept within
-    ``limits.response_max_bytes`` serialized (msgpack) bytes.
+    ``limits.response_max_bytes`` serialized (msgpack) bytes.  New files get
+    ``file_mode`` and new directories ``dir_mode`` (0600/0700: the Hub's
+    memory is private to its user; a project library shared through a
+    repository passes 0666/0777 and lets the umask decide).
     """
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, *, file_mode: int = 0o600, dir_mode: int = 0o700) -> None:
         self.limits = limits
+        self.file_mode = file_mode
+        self.dir_mode = dir_mode
         # Scope usage, counted by a walk at most every USAGE_TTL seconds and kept exact
         # for the Hub's own writes in between (writes to a scope are serialised by its lock).
         self._usage: dict[str, tuple[Usage, float]] = {}
@@ -302,10 +307,10 @@ class Store:
         if old is not None and not allow_shrink:
             check_rewrite(path, old, content)
         segments = path.split("/")
-        with fsio.open_parent(scope_dir, segments, path, create=True) as parent:
+        with fsio.open_parent(scope_dir, segments, path, create=True, dir_mode=self.dir_mode) as parent:
             assert parent is not None
             try:
-                fsio.atomic_write(parent, segments[-1], content)
+                fsio.atomic_write(parent, segments[-1], content, self.file_mode)
             except BaseException:
                 fsio.remove_created(parent)
                 raise

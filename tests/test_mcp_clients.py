@@ -23,7 +23,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,8 @@ import pytest
 
 from protocol.agent_protocol import render
 from tests.conftest import REPO, HubProcess, amux_argv
+from tests.fakemodel import FakeModel, ToolCall
+from tests.fakemodel import strings as _strings
 from tools.mcp_server import TOOL_NAMES
 
 CLIENTS = REPO / "tests" / "clients"
@@ -85,101 +86,11 @@ def seeded(hub: HubProcess) -> HubProcess:
 # -- a fake model endpoint ------------------------------------------------------------------------------
 
 
-def _sse(events: list[dict[str, Any]]) -> bytes:
-    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
-
-
-def _anthropic_message(block: dict[str, Any], delta: dict[str, Any], stop: str) -> bytes:
-    usage = {"input_tokens": 1, "output_tokens": 1}
-    return _sse([
-        {"type": "message_start", "message": {"id": "msg_fake", "type": "message", "role": "assistant",
-                                              "model": "fake-model", "content": [], "stop_reason": None,
-                                              "stop_sequence": None, "usage": usage}},
-        {"type": "content_block_start", "index": 0, "content_block": block},
-        {"type": "content_block_delta", "index": 0, "delta": delta},
-        {"type": "content_block_stop", "index": 0},
-        {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 1}},
-        {"type": "message_stop"},
-    ])
-
-
-class FakeModel(ThreadingHTTPServer):
-    """Anthropic Messages API stand-in: records request bodies; asks for one memory search, then says 'done'."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, Any]] = []
-        self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _FakeHandler)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _FakeHandler(BaseHTTPRequestHandler):
-    server: FakeModel
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802
-        length = int(self.headers.get("content-length") or 0)
-        try:
-            body = json.loads(self.rfile.read(length) or b"{}")
-        except ValueError:
-            body = None
-        with self.server.lock:
-            self.server.requests.append((self.path, body))
-        if not self.path.startswith("/v1/messages") or not isinstance(body, dict):
-            self.send_response(404)
-            self.end_headers()
-            return
-        tools = {t.get("name") for t in body.get("tools") or []}
-        answered = any(isinstance(m.get("content"), list) and any(c.get("type") == "tool_result" for c in m["content"])
-                       for m in body.get("messages") or [])
-        if "mcp__amux__memory_search" in tools and not answered:
-            data = _anthropic_message({"type": "tool_use", "id": "toolu_fake1", "name": "mcp__amux__memory_search",
-                                       "input": {}},
-                                      {"type": "input_json_delta", "partial_json": json.dumps({"query": "tabs"})},
-                                      "tool_use")
-        else:
-            data = _anthropic_message({"type": "text", "text": ""}, {"type": "text_delta", "text": "done"}, "end_turn")
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:  # noqa: N802
-        with self.server.lock:
-            self.server.requests.append((self.path, None))
-        self.send_response(404)
-        self.end_headers()
-
-
 @pytest.fixture
 def fake_model() -> Iterator[FakeModel]:
-    server = FakeModel()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    """The fake model: asks for one memory search (Claude Code's turn), then says 'done'."""
+    with FakeModel.running([ToolCall("mcp__amux__memory_search", {"query": "tabs"})]) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _strings(obj: Any) -> Iterator[str]:
-    if isinstance(obj, str):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _strings(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _strings(v)
 
 
 # -- MCP Inspector ----------------------------------------------------------------------------------------

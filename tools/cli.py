@@ -325,6 +325,9 @@ def export(path: str, /) -> int:
 
 # Commands that live in their own modules register themselves on the apps above.
 from tools import cli_admin  # noqa: E402,F401
+from tools import cli_launch  # noqa: E402,F401
+from tools import cli_typed  # noqa: E402,F401
+from tools import cli_typed_ops  # noqa: E402,F401
 
 # -- protocol and MCP ------------------------------------------------------------
 

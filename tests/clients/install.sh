@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# Install the real MCP clients that tests/test_mcp_clients.py drives, from the npm registry,
-# with pinned versions known to run on Node 20 (see ../../../shared/notes/agent-clients.md).
+# Install the real agent clients that tests/test_mcp_clients.py and tests/test_launch_agents.py drive
+# (MCP Inspector, Claude Code, Codex, Pi) from the npm registry, with pinned versions known to run on
+# Node 20 (see ../../../shared/notes/agent-clients.md).
 #
 #   bash tests/clients/install.sh          # idempotent: does nothing when the pins are installed
 #
 # Everything goes to tests/clients/.install/ (gitignored), or to $AMUX_CLIENTS_DIR when set.
-# Exit status: 0 when all three clients are installed, 1 when node/npm is missing or npm fails.
+# Exit status: 0 when all four clients are installed, 1 when node/npm is missing or npm fails.
 set -euo pipefail
 
 PINS=(
   "@modelcontextprotocol/inspector@0.15.0"
   "@anthropic-ai/claude-code@2.1.197"
   "@openai/codex@0.171.0"
+  "@mariozechner/pi-coding-agent@0.73.1"
 )
-BINS=(mcp-inspector claude codex)
+BINS=(mcp-inspector claude codex pi)
 
 here="$(cd "$(dirname "$0")" && pwd)"
 dest="${AMUX_CLIENTS_DIR:-$here/.install}"

@@ -1,0 +1,16 @@
+"""Launch Codex, Claude Code and Pi with Hub memory (issue #6; design record §5, §7, §8).
+
+The pure part is :func:`plan` (a :class:`LaunchSpec` per agent, plain data a
+Runtime can execute itself).  The I/O parts are separate: binding resolution
+and session launch state (:mod:`launch.binding`, :mod:`launch.sessions`),
+reading the user's agent configuration (:mod:`launch.context`), isolated
+launches (:mod:`launch.isolation`), running a spec (:mod:`launch.runner`)
+and the Codex app-server driver (:mod:`launch.codex_app_server`).
+"""
+
+from launch.agents import AGENTS, plan
+from launch.context import AgentContext, read_context
+from launch.errors import LaunchError
+from launch.spec import FileSpec, LaunchSpec, RunAs
+
+__all__ = ["AGENTS", "AgentContext", "FileSpec", "LaunchError", "LaunchSpec", "RunAs", "plan", "read_context"]

@@ -1,0 +1,127 @@
+"""Resolving a launch's memory binding: one bounded ``hello`` (issue #6 §1–§2; design record §1, §5, §7).
+
+A fresh launch asks the Hub once whether memory is enabled and which scope
+this actor gets; the answer (``global`` / ``principal:<id>``) is the binding
+for the whole session.  Any failure (Hub unreachable, memory disabled, the
+caller refused) means *no memory*: a warning, never a fallback to
+``global`` and never a local store.
+
+A resumed launch keeps what was stored.  A stored binding keeps memory
+installed even when the Hub is down or disabled now (the conversation
+already has the protocol; its data calls fail until the Hub is back), and a
+best-effort ``hello`` carrying the binding warns early about that or about a
+``binding_mismatch``.  A stored null stays null.
+
+The ``hello`` itself is injected (``HelloFn``): in-process for an ordinary
+launch (:func:`hub_hello`), the copied CLI run as the target user for an
+isolated one (:func:`launch.isolation.hello_as`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from launch.errors import LaunchError
+from launch.sessions import SessionState
+from protocol.errors import ErrorCode, HubError
+
+HELLO_TIMEOUT: Final = 2.5
+"""Seconds a launch waits for the Hub's ``hello`` (connect plus answer)."""
+
+HelloFn = Callable[[str | None], dict[str, Any]]
+"""``hello(binding)``: the Hub's hello reply for this actor (sending ``binding`` when not ``None``); raises HubError."""
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The outcome: ``binding`` (``None``: launch without memory, ``reason`` says why), ``hub`` and ``warnings``."""
+
+    binding: str | None
+    hub: str
+    reason: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def hub_address() -> str:
+    """The Hub address this process would use (``AMUX_HUB``, else AMUX_HOME's socket), absolute, as ``AMUX_HUB`` text.
+
+    Raises ``bad_request`` for a malformed ``AMUX_HUB``.
+    """
+    from tools.client import resolve_endpoint
+
+    endpoint = resolve_endpoint()
+    if endpoint.kind == "unix" and endpoint.path is not None:
+        return os.path.abspath(endpoint.path)
+    return str(endpoint)
+
+
+def hub_hello(hub: str, *, timeout: float = HELLO_TIMEOUT) -> HelloFn:
+    """A :data:`HelloFn` that connects to ``hub`` from this process (``AMUX_TOKEN`` and ``AMUX_HUB_CA`` as usual)."""
+    from tools.client import HubClient
+
+    def hello(binding: str | None) -> dict[str, Any]:
+        # "" (not None): never send the launcher's own AMUX_MEMORY_BINDING on a fresh resolution.
+        with HubClient(endpoint=hub, timeout=timeout, binding=binding or "", client_name="amux-launch") as client:
+            return client.hello
+
+    return hello
+
+
+def _valid_binding(value: object) -> bool:
+    return isinstance(value, str) and (value == "global" or (value.startswith("principal:") and len(value) > 10))
+
+
+def resolve_fresh(hub: str, hello: HelloFn) -> Resolution:
+    """The binding for a new session: the Hub's answer, or ``None`` with the reason (never an exception for Hub trouble)."""
+    try:
+        reply = hello(None)
+    except LaunchError:
+        raise  # the probe itself could not run: a launch error, not the Hub's answer
+    except HubError as exc:
+        if exc.code is ErrorCode.UNAVAILABLE:
+            return Resolution(None, hub, f"Hub unreachable: {exc.message}")
+        return Resolution(None, hub, f"the Hub refused this launch: {exc.code.value}: {exc.message}")
+    if not reply.get("memory_enabled"):
+        return Resolution(None, hub, "memory is disabled on the Hub (amux system config set memory.enabled true, "
+                          "then restart the Hub; new sessions get memory after that)")
+    binding = reply.get("binding")
+    if not _valid_binding(binding):
+        return Resolution(None, hub, f"the Hub answered an unusable binding {binding!r}")
+    assert isinstance(binding, str)
+    return Resolution(binding, hub)
+
+
+def resolve_resume(state: SessionState, hello: HelloFn, hub: str | None = None) -> Resolution:
+    """The binding for a resumed session: exactly what was stored.
+
+    ``hub`` defaults to the stored address.  With a stored binding, a
+    best-effort ``hello`` adds warnings (Hub down, memory disabled,
+    ``binding_mismatch``) but never removes memory: the conversation already
+    carries the protocol.  A stored ``None`` stays ``None``.
+    """
+    address = hub or state.hub or ""
+    if state.binding is None:
+        why = f": {state.reason}" if state.reason else ""
+        return Resolution(None, address, f"session {state.session_id} was started without memory{why}; it stays "
+                          "without memory (start a new session to use memory)")
+    return Resolution(state.binding, address, None, tuple(_resume_warnings(state.binding, address, hello)))
+
+
+def _resume_warnings(binding: str, hub: str, hello: HelloFn) -> list[str]:
+    try:
+        reply = hello(binding)
+    except LaunchError:
+        raise
+    except HubError as exc:
+        if exc.code is ErrorCode.BINDING_MISMATCH:
+            return [f"binding_mismatch: {exc.message}; memory calls in this conversation will fail "
+                    "(start a new conversation: amux launch without --resume)"]
+        if exc.code is ErrorCode.UNAVAILABLE:
+            return [f"no Hub answers at {hub} now; memory calls fail until it is back"]
+        return [f"the Hub refused the stored binding: {exc.code.value}: {exc.message}"]
+    if not reply.get("memory_enabled"):
+        return ["memory is disabled on the Hub now; memory calls fail until it is enabled again"]
+    return []

@@ -1,0 +1,113 @@
+"""What the user's own agent configuration says, read (never written) before planning (issue #6 §3–§5).
+
+:func:`plan <launch.agents.plan>` is pure; the few facts it needs from disk
+are gathered here into an :class:`AgentContext`:
+
+* Codex: the parsed ``$CODEX_HOME/config.toml`` (default ``~/.codex``), whose
+  ``developer_instructions`` (top level or the selected profile's) are merged
+  with the protocol.
+* Pi: ``--append-system-prompt`` takes text *or a file path* (Pi reads the file),
+  and without the flag Pi uses ``<cwd>/.pi/APPEND_SYSTEM.md``, else
+  ``$PI_CODING_AGENT_DIR/APPEND_SYSTEM.md``; passing our own flag would
+  silently drop that file, so its text is merged instead.
+* Claude: ``--append-system-prompt-file FILE`` is read so its text joins the one merged block.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launch.agent_args import take_value_option
+from launch.errors import LaunchError
+
+APPEND_FLAG = "--append-system-prompt"
+CLAUDE_APPEND_FILE_FLAG = "--append-system-prompt-file"
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """Read-only facts about the user's agent configuration.
+
+    ``codex_config``: the parsed Codex ``config.toml`` (empty when absent).
+    ``files``: text of files that agent arguments name (path as given -> text).
+    ``pi_append_file``: the text of the ``APPEND_SYSTEM.md`` Pi would use
+    when no ``--append-system-prompt`` is given, else ``None``.
+    """
+
+    codex_config: Mapping[str, Any] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)
+    pi_append_file: str | None = None
+
+
+def codex_home(environ: Mapping[str, str], home: str | None = None) -> Path:
+    """``$CODEX_HOME``, else ``<home>/.codex`` (``home`` defaults to ``$HOME``)."""
+    if environ.get("CODEX_HOME"):
+        return Path(environ["CODEX_HOME"])
+    return Path(home or environ.get("HOME") or str(Path.home())) / ".codex"
+
+
+def pi_agent_dir(environ: Mapping[str, str], home: str | None = None) -> Path:
+    """``$PI_CODING_AGENT_DIR``, else ``<home>/.pi/agent``."""
+    if environ.get("PI_CODING_AGENT_DIR"):
+        return Path(environ["PI_CODING_AGENT_DIR"]).expanduser()
+    return Path(home or environ.get("HOME") or str(Path.home())) / ".pi" / "agent"
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LaunchError("agent", f"cannot read {what} {path}: {exc}", {"path": str(path)}) from None
+
+
+def _is_file(path: Path) -> bool:
+    # A prompt text is not a path; a long one must not fail the check (ENAMETOOLONG).
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def read_codex_config(path: Path) -> dict[str, Any]:
+    """The parsed ``config.toml`` at ``path``; ``{}`` when it does not exist; ``LaunchError`` when unreadable or invalid."""
+    if not path.exists():
+        return {}
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise LaunchError("agent", f"cannot read the Codex config {path}: {exc}", {"path": str(path)}) from None
+
+
+def read_context(agent: str, args: Sequence[str], environ: Mapping[str, str], *, cwd: str | None = None,
+                 home: str | None = None) -> AgentContext:
+    """Gather the :class:`AgentContext` for launching ``agent`` with ``args`` (reads files, writes nothing).
+
+    ``environ`` is the environment the agent will get (``CODEX_HOME``,
+    ``PI_CODING_AGENT_DIR``), ``cwd`` the directory it starts in (default:
+    this process's), ``home`` the home directory to assume (isolated launches
+    pass the target user's).  Raises :class:`LaunchError` for a config file
+    that exists but cannot be read.
+    """
+    base = Path(cwd or os.getcwd())
+    if agent == "codex":
+        return AgentContext(codex_config=read_codex_config(codex_home(environ, home) / "config.toml"))
+    if agent == "claude":
+        _, names = take_value_option(args, [CLAUDE_APPEND_FILE_FLAG])
+        return AgentContext(files={n: _read_text(base / n, "the append-system-prompt file") for n in names})
+    if agent == "pi":
+        _, values = take_value_option(args, [APPEND_FLAG])
+        files = {v: _read_text(base / v, "the append-system-prompt file") for v in values if _is_file(base / v)}
+        discovered: str | None = None
+        if not values:
+            for candidate in (base / ".pi" / "APPEND_SYSTEM.md", pi_agent_dir(environ, home) / "APPEND_SYSTEM.md"):
+                if _is_file(candidate):
+                    discovered = _read_text(candidate, "Pi's APPEND_SYSTEM.md")
+                    break
+        return AgentContext(files=files, pi_append_file=discovered)
+    return AgentContext()

@@ -1,0 +1,130 @@
+"""Executing a :class:`~launch.spec.LaunchSpec`: write its files, run the agent, wait, clean up (issue #6 §0).
+
+What ``amux launch`` does after planning; a Runtime with its own process
+management can do the same from the spec's fields instead.  The agent
+inherits stdin/stdout/stderr.  While it runs, Ctrl-C reaches it from the
+terminal (the launcher only waits) and SIGTERM/SIGHUP sent to the launcher
+are passed on, so the cleanup always runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Final
+
+from launch.errors import LaunchError
+from launch.spec import FileSpec, LaunchSpec
+from protocol.errors import ErrorCode
+
+_FORWARDED: Final = (signal.SIGTERM, signal.SIGHUP)
+
+
+def find_executable(agent: str, environ: Mapping[str, str]) -> str:
+    """The agent program: ``$AMUX_LAUNCH_<AGENT>`` (e.g. ``AMUX_LAUNCH_CLAUDE``) if set, else ``agent`` on PATH.
+
+    Returns an absolute path; raises :class:`LaunchError` (``not_found``,
+    step ``executable``) when it is missing or not executable.
+    """
+    var = f"AMUX_LAUNCH_{agent.upper()}"
+    named = environ.get(var)
+    if named:
+        if os.path.isfile(named) and os.access(named, os.X_OK):
+            return os.path.abspath(named)
+        raise LaunchError("executable", f"{var}={named} is not an executable file", {"agent": agent, var: named},
+                          code=ErrorCode.NOT_FOUND)
+    found = shutil.which(agent, path=environ.get("PATH", os.defpath))
+    if not found:
+        raise LaunchError("executable", f"cannot find {agent!r} on PATH; install it or name it with {var}",
+                          {"agent": agent}, code=ErrorCode.NOT_FOUND)
+    return os.path.abspath(found)
+
+
+def write_files(files: Sequence[FileSpec]) -> None:
+    """Write each file (parents created 0700, owned like the file), never following a symlink at the target."""
+    for spec in files:
+        path = Path(spec.path)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, spec.mode)
+        try:
+            os.write(fd, spec.content.encode("utf-8"))
+            os.fchmod(fd, spec.mode)
+            if spec.owner is not None:
+                os.fchown(fd, spec.owner, -1)
+        finally:
+            os.close(fd)
+
+
+def remove_paths(paths: Sequence[str]) -> None:
+    """Remove files and directory trees; what is already gone is fine."""
+    for path in paths:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+
+@contextmanager
+def _signals_passed_on(proc_box: list[subprocess.Popen[bytes]]) -> Iterator[None]:
+    """While the agent runs: SIGINT is left to the agent (the terminal sends it to both), SIGTERM/SIGHUP go on to it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if proc_box and signum != signal.SIGINT:
+            proc_box[0].send_signal(signum)
+
+    # A Python handler (not SIG_IGN): the agent's exec resets it to the default, an ignored signal would stay ignored.
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, *_FORWARDED)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def exit_status(returncode: int) -> int:
+    """A child's status as a shell reports it: its exit code, or 128+N when signal N ended it."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run(spec: LaunchSpec, *, base_env: Mapping[str, str] | None = None, cwd: str | None = None) -> int:
+    """Run ``spec`` to completion and return the agent's exit status (128+N if signal N ended it).
+
+    Files are written first and ``spec.cleanup`` is removed afterwards, also
+    when the agent could not be started (a :class:`LaunchError`, step
+    ``executable``).  ``base_env`` defaults to this process's environment.
+    """
+    env = spec.environment(dict(os.environ if base_env is None else base_env))
+    box: list[subprocess.Popen[bytes]] = []
+    try:
+        write_files(spec.files)
+        with _signals_passed_on(box):
+            try:
+                if spec.run_as is not None:
+                    ra = spec.run_as
+                    box.append(subprocess.Popen(spec.argv, env=env, cwd=cwd, user=ra.uid, group=ra.gid,
+                                                extra_groups=list(ra.groups)))
+                else:
+                    box.append(subprocess.Popen(spec.argv, env=env, cwd=cwd))
+            except OSError as exc:
+                raise LaunchError("executable", f"cannot start {spec.argv[0]}: {exc.strerror or exc}",
+                                  {"argv0": spec.argv[0]}, code=ErrorCode.NOT_FOUND) from None
+            while True:
+                try:
+                    return exit_status(box[0].wait())
+                except KeyboardInterrupt:  # only if a handler outside ours raised it; keep waiting for the agent
+                    continue
+    finally:
+        remove_paths(spec.cleanup)

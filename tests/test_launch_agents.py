@@ -1,0 +1,326 @@
+"""``amux launch`` with the real Claude Code, Codex and Pi binaries, offline (issue #6; design record §5, §7, §8).
+
+Each test starts a real Hub, seeds it through the CLI with a word found
+nowhere else, points the agent at :class:`tests.fakemodel.FakeModel` on
+127.0.0.1 and runs ``amux launch AGENT ...`` as a user would.  What the agent
+sent to the model is the evidence: the instruction block (exactly one copy of
+the protocol), the offered tools, and, after the fake model asked for a memory
+search, the tool result carrying the Hub's real match.
+
+The agents come from ``tests/clients/install.sh`` (pinned npm packages).
+Without Node/npm these tests skip with a message, except with ``CI=true``,
+where they fail (the ``bin_dir`` fixture of ``tests/test_mcp_clients.py``).
+
+Measured facts these tests rely on (Claude Code 2.1.197, Codex 0.171.0, Pi 0.73.1):
+
+* Claude Code uses only the last of several ``--append-system-prompt`` flags,
+  so a launch must merge the user's text with the protocol into one; in
+  ``-p`` mode it denies an MCP tool unless ``--allowedTools`` names it (the
+  tests pass that themselves, as a user would).
+* Codex replays the first run's developer message on ``exec resume`` and
+  ignores the ``developer_instructions`` given to the resumed run, so the
+  protocol stays exactly once however the resume is launched.
+* Codex offers MCP tools in a ``namespace`` entry ``mcp__amux``; Pi has no MCP
+  and reaches the Hub through its ``bash`` tool and the ``amux`` CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocol.agent_protocol import render
+from tests.conftest import HubProcess, amux_argv
+from tests.fakemodel import (
+    FakeModel,
+    Text,
+    ToolCall,
+    anthropic_system,
+    anthropic_tool_names,
+    anthropic_tool_results,
+    fake_model,  # noqa: F401 - a fixture
+    responses_developer_texts,
+    responses_tool_names,
+    responses_tool_outputs,
+    strings,
+)
+from tests.test_mcp_clients import _unavailable, bin_dir, client_env  # noqa: F401 - bin_dir is a fixture
+from tools.mcp_server import TOOL_NAMES
+
+WORD = "quillfeather"
+ENTRY = f"# Preferences\n- Indent with {WORD} tabs.\n"
+SNIPPET = f"- Indent with {WORD} tabs."
+MCP_PROTOCOL = render("mcp").strip()
+CLI_PROTOCOL = render("cli").strip()
+FULL_NAMES = sorted(f"mcp__amux__{name}" for name in TOOL_NAMES)
+NATIVE_MEMORY = re.compile(r"(?m)^# Memory\s*$")  # Claude Code's own file-based memory section
+CLAUDE_TURNS = "/v1/messages"
+CODEX_TURNS = "/v1/responses"
+
+
+@pytest.fixture(scope="session")
+def agents(bin_dir: Path) -> Path:  # noqa: F811 - the imported fixture
+    """``node_modules/.bin`` with claude, codex and pi (pi is checked here; the rest by ``bin_dir``)."""
+    if not os.access(bin_dir / "pi", os.X_OK):
+        _unavailable(f"pi is not installed in {bin_dir}; run 'bash tests/clients/install.sh' first")
+    return bin_dir
+
+
+# -- running a launch -------------------------------------------------------------------------------
+
+
+def _path_without_amux() -> str:
+    # The launch itself must put `amux` where the agent finds it; the test's PATH must not do it by accident.
+    dirs = os.environ.get("PATH", "").split(os.pathsep)
+    return os.pathsep.join(d for d in dirs if d and not os.access(os.path.join(d, "amux"), os.X_OK))
+
+
+def launch_env(agents: Path, hub: HubProcess, home: Path, **extra: str) -> dict[str, str]:
+    """The environment of ``amux launch``: the Hub, the agent executables, an isolated HOME for every agent."""
+    (home / ".claude").mkdir(parents=True, exist_ok=True)
+    (home / ".codex").mkdir(parents=True, exist_ok=True)
+    (home / ".pi" / "agent").mkdir(parents=True, exist_ok=True)
+    return client_env(
+        PATH=_path_without_amux(), AMUX_HOME=str(hub.home), HOME=str(home),
+        AMUX_LAUNCH_CLAUDE=str(agents / "claude"), AMUX_LAUNCH_CODEX=str(agents / "codex"),
+        AMUX_LAUNCH_PI=str(agents / "pi"),
+        CLAUDE_CONFIG_DIR=str(home / ".claude"), CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_AUTOUPDATER="1", CODEX_HOME=str(home / ".codex"),
+        PI_CODING_AGENT_DIR=str(home / ".pi" / "agent"), PI_OFFLINE="1", **extra,
+    )
+
+
+def launch(env: dict[str, str], cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``amux launch ARGS`` to completion (stdin closed) and return the finished process."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    return subprocess.run([*amux_argv(), "launch", *args], capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def notices(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """The launch's own ``amux:`` lines on stderr; the contract allows one or two."""
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("amux:")]
+    assert 1 <= len(lines) <= 2, proc.stderr[-3000:]
+    return lines
+
+
+def explain(proc: subprocess.CompletedProcess[str], model: FakeModel) -> str:
+    return (f"exit {proc.returncode}\nstdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-3000:]}\n"
+            f"model requests: {[(r.method, r.path) for r in model.requests]}")
+
+
+def session_state(hub: HubProcess, session_id: str) -> dict[str, Any]:
+    state: dict[str, Any] = json.loads((hub.home / "sessions" / f"{session_id}.json").read_text())
+    return state
+
+
+def seeded(hub: HubProcess) -> HubProcess:
+    r = hub.cli("memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=ENTRY.encode())
+    assert r.returncode == 0, r.stderr
+    return hub
+
+
+def claude_args(prompt: str, *extra: str) -> list[str]:
+    return ["claude", "-p", prompt, "--output-format", "stream-json", "--verbose", *extra]
+
+
+def claude_result(proc: subprocess.CompletedProcess[str]) -> Any:
+    """The ``result`` text of Claude Code's final stream-json message."""
+    messages = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return messages[-1].get("result") if messages else None
+
+
+def codex_provider(model: FakeModel) -> list[str]:
+    """``codex exec`` options that send every model request to the fake endpoint."""
+    return ["-c", 'model_provider="fake"', "-c", 'model_providers.fake.name="fake"',
+            "-c", f'model_providers.fake.base_url="{model.url}/v1"',
+            "-c", 'model_providers.fake.wire_api="responses"', "-c", 'model="fake-model"']
+
+
+def user_texts(body: dict[str, Any]) -> list[str]:
+    return [c.get("text", "") for item in body.get("input") or []
+            if item.get("type") == "message" and item.get("role") == "user" for c in item.get("content") or []]
+
+
+# -- Claude Code ----------------------------------------------------------------------------------------
+
+
+def test_claude_gets_one_protocol_block_the_amux_tools_and_a_real_hub_match(
+        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+    seeded(hub)
+    home = tmp_path / "home"
+    env = launch_env(agents, hub, home, ANTHROPIC_BASE_URL=fake_model.url, ANTHROPIC_API_KEY="dummy-fake-key")
+    settings = home / ".claude" / "settings.json"
+    settings.write_bytes(b'{\n  "autoMemoryEnabled": true,\n  "env": {"USER_SETTING": "kept"}\n}\n')
+    before = settings.read_bytes()
+    work = tmp_path / "work"
+    session = str(uuid.uuid4())
+    fake_model.script(ToolCall("mcp__amux__memory_search", {"query": WORD}), Text("finished"))
+
+    proc = launch(env, work, "--session-id", session,
+                  *claude_args("What do I prefer for indentation?", "--append-system-prompt", "USER-APPEND-RULE",
+                               "--allowedTools", "mcp__amux__memory_search", "--no-session-persistence"))
+    assert proc.returncode == 0, explain(proc, fake_model)
+    assert any("global" in line for line in notices(proc)), proc.stderr[-2000:]
+    assert session_state(hub, session)["binding"] == "global"
+
+    turns = fake_model.turns(CLAUDE_TURNS)
+    assert len(turns) == 2, explain(proc, fake_model)
+    system = anthropic_system(turns[0])
+    assert system.count(MCP_PROTOCOL) == 1, system[-3000:]
+    # One block in the whole request: the MCP server's own instructions are off for a launch.
+    assert sum(s.count(MCP_PROTOCOL) for s in strings(turns[0])) == 1
+    assert system.count("USER-APPEND-RULE") == 1, "the user's own append text is merged, not dropped"
+    assert not NATIVE_MEMORY.search(system), "Claude Code's native auto memory is off for this launch"
+    assert sorted(n for n in anthropic_tool_names(turns[0]) if n.startswith("mcp__amux__")) == FULL_NAMES
+    results = json.dumps(anthropic_tool_results(turns[1]))
+    assert SNIPPET in results and "MEMORY.md" in results, results[:2000]
+    assert claude_result(proc) == "finished"
+    assert settings.read_bytes() == before, "the user's settings.json is untouched"
+    assert sorted(p.name for p in work.iterdir()) == [], "no project settings or MCP file written"
+
+
+def test_claude_with_the_hub_down_starts_without_memory(
+        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+    hub.stop()
+    env = launch_env(agents, hub, tmp_path / "home", ANTHROPIC_BASE_URL=fake_model.url,
+                     ANTHROPIC_API_KEY="dummy-fake-key")
+    session = str(uuid.uuid4())
+    proc = launch(env, tmp_path / "work", "--session-id", session,
+                  *claude_args("hello", "--no-session-persistence"), timeout=60)
+    assert proc.returncode == 0, explain(proc, fake_model)
+    notices(proc)
+    turns = fake_model.turns(CLAUDE_TURNS)
+    assert turns, explain(proc, fake_model)
+    assert not [n for n in anthropic_tool_names(turns[0]) if n.startswith("mcp__amux__")]
+    system = anthropic_system(turns[0])
+    assert MCP_PROTOCOL not in system and CLI_PROTOCOL not in system
+    assert claude_result(proc) == "done"
+    state = hub.home / "sessions" / f"{session}.json"
+    assert not state.exists() or session_state(hub, session).get("binding") is None, "never falls back to global"
+
+
+def test_claude_with_memory_disabled_keeps_its_native_memory(
+        agents: Path, hub_factory: Any, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+    hub = hub_factory(enabled=False)
+    env = launch_env(agents, hub, tmp_path / "home", ANTHROPIC_BASE_URL=fake_model.url,
+                     ANTHROPIC_API_KEY="dummy-fake-key")
+    proc = launch(env, tmp_path / "work", *claude_args("hello", "--no-session-persistence"), timeout=60)
+    assert proc.returncode == 0, explain(proc, fake_model)
+    notices(proc)
+    turns = fake_model.turns(CLAUDE_TURNS)
+    assert turns, explain(proc, fake_model)
+    assert not [n for n in anthropic_tool_names(turns[0]) if n.startswith("mcp__amux__")]
+    system = anthropic_system(turns[0])
+    assert MCP_PROTOCOL not in system and CLI_PROTOCOL not in system
+    # The control for the first test: without amux memory, Claude Code's own memory section is there.
+    assert NATIVE_MEMORY.search(system), "new launches while disabled keep the agent's own memory policy"
+
+
+def test_claude_resume_keeps_the_stored_binding_and_a_changed_policy_is_binding_mismatch(
+        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+    seeded(hub)
+    env = launch_env(agents, hub, tmp_path / "home", ANTHROPIC_BASE_URL=fake_model.url,
+                     ANTHROPIC_API_KEY="dummy-fake-key")
+    work = tmp_path / "work"
+    session = str(uuid.uuid4())
+    first = launch(env, work, "--session-id", session, *claude_args("hello"))
+    assert first.returncode == 0, explain(first, fake_model)
+    assert session_state(hub, session)["binding"] == "global"
+
+    # The policy changes under the stored conversation: the resume keeps its binding, and the Hub refuses it.
+    hub.configure("memory.isolation", "user")
+    hub.restart()
+    fake_model.script(ToolCall("mcp__amux__memory_search", {"query": WORD}), Text("finished"))
+    resumed = launch(env, work, "--resume", session,
+                     *claude_args("What do I prefer?", "--allowedTools", "mcp__amux__memory_search"))
+    assert resumed.returncode == 0, explain(resumed, fake_model)
+    assert any("global" in line for line in notices(resumed)), resumed.stderr[-2000:]
+    assert session_state(hub, session)["binding"] == "global"
+    turns = fake_model.turns(CLAUDE_TURNS)
+    assert len(turns) == 3, explain(resumed, fake_model)
+    assert anthropic_system(turns[1]).count(MCP_PROTOCOL) == 1
+    results = json.dumps(anthropic_tool_results(turns[2]))
+    assert "binding_mismatch" in results and SNIPPET not in results, results[:2000]
+
+
+# -- Codex ------------------------------------------------------------------------------------------------
+
+
+def test_codex_merges_developer_instructions_reaches_the_hub_and_resume_keeps_one_copy(
+        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+    seeded(hub)
+    home = tmp_path / "home"
+    env = launch_env(agents, hub, home)
+    config = home / ".codex" / "config.toml"
+    config.write_bytes(b'# my own Codex settings\ndeveloper_instructions = "USER-DEV-RULE: answer briefly."\n')
+    before = config.read_bytes()
+    work = tmp_path / "work"
+    session = str(uuid.uuid4())
+    fake_model.script(ToolCall("mcp__amux__memory_search", {"query": WORD}), Text("finished"))
+
+    first = launch(env, work, "--session-id", session, "codex", "exec", "--skip-git-repo-check",
+                   *codex_provider(fake_model), "FIRST-PROMPT what do I prefer?")
+    assert first.returncode == 0, explain(first, fake_model)
+    assert any("global" in line for line in notices(first)), first.stderr[-2000:]
+    assert session_state(hub, session)["binding"] == "global"
+    turns = fake_model.turns(CODEX_TURNS)
+    assert len(turns) == 2, explain(first, fake_model)
+    developer = "\n".join(responses_developer_texts(turns[0]))
+    assert developer.count(MCP_PROTOCOL) == 1, developer[:3000]
+    assert sum(s.count(MCP_PROTOCOL) for s in strings(turns[0])) == 1, "one block in the whole request"
+    assert developer.count("USER-DEV-RULE") == 1, "the user's developer_instructions are merged, once"
+    assert set(FULL_NAMES) <= set(responses_tool_names(turns[0]))
+    outputs = json.dumps(responses_tool_outputs(turns[1]))
+    assert SNIPPET in outputs and "MEMORY.md" in outputs, outputs[:2000]
+    assert first.stdout.strip().endswith("finished")
+    assert config.read_bytes() == before, "the user's config.toml is untouched"
+
+    # Resume the same Codex thread through a resumed launch: the instructions stay one copy.
+    fake_model.script(Text("again"))
+    resumed = launch(env, work, "--resume", session, "codex", "exec", "--skip-git-repo-check",
+                     *codex_provider(fake_model), "resume", "--last", "SECOND-PROMPT")
+    assert resumed.returncode == 0, explain(resumed, fake_model)
+    assert any("global" in line for line in notices(resumed)), resumed.stderr[-2000:]
+    turn = fake_model.turns(CODEX_TURNS)[-1]
+    users = "\n".join(user_texts(turn))
+    assert "FIRST-PROMPT" in users and "SECOND-PROMPT" in users, "a real resume of the first thread"
+    developer = "\n".join(responses_developer_texts(turn))
+    assert developer.count(MCP_PROTOCOL) == 1 and developer.count("USER-DEV-RULE") == 1, developer[:3000]
+    assert set(FULL_NAMES) <= set(responses_tool_names(turn))
+    assert config.read_bytes() == before
+
+
+# -- Pi ---------------------------------------------------------------------------------------------------
+
+
+def test_pi_gets_the_cli_protocol_once_and_its_shell_reaches_the_hub(
+        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+    seeded(hub)
+    home = tmp_path / "home"
+    env = launch_env(agents, hub, home)
+    provider = {"providers": {"fake": {"baseUrl": fake_model.url, "api": "anthropic-messages", "apiKey": "x",
+                                       "models": [{"id": "fake-model"}]}}}
+    (home / ".pi" / "agent" / "models.json").write_text(json.dumps(provider))
+    fake_model.script(ToolCall("bash", {"command": f"amux memory search {WORD}"}), Text("finished"))
+
+    proc = launch(env, tmp_path / "work", "pi", "-p", "--no-session", "--provider", "fake", "--model", "fake-model",
+                  "--append-system-prompt", "PI-USER-RULE", "What do I prefer for indentation?")
+    assert proc.returncode == 0, explain(proc, fake_model)
+    assert any("global" in line for line in notices(proc)), proc.stderr[-2000:]
+    turns = fake_model.turns(CLAUDE_TURNS)
+    assert len(turns) == 2, explain(proc, fake_model)
+    system = anthropic_system(turns[0])
+    assert system.count(CLI_PROTOCOL) == 1, system[-3000:]
+    assert MCP_PROTOCOL not in system
+    assert system.count("PI-USER-RULE") == 1
+    results = json.dumps(anthropic_tool_results(turns[1]))
+    assert SNIPPET in results and "MEMORY.md" in results, results[:2000]
+    assert proc.stdout.strip() == "finished"

@@ -1,0 +1,537 @@
+"""``amux launch`` through the real CLI and a real Hub, with a stand-in agent (issue #6 §1, §2, §5–§8).
+
+The stand-in is a small Python script installed as the agent program (via
+``AMUX_LAUNCH_<AGENT>``): it records its argv, environment and uid to a JSON
+file and can run one command with the environment it got (``STANDIN_RUN``;
+``"@mcp"`` stands for the MCP server command the launch configured), so the
+binding/resume/failure matrix is checked end to end without a model.  The
+real Claude Code / Codex / Pi runs are ``test_launch_agents.py``; the real
+``codex app-server`` (and a fake one that refuses) are driven here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from launch import plan, read_context
+from launch.agents import MEMORY_DIR
+from launch.codex_app_server import CodexAppServer, start_memory_thread
+from launch.errors import LaunchError
+from protocol.agent_protocol import render
+from protocol.errors import EXIT_CODES, ErrorCode
+from tests.conftest import REPO, CliResult, HubProcess, amux_argv, make_hub
+
+MCP = render("mcp")
+CLI = render("cli")
+
+STANDIN = r'''#!{python}
+import json, os, shutil, subprocess, sys
+record = {"argv": sys.argv, "env": dict(os.environ), "uid": os.getuid(), "gid": os.getgid()}
+run = os.environ.get("STANDIN_RUN")
+if run:
+    cmd = json.loads(run)
+    if cmd[0] == "@mcp":
+        config = next(a for a in sys.argv if a.startswith("--mcp-config="))
+        cmd[0] = json.loads(config.split("=", 1)[1])["mcpServers"]["amux"]["command"]
+    found = shutil.which(cmd[0])
+    if found:
+        st = os.stat(found)
+        record["amux"] = {"path": found, "uid": st.st_uid, "mode": st.st_mode & 0o777,
+                          "dir_uid": os.stat(os.path.dirname(found)).st_uid,
+                          "dir_mode": os.stat(os.path.dirname(found)).st_mode & 0o777}
+    proc = subprocess.run(cmd, capture_output=True)
+    record["run"] = {"code": proc.returncode, "stdout": proc.stdout.decode(), "stderr": proc.stderr.decode()}
+with open(os.environ["STANDIN_OUT"], "w") as fh:
+    json.dump(record, fh)
+if os.environ.get("STANDIN_SLEEP"):
+    import time
+    time.sleep(float(os.environ["STANDIN_SLEEP"]))
+sys.exit(int(os.environ.get("STANDIN_EXIT", "0")))
+'''
+
+
+def install_standin(directory: Path, name: str, python: str = sys.executable) -> Path:
+    path = directory / name
+    path.write_text(STANDIN.replace("{python}", python))
+    path.chmod(0o755)
+    return path
+
+
+class Launcher:
+    """Runs ``amux launch`` against one Hub with stand-in agents; ``record`` is what the last agent saw."""
+
+    def __init__(self, hub: HubProcess, work: Path, argv: list[str] | None = None) -> None:
+        self.hub = hub
+        self.work = work
+        self.argv = argv or amux_argv()
+        self.out = work / "standin.json"
+        self.env = {**hub.env}
+        for agent in ("claude", "codex", "pi"):
+            self.env[f"AMUX_LAUNCH_{agent.upper()}"] = str(install_standin(work, agent))
+        self.env["STANDIN_OUT"] = str(self.out)
+
+    def __call__(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> CliResult:
+        self.out.unlink(missing_ok=True)
+        proc = subprocess.run([*self.argv, "launch", *args], capture_output=True, stdin=subprocess.DEVNULL,
+                              env={**self.env, **(env or {})}, timeout=timeout)
+        return CliResult(proc.returncode, proc.stdout, proc.stderr.decode(errors="replace"))
+
+    @property
+    def ran(self) -> bool:
+        return self.out.exists()
+
+    @property
+    def record(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.out.read_text())
+        return data
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.hub.home / "sessions" / f"{session_id}.json").read_text())
+        return data
+
+
+def amux_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("amux:")]
+
+
+def memory_flags(argv: list[str]) -> list[str]:
+    return [a for a in argv if a.startswith(("--mcp-config", "--append-system-prompt")) or "mcp_servers" in a
+            or "memories" in a or "developer_instructions" in a]
+
+
+@pytest.fixture
+def launcher(hub: HubProcess, tmp_path: Path) -> Launcher:
+    work = tmp_path / "work"
+    work.mkdir()
+    return Launcher(hub, work)
+
+
+# -- binding, resume, failures ------------------------------------------------------------------------------
+
+
+def test_fresh_launch_stores_the_binding_and_exits_with_the_agents_status(launcher: Launcher) -> None:
+    r = launcher("--session-id", "s-fresh", "claude", "-p", "hi", "--append-system-prompt", "Mine.",
+                 env={"STANDIN_EXIT": "7", "STANDIN_RUN": json.dumps(["@mcp", "memory", "search", "anything"])})
+    assert r.returncode == 7, r.stderr
+    state = launcher.session("s-fresh")
+    assert state["binding"] == "global" and state["agent"] == "claude" and state["reason"] is None
+    assert state["hub"] == str(launcher.hub.socket) and state["created"].endswith("Z")
+    mode = (launcher.hub.home / "sessions" / "s-fresh.json").stat().st_mode
+    assert stat.S_IMODE(mode) == 0o600
+    rec = launcher.record
+    argv, env = rec["argv"], rec["env"]
+    appends = [argv[i + 1] for i, a in enumerate(argv) if a == "--append-system-prompt"]
+    assert appends == ["Mine.\n\n" + MCP]
+    assert argv[-2:] == ["-p", "hi"]
+    assert env["CLAUDE_CODE_DISABLE_AUTO_MEMORY"] == "1"
+    assert env["AMUX_MEMORY_BINDING"] == "global" and env["AMUX_HUB"] == str(launcher.hub.socket)
+    assert rec["run"]["code"] == 0, rec["run"]  # the configured MCP command is a working amux
+    lines = amux_lines(r.stderr)
+    assert len(lines) == 1 and "s-fresh" in lines[0] and "memory global" in lines[0]
+    assert "CLAUDE_CODE_DISABLE_AUTO_MEMORY=1" in lines[0]
+    assert r.stdout == b""  # the agent's stdout is the agent's: the launcher adds nothing
+
+
+def test_resume_keeps_the_binding_and_a_policy_change_is_binding_mismatch(launcher: Launcher) -> None:
+    assert launcher("--session-id", "s-res", "claude", "-p", "one").returncode == 0
+    hub = launcher.hub
+    hub.configure("memory.isolation", "user")
+    hub.restart()
+    r = launcher("--resume", "s-res", "claude", "-p", "two",
+                 env={"STANDIN_RUN": json.dumps(["@mcp", "memory", "search", "x"])})
+    assert r.returncode == 0, r.stderr
+    rec = launcher.record
+    assert rec["env"]["AMUX_MEMORY_BINDING"] == "global"  # the stored binding, not the Hub's new answer
+    assert any(a.startswith("--mcp-config=") for a in rec["argv"])
+    assert rec["run"]["code"] == EXIT_CODES[ErrorCode.BINDING_MISMATCH], rec["run"]
+    error = json.loads(rec["run"]["stdout"])["error"]
+    assert error["code"] == "binding_mismatch" and "new conversation" in error["message"]
+    lines = amux_lines(r.stderr)
+    assert len(lines) == 2 and "binding_mismatch" in lines[1] and "new conversation" in lines[1]
+    assert launcher.session("s-res")["binding"] == "global"  # resuming never rewrites the stored binding
+
+
+def test_disabled_hub_launches_without_memory_and_a_stored_null_stays_null(hub_factory: Any, tmp_path: Path) -> None:
+    hub = hub_factory(enabled=False)
+    launch = Launcher(hub, tmp_path)
+    r = launch("--session-id", "s-off", "claude", "-p", "hi", "--append-system-prompt", "Mine.")
+    assert r.returncode == 0, r.stderr
+    assert launch.record["argv"][1:] == ["-p", "hi", "--append-system-prompt", "Mine."]  # untouched
+    assert "CLAUDE_CODE_DISABLE_AUTO_MEMORY" not in launch.record["env"]
+    assert "AMUX_MEMORY_BINDING" not in launch.record["env"]
+    [line] = amux_lines(r.stderr)
+    assert "warning" in line and "disabled" in line and "s-off" in line
+    state = launch.session("s-off")
+    assert state["binding"] is None and "disabled" in state["reason"]
+    hub.configure("memory.enabled", "true")
+    hub.restart()
+    r = launch("--resume", "s-off", "claude", "-p", "again")
+    assert r.returncode == 0, r.stderr
+    assert memory_flags(launch.record["argv"]) == [] and "AMUX_MEMORY_BINDING" not in launch.record["env"]
+    assert "stays without memory" in r.stderr
+    assert launch.session("s-off")["binding"] is None
+    # A new session on the now-enabled Hub does get memory.
+    assert launch("codex", "exec", "x").returncode == 0
+    assert memory_flags(launch.record["argv"])
+
+
+def test_hub_down_launch_warns_starts_without_memory_and_creates_no_store(tmp_path: Path) -> None:
+    hub = make_hub(tmp_path, start=False)
+    (tmp_path / "work").mkdir()
+    launch = Launcher(hub, tmp_path / "work")
+    for agent in ("claude", "codex", "pi"):
+        r = launch(agent, "-p", "hi", env={"STANDIN_EXIT": "3"})
+        assert r.returncode == 3, r.stderr
+        assert launch.record["argv"][1:] == ["-p", "hi"]
+        [line] = amux_lines(r.stderr)
+        assert "warning" in line and "unreachable" in line
+    assert not (hub.home / "memory").exists()  # never a local store
+    sessions = [json.loads(p.read_text()) for p in (hub.home / "sessions").iterdir()]
+    assert len(sessions) == 3 and all(s["binding"] is None and "unreachable" in s["reason"] for s in sessions)
+
+
+def test_resume_with_a_stored_binding_keeps_memory_while_the_hub_is_down(launcher: Launcher) -> None:
+    assert launcher("--session-id", "s-keep", "pi", "-p", "one").returncode == 0
+    launcher.hub.stop()
+    r = launcher("--resume", "s-keep", "pi", "-p", "two")
+    assert r.returncode == 0, r.stderr
+    argv = launcher.record["argv"]
+    assert argv[1:3] == ["--append-system-prompt", CLI]
+    assert launcher.record["env"]["AMUX_MEMORY_BINDING"] == "global"
+    lines = amux_lines(r.stderr)
+    assert len(lines) == 2 and "no Hub answers" in lines[1]
+
+
+def test_resume_while_disabled_keeps_memory_and_warns(launcher: Launcher) -> None:
+    assert launcher("--session-id", "s-dis", "codex", "exec", "one").returncode == 0
+    launcher.hub.configure("memory.enabled", "false")
+    launcher.hub.restart()
+    r = launcher("--resume", "s-dis", "codex", "exec", "two")
+    assert r.returncode == 0, r.stderr
+    assert "features.memories=false" in launcher.record["argv"]
+    assert "disabled" in amux_lines(r.stderr)[1]
+
+
+def test_unknown_session_unknown_agent_and_missing_executable(launcher: Launcher) -> None:
+    r = launcher("--resume", "no-such-session", "claude")
+    assert r.returncode == EXIT_CODES[ErrorCode.NOT_FOUND]
+    assert json.loads(r.stdout)["error"]["data"]["step"] == "session" and "no-such-session" in r.stderr
+    r = launcher("aider", "--model", "x")
+    assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST]
+    error = json.loads(r.stdout)["error"]
+    assert "MCP tool configuration" in error["message"] and "system-prompt slot" in error["message"]
+    r = launcher("claude", env={"AMUX_LAUNCH_CLAUDE": str(launcher.work / "nowhere")})
+    assert r.returncode == EXIT_CODES[ErrorCode.NOT_FOUND] and "AMUX_LAUNCH_CLAUDE" in r.stderr
+    r = launcher("pi", env={"AMUX_LAUNCH_PI": "", "PATH": "/nonexistent"})
+    assert r.returncode == EXIT_CODES[ErrorCode.NOT_FOUND] and "'pi' on PATH" in r.stderr
+    r = launcher("--session-id", "../evil", "claude")
+    assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST]
+    assert not launcher.ran
+    assert not (launcher.hub.home / "sessions").exists() or not any((launcher.hub.home / "sessions").iterdir())
+    r = launcher("--session-id", "dup", "claude")
+    assert r.returncode == 0
+    r = launcher("--session-id", "dup", "claude")
+    assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST] and "already exists" in r.stderr
+    r = launcher("--resume", "dup", "codex")
+    assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST] and "launched with claude" in r.stderr
+
+
+def test_agent_arguments_pass_through_unchanged(launcher: Launcher) -> None:
+    odd = ["--help", "-h", "--session-id", "agents-own", "--", "--print-spec", "-c", "x=y"]
+    assert launcher("--session-id", "s-args", "--", "claude", *odd).returncode == 0
+    assert launcher.record["argv"][-len(odd):] == odd
+    assert launcher("pi", "--version").returncode == 0
+    assert launcher.record["argv"][-1] == "--version"
+    r = launcher("--help")
+    assert r.returncode == 0 and b"amux launch" in r.stdout and not launcher.ran
+    r = launcher("--bogus", "claude")
+    assert r.returncode == 2 and "unknown option --bogus" in r.stderr
+
+
+def test_sigterm_to_the_launcher_reaches_the_agent(launcher: Launcher) -> None:
+    import signal
+    import time
+
+    proc = subprocess.Popen([*launcher.argv, "launch", "pi", "-p", "hi"],
+                            env={**launcher.env, "STANDIN_SLEEP": "60"}, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not launcher.ran and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert launcher.ran
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM  # the agent got SIGTERM; the launcher reports it like a shell
+
+
+def test_print_spec_runs_nothing_but_stores_the_session(launcher: Launcher) -> None:
+    r = launcher("--print-spec", "--session-id", "s-spec", "codex", "exec", "hi")
+    assert r.returncode == 0, r.stderr
+    spec = json.loads(r.stdout)
+    assert spec["agent"] == "codex" and spec["binding"] == "global" and spec["memory"] is True
+    assert spec["argv"][0] == launcher.env["AMUX_LAUNCH_CODEX"] and spec["argv"][-2:] == ["exec", "hi"]
+    assert spec["developer_instructions"] == MCP
+    assert not launcher.ran
+    assert launcher.session("s-spec")["binding"] == "global"
+
+
+def test_pi_has_amux_on_path_and_the_cli_protocol(launcher: Launcher) -> None:
+    word = "zanzibarquux"
+    assert launcher.hub.cli("memory", "upsert", "notes/pi.md", "--expected-revision", "absent",
+                            input=f"# Pi\n{word} lives here\n".encode()).returncode == 0
+    r = launcher("pi", "-p", "hi", env={"STANDIN_RUN": json.dumps(["amux", "memory", "search", word])})
+    assert r.returncode == 0, r.stderr
+    rec = launcher.record
+    assert rec["argv"][1:3] == ["--append-system-prompt", CLI] and rec["argv"][-2:] == ["-p", "hi"]
+    assert rec["run"]["code"] == 0, rec["run"]
+    assert json.loads(rec["run"]["stdout"])["matches"][0]["path"] == "notes/pi.md"
+    assert rec["env"]["PATH"].split(os.pathsep)[0] == os.path.dirname(rec["amux"]["path"])
+    assert "Pi has no built-in long-term memory" in r.stderr
+
+
+def test_users_config_files_are_byte_identical(launcher: Launcher, tmp_path: Path) -> None:
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    config = codex_home / "config.toml"
+    config.write_bytes(b'# mine\ndeveloper_instructions = "Always answer in French."\n[features]\nmemories = true\n')
+    claude_dir = tmp_path / "claude-config"
+    claude_dir.mkdir()
+    settings = claude_dir / "settings.json"
+    settings.write_bytes(b'{"autoMemoryEnabled": true, "model": "x"}\n')
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".claude.json").write_bytes(b"{}\n")
+    files = [config, settings, home / ".claude.json"]
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files}
+    env = {"CODEX_HOME": str(codex_home), "CLAUDE_CONFIG_DIR": str(claude_dir), "HOME": str(home)}
+    assert launcher("codex", "exec", "hi", env=env).returncode == 0
+    argv = launcher.record["argv"]
+    [dev] = [a.split("=", 1)[1] for a in argv if a.startswith("developer_instructions=")]
+    merged = tomllib.loads(f"v = {dev}")["v"]
+    assert merged == "Always answer in French.\n\n" + MCP
+    assert "features.memories=false" in argv  # the launch overrides the user's true, for this process only
+    assert launcher("claude", "-p", "hi", env=env).returncode == 0
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files} == before
+    assert sorted(p.name for p in claude_dir.iterdir()) == ["settings.json"]
+
+
+# -- isolated launches (--as-user) ---------------------------------------------------------------------------
+
+
+def _free_uid(start: int) -> int:
+    import pwd
+
+    uid = start
+    while True:
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+        uid += 1
+
+
+def _readable_python() -> str | None:
+    """A Python 3.11 another user can execute (the venv's interpreter may live under root's 0700 home)."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (Path(f"/usr/bin/python{version}"), Path(f"/usr/local/bin/python{version}")):
+        chain = [candidate.resolve(), *candidate.resolve().parents]
+        if candidate.exists() and all(p.stat().st_mode & 0o005 == 0o005 for p in chain):
+            return str(candidate)
+    return None
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A world-traversable directory (pytest's tmp is 0700): socket, stand-ins, a readable amux."""
+    d = Path(tempfile.mkdtemp(prefix="amux-launch-", dir="/tmp"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _readable_amux(shared: Path, python: str) -> Path:
+    """An ``amux`` console script run by a readable interpreter, importing this checkout and the venv's packages."""
+    site_packages = next(Path(sys.prefix).glob("lib/python3.*/site-packages"))
+    script = shared / "bin" / "amux"
+    script.parent.mkdir(mode=0o755)
+    script.write_text(f"#!{python} -S\nimport site, sys\nsite.addsitedir({str(site_packages)!r})\n"
+                      f"sys.path.insert(0, {str(REPO)!r})\nfrom tools.cli import main\nsys.exit(main())\n")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="--as-user needs root")
+@pytest.mark.parametrize("isolation", ["off", "user"])
+def test_as_user_runs_the_agent_with_a_private_copy(hub_factory: Any, shared_dir: Path, isolation: str) -> None:
+    python = _readable_python()
+    if python is None:
+        pytest.skip("no Python readable by other users (the interpreter must be world-executable)")
+    hub = hub_factory(isolation=isolation,
+                      settings={"hub.socket_path": str(shared_dir / "hub.sock"), "hub.socket_mode": "0666"})
+    uid = _free_uid(43001)
+    out_dir = shared_dir / "out"
+    out_dir.mkdir(mode=0o777)
+    out_dir.chmod(0o777)
+    launch = Launcher(hub, shared_dir, argv=[str(_readable_amux(shared_dir, python))])
+    for agent in ("claude", "codex", "pi"):
+        launch.env[f"AMUX_LAUNCH_{agent.upper()}"] = str(install_standin(shared_dir, agent, python))
+    launch.out = out_dir / "standin.json"
+    launch.env.update(STANDIN_OUT=str(launch.out), AMUX_TOKEN="amux_not_for_the_agent", CLAUDE_CONFIG_DIR="/root/.claude",
+                      CODEX_HOME="/root/.codex")
+    run_dir = shared_dir / "run"
+    r = launch("--session-id", f"iso-{isolation}", "--as-user", str(uid), "--run-dir", str(run_dir), "claude", "-p", "hi",
+               env={"STANDIN_RUN": json.dumps(["@mcp", "memory", "search", "x"])})
+    assert r.returncode == 0, r.stderr + r.stdout.decode()
+    rec = launch.record
+    want = "global" if isolation == "off" else f"principal:uid:{uid}"
+    assert launch.session(f"iso-{isolation}")["binding"] == want
+    assert launch.session(f"iso-{isolation}")["as_user"] == str(uid)
+    assert (rec["uid"], rec["gid"]) == (uid, uid)
+    env = rec["env"]
+    memory_dir = str(run_dir / MEMORY_DIR)
+    assert env["AMUX_MEMORY_BINDING"] == want and env["PATH"].split(os.pathsep)[0] == memory_dir
+    assert env["HOME"] == str(run_dir / "home") and env["CODEX_HOME"] == str(run_dir / "home" / ".codex")
+    assert env["PI_CODING_AGENT_DIR"] == str(run_dir / "home" / ".pi" / "agent")
+    assert "CLAUDE_CONFIG_DIR" not in env and "AMUX_TOKEN" not in env
+    # The MCP command is the user's own wrapper in <run>/agent-config/memory/, 0700 and owned by the user ...
+    assert rec["amux"]["path"] == memory_dir + "/amux"
+    assert (rec["amux"]["uid"], rec["amux"]["mode"], rec["amux"]["dir_uid"], rec["amux"]["dir_mode"]) == \
+        (uid, 0o700, uid, 0o700)
+    # ... and it reaches the Hub as that user, in the scope the session is bound to.
+    assert rec["run"]["code"] == 0, rec["run"]
+    assert not (run_dir / MEMORY_DIR).exists()  # removed at cleanup
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="--as-user needs root")
+def test_as_user_with_an_unreadable_installation_is_an_explicit_error(hub_factory: Any, shared_dir: Path) -> None:
+    if not str(Path(sys.executable).resolve()).startswith("/root/"):
+        pytest.skip("this interpreter is readable by other users; nothing to refuse")
+    hub = hub_factory(settings={"hub.socket_path": str(shared_dir / "hub.sock"), "hub.socket_mode": "0666"})
+    launch = Launcher(hub, shared_dir)
+    r = launch("--as-user", str(_free_uid(43101)), "claude", "-p", "hi")
+    assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST], r.stderr
+    error = json.loads(r.stdout)["error"]
+    assert error["data"]["step"] == "isolation" and "must be readable" in error["message"]
+    assert not launch.ran
+    assert not list(Path(tempfile.gettempdir()).glob("amux-run-*/agent-config"))  # the temporary run dir is gone
+
+
+# -- codex app-server ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def codex_bin() -> Path:
+    """The pinned Codex from tests/clients/install.sh (installed when npm is here; required with CI=true)."""
+    bins = Path(os.environ.get("AMUX_CLIENTS_DIR") or REPO / "tests" / "clients" / ".install") / "node_modules" / ".bin"
+    if not os.access(bins / "codex", os.X_OK) and shutil.which("npm"):
+        subprocess.run(["bash", str(REPO / "tests" / "clients" / "install.sh")], capture_output=True, timeout=900)
+    if not os.access(bins / "codex", os.X_OK):
+        message = f"codex is not installed in {bins} (needs node/npm: bash tests/clients/install.sh)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{message} (CI=true: the real clients are required)")
+        pytest.skip(message)
+    return bins / "codex"
+
+
+def _codex_env(tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / "codex-user"
+    (home / ".codex").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMUX_", "CODEX_", "OPENAI_"))}
+    env.update(HOME=str(home), CODEX_HOME=str(home / ".codex"))
+    return env
+
+
+def test_real_codex_app_server_confirms_memory_off_and_disables_thread_memory(codex_bin: Path, hub: HubProcess,
+                                                                              tmp_path: Path) -> None:
+    env = _codex_env(tmp_path)
+    config = Path(env["CODEX_HOME"]) / "config.toml"
+    config.write_text('developer_instructions = "Mine."\n[features]\nmemories = true\n')  # the launch must win
+    before = config.read_bytes()
+    spec = plan("codex", ["app-server"], binding="global", hub=str(hub.socket), amux_command=amux_argv()[:1],
+                executable=str(codex_bin), environ=env,
+                context=read_context("codex", [], env))
+    with CodexAppServer(spec.argv, env=spec.environment(env), cwd=str(tmp_path)) as server:
+        assert spec.developer_instructions is not None
+        thread = start_memory_thread(server, developer_instructions=spec.developer_instructions, cwd=str(tmp_path),
+                                     thread_params={"approvalPolicy": "never", "sandbox": "read-only"})
+        assert thread.memory_settings == {"features.memories": False, "memories.use_memories": False,
+                                          "memories.generate_memories": False}
+        assert thread.thread_id
+        status = server.request("mcpServerStatus/list", {})
+        [amux] = [s for s in status["data"] if s["name"] == "amux"]
+        assert "memory_search" in amux["tools"]
+    assert config.read_bytes() == before
+
+
+def test_real_codex_app_server_without_the_overrides_is_refused(codex_bin: Path, tmp_path: Path) -> None:
+    env = _codex_env(tmp_path)
+    (Path(env["CODEX_HOME"]) / "config.toml").write_text("[features]\nmemories = true\n")
+    with CodexAppServer([str(codex_bin), "app-server"], env=env, cwd=str(tmp_path)) as server:
+        with pytest.raises(LaunchError) as err:
+            start_memory_thread(server, developer_instructions=MCP, cwd=str(tmp_path))
+    assert err.value.step == "config/read" and "features.memories = true" in err.value.message
+
+
+FAKE_APP_SERVER = r'''
+import json, sys
+mode = sys.argv[1]
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method, rid = msg["method"], msg["id"]
+    if mode == "exit" and method == "config/read":
+        sys.stderr.write("fake: crashing on purpose\n")
+        sys.exit(3)
+    if method == "initialize":
+        reply = {"id": rid, "result": {"userAgent": "fake"}}
+        print(json.dumps({"method": "configWarning", "params": {"summary": "noise"}}), flush=True)
+    elif method == "config/read":
+        mem = mode != "memories-true"
+        reply = {"id": rid, "result": {"config": {"features": {"memories": False},
+                 "memories": {"use_memories": not mem, "generate_memories": False}}}}
+    elif method == "thread/start":
+        reply = {"id": rid, "result": {"thread": {"id": "thread-1"}}}
+    elif method == "thread/memoryMode/set" and mode == "unsupported":
+        reply = {"id": rid, "error": {"code": -32600, "message": "Invalid request: unknown variant `thread/memoryMode/set`"}}
+    elif method == "thread/memoryMode/set" and mode == "silent":
+        continue
+    else:
+        reply = {"id": rid, "result": {}}
+    print(json.dumps(reply), flush=True)
+'''
+
+
+@pytest.mark.parametrize(("mode", "step", "words"), [
+    ("unsupported", "thread/memoryMode/set", "unsupported"),
+    ("memories-true", "config/read", "memories.use_memories = true"),
+    ("exit", "config/read", "crashing on purpose"),
+    ("silent", "thread/memoryMode/set", "no reply"),
+])
+def test_fake_app_server_failures_name_the_step(tmp_path: Path, mode: str, step: str, words: str) -> None:
+    script = tmp_path / "fake_app_server.py"
+    script.write_text(FAKE_APP_SERVER)
+    with CodexAppServer([sys.executable, str(script), mode], timeout=3) as server:
+        with pytest.raises(LaunchError) as err:
+            start_memory_thread(server, developer_instructions=MCP, cwd=str(tmp_path))
+    assert err.value.step == step and words in err.value.message, err.value.message
+
+
+def test_fake_app_server_happy_path(tmp_path: Path) -> None:
+    script = tmp_path / "fake_app_server.py"
+    script.write_text(FAKE_APP_SERVER)
+    with CodexAppServer([sys.executable, str(script), "ok"], timeout=5) as server:
+        thread = start_memory_thread(server, developer_instructions=MCP, cwd=str(tmp_path))
+    assert thread.thread_id == "thread-1"

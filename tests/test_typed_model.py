@@ -1,0 +1,338 @@
+"""Typed memories without processes: the schema, topic text, slugs, the index merge and ProjectLibrary's CAS."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.errors import ErrorCode, HubError
+from tests.conftest import REPO
+from tools.typed_memory import model
+from tools.typed_memory.catalog import Catalog, topic_from_doc
+from tools.typed_memory.index import LINE_MAX, build_index, entry_line, is_generated, merge
+from tools.typed_memory.library import Doc, ProjectLibrary
+from tools.typed_memory.model import (
+    CAPS, TYPES, Problem, TopicError, load_schema, parse_topic, render_topic, slugify, topic_path, validate_meta,
+)
+
+
+def _meta(**over: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "deploy-retries", "description": "Retry flaky deploys twice", "type": "project",
+                            "created": "2026-01-02", "tags": ["deploy", "ci"]}
+    meta.update(over)
+    return {k: v for k, v in meta.items() if v is not None}
+
+
+def _fields(problems: list[Problem]) -> set[str | None]:
+    return {p.field for p in problems}
+
+
+# -- constants and schema ----------------------------------------------------------------------
+
+
+def test_types_caps_and_schema_agree() -> None:
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+
+    assert TYPES == ("user", "feedback", "project", "reference")
+    assert CAPS == {"user": 10, "feedback": 30, "project": 20, "reference": 50}
+    schema = load_schema()
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["properties"]["type"]["enum"] == list(TYPES)
+    assert set(schema["required"]) == {"name", "description", "type", "created", "tags"}
+
+
+def test_valid_meta_has_no_problems() -> None:
+    assert validate_meta(_meta()) == []
+    assert validate_meta(_meta(type="feedback", expires="2026-04-02")) == []
+    assert validate_meta(_meta(source="claude-code:~/.claude/x.md", related=["a"], metadata={"k": 1})) == []
+    assert validate_meta(_meta(description="x" * 200, tags=[f"t{i}" for i in range(10)])) == []
+
+
+@pytest.mark.parametrize(("over", "field", "words"), [
+    ({"type": "feedback"}, "expires", "required"),
+    ({"tags": [f"t{i}" for i in range(11)]}, "tags", "11 items"),
+    ({"tags": []}, "tags", "at least 1"),
+    ({"tags": ["ok", "Not Slug"]}, "tags/1", "does not match"),
+    ({"tags": ["a", "a"]}, "tags", "duplicate"),
+    ({"name": "Bad Name"}, "name", "does not match"),
+    ({"name": "a/b"}, "name", "does not match"),
+    ({"description": "x" * 201}, "description", "201 characters"),
+    ({"description": ""}, "description", "at least 1"),
+    ({"description": None}, "description", "required"),
+    ({"type": "episodic"}, "type", "not one of"),
+    ({"created": "2026-02-30"}, "created", "not a valid date"),
+    ({"created": "02/01/2026"}, "created", "does not match"),
+    ({"created": "2026-01-02T10:00:00"}, "created", "does not match"),
+    ({"metadata": "x"}, "metadata", "type object"),
+    ({"related": "x"}, "related", "type array"),
+])
+def test_schema_violations_name_their_field(over: dict[str, Any], field: str, words: str) -> None:
+    problems = validate_meta(_meta(**over), path="project/x.md", line=3)
+    match = [p for p in problems if p.field == field]
+    assert match, problems
+    assert all(p.severity == "error" and p.code == "schema" and p.path == "project/x.md" for p in problems)
+    assert words in match[0].message and match[0].message.startswith(field)
+    assert match[0].as_dict()["field"] == field
+
+
+def test_unknown_fields_are_not_schema_errors() -> None:
+    meta = _meta(originSessionId="abc", node_type="memory")
+    assert validate_meta(meta) == []
+    assert model.unknown_fields(meta) == ["originSessionId", "node_type"]
+
+
+# -- topic text ---------------------------------------------------------------------------------
+
+
+def test_render_then_parse_round_trips() -> None:
+    meta = _meta(type="feedback", expires="2026-04-02", metadata={"origin": "x"}, source="s", related=["b"])
+    body = "\nObservation.\n\n**Why:** because.\n\n**How to apply:** do it.\n\n\n"
+    text = render_topic(meta, body)
+    assert text.endswith("do it.\n") and not text.endswith("\n\n")
+    keys = [line.split(":")[0] for line in text.split("\n")[1:] if line and not line.startswith(("-", " "))]
+    assert keys[:9] == ["name", "description", "type", "created", "expires", "tags", "source", "related", "metadata"]
+    assert "created: 2026-01-02\n" in text  # a bare YAML date, not a quoted string
+    parsed, parsed_body, body_line = parse_topic(text)
+    assert parsed == meta
+    assert parsed_body == body.rstrip("\n") + "\n"
+    assert text.split("\n")[body_line - 1] == ""  # the body starts right after the closing ---
+    assert text.split("\n")[body_line] == "Observation."
+    assert render_topic(parsed, parsed_body) == text
+
+
+def test_render_keeps_unknown_keys_after_known_ones_and_unicode_verbatim() -> None:
+    text = render_topic({"zeta": 1, "name": "n", "description": "合同审核 — é"}, "")
+    assert text.index("name:") < text.index("description:") < text.index("zeta:")
+    assert "合同审核 — é" in text
+    assert text.endswith("---\n")
+
+
+def test_parse_without_frontmatter() -> None:
+    text = "# Title\n\nplain notes\n"
+    assert parse_topic(text) == ({}, text, 1)
+    assert parse_topic("") == ({}, "", 1)
+
+
+def test_parse_normalises_dates_and_keys() -> None:
+    meta, _, _ = parse_topic("---\nname: x\ncreated: 2026-01-02\n1: y\nnested: {when: 2026-03-04}\n---\nbody\n")
+    assert meta == {"name": "x", "created": "2026-01-02", "1": "y", "nested": {"when": "2026-03-04"}}
+    assert isinstance(meta["created"], str)
+
+
+@pytest.mark.parametrize(("text", "line", "words"), [
+    ("---\nname: x\ntags: [a, b\n---\nbody\n", 3, "YAML"),
+    ("---\nname: x\n  bad: indent\n---\n", 3, "YAML"),
+    ("---\n- a\n- b\n---\n", 2, "mapping"),
+    ("---\njust text\n---\n", 2, "mapping"),
+    ("---\nname: x\nno closing line\n", 1, "never closed"),
+    ("---\na: &x [1, 2]\nb: [*x, *x, *x]\n---\n", 3, "alias"),
+])
+def test_parse_errors_carry_a_line(text: str, line: int, words: str) -> None:
+    with pytest.raises(TopicError) as err:
+        parse_topic(text)
+    assert err.value.line == line
+    assert words in err.value.message
+
+
+def test_field_lines() -> None:
+    text = "---\nname: x\ndescription: >\n  long\ntags:\n- a\n---\n"
+    assert model.field_lines(text) == {"name": 2, "description": 3, "tags": 5}
+
+
+# -- names ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "slug"), [
+    ("Deploy Retries", "deploy-retries"),
+    ("  Café -- déjà vu!  ", "cafe-deja-vu"),
+    ("snake_case_ok", "snake_case_ok"),
+    ("ＦＵＬＬ　ＷＩＤＴＨ", "full-width"),
+])
+def test_slugify(text: str, slug: str) -> None:
+    assert slugify(text) == slug
+
+
+def test_slugify_non_latin_and_long_text() -> None:
+    korean = slugify("ETA 업무 섹션 구조")
+    assert korean.startswith("eta-") and model.is_slug(korean)
+    assert slugify("ETA 업무 다른 구조") != korean
+    chinese = slugify("合同审核注意事项")
+    assert chinese.startswith("note-") and model.is_slug(chinese)
+    assert slugify("合同审核注意事项") == chinese  # deterministic
+    long = slugify("word " * 40)
+    assert len(long) <= 64 and model.is_slug(long) and not long.endswith("-")
+
+
+@given(st.text(max_size=120))
+@settings(max_examples=300, deadline=None)
+def test_slugify_always_gives_a_slug(text: str) -> None:
+    slug = slugify(text)
+    assert model.SLUG_RE.match(slug) and 1 <= len(slug) <= 64
+
+
+def test_topic_path() -> None:
+    assert topic_path("feedback", "x") == "feedback/x.md"
+    assert model.ARCHIVE_DIR == "feedback/_archive"
+
+
+# -- the index ------------------------------------------------------------------------------------
+
+
+def _topic(path: str, description: str = "", name: str | None = None) -> Any:
+    type_ = path.split("/")[0]
+    meta = _meta(name=name or path.split("/")[-1][:-3], type=type_, description=description or "d",
+                 expires="2030-01-01" if type_ == "feedback" else None)
+    text = render_topic(meta, "\nbody\n")
+    return topic_from_doc(Doc(path, text.encode(), hashlib.sha256(text.encode()).hexdigest()))
+
+
+def test_entry_lines_stay_within_200_characters() -> None:
+    line = entry_line(_topic("reference/x.md", "word " * 39 + "end"))
+    assert LINE_MAX - 5 <= len(line) <= LINE_MAX and line.endswith("word…")
+    assert line.startswith("- [x](reference/x.md) — word word")
+    assert entry_line(_topic("user/short.md", "Short one")) == "- [short](user/short.md) — Short one"
+
+
+def test_index_groups_in_type_order_with_counts_and_skips_archive() -> None:
+    topics = [_topic(p) for p in ("reference/r.md", "feedback/b.md", "feedback/a.md", "user/u.md",
+                                  "feedback/_archive/old.md", "notes/free.md")]
+    catalog = Catalog(Doc("MEMORY.md", None, "absent"), sorted(topics, key=lambda t: t.path))
+    text = build_index(catalog)
+    assert text == (
+        "## user (1/10)\n- [u](user/u.md) — d\n\n"
+        "## feedback (2/30)\n- [a](feedback/a.md) — d\n- [b](feedback/b.md) — d\n\n"
+        "## reference (1/50)\n- [r](reference/r.md) — d\n"
+    )
+    assert not text.startswith("---")
+
+
+BLOCK = ["## user (1/10)", "- [a](user/a.md) — x", "", "## project (1/20)", "- [p](project/p.md) — y"]
+
+
+def test_merge_keeps_person_lines_and_is_a_fixed_point() -> None:
+    existing = ("# Memory\n\nRead me first.\n\n## feedback (9/30)\n- [gone](feedback/gone.md) — stale\n\n"
+                "A note someone put between groups.\n\n## user (3/10)\n- [old](user/old.md) — z\n\n"
+                "## My own section\n- remember the milk\n")
+    once = merge(existing, BLOCK)
+    assert once == ("# Memory\n\nRead me first.\n\n" + "\n".join(BLOCK) + "\n\n"
+                    "A note someone put between groups.\n\n## My own section\n- remember the milk\n")
+    assert merge(once, BLOCK) == once
+    assert merge("", []) == ""
+    assert merge("# Just mine\n", []) == "# Just mine\n"
+
+
+@given(st.lists(st.sampled_from([
+    "# Title", "", "text", "- item", "## user (2/10)", "## feedback (1/30)", "- [a](user/a.md) — k",
+    "- [b](feedback/b.md)", "## Mine", "  ", "[link](notes/n.md)",
+]), max_size=25), st.booleans())
+@settings(max_examples=400, deadline=None)
+def test_merge_is_idempotent_and_keeps_every_person_line(lines: list[str], with_block: bool) -> None:
+    existing = "\n".join(lines) + ("\n" if lines else "")
+    block = BLOCK if with_block else []
+    once = merge(existing, block)
+    assert merge(once, block) == once
+    kept = [line for line in once.split("\n") if line.strip() and not is_generated(line)]
+    assert kept == [line for line in lines if line.strip() and not is_generated(line)]
+
+
+# -- ProjectLibrary ---------------------------------------------------------------------------------
+
+
+def test_project_library_cas_and_paths(tmp_path: Path) -> None:
+    lib = ProjectLibrary(tmp_path)
+    assert lib.list_paths() == [] and lib.read("user/a.md") == Doc("user/a.md", None, "absent")
+    rev = lib.write("user/a.md", b"one\n", "absent")
+    assert rev == hashlib.sha256(b"one\n").hexdigest()
+    assert (tmp_path / ".agent/memory/user/a.md").read_bytes() == b"one\n"
+    with pytest.raises(HubError) as err:
+        lib.write("user/a.md", b"two\n", "absent")
+    assert err.value.code is ErrorCode.CONFLICT and err.value.data["observed_revision"] == rev
+    with pytest.raises(HubError) as err:
+        lib.write("../escape.md", b"x", "absent")
+    assert err.value.code is ErrorCode.INVALID_PATH
+    rev2 = lib.write("user/a.md", b"two\n", rev)
+    assert lib.list_paths() == ["user/a.md"] and lib.list_paths("feedback/") == []
+    assert lib.search(["TWO", "zzz"]) == ["user/a.md"]
+    with pytest.raises(HubError) as err:
+        lib.delete("user/a.md", rev)
+    assert err.value.code is ErrorCode.CONFLICT
+    lib.delete("user/a.md", rev2)
+    assert lib.list_paths() == [] and not (tmp_path / ".agent/memory/user/a.md").exists()
+
+
+def test_project_library_index_limits(tmp_path: Path) -> None:
+    lib = ProjectLibrary(tmp_path)
+    assert (lib.index_max_bytes, lib.index_max_lines) == (25 * 1024, 200)
+    with pytest.raises(HubError) as err:
+        lib.write("MEMORY.md", b"x\n" * 201, "absent")
+    assert err.value.code is ErrorCode.QUOTA_EXCEEDED and err.value.data["maximum"] == 200
+    assert not (tmp_path / ".agent/memory/MEMORY.md").exists()
+
+
+def test_project_library_refuses_symlinks(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "user").mkdir(parents=True)
+    project = tmp_path / "proj"
+    (project / ".agent").mkdir(parents=True)
+    os.symlink(elsewhere, project / ".agent" / "memory")
+    with pytest.raises(HubError) as err:
+        ProjectLibrary(project)
+    assert err.value.code is ErrorCode.INVALID_PATH
+    other = tmp_path / "p2"
+    (other / ".agent/memory").mkdir(parents=True)
+    os.symlink(elsewhere / "user", other / ".agent/memory/user")
+    lib = ProjectLibrary(other)
+    with pytest.raises(HubError) as err:
+        lib.write("user/x.md", b"x", "absent")
+    assert err.value.code is ErrorCode.INVALID_PATH
+    assert list((elsewhere / "user").iterdir()) == []
+    with pytest.raises(HubError) as err:
+        ProjectLibrary(tmp_path / "missing")
+    assert err.value.code is ErrorCode.BAD_REQUEST
+
+
+RACER = """
+import sys
+from pathlib import Path
+from protocol.errors import HubError
+from tools.typed_memory.library import ProjectLibrary
+lib = ProjectLibrary(Path(sys.argv[1]))
+sys.stdin.readline()  # start together
+try:
+    print(lib.write("user/race.md", sys.argv[2].encode(), sys.argv[3]))
+except HubError as exc:
+    print(exc.code.value)
+"""
+
+
+def test_two_processes_same_revision_exactly_one_wins(tmp_path: Path) -> None:
+    lib = ProjectLibrary(tmp_path)
+    rev = lib.write("user/race.md", b"base\n", "absent")
+    for round_ in range(6):
+        procs = [subprocess.Popen([sys.executable, "-c", RACER, str(tmp_path), f"w{i} r{round_}\n", rev],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=REPO, text=True)
+                 for i in range(3)]
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        outs = [p.communicate(timeout=60)[0].strip() for p in procs]
+        winners = [o for o in outs if o != "conflict"]
+        assert len(winners) == 1, outs
+        rev = winners[0]
+        assert lib.read("user/race.md").revision == rev
+
+
+def test_today_dependent_helpers() -> None:
+    assert model.feedback_expiry("2026-01-10") == "2026-04-10"
+    assert model.parse_date("2026-02-30") is None and model.parse_date("2026-02-03") == dt.date(2026, 2, 3)

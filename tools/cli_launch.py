@@ -1,0 +1,259 @@
+"""``amux launch``: start Codex, Claude Code or Pi with Hub memory (issue #6), registered on the root app.
+
+A thin layer over :mod:`launch`: parse the options, resolve the binding (one
+bounded ``hello``), store the session, plan the spec, print the notices, run
+the agent and exit with its status.  Everything after AGENT is passed to the
+agent unchanged, so this command parses its own tokens (cyclopts would
+otherwise take the agent's ``--help`` or ``-p``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+from cyclopts import App, Parameter
+
+from protocol.errors import HubError
+from tools.cli import _emit, _fail, app
+
+if TYPE_CHECKING:
+    from launch.binding import HelloFn, Resolution
+    from launch.spec import RunAs
+
+USAGE = """\
+Usage: amux launch [--session-id ID] [--resume SESSION] [--as-user USER] [--run-dir DIR] [--print-spec] AGENT [AGENT_ARGS...]
+
+Start an agent (claude, codex or pi) with amux memory: the memory tools (MCP for Claude Code and Codex,
+the amux CLI on PATH for Pi), the memory protocol merged into its instructions, and its own automatic
+memory switched off for this process only. Everything after AGENT goes to the agent unchanged.
+
+A new session asks the Hub once (AMUX_HUB / AMUX_HOME, at most a few seconds) for the memory binding
+(global or principal:<id>) and stores it in <AMUX_HOME>/sessions/<id>.json. If the Hub is unreachable
+or memory is disabled, the agent starts without memory and its own memory settings untouched.
+
+Options:
+  --session-id ID    id for the new session (default: a random UUID)
+  --resume SESSION   reuse SESSION's stored binding (a session stored without memory stays without)
+  --as-user USER     run the agent as USER (name or uid; the launcher must be root): a private copy of
+                     the amux CLI in <run>/agent-config/memory/, the binding the Hub gives USER
+  --run-dir DIR      the run directory for --as-user (default: a new temporary directory); launch-local
+                     files go to DIR/agent-config/memory/ and are removed after the run
+  --print-spec       print the launch spec as JSON and run nothing (the session is still stored)
+  --                 ends the options; the next token is AGENT
+
+The agent program is found on PATH, or named by AMUX_LAUNCH_CLAUDE / AMUX_LAUNCH_CODEX / AMUX_LAUNCH_PI.
+Exit status: the agent's, or the error's (see amux --help).
+"""
+
+launch_app = App(name="launch", help="Start claude, codex or pi with amux memory (amux launch --help for details).",
+                 help_flags=[], version_flags=[], end_of_options_delimiter="\0")
+app.command(launch_app)
+
+
+@dataclass
+class LaunchOptions:
+    """The parsed command line of ``amux launch``."""
+
+    agent: str = ""
+    args: list[str] = field(default_factory=list)
+    session_id: str | None = None
+    resume: str | None = None
+    as_user: str | None = None
+    run_dir: str | None = None
+    print_spec: bool = False
+    help: bool = False
+
+
+_VALUE_OPTIONS = {"--session-id": "session_id", "--resume": "resume", "--as-user": "as_user", "--run-dir": "run_dir"}
+
+
+def parse(tokens: list[str]) -> LaunchOptions:
+    """Split ``amux launch`` tokens into options, AGENT and the agent's arguments; ``ValueError`` on a usage error."""
+    opts = LaunchOptions()
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        name, eq, value = tok.partition("=")
+        if tok in ("--help", "-h"):
+            opts.help = True
+            return opts
+        if tok == "--print-spec":
+            opts.print_spec = True
+        elif name in _VALUE_OPTIONS:
+            if not eq:
+                if i + 1 >= len(tokens):
+                    raise ValueError(f"{name} needs a value")
+                i += 1
+                value = tokens[i]
+            setattr(opts, _VALUE_OPTIONS[name], value)
+        elif tok == "--":
+            i += 1
+            break
+        elif tok.startswith("-"):
+            raise ValueError(f"unknown option {tok} (options go before AGENT)")
+        else:
+            break
+        i += 1
+    if i >= len(tokens):
+        raise ValueError("AGENT is missing (claude, codex or pi)")
+    opts.agent, opts.args = tokens[i], list(tokens[i + 1:])
+    if opts.resume and opts.session_id:
+        raise ValueError("--session-id names a new session; --resume an existing one: give one of them")
+    return opts
+
+
+@launch_app.default
+def launch(*tokens: Annotated[str, Parameter(allow_leading_hyphen=True)]) -> int:
+    """Start claude, codex or pi with amux memory; see 'amux launch --help'."""
+    try:
+        opts = parse(list(tokens))
+    except ValueError as exc:
+        print(f"amux launch: {exc}\n\n{USAGE}", file=sys.stderr, end="")
+        return 2
+    if opts.help:
+        sys.stdout.write(USAGE)
+        return 0
+    try:
+        return _launch(opts)
+    except HubError as exc:
+        return _fail(exc)
+
+
+def _launch(opts: LaunchOptions) -> int:
+    from launch import plan, read_context
+    from launch.agents import AGENTS, unsupported
+    from launch.binding import hub_address
+    from launch.runner import run
+
+    if opts.agent not in AGENTS:
+        raise unsupported(opts.agent)
+    environ = dict(os.environ)
+    executable = _executable(opts, environ)
+    hub = hub_address()
+    prepared = _Prepared.make(opts, hub)
+    try:
+        session_id, resolution = _resolve(opts, hub, prepared)
+        run_as = prepared.run_as
+        # An isolated agent reads the target user's Codex/Pi configuration, not the launcher's.
+        ctx_env = {k: v for k, v in environ.items()
+                   if run_as is None or k not in ("CODEX_HOME", "PI_CODING_AGENT_DIR")}
+        context = read_context(opts.agent, opts.args, ctx_env, home=run_as.home if run_as else None)
+        spec = plan(opts.agent, opts.args, binding=resolution.binding, hub=resolution.hub,
+                    amux_command=[str(prepared.amux)], executable=executable, session_id=session_id,
+                    off_reason=resolution.reason, warnings=resolution.warnings, environ=environ,
+                    context=context, run_as=run_as, run_dir=_run_dir(opts, prepared))
+        if opts.print_spec:
+            prepared.discard()
+            _emit(spec.as_dict())
+            return 0
+    except BaseException:
+        prepared.discard()
+        raise
+    for line in spec.notices:
+        print(line, file=sys.stderr)
+    sys.stderr.flush()
+    try:
+        return run(spec, base_env=environ)
+    finally:
+        prepared.discard()
+
+
+def _run_dir(opts: LaunchOptions, prepared: "_Prepared") -> str | None:
+    if prepared.run_dir is not None:
+        return str(prepared.run_dir)
+    return os.path.abspath(opts.run_dir) if opts.run_dir else None
+
+
+def _executable(opts: LaunchOptions, environ: dict[str, str]) -> str:
+    from launch.errors import LaunchError
+    from launch.runner import find_executable
+
+    try:
+        return find_executable(opts.agent, environ)
+    except LaunchError:
+        if opts.print_spec:  # a spec may name a program that is not installed here
+            return opts.agent
+        raise
+
+
+def _resolve(opts: LaunchOptions, hub: str, prepared: "_Prepared") -> "tuple[str, Resolution]":
+    """The session id and its binding: the stored one on --resume, else a fresh one, stored before the agent runs."""
+    from launch import sessions
+    from launch.binding import resolve_fresh, resolve_resume
+    from launch.errors import LaunchError
+    from tools.client import default_home
+
+    home = default_home()
+    if opts.resume:
+        state = sessions.load(home, opts.resume)
+        if state.agent != opts.agent:
+            raise LaunchError("session", f"session {state.session_id} was launched with {state.agent}, not "
+                              f"{opts.agent}", {"session_id": state.session_id, "agent": state.agent})
+        if (state.as_user or None) != (opts.as_user or None):
+            raise LaunchError("session", f"session {state.session_id} was launched "
+                              + (f"as user {state.as_user}" if state.as_user else "without --as-user")
+                              + "; resume it the same way", {"session_id": state.session_id, "as_user": state.as_user})
+        return state.session_id, resolve_resume(state, prepared.hello)
+    session_id = opts.session_id or sessions.new_session_id()
+    sessions.session_path(home, session_id)  # a malformed id fails before the Hub is asked
+    resolution = resolve_fresh(hub, prepared.hello)
+    sessions.store(home, sessions.SessionState(
+        session_id=session_id, agent=opts.agent, binding=resolution.binding, hub=resolution.hub,
+        created=sessions.now_utc(), reason=resolution.reason, as_user=opts.as_user))
+    return session_id, resolution
+
+
+@dataclass
+class _Prepared:
+    """The amux command the agent gets, the hello probe, and for --as-user the account and run directory."""
+
+    amux: Path
+    hello: "HelloFn"
+    run_as: "RunAs | None" = None
+    run_dir: Path | None = None
+    created_run_dir: bool = False
+
+    @classmethod
+    def make(cls, opts: LaunchOptions, hub: str) -> "_Prepared":
+        from launch.binding import hub_hello
+        from launch.isolation import find_entry_point
+
+        entry = find_entry_point(sys.argv[0] if sys.argv else None)
+        if not opts.as_user:
+            return cls(amux=entry, hello=hub_hello(hub))
+        return cls._isolated(opts.as_user, opts.run_dir, hub, entry)
+
+    @classmethod
+    def _isolated(cls, user: str, run_dir_opt: str | None, hub: str, entry: Path) -> "_Prepared":
+        from launch.errors import LaunchError
+        from launch.isolation import hello_as, prepare, target
+
+        if os.geteuid() != 0:
+            raise LaunchError("isolation", "--as-user needs the launcher to run as root", {"user": user})
+        created = run_dir_opt is None
+        run_dir = Path(tempfile.mkdtemp(prefix="amux-run-")) if created else Path(run_dir_opt or "").resolve()
+        try:
+            run_as = target(user, run_dir)
+            copy = prepare(run_dir, run_as, entry, own_run_dir=created)
+        except BaseException:
+            _discard(run_dir, created)
+            raise
+        return cls(amux=copy, hello=hello_as(run_as, copy, hub), run_as=run_as, run_dir=run_dir,
+                   created_run_dir=created)
+
+    def discard(self) -> None:
+        """Remove what this launch made: the isolated memory directory, or the whole run directory if it created it."""
+        if self.run_dir is not None:
+            _discard(self.run_dir, self.created_run_dir)
+
+
+def _discard(run_dir: Path, created: bool) -> None:
+    from launch.agents import MEMORY_DIR
+    from launch.runner import remove_paths
+
+    remove_paths([str(run_dir if created else run_dir / MEMORY_DIR)])

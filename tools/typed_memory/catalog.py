@@ -1,0 +1,131 @@
+"""A library read as typed topics: every document parsed once, for index, lint and new.
+
+A *topic* here is any Markdown document of the library except ``MEMORY.md``;
+whether it is well placed (``<type>/<name>.md``), parses and validates is for
+the caller to judge (:mod:`tools.typed_memory.lint`).  Reading is not a
+snapshot: documents are read one by one (design record §2: searches and lists
+are not whole-directory snapshots), so a concurrent writer may be seen half
+way; every write made from a catalog is still a compare-and-swap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tools.typed_memory.library import Doc, Library
+from tools.typed_memory.model import ARCHIVE_DIR, INDEX_PATH, TYPES, TopicError, parse_topic
+
+
+@dataclass(frozen=True)
+class Topic:
+    """One document as a typed topic.
+
+    ``meta`` is the normalised frontmatter (``{}`` without frontmatter; None
+    when it could not be parsed, ``error`` then says why and where).
+    ``body_line`` is the 1-based line where the body starts.
+    """
+
+    path: str
+    revision: str
+    text: str
+    meta: dict[str, Any] | None
+    body: str
+    body_line: int
+    has_frontmatter: bool
+    error: TopicError | None = None
+
+    @property
+    def segments(self) -> list[str]:
+        return self.path.split("/")
+
+    @property
+    def stem(self) -> str:
+        """The file name without ``.md``."""
+        return self.segments[-1][:-3]
+
+    @property
+    def archived(self) -> bool:
+        return self.path.startswith(ARCHIVE_DIR + "/")
+
+    @property
+    def dir_type(self) -> str | None:
+        """The type its place says: ``<type>/<file>.md`` (or archived feedback); None elsewhere."""
+        segs = self.segments
+        if self.archived:
+            return "feedback" if len(segs) == 3 else None
+        if len(segs) == 2 and segs[0] in TYPES:
+            return segs[0]
+        return None
+
+    @property
+    def in_type_dir(self) -> bool:
+        """Whether the first segment is one of the type directories (at any depth)."""
+        return self.segments[0] in TYPES and len(self.segments) > 1
+
+    @property
+    def indexable(self) -> bool:
+        """Listed in ``MEMORY.md``: directly in a type directory, not archived."""
+        return self.dir_type is not None and not self.archived
+
+    @property
+    def name(self) -> str:
+        """The frontmatter ``name`` when it is a string, else the file name."""
+        value = (self.meta or {}).get("name")
+        return value if isinstance(value, str) and value else self.stem
+
+    @property
+    def description(self) -> str:
+        value = (self.meta or {}).get("description")
+        return value if isinstance(value, str) else ""
+
+    @property
+    def declared_type(self) -> str | None:
+        value = (self.meta or {}).get("type")
+        return value if isinstance(value, str) else None
+
+
+def topic_from_doc(doc: Doc) -> Topic:
+    """Parse one read document into a :class:`Topic` (never raises for bad content)."""
+    text = doc.text
+    try:
+        meta, body, body_line = parse_topic(text)
+    except TopicError as exc:
+        return Topic(doc.path, doc.revision, text, None, text, 1, True, exc)
+    return Topic(doc.path, doc.revision, text, meta, body, body_line, body_line > 1)
+
+
+@dataclass
+class Catalog:
+    """The library's index document and its topics, sorted by path."""
+
+    index: Doc
+    topics: list[Topic] = field(default_factory=list)
+
+    def indexable(self) -> list[Topic]:
+        """Topics ``MEMORY.md`` lists (in type directories, not archived), sorted by path."""
+        return [t for t in self.topics if t.indexable]
+
+    def counts(self) -> dict[str, int]:
+        """Indexable topics per type directory (what the caps limit)."""
+        counts = dict.fromkeys(TYPES, 0)
+        for t in self.indexable():
+            assert t.dir_type is not None
+            counts[t.dir_type] += 1
+        return counts
+
+    def with_name(self, name: str) -> list[Topic]:
+        """Topics (archived ones too) whose file name or frontmatter ``name`` is ``name``."""
+        return [t for t in self.topics if t.stem == name or t.name == name]
+
+
+def load_catalog(lib: Library, *, everything: bool = True) -> Catalog:
+    """Read the library: ``MEMORY.md`` plus every other document (``everything``), or only
+    the documents under the type directories (enough for ``new`` and ``index``)."""
+    if everything:
+        paths = [p for p in lib.list_paths() if p != INDEX_PATH]
+    else:
+        paths = sorted(p for t in TYPES for p in lib.list_paths(t + "/"))
+    docs = [lib.read(p) for p in paths]
+    topics = [topic_from_doc(d) for d in docs if d.exists]  # one deleted meanwhile is simply gone
+    return Catalog(lib.read(INDEX_PATH), topics)

@@ -1,0 +1,252 @@
+"""The generated part of ``MEMORY.md``: topics grouped by type (typed-memory spec §4).
+
+Layout of the generated block (no frontmatter; groups in the order of
+:data:`~tools.typed_memory.model.TYPES`; a type without topics has no group)::
+
+    ## feedback (3/30)
+    - [Title](feedback/name.md) — trigger keywords from the description
+
+Each group starts with its heading carrying ``(<current>/<cap>)``; entries are
+sorted by path; every line is at most :data:`LINE_MAX` characters (the
+description part is shortened with ``…``).
+
+**Recognising the generated region.**  A line is *generated* when it is one of
+the four group headings (``## <type> (<n>/<m>)``) or an entry line
+(``- [..](<type>/...md)...``) linking into a type directory.  Everything else
+— a preamble, a section of one's own, notes — is a person's and is kept
+verbatim.  A rebuild puts the whole new block where the first generated line
+was (at the end when there was none), drops every old generated line and the
+blank lines between them, and keeps all other lines in their order; text a
+person placed between two generated groups thus moves below the block.  The
+result is a fixed point: rebuilding again changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from protocol.errors import ErrorCode, HubError
+from tools.typed_memory.catalog import Catalog, Topic, load_catalog
+from tools.typed_memory.library import Library
+from tools.typed_memory.model import CAPS, INDEX_PATH, TYPES
+
+LINE_MAX = 200
+"""Most characters on one index line (seed 004 §4)."""
+
+_TYPES_RE = "|".join(TYPES)
+GROUP_HEADING = re.compile(rf"^## ({_TYPES_RE}) \(\d+/\d+\)[ \t]*\r?$")
+ENTRY_LINE = re.compile(rf"^- \[(?:[^\]\\]|\\.)*\]\(<?(?:{_TYPES_RE})/[^)>]*\.md>?\)")
+LINK = re.compile(r"\[(?:[^\]\\]|\\.)*\]\(\s*(<[^>]*>|[^)\s]+)(?:\s+\"[^\"]*\")?\s*\)")
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$")
+
+
+def title_of(topic: Topic) -> str:
+    """The entry's title: the frontmatter ``name``, else the body's first heading, else the file name."""
+    meta_name = (topic.meta or {}).get("name")
+    if isinstance(meta_name, str) and meta_name.strip():
+        return meta_name.strip()
+    for line in topic.body.split("\n"):
+        match = _HEADING.match(line.strip())
+        if match:
+            return match.group(1)
+    return topic.stem
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _link_target(path: str) -> str:
+    # CommonMark needs <...> around a destination with spaces or parentheses.
+    return f"<{path}>" if re.search(r"[\s()<>]", path) else path
+
+
+def entry_line(topic: Topic) -> str:
+    """``- [Title](<path>) — <keywords>``, at most :data:`LINE_MAX` characters."""
+    title = _one_line(title_of(topic)).replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    keywords = _one_line(topic.description) or ", ".join(str(t) for t in (topic.meta or {}).get("tags") or [])
+    target = _link_target(topic.path)
+    head = f"- [{title}]({target})"
+    if len(head) > LINE_MAX - 4:
+        # A pathological title: keep the link intact, shorten the title (a path
+        # longer than the line itself stays over-long; lint reports it).
+        room = LINE_MAX - len(f"- […]({target})")
+        short = title[:room].rstrip(" \\")  # never end on a lone escape backslash
+        return f"- [{short}…]({target})" if room > 0 else head
+    if not keywords:
+        return head
+    line = f"{head} — {keywords}"
+    if len(line) <= LINE_MAX:
+        return line
+    room = LINE_MAX - len(head) - 3 - 1
+    return f"{head} — {keywords[:room].rstrip()}…"
+
+
+def heading_line(type_: str, count: int) -> str:
+    """``## <type> (<current>/<cap>)``."""
+    return f"## {type_} ({count}/{CAPS[type_]})"
+
+
+def render_block(catalog: Catalog) -> list[str]:
+    """The generated lines: one group per type that has topics, groups separated by a blank line."""
+    lines: list[str] = []
+    topics = catalog.indexable()
+    for type_ in TYPES:
+        group = sorted((t for t in topics if t.dir_type == type_), key=lambda t: t.path)
+        if not group:
+            continue
+        if lines:
+            lines.append("")
+        lines.append(heading_line(type_, len(group)))
+        lines.extend(entry_line(t) for t in group)
+    return lines
+
+
+def is_generated(line: str) -> bool:
+    """Whether an index line belongs to the generated region (a group heading or an entry)."""
+    return bool(GROUP_HEADING.match(line) or ENTRY_LINE.match(line))
+
+
+def merge(existing: str, block: list[str]) -> str:
+    """``existing`` with its generated lines replaced by ``block`` (see the module docstring).
+
+    Returns the new text: ``\\n`` line ends, exactly one final newline, or ""
+    when there is nothing at all to write.
+    """
+    lines = existing.split("\n") if existing else []
+    if lines and lines[-1] == "":
+        lines.pop()
+    generated = [is_generated(line) for line in lines]
+    first = next((i for i, g in enumerate(generated) if g), len(lines))
+    before = lines[:first]
+    after: list[str] = []
+    dropped = False
+    for i in range(first, len(lines)):
+        line = lines[i]
+        if generated[i]:
+            dropped = True
+            continue
+        if _blank(line) and (_between_generated(lines, generated, i) or (dropped and after and _blank(after[-1]))):
+            continue  # blank lines that only separated generated groups go with them
+        after.append(line)
+        dropped = dropped and _blank(line)
+    out = _strip_trailing_blanks(before)
+    if block:
+        out += ([""] if out else []) + block
+    after = _strip_leading_blanks(after)
+    if after:
+        out += ([""] if out else []) + after
+    out = _strip_trailing_blanks(out)
+    return "\n".join(out) + "\n" if out else ""
+
+
+def _blank(line: str) -> bool:
+    return not line.strip()
+
+
+def _between_generated(lines: list[str], generated: list[bool], i: int) -> bool:
+    """A blank line whose nearest non-blank neighbours are both generated (or the end of the file)."""
+    j = i - 1
+    while j >= 0 and _blank(lines[j]):
+        j -= 1
+    k = i + 1
+    while k < len(lines) and _blank(lines[k]):
+        k += 1
+    return j >= 0 and generated[j] and (k == len(lines) or generated[k])
+
+
+def _strip_trailing_blanks(lines: list[str]) -> list[str]:
+    end = len(lines)
+    while end and _blank(lines[end - 1]):
+        end -= 1
+    return lines[:end]
+
+
+def _strip_leading_blanks(lines: list[str]) -> list[str]:
+    start = 0
+    while start < len(lines) and _blank(lines[start]):
+        start += 1
+    return lines[start:]
+
+
+def build_index(catalog: Catalog) -> str:
+    """The complete new ``MEMORY.md`` text for ``catalog``."""
+    return merge(catalog.index.text, render_block(catalog))
+
+
+def count_lines(text: str) -> int:
+    """Lines as the Hub counts them: newlines, plus one for an unterminated last line."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
+def check_size(text: str, lib: Library) -> None:
+    """Raise ``quota_exceeded`` (nothing written) when ``text`` is over the library's index limits.
+
+    ``data`` has ``current``/``maximum``/``unit`` for the first limit passed,
+    plus ``bytes``/``lines`` and ``max_bytes``/``max_lines`` for both.
+    """
+    size, lines = len(text.encode("utf-8")), count_lines(text)
+    over = [(size, lib.index_max_bytes, "bytes")] if size > lib.index_max_bytes else []
+    if lines > lib.index_max_lines:
+        over.append((lines, lib.index_max_lines, "lines"))
+    if not over:
+        return
+    current, maximum, unit = over[0]
+    raise HubError(
+        ErrorCode.QUOTA_EXCEEDED,
+        f"the rebuilt {INDEX_PATH} would need {size} bytes and {lines} lines; {lib.label} allows "
+        f"{lib.index_max_bytes} bytes and {lib.index_max_lines} lines; nothing was written "
+        "(shorten descriptions, archive or merge topics, or trim the hand-written part)",
+        {"path": INDEX_PATH, "current": current, "maximum": maximum, "unit": unit, "limit": f"{INDEX_PATH} {unit}",
+         "bytes": size, "lines": lines, "max_bytes": lib.index_max_bytes, "max_lines": lib.index_max_lines},
+    )
+
+
+def update_index(lib: Library, catalog: Catalog | None = None, *, check: bool = False) -> dict[str, Any]:
+    """Rebuild ``MEMORY.md`` from the library and write it if it changed.
+
+    Returns ``{path, changed, up_to_date, revision, bytes, lines, topics:
+    {type: count}, library}``; ``changed`` is False (and nothing is written)
+    when the bytes are already identical.  With ``check`` nothing is ever
+    written (``revision`` is the current one).  The write passes the revision
+    read (a concurrent edit is a ``conflict``) and ``allow_shrink``: the text
+    is computed whole from the listing, not elided.  Raises
+    ``quota_exceeded`` (see :func:`check_size`) without writing.
+    """
+    catalog = catalog if catalog is not None else load_catalog(lib, everything=False)
+    new_text = build_index(catalog)
+    current = catalog.index
+    new_bytes = new_text.encode("utf-8")
+    up_to_date = current.content == new_bytes or (not current.exists and not new_bytes)
+    result: dict[str, Any] = {
+        "path": INDEX_PATH, "changed": False, "up_to_date": up_to_date, "revision": current.revision,
+        "bytes": len(new_bytes), "lines": count_lines(new_text), "topics": catalog.counts(), "library": lib.label,
+    }
+    if up_to_date or check:
+        return result
+    check_size(new_text, lib)
+    result["revision"] = lib.write(INDEX_PATH, new_bytes, current.revision, allow_shrink=True)
+    result["changed"] = True
+    return result
+
+
+def index_links(text: str) -> list[tuple[int, str]]:
+    """Every relative Markdown link target in an index: ``(1-based line, target)``.
+
+    Absolute URLs, ``#anchors`` and ``mailto:`` are skipped; ``<...>`` is unwrapped;
+    a ``#fragment`` is dropped.
+    """
+    found: list[tuple[int, str]] = []
+    for number, line in enumerate(text.split("\n"), 1):
+        for match in LINK.finditer(line):
+            target = match.group(1)
+            if target.startswith("<"):
+                target = target[1:-1]
+            target = target.split("#", 1)[0]
+            if not target or re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", target) or target.startswith("/"):
+                continue
+            if target.startswith("./"):
+                target = target[2:]
+            found.append((number, target))
+    return found

@@ -1,0 +1,338 @@
+"""Where typed memories live: the Hub scope, or a project's ``.agent/memory/`` directory.
+
+Both are a *library*: a set of Markdown documents addressed by logical paths
+(:func:`protocol.paths.normalize_path`), each read with its revision (SHA-256
+hex of the whole file, ``"absent"`` when missing) and written or deleted by
+compare-and-swap on that revision (design record §2).  The typed-memory
+commands (``new``, ``index``, ``lint``, ``archive``, ``import``) are written
+once against :class:`Library` and run on either.
+
+* :class:`HubLibrary` talks to the Hub through a connected
+  :class:`tools.client.HubClient` (methods ``list``, ``export``, ``upsert``,
+  ``forget``, ``search``); the Hub serialises writes and enforces its limits.
+* :class:`ProjectLibrary` writes ``DIR/.agent/memory/`` itself with the Hub's
+  own store code (symlink-refusing, durable temp+fsync+rename+fsync(dir)
+  writes, the same CAS and quota checks), under an ``flock`` so two processes
+  cannot both pass the revision check.  Its index limits are those of the
+  typed-memory spec (seed 004 §4: 200 lines / 25 KiB), documents up to
+  100 KiB (§7).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from protocol.errors import ErrorCode, HubError
+
+if TYPE_CHECKING:
+    from tools.client import HubClient
+
+ABSENT = "absent"
+
+PROJECT_SUBDIR = Path(".agent") / "memory"
+"""A project's library, relative to the project directory."""
+
+PROJECT_INDEX_MAX_BYTES = 25 * 1024
+PROJECT_INDEX_MAX_LINES = 200
+PROJECT_DOCUMENT_MAX_BYTES = 100 * 1024
+
+SEARCH_MAX_WORDS = 16
+"""The Hub's query bound (1-16 keywords); longer keyword lists are cut."""
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One document as read: ``content`` is None and ``revision`` ``"absent"`` when it does not exist."""
+
+    path: str
+    content: bytes | None
+    revision: str
+
+    @property
+    def exists(self) -> bool:
+        return self.content is not None
+
+    @property
+    def text(self) -> str:
+        """The content as text ("" when absent; undecodable bytes become U+FFFD)."""
+        return "" if self.content is None else self.content.decode("utf-8", "replace")
+
+
+class Library(Protocol):
+    """The operations the typed-memory commands need from a store of Markdown documents.
+
+    Every method raises :class:`HubError`: ``invalid_path`` for a bad logical
+    path, ``conflict`` (``data.observed_revision``) when ``expected_revision``
+    is stale, ``quota_exceeded`` over a size limit, ``destructive_rewrite``
+    for a lossy-looking replacement without ``allow_shrink``; a Hub library
+    also ``unavailable``/``disabled``/... as the Hub answers.
+    """
+
+    label: str
+    """Human name of the library, e.g. ``hub scope global`` or ``/x/.agent/memory``."""
+    index_max_bytes: int
+    index_max_lines: int
+
+    def list_paths(self, prefix: str = "") -> list[str]:
+        """Sorted logical paths of every ``.md`` document starting with ``prefix``."""
+        ...
+
+    def read(self, path: str) -> Doc:
+        """The whole document and its revision."""
+        ...
+
+    def write(self, path: str, content: bytes, expected_revision: str, *, allow_shrink: bool = False) -> str:
+        """Replace (or create, with ``"absent"``) the document; returns the new revision."""
+        ...
+
+    def delete(self, path: str, expected_revision: str) -> None:
+        """Delete the document if it still has ``expected_revision`` (missing: nothing to do)."""
+        ...
+
+    def search(self, words: list[str], limit: int = 5) -> list[str]:
+        """Paths of documents containing any of ``words`` (case-insensitive), best first."""
+        ...
+
+
+# -- the Hub -------------------------------------------------------------------------------
+
+
+class HubLibrary:
+    """The caller's Hub scope, through a connected :class:`HubClient` (which it does not own)."""
+
+    def __init__(self, client: HubClient) -> None:
+        self.client = client
+        hello = client.hello or {}
+        limits = hello.get("limits") or {}
+        self.label = f"hub scope {hello.get('binding') or hello.get('scope') or 'global'}"
+        self.index_max_bytes = int(limits.get("entry_max_bytes", 2048))
+        self.index_max_lines = int(limits.get("entry_max_lines", 64))
+
+    def list_paths(self, prefix: str = "") -> list[str]:
+        """All pages of the Hub's ``list``; raises ``quota_exceeded`` if the Hub says the walk was cut short."""
+        paths: list[str] = []
+        cursor: str | None = ""
+        while cursor is not None:
+            page = self.client.call("list", {"path_prefix": prefix, "cursor": cursor})
+            if page.get("incomplete"):
+                # A partial listing would make index drop entries and lint miss topics: stop instead.
+                raise HubError(ErrorCode.QUOTA_EXCEEDED, f"the Hub could not list all of {self.label} (too many "
+                               "directory entries, e.g. stray files); tidy the scope and retry",
+                               {"limit": "listing", "path_prefix": prefix})
+            paths.extend(str(e["path"]) for e in page.get("entries", []))
+            nxt = page.get("next_cursor")
+            if nxt is not None and nxt == cursor:
+                raise HubError(ErrorCode.INTERNAL, f"list made no progress after {cursor!r}")
+            cursor = nxt
+        return sorted(paths)
+
+    def read(self, path: str) -> Doc:
+        from tools.client import export_document
+
+        try:
+            data, revision = export_document(self.client, path)
+        except HubError as exc:
+            if exc.code is ErrorCode.NOT_FOUND:
+                return Doc(path, None, ABSENT)
+            raise
+        return Doc(path, data, revision)
+
+    def write(self, path: str, content: bytes, expected_revision: str, *, allow_shrink: bool = False) -> str:
+        params: dict[str, Any] = {"path": path, "content": content, "expected_revision": expected_revision}
+        if allow_shrink:
+            params["allow_shrink"] = True
+        return str(self.client.call("upsert", params)["revision"])
+
+    def delete(self, path: str, expected_revision: str) -> None:
+        self.client.call("forget", {"path": path, "expected_revision": expected_revision})
+
+    def search(self, words: list[str], limit: int = 5) -> list[str]:
+        words = [w for w in words if w.strip()][:SEARCH_MAX_WORDS]
+        if not words:
+            return []
+        query = " ".join(words)
+        while len(query.encode("utf-8")) > 512 and len(words) > 1:
+            words = words[:-1]
+            query = " ".join(words)
+        result = self.client.call("search", {"query": query, "limit": max(1, min(limit, 20))})
+        return [str(m["path"]) for m in result.get("matches", [])]
+
+    def close(self) -> None:
+        self.client.close()
+
+
+# -- a project directory -----------------------------------------------------------------------
+
+
+class ProjectLibrary:
+    """``<project>/.agent/memory/``: the same CAS and path rules as the Hub, written in-process.
+
+    Raises ``bad_request`` if the project directory does not exist and
+    ``invalid_path`` if ``.agent`` or ``.agent/memory`` is a symlink or not a
+    directory (never followed).  The library directory is created by the
+    first write.  Files and directories get ordinary permissions (0666/0777
+    less the umask), since a project library is meant to be shared with the
+    project; concurrent writers are serialised by an ``flock`` on the
+    library directory itself, so no lock file is left in the project.
+    """
+
+    def __init__(self, project: Path) -> None:
+        from hub.store import Store
+        from protocol.limits import Limits
+
+        project = Path(project).expanduser()
+        if not project.is_dir():
+            raise HubError(ErrorCode.BAD_REQUEST, f"--project {project}: not a directory", {"project": str(project)})
+        self.project = project.resolve()
+        self.root = self.project / PROJECT_SUBDIR
+        self._check_no_symlinks()
+        self.label = str(self.root)
+        self.index_max_bytes = PROJECT_INDEX_MAX_BYTES
+        self.index_max_lines = PROJECT_INDEX_MAX_LINES
+        self._store = Store(Limits(entry_max_bytes=PROJECT_INDEX_MAX_BYTES, entry_max_lines=PROJECT_INDEX_MAX_LINES,
+                                   document_max_bytes=PROJECT_DOCUMENT_MAX_BYTES), file_mode=0o666, dir_mode=0o777)
+
+    def _check_no_symlinks(self) -> None:
+        here = self.project
+        for part in PROJECT_SUBDIR.parts:
+            here = here / part
+            try:
+                st = os.lstat(here)
+            except FileNotFoundError:
+                return
+            if not stat.S_ISDIR(st.st_mode):
+                kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a directory"
+                raise HubError(ErrorCode.INVALID_PATH, f"{here} is {kind}; the project library must be a plain "
+                               "directory (symlinks are never followed)", {"path": str(here)})
+
+    def _guard(self, path: str) -> str:
+        from protocol.paths import normalize_path
+
+        self._check_no_symlinks()
+        return normalize_path(path)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold an exclusive ``flock`` on the library directory (creating it if needed)."""
+        os.makedirs(self.root, exist_ok=True)
+        self._check_no_symlinks()
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def list_paths(self, prefix: str = "") -> list[str]:
+        from protocol.paths import normalize_path
+
+        self._check_no_symlinks()
+        found: list[str] = []
+        stack = [(str(self.root), "")]
+        while stack:
+            absdir, rel = stack.pop()
+            try:
+                it = os.scandir(absdir)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            with it:
+                for entry in it:
+                    logical = rel + entry.name
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append((entry.path, logical + "/"))
+                    elif entry.is_file(follow_symlinks=False) and entry.name.endswith(".md") \
+                            and logical.startswith(prefix):
+                        try:
+                            found.append(normalize_path(logical))
+                        except HubError:
+                            continue  # a hand-placed name the path rules forbid: not addressable
+        return sorted(found)
+
+    def read(self, path: str) -> Doc:
+        from hub.store import revision_of
+
+        logical = self._guard(path)
+        try:
+            data = self._store._read(str(self.root), logical)
+        except OSError as exc:
+            raise _os_error("read", logical, self.root, exc) from None
+        return Doc(logical, None, ABSENT) if data is None else Doc(logical, data, revision_of(data))
+
+    def write(self, path: str, content: bytes, expected_revision: str, *, allow_shrink: bool = False) -> str:
+        from protocol.params import parse_revision
+
+        logical = self._guard(path)
+        expected = parse_revision(expected_revision)
+        _check_utf8(content)
+        with self._locked():
+            try:
+                result = self._store.upsert(str(self.root), logical, content, expected, allow_shrink)
+            except OSError as exc:
+                raise _os_error("write", logical, self.root, exc) from None
+        return str(result["revision"])
+
+    def delete(self, path: str, expected_revision: str) -> None:
+        from protocol.params import parse_revision
+
+        logical = self._guard(path)
+        expected = parse_revision(expected_revision)
+        with self._locked():
+            try:
+                self._store.forget(str(self.root), logical, expected)
+            except OSError as exc:
+                raise _os_error("delete", logical, self.root, exc) from None
+
+    def search(self, words: list[str], limit: int = 5) -> list[str]:
+        needles = list(dict.fromkeys(w.casefold() for w in words if w.strip()))[:SEARCH_MAX_WORDS]
+        if not needles:
+            return []
+        scored: list[tuple[int, int, str]] = []
+        for path in self.list_paths():
+            text = self.read(path).text.casefold()
+            hits = sum(1 for w in needles if w in text)
+            if hits:
+                in_path = sum(1 for w in needles if w in path.casefold())
+                scored.append((-hits, -in_path, path))
+        return [p for _, _, p in sorted(scored)[:limit]]
+
+    def close(self) -> None:
+        pass
+
+
+def _check_utf8(content: bytes) -> None:
+    try:
+        content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HubError(ErrorCode.BAD_REQUEST, f"content is not valid UTF-8 (byte {exc.start})",
+                       {"field": "content", "byte": exc.start}) from None
+
+
+def _os_error(action: str, path: str, root: Path, exc: OSError) -> HubError:
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return HubError(ErrorCode.BAD_REQUEST, f"cannot {action} {path} in {root}: {exc.strerror}",
+                        {"path": path})
+    return HubError(ErrorCode.INTERNAL, f"cannot {action} {path} in {root}: {exc.strerror or exc}", {"path": path})
+
+
+def open_library(project: Path | None) -> HubLibrary | ProjectLibrary:
+    """The library a command works on: ``project``'s ``.agent/memory/``, or (None) the Hub scope.
+
+    For the Hub it connects a :class:`HubClient` (``AMUX_HUB``/``AMUX_HOME``
+    as everywhere); connection failures raise ``unavailable`` and the like.
+    Call ``close()`` when done.
+    """
+    if project is not None:
+        return ProjectLibrary(project)
+    from tools.client import HubClient
+
+    client = HubClient()
+    client.connect()
+    return HubLibrary(client)

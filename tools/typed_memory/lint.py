@@ -1,0 +1,267 @@
+"""``amux memory lint``: every way a typed-memory library breaks the rules (seed 004 §2–§4, §7, §9).
+
+Each finding is a :class:`~tools.typed_memory.model.Problem` with the
+document's logical path and, where one applies, a 1-based line.  Codes:
+
+=======================  ========  ===========================================================
+code                     severity  meaning
+=======================  ========  ===========================================================
+``parse``                error     the frontmatter is not readable YAML / not a mapping
+``no_frontmatter``       error     a file in a type directory without frontmatter
+``schema``               error     a frontmatter field breaks ``memory.schema.json`` (one per field)
+``unknown_field``        warning   a field the schema does not define (kept, but not ours)
+``path_outside_type``    error     a typed topic (frontmatter ``type``) not under ``<type>/``
+``path_nested``          error     a file deeper than ``<type>/<name>.md``
+``path_not_slug``        error     a file name that is not a slug (``^[a-z0-9_-]+$``)
+``type_mismatch``        error     the directory says one type, the frontmatter another
+``name_mismatch``        error     frontmatter ``name`` differs from the file name
+``duplicate_name``       error     two topics share a name (the name is the identity)
+``cap``                  error     more topics of one type than its cap (10/30/20/50)
+``missing_section``      warning   feedback/project body without ``**Why:**`` or ``**How to apply:**``
+``expired``              warning   feedback past ``expires`` (or ``created`` + 90 days): archive it
+``unfilled_section``     info      a ``**Why:**``/``**How to apply:**`` still holding ``new``'s TODO placeholder
+``broken_link``          info      ``[[name]]`` naming no topic (a loose reference, never an error)
+``index_missing``        error     topics exist but ``MEMORY.md`` does not
+``index_frontmatter``    error     ``MEMORY.md`` has frontmatter (the index has none)
+``index_too_large``      error     ``MEMORY.md`` over the library's entry limit (bytes or lines)
+``index_line_length``    error     an index entry line over 200 characters (warning for other lines)
+``index_missing_file``   error     an index link to a document that does not exist
+``index_missing_topic``  error     a topic the index does not link to
+``index_stale``          warning   the index differs from what ``amux memory index`` would write
+=======================  ========  ===========================================================
+
+Archived feedback (``feedback/_archive/``) is parsed and schema-checked but not
+counted, indexed, or reported as expired.  Documents outside the type
+directories without a typed frontmatter are free-form notes and are ignored.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections import defaultdict
+from urllib.parse import unquote
+
+from tools.typed_memory.catalog import Catalog, Topic, load_catalog
+from tools.typed_memory.index import ENTRY_LINE, LINE_MAX, build_index, count_lines, index_links
+from tools.typed_memory.library import Library
+from tools.typed_memory.model import (
+    CAPS, FEEDBACK_DEFAULT_DAYS, INDEX_PATH, TYPES, Problem, TopicError, field_lines, is_slug, parse_date,
+    slugify, split_frontmatter, unknown_fields, validate_meta,
+)
+
+WHY = re.compile(r"\*\*\s*Why\s*[:：]\s*\*\*|\*\*\s*Why\s*\*\*\s*[:：]", re.IGNORECASE)
+HOW = re.compile(r"\*\*\s*How to apply\s*[:：]\s*\*\*|\*\*\s*How to apply\s*\*\*\s*[:：]", re.IGNORECASE)
+UNFILLED = re.compile(r"^\*\*(?:Why|How to apply):\*\* TODO:")
+WIKI_LINK = re.compile(r"\[\[([^\[\]|#]+)(?:[|#][^\[\]]*)?\]\]")
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def lint_library(lib: Library, today: _dt.date) -> list[Problem]:
+    """Every problem of the library, sorted by path, line, severity and code."""
+    return lint_catalog(load_catalog(lib), lib.index_max_bytes, lib.index_max_lines, today)
+
+
+def lint_catalog(catalog: Catalog, max_bytes: int, max_lines: int, today: _dt.date) -> list[Problem]:
+    """:func:`lint_library` on an already loaded catalog (and the library's index limits)."""
+    problems: list[Problem] = []
+    typed = [t for t in catalog.topics if _is_typed(t)]
+    for topic in typed:
+        problems += _topic_problems(topic, today)
+    problems += _link_problems(typed)
+    problems += _duplicate_names(typed)
+    problems += _caps(catalog)
+    problems += _index_problems(catalog, max_bytes, max_lines)
+    return sorted(set(problems), key=lambda p: (p.path, p.line or 0, SEVERITY_ORDER[p.severity], p.code, p.message))
+
+
+def summary(problems: list[Problem]) -> dict[str, int]:
+    """``{"errors": n, "warnings": n, "infos": n}``."""
+    return {
+        "errors": sum(p.severity == "error" for p in problems),
+        "warnings": sum(p.severity == "warning" for p in problems),
+        "infos": sum(p.severity == "info" for p in problems),
+    }
+
+
+def _is_typed(topic: Topic) -> bool:
+    """A document lint cares about: in a type directory, or declaring one of the types."""
+    return topic.in_type_dir or topic.declared_type in TYPES
+
+
+# -- one topic ---------------------------------------------------------------------------------
+
+
+def _topic_problems(topic: Topic, today: _dt.date) -> list[Problem]:
+    problems = _path_problems(topic)
+    if topic.error is not None:
+        return problems + [Problem("error", "parse", topic.path, topic.error.line, topic.error.message)]
+    if not topic.has_frontmatter:
+        return problems + [Problem("error", "no_frontmatter", topic.path, 1,
+                                   "no YAML frontmatter (name, description, type, created, tags)")]
+    meta = topic.meta or {}
+    lines = field_lines(topic.text)
+
+    def at(field: str | None) -> int:
+        return lines.get((field or "").split("/")[0], 1)
+
+    for p in validate_meta(meta, path=topic.path):
+        problems.append(Problem(p.severity, p.code, p.path, at(p.field), p.message, p.field))
+    for key in unknown_fields(meta):
+        problems.append(Problem("warning", "unknown_field", topic.path, at(key),
+                                f"{key}: not a field of the schema (kept as is)", key))
+    declared, place = topic.declared_type, topic.dir_type
+    if place and declared in TYPES and declared != place:
+        problems.append(Problem("error", "type_mismatch", topic.path, at("type"),
+                                f"type is {declared!r} but the file is in {place}/", "type"))
+    name = meta.get("name")
+    if isinstance(name, str) and name != topic.stem:
+        problems.append(Problem("error", "name_mismatch", topic.path, at("name"),
+                                f"name {name!r} differs from the file name {topic.stem!r}", "name"))
+    kind = place or declared
+    if kind in ("feedback", "project") and not topic.archived:
+        problems += _sections(topic, kind)
+    if kind == "feedback" and not topic.archived:
+        problems += _expiry(topic, meta, today, lines)
+    return problems
+
+
+def _path_problems(topic: Topic) -> list[Problem]:
+    segs = topic.segments
+    if not topic.in_type_dir:
+        name = topic.name if is_slug(topic.name) else slugify(topic.name)
+        return [Problem("error", "path_outside_type", topic.path, None,
+                        f"a {topic.declared_type} topic must live in {topic.declared_type}/, as "
+                        f"{topic.declared_type}/{name}.md")]
+    problems = []
+    if topic.dir_type is None:
+        problems.append(Problem("error", "path_nested", topic.path, None,
+                                f"topics live directly in {segs[0]}/ (as {segs[0]}/<name>.md), not in a subdirectory"))
+    if not is_slug(topic.stem):
+        problems.append(Problem("error", "path_not_slug", topic.path, None,
+                                f"file name {topic.stem!r} is not a slug (lowercase a-z, 0-9, '-', '_'; at most 64)"))
+    return problems
+
+
+def _sections(topic: Topic, kind: str) -> list[Problem]:
+    missing = [label for label, rx in (("**Why:**", WHY), ("**How to apply:**", HOW)) if not rx.search(topic.body)]
+    if missing:
+        return [Problem("warning", "missing_section", topic.path, topic.body_line,
+                        f"{kind} body lacks {' and '.join(missing)} (why it holds, what to do next time)")]
+    problems = []
+    for number, line in enumerate(topic.text.split("\n"), 1):
+        if number >= topic.body_line and UNFILLED.search(line):
+            problems.append(Problem("info", "unfilled_section", topic.path, number,
+                                    "section still holds the TODO placeholder 'amux memory new' put there"))
+    return problems
+
+
+def _expiry(topic: Topic, meta: dict[str, object], today: _dt.date, lines: dict[str, int]) -> list[Problem]:
+    expires = parse_date(meta.get("expires"))
+    field = "expires"
+    if expires is None:
+        created = parse_date(meta.get("created"))
+        if created is None:
+            return []
+        expires, field = created + _dt.timedelta(days=FEEDBACK_DEFAULT_DAYS), "created"
+    if expires >= today:
+        return []
+    return [Problem("warning", "expired", topic.path, lines.get(field, 1),
+                    f"feedback expired on {expires.isoformat()}; 'amux memory archive' moves it to feedback/_archive/")]
+
+
+def _link_problems(typed: list[Topic]) -> list[Problem]:
+    known = {t.stem for t in typed} | {t.name for t in typed} | {t.path[:-3] for t in typed}
+    problems = []
+    for topic in typed:
+        if topic.error is not None:
+            continue
+        fenced = False
+        for number, line in enumerate(topic.text.split("\n"), 1):
+            if number < topic.body_line:
+                continue
+            if line.lstrip().startswith(("```", "~~~")):
+                fenced = not fenced
+                continue
+            if fenced:
+                continue
+            for match in WIKI_LINK.finditer(line):
+                target = match.group(1).strip()
+                if target.endswith(".md"):
+                    target = target[:-3]
+                if target not in known:
+                    problems.append(Problem("info", "broken_link", topic.path, number,
+                                            f"[[{target}]] names no topic in this library"))
+    return problems
+
+
+def _duplicate_names(typed: list[Topic]) -> list[Problem]:
+    by_name: dict[str, list[Topic]] = defaultdict(list)
+    for t in typed:
+        by_name[t.name].append(t)
+    problems = []
+    for name, group in by_name.items():
+        if len(group) < 2:
+            continue
+        for t in group:
+            others = ", ".join(o.path for o in group if o is not t)
+            problems.append(Problem("error", "duplicate_name", t.path, None,
+                                    f"name {name!r} is also used by {others}; names are unique across types"))
+    return problems
+
+
+def _caps(catalog: Catalog) -> list[Problem]:
+    return [Problem("error", "cap", f"{type_}/", None,
+                    f"{type_} has {count} topics; the cap is {CAPS[type_]} (archive, merge or delete some)")
+            for type_, count in catalog.counts().items() if count > CAPS[type_]]
+
+
+# -- the index ---------------------------------------------------------------------------------
+
+
+def _index_problems(catalog: Catalog, max_bytes: int, max_lines: int) -> list[Problem]:
+    index = catalog.index
+    indexable = catalog.indexable()
+    if not index.exists:
+        if not indexable:
+            return []
+        return [Problem("error", "index_missing", INDEX_PATH, None,
+                        f"{len(indexable)} topic(s) but no {INDEX_PATH}; run 'amux memory index'")]
+    text = index.text
+    problems = []
+    try:
+        has_frontmatter = split_frontmatter(text)[0] is not None
+    except TopicError:  # an unclosed '---' still opens frontmatter
+        has_frontmatter = True
+    if has_frontmatter:
+        problems.append(Problem("error", "index_frontmatter", INDEX_PATH, 1,
+                                f"{INDEX_PATH} is a plain list; it has no frontmatter"))
+    size, lines = len(index.content or b""), count_lines(text)
+    if size > max_bytes or lines > max_lines:
+        problems.append(Problem("error", "index_too_large", INDEX_PATH, None,
+                                f"{INDEX_PATH} has {size} bytes and {lines} lines; the limit here is "
+                                f"{max_bytes} bytes and {max_lines} lines"))
+    for number, line in enumerate(text.split("\n"), 1):
+        if len(line.rstrip("\r")) > LINE_MAX:
+            severity = "error" if ENTRY_LINE.match(line) else "warning"
+            problems.append(Problem(severity, "index_line_length", INDEX_PATH, number,
+                                    f"line is {len(line.rstrip(chr(13)))} characters; at most {LINE_MAX}"))
+    existing = {t.path for t in catalog.topics}
+    linked = set()
+    for number, target in index_links(text):
+        target = unquote(target)
+        if not target.endswith(".md"):
+            continue  # points outside memory (a web page, a repository file): not ours to check
+        linked.add(target)
+        if target not in existing and target != INDEX_PATH:
+            problems.append(Problem("error", "index_missing_file", INDEX_PATH, number,
+                                    f"links to {target}, which does not exist"))
+    for t in indexable:
+        if t.path not in linked:
+            problems.append(Problem("error", "index_missing_topic", t.path, None,
+                                    f"not listed in {INDEX_PATH}; run 'amux memory index'"))
+    if not any(p.code.startswith("index_missing") for p in problems) and build_index(catalog) != text:
+        problems.append(Problem("warning", "index_stale", INDEX_PATH, None,
+                                "differs from what 'amux memory index' would write (counts, order or "
+                                "descriptions changed); run it"))
+    return problems
