@@ -9,48 +9,100 @@ passes ``allow_shrink`` — for a deliberate cut or rewrite.
 
 Rules (issue #7, item 7), applied only when a document is replaced:
 
-* the new content has an elision placeholder that the old content did not
-  have (a note that already discussed such a phrase can still be edited);
-* the new content keeps less than half of the old line count, and the drop
-  is more than :data:`MIN_DROPPED_LINES` lines.
+* **placeholder**: the new content holds an elision placeholder more often
+  than the old content did (so a note that already quoted such a phrase can
+  still be edited, but a new one cannot be slipped in).  A placeholder is
+  a short bracketed, parenthesised or HTML-comment aside, or a short line of
+  its own, that says text is unchanged, omitted, the same, or "the rest";
+  or a ``[...]`` / ``<!-- ... -->`` line (a bare ``...`` line is not one:
+  code examples are full of them).  A lone "(unchanged)" inside a
+  sentence, as in "timeout: 30 s (unchanged)", is ordinary prose.
+* **shrink**: the new content keeps less than half of the old lines and
+  drops more than :data:`MIN_DROPPED_LINES` lines, or keeps less than half
+  of the old bytes and drops more than :data:`MIN_DROPPED_BYTES` bytes (notes
+  written as a few long paragraphs have few lines).
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Final
 
 from protocol.errors import ErrorCode, HubError
 
 MIN_DROPPED_LINES: Final = 20
-"""A shrink by this many lines or fewer never trips the guard (small notes are rewritten freely)."""
+"""A cut of this many lines or fewer never trips the line rule (short notes are rewritten freely)."""
 
-_WORDS = r"(?:content|contents|text|file|document|note|notes|section|sections|code|lines?|body|entries|items)"
-_KEEP = r"(?:unchanged|the same|as before|as is|as-is|untouched|omitted|not shown|preserved|kept)"
-_ELIDED = r"(?:unchanged|untouched|omitted|not shown|same as before)"
+MIN_DROPPED_BYTES: Final = 2048
+"""A cut of this many bytes or fewer never trips the byte rule."""
 
-PLACEHOLDERS: Final = tuple(re.compile(p, re.IGNORECASE) for p in (
-    # "rest of the content remains unchanged", "remaining sections are unchanged"
-    rf"\b(?:the\s+)?(?:rest|remainder)\s+of\s+(?:the\s+|this\s+)?{_WORDS}?\s*(?:remains?|is|are|stays?)\s+{_KEEP}",
-    rf"\b(?:remaining|other|existing|previous|earlier)\s+{_WORDS}\s+(?:remains?|is|are|stays?)\s+{_KEEP}",
-    # "... existing content ...", "…rest unchanged…", "// ... existing code ..."
-    rf"(?:\.\.\.|…)\s*(?:the\s+)?(?:existing|previous|rest|remaining|same|unchanged|other|original|earlier)\b[^\n]{{0,40}}?(?:\.\.\.|…)",
-    # "[unchanged]", "[rest unchanged]", "[... omitted ...]", "(unchanged)"
-    rf"[\[(]\s*(?:\.\.\.|…)?\s*(?:rest\s+(?:of\s+\w+\s+)?)?{_ELIDED}\s*(?:\.\.\.|…)?\s*[\])]",
-    rf"[\[(]\s*(?:\.\.\.|…)?\s*(?:rest|remainder)\s+of\s+[^\]\n)]{{0,40}}[\])]",
-    # "<!-- unchanged -->", "<!-- rest of file -->"
-    rf"<!--\s*(?:\.\.\.|…)?\s*(?:{_ELIDED}|rest\s+of\b[^>]{{0,40}})\s*-->",
-    rf"\b{_WORDS}\s+(?:above|below)\s+(?:remains?|is|are|stays?)?\s*{_KEEP}",
-))
-"""Patterns of elision placeholders (case-insensitive)."""
+_ASIDE_MAX = 100  # characters of a bracketed aside or a placeholder line
+
+# Words saying "this text was left out / is as before".
+_KEPT = (r"unchanged|un-changed|omitted|elided|not\s+shown|(?:remains?|stays?|is|are|kept)\s+(?:the\s+)?same"
+         r"|same\s+as\s+(?:before|above|previously)|as\s+before|for\s+brevity|truncated|snipped|\bsnip\b"
+         r"|continues?\s+(?:as\s+before|below|unchanged)|no\s+changes?")
+# Words naming what was left out.
+_SCOPE = (r"rest|remainder|remaining|other|others|previous|existing|earlier|original|prior|above|below"
+          r"|content|contents|text|file|document|note|notes|sections?|entries|items|lines?|code|body|parts?")
+
+_KEPT_RE: Final = re.compile(rf"(?:{_KEPT})", re.IGNORECASE)
+_SCOPE_RE: Final = re.compile(rf"\b(?:{_SCOPE})\b", re.IGNORECASE)
+_REST_RE: Final = re.compile(r"\b(?:rest|remainder)\s+of\b|\b(?:everything|all)\s+else\b|\b(?:existing|previous|remaining|original)\s+"
+                             r"(?:content|contents|code|text|sections?|entries|items|lines|notes?|body)\b",
+                             re.IGNORECASE)
+_ASIDE_RE: Final = re.compile(r"\[([^\[\]\n]{1,%d})\]|\(([^()\n]{1,%d})\)|<!--(.{0,%d}?)-->"
+                              % (_ASIDE_MAX, _ASIDE_MAX, _ASIDE_MAX))
+# Bare "..." lines are everywhere in code examples; only bracketed or commented dots count.
+_BARE_RE: Final = re.compile(r"^(?:\[\s*(?:\.\.\.|…)\s*\]|<!--\s*(?:\.\.\.|…)?\s*-->)$")
+_LEAD_RE: Final = re.compile(r"^(?:[-*+>#|]|//|/\*|\*/|--|;|%)+\s*")
+_DOTS_RE: Final = re.compile(r"^(?:\.\.\.|…)|(?:\.\.\.|…)$")
 
 
-def _placeholder(text: str) -> str | None:
-    for pattern in PLACEHOLDERS:
-        found = pattern.search(text)
-        if found is not None:
-            return found.group(0)
-    return None
+def _kept_at_end(text: str) -> bool:
+    """Whether the text ends with a "kept / left out" phrase ("Rest unchanged", "Lines 1-200 unchanged")."""
+    tail = text.rstrip(" .…:;!")
+    return any(m.end() >= len(tail) - 1 for m in _KEPT_RE.finditer(tail))
+
+
+def _line_is_placeholder(bare: str) -> bool:
+    """A short line of its own that stands for left-out content."""
+    if len(bare) > _ASIDE_MAX:
+        return False
+    if _REST_RE.search(bare) and (_KEPT_RE.search(bare) or _DOTS_RE.search(bare)):
+        return True
+    words = len(bare.split())
+    if _KEPT_RE.fullmatch(bare.rstrip(" .…:;!")):
+        return True  # "Unchanged." on a line of its own
+    return _kept_at_end(bare) and 3 <= words <= 6 and _SCOPE_RE.search(bare) is not None
+
+
+def _aside_is_placeholder(match: re.Match[str], line: str) -> bool:
+    """A bracketed, parenthesised or HTML-comment aside that stands for left-out content."""
+    inner = next(g for g in match.groups() if g is not None).strip()
+    alone = match.group(0) == line.rstrip(".")
+    comment = match.group(0).startswith("<!--")
+    if _KEPT_RE.search(inner):
+        return alone or comment or _SCOPE_RE.search(inner) is not None
+    return (alone or comment) and (_REST_RE.search(inner) is not None or _BARE_RE.match(match.group(0)) is not None)
+
+
+def placeholders(text: str) -> list[str]:
+    """The elision placeholders in ``text`` (each as found, lower case, whitespace collapsed), in order."""
+    found: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        bare = _LEAD_RE.sub("", line).strip()
+        if _BARE_RE.match(line):
+            found.append(line)
+        elif _line_is_placeholder(bare):
+            found.append(bare.rstrip(".:; "))
+        else:
+            found.extend(m.group(0) for m in _ASIDE_RE.finditer(line) if _aside_is_placeholder(m, line))
+    return [" ".join(f.split()).lower() for f in found]
 
 
 def _lines(data: bytes) -> int:
@@ -62,24 +114,30 @@ def check_rewrite(path: str, old: bytes, new: bytes) -> None:
 
     ``old``/``new`` are the whole documents (UTF-8 bytes).  The error's data
     names what looked wrong: ``reason`` is ``placeholder`` (with the matched
-    ``text``) or ``shrink`` (with ``old_lines``/``new_lines``).
+    ``text``) or ``shrink`` (with ``old_lines``/``new_lines`` and
+    ``old_bytes``/``new_bytes``).
     """
-    new_text = new.decode("utf-8", "replace")
-    found = _placeholder(new_text)
-    if found is not None and _placeholder(old.decode("utf-8", "replace")) is None:
+    added = Counter(placeholders(new.decode("utf-8", "replace")))
+    added.subtract(Counter(placeholders(old.decode("utf-8", "replace"))))
+    fresh = [text for text, n in added.items() if n > 0]
+    if fresh:
         raise HubError(
             ErrorCode.DESTRUCTIVE_REWRITE,
-            f"{path}: the new content contains the elision placeholder {found[:80]!r}; an upsert replaces the "
+            f"{path}: the new content contains the elision placeholder {fresh[0][:80]!r}; an upsert replaces the "
             "whole document, so the text it stands for would be lost. Write the complete document, or pass "
             "allow_shrink (--allow-shrink) if the placeholder is really meant to be there",
-            {"path": path, "reason": "placeholder", "text": found[:80]},
+            {"path": path, "reason": "placeholder", "text": fresh[0][:80]},
         )
     old_lines, new_lines = _lines(old), _lines(new)
-    if old_lines - new_lines > MIN_DROPPED_LINES and new_lines * 2 < old_lines:
+    lines_cut = old_lines - new_lines > MIN_DROPPED_LINES and new_lines * 2 < old_lines
+    bytes_cut = len(old) - len(new) > MIN_DROPPED_BYTES and len(new) * 2 < len(old)
+    if lines_cut or bytes_cut:
+        what = (f"{new_lines} lines where the document has {old_lines}" if lines_cut
+                else f"{len(new)} bytes where the document has {len(old)}")
         raise HubError(
             ErrorCode.DESTRUCTIVE_REWRITE,
-            f"{path}: the new content has {new_lines} lines where the document has {old_lines}; more than half "
-            "would be dropped. Write the complete document, or pass allow_shrink (--allow-shrink) for a "
-            "deliberate cut",
-            {"path": path, "reason": "shrink", "old_lines": old_lines, "new_lines": new_lines},
+            f"{path}: the new content has {what}; more than half would be dropped. Write the complete document, "
+            "or pass allow_shrink (--allow-shrink) for a deliberate cut",
+            {"path": path, "reason": "shrink", "old_lines": old_lines, "new_lines": new_lines,
+             "old_bytes": len(old), "new_bytes": len(new)},
         )
