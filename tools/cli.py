@@ -251,8 +251,9 @@ def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, al
         Read the content from this file instead of standard input.
     allow_shrink
         Let a deliberate cut through the guard that otherwise refuses a rewrite
-        dropping more than half of a document's lines (and over 20 lines), or
-        one that adds an elision placeholder such as '[rest unchanged]'.
+        dropping more than half of a document's lines (and over 20 lines) or
+        bytes (and over 2 KiB), or one that adds an elision placeholder such
+        as '[rest unchanged]'.
     """
     content = _read_input(file)
     if isinstance(content, HubError):
