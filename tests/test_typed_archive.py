@@ -23,7 +23,7 @@ from protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import CliResult, HubProcess
 from tools.typed_memory.archive import archive
 from tools.typed_memory.library import HubLibrary, Library, ProjectLibrary
-from tools.typed_memory.model import parse_date, parse_topic
+from tools.typed_memory.model import parse_date
 
 TODAY = "2026-06-01"
 PREAMBLE = "# Memory\nHand-written: read feedback first.\n"
@@ -120,11 +120,9 @@ def index_paths(scope: Scope) -> list[str]:
     return sorted(line.split("](", 1)[1].split(")", 1)[0] for line in text.splitlines() if line.startswith("- ["))
 
 
-def assert_whole(scope: Scope) -> None:
-    """Every topic file parses (nothing half-written)."""
-    for path, content in scope.files().items():
-        if path != "MEMORY.md":
-            parse_topic(content.decode())
+def assert_whole(scope: Scope, expected: dict[str, bytes]) -> None:
+    """Every topic file holds exactly the bytes expected of it (nothing half-written, lost or left over)."""
+    assert {p: c for p, c in scope.files().items() if p != "MEMORY.md"} == expected
 
 
 # -- the normal run -----------------------------------------------------------------------------------------
@@ -187,6 +185,21 @@ def test_a_taken_archive_name_gets_a_suffix_and_an_identical_copy_is_reused(scop
     assert files["feedback/_archive/old-explicit-2.md"] == SEED["feedback/old-explicit.md"]
     assert "feedback/_archive/old-implicit-2.md" not in files
     assert not any(p in files for p in EXPIRED)
+    # Two generations of one lesson in the archive are not a name clash, and <name>-2.md is its copy.
+    lint = scope.cli("memory", "lint", "--json", "--today", TODAY).json
+    assert not {p["code"] for p in lint["problems"]} & {"name_mismatch", "duplicate_name"}, lint["problems"]
+
+
+def test_an_expires_that_is_not_a_date_is_skipped_not_guessed(scope: Scope) -> None:
+    odd = topic("odd-expiry", "feedback", "2020-01-01", "someday")  # created + 90 passed long ago
+    with scope.library() as lib:
+        lib.write("feedback/odd-expiry.md", odd, "absent")
+    r = scope.cli("memory", "archive", "--today", TODAY)
+    assert r.returncode == 0, r.stdout.decode() + r.stderr
+    assert [m["from"] for m in r.json["moved"]] == EXPIRED
+    assert r.json["skipped"] == [{"path": "feedback/odd-expiry.md",
+                                  "reason": "expires 'someday' is not a date (YYYY-MM-DD)"}]
+    assert scope.files()["feedback/odd-expiry.md"] == odd
 
 
 # -- conflicts ------------------------------------------------------------------------------------------------
@@ -209,7 +222,10 @@ def test_a_writer_changing_feedback_mid_archive_stops_it_and_leaves_every_file_w
     assert files["feedback/old-implicit.md"] == renewed
     assert "feedback/_archive/old-implicit.md" not in files
     assert files["feedback/_archive/old-explicit.md"] == SEED["feedback/old-explicit.md"]
-    assert_whole(scope)
+    expected = {**SEED, "feedback/old-implicit.md": renewed,
+                "feedback/_archive/old-explicit.md": SEED["feedback/old-explicit.md"]}
+    del expected["feedback/old-explicit.md"]
+    assert_whole(scope, expected)
     # The index still followed the move that did happen.
     assert "feedback/old-explicit.md" not in index_paths(scope) and "feedback/old-implicit.md" in index_paths(scope)
 
@@ -232,7 +248,8 @@ def test_an_index_conflict_is_reported_and_the_next_run_repairs_the_index(scope:
     index = (scope.root / "MEMORY.md").read_text()
     assert index.endswith("A note a person added meanwhile.\n")  # the other writer's file is whole
     assert "feedback/old-explicit.md" in index_paths(scope)  # stale until the next run
-    assert_whole(scope)
+    assert_whole(scope, {**{p: c for p, c in SEED.items() if p not in EXPIRED},
+                         **{p.replace("feedback/", "feedback/_archive/"): SEED[p] for p in EXPIRED}})
 
     r = scope.cli("memory", "archive", "--today", TODAY)
     assert r.returncode == 0, r.stdout.decode() + r.stderr

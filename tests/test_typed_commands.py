@@ -43,17 +43,20 @@ class Target:
         proc = subprocess.run([*amux_argv(), *args, *extra], capture_output=True, env=self.env, timeout=60)
         return CliResult(proc.returncode, proc.stdout, proc.stderr.decode(errors="replace"))
 
-    def put(self, path: str, text: str) -> None:
-        """Write a document as its owner would: through the Hub, or by hand in the project."""
-        if self.hub is None:
+    def put(self, path: str, text: str | bytes) -> None:
+        """Write a document as its owner would: through the Hub, or by hand in the project.
+
+        Bytes that are not UTF-8 (which the Hub refuses) are placed by hand in either.
+        """
+        data = text.encode() if isinstance(text, str) else text
+        if self.hub is None or not _utf8(data):
             target = self.root / path
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+            target.write_bytes(data)
             return
         with self.hub.client() as client:
             rev = client.call("get", {"path": path})["revision"]
-            client.call("upsert", {"path": path, "content": text.encode(), "expected_revision": rev,
-                                   "allow_shrink": True})
+            client.call("upsert", {"path": path, "content": data, "expected_revision": rev, "allow_shrink": True})
 
     def read(self, path: str) -> bytes | None:
         target = self.root / path
@@ -80,6 +83,14 @@ def target(request: pytest.FixtureRequest, tmp_path: Path, hub_factory: Callable
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
     env["AMUX_HOME"] = str(tmp_path / "no-hub-here")  # any accidental Hub use fails as unavailable
     return Target("project", project / ".agent" / "memory", project=project, env=env)
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def new(t: Target, type_: str, name: str, description: str, tags: str = "x", *extra: str) -> CliResult:
@@ -147,8 +158,13 @@ def test_new_refuses_a_duplicate_name_of_any_type(target: Target) -> None:
     r = new(target, "project", "editor", "Something else entirely")
     assert r.returncode == EXIT_CODES[ErrorCode.CONFLICT]
     assert r.json["error"]["data"]["existing"] == "user/editor.md"
-    assert "user/editor.md" in r.stderr
+    assert "user/editor.md" in r.stderr and "update it" in r.stderr
     assert target.snapshot() == before
+    target.put("feedback/_archive/old-lesson.md", topic_text("old-lesson", "feedback"))
+    r = new(target, "user", "old-lesson", "Reuses an archived name")
+    assert r.returncode == EXIT_CODES[ErrorCode.CONFLICT]
+    assert r.json["error"]["data"]["existing"] == "feedback/_archive/old-lesson.md"
+    assert "choose another name" in r.stderr and "update it" not in r.stderr
 
 
 @pytest.mark.parametrize("args", [
@@ -164,6 +180,10 @@ def test_new_refuses_a_duplicate_name_of_any_type(target: Target) -> None:
     ["user", "ok", "--description", "d", "--tags", "x", "--today", "2026-13-01"],
     ["user", "ok", "--description", "d", "--tags", "x", "--body", "b", "--file", "/etc/hostname"],
     ["user", "ok", "--description", "d", "--tags", "x", "--file", "/nonexistent/body.md"],
+    ["feedback", "ok2\n", "--description", "d", "--tags", "x"],  # a slug, then a newline: still bad_request
+    ["user", "ok", "--description", "two\nlines", "--tags", "x"],
+    ["user", "ok", "--description", "a\tb", "--tags", "x"],
+    ["user", "ok", "--description", "a\u2028b", "--tags", "x"],
 ])
 def test_new_bad_input_changes_nothing(target: Target, args: list[str]) -> None:
     assert new(target, "user", "existing", "Keep this").returncode == 0
@@ -182,7 +202,12 @@ def test_new_refuses_a_type_at_its_cap(target: Target) -> None:
     r = new(target, "user", "one-more", "The eleventh preference")
     assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED]
     assert r.json["error"]["data"]["maximum"] == 10 and r.json["error"]["data"]["unit"] == "topics"
+    assert "archive" not in r.json["error"]["message"]  # only feedback can be archived
     assert target.snapshot() == before
+    for i in range(30):
+        target.put(f"feedback/fb-{i}.md", topic_text(f"fb-{i}", "feedback"))
+    r = new(target, "feedback", "one-more", "The thirty-first lesson")
+    assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED] and "archive" in r.json["error"]["message"]
     assert new(target, "project", "other-type", "Other types still have room").returncode == 0
 
 
@@ -197,15 +222,90 @@ def test_new_warns_about_likely_duplicates(target: Target) -> None:
     assert r.json["warnings"] == [] and "warning" not in r.stderr
 
 
-def test_new_reports_a_failed_index_step_clearly(target: Target) -> None:
+def test_new_refuses_a_topic_the_full_index_cannot_list(target: Target) -> None:
+    """The index size is checked before the topic is written: a refusal leaves nothing behind."""
     limit = 2048 if target.kind == "hub" else 25 * 1024
     target.put("MEMORY.md", "# Mine\n\n" + "x" * (limit - 20) + "\n")
+    before = target.snapshot()
     r = new(target, "user", "pushes-over", "This entry pushes the index over its limit")
-    assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED]
+    assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED], r.stderr
     err = r.json["error"]
-    assert err["data"]["created"] == "user/pushes-over.md" and err["data"]["step"] == "index"
-    assert "amux memory index" in err["message"] and "created user/pushes-over.md" in r.stderr
-    assert target.read("user/pushes-over.md") is not None  # topic first, index second
+    assert err["data"]["topic"] == "user/pushes-over.md" and "created" not in err["data"]
+    assert err["data"]["max_bytes"] == limit and err["data"]["bytes"] > limit
+    assert "user/pushes-over.md was not created" in err["message"] and "nothing was written" in err["message"]
+    assert target.snapshot() == before
+
+
+def test_new_stops_cleanly_when_the_hub_index_fills_up(hub: HubProcess) -> None:
+    t = Target("hub", hub.scope_dir, hub=hub)
+    results = []
+    for i in range(12):
+        r = new(t, "reference", f"long-{i}", f"Pointer number {i} to a long document " + "w" * 150)
+        results.append(r.returncode)
+        if r.returncode:
+            assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED], r.stderr
+            assert t.read(f"reference/long-{i}.md") is None  # refused whole, not written half
+            break
+    assert results[-1] == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED] and results[:-1] == [0] * (len(results) - 1)
+    out = lint(t)
+    assert out["errors"] == 0, out["problems"]
+
+
+def test_concurrent_new_calls_all_succeed_and_all_are_indexed(target: Target) -> None:
+    procs = []
+    for i in range(6):
+        extra = ["--project", str(target.project)] if target.project is not None else []
+        env = target.hub.env if target.hub is not None else target.env
+        procs.append(subprocess.Popen([*amux_argv(), "memory", "new", "reference", f"par-{i}", "--description",
+                                       f"Parallel pointer {i}", "--tags", "x", "--today", TODAY, *extra],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env))
+    outs = [(p.wait(timeout=120), p.stdout.read().decode(), p.stderr.read().decode())  # type: ignore[union-attr]
+            for p in procs]
+    assert [o[0] for o in outs] == [0] * 6, outs
+    index = (target.read("MEMORY.md") or b"").decode()
+    assert "## reference (6/50)" in index
+    assert all(f"](reference/par-{i}.md)" in index for i in range(6)), index
+    assert lint(target)["errors"] == 0
+
+
+class _Meddling:
+    """A project library where another writer edits MEMORY.md just before each of our first ``times`` writes."""
+
+    def __init__(self, lib: Any, times: int) -> None:
+        self.lib, self.times = lib, times
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.lib, name)
+
+    def write(self, path: str, content: bytes, expected: str, *, allow_shrink: bool = False) -> str:
+        if path == "MEMORY.md" and self.times > 0:
+            self.times -= 1
+            current = self.lib.read(path)
+            self.lib.write(path, (current.content or b"") + b"\nA person's note.\n", current.revision,
+                           allow_shrink=True)
+        return str(self.lib.write(path, content, expected, allow_shrink=allow_shrink))
+
+
+def test_an_index_conflict_is_retried_and_only_a_lasting_one_is_reported(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from protocol.errors import HubError
+    from tools.typed_memory.create import INDEX_ATTEMPTS, build_topic, create
+    from tools.typed_memory.library import ProjectLibrary
+
+    lib = ProjectLibrary(tmp_path)
+    day = dt.date(2026, 3, 1)
+    result = create(_Meddling(lib, 2), build_topic("user", "tabs", "Indent with tabs", ["style"], today=day))
+    index = lib.read("MEMORY.md").content or b""
+    assert result["index"]["changed"] is True and result["index"]["revision"] == sha(index)
+    assert b"](user/tabs.md)" in index and index.count(b"A person's note.") == 2  # both edits kept
+
+    with pytest.raises(HubError) as err:
+        create(_Meddling(lib, INDEX_ATTEMPTS), build_topic("user", "mouse", "Uses a mouse", ["ui"], today=day))
+    assert err.value.code is ErrorCode.CONFLICT
+    assert err.value.data["created"] == "user/mouse.md" and err.value.data["step"] == "index"
+    assert "the topic exists" in err.value.message and "amux memory index" in err.value.message
+    assert lib.read("user/mouse.md").exists and b"user/mouse.md" not in (lib.read("MEMORY.md").content or b"")
 
 
 # -- index ---------------------------------------------------------------------------------------
@@ -274,6 +374,103 @@ def test_index_over_the_entry_limit_is_refused_and_nothing_written(target: Targe
     assert target.snapshot() == before
 
 
+def test_index_is_a_fixed_point_for_paths_with_link_syntax(target: Target) -> None:
+    for path in ("reference/a(b).md", "reference/c d.md", "reference/e%41#f.md", "reference/g]h.md"):
+        target.put(path, topic_text("odd", "reference", f"Odd path {path}"))
+    first = target.cli("memory", "index")
+    assert first.returncode == 0 and first.json["lines"] == 5, first.stdout
+    for _ in range(2):
+        again = target.cli("memory", "index")
+        assert again.returncode == 0 and again.json["changed"] is False and again.json["lines"] == 5
+    index = (target.read("MEMORY.md") or b"").decode()
+    assert "- [odd](<reference/a(b).md>) — Odd path reference/a\\(b\\).md" in index
+    assert "(reference/e%2541%23f.md)" in index
+    codes = {p["code"] for p in lint(target)["problems"]}
+    assert not any(c.startswith("index") for c in codes), codes  # every link resolves, nothing stale
+
+
+def test_a_description_that_looks_like_a_link_stays_text(target: Target) -> None:
+    r = new(target, "reference", "link-odd", "See [docs](reference/missing.md)", "a")
+    assert r.returncode == 0, r.stderr
+    index = (target.read("MEMORY.md") or b"").decode()
+    assert index == ("## reference (1/50)\n"
+                     "- [link-odd](reference/link-odd.md) — See \\[docs\\]\\(reference/missing.md\\)\n")
+    out = lint(target)
+    assert out["errors"] == 0 and out["warnings"] == 0, out["problems"]
+    assert target.cli("memory", "index", "--check").returncode == 0
+
+
+# Frontmatter values of every wrong kind, one file each (hand-written in a project, upserted on the Hub).
+ODD_TOPICS = {
+    "reference/bad-date.md": "---\nname: bad-date\ndescription: d\ntype: reference\ncreated: 2026-02-30\n"
+                             "tags: [a]\n---\nb\n",
+    "reference/bad-month.md": "---\nname: bad-month\ndescription: d\ntype: reference\ncreated: 2026-13-01\n"
+                              "tags: [a]\n---\nb\n",
+    "reference/bad-hour.md": "---\nname: bad-hour\ndescription: d\ntype: reference\ncreated: 2026-01-01 25:00:00\n"
+                             "tags: [a]\n---\nb\n",
+    "reference/int-tags.md": "---\nname: int-tags\ntype: reference\ncreated: 2026-01-01\ntags: 5\n---\n"
+                             "odd value topic\n",
+    "user/all-wrong.md": "---\nname: [1]\ndescription: {odd: value}\ntype: 3\ncreated: 5\ntags: {a: 1}\n---\n"
+                         "odd topic\n",
+    "feedback/fb-odd.md": "---\nname: fb-odd\ndescription: odd value topic\ntype: feedback\ncreated: 2026-13-01\n"
+                          "expires: [x]\ntags: [odd, 7, null]\n---\nb\n",
+    "project/bad-int.md": "---\nname: bad-int\ndescription: d\ntype: project\ncreated: 2026-01-01\nx: !!int abc\n"
+                          "tags: [a]\n---\nb\n",
+}
+
+
+def test_no_command_crashes_on_odd_frontmatter_values(target: Target) -> None:
+    for path, text in ODD_TOPICS.items():
+        target.put(path, text)
+    runs = {
+        "lint": target.cli("memory", "lint", "--today", TODAY),
+        "index": target.cli("memory", "index"),
+        "new": new(target, "reference", "odd-value-note", "Another odd value topic", "odd"),
+        "archive": target.cli("memory", "archive", "--today", TODAY, "--dry-run"),
+        "index-again": target.cli("memory", "index"),
+    }
+    for name, r in runs.items():
+        assert "Traceback" not in r.stderr and "Error:" not in r.stderr, (name, r.stderr)
+    assert [runs[k].returncode for k in ("index", "new", "archive")] == [0, 0, 0], runs
+    assert runs["new"].json["warnings"][0]["paths"]  # the search did hit the odd topics
+    assert runs["archive"].json["skipped"] == [{"path": "feedback/fb-odd.md",
+                                                "reason": "expires ['x'] is not a date (YYYY-MM-DD)"}]
+    lines = runs["lint"].stdout.decode()
+    for where in ("reference/bad-date.md:5: error: created: '2026-02-30' is not a valid date",
+                  "reference/bad-month.md:5: error: created: '2026-13-01' is not a valid date",
+                  "reference/bad-hour.md:5: error: created: '2026-01-01 25:00:00' does not match",
+                  "reference/int-tags.md:5: error: tags: must be of type array, not int",
+                  "user/all-wrong.md:2: error: name: must be of type string, not list",
+                  "feedback/fb-odd.md:6: error: expires: must be of type string, not list",
+                  "project/bad-int.md:6: error: frontmatter is not valid YAML"):
+        assert where in lines, lines
+    assert runs["lint"].returncode == 1 and lines.count("reference/bad-hour.md:5:") == 1  # one per field
+
+
+def test_files_that_are_not_utf8_are_reported_and_never_rewritten(target: Target) -> None:
+    latin = topic_text("latin", "feedback", "Caf\u00e9 lesson", expires="2026-02-01").encode("latin-1")
+    target.put("feedback/latin.md", latin)
+    target.put("user/ok.md", topic_text("ok", "user"))
+    assert target.cli("memory", "index").returncode == 0
+    problems = {(p["severity"], p["code"], p["path"], p["line"]) for p in lint(target)["problems"]}
+    assert ("error", "encoding", "feedback/latin.md", 3) in problems
+    r = target.cli("memory", "archive", "--today", TODAY)
+    assert r.returncode == 0 and r.json["moved"] == [], r.stdout
+    (skip,) = r.json["skipped"]
+    assert skip["path"] == "feedback/latin.md" and "not valid UTF-8" in skip["reason"]
+    assert target.read("feedback/latin.md") == latin and target.read("feedback/_archive/latin.md") is None
+
+    index = (target.read("MEMORY.md") or b"") + b"caf\xe9 (a person's note)\n"
+    target.put("MEMORY.md", index)
+    target.put("user/more.md", topic_text("more", "user"))
+    before = target.snapshot()
+    for args in (["index"], ["new", "user", "another", "--description", "d", "--tags", "x"]):
+        r = target.cli("memory", *args)
+        assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST], r.stderr
+        assert "MEMORY.md is not valid UTF-8 (line" in r.json["error"]["message"]
+        assert target.snapshot() == before
+
+
 # -- lint ----------------------------------------------------------------------------------------
 
 
@@ -297,52 +494,84 @@ def test_lint_passes_on_a_clean_library_made_with_new(target: Target) -> None:
     assert human.returncode == 0 and "0 error(s)" in human.stderr
 
 
-# Each case: files to write, then one problem lint must report (severity, code, path, line).
+# Each case: files to write, then every problem lint must report (severity, code, path, line) and
+# nothing else; the first is the one the case is about.  Without a MEMORY.md among the files (and
+# except for index_missing) 'amux memory index' writes one first, so only the case's own problems show.
 GOOD_INDEX = "## user (1/10)\n- [ok](user/ok.md) — d\n"
-LINT_CASES: dict[str, tuple[dict[str, str], tuple[str, str, str, int | None]]] = {
-    "parse": ({"user/ok.md": "---\nname: ok\ntags: [a\n---\n"}, ("error", "parse", "user/ok.md", 3)),
-    "no_frontmatter": ({"user/ok.md": "# ok\n"}, ("error", "no_frontmatter", "user/ok.md", 1)),
-    "schema_field": ({"user/ok.md": topic_text("ok", "user", "x" * 201)}, ("error", "schema", "user/ok.md", 3)),
-    "schema_tags": ({"user/ok.md": topic_text("ok", "user", tags=["A B"])}, ("error", "schema", "user/ok.md", 6)),
+Expect = tuple[str, str, str, "int | None"]
+LINT_CASES: dict[str, tuple[dict[str, str | bytes], list[Expect]]] = {
+    "parse": ({"user/ok.md": "---\nname: ok\ntags: [a\n---\n"}, [("error", "parse", "user/ok.md", 3)]),
+    "no_frontmatter": ({"user/ok.md": "# ok\n"}, [("error", "no_frontmatter", "user/ok.md", 1)]),
+    "schema_field": ({"user/ok.md": topic_text("ok", "user", "x" * 201)}, [("error", "schema", "user/ok.md", 3)]),
+    "schema_tags": ({"user/ok.md": topic_text("ok", "user", tags=["A B"])}, [("error", "schema", "user/ok.md", 6)]),
+    "schema_tag_newline": ({"user/ok.md": topic_text("ok", "user", tags=["a\n"])},
+                           [("error", "schema", "user/ok.md", 6)]),
+    "schema_bad_date": ({"user/ok.md": topic_text("ok", "user").replace("2026-01-01", "2026-02-30")},
+                        [("error", "schema", "user/ok.md", 5)]),
     "schema_expires": ({"user/ok.md": topic_text("ok", "user"),
                         "feedback/fb.md": topic_text("fb", "feedback", expires=None)},
-                       ("error", "schema", "feedback/fb.md", 1)),
+                       [("error", "schema", "feedback/fb.md", 1)]),
+    "schema_expires_not_a_date": ({"feedback/fb.md": topic_text("fb", "feedback", expires="someday")},
+                                  [("error", "schema", "feedback/fb.md", 6)]),  # and no created+90 guess
+    "encoding": ({"user/ok.md": topic_text("ok", "user", body="\nline\ncaf\u00e9\n").encode("latin-1")},
+                 [("error", "encoding", "user/ok.md", 11)]),
     "unknown_field": ({"user/ok.md": topic_text("ok", "user", origin="x")},
-                      ("warning", "unknown_field", "user/ok.md", 8)),
+                      [("warning", "unknown_field", "user/ok.md", 8)]),
     "outside_type": ({"user/ok.md": topic_text("ok", "user"), "notes/n.md": topic_text("n", "project")},
-                     ("error", "path_outside_type", "notes/n.md", None)),
+                     [("error", "path_outside_type", "notes/n.md", None)]),
     "nested": ({"user/ok.md": topic_text("ok", "user"), "user/sub/deep.md": topic_text("deep", "user")},
-               ("error", "path_nested", "user/sub/deep.md", None)),
+               [("error", "path_nested", "user/sub/deep.md", None)]),
     "not_slug": ({"user/ok.md": topic_text("ok", "user"), "user/Bad Name.md": topic_text("Bad Name", "user")},
-                 ("error", "path_not_slug", "user/Bad Name.md", None)),
-    "type_mismatch": ({"user/ok.md": topic_text("ok", "project")}, ("error", "type_mismatch", "user/ok.md", 4)),
-    "name_mismatch": ({"user/ok.md": topic_text("other", "user")}, ("error", "name_mismatch", "user/ok.md", 2)),
+                 [("error", "path_not_slug", "user/Bad Name.md", None), ("error", "schema", "user/Bad Name.md", 2)]),
+    "type_mismatch": ({"user/ok.md": topic_text("ok", "project")}, [("error", "type_mismatch", "user/ok.md", 4)]),
+    "name_mismatch": ({"user/ok.md": topic_text("other", "user")}, [("error", "name_mismatch", "user/ok.md", 2)]),
+    "archive_copies": ({"feedback/_archive/fb.md": topic_text("fb", "feedback"),
+                        "feedback/_archive/fb-2.md": topic_text("fb", "feedback", "older")}, []),
     "duplicate_name": ({"user/ok.md": topic_text("ok", "user"), "project/ok.md": topic_text("ok", "project")},
-                       ("error", "duplicate_name", "project/ok.md", None)),
+                       [("error", "duplicate_name", "project/ok.md", None),
+                        ("error", "duplicate_name", "user/ok.md", None)]),
+    "duplicate_of_archived": ({"feedback/fb.md": topic_text("fb", "feedback"),
+                               "feedback/_archive/fb.md": topic_text("fb", "feedback")},
+                              [("error", "duplicate_name", "feedback/_archive/fb.md", None),
+                               ("error", "duplicate_name", "feedback/fb.md", None)]),
     "cap": ({**{f"user/u{i}.md": topic_text(f"u{i}", "user") for i in range(11)}},
-            ("error", "cap", "user/", None)),
+            [("error", "cap", "user/", None)]),
     "missing_section": ({"user/ok.md": topic_text("ok", "user"),
                          "project/p.md": render_topic({"name": "p", "description": "d", "type": "project",
                                                        "created": "2026-01-01", "tags": ["t"]}, "\nfact only\n")},
-                        ("warning", "missing_section", "project/p.md", 9)),
+                        [("warning", "missing_section", "project/p.md", 9)]),
     "expired": ({"user/ok.md": topic_text("ok", "user"),
                  "feedback/fb.md": topic_text("fb", "feedback", expires="2026-02-01")},
-                ("warning", "expired", "feedback/fb.md", 6)),
+                [("warning", "expired", "feedback/fb.md", 6)]),
     "broken_link": ({"user/ok.md": topic_text("ok", "user", body="\nsee [[ok]] and\n[[nowhere]]\n")},
-                    ("info", "broken_link", "user/ok.md", 11)),
-    "index_missing": ({"user/ok.md": topic_text("ok", "user")}, ("error", "index_missing", "MEMORY.md", None)),
+                    [("info", "broken_link", "user/ok.md", 11)]),
+    "index_missing": ({"user/ok.md": topic_text("ok", "user")}, [("error", "index_missing", "MEMORY.md", None)]),
     "index_missing_file": ({"user/ok.md": topic_text("ok", "user"),
                             "MEMORY.md": GOOD_INDEX + "\nSee [old](project/gone.md).\n"},
-                           ("error", "index_missing_file", "MEMORY.md", 4)),
-    "index_missing_topic": ({"user/ok.md": topic_text("ok", "user"), "reference/r.md": topic_text("r", "reference")},
-                            ("error", "index_missing_topic", "reference/r.md", None)),
+                           [("error", "index_missing_file", "MEMORY.md", 4)]),
+    "index_escaped_link_is_text": ({"user/ok.md": topic_text("ok", "user"),
+                                    "MEMORY.md": GOOD_INDEX + "\nSee \\[old\\]\\(project/gone.md\\).\n"}, []),
+    "index_missing_topic": ({"user/ok.md": topic_text("ok", "user"), "reference/r.md": topic_text("r", "reference"),
+                             "MEMORY.md": GOOD_INDEX},
+                            [("error", "index_missing_topic", "reference/r.md", None)]),
     "index_line_length": ({"user/ok.md": topic_text("ok", "user"),
                            "MEMORY.md": "## user (1/10)\n- [ok](user/ok.md) — " + "k" * 190 + "\n"},
-                          ("error", "index_line_length", "MEMORY.md", 2)),
+                          [("error", "index_line_length", "MEMORY.md", 2),
+                           ("warning", "index_stale", "MEMORY.md", None)]),
+    "index_line_length_odd_path": ({"reference/a(b).md": topic_text("a(b)", "reference"),
+                                    "MEMORY.md": "## reference (1/50)\n- [a(b)](<reference/a(b).md>) — " + "k" * 190
+                                    + "\n"},
+                                   [("error", "index_line_length", "MEMORY.md", 2),
+                                    ("error", "path_not_slug", "reference/a(b).md", None),
+                                    ("error", "schema", "reference/a(b).md", 2),
+                                    ("warning", "index_stale", "MEMORY.md", None)]),
     "index_frontmatter": ({"user/ok.md": topic_text("ok", "user"), "MEMORY.md": "---\nx: 1\n---\n" + GOOD_INDEX},
-                          ("error", "index_frontmatter", "MEMORY.md", 1)),
+                          [("error", "index_frontmatter", "MEMORY.md", 1),
+                           ("warning", "index_stale", "MEMORY.md", None)]),
+    "index_encoding": ({"user/ok.md": topic_text("ok", "user"), "MEMORY.md": GOOD_INDEX.encode() + b"caf\xe9\n"},
+                       [("error", "encoding", "MEMORY.md", 3)]),
     "index_stale": ({"user/ok.md": topic_text("ok", "user"), "MEMORY.md": "## user (4/10)\n- [ok](user/ok.md) — d\n"},
-                    ("warning", "index_stale", "MEMORY.md", None)),
+                    [("warning", "index_stale", "MEMORY.md", None)]),
 }
 
 
@@ -354,19 +583,40 @@ def test_lint_catches_each_violation_on_a_project(case: str, tmp_path: Path) -> 
     env["AMUX_HOME"] = str(tmp_path / "no-hub")
     t = Target("project", project / ".agent" / "memory", project=project, env=env)
     files, expected = LINT_CASES[case]
-    if case != "index_missing":
-        files = {"MEMORY.md": GOOD_INDEX, **files}
     for path, text in files.items():
         t.put(path, text)
+    if "MEMORY.md" not in files and case != "index_missing":
+        r = t.cli("memory", "index")
+        assert r.returncode == 0, r.stderr
     out = lint(t)
     found = [(p["severity"], p["code"], p["path"], p["line"]) for p in out["problems"]]
-    assert expected in found, json.dumps(out["problems"], indent=1)
-    severity = expected[0]
-    assert out[{"error": "errors", "warning": "warnings", "info": "infos"}[severity]] >= 1
+    assert sorted(found, key=str) == sorted(expected, key=str), json.dumps(out["problems"], indent=1)
     human = t.cli("memory", "lint", "--today", TODAY)
-    where = expected[2] if expected[3] is None else f"{expected[2]}:{expected[3]}"
-    assert f"{where}: {severity}: " in human.stdout.decode()
     assert human.returncode == (1 if out["errors"] else 0)
+    assert "Traceback" not in human.stderr
+    if expected:
+        severity, _, path, line = expected[0]
+        where = path if line is None else f"{path}:{line}"
+        assert f"{where}: {severity}: " in human.stdout.decode()
+    else:
+        assert human.stdout == b"" and out["errors"] == out["warnings"] == out["infos"] == 0
+
+
+def test_lint_warns_about_symlinks_in_a_project_library(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    outside = tmp_path / "outside.md"
+    outside.write_text(topic_text("elsewhere", "reference"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
+    env["AMUX_HOME"] = str(tmp_path / "no-hub")
+    t = Target("project", project / ".agent" / "memory", project=project, env=env)
+    t.put("user/ok.md", topic_text("ok", "user"))
+    (t.root / "reference").mkdir()
+    (t.root / "reference" / "elsewhere.md").symlink_to(outside)
+    (t.root / "linked-dir").symlink_to(tmp_path)
+    assert t.cli("memory", "index").returncode == 0
+    found = [(p["severity"], p["code"], p["path"], p["line"]) for p in lint(t)["problems"]]
+    assert found == [("warning", "symlink", "linked-dir", None), ("warning", "symlink", "reference/elsewhere.md", None)]
+    assert "elsewhere" not in (t.read("MEMORY.md") or b"").decode()  # never followed
 
 
 def test_lint_on_a_hub_scope_reports_lines_and_exit_status(target: Target) -> None:

@@ -340,6 +340,34 @@ def test_caps_and_the_hub_index_limit_are_respected(hub: HubProcess, tmp_path: P
     lint_ok(hub, tmp_path)
 
 
+def test_caps_are_checked_before_the_costly_similarity_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tools.typed_memory import importer
+    from tools.typed_memory.hosts import Candidate, Discovery
+    from tools.typed_memory.library import ProjectLibrary
+    from tools.typed_memory.model import render_topic
+
+    lib = ProjectLibrary(tmp_path)
+    for n in range(10):
+        meta = {"name": f"pref-{n}", "description": f"Preference {n}", "type": "user", "created": "2026-01-01",
+                "tags": ["user"]}
+        lib.write(f"user/pref-{n}.md", render_topic(meta, f"\nThe user prefers thing number {n} " * 5).encode(),
+                  "absent")
+    found = Discovery("dir", candidates=[
+        Candidate("dir", f"/notes/n{n}.md", "user", "frontmatter", f"note {n}", "", (),
+                  f"The user prefers thing number {n} with a twist\n" * 5, "2026-01-01") for n in range(200)])
+    calls: list[int] = []
+    real = importer._similar
+
+    def counted(*args: Any) -> bool:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(importer, "_similar", counted)
+    plan = plan_import(lib, found)
+    assert {i.reason for i in plan.items} == {"cap: user already has 10 of 10 topics"}
+    assert calls == []
+
+
 # -- failures ------------------------------------------------------------------------------------------------------
 
 
@@ -366,6 +394,27 @@ def test_a_conflict_mid_import_stops_and_reports_what_was_done(hub: HubProcess, 
     assert not (hub.scope_dir / "MEMORY.md").exists()
     for path in targets[:2]:
         parse_topic_file((hub.scope_dir / path).read_text())
+
+
+def test_a_host_file_with_an_impossible_date_is_skipped_and_named(hub: HubProcess, tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "good.md").write_text("---\nname: good\ncreated: 2026-01-02\n---\nA good note about deploys.\n")
+    (notes / "bad-created.md").write_text("---\nname: bad\ncreated: 2026-02-30\n---\nA note with a bad date.\n")
+    (notes / "bad-nested.md").write_text("---\nname: nested\nmetadata: {created: 2026-13-01}\n---\nAnother one.\n")
+    (notes / "bad-int.md").write_text("---\nname: int\nx: !!int abc\n---\nUnreadable frontmatter.\n")
+    before = snapshot(notes)
+    r = cli(hub, tmp_path, "memory", "import", "--from", str(notes), "--apply")
+    assert r.returncode == 0, r.stdout.decode() + r.stderr
+    skipped = {Path(s["source"]).name: s["reason"] for s in r.json["host_skipped"]}
+    assert skipped == {"bad-created.md": "created '2026-02-30' is not a date (YYYY-MM-DD)",
+                       "bad-nested.md": "metadata.created '2026-13-01' is not a date (YYYY-MM-DD)"}
+    assert sorted(r.json["created"]) == ["reference/bad-int.md", "reference/good.md"]
+    assert any("bad-int.md: frontmatter unreadable" in note for note in r.json["notes"])
+    meta, _ = parse_topic_file((hub.scope_dir / "reference" / "good.md").read_text())
+    assert meta["created"] == "2026-01-02"
+    lint_ok(hub, tmp_path)
+    assert snapshot(notes) == before
 
 
 def test_cli_refuses_bad_arguments(hub: HubProcess, tmp_path: Path) -> None:

@@ -11,14 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from protocol.errors import ErrorCode, HubError
 from tests.conftest import REPO
 from tools.typed_memory import model
 from tools.typed_memory.catalog import Catalog, topic_from_doc
-from tools.typed_memory.index import LINE_MAX, build_index, entry_line, is_generated, merge
+from tools.typed_memory.index import LINE_MAX, build_index, entry_line, index_links, is_generated, merge
+from tools.typed_memory.index import render_block as index_block
 from tools.typed_memory.library import Doc, ProjectLibrary
 from tools.typed_memory.model import (
     CAPS, TYPES, Problem, TopicError, load_schema, parse_topic, render_topic, slugify, topic_path, validate_meta,
@@ -63,6 +64,8 @@ def test_valid_meta_has_no_problems() -> None:
     ({"tags": [f"t{i}" for i in range(11)]}, "tags", "11 items"),
     ({"tags": []}, "tags", "at least 1"),
     ({"tags": ["ok", "Not Slug"]}, "tags/1", "does not match"),
+    ({"tags": ["a\n"]}, "tags/0", "does not match"),  # '$' must not match before a final newline
+    ({"name": "ok\n"}, "name", "does not match"),
     ({"tags": ["a", "a"]}, "tags", "duplicate"),
     ({"name": "Bad Name"}, "name", "does not match"),
     ({"name": "a/b"}, "name", "does not match"),
@@ -73,16 +76,28 @@ def test_valid_meta_has_no_problems() -> None:
     ({"created": "2026-02-30"}, "created", "not a valid date"),
     ({"created": "02/01/2026"}, "created", "does not match"),
     ({"created": "2026-01-02T10:00:00"}, "created", "does not match"),
+    ({"created": "2026-01-01 25:00:00"}, "created", "does not match"),  # pattern and format: one problem
+    ({"created": "2026-01-02\n"}, "created", "does not match"),
+    ({"created": 20260102}, "created", "type string"),
     ({"metadata": "x"}, "metadata", "type object"),
     ({"related": "x"}, "related", "type array"),
 ])
 def test_schema_violations_name_their_field(over: dict[str, Any], field: str, words: str) -> None:
     problems = validate_meta(_meta(**over), path="project/x.md", line=3)
     match = [p for p in problems if p.field == field]
-    assert match, problems
+    assert len(match) == 1, problems  # one problem per field
+    assert len({p.field for p in problems}) == len(problems)
     assert all(p.severity == "error" and p.code == "schema" and p.path == "project/x.md" for p in problems)
     assert words in match[0].message and match[0].message.startswith(field)
     assert match[0].as_dict()["field"] == field
+
+
+def test_ecma_patterns_end_at_the_end_of_the_input() -> None:
+    assert model.ecma_regex("^[a-z0-9_-]+$").pattern == "^[a-z0-9_-]+\\Z"
+    assert model.ecma_regex(r"^a[$]\$$").pattern == r"^a[$]\$\Z"  # escaped and bracketed '$' stay
+    assert model.ecma_regex("^[a-z]+$").search("abc") and not model.ecma_regex("^[a-z]+$").search("abc\n")
+    assert not model.is_slug("abc\n") and model.is_slug("abc")
+    assert model.parse_date("2026-01-02\n") is None and model.parse_date("２０２６-01-02") is None
 
 
 def test_unknown_fields_are_not_schema_errors() -> None:
@@ -127,6 +142,40 @@ def test_parse_normalises_dates_and_keys() -> None:
     meta, _, _ = parse_topic("---\nname: x\ncreated: 2026-01-02\n1: y\nnested: {when: 2026-03-04}\n---\nbody\n")
     assert meta == {"name": "x", "created": "2026-01-02", "1": "y", "nested": {"when": "2026-03-04"}}
     assert isinstance(meta["created"], str)
+
+
+@pytest.mark.parametrize(("written", "problem"), [
+    ("2026-01-02", None),  # unquoted, as render_topic writes it: still a valid date string
+    ("'2026-01-02'", None),
+    ("2026-02-30", "is not a valid date"),
+    ("2026-13-01", "is not a valid date"),
+    ("2026-01-01 25:00:00", "does not match"),
+    ("2026-01-01T10:00:00Z", "does not match"),
+    ("!!timestamp 2026-02-30", "is not a valid date"),
+])
+def test_dates_stay_text_so_impossible_ones_are_schema_errors(written: str, problem: str | None) -> None:
+    text = f"---\nname: n\ndescription: d\ntype: user\ncreated: {written}\ntags: [a]\n---\nbody\n"
+    meta, _, _ = parse_topic(text)
+    assert isinstance(meta["created"], str)
+    problems = validate_meta(meta)
+    if problem is None:
+        assert problems == []
+    else:
+        assert [p.field for p in problems] == ["created"] and problem in problems[0].message
+
+
+@pytest.mark.parametrize(("yaml_text", "line", "words"), [
+    ("a: 1\nb: !!int abc", 3, "invalid literal"),
+    ("b: !!float x", 2, "could not convert"),
+    ("big: " + "1" * 5000, 2, "digits"),
+    ("deep: " + "[" * 40 + "]" * 40, 2, "deeper than 32"),
+    ("deep: " + "[" * 100000, 2, "deeper than 32"),
+    ("? [a]\n: b", 2, "YAML"),
+])
+def test_values_no_type_can_hold_are_parse_errors_with_a_line(yaml_text: str, line: int, words: str) -> None:
+    with pytest.raises(TopicError) as err:
+        parse_topic(f"---\n{yaml_text}\n---\nbody\n")
+    assert err.value.line == line and words in err.value.message
 
 
 @pytest.mark.parametrize(("text", "line", "words"), [
@@ -216,6 +265,40 @@ def test_index_groups_in_type_order_with_counts_and_skips_archive() -> None:
     assert not text.startswith("---")
 
 
+def test_entry_lines_escape_link_syntax_in_titles_and_descriptions() -> None:
+    line = entry_line(_topic("reference/odd.md", "See [docs](reference/missing.md) \\ (x)", name="a]b"))
+    assert line == r"- [a\]b](reference/odd.md) — See \[docs\]\(reference/missing.md\) \\ \(x\)"
+    assert index_links(line) == [(1, "reference/odd.md")]  # the description is text, not a link
+    cut = entry_line(_topic("reference/r.md", "w" * 178 + "[x]"))
+    assert len(cut) <= LINE_MAX and cut.endswith("w…")  # never ends on half an escape
+
+
+# Characters entry_line has to treat with care in a path: CommonMark punctuation, '%XX', '#', spaces, CJK.
+PATH_CHARS = st.sampled_from(list("ab-_.()[]<>#%41 \u3000合同é\"'!*`&?;:~{}|^$+=,@") + ["%20", "%2F"])
+
+
+@st.composite
+def topic_paths(draw: st.DrawFn) -> str:
+    """A path list_paths could return: valid under protocol.paths, directly in a type directory."""
+    from protocol.paths import normalize_path
+
+    stem = "".join(draw(st.lists(PATH_CHARS, min_size=1, max_size=12)))
+    path = f"{draw(st.sampled_from(TYPES))}/{stem}.md"
+    try:
+        return normalize_path(path)
+    except HubError:
+        assume(False)
+        raise
+
+
+@given(topic_paths(), st.text(max_size=60))
+@settings(max_examples=400, deadline=None)
+def test_every_entry_line_is_generated_and_links_exactly_its_path(path: str, description: str) -> None:
+    line = entry_line(_topic(path, description.replace("\n", " ") or "d", name="n"))
+    assert is_generated(line), line
+    assert index_links(line) == [(1, path)], line
+
+
 BLOCK = ["## user (1/10)", "- [a](user/a.md) — x", "", "## project (1/20)", "- [p](project/p.md) — y"]
 
 
@@ -231,18 +314,81 @@ def test_merge_keeps_person_lines_and_is_a_fixed_point() -> None:
     assert merge("# Just mine\n", []) == "# Just mine\n"
 
 
-@given(st.lists(st.sampled_from([
-    "# Title", "", "text", "- item", "## user (2/10)", "## feedback (1/30)", "- [a](user/a.md) — k",
-    "- [b](feedback/b.md)", "## Mine", "  ", "[link](notes/n.md)",
-]), max_size=25), st.booleans())
+PERSON_LINES = ["# Title", "", "text", "- item", "## Mine", "  ", "[link](notes/n.md)", "- [x](notes/x.md) — mine",
+                "## user notes", "- [x](user) — not a topic link"]
+
+
+def _blank_run(lines: list[str]) -> int:
+    longest = run = 0
+    for line in lines:
+        run = run + 1 if not line.strip() else 0
+        longest = max(longest, run)
+    return longest
+
+
+@given(st.lists(topic_paths(), min_size=1, max_size=6, unique=True),
+       st.lists(st.one_of(st.sampled_from(PERSON_LINES), st.integers(0, 5), st.sampled_from(TYPES)), max_size=25),
+       st.booleans())
 @settings(max_examples=400, deadline=None)
-def test_merge_is_idempotent_and_keeps_every_person_line(lines: list[str], with_block: bool) -> None:
+def test_merge_is_idempotent_and_keeps_every_person_line(paths: list[str], layout: list[Any], with_block: bool) -> None:
+    """Old indexes mix person lines with entry lines entry_line wrote (for odd paths too) and group headings."""
+    entries = [entry_line(_topic(p, "k (see [x](y))", name="t")) for p in paths]
+    lines = [entries[item % len(entries)] if isinstance(item, int) else
+             f"## {item} (3/{CAPS[item]})" if item in TYPES else item for item in layout]
     existing = "\n".join(lines) + ("\n" if lines else "")
-    block = BLOCK if with_block else []
+    catalog = Catalog(Doc("MEMORY.md", None, "absent"), [_topic(p, "k (see [x](y))", name="t") for p in paths])
+    block = index_block(catalog) if with_block else []
     once = merge(existing, block)
     assert merge(once, block) == once
-    kept = [line for line in once.split("\n") if line.strip() and not is_generated(line)]
+    out = once.split("\n")
+    kept = [line for line in out if line.strip() and not is_generated(line)]
     assert kept == [line for line in lines if line.strip() and not is_generated(line)]
+    assert [line for line in out if is_generated(line)] == [line for line in block if line]  # old entries gone
+    assert _blank_run(out[:-1]) <= max(1, _blank_run(lines))  # no new runs of blank lines
+
+
+# Any value YAML can hold, in any field: every command reads frontmatter through checks, never assumptions.
+YAML_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12)
+    | st.sampled_from(["2026-02-30", "2026-01-01", "someday", "a\n", "[x](y)"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8)
+
+
+class _SearchAll:
+    """Just enough of a Library for likely_duplicates: the search finds every topic."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+    def search(self, words: list[str], limit: int = 5) -> list[str]:
+        return self.paths
+
+
+@given(st.dictionaries(st.sampled_from(list(model.FIELD_ORDER)), YAML_VALUES, min_size=1),
+       st.sampled_from(["user/x.md", "feedback/x.md", "feedback/_archive/x-2.md", "notes/x.md"]))
+@settings(max_examples=300, deadline=None)
+def test_any_frontmatter_value_is_handled_by_every_command(meta: dict[str, Any], path: str) -> None:
+    import yaml
+
+    from tools.typed_memory.archive import plan_archive
+    from tools.typed_memory.create import build_topic, likely_duplicates
+    from tools.typed_memory.importer import _known_from
+    from tools.typed_memory.lint import lint_catalog
+
+    text = "---\n" + yaml.safe_dump(meta, allow_unicode=True) + "---\nword body\n"
+    topic = topic_from_doc(Doc(path, text.encode(), "r"))
+    assert topic.error is None, topic.error
+    catalog = Catalog(Doc("MEMORY.md", None, "absent"), [topic])
+    today = dt.date(2026, 3, 1)
+    assert is_generated(entry_line(topic)) or not topic.indexable
+    build_index(catalog)
+    problems = lint_catalog(catalog, 2048, 64, today)
+    assert all(p.severity in ("error", "warning", "info") for p in problems)
+    plan_archive(catalog, today)
+    _known_from(catalog)
+    new = build_topic("project", "fresh", "word body and more words", ["t"], today=today)
+    likely_duplicates(_SearchAll([path]), catalog, new)  # type: ignore[arg-type]
 
 
 # -- ProjectLibrary ---------------------------------------------------------------------------------

@@ -55,9 +55,9 @@ def memory_new(
     Feedback and project topics get '**Why:**' and '**How to apply:**'
     sections (placeholders to fill in, unless the body has them); feedback
     expires 90 days after today unless --expires says otherwise.  Refuses a
-    name that exists in any type (exit 5, conflict) and a type at its cap
-    (exit 6); warns on stderr about similar topics.  Prints {created,
-    revision, index, warnings}.
+    name that exists in any type (exit 5, conflict), a type at its cap and
+    a topic MEMORY.md has no room for (exit 6), writing nothing; warns on
+    stderr about similar topics.  Prints {created, revision, index, warnings}.
 
     Parameters
     ----------
@@ -66,7 +66,7 @@ def memory_new(
     name
         The topic's identity and file name: lowercase a-z, 0-9, '-' and '_', at most 64.
     description
-        One line (at most 200 characters) with the words that should make an agent open it.
+        One line (at most 200 characters, no control characters) with the words that should make an agent open it.
     tags
         1-10 comma-separated slugs, e.g. 'deploy,ci'.
     expires

@@ -124,7 +124,7 @@ def import_command(
     all_projects
         Read every project's Claude Code / Qoder memory, not just one.
     """
-    from tools.typed_memory.hosts import discover
+    from tools.typed_memory.hosts import SourceError, discover
     from tools.typed_memory.importer import apply_plan, plan_import
     from tools.typed_memory.library import open_library
 
@@ -132,7 +132,7 @@ def import_command(
         return _fail(HubError(ErrorCode.BAD_REQUEST, "--apply and --dry-run exclude each other"))
     try:
         found = discover(from_, cwd=cwd, all_projects=all_projects)
-    except ValueError as exc:
+    except SourceError as exc:
         return _fail(HubError(ErrorCode.BAD_REQUEST, str(exc), {"from": from_}))
     try:
         lib = open_library(project)

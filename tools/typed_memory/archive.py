@@ -6,9 +6,11 @@ write is a compare-and-swap; several files are not one transaction).
 
 A feedback topic ``feedback/<file>.md`` is expired on ``today`` when its
 ``expires`` date is before ``today``; without ``expires``, when ``created`` +
-90 days is.  Each move is three steps, each a compare-and-swap:
+90 days is.  A topic whose frontmatter cannot be read, whose ``expires`` is
+there but not a date, or whose bytes are not UTF-8 is skipped, with the
+reason, and left as it is.  Each move is three steps, each a compare-and-swap:
 
-1. ``copy``: create ``feedback/_archive/<file>.md`` with the bytes that were
+1. ``copy``: create ``feedback/_archive/<file>.md`` with exactly the bytes that were
    read (expected revision ``absent``; when that name is taken by other
    content, ``<file>-2.md``, ``-3``, ...; when it already holds the same
    bytes, a previous run stopped after this step and the copy is reused);
@@ -36,7 +38,7 @@ from typing import Any
 from protocol.errors import HubError
 from tools.typed_memory.catalog import Catalog, Topic, load_catalog
 from tools.typed_memory.library import ABSENT, Library
-from tools.typed_memory.model import ARCHIVE_DIR, FEEDBACK_DEFAULT_DAYS, parse_date
+from tools.typed_memory.model import ARCHIVE_DIR, feedback_expiry_of
 
 Hook = Callable[[str, str], None]
 """``on_step(step, path)``: called before each step (``copy``, ``delete``, ``index``); a seam for tests."""
@@ -54,20 +56,9 @@ class Expired:
     basis: str  # "expires" or "created+90"
 
 
-def expiry_of(topic: Topic) -> tuple[_dt.date, str] | None:
-    """``(date, basis)`` when a feedback topic stops being live, or None when neither date is usable."""
-    meta = topic.meta or {}
-    expires = parse_date(meta.get("expires"))
-    if expires is not None:
-        return expires, "expires"
-    created = parse_date(meta.get("created"))
-    if created is not None:
-        return created + _dt.timedelta(days=FEEDBACK_DEFAULT_DAYS), f"created+{FEEDBACK_DEFAULT_DAYS}"
-    return None
-
-
 def plan_archive(catalog: Catalog, today: _dt.date) -> tuple[list[Expired], list[dict[str, str]]]:
-    """The live feedback topics expired on ``today``, and the feedback files that could not be judged."""
+    """The live feedback topics expired on ``today``, and the feedback files that could not be judged
+    (``{path, reason}``; see the module docstring)."""
     expired: list[Expired] = []
     skipped: list[dict[str, str]] = []
     for topic in catalog.topics:
@@ -76,11 +67,14 @@ def plan_archive(catalog: Catalog, today: _dt.date) -> tuple[list[Expired], list
         if topic.meta is None:
             skipped.append({"path": topic.path, "reason": f"frontmatter unreadable: {topic.error}"})
             continue
-        when = expiry_of(topic)
-        if when is None:
-            skipped.append({"path": topic.path, "reason": "neither expires nor created is a date"})
-        elif when[0] < today:
-            expired.append(Expired(topic, when[0], when[1]))
+        day, basis = feedback_expiry_of(topic.meta)
+        if day is None:
+            skipped.append({"path": topic.path, "reason": basis})
+        elif day < today and topic.bad_byte is not None:
+            skipped.append({"path": topic.path, "reason": f"expired, but not valid UTF-8 (line {topic.bad_line}); "
+                                                          "save it as UTF-8 and run archive again"})
+        elif day < today:
+            expired.append(Expired(topic, day, basis))
     return expired, skipped
 
 
@@ -130,7 +124,7 @@ def _archive_name(topic: Topic, taken: dict[str, Topic]) -> str:
     for n in range(1, MAX_SUFFIX + 1):
         path = f"{ARCHIVE_DIR}/{stem}.md" if n == 1 else f"{ARCHIVE_DIR}/{stem}-{n}.md"
         other = taken.get(path)
-        if other is None or other.text == topic.text:
+        if other is None or other.content == topic.content:
             return path
     return f"{ARCHIVE_DIR}/{stem}-{topic.revision[:12]}.md"
 
@@ -140,7 +134,7 @@ def _move(lib: Library, item: Expired, taken: dict[str, Topic], report: dict[str
     topic = item.topic
     target = _archive_name(topic, taken)
     reused = target in taken
-    content = topic.text.encode("utf-8")
+    content = topic.content  # the bytes read, not re-encoded text
     copy_revision = taken[target].revision if reused else None
     if not reused:
         try:

@@ -23,7 +23,11 @@ class Topic:
 
     ``meta`` is the normalised frontmatter (``{}`` without frontmatter; None
     when it could not be parsed, ``error`` then says why and where).
-    ``body_line`` is the 1-based line where the body starts.
+    ``body_line`` is the 1-based line where the body starts.  ``content`` is
+    the file's bytes as read (``text`` is them decoded, undecodable bytes as
+    U+FFFD); ``bad_byte`` is the offset of the first byte that is not UTF-8,
+    or None.  Frontmatter values may be of any YAML type: read them through
+    the properties below, which check.
     """
 
     path: str
@@ -34,6 +38,8 @@ class Topic:
     body_line: int
     has_frontmatter: bool
     error: TopicError | None = None
+    content: bytes = b""
+    bad_byte: int | None = None
 
     @property
     def segments(self) -> list[str]:
@@ -84,15 +90,31 @@ class Topic:
         value = (self.meta or {}).get("type")
         return value if isinstance(value, str) else None
 
+    @property
+    def tags(self) -> list[str]:
+        """The frontmatter ``tags`` that are strings (``[]`` when ``tags`` is not a list)."""
+        value = (self.meta or {}).get("tags")
+        return [t for t in value if isinstance(t, str)] if isinstance(value, list) else []
+
+    @property
+    def bad_line(self) -> int | None:
+        """The 1-based line of the first byte that is not UTF-8, or None when the file is UTF-8."""
+        return None if self.bad_byte is None else self.content[: self.bad_byte].count(b"\n") + 1
+
 
 def topic_from_doc(doc: Doc) -> Topic:
     """Parse one read document into a :class:`Topic` (never raises for bad content)."""
-    text = doc.text
+    text, content = doc.text, doc.content or b""
+    try:
+        content.decode("utf-8")
+        bad_byte = None
+    except UnicodeDecodeError as exc:
+        bad_byte = exc.start
     try:
         meta, body, body_line = parse_topic(text)
     except TopicError as exc:
-        return Topic(doc.path, doc.revision, text, None, text, 1, True, exc)
-    return Topic(doc.path, doc.revision, text, meta, body, body_line, body_line > 1)
+        return Topic(doc.path, doc.revision, text, None, text, 1, True, exc, content, bad_byte)
+    return Topic(doc.path, doc.revision, text, meta, body, body_line, body_line > 1, None, content, bad_byte)
 
 
 @dataclass

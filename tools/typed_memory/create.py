@@ -1,27 +1,34 @@
 """``amux memory new``: create one typed topic, then its index line (seed 004 §3, §4, §4.5).
 
 Order (§4.5): check the input without touching the library; refuse a name
-that exists (any type, archived too: the name is the identity) and a type at
-its cap; warn about likely duplicates found by a keyword search; write the
-topic (create-only: ``absent``), then rebuild ``MEMORY.md`` (compare-and-swap).
-If the index step fails the topic stays and the error says so.
+that exists (any type, archived too: the name is the identity), a type at
+its cap, and a topic whose line would push ``MEMORY.md`` over the library's
+index limit; warn about likely duplicates found by a keyword search; write
+the topic (create-only: ``absent``), then rebuild ``MEMORY.md``
+(compare-and-swap).  A ``conflict`` on the index (another writer, often a
+concurrent ``new``, changed it) is retried on a fresh read, since the index
+is rebuilt whole; if the index step still fails the topic stays and the
+error says so.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import math
+import random
 import re
+import time
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
 from protocol.errors import ErrorCode, HubError
-from tools.typed_memory.catalog import Catalog, load_catalog
-from tools.typed_memory.index import update_index
-from tools.typed_memory.library import ABSENT, Library
+from tools.typed_memory.catalog import Catalog, load_catalog, topic_from_doc
+from tools.typed_memory.index import build_index, check_size, update_index
+from tools.typed_memory.library import ABSENT, Doc, Library
 from tools.typed_memory.model import (
-    CAPS, FEEDBACK_DEFAULT_DAYS, INDEX_PATH, TYPES, feedback_expiry, parse_date, render_topic, topic_path,
-    validate_meta,
+    CAPS, FEEDBACK_DEFAULT_DAYS, INDEX_PATH, TYPES, cap_advice, feedback_expiry, parse_date, render_topic,
+    topic_path, validate_meta,
 )
 
 WHY_PLACEHOLDER = "**Why:** TODO: why this holds (the reason, or the incident behind it)."
@@ -35,6 +42,8 @@ STOPWORDS = frozenset(
     "about after before over under more most some any all each every very just can may must".split()
 )
 MAX_KEYWORDS = 8
+INDEX_ATTEMPTS = 8
+"""How often ``create`` rebuilds ``MEMORY.md`` when other writers keep changing it meanwhile."""
 
 
 @dataclass(frozen=True)
@@ -59,10 +68,15 @@ def build_topic(type_: str, name: str, description: str, tags: list[str], *, tod
     ``created`` is ``today``; feedback gets ``expires`` = created + 90 days
     unless given.  Feedback and project bodies get ``**Why:**`` and ``**How to
     apply:**`` placeholder sections for whichever of them ``body`` lacks; a
-    missing body is the description.
+    missing body is the description.  The description must be one line: no
+    line breaks or other control characters.
     """
     if type_ not in TYPES:
         raise _bad(f"type {type_!r} is not one of {', '.join(TYPES)}", field="type", allowed=list(TYPES))
+    odd = next((c for c in description if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
+    if odd is not None:
+        raise _bad(f"--description must be one line without control characters; it has U+{ord(odd):04X}",
+                   field="description")
     meta: dict[str, Any] = {"name": name, "description": description, "type": type_, "created": today.isoformat()}
     if expires is not None:
         if parse_date(expires) is None:
@@ -121,8 +135,7 @@ def likely_duplicates(lib: Library, catalog: Catalog, new: NewTopic) -> list[str
         topic = by_path.get(path)
         if topic is None or path in (new.path, INDEX_PATH) or topic.archived:
             continue
-        tags = (topic.meta or {}).get("tags") or []
-        haystack = " ".join([topic.name, topic.description, *map(str, tags)]).casefold()
+        haystack = " ".join([topic.name, topic.description, *topic.tags]).casefold()
         own = set(re.findall(r"\w+", haystack))
         if sum(1 for w in words if w in own or (not w.isascii() and w in haystack)) >= needed:
             found.append(path)
@@ -132,23 +145,17 @@ def likely_duplicates(lib: Library, catalog: Catalog, new: NewTopic) -> list[str
 def create(lib: Library, new: NewTopic) -> dict[str, Any]:
     """Write ``new`` and its index line; returns ``{created, revision, index, warnings}``.
 
-    Raises ``conflict`` (``data.existing``) for a name in use, ``quota_exceeded``
-    when the type is at its cap (nothing written in either case); when the
-    index step fails after the topic was written, the index's error with a
-    message saying so and ``data.created``/``data.revision``.
+    Raises, with nothing written: ``conflict`` (``data.existing``) for a name
+    in use; ``quota_exceeded`` when the type is at its cap, or when the
+    rebuilt index would pass the library's limit (``data`` as in
+    :func:`~tools.typed_memory.index.check_size`); ``bad_request`` for an
+    index that is not UTF-8.  An index ``conflict`` after the topic was
+    written is retried (up to :data:`INDEX_ATTEMPTS` rebuilds); when the
+    index step still fails, raises its error with a message saying the topic
+    exists and ``data.created``/``data.revision``/``data.step``.
     """
     catalog = load_catalog(lib, everything=False)
-    same = catalog.with_name(new.name)
-    if same:
-        existing = same[0]
-        raise HubError(ErrorCode.CONFLICT,
-                       f"a topic named {new.name!r} exists: {existing.path}; update it instead of creating another",
-                       {"path": new.path, "existing": existing.path, "observed_revision": existing.revision})
-    count = catalog.counts()[new.type]
-    if count >= CAPS[new.type]:
-        raise HubError(ErrorCode.QUOTA_EXCEEDED,
-                       f"{new.type} already has {count} topics, its cap; archive, merge or delete one first",
-                       {"current": count + 1, "maximum": CAPS[new.type], "unit": "topics", "limit": f"{new.type} cap"})
+    _check_room(lib, catalog, new)
     warnings = []
     similar = likely_duplicates(lib, catalog, new)
     if similar:
@@ -157,7 +164,7 @@ def create(lib: Library, new: NewTopic) -> dict[str, Any]:
                                     "if one says the same, update it and forget this one"})
     revision = lib.write(new.path, new.text.encode("utf-8"), ABSENT)
     try:
-        index = update_index(lib)
+        index = _update_index_retrying(lib)
     except HubError as exc:
         raise HubError(exc.code, f"created {new.path}, but updating {INDEX_PATH} failed: {exc.message} — "
                        "the topic exists; fix that and run 'amux memory index'",
@@ -165,3 +172,38 @@ def create(lib: Library, new: NewTopic) -> dict[str, Any]:
     return {"created": new.path, "revision": revision,
             "index": {"path": INDEX_PATH, "revision": index["revision"], "changed": index["changed"]},
             "warnings": warnings}
+
+
+def _check_room(lib: Library, catalog: Catalog, new: NewTopic) -> None:
+    """Refuse (before anything is written) a name in use, a full type, or an index that would overflow."""
+    same = catalog.with_name(new.name)
+    if same:
+        existing = same[0]
+        advice = ("names stay unique, archived ones included: choose another name" if existing.archived
+                  else "update it instead of creating another")
+        raise HubError(ErrorCode.CONFLICT, f"a topic named {new.name!r} exists: {existing.path}; {advice}",
+                       {"path": new.path, "existing": existing.path, "observed_revision": existing.revision})
+    count = catalog.counts()[new.type]
+    if count >= CAPS[new.type]:
+        raise HubError(ErrorCode.QUOTA_EXCEEDED,
+                       f"{new.type} already has {count} topics, its cap; {cap_advice(new.type)} first",
+                       {"current": count + 1, "maximum": CAPS[new.type], "unit": "topics", "limit": f"{new.type} cap"})
+    planned = topic_from_doc(Doc(new.path, new.text.encode("utf-8"), "planned"))
+    try:
+        check_size(build_index(Catalog(catalog.index, [*catalog.topics, planned])), lib)
+    except HubError as exc:
+        raise HubError(exc.code, f"{new.path} was not created: {exc.message}",
+                       {**exc.data, "topic": new.path}) from None
+
+
+def _update_index_retrying(lib: Library) -> dict[str, Any]:
+    """:func:`update_index` on a fresh read, again after each ``conflict`` (the index is rebuilt whole)."""
+    for attempt in range(1, INDEX_ATTEMPTS + 1):
+        try:
+            return update_index(lib)
+        except HubError as exc:
+            if exc.code is not ErrorCode.CONFLICT or attempt == INDEX_ATTEMPTS:
+                raise
+            # Concurrent 'new's rebuild the same file: a short random pause lets one of them finish.
+            time.sleep(random.uniform(0, 0.02 * attempt))
+    raise AssertionError("unreachable")

@@ -85,6 +85,10 @@ MAX_DEPTH = 20
 _CLAUDE_BUCKET_MAX = 200
 
 
+class SourceError(ValueError):
+    """``--from`` names neither a host nor a directory."""
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One piece of host memory that could become a typed topic.
@@ -162,7 +166,8 @@ def discover(source: str, *, cwd: Path | None = None, all_projects: bool = False
     current directory); ``all_projects`` takes every bucket instead.  ``env``
     and ``home`` default to the process's (tests pass their own).  A host
     without a memory folder gives an empty discovery with a note.  Raises
-    ``ValueError`` when ``source`` is neither a host nor a directory.
+    :class:`SourceError` when ``source`` is neither a host nor a directory;
+    a file's content never raises (a bad file is a :class:`Skipped` entry).
     """
     env = dict(os.environ) if env is None else env
     home = home or Path(env.get("HOME") or Path.home())
@@ -177,7 +182,7 @@ def discover(source: str, *, cwd: Path | None = None, all_projects: bool = False
         return _qoder(home, here, all_projects)
     path = Path(source).expanduser()
     if not path.is_dir():
-        raise ValueError(f"--from {source!r} is neither a host ({', '.join(HOSTS)}) nor a directory")
+        raise SourceError(f"--from {source!r} is neither a host ({', '.join(HOSTS)}) nor a directory")
     return _directory(path.resolve())
 
 
@@ -326,7 +331,10 @@ def candidate_from_file(host: str, path: Path, found: Discovery, *, type_hint: s
     """Read one Markdown file into a candidate (or a :class:`Skipped` entry, returning None).
 
     Frontmatter is read with the same YAML reader as topics; a file whose
-    frontmatter does not parse is imported whole as body, with a note.
+    frontmatter does not parse is imported whole as body, with a note.  A
+    ``created`` (or ``metadata.created``) that is there but not a date skips
+    the file with that reason, rather than guessing; a loose ``date`` field
+    that is not one is ignored.
     """
     got = read_host_file(path, found.budget)
     if isinstance(got, str):
@@ -344,6 +352,11 @@ def candidate_from_file(host: str, path: Path, found: Discovery, *, type_hint: s
     kind, why = _type_of(meta, type_hint)
     nested = meta.get("metadata")
     nested_created = nested.get("created") if isinstance(nested, dict) else None
+    for key, value in (("created", meta.get("created")), ("metadata.created", nested_created)):
+        if value is not None and _date_of(value) is None:
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            found.skipped.append(Skipped(str(path), f"{key} {shown} is not a date (YYYY-MM-DD)"))
+            return None
     created = (_date_of(meta.get("created")) or _date_of(meta.get("date")) or _date_of(nested_created)
                or _mtime_date(mtime))
     title = next((str(meta[k]).strip() for k in ("name", "title") if isinstance(meta.get(k), str)
@@ -470,7 +483,12 @@ def _codex(env: dict[str, str], home: Path) -> Discovery:
         found.notes.append(f"no Codex memory at {root}")
         return found
     found.roots.append(str(root))
-    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError as exc:
+        found.skipped.append(Skipped(str(root), f"unreadable folder: {exc.strerror or exc}"))
+        return found
+    for entry in entries:
         path = root / entry.name
         if entry.name.startswith("."):
             continue

@@ -19,7 +19,8 @@ sections, which is the honest signal that someone should fill them in.
 
 **Duplicates** (:func:`plan_import`), checked against every topic already in
 the library (archived feedback included) and against candidates planned
-earlier in the same run, in this order:
+earlier in the same run, in this order (the similarity check, the only
+costly one, comes after the limits below):
 
 * ``source``: a topic with the same ``source`` was imported before;
 * exact: the same body after normalisation (Unicode NFC, case-folded,
@@ -233,7 +234,7 @@ class _Known:
         self.texts.append((where, norm, frozenset(_WORD.findall(norm))))
 
     def duplicate(self, name: str, source: str, body: str) -> tuple[str, str] | None:
-        """``(reason, where)`` when the candidate duplicates something known, else None."""
+        """``(reason, where)`` when the candidate has a known source, body or name, else None (cheap)."""
         if source in self.sources:
             return "duplicate: already imported from this source", self.sources[source]
         norm = normalize_text(body)
@@ -241,6 +242,11 @@ class _Known:
             return "duplicate: same body", self.bodies[norm]
         if name in self.names:
             return "near duplicate: same name", self.names[name]
+        return None
+
+    def similar(self, body: str) -> tuple[str, str] | None:
+        """``(reason, where)`` when the candidate's body is close to a known one, else None (costly)."""
+        norm = normalize_text(body)
         words = frozenset(_WORD.findall(norm))
         for where, other, other_words in self.texts:
             if _similar(norm, words, other, other_words):
@@ -304,7 +310,7 @@ def library_limits(lib: Library) -> tuple[int, int, int]:
 def _room(lib: Library, catalog: Catalog) -> _Room:
     doc_max, max_docs, max_bytes = library_limits(lib)
     docs = len(catalog.topics) + 1  # the index, which an import creates if it is missing
-    used = sum(len(t.text.encode("utf-8")) for t in catalog.topics) + len(catalog.index.content or b"")
+    used = sum(len(t.content) for t in catalog.topics) + len(catalog.index.content or b"")
     return _Room(doc_max, max_docs - docs, max_bytes - used, catalog.counts())
 
 
@@ -357,15 +363,18 @@ def _plan_one(cand: Candidate, default_type: str, known: _Known, room: _Room) ->
     if dup is not None:
         item.reason, item.duplicate_of = dup
         return item
-    content = render_topic(meta, body).encode("utf-8")
     if room.counts.get(kind, 0) >= CAPS[kind]:
         item.reason = f"cap: {kind} already has {room.counts.get(kind, 0)} of {CAPS[kind]} topics"
-    elif len(content) > room.document_max_bytes:
+        return item
+    content = render_topic(meta, body).encode("utf-8")
+    if len(content) > room.document_max_bytes:
         item.reason = f"too large: {len(content)} bytes; a document may have {room.document_max_bytes}"
     elif room.documents_left <= 0:
         item.reason = "scope full: no document left in the library's quota"
     elif len(content) > room.bytes_left:
         item.reason = f"scope full: {room.bytes_left} bytes left in the library's quota"
+    elif (near := known.similar(body)) is not None:
+        item.reason, item.duplicate_of = near
     else:
         item.action, item.reason, item.content = "create", "new", content
     return item

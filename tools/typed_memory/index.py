@@ -10,9 +10,16 @@ Each group starts with its heading carrying ``(<current>/<cap>)``; entries are
 sorted by path; every line is at most :data:`LINE_MAX` characters (the
 description part is shortened with ``…``).
 
+**Escaping.**  ``[ ] ( ) \\`` in the title and the keywords are
+backslash-escaped, so a description that reads like a link stays text.  The
+link target is the path with ``%`` and ``#`` percent-encoded (a reader
+decodes ``%XX`` and cuts at ``#``), inside ``<...>`` (``<`` and ``>``
+escaped) when it has whitespace, parentheses or angle brackets.
+:func:`index_links` reads every such line back to exactly the path.
+
 **Recognising the generated region.**  A line is *generated* when it is one of
 the four group headings (``## <type> (<n>/<m>)``) or an entry line
-(``- [..](<type>/...md)...``) linking into a type directory.  Everything else
+(``- [..](<type>/...md)...``, either target form) linking into a type directory.  Everything else
 — a preamble, a section of one's own, notes — is a person's and is kept
 verbatim.  A rebuild puts the whole new block where the first generated line
 was (at the end when there was none), drops every old generated line and the
@@ -25,19 +32,27 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import unquote
 
 from protocol.errors import ErrorCode, HubError
 from tools.typed_memory.catalog import Catalog, Topic, load_catalog
-from tools.typed_memory.library import Library
+from tools.typed_memory.library import Doc, Library
 from tools.typed_memory.model import CAPS, INDEX_PATH, TYPES
 
 LINE_MAX = 200
 """Most characters on one index line (seed 004 §4)."""
 
 _TYPES_RE = "|".join(TYPES)
+_TYPE_DIR = rf"(?:{_TYPES_RE})/"
 GROUP_HEADING = re.compile(rf"^## ({_TYPES_RE}) \(\d+/\d+\)[ \t]*\r?$")
-ENTRY_LINE = re.compile(rf"^- \[(?:[^\]\\]|\\.)*\]\(<?(?:{_TYPES_RE})/[^)>]*\.md>?\)")
-LINK = re.compile(r"\[(?:[^\]\\]|\\.)*\]\(\s*(<[^>]*>|[^)\s]+)(?:\s+\"[^\"]*\")?\s*\)")
+# The link target as entry_line writes it: <...> with escapes, or bare without whitespace or parentheses.
+_TARGET = rf"(?:<{_TYPE_DIR}(?:[^<>\\\n]|\\.)*\.md>|{_TYPE_DIR}[^\s()<>]*\.md)"
+ENTRY_LINE = re.compile(rf"^- \[(?:[^\]\\]|\\.)*\]\({_TARGET}\)")
+# A '[' after an odd number of backslashes is escaped text, not the start of a link.
+_DESTINATION = r"(<(?:[^<>\\\n]|\\.)*>|[^)\s]+)"
+LINK = re.compile(r"(?<!\\)(?:\\\\)*\[(?:[^\]\\]|\\.)*\]\(\s*" + _DESTINATION + r"(?:\s+\"[^\"]*\")?\s*\)")
+_MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # CommonMark: a backslash escapes ASCII punctuation
+_SPECIAL = re.compile(r"([\\\[\]()])")
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$")
 
 
@@ -57,30 +72,46 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _escape(text: str) -> str:
+    """Backslash-escape what could make text a link: ``\\ [ ] ( )``."""
+    return _SPECIAL.sub(r"\\\1", text)
+
+
+def _cut(text: str, room: int) -> str:
+    """``text`` cut to at most ``room`` characters, never ending inside a ``\\x`` escape."""
+    cut = text[:room].rstrip()
+    if (len(cut) - len(cut.rstrip("\\"))) % 2:
+        cut = cut[:-1]  # a lone backslash would escape whatever follows
+    return cut
+
+
 def _link_target(path: str) -> str:
-    # CommonMark needs <...> around a destination with spaces or parentheses.
-    return f"<{path}>" if re.search(r"[\s()<>]", path) else path
+    # Readers decode %XX and cut at '#': encode both so the link names exactly this file.
+    target = path.replace("%", "%25").replace("#", "%23")
+    # CommonMark needs <...> around a destination with spaces or parentheses; '<' and '>' are escaped there.
+    if re.search(r"[\s()<>]", target):
+        return "<" + re.sub(r"([<>])", r"\\\1", target) + ">"
+    return target
 
 
 def entry_line(topic: Topic) -> str:
-    """``- [Title](<path>) — <keywords>``, at most :data:`LINE_MAX` characters."""
-    title = _one_line(title_of(topic)).replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
-    keywords = _one_line(topic.description) or ", ".join(str(t) for t in (topic.meta or {}).get("tags") or [])
+    """``- [Title](<path>) — <keywords>``, at most :data:`LINE_MAX` characters (see the module docstring)."""
+    title = _escape(_one_line(title_of(topic)))
+    keywords = _escape(_one_line(topic.description) or ", ".join(topic.tags))
     target = _link_target(topic.path)
     head = f"- [{title}]({target})"
     if len(head) > LINE_MAX - 4:
         # A pathological title: keep the link intact, shorten the title (a path
         # longer than the line itself stays over-long; lint reports it).
         room = LINE_MAX - len(f"- […]({target})")
-        short = title[:room].rstrip(" \\")  # never end on a lone escape backslash
-        return f"- [{short}…]({target})" if room > 0 else head
+        return f"- [{_cut(title, room)}…]({target})" if room > 0 else head
     if not keywords:
         return head
     line = f"{head} — {keywords}"
     if len(line) <= LINE_MAX:
         return line
     room = LINE_MAX - len(head) - 3 - 1
-    return f"{head} — {keywords[:room].rstrip()}…"
+    return f"{head} — {_cut(keywords, room)}…"
 
 
 def heading_line(type_: str, count: int) -> str:
@@ -170,9 +201,24 @@ def _strip_leading_blanks(lines: list[str]) -> list[str]:
     return lines[start:]
 
 
+def index_text(index: Doc) -> str:
+    """The index document's text ("" when absent).
+
+    Raises ``bad_request`` when it is not UTF-8: a rebuild would replace the
+    bytes it cannot read, so a person has to fix them first.
+    """
+    try:
+        return (index.content or b"").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = (index.content or b"")[: exc.start].count(b"\n") + 1
+        raise HubError(ErrorCode.BAD_REQUEST, f"{INDEX_PATH} is not valid UTF-8 (line {line}, byte {exc.start}); "
+                       "nothing was written: fix that line by hand first, since a rebuild would replace it",
+                       {"path": INDEX_PATH, "line": line, "byte": exc.start}) from None
+
+
 def build_index(catalog: Catalog) -> str:
-    """The complete new ``MEMORY.md`` text for ``catalog``."""
-    return merge(catalog.index.text, render_block(catalog))
+    """The complete new ``MEMORY.md`` text for ``catalog``; raises ``bad_request`` (see :func:`index_text`)."""
+    return merge(index_text(catalog.index), render_block(catalog))
 
 
 def count_lines(text: str) -> int:
@@ -212,7 +258,8 @@ def update_index(lib: Library, catalog: Catalog | None = None, *, check: bool = 
     written (``revision`` is the current one).  The write passes the revision
     read (a concurrent edit is a ``conflict``) and ``allow_shrink``: the text
     is computed whole from the listing, not elided.  Raises
-    ``quota_exceeded`` (see :func:`check_size`) without writing.
+    ``quota_exceeded`` (see :func:`check_size`), or ``bad_request`` for an
+    index that is not UTF-8, without writing.
     """
     catalog = catalog if catalog is not None else load_catalog(lib, everything=False)
     new_text = build_index(catalog)
@@ -234,8 +281,10 @@ def update_index(lib: Library, catalog: Catalog | None = None, *, check: bool = 
 def index_links(text: str) -> list[tuple[int, str]]:
     """Every relative Markdown link target in an index: ``(1-based line, target)``.
 
-    Absolute URLs, ``#anchors`` and ``mailto:`` are skipped; ``<...>`` is unwrapped;
-    a ``#fragment`` is dropped.
+    Absolute URLs, ``#anchors`` and ``mailto:`` are skipped; ``<...>`` is
+    unwrapped, backslash escapes undone, a ``#fragment`` dropped and ``%XX``
+    decoded, so the target is the logical path the link names.  Escaped
+    brackets (``\\[``) are text, not links.
     """
     found: list[tuple[int, str]] = []
     for number, line in enumerate(text.split("\n"), 1):
@@ -243,9 +292,10 @@ def index_links(text: str) -> list[tuple[int, str]]:
             target = match.group(1)
             if target.startswith("<"):
                 target = target[1:-1]
-            target = target.split("#", 1)[0]
+            target = _MD_ESCAPE.sub(r"\1", target).split("#", 1)[0]
             if not target or re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", target) or target.startswith("/"):
                 continue
+            target = unquote(target)
             if target.startswith("./"):
                 target = target[2:]
             found.append((number, target))

@@ -256,6 +256,26 @@ class ProjectLibrary:
                             continue  # a hand-placed name the path rules forbid: not addressable
         return sorted(found)
 
+    def symlinks(self) -> list[str]:
+        """Sorted paths (relative to the library) of the symbolic links in it, which are never followed."""
+        self._check_no_symlinks()
+        found: list[str] = []
+        stack = [(str(self.root), "")]
+        while stack:
+            absdir, rel = stack.pop()
+            try:
+                it = os.scandir(absdir)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            with it:
+                for entry in it:
+                    if entry.is_symlink():
+                        # A name that is not UTF-8 is shown with \x escapes, never as lone surrogates.
+                        found.append(os.fsencode(rel + entry.name).decode("utf-8", "backslashreplace"))
+                    elif entry.is_dir(follow_symlinks=False):
+                        stack.append((entry.path, rel + entry.name + "/"))
+        return sorted(found)
+
     def read(self, path: str) -> Doc:
         from hub.store import revision_of
 

@@ -6,6 +6,7 @@ document's logical path and, where one applies, a 1-based line.  Codes:
 =======================  ========  ===========================================================
 code                     severity  meaning
 =======================  ========  ===========================================================
+``encoding``             error     a topic or ``MEMORY.md`` that is not UTF-8 (line of the first bad byte)
 ``parse``                error     the frontmatter is not readable YAML / not a mapping
 ``no_frontmatter``       error     a file in a type directory without frontmatter
 ``schema``               error     a frontmatter field breaks ``memory.schema.json`` (one per field)
@@ -14,8 +15,10 @@ code                     severity  meaning
 ``path_nested``          error     a file deeper than ``<type>/<name>.md``
 ``path_not_slug``        error     a file name that is not a slug (``^[a-z0-9_-]+$``)
 ``type_mismatch``        error     the directory says one type, the frontmatter another
-``name_mismatch``        error     frontmatter ``name`` differs from the file name
-``duplicate_name``       error     two topics share a name (the name is the identity)
+``name_mismatch``        error     frontmatter ``name`` differs from the file name (archive
+                                   copies ``<name>-N.md`` are fine)
+``duplicate_name``       error     two topics share a name (the name is the identity; archived
+                                   copies may share one among themselves)
 ``cap``                  error     more topics of one type than its cap (10/30/20/50)
 ``missing_section``      warning   feedback/project body without ``**Why:**`` or ``**How to apply:**``
 ``expired``              warning   feedback past ``expires`` (or ``created`` + 90 days): archive it
@@ -28,6 +31,7 @@ code                     severity  meaning
 ``index_missing_file``   error     an index link to a document that does not exist
 ``index_missing_topic``  error     a topic the index does not link to
 ``index_stale``          warning   the index differs from what ``amux memory index`` would write
+``symlink``              warning   a symbolic link in a project library (never followed, so ignored)
 =======================  ========  ===========================================================
 
 Archived feedback (``feedback/_archive/``) is parsed and schema-checked but not
@@ -40,14 +44,13 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from collections import defaultdict
-from urllib.parse import unquote
 
 from tools.typed_memory.catalog import Catalog, Topic, load_catalog
 from tools.typed_memory.index import ENTRY_LINE, LINE_MAX, build_index, count_lines, index_links
 from tools.typed_memory.library import Library
 from tools.typed_memory.model import (
-    CAPS, FEEDBACK_DEFAULT_DAYS, INDEX_PATH, TYPES, Problem, TopicError, field_lines, is_slug, parse_date,
-    slugify, split_frontmatter, unknown_fields, validate_meta,
+    CAPS, INDEX_PATH, TYPES, Problem, TopicError, cap_advice, feedback_expiry_of, field_lines, is_slug, slugify,
+    split_frontmatter, unknown_fields, validate_meta,
 )
 
 WHY = re.compile(r"\*\*\s*Why\s*[:：]\s*\*\*|\*\*\s*Why\s*\*\*\s*[:：]", re.IGNORECASE)
@@ -59,7 +62,12 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 def lint_library(lib: Library, today: _dt.date) -> list[Problem]:
     """Every problem of the library, sorted by path, line, severity and code."""
-    return lint_catalog(load_catalog(lib), lib.index_max_bytes, lib.index_max_lines, today)
+    problems = lint_catalog(load_catalog(lib), lib.index_max_bytes, lib.index_max_lines, today)
+    symlinks = getattr(lib, "symlinks", None)  # only a project library has its own directory to walk
+    if symlinks is not None:
+        problems += [Problem("warning", "symlink", path, None, "a symbolic link; never followed, so every "
+                             "memory command ignores it (replace it with the file itself)") for path in symlinks()]
+    return sorted(problems, key=lambda p: (p.path, p.line or 0, SEVERITY_ORDER[p.severity], p.code, p.message))
 
 
 def lint_catalog(catalog: Catalog, max_bytes: int, max_lines: int, today: _dt.date) -> list[Problem]:
@@ -94,6 +102,10 @@ def _is_typed(topic: Topic) -> bool:
 
 def _topic_problems(topic: Topic, today: _dt.date) -> list[Problem]:
     problems = _path_problems(topic)
+    if topic.bad_byte is not None:
+        problems.append(Problem("error", "encoding", topic.path, topic.bad_line,
+                                f"not valid UTF-8 (byte {topic.bad_byte}); save it as UTF-8 (archive leaves it "
+                                "where it is, since moving it would change its bytes)"))
     if topic.error is not None:
         return problems + [Problem("error", "parse", topic.path, topic.error.line, topic.error.message)]
     if not topic.has_frontmatter:
@@ -115,7 +127,7 @@ def _topic_problems(topic: Topic, today: _dt.date) -> list[Problem]:
         problems.append(Problem("error", "type_mismatch", topic.path, at("type"),
                                 f"type is {declared!r} but the file is in {place}/", "type"))
     name = meta.get("name")
-    if isinstance(name, str) and name != topic.stem:
+    if isinstance(name, str) and name != topic.stem and not _archive_copy_of(topic, name):
         problems.append(Problem("error", "name_mismatch", topic.path, at("name"),
                                 f"name {name!r} differs from the file name {topic.stem!r}", "name"))
     kind = place or declared
@@ -124,6 +136,11 @@ def _topic_problems(topic: Topic, today: _dt.date) -> list[Problem]:
     if kind == "feedback" and not topic.archived:
         problems += _expiry(topic, meta, today, lines)
     return problems
+
+
+def _archive_copy_of(topic: Topic, name: str) -> bool:
+    """Whether ``topic`` is the archive's ``<name>-N.md`` (or ``<name>-<revision>.md``) copy of ``name``."""
+    return topic.archived and re.fullmatch(rf"{re.escape(name)}-(?:[0-9]+|[0-9a-f]{{12}})", topic.stem) is not None
 
 
 def _path_problems(topic: Topic) -> list[Problem]:
@@ -157,15 +174,10 @@ def _sections(topic: Topic, kind: str) -> list[Problem]:
 
 
 def _expiry(topic: Topic, meta: dict[str, object], today: _dt.date, lines: dict[str, int]) -> list[Problem]:
-    expires = parse_date(meta.get("expires"))
-    field = "expires"
-    if expires is None:
-        created = parse_date(meta.get("created"))
-        if created is None:
-            return []
-        expires, field = created + _dt.timedelta(days=FEEDBACK_DEFAULT_DAYS), "created"
-    if expires >= today:
-        return []
+    expires, basis = feedback_expiry_of(meta)
+    if expires is None or expires >= today:
+        return []  # an unusable date is a schema error already
+    field = "expires" if basis == "expires" else "created"
     return [Problem("warning", "expired", topic.path, lines.get(field, 1),
                     f"feedback expired on {expires.isoformat()}; 'amux memory archive' moves it to feedback/_archive/")]
 
@@ -201,8 +213,8 @@ def _duplicate_names(typed: list[Topic]) -> list[Problem]:
         by_name[t.name].append(t)
     problems = []
     for name, group in by_name.items():
-        if len(group) < 2:
-            continue
+        if len(group) < 2 or all(t.archived for t in group):
+            continue  # archived feedback may be archived again under the same name (as <name>-2.md)
         for t in group:
             others = ", ".join(o.path for o in group if o is not t)
             problems.append(Problem("error", "duplicate_name", t.path, None,
@@ -212,7 +224,7 @@ def _duplicate_names(typed: list[Topic]) -> list[Problem]:
 
 def _caps(catalog: Catalog) -> list[Problem]:
     return [Problem("error", "cap", f"{type_}/", None,
-                    f"{type_} has {count} topics; the cap is {CAPS[type_]} (archive, merge or delete some)")
+                    f"{type_} has {count} topics; the cap is {CAPS[type_]} ({cap_advice(type_)})")
             for type_, count in catalog.counts().items() if count > CAPS[type_]]
 
 
@@ -229,6 +241,13 @@ def _index_problems(catalog: Catalog, max_bytes: int, max_lines: int) -> list[Pr
                         f"{len(indexable)} topic(s) but no {INDEX_PATH}; run 'amux memory index'")]
     text = index.text
     problems = []
+    if index.content is not None:
+        try:
+            index.content.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append(Problem("error", "encoding", INDEX_PATH, index.content[: exc.start].count(b"\n") + 1,
+                                    f"not valid UTF-8 (byte {exc.start}); 'amux memory index' will not rewrite it "
+                                    "until it is"))
     try:
         has_frontmatter = split_frontmatter(text)[0] is not None
     except TopicError:  # an unclosed '---' still opens frontmatter
@@ -249,7 +268,6 @@ def _index_problems(catalog: Catalog, max_bytes: int, max_lines: int) -> list[Pr
     existing = {t.path for t in catalog.topics}
     linked = set()
     for number, target in index_links(text):
-        target = unquote(target)
         if not target.endswith(".md"):
             continue  # points outside memory (a web page, a repository file): not ours to check
         linked.add(target)
@@ -260,7 +278,8 @@ def _index_problems(catalog: Catalog, max_bytes: int, max_lines: int) -> list[Pr
         if t.path not in linked:
             problems.append(Problem("error", "index_missing_topic", t.path, None,
                                     f"not listed in {INDEX_PATH}; run 'amux memory index'"))
-    if not any(p.code.startswith("index_missing") for p in problems) and build_index(catalog) != text:
+    if not any(p.code.startswith("index_missing") or p.code == "encoding" for p in problems) \
+            and build_index(catalog) != text:
         problems.append(Problem("warning", "index_stale", INDEX_PATH, None,
                                 "differs from what 'amux memory index' would write (counts, order or "
                                 "descriptions changed); run it"))

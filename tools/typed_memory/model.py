@@ -31,6 +31,13 @@ CAPS = {"user": 10, "feedback": 30, "project": 20, "reference": 50}
 FEEDBACK_DEFAULT_DAYS = 90
 """Feedback without an explicit ``expires`` lapses this many days after ``created``."""
 
+def cap_advice(type_: str) -> str:
+    """What to do when ``type_`` is at its cap (only feedback can be archived)."""
+    if type_ == "feedback":
+        return "archive expired feedback, merge two, or delete one"
+    return "merge two, or delete one with 'amux memory forget'"
+
+
 ARCHIVE_DIR = "feedback/_archive"
 """Where expired feedback goes; never indexed, never counted against the cap."""
 
@@ -42,9 +49,12 @@ FIELD_ORDER = ("name", "description", "type", "created", "expires", "tags", "sou
 
 KNOWN_FIELDS = frozenset(FIELD_ORDER)
 
-SLUG_RE = re.compile(r"^[a-z0-9_-]+$")
+# \Z, not $: Python's $ also matches before a final newline, and "a\n" is not a slug.
+SLUG_RE = re.compile(r"^[a-z0-9_-]+\Z")
 SLUG_MAX = 64
-_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
+MAX_NESTING = 32
+"""Deepest nesting of lists and maps frontmatter may use (real frontmatter needs a handful)."""
 _DELIMITER = re.compile(r"^---[ \t]*\r?$")
 
 
@@ -105,12 +115,47 @@ def load_schema() -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _validator() -> Any:
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator, validators
 
     schema = load_schema()
     Draft202012Validator.check_schema(schema)
+    # JSON Schema patterns are ECMA-262 regexes, whose '$' is the end of the input; Python's
+    # re (which jsonschema uses) lets '$' match before a final newline, so "a\n" would pass.
+    ecma = validators.extend(Draft202012Validator, {"pattern": _ecma_pattern_keyword})
     # Formats are not asserted by default in 2020-12; ask for them so 2026-02-30 is refused.
-    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    return ecma(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def _ecma_pattern_keyword(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
+    from jsonschema import ValidationError
+
+    if validator.is_type(instance, "string") and not ecma_regex(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@lru_cache(maxsize=64)
+def ecma_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a JSON Schema (ECMA-262) ``pattern`` for Python with ``$`` meaning end of input.
+
+    Every unescaped ``$`` outside a character class becomes ``\\Z``; the rest
+    of the syntax our schema uses is the same in both dialects.
+    """
+    out: list[str] = []
+    escaped = in_class = False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "$":
+            out.append("\\Z")
+            continue
+        out.append(ch)
+    return re.compile("".join(out))
 
 
 def _field_path(error: Any) -> str:
@@ -124,20 +169,27 @@ def _field_path(error: Any) -> str:
 
 
 def validate_meta(meta: dict[str, Any], *, path: str = "", line: int | None = None) -> list[Problem]:
-    """Check a frontmatter mapping against the schema: one ``error`` Problem per violation.
+    """Check a frontmatter mapping against the schema: one ``error`` Problem per offending field.
 
     ``meta`` should already be normalised (:func:`normalize_meta`: dates as ISO
     strings).  Each Problem has code ``schema``, the given ``path`` and
     ``line``, ``field`` set to the JSON path of the offending value
     (``tags/2``; ``""`` for the whole mapping) and a message that starts with
-    it.  Unknown fields are not errors here (see :func:`unknown_fields`).
-    Problems come sorted by field, so output is stable.
+    it.  A value that breaks several rules gets the most telling one (wrong
+    type, then missing, enum, pattern, format, the rest).  Unknown fields are
+    not errors here (see :func:`unknown_fields`).  Problems come sorted by
+    field, so output is stable.
     """
-    problems = []
+    best: dict[str, tuple[int, str]] = {}
     for err in _validator().iter_errors(meta):
         field = _field_path(err)
-        problems.append(Problem("error", "schema", path, line, f"{field or 'frontmatter'}: {_message(err)}", field))
-    return sorted(problems, key=lambda p: (p.field or "", p.message))
+        found = (_RANK.get(err.validator, len(_RANK)), f"{field or 'frontmatter'}: {_message(err)}")
+        if field not in best or found < best[field]:
+            best[field] = found
+    return [Problem("error", "schema", path, line, message, field) for field, (_, message) in sorted(best.items())]
+
+
+_RANK = {"type": 0, "required": 1, "enum": 2, "pattern": 3, "format": 4}
 
 
 def _message(error: Any) -> str:
@@ -196,7 +248,7 @@ def _iso(value: Any) -> Any:
 
 
 def parse_date(text: object) -> _dt.date | None:
-    """``YYYY-MM-DD`` as a date, or None when ``text`` is not one."""
+    """``YYYY-MM-DD`` as a date, or None when ``text`` is not one (any other type, ``2026-02-30``)."""
     if isinstance(text, _dt.date) and not isinstance(text, _dt.datetime):
         return text
     if not isinstance(text, str) or not _DATE_RE.match(text):
@@ -205,6 +257,24 @@ def parse_date(text: object) -> _dt.date | None:
         return _dt.date.fromisoformat(text)
     except ValueError:
         return None
+
+
+def feedback_expiry_of(meta: dict[str, Any]) -> tuple[_dt.date | None, str]:
+    """When a feedback topic stops being live: ``(date, basis)``, or ``(None, reason)``.
+
+    ``basis`` is ``"expires"``, or ``"created+90"`` when there is no
+    ``expires`` at all.  An ``expires`` that is present but not a date gives
+    ``(None, reason)``: guessing created + 90 would hide the mistake.
+    """
+    if "expires" in meta:
+        expires = parse_date(meta["expires"])
+        if expires is None:
+            return None, f"expires {_short(meta['expires'])} is not a date (YYYY-MM-DD)"
+        return expires, "expires"
+    created = parse_date(meta.get("created"))
+    if created is None:
+        return None, "neither expires nor created is a date (YYYY-MM-DD)"
+    return created + _dt.timedelta(days=FEEDBACK_DEFAULT_DAYS), f"created+{FEEDBACK_DEFAULT_DAYS}"
 
 
 # -- topic text ----------------------------------------------------------------------
@@ -230,9 +300,13 @@ def parse_topic(text: str) -> tuple[dict[str, Any], str, int]:
 
     The mapping is normalised (:func:`normalize_meta`).  A document without
     frontmatter gives ``({}, text, 1)``.  Raises :class:`TopicError` (with the
-    1-based line) for YAML that does not parse, or frontmatter that is not a
-    mapping.  YAML is read with python-frontmatter's YAML handler (PyYAML's
-    SafeLoader: no arbitrary objects).
+    1-based line) for YAML that does not parse, a value its tag cannot hold
+    (``!!int abc``), aliases, nesting deeper than :data:`MAX_NESTING`, or
+    frontmatter that is not a mapping; never any other exception.  YAML is
+    read with python-frontmatter's YAML handler and a SafeLoader (no arbitrary
+    objects) that keeps timestamps as the text written: ``created:
+    2026-02-30`` is the string ``"2026-02-30"``, which the schema then refuses
+    with its line, instead of a date that cannot be built.
     """
     yaml_text, yaml_line, body_line = split_frontmatter(text)
     if yaml_text is None:
@@ -241,23 +315,74 @@ def parse_topic(text: str) -> tuple[dict[str, Any], str, int]:
     from frontmatter.default_handlers import YAMLHandler
 
     try:
-        # Aliases let a few lines expand into an exponentially large value ("billion laughs")
-        # that normalising and validating would walk; frontmatter has no use for them.
-        for token in yaml.scan(yaml_text, Loader=yaml.SafeLoader):
-            if isinstance(token, yaml.AliasToken):
-                raise TopicError("frontmatter uses a YAML alias (*name); write the value out instead",
-                                 yaml_line + token.start_mark.line)
-        data = YAMLHandler().load(yaml_text) if yaml_text.strip() else {}
+        _check_tokens(yaml_text, yaml_line)
+        data = YAMLHandler().load(yaml_text, Loader=_text_dates_loader()) if yaml_text.strip() else {}
+    except TopicError:
+        raise
     except yaml.YAMLError as exc:
         line = _yaml_error_line(exc, yaml_text, yaml_line)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise TopicError(f"frontmatter is not valid YAML: {problem}", line) from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # a constructor's own error
+        raise TopicError(f"frontmatter is not valid YAML: {exc}", yaml_line) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise TopicError(f"frontmatter must be a mapping of fields, not a {type(data).__name__}", yaml_line)
     body = "\n".join(text.split("\n")[body_line - 1 :])
     return normalize_meta(data), body, body_line
+
+
+def _check_tokens(yaml_text: str, yaml_line: int) -> None:
+    """Refuse aliases and deep nesting before anything is built (raises :class:`TopicError`)."""
+    import yaml
+
+    depth = 0
+    opening = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken, yaml.FlowMappingStartToken,
+               yaml.FlowSequenceStartToken)
+    closing = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+    for token in yaml.scan(yaml_text, Loader=yaml.SafeLoader):
+        if isinstance(token, yaml.AliasToken):
+            # Aliases let a few lines expand into an exponentially large value ("billion laughs")
+            # that normalising and validating would walk; frontmatter has no use for them.
+            raise TopicError("frontmatter uses a YAML alias (*name); write the value out instead",
+                             yaml_line + token.start_mark.line)
+        if isinstance(token, opening):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise TopicError(f"frontmatter nests lists and maps deeper than {MAX_NESTING} levels",
+                                 yaml_line + token.start_mark.line)
+        elif isinstance(token, closing):
+            depth -= 1
+
+
+@lru_cache(maxsize=1)
+def _text_dates_loader() -> Any:
+    """PyYAML's SafeLoader (the C one when built) without the timestamp type: dates stay text.
+
+    A value whose tag cannot hold it (``!!int abc``) raises a YAML error at
+    its own line instead of a bare ``ValueError``.
+    """
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    timestamp = "tag:yaml.org,2002:timestamp"
+
+    class TextDatesLoader(base):  # type: ignore[misc, valid-type]
+        yaml_implicit_resolvers = {
+            first: [(tag, rx) for tag, rx in resolvers if tag != timestamp]
+            for first, resolvers in base.yaml_implicit_resolvers.items()
+        }
+
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            try:
+                return super().construct_object(node, deep)
+            except (ValueError, TypeError, OverflowError) as exc:
+                raise yaml.constructor.ConstructorError(None, None, str(exc), node.start_mark) from None
+
+    # An explicit '!!timestamp' is kept as its text too.
+    TextDatesLoader.add_constructor(timestamp, lambda loader, node: loader.construct_scalar(node))
+    return TextDatesLoader
 
 
 def _yaml_error_line(exc: Any, yaml_text: str, first_line: int) -> int:
