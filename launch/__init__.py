@@ -3,14 +3,16 @@
 The pure part is :func:`plan` (a :class:`LaunchSpec` per agent, plain data a
 Runtime can execute itself).  The I/O parts are separate: binding resolution
 and session launch state (:mod:`launch.binding`, :mod:`launch.sessions`),
-reading the user's agent configuration (:mod:`launch.context`), isolated
-launches (:mod:`launch.isolation`), running a spec (:mod:`launch.runner`)
-and the Codex app-server driver (:mod:`launch.codex_app_server`).
+reading the user's agent configuration (:mod:`launch.context`), spotting an
+agent's own resume options (:mod:`launch.native_resume`), isolated launches
+(:mod:`launch.isolation`), running a spec (:mod:`launch.runner`) and the
+Codex app-server driver (:mod:`launch.codex_app_server`).
 """
 
 from launch.agents import AGENTS, plan
 from launch.context import AgentContext, read_context
 from launch.errors import LaunchError
-from launch.spec import FileSpec, LaunchSpec, RunAs
+from launch.spec import DirSpec, FileSpec, LaunchSpec, RunAs
 
-__all__ = ["AGENTS", "AgentContext", "FileSpec", "LaunchError", "LaunchSpec", "RunAs", "plan", "read_context"]
+__all__ = ["AGENTS", "AgentContext", "DirSpec", "FileSpec", "LaunchError", "LaunchSpec", "RunAs", "plan",
+           "read_context"]

@@ -15,23 +15,26 @@ from collections.abc import Iterator, Sequence
 END_OF_OPTIONS = "--"
 
 
-def take_value_option(args: Sequence[str], names: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Remove every ``NAME VALUE`` and ``NAME=VALUE`` for NAME in ``names`` (before ``--``).
+def take_value_option(args: Sequence[str], names: Sequence[str], *, equals: bool = True,
+                      end_of_options: bool = True) -> tuple[list[str], list[str]]:
+    """Remove every ``NAME VALUE`` (and, with ``equals``, ``NAME=VALUE``) for NAME in ``names``.
 
     Returns ``(remaining args, values in order)``.  A NAME with no value
     after it (the last token) is kept as is, so the agent reports its own
-    usage error.
+    usage error.  With ``end_of_options`` a bare ``--`` ends the scan (what
+    follows is positional); Pi's parser has neither ``--`` nor ``NAME=VALUE``,
+    so its callers pass ``False`` for both.
     """
     rest: list[str] = []
     values: list[str] = []
     i = 0
     while i < len(args):
         tok = args[i]
-        if tok == END_OF_OPTIONS:
+        if end_of_options and tok == END_OF_OPTIONS:
             rest.extend(args[i:])
             break
         name, eq, value = tok.partition("=")
-        if name in names and eq:
+        if equals and name in names and eq:
             values.append(value)
         elif tok in names and i + 1 < len(args):
             values.append(args[i + 1])
@@ -40,6 +43,29 @@ def take_value_option(args: Sequence[str], names: Sequence[str]) -> tuple[list[s
             rest.append(tok)
         i += 1
     return rest, values
+
+
+def variadic_values(args: Sequence[str], names: Sequence[str]) -> list[str]:
+    """The values of a Commander-style variadic option (Claude's ``--mcp-config a b``), before ``--``.
+
+    ``NAME=V`` gives one value; ``NAME V1 V2 ...`` takes tokens up to the next
+    one that starts with ``-``.
+    """
+    values: list[str] = []
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        if tok == END_OF_OPTIONS:
+            break
+        name, eq, value = tok.partition("=")
+        if name in names and eq:
+            values.append(value)
+        elif tok in names:
+            while i + 1 < len(args) and not args[i + 1].startswith("-"):
+                values.append(args[i + 1])
+                i += 1
+        i += 1
+    return values
 
 
 def merge_instructions(existing: Sequence[str | None], protocol: str) -> str:
@@ -92,9 +118,14 @@ def _codex_tokens(args: Sequence[str]) -> Iterator[tuple[list[str], str | None]]
         i += 1
 
 
+def codex_key(raw: str) -> str:
+    """A ``-c`` key as Codex resolves it: dotted parts with spaces and TOML quotes removed (``"a" . b`` -> ``a.b``)."""
+    return ".".join(part.strip().strip("\"'") for part in raw.split("."))
+
+
 def codex_overrides(args: Sequence[str]) -> list[tuple[str, str]]:
     """The ``(key, raw value)`` pairs of every ``-c``/``--config`` override in Codex arguments (before ``--``)."""
-    return [(item.partition("=")[0].strip(), item.partition("=")[2])
+    return [(codex_key(item.partition("=")[0]), item.partition("=")[2])
             for _, item in _codex_tokens(args) if item is not None]
 
 
@@ -111,14 +142,34 @@ def take_codex_override(args: Sequence[str], key: str) -> tuple[list[str], list[
     rest: list[str] = []
     found: list[object] = []
     for tokens, item in _codex_tokens(args):
-        if item is not None and item.partition("=")[0].strip() == key:
+        if item is not None and codex_key(item.partition("=")[0]) == key:
             found.append(parse_codex_value(item.partition("=")[2]))
         else:
             rest.extend(tokens)
     return rest, found
 
 
-def option_value(args: Sequence[str], names: Sequence[str]) -> str | None:
-    """The last value given to a value option (``NAME V`` or ``NAME=V``) before ``--``, else ``None``."""
-    _, values = take_value_option(args, names)
-    return values[-1] if values else None
+def option_value(args: Sequence[str], names: Sequence[str], *, attached: Sequence[str] = ()) -> str | None:
+    """The last value given to a value option (``NAME V`` or ``NAME=V``) before ``--``, else ``None``.
+
+    ``attached`` lists short options that also take their value glued on, as
+    clap allows (``-pwork`` for Codex's ``-p work``).
+    """
+    found: str | None = None
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        if tok == END_OF_OPTIONS:
+            break
+        name, eq, value = tok.partition("=")
+        if name in names and eq:
+            found = value
+        elif tok in names and i + 1 < len(args):
+            found = args[i + 1]
+            i += 1
+        else:
+            short = next((s for s in attached if tok.startswith(s) and len(tok) > len(s)), None)
+            if short is not None and not tok.startswith("--"):
+                found = tok[len(short):].removeprefix("=")
+        i += 1
+    return found

@@ -6,14 +6,26 @@ launched untouched (no tools, no protocol, its native memory policy as the
 user configured it).  With a binding:
 
 * Claude Code: one merged ``--append-system-prompt`` (the user's text first,
-  the MCP protocol once), ``--mcp-config=<json>`` naming the ``amux`` server,
-  and ``CLAUDE_CODE_DISABLE_AUTO_MEMORY=1`` for this process only.
+  the MCP protocol once); ``--mcp-config=<json>`` naming the ``amux`` server
+  with ``alwaysLoad`` (Claude then waits for it before the first turn instead
+  of starting without its tools); ``--allowedTools`` for the five amux tools
+  (``-p`` mode denies an MCP tool nobody allowed); one ``--settings`` (the
+  user's, if any, plus ``env.CLAUDE_CODE_DISABLE_AUTO_MEMORY=1`` and
+  ``autoMemoryEnabled=false``: flag settings outrank the user's and the
+  project's settings files, whose ``env`` would otherwise switch auto memory
+  back on); and ``CLAUDE_CODE_DISABLE_AUTO_MEMORY=1`` for this process only.
 * Codex: ``-c`` overrides before the user's arguments (so they reach every
-  subcommand): native memories off, the ``amux`` MCP server with its tools
-  pre-approved, and ``developer_instructions`` = the user's effective ones plus
-  the protocol once.  ``config.toml`` is only read.
-* Pi: one merged ``--append-system-prompt`` with the CLI protocol, and the
-  directory holding ``amux`` first on ``PATH`` (Pi has no MCP).
+  subcommand): native memories off, the ``amux`` MCP server (``required``, so
+  Codex waits for it and refuses to run without it; enabled, all five tools
+  on and pre-approved), and ``developer_instructions`` = the user's effective
+  ones (``-c``, else the ``--profile``'s ``<name>.config.toml``, else
+  ``config.toml``) plus the protocol once.  ``-c`` overrides outrank
+  ``config.toml`` and profiles; user arguments that would override a key the
+  launch owns are refused.  ``config.toml`` is only read.
+* Pi: one merged ``--append-system-prompt`` with the CLI protocol, and a
+  launch-local directory holding only an ``amux`` wrapper first on ``PATH``
+  (Pi has no MCP; the directory of the real ``amux``, a virtualenv's ``bin``,
+  would put its ``python3``/``pip`` first too).
 
 Any other agent is a :class:`~launch.errors.LaunchError`: there is no
 per-turn prompt fallback.
@@ -27,9 +39,10 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from launch.agent_args import (
+    END_OF_OPTIONS,
     codex_overrides,
     merge_instructions,
     option_value,
@@ -37,10 +50,20 @@ from launch.agent_args import (
     take_value_option,
     toml_inline_table,
     toml_value,
+    variadic_values,
 )
-from launch.context import APPEND_FLAG, CLAUDE_APPEND_FILE_FLAG, AgentContext
+from launch.context import (
+    APPEND_FLAG,
+    CLAUDE_APPEND_FILE_FLAG,
+    CLAUDE_MCP_CONFIG_FLAG,
+    CLAUDE_SETTINGS_FLAG,
+    CODEX_IGNORE_USER_CONFIG,
+    CODEX_PROFILE_FLAGS,
+    AgentContext,
+    is_json_object_text,
+)
 from launch.errors import LaunchError
-from launch.spec import FileSpec, LaunchSpec, RunAs
+from launch.spec import DirSpec, FileSpec, LaunchSpec, RunAs
 from protocol.agent_protocol import render
 from protocol.errors import ErrorCode
 
@@ -50,21 +73,49 @@ AGENTS: Final = ("claude", "codex", "pi")
 TITLES: Final = {"claude": "Claude Code", "codex": "Codex", "pi": "Pi"}
 
 MEMORY_DIR: Final = "agent-config/memory"
-"""Where, under the run directory, an isolated launch keeps its copy of the CLI (design record §5)."""
+"""Where, under the run directory, a launch keeps its ``amux`` wrapper (and, isolated, the copy of the CLI; design record §5)."""
 
 WRAPPER_NAME: Final = "amux"
-"""The connection wrapper: sets AMUX_HUB / AMUX_MEMORY_BINDING, then runs the copied entry point."""
+"""The connection wrapper: sets AMUX_HUB / AMUX_MEMORY_BINDING, then runs the amux entry point."""
+
+ENTRY_NAME: Final = "amux-entry"
+"""The copied CLI entry point inside the memory directory of an isolated launch (the wrapper runs it)."""
+
+MCP_TOOL_NAMES: Final = ("memory_search", "memory_get", "memory_upsert", "memory_forget", "result_continue")
+"""The amux MCP server's tools (``tools.mcp_server.TOOL_NAMES``, kept here so planning never imports ``mcp``)."""
+
+CLAUDE_TOOL_NAMES: Final = tuple(f"mcp__amux__{name}" for name in MCP_TOOL_NAMES)
+"""The model-facing names Claude Code gives the amux tools (what ``--allowedTools`` names)."""
 
 CODEX_MEMORY_OFF: Final = ("features.memories", "memories.use_memories", "memories.generate_memories")
 """The Codex settings that must all be false for a launch with amux memory (design record §8)."""
 
-# Keys the Codex launch sets itself; a user override of them would silently undo the launch.
-_CODEX_OWNED_PREFIXES: Final = ("features.memories", "memories.", "mcp_servers.amux.", "mcp_servers.amux")
+SYSTEM_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""The PATH an isolated agent gets after the memory directory (never the launcher's own PATH)."""
+
+ISOLATED_ENV_ALLOW: Final = (
+    "TERM", "COLORTERM", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "LANG", "LANGUAGE", "LC_*", "TZ",
+    "ANTHROPIC_*", "OPENAI_*", "CODEX_*", "CLAUDE_CODE_*", "PI_*", "MCP_*",
+    "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS",
+)
+"""What an isolated (``--as-user``) agent keeps from the launcher's environment: the terminal and locale, the
+agents' own settings and credentials (``ANTHROPIC_*``, ``OPENAI_*``, ``CODEX_*``, ``CLAUDE_CODE_*``, ``PI_*``,
+``MCP_*``) and proxies.  ``CODEX_HOME`` and ``PI_CODING_AGENT_DIR`` are then reset to the user's home."""
+
+# Keys the Codex launch sets itself; a user override of them would silently undo the launch.  A whole-table
+# override (`-c features={...}`, `-c mcp_servers={}`) replaces our keys too.
+_CODEX_OWNED_KEYS: Final = ("features", "memories", "mcp_servers", "mcp_servers.amux")
+_CODEX_OWNED_PREFIXES: Final = ("features.memories", "memories.", "mcp_servers.amux.")
+_CODEX_USER_TUNABLE: Final = ("mcp_servers.amux.startup_timeout_sec", "mcp_servers.amux.startup_timeout_ms",
+                              "mcp_servers.amux.tool_timeout_sec")
 
 # Names of environment values that hold secrets: forwarded to Codex's MCP server by name, never put in argv.
 _FORWARD_BY_NAME: Final = ("AMUX_TOKEN",)
 
-# Inherited values that point into the launcher's own account; an isolated launch drops them.
+# Inherited values that point into the launcher's own account; an isolated launch drops them (the allow-list
+# already keeps them out; listing them says so in the spec for a Runtime that builds its own environment).
 _ISOLATION_UNSET: Final = ("CLAUDE_CONFIG_DIR", "AMUX_HOME", "AMUX_TOKEN", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
                            "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "MAIL")
 
@@ -77,6 +128,10 @@ class _Memory:
     path_dir: str | None
     mcp_env: dict[str, str]
     files: list[FileSpec] = field(default_factory=list)
+
+    def server(self) -> dict[str, Any]:
+        """The ``amux`` MCP server as data: ``{"command", "args", "env"}``."""
+        return {"command": self.command[0], "args": [*self.command[1:], "mcp"], "env": dict(self.mcp_env)}
 
 
 def unsupported(agent: str) -> LaunchError:
@@ -93,66 +148,93 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
          amux_command: Sequence[str] = ("amux",), executable: str | None = None, session_id: str | None = None,
          off_reason: str | None = None, warnings: Sequence[str] = (), environ: Mapping[str, str] | None = None,
          context: AgentContext | None = None, run_as: RunAs | None = None,
-         run_dir: str | None = None) -> LaunchSpec:
+         run_dir: str | None = None, pass_env: Sequence[str] = ()) -> LaunchSpec:
     """The :class:`LaunchSpec` for one agent launch (pure: no I/O, no clock, no randomness).
 
     ``agent``: ``claude``, ``codex`` or ``pi`` (else :class:`LaunchError`, step
     ``agent``).  ``args``: the user's agent arguments, passed through except
-    for the instruction options merged into one block.  ``binding``: the
-    memory binding (``global`` / ``principal:<id>``), or ``None`` to launch
-    without memory (``off_reason`` says why, for the notice).  ``hub``: the
-    Hub address the agent's ``amux`` uses (``AMUX_HUB`` form); required with a
-    binding.  ``amux_command``: how to run ``amux`` (e.g. ``["/venv/bin/amux"]``);
-    in an isolated launch, the copied entry point inside
-    ``<run_dir>/agent-config/memory/``.  ``executable``: the agent program
-    (default: its name).  ``warnings``: extra notice text (e.g. the Hub is
-    down on resume).  ``environ``: the environment the agent would inherit
-    (PATH, CODEX_HOME, AMUX_TOKEN ... are read from it; default empty).
-    ``context``: the user's agent configuration (:func:`launch.context.read_context`).
-    ``run_as``/``run_dir``: an isolated launch (``--as-user``); ``run_dir`` also
-    holds a wrapper when Pi needs ``amux`` on PATH and ``amux_command`` is not
-    a program named ``amux``.
+    for the options merged into one (instructions, Claude's ``--settings``);
+    arguments that would undo the memory set-up are refused (:class:`LaunchError`,
+    step ``agent``).  ``binding``: the memory binding (``global`` /
+    ``principal:<id>``), or ``None`` to launch without memory (``off_reason``
+    says why, for the notice).  ``hub``: the Hub address the agent's ``amux``
+    uses (``AMUX_HUB`` form); required with a binding.  ``amux_command``: how
+    to run ``amux`` (e.g. ``["/venv/bin/amux"]``); for an isolated launch a
+    single program, which the spec copies into ``<run_dir>/agent-config/memory/``
+    (``files`` entry with ``source``) unless it already lies there.
+    ``executable``: the agent program (default: its name).  ``warnings``:
+    extra notice text (e.g. the Hub is down on resume).  ``environ``: the
+    environment the agent would inherit (PATH, AMUX_TOKEN, AMUX_HUB_CA are
+    read from it; default empty).  ``context``: the user's agent
+    configuration (:func:`launch.context.read_context`).
+    ``run_as``/``run_dir``: an isolated launch (``--as-user``); its
+    environment is the allow-list :data:`ISOLATED_ENV_ALLOW` plus ``pass_env``
+    (names or ``PREFIX*`` patterns).  ``run_dir`` is required for an isolated
+    launch and for Pi with memory (it holds the ``amux`` wrapper).
     """
     if agent not in AGENTS:
         raise unsupported(agent)
     env = dict(environ or {})
     ctx = context or AgentContext()
     exe = executable or agent
-    env_set, env_unset = _isolation_env(env, run_as)
+    env_set, env_unset, inherit = _isolation_env(run_as, pass_env)
     if binding is None:
         env_unset.append("AMUX_MEMORY_BINDING")  # a stale binding from the launcher's own environment
+        if run_as is not None:
+            env_set["PATH"] = SYSTEM_PATH
         return _finish(LaunchSpec(agent=agent, argv=[exe, *args], memory=False, session_id=session_id, hub=hub,
-                                  run_as=run_as, cleanup=_cleanup(run_dir, run_as, []), notices=_off_notices(agent, session_id, off_reason, warnings)),
-                       env_set, env_unset, env)
+                                  run_as=run_as, env_inherit=inherit, dirs=_agent_dirs(agent, run_as, run_dir),
+                                  notices=_off_notices(agent, session_id, off_reason, warnings)),
+                       env_set, env_unset)
     if not hub:
         raise LaunchError("agent", "a launch with a memory binding needs the Hub address", {"binding": binding})
     memory = _memory_access(agent, amux_command, hub, binding, env, run_as, run_dir)
     env_set.update({"AMUX_HUB": hub, "AMUX_MEMORY_BINDING": binding})
     if memory.path_dir is not None:
-        env_set["PATH"] = _prepend_path(memory.path_dir, env_set.get("PATH", env.get("PATH", os.defpath)))
+        base_path = SYSTEM_PATH if run_as is not None else env.get("PATH", os.defpath)
+        env_set["PATH"] = _prepend_path(memory.path_dir, base_path)
     spec = _AGENT_BUILDERS[agent](exe, list(args), memory, ctx, env)
-    spec = LaunchSpec(
-        agent=agent, argv=spec.argv, env_set={**spec.env_set}, files=memory.files,
-        cleanup=_cleanup(run_dir, run_as, memory.files),
-        system_prompt_append=spec.system_prompt_append, developer_instructions=spec.developer_instructions,
-        binding=binding, memory=True, session_id=session_id, hub=hub, run_as=run_as,
+    spec = dataclasses.replace(
+        spec, files=memory.files, cleanup=_cleanup(run_dir, memory.files), dirs=_agent_dirs(agent, run_as, run_dir),
+        env_inherit=inherit, binding=binding, memory=True, session_id=session_id, hub=hub, run_as=run_as,
         notices=_on_notices(agent, session_id, binding, hub, warnings),
     )
-    return _finish(spec, env_set, env_unset, env)
+    return _finish(spec, env_set, env_unset)
 
 
-def _finish(spec: LaunchSpec, env_set: dict[str, str], env_unset: list[str], env: Mapping[str, str]) -> LaunchSpec:
-    """Merge the environment changes: agent-specific values win, a key is never both set and unset."""
+def _finish(spec: LaunchSpec, env_set: dict[str, str], env_unset: list[str]) -> LaunchSpec:
+    """Merge the environment changes: agent-specific values win, a key is never both set and unset.
+
+    ``env_unset`` names every key the launch removes, whatever the caller's
+    environment holds now: the spec must mean the same for any base environment.
+    """
     merged = {**env_set, **spec.env_set}
-    unset = sorted({k for k in env_unset if k not in merged and k in env})
+    unset = sorted({k for k in env_unset if k not in merged})
     return dataclasses.replace(spec, env_set=merged, env_unset=unset)
 
 
-def _cleanup(run_dir: str | None, run_as: RunAs | None, files: Sequence[FileSpec]) -> list[str]:
-    """The launch-local amux directory goes after the run: the isolated copy of the CLI, or a wrapper."""
-    if run_dir and (run_as is not None or files):
+def _cleanup(run_dir: str | None, files: Sequence[FileSpec]) -> list[str]:
+    """The launch-local amux directory goes after the run (the wrapper, and an isolated launch's copy of the CLI)."""
+    if run_dir and files:
         return [os.path.join(run_dir, MEMORY_DIR)]
     return []
+
+
+def _agent_dirs(agent: str, run_as: RunAs | None, run_dir: str | None) -> list[DirSpec]:
+    """Directories an isolated agent needs: a private home for a uid without one, Codex's ``CODEX_HOME``.
+
+    Codex refuses to start when ``CODEX_HOME`` does not exist; for ``--as-user``
+    it is the user's own ``~/.codex``, created empty (0700, theirs) when missing,
+    never copied from the launcher's and never removed.
+    """
+    if run_as is None:
+        return []
+    dirs: list[DirSpec] = []
+    if run_dir and run_as.home.startswith(os.path.join(run_dir, "")):
+        dirs.append(DirSpec(run_as.home, 0o700, run_as.uid, run_as.gid))
+    if agent == "codex":
+        dirs.append(DirSpec(os.path.join(run_as.home, ".codex"), 0o700, run_as.uid, run_as.gid))
+    return dirs
 
 
 # -- environment -------------------------------------------------------------------------
@@ -167,34 +249,37 @@ def _prepend_path(first: str, path: str) -> str:
     return os.pathsep.join(seen)
 
 
-def _isolation_env(env: Mapping[str, str], run_as: RunAs | None) -> tuple[dict[str, str], list[str]]:
-    """For ``--as-user``: the target's HOME/USER/LOGNAME, its own Codex and Pi homes, no launcher paths.
+def _isolation_env(run_as: RunAs | None, pass_env: Sequence[str]) -> tuple[dict[str, str], list[str], list[str] | None]:
+    """For ``--as-user``: ``(env_set, env_unset, env_inherit)``; ``({}, [], None)`` otherwise.
 
-    Design record §8: ``CODEX_HOME`` and ``PI_CODING_AGENT_DIR`` are reset to
-    the target's home, ``CLAUDE_CONFIG_DIR`` is cleared (Claude then uses
-    ``~/.claude``), and values that name the launcher's account or its
-    credentials (``AMUX_TOKEN``, XDG directories) are dropped.  ``PATH``
-    keeps each directory once.
+    Design record §8: the agent starts from an allow-list of the launcher's
+    environment (:data:`ISOLATED_ENV_ALLOW` plus ``pass_env``), never the
+    whole of it; ``HOME``/``USER``/``LOGNAME``/``SHELL`` are the target's,
+    ``CODEX_HOME`` and ``PI_CODING_AGENT_DIR`` are reset to the target's home,
+    ``CLAUDE_CONFIG_DIR`` is not passed (Claude then uses ``~/.claude``), and
+    values that name the launcher's account or its credentials (``AMUX_TOKEN``,
+    XDG directories) are dropped even when ``pass_env`` names them.
     """
     if run_as is None:
-        return {}, []
+        return {}, [], None
     env_set = {
         "HOME": run_as.home,
         "CODEX_HOME": os.path.join(run_as.home, ".codex"),
         "PI_CODING_AGENT_DIR": os.path.join(run_as.home, ".pi", "agent"),
-        "PATH": _prepend_path("", env.get("PATH", os.defpath)),
     }
     unset = list(_ISOLATION_UNSET)
     if run_as.name:
         env_set["USER"] = env_set["LOGNAME"] = run_as.name
     else:
         unset += ["USER", "LOGNAME"]
-    return env_set, unset
+    if run_as.shell:
+        env_set["SHELL"] = run_as.shell
+    return env_set, unset, [*ISOLATED_ENV_ALLOW, *pass_env]
 
 
 def _memory_access(agent: str, amux_command: Sequence[str], hub: str, binding: str, env: Mapping[str, str],
                    run_as: RunAs | None, run_dir: str | None) -> _Memory:
-    """How the agent reaches amux: the MCP server command, the PATH entry, the wrapper file if one is needed."""
+    """How the agent reaches amux: the MCP server command, the PATH entry, the wrapper (and copy) files."""
     if not amux_command:
         raise LaunchError("executable", "no amux command given", code=ErrorCode.NOT_FOUND)
     # The agent's instructions already carry the protocol: the MCP server must not add a second copy.
@@ -202,19 +287,23 @@ def _memory_access(agent: str, amux_command: Sequence[str], hub: str, binding: s
     if env.get("AMUX_HUB_CA"):
         mcp_env["AMUX_HUB_CA"] = env["AMUX_HUB_CA"]
     command = list(amux_command)
-    plain = len(command) == 1 and os.path.basename(command[0]) == WRAPPER_NAME and os.path.isabs(command[0])
-    needs_wrapper = run_as is not None or (agent == "pi" and not plain)
-    if not needs_wrapper:
-        return _Memory(command, os.path.dirname(command[0]) if agent == "pi" else None, mcp_env)
+    if run_as is None and agent != "pi":
+        return _Memory(command, None, mcp_env)
     if not run_dir:
-        raise LaunchError("executable", "Pi needs an absolute program named 'amux' on PATH; pass amux_command=[...] "
-                          "with one, or a run_dir for a wrapper" if run_as is None else
-                          "an isolated launch needs a run directory", {"amux_command": command})
-    wrapper = os.path.join(run_dir, MEMORY_DIR, WRAPPER_NAME)
-    content = _wrapper_script(command, {**mcp_env})
-    owner = run_as.uid if run_as is not None else None
-    return _Memory([wrapper], os.path.dirname(wrapper) if (agent == "pi" or run_as) else None, mcp_env,
-                   [FileSpec(wrapper, content, 0o700, owner)])
+        raise LaunchError("executable", "an isolated launch needs a run directory" if run_as is not None else
+                          "Pi needs a run directory for the wrapper that puts only 'amux' on its PATH; pass run_dir",
+                          {"amux_command": command})
+    memory_dir = os.path.join(run_dir, MEMORY_DIR)
+    owner, group = (run_as.uid, run_as.gid) if run_as is not None else (None, None)
+    files: list[FileSpec] = []
+    if run_as is not None and len(command) == 1 and os.path.dirname(command[0]) != memory_dir:
+        # One copy of the CLI per isolated launch, so the user never needs the launcher's installation directory.
+        copy = os.path.join(memory_dir, ENTRY_NAME)
+        files.append(FileSpec(copy, "", 0o700, owner, group, source=command[0]))
+        command = [copy]
+    wrapper = os.path.join(memory_dir, WRAPPER_NAME)
+    files.append(FileSpec(wrapper, _wrapper_script(command, mcp_env), 0o700, owner, group))
+    return _Memory([wrapper], memory_dir, mcp_env, files)
 
 
 def _wrapper_script(command: Sequence[str], env: Mapping[str, str]) -> str:
@@ -225,41 +314,113 @@ def _wrapper_script(command: Sequence[str], env: Mapping[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-# -- agents ---------------------------------------------------------------------------------
+# -- Claude Code ------------------------------------------------------------------------------
 
 
 def _claude(exe: str, args: list[str], memory: _Memory, ctx: AgentContext, env: Mapping[str, str]) -> LaunchSpec:
+    _refuse_own_amux_server(args, ctx)
     rest, texts = take_value_option(args, [APPEND_FLAG])
     rest, files = take_value_option(rest, [CLAUDE_APPEND_FILE_FLAG])
     missing = [f for f in files if f not in ctx.files]
     if missing:
         raise LaunchError("agent", f"{CLAUDE_APPEND_FILE_FLAG} {missing[0]}: its text was not read; "
                           "pass the context from launch.context.read_context", {"file": missing[0]})
+    rest, settings_given = take_value_option(rest, [CLAUDE_SETTINGS_FLAG])
+    settings = claude_settings(settings_given[-1] if settings_given else None, ctx)
     merged = merge_instructions([*texts, *(ctx.files[f] for f in files)], render("mcp"))
-    server = {"command": memory.command[0], "args": [*memory.command[1:], "mcp"], "env": memory.mcp_env}
-    config = json.dumps({"mcpServers": {"amux": server}}, ensure_ascii=False, separators=(",", ":"))
-    # `--mcp-config` takes several values: in the `=` form it cannot swallow a prompt that follows it.
-    argv = [exe, APPEND_FLAG, merged, f"--mcp-config={config}", *rest]
+    server = memory.server()
+    # alwaysLoad: Claude connects this server before the first turn (by default it does not wait, and a model
+    # turn that starts before `amux mcp` is up has no memory tools).
+    config = _compact({"mcpServers": {"amux": {**server, "alwaysLoad": True}}})
+    # The variadic options (--mcp-config, --allowedTools) in the `=` form, so they cannot swallow a prompt that
+    # follows; Claude adds up repeated --allowedTools, so the user's own stay in force.
+    argv = [exe, APPEND_FLAG, merged, f"{CLAUDE_MCP_CONFIG_FLAG}={config}",
+            f"--allowedTools={','.join(CLAUDE_TOOL_NAMES)}", f"{CLAUDE_SETTINGS_FLAG}={settings}", *rest]
     return LaunchSpec(agent="claude", argv=argv, env_set={"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"},
-                      system_prompt_append=merged)
+                      system_prompt_append=merged, mcp_servers={"amux": server})
 
 
-def codex_user_instructions(args: Sequence[str], config: Mapping[str, object]) -> tuple[list[str], str | None]:
+def _compact(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _settings_text(value: str, ctx: AgentContext) -> str | None:
+    """A Claude ``--settings``/``--mcp-config`` value's JSON text: the value itself, else the file's text if read."""
+    return value if is_json_object_text(value) else ctx.files.get(value)
+
+
+def claude_settings(given: str | None, ctx: AgentContext) -> str:
+    """The one ``--settings`` JSON a Claude launch passes: the user's (``given``: JSON text or a file path) plus
+    ``env.CLAUDE_CODE_DISABLE_AUTO_MEMORY = "1"`` and ``autoMemoryEnabled = false``.
+
+    Claude reads only the last ``--settings``, and flag settings outrank the
+    user, project and local settings files, so this is what keeps a settings
+    file's ``env`` from switching auto memory back on.  Raises
+    :class:`LaunchError` (step ``agent``) for a file that was not read or a
+    value that is not a JSON object.
+    """
+    base: dict[str, Any] = {}
+    if given is not None:
+        text = _settings_text(given, ctx)
+        if text is None:
+            raise LaunchError("agent", f"{CLAUDE_SETTINGS_FLAG} {given}: its file was not read; pass the context "
+                              "from launch.context.read_context", {"file": given})
+        try:
+            parsed = json.loads(text)
+        except ValueError as exc:
+            raise LaunchError("agent", f"{CLAUDE_SETTINGS_FLAG} {given[:80]}: not valid JSON ({exc})",
+                              {"settings": given[:200]}) from None
+        if not isinstance(parsed, dict):
+            raise LaunchError("agent", f"{CLAUDE_SETTINGS_FLAG}: the settings must be a JSON object",
+                              {"settings": given[:200]})
+        base = parsed
+    user_env: dict[str, Any] = base["env"] if isinstance(base.get("env"), dict) else {}
+    return _compact({**base, "autoMemoryEnabled": False, "env": {**user_env, "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"}})
+
+
+def _refuse_own_amux_server(args: Sequence[str], ctx: AgentContext) -> None:
+    """A user ``--mcp-config`` naming a server ``amux`` would replace ours (flag configs override by name): refuse."""
+    for value in variadic_values(args, [CLAUDE_MCP_CONFIG_FLAG]):
+        text = _settings_text(value, ctx)
+        try:
+            servers = json.loads(text).get("mcpServers") if text is not None else None
+        except (ValueError, AttributeError):
+            continue  # not ours to judge: Claude reports a broken config itself
+        if isinstance(servers, dict) and "amux" in servers:
+            raise LaunchError("agent", f"the Claude arguments configure an MCP server named 'amux' "
+                              f"({CLAUDE_MCP_CONFIG_FLAG} {value[:80]}), which would replace the one amux launch "
+                              "sets for memory; rename it (or launch claude directly, without amux memory)",
+                              {"key": "mcpServers.amux"})
+
+
+# -- Codex -------------------------------------------------------------------------------------
+
+
+def codex_user_instructions(args: Sequence[str], config: Mapping[str, object],
+                            profiles: Mapping[str, Mapping[str, object]] | None = None) -> tuple[list[str], str | None]:
     """The user's effective Codex developer instructions, and ``args`` without their ``-c developer_instructions``.
 
-    Precedence as in Codex: a ``-c developer_instructions=...`` in ``args``
-    (the last one), else the selected profile's (``--profile``/``-p`` in
-    ``args``, else ``profile`` in ``config``), else the top-level value.
+    Precedence as in Codex 0.171: a ``-c developer_instructions=...`` in
+    ``args`` (the last one), else the ``--profile``/``-p`` profile's (its
+    ``$CODEX_HOME/<name>.config.toml``, given in ``profiles`` by name), else
+    the top-level value of ``config``.  ``--ignore-user-config`` drops both
+    files.  Raises :class:`LaunchError` (step ``agent``) for a profile that
+    ``profiles`` does not hold (it was not read).
     """
     rest, given = take_codex_override(args, "developer_instructions")
     if given:
         return rest, str(given[-1])
-    profile = option_value(args, ["--profile", "-p"]) or config.get("profile")
-    profiles = config.get("profiles")
-    if isinstance(profile, str) and isinstance(profiles, dict):
-        chosen = profiles.get(profile)
-        if isinstance(chosen, dict) and isinstance(chosen.get("developer_instructions"), str):
-            return rest, str(chosen["developer_instructions"])
+    options = args[:args.index(END_OF_OPTIONS)] if END_OF_OPTIONS in args else args
+    if CODEX_IGNORE_USER_CONFIG in options:
+        return rest, None
+    profile = option_value(args, CODEX_PROFILE_FLAGS, attached=["-p"])
+    if profile is not None:
+        if profiles is None or profile not in profiles:
+            raise LaunchError("agent", f"the Codex profile {profile!r} was not read; pass the context from "
+                              "launch.context.read_context", {"profile": profile})
+        chosen = profiles[profile].get("developer_instructions")
+        if isinstance(chosen, str):
+            return rest, chosen
     top = config.get("developer_instructions")
     return rest, top if isinstance(top, str) else None
 
@@ -268,15 +429,23 @@ def codex_overrides_for(instructions: str, memory_command: Sequence[str], mcp_en
                         forward: Sequence[str] = ()) -> list[tuple[str, str]]:
     """The launch-local Codex config overrides as ``(key, TOML value)`` pairs (design record §8).
 
-    Native memories off, the ``amux`` MCP server (stdio, tools pre-approved so
-    a model's call runs without a prompt) and the merged developer instructions.
-    ``forward`` names environment values Codex passes to the server by name.
+    Native memories off; the ``amux`` MCP server: stdio, ``required`` (Codex
+    waits for it before the first turn and refuses to run if it cannot
+    start, instead of a turn without the tools the instructions name),
+    enabled with all its tools whatever ``config.toml`` or a profile says about
+    a server of that name, and pre-approved so a model's call runs without a
+    prompt; and the merged developer instructions.  ``forward`` names
+    environment values Codex passes to the server by name.
     """
     pairs = [(key, "false") for key in CODEX_MEMORY_OFF]
     pairs += [
         ("mcp_servers.amux.command", toml_value(memory_command[0])),
         ("mcp_servers.amux.args", toml_value([*memory_command[1:], "mcp"])),
         ("mcp_servers.amux.env", toml_inline_table(dict(mcp_env))),
+        ("mcp_servers.amux.enabled", "true"),
+        ("mcp_servers.amux.required", "true"),
+        ("mcp_servers.amux.enabled_tools", toml_value(list(MCP_TOOL_NAMES))),
+        ("mcp_servers.amux.disabled_tools", "[]"),
         ("mcp_servers.amux.default_tools_approval_mode", toml_value("approve")),
         ("developer_instructions", toml_value(instructions)),
     ]
@@ -285,24 +454,38 @@ def codex_overrides_for(instructions: str, memory_command: Sequence[str], mcp_en
     return pairs
 
 
-def _codex(exe: str, args: list[str], memory: _Memory, ctx: AgentContext, env: Mapping[str, str]) -> LaunchSpec:
+def _refuse_codex_overrides(args: Sequence[str]) -> None:
+    """Refuse user arguments that would override a key the launch owns (``-c``, ``--enable memories``)."""
     for key, _ in codex_overrides(args):
-        if key.startswith(_CODEX_OWNED_PREFIXES):
+        if key in _CODEX_USER_TUNABLE:
+            continue
+        if key in _CODEX_OWNED_KEYS or key.startswith(_CODEX_OWNED_PREFIXES):
             raise LaunchError("agent", f"the Codex arguments override {key}, which amux launch sets for memory; "
-                              "remove it (or launch codex directly, without amux memory)", {"key": key})
+                              "remove it (for another setting of that table use its dotted key, e.g. "
+                              "-c features.NAME=...), or launch codex directly, without amux memory", {"key": key})
     if "memories" in take_value_option(args, ["--enable"])[1]:
         raise LaunchError("agent", "the Codex arguments enable native memories, which amux launch turns off",
                           {"key": "features.memories"})
-    rest, user_text = codex_user_instructions(args, ctx.codex_config)
+
+
+def _codex(exe: str, args: list[str], memory: _Memory, ctx: AgentContext, env: Mapping[str, str]) -> LaunchSpec:
+    _refuse_codex_overrides(args)
+    rest, user_text = codex_user_instructions(args, ctx.codex_config, ctx.codex_profiles)
     merged = merge_instructions([user_text], render("mcp"))
     forward = [name for name in _FORWARD_BY_NAME if env.get(name)]
     flags = [tok for key, value in codex_overrides_for(merged, memory.command, memory.mcp_env, forward)
              for tok in ("-c", f"{key}={value}")]
-    return LaunchSpec(agent="codex", argv=[exe, *flags, *rest], developer_instructions=merged)
+    server = {**memory.server(), **({"env_vars": forward} if forward else {})}
+    return LaunchSpec(agent="codex", argv=[exe, *flags, *rest], developer_instructions=merged,
+                      mcp_servers={"amux": server})
+
+
+# -- Pi ------------------------------------------------------------------------------------------
 
 
 def _pi(exe: str, args: list[str], memory: _Memory, ctx: AgentContext, env: Mapping[str, str]) -> LaunchSpec:
-    rest, values = take_value_option(args, [APPEND_FLAG])
+    # Pi's parser knows only `--append-system-prompt VALUE` (an `=` form is an unknown extension flag to it).
+    rest, values = take_value_option(args, [APPEND_FLAG], equals=False, end_of_options=False)
     # Pi reads a value that names an existing file; without the flag it uses APPEND_SYSTEM.md.
     texts = [ctx.files.get(v, v) for v in values] if values else [ctx.pi_append_file]
     merged = merge_instructions(texts, render("cli"))
@@ -315,7 +498,7 @@ _AGENT_BUILDERS: Final = {"claude": _claude, "codex": _codex, "pi": _pi}
 # -- notices ---------------------------------------------------------------------------------
 
 _SWITCHED_OFF: Final = {
-    "claude": "Claude Code auto memory (CLAUDE_CODE_DISABLE_AUTO_MEMORY=1)",
+    "claude": "Claude Code auto memory (CLAUDE_CODE_DISABLE_AUTO_MEMORY=1, also over settings files)",
     "codex": "Codex native memories (features.memories, memories.use_memories, memories.generate_memories = false)",
     "pi": "nothing (Pi has no built-in long-term memory)",
 }

@@ -29,7 +29,8 @@ from launch.sessions import SessionState
 from protocol.errors import ErrorCode, HubError
 
 HELLO_TIMEOUT: Final = 2.5
-"""Seconds a launch waits for the Hub's ``hello`` (connect plus answer)."""
+"""Seconds a launch waits for the Hub's ``hello``: one overall limit for connect plus answer (an isolated launch's
+probe adds its interpreter's start-up)."""
 
 HelloFn = Callable[[str | None], dict[str, Any]]
 """``hello(binding)``: the Hub's hello reply for this actor (sending ``binding`` when not ``None``); raises HubError."""
@@ -64,7 +65,8 @@ def hub_hello(hub: str, *, timeout: float = HELLO_TIMEOUT) -> HelloFn:
 
     def hello(binding: str | None) -> dict[str, Any]:
         # "" (not None): never send the launcher's own AMUX_MEMORY_BINDING on a fresh resolution.
-        with HubClient(endpoint=hub, timeout=timeout, binding=binding or "", client_name="amux-launch") as client:
+        with HubClient(endpoint=hub, timeout=timeout, connect_deadline=timeout, binding=binding or "",
+                       client_name="amux-launch") as client:
             return client.hello
 
     return hello

@@ -12,7 +12,8 @@ it cannot confirm:
    ``memories.use_memories`` and ``memories.generate_memories`` must all be
    ``false`` (start the server with the launch's ``-c`` overrides:
    ``plan("codex", ["app-server"], ...).argv``);
-3. ``thread/start`` with ``developerInstructions`` (the merged protocol) and ``cwd``;
+3. ``thread/start`` with ``developerInstructions`` (the merged protocol) and ``cwd``
+   (a caller's extra parameters may not carry a per-thread ``config``);
 4. ``thread/memoryMode/set {"threadId", "mode": "disabled"}``.
 
 An error reply, an unknown method, an unconfirmed value, a timeout or the
@@ -156,11 +157,14 @@ class CodexAppServer:
                            {"status": status})
 
     def stderr_tail(self, lines: int = 5) -> str:
-        """The last lines the server wrote to stderr (for error messages)."""
+        """The last lines the server wrote to stderr before any Rust backtrace (where Codex's ``Error:`` line is)."""
         if self._stderr is None:
             return ""
         self._stderr.seek(0)
-        text = self._stderr.read().decode(errors="replace").strip().splitlines()
+        text = self._stderr.read().decode(errors="replace").splitlines()
+        if "Stack backtrace:" in text:  # Codex prints its error, then a long run of "N: <unknown>" frames
+            text = text[:text.index("Stack backtrace:")]
+        text = [line for line in text if line.strip()]
         return " / ".join(text[-lines:]) or "no output"
 
     def close(self) -> None:
@@ -225,6 +229,12 @@ def confirm_memory_off(config_read: Mapping[str, Any]) -> dict[str, bool]:
     return {key: False for key in CODEX_MEMORY_OFF}
 
 
+THREAD_PARAMS_REFUSED: Final = ("config", "profile", "developerInstructions", "cwd")
+"""``thread/start`` parameters a caller may not add: a per-thread ``config`` (or ``profile``) would override
+what ``config/read`` just confirmed (native memory back on) without any later check, and the instructions and
+``cwd`` are this function's own arguments."""
+
+
 def start_memory_thread(server: CodexAppServer, *, developer_instructions: str, cwd: str,
                         thread_params: Mapping[str, Any] | None = None,
                         client_name: str = "amux-launch", client_version: str = "0") -> MemoryThread:
@@ -232,9 +242,16 @@ def start_memory_thread(server: CodexAppServer, *, developer_instructions: str, 
 
     ``developer_instructions`` is the merged text (a spec's
     ``developer_instructions``); ``thread_params`` adds ``thread/start``
-    parameters (e.g. ``approvalPolicy``).  Raises :class:`LaunchError` whose
-    ``step`` names the failing method.
+    parameters (e.g. ``approvalPolicy``), except those in
+    :data:`THREAD_PARAMS_REFUSED` (a :class:`LaunchError`, step ``thread/start``,
+    before anything is sent).  Raises :class:`LaunchError` whose ``step``
+    names the failing method.
     """
+    refused = sorted(set(thread_params or {}) & set(THREAD_PARAMS_REFUSED))
+    if refused:
+        raise LaunchError("thread/start", f"thread_params may not set {', '.join(refused)}: a thread's own config "
+                          "could switch native memory back on after config/read confirmed it off (set config with "
+                          "the launch's -c overrides; instructions and cwd are arguments)", {"refused": refused})
     server.request("initialize", {"clientInfo": {"name": client_name, "version": client_version},
                                   "capabilities": {"experimentalApi": True}})
     server.notify("initialized")

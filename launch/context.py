@@ -3,14 +3,17 @@
 :func:`plan <launch.agents.plan>` is pure; the few facts it needs from disk
 are gathered here into an :class:`AgentContext`:
 
-* Codex: the parsed ``$CODEX_HOME/config.toml`` (default ``~/.codex``), whose
-  ``developer_instructions`` (top level or the selected profile's) are merged
-  with the protocol.
+* Codex: the parsed ``$CODEX_HOME/config.toml`` (default ``~/.codex``) and, for
+  ``--profile NAME``, ``$CODEX_HOME/NAME.config.toml`` (Codex 0.171 layers that
+  file over ``config.toml``; a missing one is empty), whose
+  ``developer_instructions`` are merged with the protocol.
 * Pi: ``--append-system-prompt`` takes text *or a file path* (Pi reads the file),
   and without the flag Pi uses ``<cwd>/.pi/APPEND_SYSTEM.md``, else
   ``$PI_CODING_AGENT_DIR/APPEND_SYSTEM.md``; passing our own flag would
   silently drop that file, so its text is merged instead.
-* Claude: ``--append-system-prompt-file FILE`` is read so its text joins the one merged block.
+* Claude: ``--append-system-prompt-file FILE`` is read so its text joins the one
+  merged block; a ``--settings FILE`` so it can be merged with the launch's own
+  settings; ``--mcp-config FILE...`` so a server named ``amux`` in them is refused.
 """
 
 from __future__ import annotations
@@ -22,11 +25,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launch.agent_args import take_value_option
+from launch.agent_args import option_value, take_value_option, variadic_values
 from launch.errors import LaunchError
 
 APPEND_FLAG = "--append-system-prompt"
 CLAUDE_APPEND_FILE_FLAG = "--append-system-prompt-file"
+CLAUDE_SETTINGS_FLAG = "--settings"
+CLAUDE_MCP_CONFIG_FLAG = "--mcp-config"
+CODEX_PROFILE_FLAGS = ("--profile", "-p")
+CODEX_IGNORE_USER_CONFIG = "--ignore-user-config"
+
+
+def is_json_object_text(value: str) -> bool:
+    """Whether Claude takes a ``--settings``/``--mcp-config`` value as inline JSON (``{...}``) rather than a file path."""
+    text = value.strip()
+    return text.startswith("{") and text.endswith("}")
 
 
 @dataclass(frozen=True)
@@ -34,12 +47,15 @@ class AgentContext:
     """Read-only facts about the user's agent configuration.
 
     ``codex_config``: the parsed Codex ``config.toml`` (empty when absent).
+    ``codex_profiles``: profile name -> its parsed ``<name>.config.toml`` (empty
+    when absent), for the profile the arguments select.
     ``files``: text of files that agent arguments name (path as given -> text).
     ``pi_append_file``: the text of the ``APPEND_SYSTEM.md`` Pi would use
     when no ``--append-system-prompt`` is given, else ``None``.
     """
 
     codex_config: Mapping[str, Any] = field(default_factory=dict)
+    codex_profiles: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     files: Mapping[str, str] = field(default_factory=dict)
     pi_append_file: str | None = None
 
@@ -96,12 +112,22 @@ def read_context(agent: str, args: Sequence[str], environ: Mapping[str, str], *,
     """
     base = Path(cwd or os.getcwd())
     if agent == "codex":
-        return AgentContext(codex_config=read_codex_config(codex_home(environ, home) / "config.toml"))
+        home_dir = codex_home(environ, home)
+        profile = option_value(args, CODEX_PROFILE_FLAGS, attached=["-p"])
+        profiles = {profile: read_codex_config(home_dir / f"{profile}.config.toml")} if profile else {}
+        return AgentContext(codex_config=read_codex_config(home_dir / "config.toml"), codex_profiles=profiles)
     if agent == "claude":
         _, names = take_value_option(args, [CLAUDE_APPEND_FILE_FLAG])
-        return AgentContext(files={n: _read_text(base / n, "the append-system-prompt file") for n in names})
+        files = {n: _read_text(base / n, "the append-system-prompt file") for n in names}
+        _, settings = take_value_option(args, [CLAUDE_SETTINGS_FLAG])
+        if settings and not is_json_object_text(settings[-1]):  # Claude reads only the last one
+            files[settings[-1]] = _read_text(base / settings[-1], "the --settings file")
+        for value in variadic_values(args, [CLAUDE_MCP_CONFIG_FLAG]):
+            if not is_json_object_text(value) and _is_file(base / value):
+                files[value] = _read_text(base / value, "the --mcp-config file")
+        return AgentContext(files=files)
     if agent == "pi":
-        _, values = take_value_option(args, [APPEND_FLAG])
+        _, values = take_value_option(args, [APPEND_FLAG], equals=False, end_of_options=False)
         files = {v: _read_text(base / v, "the append-system-prompt file") for v in values if _is_file(base / v)}
         discovered: str | None = None
         if not values:

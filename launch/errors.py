@@ -4,7 +4,8 @@ It reuses the closed error-code set (so the CLI prints and exits with it like
 any other command) and adds ``step``: ``agent`` (unknown agent or a
 capability it lacks), ``session`` (unknown or clashing session id),
 ``executable`` (agent or ``amux`` entry point missing), ``isolation``
-(``--as-user`` preparation) or a ``codex app-server`` method name.
+(``--as-user`` preparation), ``files`` (a spec's directories or files could
+not be made) or a ``codex app-server`` method name.
 """
 
 from __future__ import annotations

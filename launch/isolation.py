@@ -5,7 +5,8 @@ The launcher (root) copies the ``amux`` entry point into
 needs the launcher's private installation or configuration; a wrapper
 holding the connection values (written from the spec) sits next to it, and
 PATH and the MCP configuration point at the wrapper.  The binding is what the
-Hub answers *that user* (``amux hub status`` run as USER through the copy).
+Hub answers *that user* (``amux hub status`` run as USER through the copy,
+with the same bounded connect-and-hello a plain launch has).
 
 Requirements the launcher cannot fix: the Python installation the entry
 point runs (its interpreter, the standard library and site-packages) must be
@@ -20,22 +21,25 @@ import json
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from launch.agents import MEMORY_DIR
+from launch.agents import ENTRY_NAME, MEMORY_DIR
 from launch.binding import HELLO_TIMEOUT, HelloFn
 from launch.errors import LaunchError
 from launch.spec import RunAs
 from protocol.errors import ErrorCode, HubError
 
-ENTRY_NAME: Final = "amux-entry"
-"""The copied CLI entry point inside the memory directory (the wrapper ``amux`` runs it)."""
+__all__ = ["ENTRY_NAME", "Prepared", "find_entry_point", "hello_as", "prepare", "target"]
 
-# Python start-up plus one bounded hello: the copied CLI needs more than HELLO_TIMEOUT alone.
-_PROBE_TIMEOUT: Final = HELLO_TIMEOUT + 10.0
+# The probe's CLI honours this overall limit for connect + hello (tools.client.HubClient); the subprocess
+# timeout only adds room for the interpreter's start-up, as a backstop.
+_DEADLINE_ENV: Final = "AMUX_CONNECT_DEADLINE"
+_PROBE_STARTUP: Final = 5.0
 
 
 def find_entry_point(argv0: str | None = None) -> Path:
@@ -76,62 +80,132 @@ def target(user: str, run_dir: Path) -> RunAs:
         uid = int(user)
         return RunAs(uid=uid, gid=uid, groups=(), name=None, home=str(run_dir / "home"))
     groups = tuple(g for g in os.getgrouplist(entry.pw_name, entry.pw_gid) if g != entry.pw_gid)
-    return RunAs(uid=entry.pw_uid, gid=entry.pw_gid, groups=groups, name=entry.pw_name, home=entry.pw_dir)
+    return RunAs(uid=entry.pw_uid, gid=entry.pw_gid, groups=groups, name=entry.pw_name, home=entry.pw_dir,
+                 shell=entry.pw_shell or None)
 
 
-def _owned_dir(path: Path, run_as: RunAs) -> None:
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chown(path, run_as.uid, run_as.gid)
-    path.chmod(0o700)
+@dataclass
+class Prepared:
+    """What :func:`prepare` made: the ``copy`` of the entry point in ``memory_dir``, and the directories it created.
+
+    :meth:`discard` removes the memory directory (launch-local by design) and
+    every directory :func:`prepare` created (``made``), so a caller's existing
+    ``--run-dir`` keeps everything else that was there.
+    """
+
+    copy: Path
+    memory_dir: Path
+    made: list[Path] = field(default_factory=list)
+
+    def discard(self) -> None:
+        """Remove what this launch made (what is already gone is fine)."""
+        for path in [self.memory_dir, *reversed(self.made)]:
+            shutil.rmtree(path, ignore_errors=True)
+        self.made.clear()
 
 
-def prepare(run_dir: Path, run_as: RunAs, entry_point: Path, *, own_run_dir: bool = False) -> Path:
-    """Create ``<run_dir>/agent-config/memory/`` (USER's, 0700) with a copy of ``entry_point``; return the copy.
+def _owned_dir(path: Path, run_as: RunAs, made: list[Path], *, claim: bool = True) -> None:
+    """Make ``path`` (and missing parents) the user's, 0700; with ``claim`` an existing ``path`` is handed over too.
+
+    Created directories are recorded in ``made``, outermost only.
+    """
+    missing = [p for p in [path, *path.parents] if not p.exists()]
+    for created in reversed(missing):
+        created.mkdir(mode=0o700)
+        if not any(created.is_relative_to(m) for m in made):
+            made.append(created)
+    owned = list(reversed(missing))
+    if claim and path not in owned:
+        owned.append(path)
+    for directory in owned:
+        os.chown(directory, run_as.uid, run_as.gid)
+        directory.chmod(0o700)
+
+
+def _searchable_by(path: Path, run_as: RunAs) -> Path | None:
+    """The first directory from ``/`` down to ``path`` that ``run_as`` cannot enter, else ``None``."""
+    groups = {run_as.gid, *run_as.groups}
+    for directory in [*reversed(path.parents), path]:
+        st = directory.stat()
+        if st.st_uid == run_as.uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid in groups:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not st.st_mode & bit:
+            return directory
+    return None
+
+
+def prepare(run_dir: Path, run_as: RunAs, entry_point: Path, *, own_run_dir: bool = False) -> Prepared:
+    """Create ``<run_dir>/agent-config/memory/`` (USER's, 0700) with a copy of ``entry_point``.
 
     ``own_run_dir``: the launch created ``run_dir`` itself, so it is handed
-    to USER too (a caller's ``--run-dir`` keeps its owner and mode, and must be
-    traversable by USER).  A private home under the run directory is created
-    for a uid without a passwd entry.  Raises :class:`LaunchError` (step ``isolation``) when the
-    directories or the copy cannot be made.
+    to USER too.  A caller's ``--run-dir`` keeps its owner and mode; one that
+    does not exist yet is created for USER (and removed by
+    :meth:`Prepared.discard`); one USER cannot enter is an explicit error
+    before anything is made.  A private home under the run directory is
+    created for a uid without a passwd entry.  Raises :class:`LaunchError`
+    (step ``isolation``) when the directories or the copy cannot be made;
+    whatever was made by then is removed.
     """
     memory_dir = run_dir / MEMORY_DIR
+    made: list[Path] = []
     try:
         if own_run_dir:
-            _owned_dir(run_dir, run_as)
-        _owned_dir(memory_dir.parent, run_as)
-        _owned_dir(memory_dir, run_as)
+            os.chown(run_dir, run_as.uid, run_as.gid)
+            run_dir.chmod(0o700)
+        else:
+            _owned_dir(run_dir, run_as, made, claim=False)
+        blocked = _searchable_by(run_dir, run_as)
+        if blocked is not None:
+            raise LaunchError("isolation", f"--run-dir {run_dir}: uid {run_as.uid} cannot enter {blocked} "
+                              "(no search permission); choose a run directory that user can reach",
+                              {"run_dir": str(run_dir), "blocked": str(blocked), "uid": run_as.uid})
+        _owned_dir(memory_dir.parent, run_as, made)
+        _owned_dir(memory_dir, run_as, made)
         if run_as.home.startswith(str(run_dir) + os.sep):
-            _owned_dir(Path(run_as.home), run_as)
+            _owned_dir(Path(run_as.home), run_as, made)
         copy = memory_dir / ENTRY_NAME
         shutil.copyfile(entry_point, copy)
         os.chown(copy, run_as.uid, run_as.gid)
         copy.chmod(0o700)
     except OSError as exc:
+        Prepared(memory_dir / ENTRY_NAME, memory_dir, made).discard()
         raise LaunchError("isolation", f"cannot prepare {memory_dir} for uid {run_as.uid}: {exc}",
                           {"dir": str(memory_dir)}) from None
-    return copy
+    except BaseException:
+        Prepared(memory_dir / ENTRY_NAME, memory_dir, made).discard()
+        raise
+    return Prepared(copy, memory_dir, made)
 
 
-def hello_as(run_as: RunAs, entry: Path, hub: str, *, timeout: float = _PROBE_TIMEOUT) -> HelloFn:
+def hello_as(run_as: RunAs, entry: Path, hub: str, *, timeout: float = HELLO_TIMEOUT) -> HelloFn:
     """A :data:`HelloFn` that runs ``<entry> hub status`` as the target user: the Hub's answer for that uid.
 
-    The probe gets a minimal environment (PATH, HOME, ``AMUX_HUB`` and the
-    binding when given; never the launcher's token).  A probe that cannot be
-    executed, or crashes without the CLI's JSON error, is a
-    :class:`LaunchError` (step ``isolation``): usually the Python
-    installation is not readable by the user.
+    The probe gets a minimal environment (PATH, HOME, ``AMUX_HUB``, the
+    binding when given, and ``AMUX_CONNECT_DEADLINE`` = ``timeout`` seconds,
+    the overall limit its client honours for connect + hello; never the
+    launcher's token).  The subprocess itself is killed after ``timeout`` plus
+    5 s of start-up.  A probe that cannot be executed, or crashes without the
+    CLI's JSON error, is a :class:`LaunchError` (step ``isolation``): usually
+    the Python installation is not readable by the user.
     """
 
     def hello(binding: str | None) -> dict[str, Any]:
-        env = {"PATH": os.defpath, "HOME": run_as.home, "AMUX_HUB": hub, "LANG": "C.UTF-8"}
+        env = {"PATH": os.defpath, "HOME": run_as.home, "AMUX_HUB": hub, "LANG": "C.UTF-8",
+               _DEADLINE_ENV: f"{timeout:g}"}
         if binding:
             env["AMUX_MEMORY_BINDING"] = binding
+        limit = timeout + _PROBE_STARTUP
         try:
-            proc = subprocess.run([str(entry), "hub", "status"], env=env, capture_output=True, timeout=timeout,
+            # subprocess.run kills the probe on any exception (a signal turned into one included): no orphan.
+            proc = subprocess.run([str(entry), "hub", "status"], env=env, capture_output=True, timeout=limit,
                                   user=run_as.uid, group=run_as.gid, extra_groups=list(run_as.groups),
                                   stdin=subprocess.DEVNULL, cwd="/")
         except subprocess.TimeoutExpired:
-            raise HubError(ErrorCode.UNAVAILABLE, f"the Hub did not answer uid {run_as.uid} within {timeout:g} s") \
+            raise HubError(ErrorCode.UNAVAILABLE, f"the Hub did not answer uid {run_as.uid} within {limit:g} s") \
                 from None
         except OSError as exc:
             raise _cannot_run(run_as, entry, str(exc)) from None

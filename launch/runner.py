@@ -21,7 +21,7 @@ from types import FrameType
 from typing import Final
 
 from launch.errors import LaunchError
-from launch.spec import FileSpec, LaunchSpec
+from launch.spec import DirSpec, FileSpec, LaunchSpec
 from protocol.errors import ErrorCode
 
 _FORWARDED: Final = (signal.SIGTERM, signal.SIGHUP)
@@ -47,19 +47,45 @@ def find_executable(agent: str, environ: Mapping[str, str]) -> str:
     return os.path.abspath(found)
 
 
+def _make_parents(path: Path, owner: int | None, group: int | None) -> None:
+    """Create the missing parents of ``path`` (0700), each owned by ``owner``/``group`` when given."""
+    missing = [p for p in path.parents if not p.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700)
+        if owner is not None or group is not None:
+            os.chown(directory, -1 if owner is None else owner, -1 if group is None else group)
+
+
+def make_dirs(dirs: Sequence[DirSpec]) -> None:
+    """Create each directory that does not exist yet (mode, owner, group as given); existing ones are left alone."""
+    for spec in dirs:
+        path = Path(spec.path)
+        if os.path.lexists(path):
+            continue
+        _make_parents(path, spec.owner, spec.group)
+        path.mkdir(mode=spec.mode)
+        if spec.owner is not None or spec.group is not None:
+            os.chown(path, -1 if spec.owner is None else spec.owner, -1 if spec.group is None else spec.group)
+        path.chmod(spec.mode)
+
+
 def write_files(files: Sequence[FileSpec]) -> None:
-    """Write each file (parents created 0700, owned like the file), never following a symlink at the target."""
+    """Write each file (its ``content``, or a copy of ``source``), never following a symlink at the target.
+
+    Missing parent directories are created 0700 and owned like the file, so
+    a spec written for another user (``--as-user``) is usable by that user.
+    """
     for spec in files:
         path = Path(spec.path)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _make_parents(path, spec.owner, spec.group)
+        data = Path(spec.source).read_bytes() if spec.source is not None else spec.content.encode("utf-8")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, spec.mode)
-        try:
-            os.write(fd, spec.content.encode("utf-8"))
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
             os.fchmod(fd, spec.mode)
-            if spec.owner is not None:
-                os.fchown(fd, spec.owner, -1)
-        finally:
-            os.close(fd)
+            if spec.owner is not None or spec.group is not None:
+                os.fchown(fd, -1 if spec.owner is None else spec.owner, -1 if spec.group is None else spec.group)
 
 
 def remove_paths(paths: Sequence[str]) -> None:
@@ -75,15 +101,23 @@ def remove_paths(paths: Sequence[str]) -> None:
 
 
 @contextmanager
-def _signals_passed_on(proc_box: list[subprocess.Popen[bytes]]) -> Iterator[None]:
-    """While the agent runs: SIGINT is left to the agent (the terminal sends it to both), SIGTERM/SIGHUP go on to it."""
+def _signals_passed_on(proc_box: list[subprocess.Popen[bytes]], pending: list[int]) -> Iterator[None]:
+    """While the agent runs: SIGINT is left to the agent (the terminal sends it to both), SIGTERM/SIGHUP go on to it.
+
+    A SIGTERM/SIGHUP that arrives before the agent has started is kept in
+    ``pending`` and sent to it as soon as it exists.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def forward(signum: int, _frame: FrameType | None) -> None:
-        if proc_box and signum != signal.SIGINT:
+        if signum == signal.SIGINT:
+            return
+        if proc_box:
             proc_box[0].send_signal(signum)
+        else:
+            pending.append(signum)
 
     # A Python handler (not SIG_IGN): the agent's exec resets it to the default, an ignored signal would stay ignored.
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, *_FORWARDED)}
@@ -102,15 +136,22 @@ def exit_status(returncode: int) -> int:
 def run(spec: LaunchSpec, *, base_env: Mapping[str, str] | None = None, cwd: str | None = None) -> int:
     """Run ``spec`` to completion and return the agent's exit status (128+N if signal N ended it).
 
-    Files are written first and ``spec.cleanup`` is removed afterwards, also
-    when the agent could not be started (a :class:`LaunchError`, step
-    ``executable``).  ``base_env`` defaults to this process's environment.
+    ``dirs`` are created and ``files`` written first; ``spec.cleanup`` is
+    removed afterwards, also when the agent could not be started (a
+    :class:`LaunchError`, step ``executable``).  ``base_env`` defaults to this
+    process's environment (filtered by ``spec.env_inherit``).
     """
     env = spec.environment(dict(os.environ if base_env is None else base_env))
     box: list[subprocess.Popen[bytes]] = []
+    pending: list[int] = []
     try:
-        write_files(spec.files)
-        with _signals_passed_on(box):
+        with _signals_passed_on(box, pending):
+            try:
+                make_dirs(spec.dirs)
+                write_files(spec.files)
+            except OSError as exc:
+                raise LaunchError("files", f"cannot prepare {exc.filename}: {exc.strerror or exc}",
+                                  {"path": str(exc.filename)}) from None
             try:
                 if spec.run_as is not None:
                     ra = spec.run_as
@@ -121,6 +162,8 @@ def run(spec: LaunchSpec, *, base_env: Mapping[str, str] | None = None, cwd: str
             except OSError as exc:
                 raise LaunchError("executable", f"cannot start {spec.argv[0]}: {exc.strerror or exc}",
                                   {"argv0": spec.argv[0]}, code=ErrorCode.NOT_FOUND) from None
+            for signum in pending:
+                box[0].send_signal(signum)
             while True:
                 try:
                     return exit_status(box[0].wait())

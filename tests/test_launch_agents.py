@@ -16,10 +16,15 @@ Measured facts these tests rely on (Claude Code 2.1.197, Codex 0.171.0, Pi 0.73.
 * Claude Code uses only the last of several ``--append-system-prompt`` flags,
   so a launch must merge the user's text with the protocol into one; in
   ``-p`` mode it denies an MCP tool unless ``--allowedTools`` names it (the
-  tests pass that themselves, as a user would).
-* Codex replays the first run's developer message on ``exec resume`` and
-  ignores the ``developer_instructions`` given to the resumed run, so the
-  protocol stays exactly once however the resume is launched.
+  launch does; these tests never do), and it does not wait for MCP servers
+  unless a server has ``alwaysLoad`` (or ``MCP_CONNECTION_NONBLOCKING=0``).
+  A settings file's ``env`` outranks the process environment, a ``--settings``
+  flag outranks the settings files.
+* Codex does not wait for an MCP server either unless it is ``required``.
+  It keeps a profile in ``$CODEX_HOME/<name>.config.toml``; ``-c`` overrides
+  outrank it.  It replays the first run's developer message on ``exec
+  resume`` and ignores the ``developer_instructions`` given to the resumed
+  run, so the protocol stays exactly once however the resume is launched.
 * Codex offers MCP tools in a ``namespace`` entry ``mcp__amux``; Pi has no MCP
   and reaches the Hub through its ``bash`` tool and the ``amux`` CLI.
 """
@@ -29,15 +34,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
+import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from protocol.agent_protocol import render
-from tests.conftest import HubProcess, amux_argv
+from tests.conftest import REPO, HubProcess, amux_argv
 from tests.fakemodel import (
     FakeModel,
     Text,
@@ -97,11 +106,30 @@ def launch_env(agents: Path, hub: HubProcess, home: Path, **extra: str) -> dict[
     )
 
 
-def launch(env: dict[str, str], cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run ``amux launch ARGS`` to completion (stdin closed) and return the finished process."""
+def launch(env: dict[str, str], cwd: Path, *args: str, timeout: float = 120,
+           amux: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``amux launch ARGS`` to completion (stdin closed) and return the finished process.
+
+    ``amux``: the command to run instead of the installed one (it is also what the launch gives the agent).
+    """
     cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.run([*amux_argv(), "launch", *args], capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run([*(amux or amux_argv()), "launch", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def slow_amux(directory: Path, delay: float = 2.0) -> Path:
+    """An ``amux`` whose MCP server starts ``delay`` seconds late (a loaded machine, a cold cache).
+
+    Launched through it, the launch configures it as the agent's MCP server:
+    an agent that does not wait for its servers starts its first turn without
+    the memory tools (measured: Claude Code and Codex both do, at 2 s).
+    """
+    script = directory / "amux"
+    directory.mkdir(parents=True, exist_ok=True)
+    script.write_text(f"#!{sys.executable}\nimport sys, time\nif sys.argv[1:2] == ['mcp']:\n    time.sleep({delay})\n"
+                      f"sys.path.insert(0, {str(REPO)!r})\nfrom tools.cli import main\nsys.exit(main())\n")
+    script.chmod(0o755)
+    return script
 
 
 def notices(proc: subprocess.CompletedProcess[str]) -> list[str]:
@@ -158,15 +186,19 @@ def test_claude_gets_one_protocol_block_the_amux_tools_and_a_real_hub_match(
     home = tmp_path / "home"
     env = launch_env(agents, hub, home, ANTHROPIC_BASE_URL=fake_model.url, ANTHROPIC_API_KEY="dummy-fake-key")
     settings = home / ".claude" / "settings.json"
-    settings.write_bytes(b'{\n  "autoMemoryEnabled": true,\n  "env": {"USER_SETTING": "kept"}\n}\n')
+    # The user's settings switch auto memory on through their `env`, which outranks the process environment.
+    settings.write_bytes(b'{\n  "autoMemoryEnabled": true,\n  "env": {"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "0"}\n}\n')
     before = settings.read_bytes()
     work = tmp_path / "work"
     session = str(uuid.uuid4())
     fake_model.script(ToolCall("mcp__amux__memory_search", {"query": WORD}), Text("finished"))
 
+    # No --allowedTools: the launch itself must make the amux tools usable in -p mode. The user's own --settings
+    # (a header in its env) still applies, merged with the launch's.
     proc = launch(env, work, "--session-id", session,
                   *claude_args("What do I prefer for indentation?", "--append-system-prompt", "USER-APPEND-RULE",
-                               "--allowedTools", "mcp__amux__memory_search", "--no-session-persistence"))
+                               "--settings", '{"env": {"ANTHROPIC_CUSTOM_HEADERS": "x-user-setting: kept"}}',
+                               "--no-session-persistence"))
     assert proc.returncode == 0, explain(proc, fake_model)
     assert any("global" in line for line in notices(proc)), proc.stderr[-2000:]
     assert session_state(hub, session)["binding"] == "global"
@@ -178,10 +210,12 @@ def test_claude_gets_one_protocol_block_the_amux_tools_and_a_real_hub_match(
     # One block in the whole request: the MCP server's own instructions are off for a launch.
     assert sum(s.count(MCP_PROTOCOL) for s in strings(turns[0])) == 1
     assert system.count("USER-APPEND-RULE") == 1, "the user's own append text is merged, not dropped"
-    assert not NATIVE_MEMORY.search(system), "Claude Code's native auto memory is off for this launch"
+    assert not NATIVE_MEMORY.search(system), "Claude Code's native auto memory is off, whatever settings.json says"
     assert sorted(n for n in anthropic_tool_names(turns[0]) if n.startswith("mcp__amux__")) == FULL_NAMES
     results = json.dumps(anthropic_tool_results(turns[1]))
     assert SNIPPET in results and "MEMORY.md" in results, results[:2000]
+    headers = [r.headers for r in fake_model.requests if r.path.startswith(CLAUDE_TURNS)]
+    assert headers and all(h.get("x-user-setting") == "kept" for h in headers), "the user's --settings still apply"
     assert claude_result(proc) == "finished"
     assert settings.read_bytes() == before, "the user's settings.json is untouched"
     assert sorted(p.name for p in work.iterdir()) == [], "no project settings or MCP file written"
@@ -203,8 +237,8 @@ def test_claude_with_the_hub_down_starts_without_memory(
     system = anthropic_system(turns[0])
     assert MCP_PROTOCOL not in system and CLI_PROTOCOL not in system
     assert claude_result(proc) == "done"
-    state = hub.home / "sessions" / f"{session}.json"
-    assert not state.exists() or session_state(hub, session).get("binding") is None, "never falls back to global"
+    state = session_state(hub, session)  # stored, and stored without memory: never a fallback to global
+    assert state["binding"] is None and "unreachable" in state["reason"]
 
 
 def test_claude_with_memory_disabled_keeps_its_native_memory(
@@ -231,24 +265,42 @@ def test_claude_resume_keeps_the_stored_binding_and_a_changed_policy_is_binding_
                      ANTHROPIC_API_KEY="dummy-fake-key")
     work = tmp_path / "work"
     session = str(uuid.uuid4())
-    first = launch(env, work, "--session-id", session, *claude_args("hello"))
+    conversation = str(uuid.uuid4())  # Claude Code's own session id, so its own --resume can name it
+    first = launch(env, work, "--session-id", session, *claude_args("FIRST-PROMPT hello", "--session-id", conversation))
     assert first.returncode == 0, explain(first, fake_model)
     assert session_state(hub, session)["binding"] == "global"
+
+    # Claude's own resume without the amux session is refused: the conversation's binding would be unknown.
+    refused = launch(env, work, *claude_args("again", "--resume", conversation))
+    assert refused.returncode == 2 and "--resume SESSION" in refused.stderr, refused.stderr[-2000:]
 
     # The policy changes under the stored conversation: the resume keeps its binding, and the Hub refuses it.
     hub.configure("memory.isolation", "user")
     hub.restart()
     fake_model.script(ToolCall("mcp__amux__memory_search", {"query": WORD}), Text("finished"))
     resumed = launch(env, work, "--resume", session,
-                     *claude_args("What do I prefer?", "--allowedTools", "mcp__amux__memory_search"))
+                     *claude_args("SECOND-PROMPT What do I prefer?", "--resume", conversation))
     assert resumed.returncode == 0, explain(resumed, fake_model)
     assert any("global" in line for line in notices(resumed)), resumed.stderr[-2000:]
     assert session_state(hub, session)["binding"] == "global"
     turns = fake_model.turns(CLAUDE_TURNS)
     assert len(turns) == 3, explain(resumed, fake_model)
+    assert "FIRST-PROMPT" in json.dumps(turns[1]["messages"]), "Claude Code really resumed its own conversation"
     assert anthropic_system(turns[1]).count(MCP_PROTOCOL) == 1
     results = json.dumps(anthropic_tool_results(turns[2]))
     assert "binding_mismatch" in results and SNIPPET not in results, results[:2000]
+
+
+def test_claude_waits_for_a_slow_amux_server(
+        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+    env = launch_env(agents, hub, tmp_path / "home", ANTHROPIC_BASE_URL=fake_model.url,
+                     ANTHROPIC_API_KEY="dummy-fake-key")
+    proc = launch(env, tmp_path / "work", *claude_args("hello", "--no-session-persistence"),
+                  amux=[str(slow_amux(tmp_path / "slow"))])
+    assert proc.returncode == 0, explain(proc, fake_model)
+    turns = fake_model.turns(CLAUDE_TURNS)
+    assert turns, explain(proc, fake_model)
+    assert sorted(n for n in anthropic_tool_names(turns[0]) if n.startswith("mcp__amux__")) == FULL_NAMES
 
 
 # -- Codex ------------------------------------------------------------------------------------------------
@@ -298,6 +350,39 @@ def test_codex_merges_developer_instructions_reaches_the_hub_and_resume_keeps_on
     assert config.read_bytes() == before
 
 
+def test_codex_waits_for_a_slow_amux_server_and_a_profile_keeps_its_instructions_but_not_its_memory(
+        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+    home = tmp_path / "home"
+    env = launch_env(agents, hub, home)
+    codex_home = home / ".codex"
+    (codex_home / "config.toml").write_text('developer_instructions = "TOP-LEVEL-RULE"\n')
+    # Codex 0.171's profile layout; this profile also switches Codex's own memories on.
+    (codex_home / "work.config.toml").write_text('developer_instructions = "PROFILE-RULE"\n[features]\nmemories = true\n'
+                                                 '[memories]\nuse_memories = true\n')
+    (codex_home / "memories").mkdir()
+    (codex_home / "memories" / "memory_summary.md").write_text("## User preferences\n- NATIVEMEMWORD tabs\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    # The control: Codex itself, with that profile, injects its native memory.
+    direct = subprocess.run([str(agents / "codex"), "-p", "work", "exec", "--skip-git-repo-check",
+                             *codex_provider(fake_model), "hello"], capture_output=True, text=True, env=env, cwd=work,
+                            timeout=120, stdin=subprocess.DEVNULL)
+    assert direct.returncode == 0, direct.stderr[-2000:]
+    assert "NATIVEMEMWORD" in json.dumps(fake_model.turns(CODEX_TURNS))
+    seen = len(fake_model.turns(CODEX_TURNS))
+
+    proc = launch(env, work, "codex", "-p", "work", "exec", "--skip-git-repo-check", *codex_provider(fake_model),
+                  "hello", amux=[str(slow_amux(tmp_path / "slow"))])
+    assert proc.returncode == 0, explain(proc, fake_model)
+    turns = fake_model.turns(CODEX_TURNS)[seen:]
+    assert turns, explain(proc, fake_model)
+    developer = "\n".join(responses_developer_texts(turns[0]))
+    assert developer.count("PROFILE-RULE") == 1 and "TOP-LEVEL-RULE" not in developer, developer[:3000]
+    assert developer.count(MCP_PROTOCOL) == 1
+    assert set(FULL_NAMES) <= set(responses_tool_names(turns[0])), "a required server is waited for"
+    assert "NATIVEMEMWORD" not in json.dumps(turns), "the launch's -c overrides outrank the profile"
+
+
 # -- Pi ---------------------------------------------------------------------------------------------------
 
 
@@ -324,3 +409,65 @@ def test_pi_gets_the_cli_protocol_once_and_its_shell_reaches_the_hub(
     results = json.dumps(anthropic_tool_results(turns[1]))
     assert SNIPPET in results and "MEMORY.md" in results, results[:2000]
     assert proc.stdout.strip() == "finished"
+
+
+# -- an isolated launch (--as-user), for real ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def throwaway_user() -> Iterator[tuple[str, int, Path]]:
+    """A real account made with useradd (name, uid, home), deleted with its home afterwards; root only."""
+    if os.geteuid() != 0 or not shutil.which("useradd"):
+        pytest.skip("--as-user with a real account needs root and useradd")
+    name = f"amuxt{uuid.uuid4().hex[:8]}"
+    made = subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", name], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"useradd failed: {made.stderr.strip()}")
+    try:
+        import pwd
+
+        entry = pwd.getpwnam(name)
+        yield name, entry.pw_uid, Path(entry.pw_dir)
+    finally:
+        subprocess.run(["userdel", "--remove", name], capture_output=True)
+
+
+def test_codex_as_another_user_gets_its_own_codex_home_and_reaches_the_hub(
+        agents: Path, hub_factory: Any, throwaway_user: tuple[str, int, Path], fake_model: FakeModel) -> None:  # noqa: F811
+    from tests.test_launch_cli import _readable_amux, _readable_python
+
+    python = _readable_python()
+    if python is None:
+        pytest.skip("no Python readable by other users (the interpreter must be world-executable)")
+    name, uid, user_home = throwaway_user
+    assert not (user_home / ".codex").exists()
+    shared = Path(tempfile.mkdtemp(prefix="amux-agent-", dir="/tmp"))
+    try:
+        shared.chmod(0o755)
+        hub = seeded(hub_factory(isolation="user", settings={"hub.socket_path": str(shared / "hub.sock"),
+                                                             "hub.socket_mode": "0666"}))
+        # The user's own memory: the launch binds that user's scope, not root's.
+        r = subprocess.run([str(_readable_amux(shared, python)), "memory", "upsert", "MEMORY.md",
+                            "--expected-revision", "absent"], input=ENTRY.encode(), capture_output=True,
+                           env={"PATH": "/usr/bin:/bin", "HOME": str(user_home), "AMUX_HUB": str(hub.socket)},
+                           user=uid, group=uid, cwd="/")
+        assert r.returncode == 0, r.stderr
+        work = shared / "work"
+        work.mkdir(mode=0o777)
+        work.chmod(0o777)
+        env = launch_env(agents, hub, shared / "root-home")
+        fake_model.script(ToolCall("mcp__amux__memory_search", {"query": WORD}), Text("finished"))
+        proc = launch(env, work, "--as-user", name, "codex", "exec", "--skip-git-repo-check",
+                      *codex_provider(fake_model), "What do I prefer?", amux=[str(shared / "bin" / "amux")])
+        assert proc.returncode == 0, explain(proc, fake_model)
+        assert any(f"memory principal:{name} " in line for line in notices(proc)), proc.stderr[-2000:]
+        turns = fake_model.turns(CODEX_TURNS)
+        assert len(turns) == 2, explain(proc, fake_model)
+        outputs = json.dumps(responses_tool_outputs(turns[1]))
+        assert SNIPPET in outputs, outputs[:2000]
+        # Codex needs its CODEX_HOME: the user's own ~/.codex, made for them (0700), kept after the run.
+        st = (user_home / ".codex").stat()
+        assert (st.st_uid, st.st_mode & 0o777) == (uid, 0o700)
+        assert any((user_home / ".codex").iterdir()), "Codex really ran there"
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

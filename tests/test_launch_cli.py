@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +41,28 @@ CLI = render("cli")
 
 STANDIN = r'''#!{python}
 import json, os, shutil, subprocess, sys
-record = {"argv": sys.argv, "env": dict(os.environ), "uid": os.getuid(), "gid": os.getgid()}
+record = {"argv": sys.argv, "env": dict(os.environ), "uid": os.getuid(), "gid": os.getgid(),
+          "which": {name: shutil.which(name) for name in ("amux", "python3", "pip")}}
+first = os.environ.get("PATH", "").split(os.pathsep)[0]
+record["path0"] = sorted(os.listdir(first)) if os.path.isdir(first) else None
+if os.path.isdir(os.environ.get("CODEX_HOME", "/nonexistent")):
+    st = os.stat(os.environ["CODEX_HOME"])
+    record["codex_home"] = {"uid": st.st_uid, "mode": st.st_mode & 0o777}
 run = os.environ.get("STANDIN_RUN")
 if run:
     cmd = json.loads(run)
     if cmd[0] == "@mcp":
-        config = next(a for a in sys.argv if a.startswith("--mcp-config="))
-        cmd[0] = json.loads(config.split("=", 1)[1])["mcpServers"]["amux"]["command"]
+        config = [a for a in sys.argv if a.startswith("--mcp-config=")]
+        if config:
+            cmd[0] = json.loads(config[0].split("=", 1)[1])["mcpServers"]["amux"]["command"]
+        else:  # Codex: -c mcp_servers.amux.command="..."
+            import tomllib
+            item = next(a for a in sys.argv if a.startswith("mcp_servers.amux.command="))
+            cmd[0] = tomllib.loads("v = " + item.split("=", 1)[1])["v"]
     found = shutil.which(cmd[0])
     if found:
         st = os.stat(found)
-        record["amux"] = {"path": found, "uid": st.st_uid, "mode": st.st_mode & 0o777,
+        record["amux"] = {"path": found, "uid": st.st_uid, "gid": st.st_gid, "mode": st.st_mode & 0o777,
                           "dir_uid": os.stat(os.path.dirname(found)).st_uid,
                           "dir_mode": os.stat(os.path.dirname(found)).st_mode & 0o777}
     proc = subprocess.run(cmd, capture_output=True)
@@ -287,18 +301,137 @@ def test_print_spec_runs_nothing_but_stores_the_session(launcher: Launcher) -> N
     assert launcher.session("s-spec")["binding"] == "global"
 
 
-def test_pi_has_amux_on_path_and_the_cli_protocol(launcher: Launcher) -> None:
+def test_pi_has_only_an_amux_wrapper_on_path_and_the_cli_protocol(launcher: Launcher) -> None:
     word = "zanzibarquux"
     assert launcher.hub.cli("memory", "upsert", "notes/pi.md", "--expected-revision", "absent",
                             input=f"# Pi\n{word} lives here\n".encode()).returncode == 0
-    r = launcher("pi", "-p", "hi", env={"STANDIN_RUN": json.dumps(["amux", "memory", "search", word])})
+    venv_bin = os.path.dirname(amux_argv()[0])
+    r = launcher("pi", "-p", "hi", env={"STANDIN_RUN": json.dumps(["amux", "memory", "search", word]),
+                                        "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
     rec = launcher.record
     assert rec["argv"][1:3] == ["--append-system-prompt", CLI] and rec["argv"][-2:] == ["-p", "hi"]
     assert rec["run"]["code"] == 0, rec["run"]
     assert json.loads(rec["run"]["stdout"])["matches"][0]["path"] == "notes/pi.md"
-    assert rec["env"]["PATH"].split(os.pathsep)[0] == os.path.dirname(rec["amux"]["path"])
+    # `amux` is a wrapper alone in a launch-local directory: amux's virtualenv (its python3, pip) stays off PATH.
+    path = rec["env"]["PATH"].split(os.pathsep)
+    assert path[0] == os.path.dirname(rec["amux"]["path"]) and path[1:] == ["/usr/bin", "/bin"]
+    assert rec["path0"] == ["amux"]
+    assert venv_bin not in path and rec["which"]["python3"] != os.path.join(venv_bin, "python3")
+    assert not os.path.exists(path[0]), "the wrapper's run directory is removed after the run"
     assert "Pi has no built-in long-term memory" in r.stderr
+    spec = json.loads(launcher("--print-spec", "pi", "-p", "hi", env={"PATH": "/usr/bin:/bin"}).stdout)
+    assert venv_bin not in spec["env_set"]["PATH"].split(os.pathsep)
+    [wrapper] = spec["files"]
+    assert wrapper["path"].endswith("/agent-config/memory/amux") and wrapper["path"] in spec["cleanup"][0] + "/amux"
+    assert not os.path.exists(os.path.dirname(wrapper["path"]))  # --print-spec leaves nothing behind
+
+
+def test_empty_session_values_are_usage_errors(launcher: Launcher) -> None:
+    for args in (["--resume", ""], ["--resume="], ["--session-id", ""], ["--as-user", ""], ["--run-dir="]):
+        r = launcher(*args, "claude", "-p", "hi")
+        assert r.returncode == 2 and "non-empty value" in r.stderr, (args, r.stderr)
+    assert not launcher.ran
+    assert not (launcher.hub.home / "sessions").exists()  # never quietly a new session
+    r = launcher("--resume", "x", "--new-session", "claude")
+    assert r.returncode == 2 and "give one" in r.stderr
+
+
+@pytest.mark.parametrize(("agent", "args"), [
+    ("claude", ["--continue", "-p", "hi"]),
+    ("claude", ["-p", "hi", "--resume", "0f3c0d5e-1111-4222-8333-444455556666"]),
+    ("codex", ["exec", "--skip-git-repo-check", "resume", "--last", "hi"]),
+    ("codex", ["resume", "--last"]),
+    ("pi", ["--session", "0f3c", "-p", "hi"]),
+])
+def test_agents_own_resume_needs_the_amux_session(launcher: Launcher, agent: str, args: list[str]) -> None:
+    r = launcher(agent, *args)
+    assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST], r.stderr
+    error = json.loads(r.stdout)["error"]
+    assert error["data"]["step"] == "session" and "--resume SESSION" in error["message"]
+    assert "--new-session" in error["message"]
+    assert not launcher.ran and not (launcher.hub.home / "sessions").exists()
+    # Named explicitly: the agent runs, and the notices say the binding is the one resolved now.
+    r = launcher("--new-session", "--session-id", "s-new", agent, *args)
+    assert r.returncode == 0, r.stderr
+    lines = amux_lines(r.stderr)
+    assert len(lines) == 2 and "resolved now" in lines[1] and "may differ" in lines[1]
+    assert launcher.session("s-new")["binding"] == "global"
+    # The way the design wants it: the stored session's binding, no warning.
+    r = launcher("--resume", "s-new", agent, *args)
+    assert r.returncode == 0 and len(amux_lines(r.stderr)) == 1, r.stderr
+
+
+def test_a_trickling_hub_cannot_hold_the_launch(tmp_path: Path) -> None:
+    # One byte every 0.3 s: each read succeeds, so only an overall deadline ends the hello.
+    with _stub_hub(tmp_path / "trickle.sock", trickle=0.3) as sock:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
+        env.update(AMUX_HUB=str(sock), AMUX_HOME=str(tmp_path / "home"))
+        started = time.monotonic()
+        proc = subprocess.run([*amux_argv(), "launch", "--print-spec", "claude", "-p", "hi"], env=env,
+                              capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    spec = json.loads(proc.stdout)
+    assert spec["memory"] is False and "within 2.5 s" in spec["notices"][0]
+    assert elapsed < 8, elapsed
+
+
+def test_hub_client_connect_deadline(tmp_path: Path) -> None:
+    from tools.client import HubClient
+    from protocol.errors import HubError
+
+    with _stub_hub(tmp_path / "t.sock", trickle=0.2) as sock:
+        started = time.monotonic()
+        with pytest.raises(HubError) as err:
+            HubClient(sock, timeout=30, connect_deadline=1.0).connect()
+        assert time.monotonic() - started < 3 and "within 1 s" in err.value.message
+        os.environ["AMUX_CONNECT_DEADLINE"] = "0.5"
+        try:
+            client = HubClient(sock, timeout=30)
+        finally:
+            del os.environ["AMUX_CONNECT_DEADLINE"]
+        assert client.connect_deadline == 0.5
+        assert HubClient(sock).connect_deadline is None  # unset: as before, per-operation timeouts only
+
+
+@contextmanager
+def _stub_hub(path: Path, *, trickle: float | None = None) -> Iterator[Path]:
+    """A Unix socket that accepts and never answers a frame: silent, or one byte every ``trickle`` seconds."""
+    import socket
+    import threading
+
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    path.chmod(0o666)
+    server.listen(8)
+    stop = threading.Event()
+
+    def serve(conn: socket.socket) -> None:
+        # A frame header announcing 64 KiB, then its body one byte at a time: never a whole reply.
+        pending = [b"\x00\x01\x00\x00"] + [b"x"] * 65536
+        with conn:
+            while not stop.wait(trickle or 0.2):
+                if trickle:
+                    try:
+                        conn.sendall(pending.pop(0))
+                    except OSError:
+                        return
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield path
+    finally:
+        stop.set()
+        server.close()
 
 
 def test_users_config_files_are_byte_identical(launcher: Launcher, tmp_path: Path) -> None:
@@ -372,15 +505,16 @@ def _readable_amux(shared: Path, python: str) -> Path:
     return script
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="--as-user needs root")
-@pytest.mark.parametrize("isolation", ["off", "user"])
-def test_as_user_runs_the_agent_with_a_private_copy(hub_factory: Any, shared_dir: Path, isolation: str) -> None:
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="--as-user needs root")
+
+
+def _isolated_launcher(hub_factory: Any, shared_dir: Path, **hub_kw: Any) -> Launcher:
+    """A Launcher whose amux, stand-ins, output file and Hub socket another uid can use."""
     python = _readable_python()
     if python is None:
         pytest.skip("no Python readable by other users (the interpreter must be world-executable)")
-    hub = hub_factory(isolation=isolation,
-                      settings={"hub.socket_path": str(shared_dir / "hub.sock"), "hub.socket_mode": "0666"})
-    uid = _free_uid(43001)
+    hub = hub_factory(settings={"hub.socket_path": str(shared_dir / "hub.sock"), "hub.socket_mode": "0666"},
+                      **hub_kw)
     out_dir = shared_dir / "out"
     out_dir.mkdir(mode=0o777)
     out_dir.chmod(0o777)
@@ -388,10 +522,19 @@ def test_as_user_runs_the_agent_with_a_private_copy(hub_factory: Any, shared_dir
     for agent in ("claude", "codex", "pi"):
         launch.env[f"AMUX_LAUNCH_{agent.upper()}"] = str(install_standin(shared_dir, agent, python))
     launch.out = out_dir / "standin.json"
-    launch.env.update(STANDIN_OUT=str(launch.out), AMUX_TOKEN="amux_not_for_the_agent", CLAUDE_CONFIG_DIR="/root/.claude",
-                      CODEX_HOME="/root/.codex")
+    launch.env.update(STANDIN_OUT=str(launch.out), AMUX_TOKEN="amux_not_for_the_agent",
+                      CLAUDE_CONFIG_DIR="/root/.claude", CODEX_HOME="/root/.codex", ROOT_ONLY_SECRET="s3cret")
+    return launch
+
+
+@needs_root
+@pytest.mark.parametrize("isolation", ["off", "user"])
+def test_as_user_runs_the_agent_with_a_private_copy(hub_factory: Any, shared_dir: Path, isolation: str) -> None:
+    launch = _isolated_launcher(hub_factory, shared_dir, isolation=isolation)
+    uid = _free_uid(43001)
     run_dir = shared_dir / "run"
-    r = launch("--session-id", f"iso-{isolation}", "--as-user", str(uid), "--run-dir", str(run_dir), "claude", "-p", "hi",
+    r = launch("--session-id", f"iso-{isolation}", "--as-user", str(uid), "--run-dir", str(run_dir),
+               "--pass-env", "STANDIN_*", "claude", "-p", "hi",
                env={"STANDIN_RUN": json.dumps(["@mcp", "memory", "search", "x"])})
     assert r.returncode == 0, r.stderr + r.stdout.decode()
     rec = launch.record
@@ -401,20 +544,124 @@ def test_as_user_runs_the_agent_with_a_private_copy(hub_factory: Any, shared_dir
     assert (rec["uid"], rec["gid"]) == (uid, uid)
     env = rec["env"]
     memory_dir = str(run_dir / MEMORY_DIR)
-    assert env["AMUX_MEMORY_BINDING"] == want and env["PATH"].split(os.pathsep)[0] == memory_dir
+    assert env["AMUX_MEMORY_BINDING"] == want
+    assert env["PATH"] == memory_dir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     assert env["HOME"] == str(run_dir / "home") and env["CODEX_HOME"] == str(run_dir / "home" / ".codex")
     assert env["PI_CODING_AGENT_DIR"] == str(run_dir / "home" / ".pi" / "agent")
-    assert "CLAUDE_CONFIG_DIR" not in env and "AMUX_TOKEN" not in env
-    # The MCP command is the user's own wrapper in <run>/agent-config/memory/, 0700 and owned by the user ...
+    # An allow-list of the launcher's environment (plus --pass-env), not all of it.
+    assert "CLAUDE_CONFIG_DIR" not in env and "AMUX_TOKEN" not in env and "ROOT_ONLY_SECRET" not in env
+    assert env["STANDIN_OUT"] == str(launch.out)
+    # The MCP command is the user's own wrapper in <run>/agent-config/memory/, 0700, owned by the user and group ...
     assert rec["amux"]["path"] == memory_dir + "/amux"
-    assert (rec["amux"]["uid"], rec["amux"]["mode"], rec["amux"]["dir_uid"], rec["amux"]["dir_mode"]) == \
-        (uid, 0o700, uid, 0o700)
+    assert (rec["amux"]["uid"], rec["amux"]["gid"], rec["amux"]["mode"], rec["amux"]["dir_uid"],
+            rec["amux"]["dir_mode"]) == (uid, uid, 0o700, uid, 0o700)
     # ... and it reaches the Hub as that user, in the scope the session is bound to.
     assert rec["run"]["code"] == 0, rec["run"]
     assert not (run_dir / MEMORY_DIR).exists()  # removed at cleanup
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="--as-user needs root")
+@needs_root
+def test_as_user_codex_gets_its_own_codex_home(hub_factory: Any, shared_dir: Path) -> None:
+    launch = _isolated_launcher(hub_factory, shared_dir)
+    uid = _free_uid(43201)
+    run_dir = shared_dir / "run"
+    r = launch("--as-user", str(uid), "--run-dir", str(run_dir), "--pass-env", "STANDIN_*", "codex", "exec", "hi",
+               env={"STANDIN_RUN": json.dumps(["@mcp", "memory", "search", "x"])})
+    assert r.returncode == 0, r.stderr + r.stdout.decode()
+    rec = launch.record
+    # Codex refuses a CODEX_HOME that does not exist: the user's own, created empty and theirs.
+    assert rec["env"]["CODEX_HOME"] == str(run_dir / "home" / ".codex")
+    assert rec["codex_home"] == {"uid": uid, "mode": 0o700}
+    assert rec["run"]["code"] == 0, rec["run"]
+
+
+@needs_root
+def test_as_user_print_spec_is_a_complete_spec_that_runs(hub_factory: Any, shared_dir: Path) -> None:
+    from launch.runner import run
+    from launch.spec import LaunchSpec
+
+    launch = _isolated_launcher(hub_factory, shared_dir)
+    uid = _free_uid(43301)
+    run_dir = shared_dir / "run"
+    r = launch("--print-spec", "--as-user", str(uid), "--run-dir", str(run_dir), "--pass-env", "STANDIN_*",
+               "claude", "-p", "hi")
+    assert r.returncode == 0, r.stderr
+    assert not launch.ran and not (run_dir / MEMORY_DIR).exists()  # nothing runs, nothing is left
+    spec = LaunchSpec.from_dict(json.loads(r.stdout))
+    copy, wrapper = spec.files
+    assert copy.source is not None and copy.path == str(run_dir / MEMORY_DIR / "amux-entry")
+    assert (copy.owner, copy.group, copy.mode) == (uid, uid, 0o700)
+    # Whoever runs it later gets everything it names: the copy, the wrapper, the user's directories.
+    status = run(spec, base_env={**launch.env, "STANDIN_RUN": json.dumps(["@mcp", "memory", "search", "x"])})
+    assert status == 0
+    rec = launch.record
+    assert rec["uid"] == uid and rec["run"]["code"] == 0, rec.get("run")
+    assert not (run_dir / MEMORY_DIR).exists()
+
+
+@needs_root
+def test_as_user_probe_is_bounded_and_a_sigterm_leaves_nothing(hub_factory: Any, shared_dir: Path) -> None:
+    launch = _isolated_launcher(hub_factory, shared_dir)
+    uid = _free_uid(43401)
+    run_dir = shared_dir / "run"
+    entry = str(run_dir / MEMORY_DIR / "amux-entry")
+    with _stub_hub(shared_dir / "silent.sock") as silent:
+        # A Hub that never answers costs the hello deadline plus the probe's start-up, not 12.5 s.
+        started = time.monotonic()
+        r = launch("--print-spec", "--as-user", str(uid), "--run-dir", str(run_dir), "claude",
+                   env={"AMUX_HUB": str(silent)})
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["memory"] is False and time.monotonic() - started < 7
+        # SIGTERM while the probe runs: the launcher stops, the probe goes with it, the copy is removed.
+        proc = subprocess.Popen([*launch.argv, "launch", "--as-user", str(uid), "--run-dir", str(run_dir), "claude"],
+                                env={**launch.env, "AMUX_HUB": str(silent)}, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 20
+        while not _processes_running(entry) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _processes_running(entry), "the probe never started"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert _processes_running(entry) == [], "no orphaned probe"
+    assert not (run_dir / MEMORY_DIR).exists() and not (run_dir / "agent-config").exists()
+    assert not launch.ran
+
+
+def _processes_running(needle: str) -> list[int]:
+    """Pids whose command line mentions ``needle`` (from /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+@needs_root
+def test_as_user_run_dir_the_user_cannot_enter_is_named_and_nothing_is_left(hub_factory: Any,
+                                                                            shared_dir: Path) -> None:
+    launch = _isolated_launcher(hub_factory, shared_dir)
+    uid = _free_uid(43501)
+    private = shared_dir / "private"
+    private.mkdir(mode=0o700)
+    r = launch("--as-user", str(uid), "--run-dir", str(private / "run"), "claude")
+    assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST], r.stderr
+    error = json.loads(r.stdout)["error"]
+    assert error["data"]["step"] == "isolation" and f"cannot enter {private}" in error["message"]
+    assert "Python installation" not in error["message"]
+    assert list(private.iterdir()) == []  # the run directory it had to create is gone again
+    # A run directory that does not exist yet is made for the user, and removed after the run.
+    fresh = shared_dir / "fresh" / "run"
+    r = launch("--as-user", str(uid), "--run-dir", str(fresh), "--pass-env", "STANDIN_*", "pi", "-p", "hi")
+    assert r.returncode == 0, r.stderr
+    assert launch.record["uid"] == uid and not (shared_dir / "fresh").exists()
+
+
+@needs_root
 def test_as_user_with_an_unreadable_installation_is_an_explicit_error(hub_factory: Any, shared_dir: Path) -> None:
     if not str(Path(sys.executable).resolve()).startswith("/root/"):
         pytest.skip("this interpreter is readable by other users; nothing to refuse")
@@ -495,6 +742,11 @@ for line in sys.stdin:
     if mode == "exit" and method == "config/read":
         sys.stderr.write("fake: crashing on purpose\n")
         sys.exit(3)
+    if mode == "backtrace" and method == "initialize":
+        # What Codex prints when it refuses to start: its error, then a long Rust backtrace.
+        sys.stderr.write("WARNING: noise\nError: --profile only applies to runtime commands\n\nStack backtrace:\n"
+                         + "".join(f"   {n}: <unknown>\n" for n in range(12)))
+        sys.exit(1)
     if method == "initialize":
         reply = {"id": rid, "result": {"userAgent": "fake"}}
         print(json.dumps({"method": "configWarning", "params": {"summary": "noise"}}), flush=True)
@@ -519,6 +771,7 @@ for line in sys.stdin:
     ("memories-true", "config/read", "memories.use_memories = true"),
     ("exit", "config/read", "crashing on purpose"),
     ("silent", "thread/memoryMode/set", "no reply"),
+    ("backtrace", "initialize", "Error: --profile only applies to runtime commands"),
 ])
 def test_fake_app_server_failures_name_the_step(tmp_path: Path, mode: str, step: str, words: str) -> None:
     script = tmp_path / "fake_app_server.py"

@@ -10,11 +10,14 @@ otherwise take the agent's ``--help`` or ``-p``).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated, Any
 
 from cyclopts import App, Parameter
 
@@ -23,31 +26,41 @@ from tools.cli import _emit, _fail, app
 
 if TYPE_CHECKING:
     from launch.binding import HelloFn, Resolution
-    from launch.spec import RunAs
+    from launch.isolation import Prepared
+    from launch.spec import LaunchSpec, RunAs
 
 USAGE = """\
-Usage: amux launch [--session-id ID] [--resume SESSION] [--as-user USER] [--run-dir DIR] [--print-spec] AGENT [AGENT_ARGS...]
+Usage: amux launch [--session-id ID | --resume SESSION | --new-session] [--as-user USER] [--run-dir DIR]
+                   [--pass-env NAMES] [--print-spec] AGENT [AGENT_ARGS...]
 
 Start an agent (claude, codex or pi) with amux memory: the memory tools (MCP for Claude Code and Codex,
 the amux CLI on PATH for Pi), the memory protocol merged into its instructions, and its own automatic
 memory switched off for this process only. Everything after AGENT goes to the agent unchanged.
 
-A new session asks the Hub once (AMUX_HUB / AMUX_HOME, at most a few seconds) for the memory binding
+A new session asks the Hub once (AMUX_HUB / AMUX_HOME, at most 2.5 s) for the memory binding
 (global or principal:<id>) and stores it in <AMUX_HOME>/sessions/<id>.json. If the Hub is unreachable
 or memory is disabled, the agent starts without memory and its own memory settings untouched.
 
 Options:
   --session-id ID    id for the new session (default: a random UUID)
-  --resume SESSION   reuse SESSION's stored binding (a session stored without memory stays without)
+  --resume SESSION   reuse SESSION's stored binding (a session stored without memory stays without);
+                     the way to resume the agent's own conversation (claude --resume/--continue,
+                     codex exec resume, pi --continue/--session) with the memory it had
+  --new-session      resume the agent's own earlier conversation under a new session anyway: it gets
+                     the binding resolved now, which may differ from the memory it used before
+                     (without --resume or this option such a launch is refused)
   --as-user USER     run the agent as USER (name or uid; the launcher must be root): a private copy of
-                     the amux CLI in <run>/agent-config/memory/, the binding the Hub gives USER
-  --run-dir DIR      the run directory for --as-user (default: a new temporary directory); launch-local
-                     files go to DIR/agent-config/memory/ and are removed after the run
-  --print-spec       print the launch spec as JSON and run nothing (the session is still stored)
+                     the amux CLI in <run>/agent-config/memory/, the binding the Hub gives USER, and only
+                     an allow-list of the launcher's environment (see the README)
+  --pass-env NAMES   with --as-user: also pass these variables (comma-separated names or PREFIX*)
+  --run-dir DIR      the run directory for --as-user and Pi (default: a new temporary directory);
+                     launch-local files go to DIR/agent-config/memory/ and are removed after the run
+  --print-spec       print the launch spec as JSON and run nothing (the Hub is asked and the session
+                     stored as for a real launch; the spec lists every file it needs, so it can be run later)
   --                 ends the options; the next token is AGENT
 
 The agent program is found on PATH, or named by AMUX_LAUNCH_CLAUDE / AMUX_LAUNCH_CODEX / AMUX_LAUNCH_PI.
-Exit status: the agent's, or the error's (see amux --help).
+Exit status: the agent's, or the error's (see amux --help); 128+N if signal N stopped the launch first.
 """
 
 launch_app = App(name="launch", help="Start claude, codex or pi with amux memory (amux launch --help for details).",
@@ -63,13 +76,17 @@ class LaunchOptions:
     args: list[str] = field(default_factory=list)
     session_id: str | None = None
     resume: str | None = None
+    new_session: bool = False
     as_user: str | None = None
     run_dir: str | None = None
+    pass_env: list[str] = field(default_factory=list)
     print_spec: bool = False
     help: bool = False
 
 
-_VALUE_OPTIONS = {"--session-id": "session_id", "--resume": "resume", "--as-user": "as_user", "--run-dir": "run_dir"}
+_VALUE_OPTIONS = {"--session-id": "session_id", "--resume": "resume", "--as-user": "as_user", "--run-dir": "run_dir",
+                  "--pass-env": "pass_env"}
+_FLAGS = {"--print-spec": "print_spec", "--new-session": "new_session"}
 
 
 def parse(tokens: list[str]) -> LaunchOptions:
@@ -82,15 +99,20 @@ def parse(tokens: list[str]) -> LaunchOptions:
         if tok in ("--help", "-h"):
             opts.help = True
             return opts
-        if tok == "--print-spec":
-            opts.print_spec = True
+        if tok in _FLAGS:
+            setattr(opts, _FLAGS[tok], True)
         elif name in _VALUE_OPTIONS:
             if not eq:
                 if i + 1 >= len(tokens):
                     raise ValueError(f"{name} needs a value")
                 i += 1
                 value = tokens[i]
-            setattr(opts, _VALUE_OPTIONS[name], value)
+            if not value:  # e.g. an unset $SID: never quietly a new session
+                raise ValueError(f"{name} needs a non-empty value")
+            if name == "--pass-env":
+                opts.pass_env += [v.strip() for v in value.split(",") if v.strip()]
+            else:
+                setattr(opts, _VALUE_OPTIONS[name], value)
         elif tok == "--":
             i += 1
             break
@@ -102,9 +124,45 @@ def parse(tokens: list[str]) -> LaunchOptions:
     if i >= len(tokens):
         raise ValueError("AGENT is missing (claude, codex or pi)")
     opts.agent, opts.args = tokens[i], list(tokens[i + 1:])
-    if opts.resume and opts.session_id:
-        raise ValueError("--session-id names a new session; --resume an existing one: give one of them")
+    if opts.resume is not None and (opts.session_id is not None or opts.new_session):
+        raise ValueError("--session-id and --new-session start a new session; --resume continues one: give one")
     return opts
+
+
+class _Terminated(BaseException):
+    """SIGTERM/SIGHUP arrived before the agent started (a BaseException, so no ``except Exception`` swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _SignalGuard:
+    """Until the agent runs, SIGTERM/SIGHUP raise :class:`_Terminated`, so the cleanup runs and the probe is killed.
+
+    Without it, the default action ends the launcher at once: the isolated copy
+    of the CLI stays in the run directory and a running probe is orphaned.
+    While ``holding`` (the cleanup itself) a signal is ignored.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.holding = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "_SignalGuard":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        if not self.holding:
+            raise _Terminated(signum)
 
 
 @launch_app.default
@@ -122,51 +180,84 @@ def launch(*tokens: Annotated[str, Parameter(allow_leading_hyphen=True)]) -> int
         return _launch(opts)
     except HubError as exc:
         return _fail(exc)
+    except _Terminated as stop:
+        print(f"amux: launch stopped by signal {stop.signum} before the agent started; its files are removed",
+              file=sys.stderr)
+        return 128 + stop.signum
 
 
 def _launch(opts: LaunchOptions) -> int:
-    from launch import plan, read_context
     from launch.agents import AGENTS, unsupported
     from launch.binding import hub_address
     from launch.runner import run
 
     if opts.agent not in AGENTS:
         raise unsupported(opts.agent)
+    extra_warnings = _native_resume_check(opts)
     environ = dict(os.environ)
     executable = _executable(opts, environ)
     hub = hub_address()
-    prepared = _Prepared.make(opts, hub)
-    try:
-        session_id, resolution = _resolve(opts, hub, prepared)
-        run_as = prepared.run_as
-        # An isolated agent reads the target user's Codex/Pi configuration, not the launcher's.
-        ctx_env = {k: v for k, v in environ.items()
-                   if run_as is None or k not in ("CODEX_HOME", "PI_CODING_AGENT_DIR")}
-        context = read_context(opts.agent, opts.args, ctx_env, home=run_as.home if run_as else None)
-        spec = plan(opts.agent, opts.args, binding=resolution.binding, hub=resolution.hub,
-                    amux_command=[str(prepared.amux)], executable=executable, session_id=session_id,
-                    off_reason=resolution.reason, warnings=resolution.warnings, environ=environ,
-                    context=context, run_as=run_as, run_dir=_run_dir(opts, prepared))
-        if opts.print_spec:
-            prepared.discard()
-            _emit(spec.as_dict())
-            return 0
-    except BaseException:
-        prepared.discard()
-        raise
-    for line in spec.notices:
-        print(line, file=sys.stderr)
-    sys.stderr.flush()
-    try:
-        return run(spec, base_env=environ)
-    finally:
-        prepared.discard()
+    guard = _SignalGuard()
+    prepared: _Prepared | None = None
+    with guard:
+        try:
+            prepared = _Prepared.make(opts, hub)
+            spec = _plan(opts, hub, prepared, environ, executable, extra_warnings)
+            if opts.print_spec:
+                _emit(spec.as_dict())
+                return 0
+            for line in spec.notices:
+                print(line, file=sys.stderr)
+            sys.stderr.flush()
+            return run(spec, base_env=environ)  # it passes SIGTERM/SIGHUP on to the agent meanwhile
+        finally:
+            guard.holding = True
+            if prepared is not None:
+                prepared.discard()
 
 
-def _run_dir(opts: LaunchOptions, prepared: "_Prepared") -> str | None:
-    if prepared.run_dir is not None:
-        return str(prepared.run_dir)
-    return os.path.abspath(opts.run_dir) if opts.run_dir else None
+def _native_resume_check(opts: LaunchOptions) -> list[str]:
+    """Refuse the agent's own resume under a new session unless ``--new-session`` says so; then warn.
+
+    Design record §5: a binding is resolved once per conversation and kept on
+    resume, and a conversation never quietly adopts the current memory policy.
+    Only ``amux launch --resume SESSION`` knows which binding a conversation
+    had, so without it an agent-native resume is refused.
+    """
+    from launch.agents import TITLES
+    from launch.errors import LaunchError
+    from launch.native_resume import native_resume
+
+    if opts.resume is not None:
+        return []
+    found = native_resume(opts.agent, opts.args)
+    if found is None:
+        return []
+    title = TITLES[opts.agent]
+    if not opts.new_session:
+        raise LaunchError("session", f"'{found}' continues an earlier {title} conversation, but no amux session "
+                          f"was named: that conversation's memory binding is unknown. Resume it with 'amux launch "
+                          f"--resume SESSION {opts.agent} ...' (the session its first launch printed), or give "
+                          "--new-session to resume it with the binding resolved now",
+                          {"agent_option": found, "agent": opts.agent})
+    return [f"'{found}' resumes an earlier {title} conversation under a new amux session: it gets the binding "
+            "resolved now, which may differ from the memory it used before (amux launch --resume SESSION keeps it)"]
+
+
+def _plan(opts: LaunchOptions, hub: str, prepared: "_Prepared", environ: dict[str, str], executable: str,
+          extra_warnings: list[str]) -> "LaunchSpec":
+    from launch import plan, read_context
+
+    session_id, resolution = _resolve(opts, hub, prepared)
+    run_as = prepared.run_as
+    # An isolated agent reads the target user's Codex/Pi configuration, not the launcher's.
+    ctx_env = {k: v for k, v in environ.items() if run_as is None or k not in ("CODEX_HOME", "PI_CODING_AGENT_DIR")}
+    context = read_context(opts.agent, opts.args, ctx_env, home=run_as.home if run_as else None)
+    return plan(opts.agent, opts.args, binding=resolution.binding, hub=resolution.hub,
+                amux_command=[str(prepared.entry)], executable=executable, session_id=session_id,
+                off_reason=resolution.reason, warnings=[*resolution.warnings, *extra_warnings], environ=environ,
+                context=context, run_as=run_as, run_dir=str(prepared.run_dir) if prepared.run_dir else None,
+                pass_env=opts.pass_env)
 
 
 def _executable(opts: LaunchOptions, environ: dict[str, str]) -> str:
@@ -189,7 +280,7 @@ def _resolve(opts: LaunchOptions, hub: str, prepared: "_Prepared") -> "tuple[str
     from tools.client import default_home
 
     home = default_home()
-    if opts.resume:
+    if opts.resume is not None:
         state = sessions.load(home, opts.resume)
         if state.agent != opts.agent:
             raise LaunchError("session", f"session {state.session_id} was launched with {state.agent}, not "
@@ -210,13 +301,20 @@ def _resolve(opts: LaunchOptions, hub: str, prepared: "_Prepared") -> "tuple[str
 
 @dataclass
 class _Prepared:
-    """The amux command the agent gets, the hello probe, and for --as-user the account and run directory."""
+    """The amux entry point the agent gets, the hello probe, and the run directory (--as-user, Pi).
 
-    amux: Path
+    ``entry`` is the installed ``amux`` (the spec copies it for an isolated
+    launch); ``isolation`` what :func:`launch.isolation.prepare` made for the
+    probe (the copy runs as the user); ``created_run_dir``: this launch made
+    ``run_dir`` (a temporary one) and removes it whole.
+    """
+
+    entry: Path
     hello: "HelloFn"
     run_as: "RunAs | None" = None
     run_dir: Path | None = None
     created_run_dir: bool = False
+    isolation: "Prepared | None" = None
 
     @classmethod
     def make(cls, opts: LaunchOptions, hub: str) -> "_Prepared":
@@ -224,9 +322,16 @@ class _Prepared:
         from launch.isolation import find_entry_point
 
         entry = find_entry_point(sys.argv[0] if sys.argv else None)
-        if not opts.as_user:
-            return cls(amux=entry, hello=hub_hello(hub))
-        return cls._isolated(opts.as_user, opts.run_dir, hub, entry)
+        if opts.as_user:
+            return cls._isolated(opts.as_user, opts.run_dir, hub, entry)
+        prepared = cls(entry=entry, hello=hub_hello(hub))
+        if opts.agent == "pi":  # Pi's `amux` wrapper lives in a run directory
+            if opts.run_dir:
+                prepared.run_dir = Path(opts.run_dir).resolve()
+            else:
+                prepared.created_run_dir = True  # set first: a signal after mkdtemp still finds it to remove
+                prepared.run_dir = Path(tempfile.mkdtemp(prefix="amux-run-"))
+        return prepared
 
     @classmethod
     def _isolated(cls, user: str, run_dir_opt: str | None, hub: str, entry: Path) -> "_Prepared":
@@ -239,15 +344,17 @@ class _Prepared:
         run_dir = Path(tempfile.mkdtemp(prefix="amux-run-")) if created else Path(run_dir_opt or "").resolve()
         try:
             run_as = target(user, run_dir)
-            copy = prepare(run_dir, run_as, entry, own_run_dir=created)
+            made = prepare(run_dir, run_as, entry, own_run_dir=created)
         except BaseException:
             _discard(run_dir, created)
             raise
-        return cls(amux=copy, hello=hello_as(run_as, copy, hub), run_as=run_as, run_dir=run_dir,
-                   created_run_dir=created)
+        return cls(entry=entry, hello=hello_as(run_as, made.copy, hub), run_as=run_as, run_dir=run_dir,
+                   created_run_dir=created, isolation=made)
 
     def discard(self) -> None:
         """Remove what this launch made: the isolated memory directory, or the whole run directory if it created it."""
+        if self.isolation is not None:
+            self.isolation.discard()
         if self.run_dir is not None:
             _discard(self.run_dir, self.created_run_dir)
 

@@ -7,7 +7,10 @@ Used by the CLI and by tests; it speaks the same frames as every other client
 ``unix:PATH``), ``tls://HOST:PORT`` (the certificate is checked against
 ``$AMUX_HUB_CA``, else the system's CAs) or ``tcp://HOST:PORT`` (plaintext:
 loopback addresses only).  ``$AMUX_TOKEN`` is sent in ``hello`` when set; it
-is required by a Hub reached over the network.
+is required by a Hub reached over the network.  ``$AMUX_CONNECT_DEADLINE``
+(seconds), when set, bounds connect plus ``hello`` as a whole (the timeout
+is otherwise per socket operation, so a Hub that trickles bytes could hold
+a client forever); ``amux launch`` sets it for its ``--as-user`` probe.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import ipaddress
 import itertools
 import os
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +30,16 @@ from protocol.framing import FrameDecoder
 from protocol.messages import PROTOCOL_VERSION, decode_response, encode_request
 
 DEFAULT_TIMEOUT = 30.0
+CONNECT_DEADLINE_ENV = "AMUX_CONNECT_DEADLINE"
+
+
+def _env_deadline() -> float | None:
+    """``$AMUX_CONNECT_DEADLINE`` as positive seconds, else ``None`` (unset or not a positive number)."""
+    try:
+        value = float(os.environ.get(CONNECT_DEADLINE_ENV, ""))
+    except ValueError:
+        return None
+    return value if value > 0 else None
 
 
 def default_home() -> Path:
@@ -120,13 +134,16 @@ class HubClient:
     ``socket_path`` (a Unix socket) or ``endpoint`` (a :class:`Endpoint` or an
     ``AMUX_HUB``-style string) say where the Hub is; by default
     :func:`resolve_endpoint`.  ``ca_file`` is the CA bundle for ``tls://``
-    (default ``$AMUX_HUB_CA``, else the system's).
+    (default ``$AMUX_HUB_CA``, else the system's).  ``timeout`` is seconds per
+    socket operation; ``connect_deadline`` (default ``$AMUX_CONNECT_DEADLINE``,
+    else none) is seconds for the whole of ``connect()`` (connect, TLS,
+    ``hello``), after which it raises ``unavailable``.
     """
 
     def __init__(self, socket_path: Path | None = None, *, timeout: float = DEFAULT_TIMEOUT,
                  binding: str | None = None, client_name: str = "amux-cli",
                  endpoint: Endpoint | str | None = None, token: str | None = None,
-                 ca_file: str | None = None) -> None:
+                 ca_file: str | None = None, connect_deadline: float | None = None) -> None:
         if isinstance(endpoint, str):
             endpoint = parse_endpoint(endpoint)
         if endpoint is None:
@@ -138,6 +155,8 @@ class HubClient:
         self.token = token if token is not None else (os.environ.get("AMUX_TOKEN") or None)
         self.ca_file = ca_file if ca_file is not None else (os.environ.get("AMUX_HUB_CA") or None)
         self.client_name = client_name
+        self.connect_deadline = connect_deadline if connect_deadline is not None else _env_deadline()
+        self._deadline: float | None = None  # monotonic time connect() must finish by, while it runs
         self.hello: dict[str, Any] = {}
         self._sock: socket.socket | None = None
         self._ids = itertools.count(1)
@@ -162,7 +181,7 @@ class HubClient:
         if ep.kind == "unix":
             assert ep.path is not None
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(self.timeout)
+            sock.settimeout(self._op_timeout())
             try:
                 sock.connect(os.fspath(ep.path))
             except (FileNotFoundError, ConnectionRefusedError) as exc:
@@ -174,7 +193,7 @@ class HubClient:
                                {"hub": str(ep), "socket": str(ep.path)}) from None
             return sock
         try:
-            sock = socket.create_connection((ep.host, ep.port), timeout=self.timeout)
+            sock = socket.create_connection((ep.host, ep.port), timeout=self._op_timeout())
         except OSError as exc:
             raise self._unavailable(exc.strerror or str(exc)) from None
         if ep.kind == "tcp":
@@ -190,15 +209,38 @@ class HubClient:
             raise HubError(ErrorCode.UNAVAILABLE, f"TLS with the Hub at {ep} failed: {exc} "
                            "(is AMUX_HUB_CA the CA that signed the Hub's certificate?)", {"hub": str(ep)}) from None
 
+    def _op_timeout(self) -> float:
+        """The timeout for the next socket operation: ``timeout``, cut to what is left of the connect deadline."""
+        if self._deadline is None:
+            return self.timeout
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        return min(self.timeout, left)
+
+    def _timed_out(self) -> HubError:
+        limit = self.connect_deadline if self._deadline is not None else self.timeout
+        return HubError(ErrorCode.UNAVAILABLE, f"the Hub did not answer within {limit:g} s")
+
     def connect(self) -> dict[str, Any]:
         """Connect and say hello; returns the Hub's hello reply (principal, scope, limits, memory_enabled)."""
-        self._sock = self._open()
-        params: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "client": self.client_name}
-        if self.binding:
-            params["binding"] = self.binding
-        if self.token:
-            params["token"] = self.token
-        self.hello = self.call("hello", params)
+        if self.connect_deadline is not None:
+            self._deadline = time.monotonic() + self.connect_deadline
+        try:
+            try:
+                self._sock = self._open()
+            except TimeoutError:
+                raise self._timed_out() from None
+            params: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "client": self.client_name}
+            if self.binding:
+                params["binding"] = self.binding
+            if self.token:
+                params["token"] = self.token
+            self.hello = self.call("hello", params)
+        finally:
+            self._deadline = None
+            if self._sock is not None:
+                self._sock.settimeout(self.timeout)
         return self.hello
 
     def close(self) -> None:
@@ -225,12 +267,13 @@ class HubClient:
                     if response.id in (rid, None):
                         return response.unwrap()
                     continue
+                self._sock.settimeout(self._op_timeout())
                 data = self._sock.recv(65536)
                 if not data:
                     raise HubError(ErrorCode.UNAVAILABLE, "the Hub closed the connection")
                 self._decoder.feed(data)
         except TimeoutError:
-            raise HubError(ErrorCode.UNAVAILABLE, f"the Hub did not answer within {self.timeout:g} s") from None
+            raise self._timed_out() from None
         except OSError as exc:  # reset, broken pipe, a TLS alert
             raise HubError(ErrorCode.UNAVAILABLE, f"lost the connection to the Hub: {exc}") from None
 
