@@ -119,8 +119,8 @@ def _resume_warnings(binding: str, hub: str, hello: HelloFn) -> list[str]:
         raise
     except HubError as exc:
         if exc.code is ErrorCode.BINDING_MISMATCH:
-            return [f"binding_mismatch: {exc.message}; memory calls in this conversation will fail "
-                    "(start a new conversation: amux launch without --resume)"]
+            return [f"binding_mismatch: {exc.message.split('; start a new conversation')[0]}; memory calls in this "
+                    "conversation will fail (start a new conversation: amux launch without --resume)"]
         if exc.code is ErrorCode.UNAVAILABLE:
             return [f"no Hub answers at {hub} now; memory calls fail until it is back"]
         return [f"the Hub refused the stored binding: {exc.code.value}: {exc.message}"]

@@ -88,8 +88,17 @@ def write_files(files: Sequence[FileSpec]) -> None:
                 os.fchown(fd, -1 if spec.owner is None else spec.owner, -1 if spec.group is None else spec.group)
 
 
+RUN_DIR_PREFIX = "amux-run-"
+"""Name prefix of the temporary run directories a launch makes (``tempfile.mkdtemp(prefix=...)``)."""
+
+
 def remove_paths(paths: Sequence[str]) -> None:
-    """Remove files and directory trees; what is already gone is fine."""
+    """Remove files and directory trees; what is already gone is fine.
+
+    The launch-local ``agent-config`` directory above a removed
+    ``agent-config/memory`` goes too when nothing else is in it, and so does a
+    launch's own temporary run directory (``amux-run-*``) left empty.
+    """
     for path in paths:
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
@@ -98,6 +107,21 @@ def remove_paths(paths: Sequence[str]) -> None:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+        _remove_empty_parents(path)
+
+
+def _remove_empty_parents(path: str) -> None:
+    parent = os.path.dirname(os.path.normpath(path))
+    if os.path.basename(parent) != "agent-config":
+        return
+    run_dir = os.path.dirname(parent)
+    for directory in (parent, run_dir):
+        if directory == run_dir and not os.path.basename(run_dir).startswith(RUN_DIR_PREFIX):
+            return
+        try:
+            os.rmdir(directory)  # only when empty
+        except OSError:
+            return
 
 
 @contextmanager

@@ -327,6 +327,41 @@ def test_pi_has_only_an_amux_wrapper_on_path_and_the_cli_protocol(launcher: Laun
     assert not os.path.exists(os.path.dirname(wrapper["path"]))  # --print-spec leaves nothing behind
 
 
+def test_pi_run_dir_keeps_nothing_of_the_launch(launcher: Launcher, tmp_path: Path) -> None:
+    existing = tmp_path / "rd"
+    existing.mkdir()
+    (existing / "mine.txt").write_text("the user's")
+    assert launcher("--run-dir", str(existing), "pi", "-p", "hi").returncode == 0
+    assert sorted(os.listdir(existing)) == ["mine.txt"]  # no empty agent-config/ left behind
+    missing = tmp_path / "rd-new"
+    assert launcher("--run-dir", str(missing), "pi", "-p", "hi").returncode == 0
+    assert not missing.exists(), "a run directory made for this launch is removed with it"
+    # A printed spec, run later by a Runtime, cleans up after itself too.
+    from launch.runner import run
+    from launch.spec import LaunchSpec
+
+    spec = LaunchSpec.from_dict(json.loads(launcher("--print-spec", "pi", "-p", "hi").stdout))
+    run_dir = Path(spec.files[0].path).parent.parent.parent
+    env = {**os.environ, **launcher.env}
+    env["PATH"] = os.environ.get("PATH", "")
+    spec = LaunchSpec.from_dict({**spec.as_dict(), "argv": [launcher.env["AMUX_LAUNCH_PI"], "-p", "hi"]})
+    assert run(spec, base_env=env) == 0
+    assert not run_dir.exists()
+
+
+def test_refused_arguments_store_no_session_and_ask_no_hub(launcher: Launcher) -> None:
+    sessions = launcher.hub.home / "sessions"
+    before = sorted(os.listdir(sessions)) if sessions.exists() else []
+    for args in (["codex", "-c", "features.memories=true", "exec", "hi"],
+                 ["claude", "--mcp-config", '{"mcpServers":{"amux":{"command":"/bin/true"}}}', "-p", "hi"],
+                 ["--print-spec", "claude", "--settings", "/nonexistent/settings.json", "-p", "hi"]):
+        r = launcher(*args)
+        assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST], (args, r.stderr)
+        assert not launcher.ran
+    after = sorted(os.listdir(sessions)) if sessions.exists() else []
+    assert after == before
+
+
 def test_empty_session_values_are_usage_errors(launcher: Launcher) -> None:
     for args in (["--resume", ""], ["--resume="], ["--session-id", ""], ["--as-user", ""], ["--run-dir="]):
         r = launcher(*args, "claude", "-p", "hi")

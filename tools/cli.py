@@ -35,12 +35,14 @@ app = App(
     name="amux",
     version=_version,
     help="amux-memory: on-demand long-term memory for coding agents, kept as plain Markdown by one Hub.\n\n"
-    "The CLI finds the Hub from AMUX_HUB (a socket path) or AMUX_HOME (default ~/.amux).\n"
+    "The CLI finds the Hub from AMUX_HUB (a socket path, tls://HOST:PORT or loopback tcp://HOST:PORT) or "
+    "AMUX_HOME (default ~/.amux).\n"
     "Data commands print JSON; on error, {\"error\": {code, message, data}} on stdout and one line "
     "on stderr. Exit status: 0 on success, else one per error code:\n\n" + EXIT_HELP,
 )
 hub_app = App(name="hub", help="Run and inspect the Hub, the one process that owns the memory files.")
-memory_app = App(name="memory", help="Search, read, write and delete memory documents through the Hub.")
+memory_app = App(name="memory", help="Search, read, write and delete memory documents through the Hub; keep typed "
+                 "memories in shape (new, index, lint, archive, import — also on a project with --project DIR).")
 system_app = App(name="system", help="System settings.")
 config_app = App(name="config", help="Read and change Hub settings (applied when the Hub next starts).")
 protocol_app = App(name="protocol", help="The agent memory protocol: the short, fixed instructions agents get.")

@@ -248,16 +248,18 @@ def _plan(opts: LaunchOptions, hub: str, prepared: "_Prepared", environ: dict[st
           extra_warnings: list[str]) -> "LaunchSpec":
     from launch import plan, read_context
 
-    session_id, resolution = _resolve(opts, hub, prepared)
     run_as = prepared.run_as
     # An isolated agent reads the target user's Codex/Pi configuration, not the launcher's.
     ctx_env = {k: v for k, v in environ.items() if run_as is None or k not in ("CODEX_HOME", "PI_CODING_AGENT_DIR")}
     context = read_context(opts.agent, opts.args, ctx_env, home=run_as.home if run_as else None)
-    return plan(opts.agent, opts.args, binding=resolution.binding, hub=resolution.hub,
-                amux_command=[str(prepared.entry)], executable=executable, session_id=session_id,
-                off_reason=resolution.reason, warnings=[*resolution.warnings, *extra_warnings], environ=environ,
-                context=context, run_as=run_as, run_dir=str(prepared.run_dir) if prepared.run_dir else None,
-                pass_env=opts.pass_env)
+    common: dict[str, Any] = dict(amux_command=[str(prepared.entry)], executable=executable, environ=environ,
+                                  context=context, run_as=run_as, pass_env=opts.pass_env,
+                                  run_dir=str(prepared.run_dir) if prepared.run_dir else None)
+    # Arguments the launch would refuse are refused before the Hub is asked or a session is stored.
+    plan(opts.agent, opts.args, binding="global", hub=hub or "unset", **common)
+    session_id, resolution = _resolve(opts, hub, prepared)
+    return plan(opts.agent, opts.args, binding=resolution.binding, hub=resolution.hub, session_id=session_id,
+                off_reason=resolution.reason, warnings=[*resolution.warnings, *extra_warnings], **common)
 
 
 def _executable(opts: LaunchOptions, environ: dict[str, str]) -> str:
@@ -328,6 +330,7 @@ class _Prepared:
         if opts.agent == "pi":  # Pi's `amux` wrapper lives in a run directory
             if opts.run_dir:
                 prepared.run_dir = Path(opts.run_dir).resolve()
+                prepared.created_run_dir = not prepared.run_dir.exists()  # made for this launch: removed after
             else:
                 prepared.created_run_dir = True  # set first: a signal after mkdtemp still finds it to remove
                 prepared.run_dir = Path(tempfile.mkdtemp(prefix="amux-run-"))

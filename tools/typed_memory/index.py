@@ -254,7 +254,9 @@ def update_index(lib: Library, catalog: Catalog | None = None, *, check: bool = 
 
     Returns ``{path, changed, up_to_date, revision, bytes, lines, topics:
     {type: count}, library}``; ``changed`` is False (and nothing is written)
-    when the bytes are already identical.  With ``check`` nothing is ever
+    when the bytes are already identical; ``up_to_date`` is whether MEMORY.md
+    matches the library once the call returns (so True after a write; with
+    ``check`` it is the state found).  With ``check`` nothing is ever
     written (``revision`` is the current one).  The write passes the revision
     read (a concurrent edit is a ``conflict``) and ``allow_shrink``: the text
     is computed whole from the listing, not elided.  Raises
@@ -274,7 +276,7 @@ def update_index(lib: Library, catalog: Catalog | None = None, *, check: bool = 
         return result
     check_size(new_text, lib)
     result["revision"] = lib.write(INDEX_PATH, new_bytes, current.revision, allow_shrink=True)
-    result["changed"] = True
+    result["changed"] = result["up_to_date"] = True
     return result
 
 
