@@ -22,10 +22,11 @@ from protocol.messages import packed_size
 Result = dict[str, Any]
 
 
-def _walk(root: str, prefix: str, limits: Limits) -> tuple[list[tuple[str, int]], bool]:
+def walk_documents(root: str, prefix: str, limits: Limits) -> tuple[list[tuple[str, int]], bool]:
     """All ``(logical path, bytes)`` of regular ``.md`` files under ``root`` starting with ``prefix``.
 
     Returns the entries (unsorted) and whether a directory-entry bound cut the walk short.
+    Symlinks are never followed; names that are not valid logical paths are skipped.
     """
     found: list[tuple[str, int]] = []
     stack = [(root, "")]
@@ -66,7 +67,7 @@ def list_documents(scope_dir: str, prefix: str, cursor: str, limits: Limits) -> 
     bound stopped the walk, so the listing may miss documents.  Blocking:
     run it in a worker thread.
     """
-    found, incomplete = _walk(scope_dir, prefix, limits)
+    found, incomplete = walk_documents(scope_dir, prefix, limits)
     found.sort()
     budget = limits.response_max_bytes - limits.response_envelope_bytes - 128
     entries: list[dict[str, Any]] = []

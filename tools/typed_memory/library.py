@@ -232,29 +232,13 @@ class ProjectLibrary:
             os.close(fd)  # closing releases the lock
 
     def list_paths(self, prefix: str = "") -> list[str]:
-        from protocol.paths import normalize_path
+        """The library's documents, walked like a Hub scope (:func:`hub.listing.walk_documents`):
+        symlinks never followed, names the path rules forbid skipped, the same entry bounds."""
+        from hub.listing import walk_documents
 
         self._check_no_symlinks()
-        found: list[str] = []
-        stack = [(str(self.root), "")]
-        while stack:
-            absdir, rel = stack.pop()
-            try:
-                it = os.scandir(absdir)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            with it:
-                for entry in it:
-                    logical = rel + entry.name
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append((entry.path, logical + "/"))
-                    elif entry.is_file(follow_symlinks=False) and entry.name.endswith(".md") \
-                            and logical.startswith(prefix):
-                        try:
-                            found.append(normalize_path(logical))
-                        except HubError:
-                            continue  # a hand-placed name the path rules forbid: not addressable
-        return sorted(found)
+        found, _ = walk_documents(str(self.root), prefix, self._store.limits)
+        return sorted(path for path, _ in found)
 
     def symlinks(self) -> list[str]:
         """Sorted paths (relative to the library) of the symbolic links in it, which are never followed."""
