@@ -9,7 +9,6 @@ atomically (temp file, fsync, rename, fsync of the directory).
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 import tomllib
 from dataclasses import dataclass
@@ -44,15 +43,6 @@ def _mode(text: str) -> str:
     if not 0 <= mode <= 0o777:
         raise ValueError("expected an octal file mode such as 0600 or 0660")
     return f"0{mode:o}"
-
-
-def _text(text: str) -> str:
-    return text
-
-
-def _socket_path(text: str) -> str:
-    # Stored absolute: the Hub and every client must agree whatever their working directory.
-    return str(Path(text).expanduser().resolve()) if text else ""
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -103,6 +93,7 @@ def _listen(text: str) -> str:
 
 
 def _file_path(text: str) -> str:
+    # Stored absolute: the Hub and every client must agree whatever their working directory.
     return str(Path(text).expanduser().resolve()) if text else ""
 
 
@@ -129,7 +120,7 @@ class Setting:
 SETTINGS: dict[str, Setting] = {
     "memory.enabled": Setting(False, _bool, "serve memory data calls (false: every data call fails with 'disabled')"),
     "memory.isolation": Setting("off", _isolation, "'off': everyone shares global; 'user': one scope per principal"),
-    "hub.socket_path": Setting("", _socket_path, "Unix socket path ('' = <AMUX_HOME>/hub.sock)"),
+    "hub.socket_path": Setting("", _file_path, "Unix socket path ('' = <AMUX_HOME>/hub.sock)"),
     "hub.socket_mode": Setting("0600", _mode, "socket file mode, octal (0600 = single user; 0666 to serve other OS users)"),
     "hub.socket_group": Setting("", _group, "group to own the socket file ('' = the Hub user's group)"),
     "hub.listen": Setting("", _listen, "also listen on TCP HOST:PORT ('' = Unix socket only); TLS when hub.tls_cert "
@@ -172,9 +163,14 @@ def _raw(home: Path) -> dict[str, Any]:
 
 def get_value(home: Path, key: str) -> Any:
     """A setting's current value (the default when unset); raises ``bad_request`` for an unknown key."""
+    return _value(home, _raw(home), key)
+
+
+def _value(home: Path, raw: dict[str, Any], key: str) -> Any:
+    """``key``'s value in the parsed file ``raw`` of ``home`` (the default when unset), parsed."""
     setting = _known(key)
     section, name = key.split(".")
-    value = _raw(home).get(section, {}).get(name, setting.default)
+    value = raw.get(section, {}).get(name, setting.default)
     try:
         return setting.parse(str(value).lower() if isinstance(value, bool) else str(value))
     except ValueError as exc:
@@ -208,21 +204,20 @@ def _known(key: str) -> Setting:
 
 def load(home: Path) -> HubConfig:
     """Read every setting for a Hub on ``home``; raises ``bad_request`` for an invalid file."""
-    socket_path = get_value(home, "hub.socket_path")
+    raw = _raw(home)
+
+    def get(key: str) -> Any:
+        return _value(home, raw, key)
+
+    socket_path = get("hub.socket_path")
     return HubConfig(
         home=home,
-        memory_enabled=get_value(home, "memory.enabled"),
-        isolation=get_value(home, "memory.isolation"),
+        memory_enabled=get("memory.enabled"),
+        isolation=get("memory.isolation"),
         socket_path=Path(socket_path) if socket_path else home / "hub.sock",
-        socket_mode=int(get_value(home, "hub.socket_mode"), 8),
-        socket_group=get_value(home, "hub.socket_group"),
-        listen=get_value(home, "hub.listen"),
-        tls_cert=get_value(home, "hub.tls_cert"),
-        tls_key=get_value(home, "hub.tls_key"),
+        socket_mode=int(get("hub.socket_mode"), 8),
+        socket_group=get("hub.socket_group"),
+        listen=get("hub.listen"),
+        tls_cert=get("hub.tls_cert"),
+        tls_key=get("hub.tls_key"),
     )
-
-
-def default_home() -> Path:
-    """``$AMUX_HOME``, or ``~/.amux``."""
-    env = os.environ.get("AMUX_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".amux"

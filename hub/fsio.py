@@ -11,7 +11,6 @@ directory is fsynced; only then is a write acknowledged.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import secrets
 import stat
@@ -164,18 +163,6 @@ def read_all(fd: int) -> bytes:
         if not chunk:
             return b"".join(parts)
         parts.append(chunk)
-        pos += len(chunk)
-
-
-def hash_file(fd: int) -> tuple[str, int]:
-    """Stream the file through SHA-256 in 1 MiB chunks: ``(hex revision, size in bytes)``."""
-    digest = hashlib.sha256()
-    pos = 0
-    while True:
-        chunk = os.pread(fd, CHUNK, pos)
-        if not chunk:
-            return digest.hexdigest(), pos
-        digest.update(chunk)
         pos += len(chunk)
 
 

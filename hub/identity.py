@@ -55,11 +55,6 @@ def user_name(uid: int) -> str | None:
         return None
 
 
-def principal_for_uid(uid: int) -> str:
-    """The principal id of an OS user without an alias: its name, or ``uid:<n>`` if it has none."""
-    return user_name(uid) or f"uid:{uid}"
-
-
 @dataclass(frozen=True)
 class Identity:
     """An authenticated caller.

@@ -105,7 +105,8 @@ def placeholders(text: str) -> list[str]:
     return [" ".join(f.split()).lower() for f in found]
 
 
-def _lines(data: bytes) -> int:
+def count_lines(data: bytes) -> int:
+    """Lines in ``data``: newlines, plus one for a last line without a newline."""
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
@@ -128,7 +129,7 @@ def check_rewrite(path: str, old: bytes, new: bytes) -> None:
             "allow_shrink (--allow-shrink) if the placeholder is really meant to be there",
             {"path": path, "reason": "placeholder", "text": fresh[0][:80]},
         )
-    old_lines, new_lines = _lines(old), _lines(new)
+    old_lines, new_lines = count_lines(old), count_lines(new)
     lines_cut = old_lines - new_lines > MIN_DROPPED_LINES and new_lines * 2 < old_lines
     bytes_cut = len(old) - len(new) > MIN_DROPPED_BYTES and len(new) * 2 < len(old)
     if lines_cut or bytes_cut:

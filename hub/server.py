@@ -437,10 +437,7 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
                     await tcp.aclose()
                 hub.stop_reading()
                 conns.cancel_scope.deadline = trio.current_time() + SHUTDOWN_GRACE_SECONDS
-        try:
-            config.socket_path.unlink()
-        except FileNotFoundError:
-            pass
+        config.socket_path.unlink(missing_ok=True)
     finally:
         lock.release()
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hub import fsio
-from hub.rewrite_guard import check_rewrite
+from hub.rewrite_guard import check_rewrite, count_lines
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import ENTRY_NAME, Limits
 from protocol.messages import packed_size
@@ -34,11 +34,6 @@ USAGE_TTL = 5.0
 def revision_of(data: bytes) -> str:
     """The revision of a document: lowercase hex SHA-256 of all its bytes."""
     return hashlib.sha256(data).hexdigest()
-
-
-def count_lines(data: bytes) -> int:
-    """Lines in ``data``: newlines, plus one for a last line without a newline."""
-    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
 @dataclass(frozen=True)

@@ -378,8 +378,8 @@ def test_entry_line_quota(store: Store, scope: Path, tmp_path: Path) -> None:
 def test_entry_limit_applies_only_to_the_scope_entry(store: Store, scope: Path) -> None:
     # A nested MEMORY.md is an ordinary topic document.
     big = b"line\n" * 1000
-    store.upsert(str(scope), "projects/MEMORY.md", big, "absent")
-    store.upsert(str(scope), "notes.md", big, "absent")
+    assert store.upsert(str(scope), "projects/MEMORY.md", big, "absent")["bytes"] == len(big)
+    assert store.upsert(str(scope), "notes.md", big, "absent")["bytes"] == len(big)
 
 
 def test_document_byte_quota(store: Store, scope: Path, tmp_path: Path) -> None:

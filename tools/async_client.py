@@ -35,8 +35,8 @@ import trio
 
 from protocol.errors import ErrorCode, HubError
 from protocol.framing import FrameDecoder
-from protocol.messages import PROTOCOL_VERSION, Response, decode_response, encode_request
-from tools.client import Endpoint, parse_endpoint, resolve_endpoint, resolve_socket
+from protocol.messages import Response, decode_response, encode_request
+from tools.client import Endpoint, hello_params, parse_endpoint, resolve_endpoint, resolve_socket
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds one call may take before the connection is given up as dead."""
@@ -168,13 +168,8 @@ class AsyncHubClient:
         self._stream = stream
         self._decoder = FrameDecoder()
         self.connects += 1
-        params: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "client": self.client_name}
-        if self.binding:
-            params["binding"] = self.binding
-        if self.token:
-            params["token"] = self.token
         try:
-            self.hello = await self._exchange("hello", params)
+            self.hello = await self._exchange("hello", hello_params(self.client_name, self.binding, self.token))
         except _Lost as lost:
             await self._drop()
             raise HubError(ErrorCode.UNAVAILABLE, f"the Hub at {self.endpoint} {lost.reason}",

@@ -136,7 +136,8 @@ def config_get(key: str, /, *, home: Path | None = None) -> int:
     Parameters
     ----------
     key
-        memory.enabled, memory.isolation, hub.socket_path, hub.socket_mode or hub.socket_group.
+        memory.enabled, memory.isolation, hub.socket_path, hub.socket_mode, hub.socket_group,
+        hub.listen, hub.tls_cert or hub.tls_key.
     home
         The Hub's home (default: AMUX_HOME, else ~/.amux).
     """
@@ -159,7 +160,8 @@ def config_set(key: str, value: str, /, *, home: Path | None = None) -> int:
     ----------
     key
         memory.enabled (true|false), memory.isolation (off|user), hub.socket_path,
-        hub.socket_mode (octal, e.g. 0600) or hub.socket_group.
+        hub.socket_mode (octal, e.g. 0600), hub.socket_group, hub.listen (HOST:PORT),
+        hub.tls_cert or hub.tls_key.
     value
         The new value.
     home

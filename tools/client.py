@@ -123,6 +123,16 @@ def resolve_socket() -> Path:
     return home / "hub.sock"
 
 
+def hello_params(client_name: str, binding: str | None, token: str | None) -> dict[str, Any]:
+    """The ``hello`` request's params: protocol version and client name, plus the binding and token when set."""
+    params: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "client": client_name}
+    if binding:
+        params["binding"] = binding
+    if token:
+        params["token"] = token
+    return params
+
+
 class HubClient:
     """One connection to the Hub; requests are sent one at a time.
 
@@ -231,12 +241,7 @@ class HubClient:
                 self._sock = self._open()
             except TimeoutError:
                 raise self._timed_out() from None
-            params: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "client": self.client_name}
-            if self.binding:
-                params["binding"] = self.binding
-            if self.token:
-                params["token"] = self.token
-            self.hello = self.call("hello", params)
+            self.hello = self.call("hello", hello_params(self.client_name, self.binding, self.token))
         finally:
             self._deadline = None
             if self._sock is not None:
@@ -251,7 +256,16 @@ class HubClient:
     def list_all(self, path_prefix: str = "") -> tuple[list[dict[str, Any]], bool]:
         """Every document under ``path_prefix`` as ``[{"path", "bytes"}]`` (all ``list`` pages), and
         whether the Hub's walk was incomplete.  Raises :class:`HubError` like :meth:`call`."""
-        return _list_pages(self, path_prefix)
+        entries: list[dict[str, Any]] = []
+        incomplete = False
+        cursor = ""
+        while True:
+            page = self.call("list", {"path_prefix": path_prefix, "cursor": cursor})
+            entries.extend(page["entries"])
+            incomplete = incomplete or bool(page.get("incomplete"))
+            if not page.get("next_cursor"):
+                return entries, incomplete
+            cursor = page["next_cursor"]
 
     def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """Send one request and wait for its response."""
@@ -276,19 +290,6 @@ class HubClient:
             raise self._timed_out() from None
         except OSError as exc:  # reset, broken pipe, a TLS alert
             raise HubError(ErrorCode.UNAVAILABLE, f"lost the connection to the Hub: {exc}") from None
-
-
-def _list_pages(client: "HubClient", prefix: str) -> tuple[list[dict[str, Any]], bool]:
-    entries: list[dict[str, Any]] = []
-    incomplete = False
-    cursor = ""
-    while True:
-        page = client.call("list", {"path_prefix": prefix, "cursor": cursor})
-        entries.extend(page["entries"])
-        incomplete = incomplete or bool(page.get("incomplete"))
-        if not page.get("next_cursor"):
-            return entries, incomplete
-        cursor = page["next_cursor"]
 
 
 def export_document(client: HubClient, path: str, *, between_pages: Callable[[int], None] | None = None) -> tuple[bytes, str]:

@@ -421,15 +421,15 @@ class MemoryTools:
                     self.startup = {"state": "ready" if enabled else "disabled", "scope": hello.get("scope"),
                                     "memory_enabled": enabled}
                     if enabled:
-                        log.info("connected to the Hub at %s (scope %s)", self.client.socket_path,
+                        log.info("connected to the Hub at %s (scope %s)", self.client.endpoint,
                                  hello.get("scope"))
                     else:
                         log.warning("memory is disabled on the Hub at %s; calls will fail with "
-                                    "'disabled'", self.client.socket_path)
+                                    "'disabled'", self.client.endpoint)
             if scope.cancelled_caught:
                 self.startup = {"state": "error", "code": "unavailable",
                                 "message": f"the Hub did not answer within {STARTUP_TIMEOUT:g} s"}
-                log.warning("the Hub at %s did not answer within %g s", self.client.socket_path,
+                log.warning("the Hub at %s did not answer within %g s", self.client.endpoint,
                             STARTUP_TIMEOUT)
         finally:
             self.checked.set()
