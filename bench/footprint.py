@@ -126,7 +126,7 @@ def run(ctx: Ctx) -> dict[str, Any]:
             search_scope(str(d), ("memory",), "", 5, LIMITS, cache=cache.scope(d.name))
             held.append(cache.trim())
         out["cache_in_process"] = {"max_held_bytes": max(held), "scopes_kept": cache.scopes,
-                                   "unbounded_would_be": sum(c for c in [_cost(scope_docs)] * n_scopes)}
+                                   "unbounded_would_be": _cost(scope_docs) * n_scopes}
         ok = max(held) <= LIMITS.cache_max_bytes
         if not ok:
             ctx.problem(f"e. the content cache held {max(held)} bytes, over its bound {LIMITS.cache_max_bytes}")

@@ -74,13 +74,11 @@ def run(ctx: Ctx, corpus_scope: dict[str, bytes] | None) -> dict[str, Any]:
     counts = (16, 32, 64, 128) if ctx.quick else (64, 128, 256, 512, 1024)
     if corpus_scope is not None and not ctx.quick:
         items = list(corpus_scope.items())
-        by_files = [(float(n), dict(items[:n])) for n in counts]
         source = "corpus"
     else:
-        base = synth.scope(max(counts), 8192)
-        items = list(base.items())
-        by_files = [(float(n), dict(items[:n])) for n in counts]
+        items = list(synth.scope(max(counts), 8192).items())
         source = "synthetic 8 KiB documents"
+    by_files = [(float(n), dict(items[:n])) for n in counts]
     q_files = _four_common(by_files[-1][1])
     # Bytes axis: 1,024 synthetic documents (256 in quick mode) whose size grows, up to the 16 MiB scope quota.
     n_docs = 256 if ctx.quick else 1024

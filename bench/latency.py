@@ -3,15 +3,17 @@ each beside ``rg -F -i -l`` and a one-shot Python literal scan on the same files
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.context import Ctx
 from bench.data import Query, backdate, check_result, literal_rank, python_scan, read_tree, write_scope
-from bench.util import HubProc, amux_argv, ms, summary
+from bench.util import HubProc, amux_argv, ms, rss_kib, summary
 
 LIMIT = 20
 
@@ -35,8 +37,6 @@ def time_rg(rg: str, words: tuple[str, ...], root: Path) -> tuple[float, int]:
 
 def time_cli(hub: HubProc, words: tuple[str, ...]) -> tuple[float, dict[str, Any]]:
     """Whole-process wall time (ms) of ``amux memory search --limit 20 -- WORDS`` and its JSON."""
-    import json
-
     t0 = time.perf_counter()
     proc = subprocess.run([*amux_argv(), "memory", "search", "--limit", str(LIMIT), "--", *words],
                           env=hub.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
@@ -83,14 +83,8 @@ def run(ctx: Ctx, label: str, docs: dict[str, bytes], queries: list[Query], reps
             for q in queries:
                 out["queries"].append(_one_query(ctx, label, hub, client, root, docs, q, reps, cold_reps,
                                                  cli_reps, disk_cold_reps if q.name.endswith("-4") else 0))
-        out["hub_pid_rss_kib_after"] = _rss(hub.pid)
+        out["hub_pid_rss_kib_after"] = rss_kib(hub.pid).get("VmRSS", 0)
     return out
-
-
-def _rss(pid: int) -> int:
-    from bench.util import rss_kib
-
-    return rss_kib(pid).get("VmRSS", 0)
 
 
 def _check(ctx: Ctx, label: str, q: Query, got: dict[str, Any], expected: list[tuple[str, int]], who: str,
@@ -119,6 +113,17 @@ def _one_query(ctx: Ctx, label: str, hub: HubProc, client: Any, root: Path, docs
     checked = ok = 0
     incomplete: list[str] = []
     rg_files: set[int] = set()
+
+    def hub_search(kind: str) -> None:
+        """One search on the open connection: ``hub_<kind>`` gets its elapsed_ms, ``rtt_<kind>`` its round trip."""
+        nonlocal checked, ok
+        t0 = time.perf_counter()
+        res = client.call("search", params)
+        t[f"rtt_{kind}"].append(ms(time.perf_counter() - t0))
+        t[f"hub_{kind}"].append(res["elapsed_ms"])
+        checked += 1
+        ok += _check(ctx, label, q, res, expected, f"Hub {kind}", docs, incomplete)
+
     client.call("search", params)  # warm this query's path once
     stamp = time.time() - 7200
     for i in range(reps):
@@ -141,23 +146,13 @@ def _one_query(ctx: Ctx, label: str, hub: HubProc, client: Any, root: Path, docs
                 checked += 1
                 ok += _check(ctx, label, q, res, expected, "CLI", docs, incomplete)
             elif step == "hub":
-                t0 = time.perf_counter()
-                res = client.call("search", params)
-                t["rtt_warm"].append(ms(time.perf_counter() - t0))
-                t["hub_warm"].append(res["elapsed_ms"])
-                checked += 1
-                ok += _check(ctx, label, q, res, expected, "Hub warm", docs, incomplete)
+                hub_search("warm")
                 if i < cold_reps:
                     # Cold: every file's mtime changes, so the Hub must re-read and re-fold all of them
                     # (its content cache is invalid; the OS page cache stays warm).
                     stamp -= 1
                     backdate(root, stamp, files_only=True)
-                    t0 = time.perf_counter()
-                    res = client.call("search", params)
-                    t["rtt_cold"].append(ms(time.perf_counter() - t0))
-                    t["hub_cold"].append(res["elapsed_ms"])
-                    checked += 1
-                    ok += _check(ctx, label, q, res, expected, "Hub cold", docs, incomplete)
+                    hub_search("cold")
     for i in range(disk_cold_reps):
         # Disk-cold: the page cache dropped too (first search after a reboot), for Hub and rg in turn.
         stamp -= 1
@@ -195,8 +190,6 @@ def _one_query(ctx: Ctx, label: str, hub: HubProc, client: Any, root: Path, docs
 
 def cli_breakdown(ctx: Ctx, reps: int) -> dict[str, Any]:
     """Where the CLI's wall time goes: interpreter start, importing the CLI, the whole search command."""
-    import sys
-
     out: dict[str, list[float]] = {"python -c pass": [], "python -c 'import tools.cli'": []}
     for _ in range(reps):
         for label, code in (("python -c pass", "pass"), ("python -c 'import tools.cli'", "import tools.cli")):

@@ -100,7 +100,7 @@ def markdown(r: dict[str, Any]) -> str:
         if warm_inc:
             L.append("\nIncomplete results outside the disk-cold rows:\n")
             L += [f"- {n}: {i}" for n, i in warm_inc[:20]]
-        cb = r.get("cli_breakdown")
+    cb = r.get("cli_breakdown")
     if cb:
         L.append("\nWhere the CLI's time goes (whole processes, ms p50 / p95): "
                  + "; ".join(f"`{k}` {v['p50']:.1f} / {v['p95']:.1f}" for k, v in cb.items())

@@ -1,4 +1,4 @@
-"""``mypy --strict`` over hub/ and protocol/ (configured in pyproject.toml)."""
+"""``mypy --strict`` over the packages ``[tool.mypy] files`` lists in pyproject.toml."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ import pytest
 from protocol.errors import ErrorCode, HubError
 from tests.conftest import HubProcess
 from tests.stress.scale import FULL, pick, report
+from tools.client import export_document
 
 pytestmark = pytest.mark.timeout(3600 if FULL else 300)  # the full runs take many minutes
 
@@ -80,14 +81,7 @@ def test_read_modify_write_loses_no_update(hub: HubProcess) -> None:
         rev, steps = by_base[rev], steps + 1
     assert steps == len(chain)
     with hub.client() as c:
-        final = b""
-        offset = 0
-        while True:
-            page = c.call("export", {"path": "shared.md", "offset": offset})
-            final += page["content"]
-            if not page["truncated"]:
-                break
-            offset = page["next_offset"]
+        final, _ = export_document(c, "shared.md")
     lines = final.decode().splitlines()
     assert sorted(lines) == sorted(line for _, _, line in chain)
     report(f"contention: {clients} clients x {rounds} rounds = {len(chain)} acknowledged appends, "

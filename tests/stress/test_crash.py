@@ -21,9 +21,9 @@ import pytest
 from protocol.errors import ErrorCode, HubError
 from tests.conftest import HubProcess
 from tests.stress.scale import FULL, pick, report
+from tools.client import HubClient, export_document
 
 pytestmark = pytest.mark.timeout(3600 if FULL else 300)  # the full runs take many minutes
-from tools.client import HubClient
 
 WORKERS = 4
 DOCS_PER_WORKER = 3
@@ -97,35 +97,22 @@ def _write_until_killed(hub: HubProcess, worker: int, docs: dict[str, DocState],
             client.close()
 
 
-def _check(hub: HubProcess, docs: dict[str, DocState]) -> int:
-    """Verify every document after a restart; resolve in-flight writes. Returns acked docs checked."""
+def _check(hub: HubProcess, docs: dict[str, DocState]) -> None:
+    """Verify every document after a restart; resolve in-flight writes."""
     leftovers = [p for p in hub.scope_dir.rglob("*") if p.name.endswith(".amux-tmp")]
     assert leftovers == [], leftovers
-    checked = 0
     with hub.client() as c:
         for path, state in docs.items():
             got = c.call("get", {"path": path})
-            on_disk = None
-            if got["exists"]:
-                exported = b""
-                offset = 0
-                while True:
-                    page = c.call("export", {"path": path, "offset": offset})
-                    exported += page["content"]
-                    if not page["truncated"]:
-                        break
-                    offset = page["next_offset"]
-                on_disk = exported
+            on_disk = export_document(c, path)[0] if got["exists"] else None
             allowed = [state.acked, *state.in_flight]
             assert on_disk in allowed, (path, on_disk[:80] if on_disk else None)
             if on_disk != state.acked:
                 state.acked = on_disk  # the in-flight write landed before the kill
             state.revision = "absent" if on_disk is None else hashlib.sha256(on_disk).hexdigest()
             state.in_flight = []
-            checked += 1
         found = c.call("search", {"query": "worker", "limit": 20})
         assert all(m["path"].endswith(".md") for m in found["matches"])
-    return checked
 
 
 def test_kill_9_during_writes_loses_nothing_acknowledged(hub: HubProcess) -> None:
