@@ -47,13 +47,21 @@ def find_executable(agent: str, environ: Mapping[str, str]) -> str:
     return os.path.abspath(found)
 
 
+def _chown_ids(owner: int | None, group: int | None) -> tuple[int, int] | None:
+    """``(uid, gid)`` for ``os.chown`` (``-1`` keeps one as it is), or ``None`` when neither is given."""
+    if owner is None and group is None:
+        return None
+    return (-1 if owner is None else owner, -1 if group is None else group)
+
+
 def _make_parents(path: Path, owner: int | None, group: int | None) -> None:
     """Create the missing parents of ``path`` (0700), each owned by ``owner``/``group`` when given."""
+    ids = _chown_ids(owner, group)
     missing = [p for p in path.parents if not p.exists()]
     for directory in reversed(missing):
         directory.mkdir(mode=0o700)
-        if owner is not None or group is not None:
-            os.chown(directory, -1 if owner is None else owner, -1 if group is None else group)
+        if ids is not None:
+            os.chown(directory, *ids)
 
 
 def make_dirs(dirs: Sequence[DirSpec]) -> None:
@@ -64,8 +72,9 @@ def make_dirs(dirs: Sequence[DirSpec]) -> None:
             continue
         _make_parents(path, spec.owner, spec.group)
         path.mkdir(mode=spec.mode)
-        if spec.owner is not None or spec.group is not None:
-            os.chown(path, -1 if spec.owner is None else spec.owner, -1 if spec.group is None else spec.group)
+        ids = _chown_ids(spec.owner, spec.group)
+        if ids is not None:
+            os.chown(path, *ids)
         path.chmod(spec.mode)
 
 
@@ -84,8 +93,9 @@ def write_files(files: Sequence[FileSpec]) -> None:
             fh.write(data)
             fh.flush()
             os.fchmod(fd, spec.mode)
-            if spec.owner is not None or spec.group is not None:
-                os.fchown(fd, -1 if spec.owner is None else spec.owner, -1 if spec.group is None else spec.group)
+            ids = _chown_ids(spec.owner, spec.group)
+            if ids is not None:
+                os.fchown(fd, *ids)
 
 
 RUN_DIR_PREFIX = "amux-run-"

@@ -151,6 +151,13 @@ def fake_model() -> Iterator[FakeModel]:
         yield server
 
 
+def codex_provider(model: FakeModel) -> list[str]:
+    """Codex options (``-c`` overrides) that send every model request to ``model``, over the Responses API."""
+    return ["-c", 'model_provider="fake"', "-c", 'model_providers.fake.name="fake"',
+            "-c", f'model_providers.fake.base_url="{model.url}/v1"',
+            "-c", 'model_providers.fake.wire_api="responses"', "-c", 'model="fake-model"']
+
+
 def _offers_tools(body: Any) -> bool:
     return isinstance(body, dict) and bool(body.get("tools"))
 
@@ -189,10 +196,10 @@ def anthropic_tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
             for c in m["content"] if isinstance(c, dict) and c.get("type") == "tool_result"]
 
 
-def responses_developer_texts(body: dict[str, Any]) -> list[str]:
-    """Texts of every developer-role message in a Responses API body's ``input``, in order."""
+def responses_texts(body: dict[str, Any], role: str) -> list[str]:
+    """Texts of every ``role`` message (``developer``, ``user``) in a Responses API body's ``input``, in order."""
     return [c.get("text", "") for item in body.get("input") or []
-            if item.get("type") == "message" and item.get("role") == "developer"
+            if item.get("type") == "message" and item.get("role") == role
             for c in item.get("content") or [] if isinstance(c, dict)]
 
 

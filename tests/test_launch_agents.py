@@ -54,8 +54,9 @@ from tests.fakemodel import (
     anthropic_system,
     anthropic_tool_names,
     anthropic_tool_results,
+    codex_provider,
     fake_model,  # noqa: F401 - a fixture
-    responses_developer_texts,
+    responses_texts,
     responses_tool_names,
     responses_tool_outputs,
     strings,
@@ -104,6 +105,11 @@ def launch_env(agents: Path, hub: HubProcess, home: Path, **extra: str) -> dict[
         DISABLE_AUTOUPDATER="1", CODEX_HOME=str(home / ".codex"),
         PI_CODING_AGENT_DIR=str(home / ".pi" / "agent"), PI_OFFLINE="1", **extra,
     )
+
+
+def claude_env(agents: Path, hub: HubProcess, home: Path, model: FakeModel) -> dict[str, str]:
+    """:func:`launch_env` with Claude Code's model requests sent to the fake model."""
+    return launch_env(agents, hub, home, ANTHROPIC_BASE_URL=model.url, ANTHROPIC_API_KEY="dummy-fake-key")
 
 
 def launch(env: dict[str, str], cwd: Path, *args: str, timeout: float = 120,
@@ -165,18 +171,6 @@ def claude_result(proc: subprocess.CompletedProcess[str]) -> Any:
     return messages[-1].get("result") if messages else None
 
 
-def codex_provider(model: FakeModel) -> list[str]:
-    """``codex exec`` options that send every model request to the fake endpoint."""
-    return ["-c", 'model_provider="fake"', "-c", 'model_providers.fake.name="fake"',
-            "-c", f'model_providers.fake.base_url="{model.url}/v1"',
-            "-c", 'model_providers.fake.wire_api="responses"', "-c", 'model="fake-model"']
-
-
-def user_texts(body: dict[str, Any]) -> list[str]:
-    return [c.get("text", "") for item in body.get("input") or []
-            if item.get("type") == "message" and item.get("role") == "user" for c in item.get("content") or []]
-
-
 # -- Claude Code ----------------------------------------------------------------------------------------
 
 
@@ -184,7 +178,7 @@ def test_claude_gets_one_protocol_block_the_amux_tools_and_a_real_hub_match(
         agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
     seeded(hub)
     home = tmp_path / "home"
-    env = launch_env(agents, hub, home, ANTHROPIC_BASE_URL=fake_model.url, ANTHROPIC_API_KEY="dummy-fake-key")
+    env = claude_env(agents, hub, home, fake_model)
     settings = home / ".claude" / "settings.json"
     # The user's settings switch auto memory on through their `env`, which outranks the process environment.
     settings.write_bytes(b'{\n  "autoMemoryEnabled": true,\n  "env": {"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "0"}\n}\n')
@@ -224,8 +218,7 @@ def test_claude_gets_one_protocol_block_the_amux_tools_and_a_real_hub_match(
 def test_claude_with_the_hub_down_starts_without_memory(
         agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
     hub.stop()
-    env = launch_env(agents, hub, tmp_path / "home", ANTHROPIC_BASE_URL=fake_model.url,
-                     ANTHROPIC_API_KEY="dummy-fake-key")
+    env = claude_env(agents, hub, tmp_path / "home", fake_model)
     session = str(uuid.uuid4())
     proc = launch(env, tmp_path / "work", "--session-id", session,
                   *claude_args("hello", "--no-session-persistence"), timeout=60)
@@ -244,8 +237,7 @@ def test_claude_with_the_hub_down_starts_without_memory(
 def test_claude_with_memory_disabled_keeps_its_native_memory(
         agents: Path, hub_factory: Any, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
     hub = hub_factory(enabled=False)
-    env = launch_env(agents, hub, tmp_path / "home", ANTHROPIC_BASE_URL=fake_model.url,
-                     ANTHROPIC_API_KEY="dummy-fake-key")
+    env = claude_env(agents, hub, tmp_path / "home", fake_model)
     proc = launch(env, tmp_path / "work", *claude_args("hello", "--no-session-persistence"), timeout=60)
     assert proc.returncode == 0, explain(proc, fake_model)
     notices(proc)
@@ -261,8 +253,7 @@ def test_claude_with_memory_disabled_keeps_its_native_memory(
 def test_claude_resume_keeps_the_stored_binding_and_a_changed_policy_is_binding_mismatch(
         agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
     seeded(hub)
-    env = launch_env(agents, hub, tmp_path / "home", ANTHROPIC_BASE_URL=fake_model.url,
-                     ANTHROPIC_API_KEY="dummy-fake-key")
+    env = claude_env(agents, hub, tmp_path / "home", fake_model)
     work = tmp_path / "work"
     session = str(uuid.uuid4())
     conversation = str(uuid.uuid4())  # Claude Code's own session id, so its own --resume can name it
@@ -293,8 +284,7 @@ def test_claude_resume_keeps_the_stored_binding_and_a_changed_policy_is_binding_
 
 def test_claude_waits_for_a_slow_amux_server(
         agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
-    env = launch_env(agents, hub, tmp_path / "home", ANTHROPIC_BASE_URL=fake_model.url,
-                     ANTHROPIC_API_KEY="dummy-fake-key")
+    env = claude_env(agents, hub, tmp_path / "home", fake_model)
     proc = launch(env, tmp_path / "work", *claude_args("hello", "--no-session-persistence"),
                   amux=[str(slow_amux(tmp_path / "slow"))])
     assert proc.returncode == 0, explain(proc, fake_model)
@@ -325,7 +315,7 @@ def test_codex_merges_developer_instructions_reaches_the_hub_and_resume_keeps_on
     assert session_state(hub, session)["binding"] == "global"
     turns = fake_model.turns(CODEX_TURNS)
     assert len(turns) == 2, explain(first, fake_model)
-    developer = "\n".join(responses_developer_texts(turns[0]))
+    developer = "\n".join(responses_texts(turns[0], "developer"))
     assert developer.count(MCP_PROTOCOL) == 1, developer[:3000]
     assert sum(s.count(MCP_PROTOCOL) for s in strings(turns[0])) == 1, "one block in the whole request"
     assert developer.count("USER-DEV-RULE") == 1, "the user's developer_instructions are merged, once"
@@ -342,9 +332,9 @@ def test_codex_merges_developer_instructions_reaches_the_hub_and_resume_keeps_on
     assert resumed.returncode == 0, explain(resumed, fake_model)
     assert any("global" in line for line in notices(resumed)), resumed.stderr[-2000:]
     turn = fake_model.turns(CODEX_TURNS)[-1]
-    users = "\n".join(user_texts(turn))
+    users = "\n".join(responses_texts(turn, "user"))
     assert "FIRST-PROMPT" in users and "SECOND-PROMPT" in users, "a real resume of the first thread"
-    developer = "\n".join(responses_developer_texts(turn))
+    developer = "\n".join(responses_texts(turn, "developer"))
     assert developer.count(MCP_PROTOCOL) == 1 and developer.count("USER-DEV-RULE") == 1, developer[:3000]
     assert set(FULL_NAMES) <= set(responses_tool_names(turn))
     assert config.read_bytes() == before
@@ -376,7 +366,7 @@ def test_codex_waits_for_a_slow_amux_server_and_a_profile_keeps_its_instructions
     assert proc.returncode == 0, explain(proc, fake_model)
     turns = fake_model.turns(CODEX_TURNS)[seen:]
     assert turns, explain(proc, fake_model)
-    developer = "\n".join(responses_developer_texts(turns[0]))
+    developer = "\n".join(responses_texts(turns[0], "developer"))
     assert developer.count("PROFILE-RULE") == 1 and "TOP-LEVEL-RULE" not in developer, developer[:3000]
     assert developer.count(MCP_PROTOCOL) == 1
     assert set(FULL_NAMES) <= set(responses_tool_names(turns[0])), "a required server is waited for"

@@ -35,6 +35,8 @@ from launch.errors import LaunchError
 from protocol.agent_protocol import render
 from protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import REPO, CliResult, HubProcess, amux_argv, make_hub
+from tests.test_isolation import _free_uid
+from tests.test_mcp_clients import bin_dir  # noqa: F401 - a fixture
 
 MCP = render("mcp")
 CLI = render("cli")
@@ -275,9 +277,6 @@ def test_agent_arguments_pass_through_unchanged(launcher: Launcher) -> None:
 
 
 def test_sigterm_to_the_launcher_reaches_the_agent(launcher: Launcher) -> None:
-    import signal
-    import time
-
     proc = subprocess.Popen([*launcher.argv, "launch", "pi", "-p", "hi"],
                             env={**launcher.env, "STANDIN_SLEEP": "60"}, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -498,18 +497,6 @@ def test_users_config_files_are_byte_identical(launcher: Launcher, tmp_path: Pat
 # -- isolated launches (--as-user) ---------------------------------------------------------------------------
 
 
-def _free_uid(start: int) -> int:
-    import pwd
-
-    uid = start
-    while True:
-        try:
-            pwd.getpwuid(uid)
-        except KeyError:
-            return uid
-        uid += 1
-
-
 def _readable_python() -> str | None:
     """A Python 3.11 another user can execute (the venv's interpreter may live under root's 0700 home)."""
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -714,17 +701,9 @@ def test_as_user_with_an_unreadable_installation_is_an_explicit_error(hub_factor
 
 
 @pytest.fixture(scope="module")
-def codex_bin() -> Path:
-    """The pinned Codex from tests/clients/install.sh (installed when npm is here; required with CI=true)."""
-    bins = Path(os.environ.get("AMUX_CLIENTS_DIR") or REPO / "tests" / "clients" / ".install") / "node_modules" / ".bin"
-    if not os.access(bins / "codex", os.X_OK) and shutil.which("npm"):
-        subprocess.run(["bash", str(REPO / "tests" / "clients" / "install.sh")], capture_output=True, timeout=900)
-    if not os.access(bins / "codex", os.X_OK):
-        message = f"codex is not installed in {bins} (needs node/npm: bash tests/clients/install.sh)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{message} (CI=true: the real clients are required)")
-        pytest.skip(message)
-    return bins / "codex"
+def codex_bin(bin_dir: Path) -> Path:  # noqa: F811 - the imported fixture
+    """The pinned Codex from tests/clients/install.sh (``bin_dir`` installs it, or skips; required with CI=true)."""
+    return bin_dir / "codex"
 
 
 def _codex_env(tmp_path: Path) -> dict[str, str]:

@@ -30,7 +30,7 @@ import pytest
 
 from protocol.agent_protocol import render
 from tests.conftest import REPO, HubProcess, amux_argv
-from tests.fakemodel import FakeModel, ToolCall
+from tests.fakemodel import FakeModel, ToolCall, anthropic_tool_results, codex_provider
 from tests.fakemodel import strings as _strings
 from tools.mcp_server import TOOL_NAMES
 
@@ -192,8 +192,7 @@ def test_claude_code_sees_the_tools_and_instructions_and_calls_memory(bin_dir: P
     assert sorted(t["name"] for t in first["tools"] if t["name"].startswith("mcp__amux__")) == FULL_NAMES
     protocol = render("mcp").strip()
     assert any(protocol in s for s in _strings(first)), "the MCP instructions reach the model"
-    results = [c for body in bodies for m in body["messages"] if isinstance(m.get("content"), list)
-               for c in m["content"] if c.get("type") == "tool_result"]
+    results = [r for body in bodies for r in anthropic_tool_results(body)]
     assert results, "Claude Code called memory_search and returned its result to the model"
     assert "- Indent with tabs." in json.dumps(results[0]) and "MEMORY.md" in json.dumps(results[0])
     final = messages[-1]
@@ -262,12 +261,8 @@ def test_codex_adds_the_server_with_one_command_and_its_app_server_lists_and_cal
     assert "[mcp_servers.amux]" in (home / ".codex" / "config.toml").read_text()
 
     # Any model traffic goes to the fake endpoint, never out.
-    provider = [
-        "-c", 'model_provider="fake"', "-c", 'model_providers.fake.name="fake"',
-        "-c", f'model_providers.fake.base_url="{fake_model.url}/v1"', "-c", 'model_providers.fake.wire_api="responses"',
-        "-c", 'model="fake-model"',
-    ]
-    peer = JsonLines([str(bin_dir / "codex"), "app-server", *provider], env, work, tmp_path / "codex.err")
+    peer = JsonLines([str(bin_dir / "codex"), "app-server", *codex_provider(fake_model)], env, work,
+                     tmp_path / "codex.err")
     try:
         peer.send({"id": 1, "method": "initialize",
                    "params": {"clientInfo": {"name": "amux-tests", "version": "1"},

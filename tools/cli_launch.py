@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -333,7 +332,7 @@ class _Prepared:
                 prepared.created_run_dir = not prepared.run_dir.exists()  # made for this launch: removed after
             else:
                 prepared.created_run_dir = True  # set first: a signal after mkdtemp still finds it to remove
-                prepared.run_dir = Path(tempfile.mkdtemp(prefix="amux-run-"))
+                prepared.run_dir = _temp_run_dir()
         return prepared
 
     @classmethod
@@ -344,7 +343,7 @@ class _Prepared:
         if os.geteuid() != 0:
             raise LaunchError("isolation", "--as-user needs the launcher to run as root", {"user": user})
         created = run_dir_opt is None
-        run_dir = Path(tempfile.mkdtemp(prefix="amux-run-")) if created else Path(run_dir_opt or "").resolve()
+        run_dir = _temp_run_dir() if created else Path(run_dir_opt or "").resolve()
         try:
             run_as = target(user, run_dir)
             made = prepare(run_dir, run_as, entry, own_run_dir=created)
@@ -360,6 +359,15 @@ class _Prepared:
             self.isolation.discard()
         if self.run_dir is not None:
             _discard(self.run_dir, self.created_run_dir)
+
+
+def _temp_run_dir() -> Path:
+    """A new temporary run directory, named so that :func:`launch.runner.remove_paths` may remove it once empty."""
+    import tempfile
+
+    from launch.runner import RUN_DIR_PREFIX
+
+    return Path(tempfile.mkdtemp(prefix=RUN_DIR_PREFIX))
 
 
 def _discard(run_dir: Path, created: bool) -> None:
