@@ -20,14 +20,15 @@ from tools.cli import _emit, _fail, memory_app
 
 
 def _today(text: str | None) -> _dt.date:
+    """``--today`` as a date (default: today); raises ``bad_request`` unless it is ``YYYY-MM-DD``."""
+    from tools.typed_memory.model import parse_date
+
     if text is None:
         return _dt.date.today()
-    try:
-        if len(text) != 10:
-            raise ValueError
-        return _dt.date.fromisoformat(text)
-    except ValueError:
-        raise HubError(ErrorCode.BAD_REQUEST, f"--today {text!r} is not a date (YYYY-MM-DD)", {"field": "today"}) from None
+    day = parse_date(text)
+    if day is None:
+        raise HubError(ErrorCode.BAD_REQUEST, f"--today {text!r} is not a date (YYYY-MM-DD)", {"field": "today"})
+    return day
 
 
 def _library(project: Path | None) -> Any:

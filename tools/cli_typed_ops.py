@@ -33,19 +33,6 @@ def _finish(report: dict[str, Any], error: dict[str, Any] | None) -> int:
     return exc.exit_code
 
 
-def _parse_day(text: str | None) -> Any:
-    import datetime as dt
-
-    from tools.typed_memory.model import parse_date
-
-    if text is None:
-        return dt.date.today()
-    day = parse_date(text)
-    if day is None:
-        raise HubError(ErrorCode.BAD_REQUEST, f"--today {text!r} is not a date (YYYY-MM-DD)", {"today": text})
-    return day
-
-
 @memory_app.command(name="archive")
 def archive_command(*, today: str | None = None, project: Path | None = None, dry_run: bool = False) -> int:
     """Move expired feedback to feedback/_archive/ and drop its lines from MEMORY.md.
@@ -67,11 +54,12 @@ def archive_command(*, today: str | None = None, project: Path | None = None, dr
     dry_run
         Only report what would move.
     """
+    from tools.cli_typed import _today
     from tools.typed_memory.archive import archive
     from tools.typed_memory.library import open_library
 
     try:
-        day = _parse_day(today)
+        day = _today(today)
         lib = open_library(project)
     except HubError as exc:
         return _fail(exc)

@@ -27,14 +27,12 @@ from tools.typed_memory.catalog import Catalog, load_catalog, topic_from_doc
 from tools.typed_memory.index import build_index, check_size, update_index
 from tools.typed_memory.library import ABSENT, Doc, Library
 from tools.typed_memory.model import (
-    CAPS, FEEDBACK_DEFAULT_DAYS, INDEX_PATH, TYPES, cap_advice, feedback_expiry, parse_date, render_topic,
-    topic_path, validate_meta,
+    CAPS, FEEDBACK_DEFAULT_DAYS, HOW_SECTION, INDEX_PATH, TYPES, WHY_SECTION, cap_advice, feedback_expiry,
+    parse_date, render_topic, topic_path, validate_meta,
 )
 
 WHY_PLACEHOLDER = "**Why:** TODO: why this holds (the reason, or the incident behind it)."
 HOW_PLACEHOLDER = "**How to apply:** TODO: what to do, or watch for, next time."
-_WHY = re.compile(r"\*\*\s*Why\s*(?:[:：]\s*\*\*|\*\*\s*[:：])", re.IGNORECASE)
-_HOW = re.compile(r"\*\*\s*How to apply\s*(?:[:：]\s*\*\*|\*\*\s*[:：])", re.IGNORECASE)
 
 STOPWORDS = frozenset(
     "the and for with that this from into when what which where will would should could have has had not "
@@ -79,9 +77,10 @@ def build_topic(type_: str, name: str, description: str, tags: list[str], *, tod
                    field="description")
     meta: dict[str, Any] = {"name": name, "description": description, "type": type_, "created": today.isoformat()}
     if expires is not None:
-        if parse_date(expires) is None:
+        day = parse_date(expires)
+        if day is None:
             raise _bad(f"--expires {expires!r} is not a date (YYYY-MM-DD)", field="expires")
-        if parse_date(expires) < today:  # type: ignore[operator]
+        if day < today:
             raise _bad(f"--expires {expires} is before created ({today.isoformat()})", field="expires")
         meta["expires"] = expires
     elif type_ == "feedback":
@@ -98,9 +97,9 @@ def build_topic(type_: str, name: str, description: str, tags: list[str], *, tod
 def _body(type_: str, description: str, body: str | None) -> str:
     text = (body if body is not None and body.strip() else description).strip("\n")
     if type_ in ("feedback", "project"):
-        if not _WHY.search(text):
+        if not WHY_SECTION.search(text):
             text += "\n\n" + WHY_PLACEHOLDER
-        if not _HOW.search(text):
+        if not HOW_SECTION.search(text):
             text += "\n\n" + HOW_PLACEHOLDER
     return text + "\n"
 

@@ -61,11 +61,11 @@ import datetime as _dt
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tools.typed_memory.model import TYPES, TopicError, parse_date, parse_topic
+from tools.typed_memory.model import TYPES, TopicError, _short, parse_date, parse_topic
 
 HOSTS = ("claude-code", "codex", "minimax", "qoder")
 """Host names ``--from`` accepts; anything else is a directory."""
@@ -354,8 +354,7 @@ def candidate_from_file(host: str, path: Path, found: Discovery, *, type_hint: s
     nested_created = nested.get("created") if isinstance(nested, dict) else None
     for key, value in (("created", meta.get("created")), ("metadata.created", nested_created)):
         if value is not None and _date_of(value) is None:
-            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-            found.skipped.append(Skipped(str(path), f"{key} {shown} is not a date (YYYY-MM-DD)"))
+            found.skipped.append(Skipped(str(path), f"{key} {_short(value)} is not a date (YYYY-MM-DD)"))
             return None
     created = (_date_of(meta.get("created")) or _date_of(meta.get("date")) or _date_of(nested_created)
                or _mtime_date(mtime))
@@ -561,8 +560,6 @@ def _codex_extensions(root: Path, found: Discovery) -> None:
 
 
 def _with_created(cand: Candidate, day: str) -> Candidate:
-    from dataclasses import replace
-
     return replace(cand, created=day) if parse_date(day) else cand
 
 

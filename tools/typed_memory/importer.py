@@ -39,7 +39,6 @@ index limits is skipped with that reason.
 
 from __future__ import annotations
 
-import datetime as _dt
 import difflib
 import re
 import unicodedata
@@ -53,8 +52,8 @@ from tools.typed_memory.hosts import Candidate, Discovery
 from tools.typed_memory.library import ABSENT, Doc, Library
 from tools.typed_memory.model import (
     CAPS,
-    FEEDBACK_DEFAULT_DAYS,
     TYPES,
+    feedback_expiry,
     is_slug,
     parse_date,
     render_topic,
@@ -197,11 +196,10 @@ def normalize(cand: Candidate, *, default_type: str = "reference") -> tuple[dict
     }
     if kind == "feedback":
         given = parse_date(cand.meta.get("expires"))
-        day = parse_date(cand.created)
         if given is not None:
             meta["expires"] = given.isoformat()
-        elif day is not None:
-            meta["expires"] = (day + _dt.timedelta(days=FEEDBACK_DEFAULT_DAYS)).isoformat()
+        elif parse_date(cand.created) is not None:
+            meta["expires"] = feedback_expiry(cand.created)
     related = cand.meta.get("related")
     if isinstance(related, list) and all(isinstance(r, str) for r in related):
         meta["related"] = related

@@ -49,12 +49,10 @@ from tools.typed_memory.catalog import Catalog, Topic, load_catalog
 from tools.typed_memory.index import ENTRY_LINE, LINE_MAX, build_index, count_lines, index_links
 from tools.typed_memory.library import Library
 from tools.typed_memory.model import (
-    CAPS, INDEX_PATH, TYPES, Problem, TopicError, cap_advice, feedback_expiry_of, field_lines, is_slug, slugify,
-    split_frontmatter, unknown_fields, validate_meta,
+    CAPS, HOW_SECTION, INDEX_PATH, TYPES, WHY_SECTION, Problem, TopicError, cap_advice, feedback_expiry_of,
+    field_lines, is_slug, slugify, split_frontmatter, unknown_fields, validate_meta,
 )
 
-WHY = re.compile(r"\*\*\s*Why\s*[:：]\s*\*\*|\*\*\s*Why\s*\*\*\s*[:：]", re.IGNORECASE)
-HOW = re.compile(r"\*\*\s*How to apply\s*[:：]\s*\*\*|\*\*\s*How to apply\s*\*\*\s*[:：]", re.IGNORECASE)
 UNFILLED = re.compile(r"^\*\*(?:Why|How to apply):\*\* TODO:")
 WIKI_LINK = re.compile(r"\[\[([^\[\]|#]+)(?:[|#][^\[\]]*)?\]\]")
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -161,7 +159,8 @@ def _path_problems(topic: Topic) -> list[Problem]:
 
 
 def _sections(topic: Topic, kind: str) -> list[Problem]:
-    missing = [label for label, rx in (("**Why:**", WHY), ("**How to apply:**", HOW)) if not rx.search(topic.body)]
+    sections = (("**Why:**", WHY_SECTION), ("**How to apply:**", HOW_SECTION))
+    missing = [label for label, rx in sections if not rx.search(topic.body)]
     if missing:
         return [Problem("warning", "missing_section", topic.path, topic.body_line,
                         f"{kind} body lacks {' and '.join(missing)} (why it holds, what to do next time)")]

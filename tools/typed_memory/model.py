@@ -56,6 +56,10 @@ _DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 MAX_NESTING = 32
 """Deepest nesting of lists and maps frontmatter may use (real frontmatter needs a handful)."""
 _DELIMITER = re.compile(r"^---[ \t]*\r?$")
+WHY_SECTION = re.compile(r"\*\*\s*Why\s*(?:[:：]\s*\*\*|\*\*\s*[:：])", re.IGNORECASE)
+"""A feedback/project body's ``**Why:**`` section marker (also ``**Why**:``, a full-width colon, any case)."""
+HOW_SECTION = re.compile(r"\*\*\s*How to apply\s*(?:[:：]\s*\*\*|\*\*\s*[:：])", re.IGNORECASE)
+"""The ``**How to apply:**`` section marker, matched like :data:`WHY_SECTION`."""
 
 
 @dataclass(frozen=True)
