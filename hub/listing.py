@@ -45,7 +45,10 @@ def walk_documents(root: str, prefix: str, limits: Limits) -> tuple[list[tuple[s
                     incomplete = True
                     break
                 logical = rel + entry.name
-                st = entry.stat(follow_symlinks=False)
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # gone since the listing (a write's temp file renamed, a forget): not there
                 if stat.S_ISDIR(st.st_mode):
                     sub = logical + "/"
                     if sub.startswith(prefix) or prefix.startswith(sub):

@@ -250,7 +250,10 @@ class Store:
                 continue
             with it:
                 for entry in it:
-                    st = entry.stat(follow_symlinks=False)
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # removed or renamed since the directory was read
                     if stat.S_ISDIR(st.st_mode):
                         stack.append(entry.path)
                     elif stat.S_ISREG(st.st_mode) and entry.name.endswith(".md"):

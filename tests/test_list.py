@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
@@ -77,3 +80,42 @@ def test_list_rejects_bad_arguments_and_respects_disabled(hub_factory: object, h
     hub.start()
     result = hub.cli("memory", "list")
     assert result.returncode != 0 and result.json["error"]["code"] == "disabled"
+
+
+def test_a_file_gone_between_readdir_and_stat_is_skipped_not_an_error(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write's temp file renamed (or a document forgotten) while ``list`` walks: it is simply not there."""
+    from hub import listing, store
+
+    scope = tmp_path / "scope"
+    for rel in ("a.md", "b.md", "sub/c.md"):
+        _place(scope, rel, b"x\n")
+    real_scandir = os.scandir
+
+    class Vanishing:
+        def __init__(self, entry: os.DirEntry[str]) -> None:
+            self._entry = entry
+            self.name, self.path = entry.name, entry.path
+
+        def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+            if self.name == "b.md":
+                raise FileNotFoundError(self.path)
+            return self._entry.stat(follow_symlinks=follow_symlinks)
+
+    class Scan:
+        def __init__(self, path: str) -> None:
+            self._it = real_scandir(path)
+
+        def __enter__(self) -> "Scan":
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self._it.close()
+
+        def __iter__(self) -> Iterator[Vanishing]:
+            return (Vanishing(e) for e in self._it)
+
+    monkeypatch.setattr(os, "scandir", Scan)
+    page = listing.list_documents(str(scope), "", "", LIMITS)
+    assert [e["path"] for e in page["entries"]] == ["a.md", "sub/c.md"]
+    assert store.Store(LIMITS).usage(str(scope)) == store.Usage(2, 4)
