@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.util import CORPUS
 from protocol.errors import HubError
 from protocol.paths import normalize_path
-
-from bench.util import CORPUS
 
 MIB = 1024 * 1024
 SCAN_BYTES = 8 * MIB

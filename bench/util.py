@@ -96,7 +96,7 @@ class HubProc:
     env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, base: Path, *, isolation: str = "off", shared_socket_dir: Path | None = None) -> "HubProc":
+    def create(cls, base: Path, *, isolation: str = "off", shared_socket_dir: Path | None = None) -> HubProc:
         """Configure a home under ``base`` (memory on); with ``shared_socket_dir`` the socket is 0666 there."""
         home = base / "home"
         home.mkdir(parents=True, exist_ok=True)
@@ -152,7 +152,7 @@ class HubProc:
         c.connect()
         return c
 
-    def __enter__(self) -> "HubProc":
+    def __enter__(self) -> HubProc:
         self.start()
         return self
 

@@ -94,7 +94,7 @@ class CachedDoc:
     _revision: str | None = None
 
     @classmethod
-    def load(cls, path: str, st: os.stat_result, data: bytes) -> "CachedDoc":
+    def load(cls, path: str, st: os.stat_result, data: bytes) -> CachedDoc:
         """Build an entry from a file's ``lstat`` and the bytes read after it."""
         text, folded = fold_document(data)
         where = fold(path) + "\n" + fold(title_line(text))
@@ -145,7 +145,7 @@ class Listing:
     racy: bool
 
     @classmethod
-    def read(cls, absdir: str, st: os.stat_result, max_entries: int) -> "Listing":
+    def read(cls, absdir: str, st: os.stat_result, max_entries: int) -> Listing:
         """List ``absdir`` (at most ``max_entries`` entries); raises OSError."""
         entries: list[tuple[str, int]] = []
         truncated = False

@@ -215,7 +215,7 @@ class Registry:
 
     # -- edits (used by the CLI; each returns a new snapshot) -------------------
 
-    def add_principal(self, name: str, kind: str, now: float) -> tuple["Registry", bool]:
+    def add_principal(self, name: str, kind: str, now: float) -> tuple[Registry, bool]:
         check_name(name)
         if kind not in KINDS:
             raise _bad(f"principal kind must be one of {', '.join(KINDS)}")
@@ -227,7 +227,7 @@ class Registry:
             return self, False
         return replace(self, principals={**self.principals, name: Principal(name, kind, int(now))}), True
 
-    def remove_principal(self, name: str, now: float) -> tuple["Registry", dict[str, Any]]:
+    def remove_principal(self, name: str, now: float) -> tuple[Registry, dict[str, Any]]:
         self._need(name)
         aliases = {a: p for a, p in self.aliases.items() if p != name}
         tokens = {t.id: t for t in self.tokens.values() if t.principal != name}
@@ -236,7 +236,7 @@ class Registry:
                    "tokens": sorted(set(self.tokens) - set(tokens))}
         return Registry(principals, aliases, tokens), removed
 
-    def add_alias(self, name: str, alias: str) -> tuple["Registry", str]:
+    def add_alias(self, name: str, alias: str) -> tuple[Registry, str]:
         self._need(name)
         alias = check_alias(alias)
         current = self.aliases.get(alias)
@@ -246,14 +246,14 @@ class Registry:
                            {"alias": alias, "principal": current})
         return replace(self, aliases={**self.aliases, alias: name}), alias
 
-    def remove_alias(self, alias: str) -> tuple["Registry", str]:
+    def remove_alias(self, alias: str) -> tuple[Registry, str]:
         alias = check_alias(alias)
         if alias not in self.aliases:
             raise HubError(ErrorCode.NOT_FOUND, f"no alias {alias}", {"alias": alias})
         principal = self.aliases[alias]
         return replace(self, aliases={a: p for a, p in self.aliases.items() if a != alias}), principal
 
-    def issue_token(self, name: str, now: float, ttl: int | None, binding: str | None) -> tuple["Registry", str, Token]:
+    def issue_token(self, name: str, now: float, ttl: int | None, binding: str | None) -> tuple[Registry, str, Token]:
         """Add a new token; returns the new snapshot, the secret token text (shown once) and its record.
 
         It is valid for at least ``ttl`` seconds from ``now`` (expiry rounded up to a whole second).
@@ -277,7 +277,7 @@ class Registry:
         record = Token(token_id, name, hash_token(text), int(now), expires, binding)
         return replace(self, tokens={**self.tokens, token_id: record}), text, record
 
-    def revoke_token(self, token_id: str, now: float) -> tuple["Registry", Token]:
+    def revoke_token(self, token_id: str, now: float) -> tuple[Registry, Token]:
         record = self.tokens.get(token_id)
         if record is None:
             raise HubError(ErrorCode.NOT_FOUND,
@@ -287,7 +287,7 @@ class Registry:
             record = replace(record, revoked=int(now))
         return replace(self, tokens={**self.tokens, token_id: record}), record
 
-    def pruned(self, now: float) -> "Registry":
+    def pruned(self, now: float) -> Registry:
         """Drop tokens that expired: they can never be valid again, and delegated ones pile up."""
         return replace(self, tokens={i: t for i, t in self.tokens.items() if not t.expired(now)})
 
@@ -318,7 +318,7 @@ class Registry:
         }
 
     @classmethod
-    def from_toml(cls, raw: Mapping[str, Any]) -> "Registry":
+    def from_toml(cls, raw: Mapping[str, Any]) -> Registry:
         """Validate a parsed file strictly; raises ``ValueError`` naming the first problem."""
         unknown = set(raw) - {"version", "principals", "aliases", "tokens"}
         if unknown:

@@ -72,7 +72,7 @@ class CodexAppServer:
         self._ids = 0
         self._lock = threading.Lock()
 
-    def __enter__(self) -> "CodexAppServer":
+    def __enter__(self) -> CodexAppServer:
         self.start()
         return self
 
@@ -226,7 +226,7 @@ def confirm_memory_off(config_read: Mapping[str, Any]) -> dict[str, bool]:
         shown = ", ".join(f"{k} = {json.dumps(v)}" for k, v in wrong.items())
         raise LaunchError("config/read", f"codex app-server does not confirm native memory is off: {shown} "
                           "(start it with the launch's -c overrides)", {"unconfirmed": wrong})
-    return {key: False for key in CODEX_MEMORY_OFF}
+    return dict.fromkeys(CODEX_MEMORY_OFF, False)
 
 
 THREAD_PARAMS_REFUSED: Final = ("config", "profile", "developerInstructions", "cwd")

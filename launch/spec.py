@@ -131,7 +131,7 @@ class LaunchSpec:
         return json.dumps(self.as_dict(), ensure_ascii=False, indent=indent)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "LaunchSpec":
+    def from_dict(cls, data: Mapping[str, Any]) -> LaunchSpec:
         """The spec back from :meth:`as_dict` output (e.g. ``amux launch --print-spec``); unknown keys are ignored.
 
         Raises ``TypeError``/``KeyError`` for a document that is not a spec.

@@ -67,7 +67,7 @@ class HubError(Exception):
         return {"code": self.code.value, "message": self.message, "data": self.data}
 
     @classmethod
-    def from_wire(cls, error: Any) -> "HubError":
+    def from_wire(cls, error: Any) -> HubError:
         """Rebuild from a response's ``error`` member; unknown shapes become ``internal``."""
         if not isinstance(error, dict):
             return cls(ErrorCode.INTERNAL, f"malformed error from Hub: {error!r}")

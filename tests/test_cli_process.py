@@ -126,9 +126,8 @@ def test_export_changed_between_pages_returns_nothing(hub: HubProcess) -> None:
         if page == 1:
             writer.call("upsert", {"path": "topic.md", "content": body + b"more\n", "expected_revision": rev})
 
-    with hub.client() as reader:
-        with pytest.raises(HubError) as err:
-            export_document(reader, "topic.md", between_pages=change)
+    with hub.client() as reader, pytest.raises(HubError) as err:
+        export_document(reader, "topic.md", between_pages=change)
     assert err.value.code is ErrorCode.CONFLICT
     assert err.value.data["observed_revision"] == hashlib.sha256(body + b"more\n").hexdigest()
     writer.close()

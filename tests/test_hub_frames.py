@@ -46,7 +46,7 @@ class Raw:
         self.sock.connect(str(path))
         self.decoder = FrameDecoder()
 
-    def __enter__(self) -> "Raw":
+    def __enter__(self) -> Raw:
         return self
 
     def __exit__(self, *exc: object) -> None:

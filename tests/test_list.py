@@ -106,7 +106,7 @@ def test_a_file_gone_between_readdir_and_stat_is_skipped_not_an_error(tmp_path: 
         def __init__(self, path: str) -> None:
             self._it = real_scandir(path)
 
-        def __enter__(self) -> "Scan":
+        def __enter__(self) -> Scan:
             return self
 
         def __exit__(self, *exc: object) -> None:

@@ -46,13 +46,12 @@ async def mcp_session(home: Path, errlog: Path, **env: str) -> AsyncIterator[Cli
     argv = amux_argv()
     params = StdioServerParameters(command=argv[0], args=[*argv[1:], "mcp"], env={"AMUX_HOME": str(home), **env})
     with open(errlog, "a") as err:
-        async with stdio_client(params, errlog=err) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                try:
-                    yield session
-                finally:
-                    _SCHEMAS.pop(id(session), None)
+        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            try:
+                yield session
+            finally:
+                _SCHEMAS.pop(id(session), None)
 
 
 _SCHEMAS: dict[int, dict[str, Any]] = {}

@@ -9,7 +9,6 @@ never fail with anything but their documented errors.
 from __future__ import annotations
 
 import os
-
 import struct
 import tracemalloc
 from typing import Any

@@ -533,7 +533,8 @@ def test_hub_survives_garbage_on_the_tls_port(hub_factory: Any, certs: Certs) ->
 
 
 async def test_mcp_server_reaches_a_tls_hub_with_a_token(hub_factory: Any, certs: Certs, tmp_path: Path) -> None:
-    from tests.test_mcp_server import call, mcp_session, ok as mcp_ok
+    from tests.test_mcp_server import call, mcp_session
+    from tests.test_mcp_server import ok as mcp_ok
 
     h = tls_hub(hub_factory, certs)
     issued = enroll(h, "runtime")
@@ -550,7 +551,8 @@ async def test_mcp_server_reaches_a_tls_hub_with_a_token(hub_factory: Any, certs
 async def test_mcp_with_one_principals_token_never_reaches_anothers_scope(
     hub_factory: Any, certs: Certs, tmp_path: Path
 ) -> None:
-    from tests.test_mcp_server import call, err, mcp_session, ok as mcp_ok
+    from tests.test_mcp_server import call, err, mcp_session
+    from tests.test_mcp_server import ok as mcp_ok
 
     h = tls_hub(hub_factory, certs)
     address = network_address(h)

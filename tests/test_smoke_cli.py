@@ -6,7 +6,7 @@ from tests.conftest import HubProcess
 
 
 def test_upsert_show_search_forget_export(hub: HubProcess) -> None:
-    body = "# Preferences\n\nUse C++ for the engine.\n".encode()
+    body = b"# Preferences\n\nUse C++ for the engine.\n"
     r = hub.cli("memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=body)
     assert r.returncode == 0, r.stderr
     rev = r.json["revision"]

@@ -100,7 +100,7 @@ def read_all_pages(store: Store, scope: Path, path: str, start_line: int = 0, en
 # -- revisions and compare-and-swap ------------------------------------------
 
 def test_create_update_and_revision_is_sha256_of_file(store: Store, scope: Path) -> None:
-    body = "# Prefs\n\n- short answers\n".encode()
+    body = b"# Prefs\n\n- short answers\n"
     res = store.upsert(str(scope), "MEMORY.md", body, "absent")
     on_disk = (scope / "MEMORY.md").read_bytes()
     assert on_disk == body
@@ -113,7 +113,7 @@ def test_create_update_and_revision_is_sha256_of_file(store: Store, scope: Path)
     assert got["content"] == body.decode()
     assert got["total_bytes"] == len(body) and got["total_lines"] == 3
 
-    body2 = body + "- tests first\n".encode()
+    body2 = body + b"- tests first\n"
     res2 = store.upsert(str(scope), "MEMORY.md", body2, res["revision"])
     assert res2["created"] is False
     assert res2["revision"] == sha((scope / "MEMORY.md").read_bytes()) == sha(body2)

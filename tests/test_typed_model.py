@@ -22,7 +22,16 @@ from tools.typed_memory.index import LINE_MAX, build_index, entry_line, index_li
 from tools.typed_memory.index import render_block as index_block
 from tools.typed_memory.library import Doc, ProjectLibrary
 from tools.typed_memory.model import (
-    CAPS, TYPES, Problem, TopicError, load_schema, parse_topic, render_topic, slugify, topic_path, validate_meta,
+    CAPS,
+    TYPES,
+    Problem,
+    TopicError,
+    load_schema,
+    parse_topic,
+    render_topic,
+    slugify,
+    topic_path,
+    validate_meta,
 )
 
 

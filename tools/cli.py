@@ -20,6 +20,7 @@ from cyclopts import App, Parameter
 from protocol.errors import EXIT_CODES, ErrorCode, HubError
 from tools.client import HubClient, default_home, export_document
 
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -329,10 +330,12 @@ def export(path: str, /) -> int:
 
 
 # Commands that live in their own modules register themselves on the apps above.
-from tools import cli_admin  # noqa: E402,F401
-from tools import cli_launch  # noqa: E402,F401
-from tools import cli_typed  # noqa: E402,F401
-from tools import cli_typed_ops  # noqa: E402,F401
+from tools import (
+    cli_admin,  # noqa: E402,F401
+    cli_launch,  # noqa: E402,F401
+    cli_typed,  # noqa: E402,F401
+    cli_typed_ops,  # noqa: E402,F401
+)
 
 # -- protocol and MCP ------------------------------------------------------------
 

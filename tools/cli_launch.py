@@ -150,7 +150,7 @@ class _SignalGuard:
         self.holding = False
         self._previous: dict[int, Any] = {}
 
-    def __enter__(self) -> "_SignalGuard":
+    def __enter__(self) -> _SignalGuard:
         if threading.current_thread() is threading.main_thread():
             self._previous = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
         return self
@@ -243,8 +243,8 @@ def _native_resume_check(opts: LaunchOptions) -> list[str]:
             "resolved now, which may differ from the memory it used before (amux launch --resume SESSION keeps it)"]
 
 
-def _plan(opts: LaunchOptions, hub: str, prepared: "_Prepared", environ: dict[str, str], executable: str,
-          extra_warnings: list[str]) -> "LaunchSpec":
+def _plan(opts: LaunchOptions, hub: str, prepared: _Prepared, environ: dict[str, str], executable: str,
+          extra_warnings: list[str]) -> LaunchSpec:
     from launch import plan, read_context
 
     run_as = prepared.run_as
@@ -273,7 +273,7 @@ def _executable(opts: LaunchOptions, environ: dict[str, str]) -> str:
         raise
 
 
-def _resolve(opts: LaunchOptions, hub: str, prepared: "_Prepared") -> "tuple[str, Resolution]":
+def _resolve(opts: LaunchOptions, hub: str, prepared: _Prepared) -> tuple[str, Resolution]:
     """The session id and its binding: the stored one on --resume, else a fresh one, stored before the agent runs."""
     from launch import sessions
     from launch.binding import resolve_fresh, resolve_resume
@@ -311,14 +311,14 @@ class _Prepared:
     """
 
     entry: Path
-    hello: "HelloFn"
-    run_as: "RunAs | None" = None
+    hello: HelloFn
+    run_as: RunAs | None = None
     run_dir: Path | None = None
     created_run_dir: bool = False
-    isolation: "Prepared | None" = None
+    isolation: Prepared | None = None
 
     @classmethod
-    def make(cls, opts: LaunchOptions, hub: str) -> "_Prepared":
+    def make(cls, opts: LaunchOptions, hub: str) -> _Prepared:
         from launch.binding import hub_hello
         from launch.isolation import find_entry_point
 
@@ -336,7 +336,7 @@ class _Prepared:
         return prepared
 
     @classmethod
-    def _isolated(cls, user: str, run_dir_opt: str | None, hub: str, entry: Path) -> "_Prepared":
+    def _isolated(cls, user: str, run_dir_opt: str | None, hub: str, entry: Path) -> _Prepared:
         from launch.errors import LaunchError
         from launch.isolation import hello_as, prepare, target
 

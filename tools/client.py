@@ -172,7 +172,7 @@ class HubClient:
         self._ids = itertools.count(1)
         self._decoder = FrameDecoder()
 
-    def __enter__(self) -> "HubClient":
+    def __enter__(self) -> HubClient:
         self.connect()
         return self
 

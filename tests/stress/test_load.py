@@ -12,9 +12,8 @@ import socket
 import statistics
 from typing import Any
 
-import trio
-
 import pytest
+import trio
 
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder

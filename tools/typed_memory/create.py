@@ -27,17 +27,25 @@ from tools.typed_memory.catalog import Catalog, load_catalog, topic_from_doc
 from tools.typed_memory.index import build_index, check_size, update_index
 from tools.typed_memory.library import ABSENT, Doc, Library
 from tools.typed_memory.model import (
-    CAPS, FEEDBACK_DEFAULT_DAYS, HOW_SECTION, INDEX_PATH, TYPES, WHY_SECTION, cap_advice, feedback_expiry,
-    parse_date, render_topic, topic_path, validate_meta,
+    CAPS,
+    FEEDBACK_DEFAULT_DAYS,
+    HOW_SECTION,
+    INDEX_PATH,
+    TYPES,
+    WHY_SECTION,
+    cap_advice,
+    feedback_expiry,
+    parse_date,
+    render_topic,
+    topic_path,
+    validate_meta,
 )
 
 WHY_PLACEHOLDER = "**Why:** TODO: why this holds (the reason, or the incident behind it)."
 HOW_PLACEHOLDER = "**How to apply:** TODO: what to do, or watch for, next time."
 
 STOPWORDS = frozenset(
-    "the and for with that this from into when what which where will would should could have has had not "
-    "are was were been being its it's our your their them they you use used using than then also only "
-    "about after before over under more most some any all each every very just can may must".split()
+    ["the", "and", "for", "with", "that", "this", "from", "into", "when", "what", "which", "where", "will", "would", "should", "could", "have", "has", "had", "not", "are", "was", "were", "been", "being", "its", "it's", "our", "your", "their", "them", "they", "you", "use", "used", "using", "than", "then", "also", "only", "about", "after", "before", "over", "under", "more", "most", "some", "any", "all", "each", "every", "very", "just", "can", "may", "must"]
 )
 MAX_KEYWORDS = 8
 INDEX_ATTEMPTS = 8

@@ -291,7 +291,7 @@ def _date_of(value: Any) -> str | None:
 
 
 def _mtime_date(mtime: float) -> str:
-    return _dt.datetime.fromtimestamp(mtime, _dt.timezone.utc).date().isoformat()
+    return _dt.datetime.fromtimestamp(mtime, _dt.UTC).date().isoformat()
 
 
 def _tags_of(meta: dict[str, Any]) -> tuple[str, ...]:

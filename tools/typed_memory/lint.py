@@ -49,8 +49,21 @@ from tools.typed_memory.catalog import Catalog, Topic, load_catalog
 from tools.typed_memory.index import ENTRY_LINE, LINE_MAX, build_index, count_lines, index_links
 from tools.typed_memory.library import Library
 from tools.typed_memory.model import (
-    CAPS, HOW_SECTION, INDEX_PATH, TYPES, WHY_SECTION, Problem, TopicError, cap_advice, feedback_expiry_of,
-    field_lines, is_slug, slugify, split_frontmatter, unknown_fields, validate_meta,
+    CAPS,
+    HOW_SECTION,
+    INDEX_PATH,
+    TYPES,
+    WHY_SECTION,
+    Problem,
+    TopicError,
+    cap_advice,
+    feedback_expiry_of,
+    field_lines,
+    is_slug,
+    slugify,
+    split_frontmatter,
+    unknown_fields,
+    validate_meta,
 )
 
 UNFILLED = re.compile(r"^\*\*(?:Why|How to apply):\*\* TODO:")

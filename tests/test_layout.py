@@ -1,0 +1,202 @@
+"""The code layout's rules, checked on the source (DESIGN.md §2).
+
+* No module-level import cycle in the product packages: module-level imports
+  (outside functions and ``if TYPE_CHECKING:``) form a graph with no cycle.
+* No ``_private`` name crosses modules: no ``from M import _x`` and no
+  ``M._x`` for an imported product module ``M``, and no ``self.a._x``
+  reaching into another object's private attribute.
+* The product cites its own design document, not tracker issues or the
+  original design record.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.conftest import REPO
+
+PACKAGES = ("hub", "protocol", "tools", "launch", "bench")
+
+
+def product_files() -> Iterator[tuple[str, Path]]:
+    """``(module name, file)`` for every Python file of the product packages."""
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            rel = path.relative_to(REPO).with_suffix("")
+            parts = list(rel.parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            yield ".".join(parts), path
+
+
+MODULES = dict(product_files())
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _module_level_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Imports executed when the module is imported (not in functions, not under TYPE_CHECKING)."""
+    stack: list[ast.stmt] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.If):
+            if not _is_type_checking(node.test):
+                stack.extend(node.body)
+            stack.extend(node.orelse)
+        elif isinstance(node, ast.Try):
+            stack.extend(node.body + node.orelse + node.finalbody)
+            for handler in node.handlers:
+                stack.extend(handler.body)
+        elif isinstance(node, ast.With):
+            stack.extend(node.body)
+
+
+def _resolve_from(module: str, node: ast.ImportFrom, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    if not is_package:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → product modules it imports at module level."""
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        edges: set[str] = set()
+        for node in _module_level_imports(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                source = _resolve_from(module, node, path.name == "__init__.py")
+                targets = [source] + [f"{source}.{alias.name}" for alias in node.names]
+            edges.update(t for t in targets if t in MODULES and t != module)
+        graph[module] = edges
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+
+    def visit(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_level_import_cycle() -> None:
+    assert cycles(import_graph()) == []
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_crossings(module: str, source: str) -> list[str]:
+    """Places in ``source`` where a private name of another product module or object is used."""
+    tree = ast.parse(source)
+    aliases: dict[str, str] = {}  # local name -> product module it is bound to
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in MODULES or alias.name.split(".")[0] in PACKAGES:
+                    aliases[alias.asname or alias.name.split(".")[0]] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            source_module = _resolve_from(module, node, False) if node.level else (node.module or "")
+            if source_module.split(".")[0] not in PACKAGES:
+                continue
+            for alias in node.names:
+                if _private(alias.name):
+                    found.append(f"line {node.lineno}: from {source_module} import {alias.name}")
+                if f"{source_module}.{alias.name}" in MODULES:
+                    aliases[alias.asname or alias.name] = f"{source_module}.{alias.name}"
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not _private(node.attr):
+            continue
+        base = node.value
+        if isinstance(base, ast.Name) and base.id in aliases:
+            found.append(f"line {node.lineno}: {base.id}.{node.attr}")
+        elif (isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name)
+              and base.value.id in ("self", "cls")):
+            found.append(f"line {node.lineno}: {base.value.id}.{base.attr}.{node.attr}")
+    return found
+
+
+def test_private_crossing_finder() -> None:
+    sample = "from hub.store import _quota\nimport hub.store as s\ns._x\nclass A:\n  def f(self): self.a._b\n"
+    assert len(private_crossings("tools.x", sample)) == 3
+
+
+def test_no_private_name_crosses_modules() -> None:
+    problems = {module: found for module, path in MODULES.items()
+                if (found := private_crossings(module, path.read_text(encoding="utf-8")))}
+    assert problems == {}
+
+
+CITATION = re.compile(r"issue #\d|\bseed\b|design record|typed-memory spec", re.IGNORECASE)
+
+
+def test_product_cites_design_md_only() -> None:
+    problems = []
+    for path in MODULES.values():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if CITATION.search(line):
+                problems.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert problems == []
+
+
+def test_design_sections_cited_exist() -> None:
+    design = (REPO / "DESIGN.md").read_text(encoding="utf-8")
+    sections = set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", design, re.MULTILINE))
+    cited: dict[str, list[str]] = {}
+    for path in list(MODULES.values()) + [REPO / "README.md"]:
+        for ref in re.findall(r"DESIGN\.md §(\d+(?:\.\d+)?)", path.read_text(encoding="utf-8")):
+            cited.setdefault(ref, []).append(str(path.relative_to(REPO)))
+    missing = {ref: where for ref, where in cited.items() if ref not in sections}
+    assert missing == {}
