@@ -1,14 +1,15 @@
 """The closed set of error codes shared by the Hub, the CLI and the MCP server.
 
-Each code has a fixed CLI exit status so scripts can branch on it without
-parsing text.  Design record §2–§3 (conflict carries the observed revision),
-§6 (quota errors carry current and maximum sizes), §7 (identity errors); ``destructive_rewrite`` is the
-upsert guard against elided or mostly-dropped rewrites.
+Each code has a fixed CLI exit status, so scripts can branch on it without
+parsing text, and a next step an agent is told with every MCP tool error.
+``data`` carries what a caller needs to act: ``conflict`` the observed
+revision, quota errors the current and maximum sizes.  DESIGN.md §8.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
 from typing import Any
 
 
@@ -30,22 +31,64 @@ class ErrorCode(StrEnum):
     INTERNAL = "internal"
 
 
-EXIT_CODES: dict[ErrorCode, int] = {
-    ErrorCode.INTERNAL: 1,
-    ErrorCode.BAD_REQUEST: 2,
-    ErrorCode.INVALID_PATH: 3,
-    ErrorCode.NOT_FOUND: 4,
-    ErrorCode.CONFLICT: 5,
-    ErrorCode.QUOTA_EXCEEDED: 6,
-    ErrorCode.DISABLED: 7,
-    ErrorCode.UNAUTHORIZED: 8,
-    ErrorCode.BINDING_MISMATCH: 9,
-    ErrorCode.FRAME_TOO_LARGE: 10,
-    ErrorCode.UNAVAILABLE: 11,
-    ErrorCode.BUSY: 12,
-    ErrorCode.DESTRUCTIVE_REWRITE: 13,
+class ExitStatus(IntEnum):
+    """CLI exit statuses that are not an error code's (DESIGN.md §8)."""
+
+    OK = 0
+    PROBLEMS_FOUND = 20
+    """A check ran and found problems (``amux memory lint``, ``index --check``): not a failure of the tool."""
+    HUB_START_FAILED = 21
+    """``amux hub serve`` could not start (home locked by another Hub, socket in use, bad settings)."""
+    BROKEN_PIPE = 141
+    """The reader of standard output went away (``| head``): 128 + SIGPIPE, as a shell reports it."""
+
+
+@dataclass(frozen=True)
+class ErrorSpec:
+    """What every frontend needs to know about one error code."""
+
+    exit_status: int
+    """The CLI's exit status (unique per code; 2 is also cyclopts' usage error)."""
+    next_step: str
+    """What an agent should do next, given with every MCP tool error."""
+
+
+_ENTRY = "MEMORY.md"
+
+ERRORS: dict[ErrorCode, ErrorSpec] = {
+    ErrorCode.INTERNAL: ErrorSpec(1, "The Hub failed; do not assume the call took effect. Tell the user."),
+    ErrorCode.BAD_REQUEST: ErrorSpec(2, "Fix the arguments as the message says, then call again."),
+    ErrorCode.INVALID_PATH: ErrorSpec(3, f"Use a relative path ending in .md inside memory, such as {_ENTRY} or "
+                                      "projects/NAME/notes.md (no '..', no absolute paths)."),
+    ErrorCode.NOT_FOUND: ErrorSpec(4, "The document does not exist; search for the right path with memory_search."),
+    ErrorCode.CONFLICT: ErrorSpec(5, "Nothing was changed. Read the document again with memory_get, merge your "
+                                  "change into the current text, and retry with its revision "
+                                  "(data.observed_revision)."),
+    ErrorCode.QUOTA_EXCEEDED: ErrorSpec(6, "Nothing was written. Make it smaller (data.current vs data.maximum, in "
+                                        f"data.unit): keep {_ENTRY} short and move details into topic documents, "
+                                        "or remove stale documents."),
+    ErrorCode.DISABLED: ErrorSpec(7, "Memory is switched off on this Hub. Carry on without memory; if the user asked "
+                                  "you to remember or recall something, tell them memory is off (they can enable it "
+                                  "with 'amux system config set memory.enabled true' and restart the Hub)."),
+    ErrorCode.UNAUTHORIZED: ErrorSpec(8, "This caller may not use this memory; tell the user."),
+    ErrorCode.BINDING_MISMATCH: ErrorSpec(9, "This conversation's memory no longer matches the Hub's: tell the user "
+                                          "to start a new conversation."),
+    ErrorCode.FRAME_TOO_LARGE: ErrorSpec(10, "The request is too large; send less content."),
+    ErrorCode.UNAVAILABLE: ErrorSpec(11, "The memory Hub cannot be reached. Carry on without memory and tell the "
+                                     "user if it matters (a Hub is started with 'amux hub serve')."),
+    ErrorCode.BUSY: ErrorSpec(12, "The Hub is busy with this connection's other calls; wait and call again."),
+    ErrorCode.DESTRUCTIVE_REWRITE: ErrorSpec(13, "Nothing was written: the content looked like a lossy rewrite (a "
+                                             "placeholder such as '[rest unchanged]', or most lines dropped). Read "
+                                             "the document with memory_get and write the complete new text; pass "
+                                             "allow_shrink=true only if the cut is deliberate."),
 }
+"""The closed set, with each code's exit status and next step (DESIGN.md §8)."""
+
+EXIT_CODES: dict[ErrorCode, int] = {code: spec.exit_status for code, spec in ERRORS.items()}
 """CLI exit status per error code (0 is success; 2 is also cyclopts' usage error)."""
+
+UNCERTAIN_NEXT_STEP = "Whether the write happened is unknown: read the document with memory_get before retrying."
+"""The next step for ``unavailable`` with ``data.uncertain``: the connection broke after a write was sent."""
 
 
 class HubError(Exception):
@@ -86,7 +129,14 @@ class HubError(Exception):
     @property
     def exit_code(self) -> int:
         """The CLI exit status for this error's code."""
-        return EXIT_CODES[self.code]
+        return ERRORS[self.code].exit_status
+
+    @property
+    def next_step(self) -> str:
+        """What an agent should do next (the MCP tool error's ``next_step``)."""
+        if self.code is ErrorCode.UNAVAILABLE and self.data.get("uncertain"):
+            return UNCERTAIN_NEXT_STEP
+        return ERRORS[self.code].next_step
 
     def __repr__(self) -> str:
         return f"HubError({self.code.value!r}, {self.message!r}, {self.data!r})"
