@@ -62,7 +62,7 @@ from tests.fakemodel import (
     strings,
 )
 from tests.test_mcp_clients import _unavailable, bin_dir, client_env  # noqa: F401 - bin_dir is a fixture
-from tools.mcp_server import TOOL_NAMES
+from tools.mcp.handlers import TOOL_NAMES
 
 WORD = "quillfeather"
 ENTRY = f"# Preferences\n- Indent with {WORD} tabs.\n"

@@ -32,7 +32,7 @@ from protocol.agent_protocol import render
 from tests.conftest import REPO, HubProcess, amux_argv
 from tests.fakemodel import FakeModel, ToolCall, anthropic_tool_results, codex_provider
 from tests.fakemodel import strings as _strings
-from tools.mcp_server import TOOL_NAMES
+from tools.mcp.handlers import TOOL_NAMES
 
 CLIENTS = REPO / "tests" / "clients"
 IN_CI = os.environ.get("CI") == "true"

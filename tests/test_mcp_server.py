@@ -34,7 +34,9 @@ from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
 from tests.conftest import REPO, HubProcess, amux_argv
 from tools.async_client import AsyncHubClient
-from tools.mcp_server import PAGE_BUDGET, TOOL_NAMES, Pager, result_json, result_size
+from tools.mcp.handlers import TOOL_NAMES
+from tools.mcp.pager import PAGE_BUDGET, Pager
+from tools.mcp.render import result_json, result_size
 
 TIMEOUT = 60
 MEMORY_TOOLS = ("memory_search", "memory_get", "memory_upsert", "memory_forget")

@@ -1,0 +1,100 @@
+"""The output schemas the tools publish: each tool's result, a page of it, or a tool error (DESIGN.md §9).
+
+Results are built by hand (the Hub's map, unchanged), so these schemas
+describe them rather than drive them; the input schemas come from the
+handlers' signatures (:class:`tools.mcp.handlers.MemoryTools`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.errors import ErrorCode
+
+_STR = {"type": "string"}
+_INT = {"type": "integer"}
+_BOOL = {"type": "boolean"}
+
+PAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "One page of a result too large for one reply; join the data of pages 1..pages in order.",
+    "properties": {
+        "tool": {"type": "string", "description": "The tool that produced the result."},
+        "page": {"type": "integer", "minimum": 1},
+        "pages": {"type": "integer", "minimum": 2},
+        "data": {"type": "string", "description": "This page's slice of the result's JSON text."},
+        "continuation": {"type": ["string", "null"],
+                         "description": "Token for result_continue to fetch the next page; null on the last page."},
+        "total_bytes": {"type": "integer", "description": "UTF-8 size of the whole result's JSON text."},
+    },
+    "required": ["tool", "page", "pages", "data", "continuation", "total_bytes"],
+}
+"""The structured content of one page (:func:`tools.mcp.pager.page_result`)."""
+
+
+def _obj(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required or list(properties)}
+
+
+SEARCH_SCHEMA = _obj({
+    "matches": {"type": "array", "items": _obj({
+        "path": _STR, "line": {"type": "integer", "description": "1-based line of the best match (0: path only)."},
+        "snippet": _STR, "truncated": {"type": "boolean", "description": "The snippet was cut."},
+        "revision": {"type": "string", "description": "Whole-file revision when scanned."},
+        "matched": {"type": "array", "items": _STR, "description": "The keywords this document contains."},
+    })},
+    "candidates": {"type": "integer", "description": "Documents that matched any keyword."},
+    "incomplete": {"type": "boolean", "description": "The scan stopped before covering memory: "
+                   "a missing match is not proof of absence."},
+    "incomplete_reasons": {"type": "array", "items": _STR},
+    "scanned_files": _INT, "scanned_bytes": _INT,
+    "truncated": {"type": "boolean", "description": "Matches were left out (limit or reply size)."},
+    "elapsed_ms": {"type": "number"},
+}, ["matches", "candidates", "incomplete", "scanned_files", "truncated"])
+"""The Hub's ``search`` result (DESIGN.md §5)."""
+
+GET_SCHEMA = _obj({
+    "path": _STR,
+    "exists": _BOOL,
+    "revision": {"type": "string", "description": 'Whole-file SHA-256, or "absent"; pass it as expected_revision.'},
+    "content": {"type": "string", "description": "The fragment read."},
+    "truncated": {"type": "boolean", "description": "The fragment ends before the range asked for."},
+    "next_offset": {"type": ["integer", "null"], "description": "Pass as offset to continue a truncated read."},
+    "total_bytes": _INT,
+    "total_lines": _INT,
+})
+"""The Hub's ``get`` result (DESIGN.md §5)."""
+
+UPSERT_SCHEMA = _obj({
+    "path": _STR, "revision": {"type": "string", "description": "The document's new revision."},
+    "created": _BOOL, "bytes": _INT,
+})
+"""The Hub's ``upsert`` result (DESIGN.md §4)."""
+
+FORGET_SCHEMA = _obj({"path": _STR, "deleted": _BOOL, "already_absent": _BOOL, "revision": _STR})
+"""The Hub's ``forget`` result (DESIGN.md §4)."""
+
+ERROR_SCHEMA: dict[str, Any] = _obj({"error": _obj({
+    "code": {"type": "string", "enum": [code.value for code in ErrorCode]},
+    "message": {"type": "string"},
+    "data": {"type": "object", "description": "What the caller needs to recover, e.g. observed_revision on "
+             "conflict, current and maximum on quota_exceeded."},
+    "next_step": {"type": "string", "description": "What to do about it."},
+})})
+"""The structured content of a tool error (``isError``), DESIGN.md §8.  It is part of every output schema because
+some clients (the TypeScript SDK's, in the MCP Inspector) validate error results against it too."""
+
+
+def result_or_page(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's output schema: its result (``schema``), a page of it, or an error."""
+    return {"type": "object", "anyOf": [schema, PAGE_SCHEMA, ERROR_SCHEMA]}
+
+
+OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
+    "memory_search": result_or_page(SEARCH_SCHEMA),
+    "memory_get": result_or_page(GET_SCHEMA),
+    "memory_upsert": result_or_page(UPSERT_SCHEMA),
+    "memory_forget": result_or_page(FORGET_SCHEMA),
+    "result_continue": {"type": "object", "anyOf": [PAGE_SCHEMA, ERROR_SCHEMA]},
+}
+"""Tool name → its published output schema."""
