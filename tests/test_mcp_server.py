@@ -27,16 +27,19 @@ import pytest
 import trio
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.types import CallToolResult, TextContent
+from mcp.shared.exceptions import MCPError
+from mcp.types import METHOD_NOT_FOUND, CallToolResult, TextContent
 
 from protocol.agent_protocol import MAX_PROTOCOL_BYTES, VARIANTS, render
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
 from tests.conftest import REPO, HubProcess, amux_argv
 from tools.async_client import AsyncHubClient
-from tools.mcp.handlers import TOOL_NAMES
+from tools.mcp.catalog import ToolCatalog
+from tools.mcp.handlers import TOOL_NAMES, MemoryTools
 from tools.mcp.pager import PAGE_BUDGET, Pager
 from tools.mcp.render import result_json, result_size
+from tools.mcp.schemas import ERROR_SCHEMA
 
 TIMEOUT = 60
 MEMORY_TOOLS = ("memory_search", "memory_get", "memory_upsert", "memory_forget")
@@ -214,6 +217,79 @@ async def test_initialize_to_first_tools_list_time(hub: HubProcess, tmp_path: Pa
               f"{statistics.median(to_list):.3f} s (runs {', '.join(f'{t:.3f}' for t in to_list)})")
     # The target is 1 s on an idle machine; the assertion leaves room for a loaded CI box.
     assert statistics.median(to_list) < 3.0
+
+
+async def test_initialize_advertises_only_the_tools_it_has(hub: HubProcess, tmp_path: Path) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with mcp_session(hub.home, tmp_path / "mcp.log") as session:
+            capabilities = (await session.initialize()).capabilities
+            assert capabilities.tools is not None
+            advertised = capabilities.model_dump(exclude_none=True)
+            assert set(advertised) == {"tools"}, advertised
+            # What is not advertised is not served either.
+            for method in (session.list_prompts, session.list_resources, session.list_resource_templates):
+                with pytest.raises(MCPError) as info:
+                    await method()
+                assert info.value.code == METHOD_NOT_FOUND
+            assert len((await session.list_tools()).tools) == len(TOOL_NAMES)
+
+
+async def test_unknown_tools_and_invalid_arguments_are_structured_bad_requests(hub: HubProcess,
+                                                                             tmp_path: Path) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with mcp_session(hub.home, tmp_path / "mcp.log") as s:
+            for name in ("memory_delete", "x" * 5000, ""):
+                unknown = await s.call_tool(name, {"path": "MEMORY.md"})
+                jsonschema.validate(unknown.structured_content, ERROR_SCHEMA)
+                error = err(unknown, ErrorCode.BAD_REQUEST)
+                assert error["data"] == {"tool": name[:64], "tools": list(TOOL_NAMES)}
+                assert "unknown tool" in error["message"] and "memory_search" in error["message"]
+                assert len(text(unknown)) < 1000, "a long name is not echoed whole"
+
+            cases: list[tuple[str, dict[str, Any], str, str]] = [
+                ("memory_get", {}, "path", "required argument missing"),  # a required argument missing
+                ("memory_get", {"path": 3}, "path", "valid string"),  # a wrong type
+                ("memory_get", {"path": "a.md", "start_line": "not-a-number"}, "start_line", "valid integer"),
+                ("memory_get", {"path": "a.md", "offset": -1}, "offset", "greater than or equal to 0"),
+                ("memory_search", {"query": "x", "limit": LIMITS.search_max_limit + 1}, "limit", "less than"),
+                ("memory_upsert", {"path": "a.md", "content": "x\n", "expected_revision": "absent",
+                                   "allow_shrink": "perhaps"}, "allow_shrink", "valid boolean"),
+                ("memory_forget", {"path": "a.md"}, "expected_revision", "required argument missing"),
+                ("result_continue", {"token": ["a", "b"]}, "token", "valid string"),
+            ]
+            for tool, arguments, argument, problem in cases:
+                result = await call(s, tool, **arguments)  # checked against the tool's output schema too
+                error = err(result, ErrorCode.BAD_REQUEST)
+                assert error["data"]["tool"] == tool, error
+                assert [e["argument"] for e in error["data"]["errors"]] == [argument], error
+                assert problem in error["data"]["errors"][0]["problem"], error
+                assert argument in error["message"] and problem in error["message"]
+                assert "not-a-number" not in text(result) and "perhaps" not in text(result), "values not echoed"
+            several = err(await call(s, "memory_upsert", path=7), ErrorCode.BAD_REQUEST)
+            assert sorted(e["argument"] for e in several["data"]["errors"]) == ["content", "expected_revision",
+                                                                                "path"]
+            assert not (hub.scope_dir / "a.md").exists(), "nothing reached the Hub"
+
+            # Arguments the schema does not name are ignored (the input schemas allow them), and the
+            # session carries on normally after refused calls.
+            listed = {t.name: t for t in (await s.list_tools()).tools}
+            assert all("additionalProperties" not in t.input_schema for t in listed.values())
+            ok(await call(s, "memory_upsert", path="a.md", content="x\n", expected_revision="absent", bogus=1))
+            assert ok(await call(s, "memory_get", path="a.md"))["content"] == "x\n"
+
+
+async def test_a_failing_handler_is_a_structured_internal_error() -> None:
+    class Broken(AsyncHubClient):
+        async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+            raise RuntimeError("a bug")
+
+    state = MemoryTools(client=Broken(Path("/nonexistent/hub.sock")))
+    state.checked.set()
+    result = await ToolCatalog(state).call("memory_get", {"path": "MEMORY.md"})
+    jsonschema.validate(result.structured_content, ERROR_SCHEMA)
+    error = err(result, ErrorCode.INTERNAL)
+    assert error["data"] == {"tool": "memory_get"} and "RuntimeError" in error["message"]
+    assert "a bug" not in text(result), "the exception's text stays in the server's log"
 
 
 # -- every tool -----------------------------------------------------------------------------------
