@@ -36,6 +36,7 @@ SERVER_TITLE = "amux memory"
 """The server's human-readable title in ``initialize``."""
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+"""The level names ``$AMUX_MCP_LOG`` accepts."""
 
 
 def _version() -> str:
