@@ -43,6 +43,7 @@ class Topic:
 
     @property
     def segments(self) -> list[str]:
+        """The logical path split at ``/``."""
         return self.path.split("/")
 
     @property
@@ -52,6 +53,7 @@ class Topic:
 
     @property
     def archived(self) -> bool:
+        """Whether the topic is archived feedback (under ``feedback/_archive/``)."""
         return self.path.startswith(ARCHIVE_DIR + "/")
 
     @property
@@ -82,11 +84,13 @@ class Topic:
 
     @property
     def description(self) -> str:
+        """The frontmatter ``description`` when it is a string, else ``""``."""
         value = (self.meta or {}).get("description")
         return value if isinstance(value, str) else ""
 
     @property
     def declared_type(self) -> str | None:
+        """The frontmatter ``type`` when it is a string (not necessarily one of the four), else None."""
         value = (self.meta or {}).get("type")
         return value if isinstance(value, str) else None
 

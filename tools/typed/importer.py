@@ -116,6 +116,7 @@ class Plan:
 
     @property
     def creates(self) -> list[PlanItem]:
+        """The items that will create a topic, in plan order."""
         return [i for i in self.items if i.action == "create"]
 
     def as_dict(self) -> dict[str, Any]:

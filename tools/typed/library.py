@@ -138,6 +138,7 @@ class HubLibrary:
         return sorted(paths)
 
     def read(self, path: str) -> Doc:
+        """The whole document through the Hub's paged ``export`` (absent when ``not_found``)."""
         from tools.client import export_document
 
         try:
@@ -149,12 +150,14 @@ class HubLibrary:
         return Doc(path, data, revision)
 
     def write(self, path: str, content: bytes, expected_revision: str, *, allow_shrink: bool = False) -> str:
+        """The Hub's ``upsert``; returns the new revision."""
         params: dict[str, Any] = {"path": path, "content": content, "expected_revision": expected_revision}
         if allow_shrink:
             params["allow_shrink"] = True
         return str(self.client.call("upsert", params)["revision"])
 
     def delete(self, path: str, expected_revision: str) -> None:
+        """The Hub's ``forget``."""
         self.client.call("forget", {"path": path, "expected_revision": expected_revision})
 
     def search(self, words: list[str], limit: int = 5) -> list[str]:
@@ -171,6 +174,7 @@ class HubLibrary:
         return [str(m["path"]) for m in result.get("matches", [])]
 
     def close(self) -> None:
+        """Close the Hub connection."""
         self.client.close()
 
 
@@ -266,6 +270,7 @@ class ProjectLibrary:
         return sorted(found)
 
     def read(self, path: str) -> Doc:
+        """The whole file (:meth:`hub.store.Store.read`); ``bad_request`` when the OS refuses access."""
         from hub.store import revision_of
 
         logical = self._guard(path)
@@ -276,6 +281,7 @@ class ProjectLibrary:
         return Doc(logical, None, ABSENT) if data is None else Doc(logical, data, revision_of(data))
 
     def write(self, path: str, content: bytes, expected_revision: str, *, allow_shrink: bool = False) -> str:
+        """:meth:`hub.store.Store.upsert` under the library lock; ``bad_request`` for content that is not UTF-8."""
         from protocol.params import parse_revision
 
         logical = self._guard(path)
@@ -289,6 +295,7 @@ class ProjectLibrary:
         return str(result["revision"])
 
     def delete(self, path: str, expected_revision: str) -> None:
+        """:meth:`hub.store.Store.forget` under the library lock."""
         from protocol.params import parse_revision
 
         logical = self._guard(path)
@@ -319,7 +326,7 @@ class ProjectLibrary:
         return [p for _, _, p in sorted(scored)[:limit]]
 
     def close(self) -> None:
-        pass
+        """Nothing to release (the lock is held only during a write)."""
 
 
 def _check_utf8(content: bytes) -> None:
