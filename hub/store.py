@@ -105,8 +105,18 @@ class Store:
 
     # -- reads ---------------------------------------------------------------
 
-    def _read(self, scope_dir: str, path: str) -> bytes | None:
-        """The document's bytes, or None if it does not exist."""
+    def read(self, scope_dir: str, path: str) -> bytes | None:
+        """The whole document at logical ``path`` in ``scope_dir``, as raw bytes; None if it does not exist.
+
+        ``path`` must already be a validated logical path
+        (:func:`protocol.paths.normalize_path`).  No size bound is applied
+        here: the quota keeps a document at most ``document_max_bytes``.  A
+        missing directory on the way is "does not exist", not an error.
+        Blocking (run it in a worker thread).  Raises ``invalid_path`` when a
+        segment is a symlink, a directory where a file belongs or not a
+        regular file (nothing is followed), and :class:`OSError` for other
+        file-system failures (permission denied, I/O errors).  DESIGN.md §4.
+        """
         segments = path.split("/")
         with fsio.open_parent(scope_dir, segments, path, create=False) as parent:
             if parent is None:
@@ -129,7 +139,7 @@ class Store:
         ``revision: "absent"``.  Raises ``bad_request`` for an offset past the
         end or inside a UTF-8 character.
         """
-        data = self._read(scope_dir, path)
+        data = self.read(scope_dir, path)
         if data is None:
             return {
                 "path": path, "exists": False, "revision": ABSENT, "content": "",
@@ -200,7 +210,7 @@ class Store:
         ``expected_revision`` (the first page's revision) no longer matches,
         and ``bad_request`` for an offset past the end.
         """
-        data = self._read(scope_dir, path)
+        data = self.read(scope_dir, path)
         if data is None:
             raise HubError(ErrorCode.NOT_FOUND, f"{path} does not exist", {"path": path})
         observed = revision_of(data)
@@ -297,7 +307,7 @@ class Store:
         when a replacement looks like a lossy rewrite (:mod:`hub.rewrite_guard`)
         unless ``allow_shrink``; in every case nothing is written.
         """
-        old = self._read(scope_dir, path)
+        old = self.read(scope_dir, path)
         observed = ABSENT if old is None else revision_of(old)
         if observed != expected_revision:
             raise _conflict(path, expected_revision, observed)

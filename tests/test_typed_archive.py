@@ -1,4 +1,4 @@
-"""``amux memory archive``: expired feedback moves to ``feedback/_archive/`` (issue #7; seed 004 §2).
+"""``amux memory archive``: expired feedback moves to ``feedback/_archive/`` (DESIGN.md §11).
 
 Each test runs on a Hub scope (real Hub subprocess, real CLI) and on a
 ``--project`` directory.  Conflicts are made by a second writer at an exact
@@ -21,9 +21,9 @@ import pytest
 
 from protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import CliResult, HubProcess
-from tools.typed_memory.archive import archive
-from tools.typed_memory.library import HubLibrary, Library, ProjectLibrary
-from tools.typed_memory.model import parse_date
+from tools.typed.archive import archive
+from tools.typed.library import HubLibrary, Library, ProjectLibrary
+from tools.typed.model import parse_date
 
 TODAY = "2026-06-01"
 PREAMBLE = "# Memory\nHand-written: read feedback first.\n"
@@ -39,7 +39,7 @@ def topic(name: str, kind: str, created: str, expires: str | None = None, body: 
     return "\n".join(lines).encode()
 
 
-SEED = {
+START = {
     "feedback/old-explicit.md": topic("old-explicit", "feedback", "2026-01-01", "2026-04-01"),
     "feedback/old-implicit.md": topic("old-implicit", "feedback", "2026-01-15"),  # created + 90 = 2026-04-15
     "feedback/due-today.md": topic("due-today", "feedback", "2026-03-03", TODAY),  # expires today: still live
@@ -90,17 +90,17 @@ class Scope:
 
 @pytest.fixture(params=["hub", "project"])
 def scope(request: pytest.FixtureRequest, hub: HubProcess, tmp_path: Path) -> Scope:
-    """A library seeded with :data:`SEED`, a hand-written preamble and a built index."""
+    """A library seeded with :data:`START`, a hand-written preamble and a built index."""
     if request.param == "hub":
         s = Scope(hub, hub.scope_dir, [], None)
-        for path, content in {"MEMORY.md": PREAMBLE.encode(), **SEED}.items():
+        for path, content in {"MEMORY.md": PREAMBLE.encode(), **START}.items():
             r = hub.cli("memory", "upsert", path, "--expected-revision", "absent", input=content)
             assert r.returncode == 0, r.stderr
     else:
         project = tmp_path / "proj"
         root = project / ".agent" / "memory"
         s = Scope(hub, root, ["--project", str(project)], project)
-        for path, content in {"MEMORY.md": PREAMBLE.encode(), **SEED}.items():
+        for path, content in {"MEMORY.md": PREAMBLE.encode(), **START}.items():
             (root / path).parent.mkdir(parents=True, exist_ok=True)
             (root / path).write_bytes(content)
     r = s.cli("memory", "index")
@@ -141,10 +141,10 @@ def test_exactly_the_expired_feedback_moves_and_the_index_follows(scope: Scope) 
     for path in EXPIRED:
         assert path not in after
         assert after[path.replace("feedback/", "feedback/_archive/")] == before[path]  # byte for byte
-    for path in SEED:
+    for path in START:
         if path not in EXPIRED:
             assert after[path] == before[path]
-    assert index_paths(scope) == sorted(p for p in SEED if p not in EXPIRED)
+    assert index_paths(scope) == sorted(p for p in START if p not in EXPIRED)
     index = after["MEMORY.md"].decode()
     assert index.startswith(PREAMBLE) and "## feedback (2/30)" in index and "_archive" not in index
 
@@ -170,7 +170,7 @@ def test_a_taken_archive_name_gets_a_suffix_and_an_identical_copy_is_reused(scop
     # An older, different note already archived under the same name; and a run that stopped after
     # copying old-implicit (the copy exists, the original was never deleted).
     other = topic("old-explicit", "feedback", "2025-01-01", "2025-04-01", body="An older, different note.")
-    copy = SEED["feedback/old-implicit.md"]
+    copy = START["feedback/old-implicit.md"]
     with scope.library() as lib:
         lib.write("feedback/_archive/old-explicit.md", other, "absent")
         lib.write("feedback/_archive/old-implicit.md", copy, "absent")
@@ -182,7 +182,7 @@ def test_a_taken_archive_name_gets_a_suffix_and_an_identical_copy_is_reused(scop
     assert moved["feedback/old-implicit.md"]["resumed"] is True
     files = scope.files()
     assert files["feedback/_archive/old-explicit.md"] == other
-    assert files["feedback/_archive/old-explicit-2.md"] == SEED["feedback/old-explicit.md"]
+    assert files["feedback/_archive/old-explicit-2.md"] == START["feedback/old-explicit.md"]
     assert "feedback/_archive/old-implicit-2.md" not in files
     assert not any(p in files for p in EXPIRED)
     # Two generations of one lesson in the archive are not a name clash, and <name>-2.md is its copy.
@@ -221,9 +221,9 @@ def test_a_writer_changing_feedback_mid_archive_stops_it_and_leaves_every_file_w
     files = scope.files()
     assert files["feedback/old-implicit.md"] == renewed
     assert "feedback/_archive/old-implicit.md" not in files
-    assert files["feedback/_archive/old-explicit.md"] == SEED["feedback/old-explicit.md"]
-    expected = {**SEED, "feedback/old-implicit.md": renewed,
-                "feedback/_archive/old-explicit.md": SEED["feedback/old-explicit.md"]}
+    assert files["feedback/_archive/old-explicit.md"] == START["feedback/old-explicit.md"]
+    expected = {**START, "feedback/old-implicit.md": renewed,
+                "feedback/_archive/old-explicit.md": START["feedback/old-explicit.md"]}
     del expected["feedback/old-explicit.md"]
     assert_whole(scope, expected)
     # The index still followed the move that did happen.
@@ -248,13 +248,13 @@ def test_an_index_conflict_is_reported_and_the_next_run_repairs_the_index(scope:
     index = (scope.root / "MEMORY.md").read_text()
     assert index.endswith("A note a person added meanwhile.\n")  # the other writer's file is whole
     assert "feedback/old-explicit.md" in index_paths(scope)  # stale until the next run
-    assert_whole(scope, {**{p: c for p, c in SEED.items() if p not in EXPIRED},
-                         **{p.replace("feedback/", "feedback/_archive/"): SEED[p] for p in EXPIRED}})
+    assert_whole(scope, {**{p: c for p, c in START.items() if p not in EXPIRED},
+                         **{p.replace("feedback/", "feedback/_archive/"): START[p] for p in EXPIRED}})
 
     r = scope.cli("memory", "archive", "--today", TODAY)
     assert r.returncode == 0, r.stdout.decode() + r.stderr
     assert r.json["moved"] == [] and r.json["index"]["changed"] is True
-    assert index_paths(scope) == sorted(p for p in SEED if p not in EXPIRED)
+    assert index_paths(scope) == sorted(p for p in START if p not in EXPIRED)
     index = (scope.root / "MEMORY.md").read_text()
     assert "A note a person added meanwhile." in index and index.startswith(PREAMBLE)
 
@@ -266,14 +266,14 @@ def test_a_failing_copy_is_an_error_with_its_exit_status(hub: HubProcess, tmp_pa
     project = tmp_path / "proj"
     root = project / ".agent" / "memory"
     (root / "feedback").mkdir(parents=True)
-    (root / "feedback" / "old-explicit.md").write_bytes(SEED["feedback/old-explicit.md"])
+    (root / "feedback" / "old-explicit.md").write_bytes(START["feedback/old-explicit.md"])
     (tmp_path / "elsewhere").mkdir()
     (root / "feedback" / "_archive").symlink_to(tmp_path / "elsewhere")  # never followed
     r = hub.cli("memory", "archive", "--today", TODAY, "--project", str(project))
     assert r.returncode == EXIT_CODES[ErrorCode.INVALID_PATH], r.stdout.decode() + r.stderr
     assert r.json["error"]["code"] == "invalid_path" and r.json["errors"][0]["step"] == "copy"
     assert "unchanged in place" in r.json["errors"][0]["state"]
-    assert (root / "feedback" / "old-explicit.md").read_bytes() == SEED["feedback/old-explicit.md"]
+    assert (root / "feedback" / "old-explicit.md").read_bytes() == START["feedback/old-explicit.md"]
     assert list((tmp_path / "elsewhere").iterdir()) == []
     assert len(r.stderr.strip().splitlines()) == 1
 

@@ -21,7 +21,7 @@ import pytest
 
 from protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import CliResult, HubProcess, amux_argv
-from tools.typed_memory.model import parse_topic, render_topic
+from tools.typed.model import parse_topic, render_topic
 
 TODAY = "2026-03-01"
 
@@ -290,8 +290,8 @@ def test_an_index_conflict_is_retried_and_only_a_lasting_one_is_reported(tmp_pat
     import datetime as dt
 
     from protocol.errors import HubError
-    from tools.typed_memory.create import INDEX_ATTEMPTS, build_topic, create
-    from tools.typed_memory.library import ProjectLibrary
+    from tools.typed.create import INDEX_ATTEMPTS, build_topic, create
+    from tools.typed.library import ProjectLibrary
 
     lib = ProjectLibrary(tmp_path)
     day = dt.date(2026, 3, 1)

@@ -1,4 +1,4 @@
-"""``amux memory import``: host-private memory read-only, normalised into typed topics (issue #7; seed 004 §5.1).
+"""``amux memory import``: host-private memory read-only, normalised into typed topics (DESIGN.md §11).
 
 The host trees are copies of ``tests/fixtures/hosts/`` laid out under a
 temporary ``HOME`` the way each host lays them out: Claude Code's bucket is
@@ -26,9 +26,9 @@ from protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import REPO, CliResult, HubProcess, amux_argv, need_corpus
 from tests.fakemodel import FakeModel, ToolCall, anthropic_system
 from tests.test_mcp_clients import bin_dir, client_env  # noqa: F401  (bin_dir is a fixture)
-from tools.typed_memory.hosts import claude_bucket, discover
-from tools.typed_memory.importer import apply_plan, plan_import
-from tools.typed_memory.library import HubLibrary
+from tools.typed.hosts import claude_bucket, discover
+from tools.typed.importer import apply_plan, plan_import
+from tools.typed.library import HubLibrary
 
 FIXTURES = REPO / "tests" / "fixtures" / "hosts"
 QODER_USER = "5d41402abc4b2a76b9719d911017c592"
@@ -96,14 +96,14 @@ def lint_ok(hub: HubProcess, home: Path, *extra: str) -> dict[str, Any]:
 
 
 def parse_topic_file_lenient(text: str) -> tuple[dict[str, Any], str]:
-    from tools.typed_memory.model import parse_topic
+    from tools.typed.model import parse_topic
 
     meta, body, _ = parse_topic(text)
     return meta, body
 
 
 def parse_topic_file(text: str) -> tuple[dict[str, Any], str]:
-    from tools.typed_memory.model import parse_topic, validate_meta
+    from tools.typed.model import parse_topic, validate_meta
 
     meta, body, _ = parse_topic(text)
     assert validate_meta(meta) == [], meta
@@ -177,9 +177,9 @@ def test_symlinks_in_a_host_tree_are_not_followed(tmp_path: Path) -> None:
 
 # Outputs of the bucket-naming function in Claude Code 2.1.197's bundle (run with node on these inputs).
 CLAUDE_BUCKETS = [
-    ("/x/" + "a" * 300, '-x-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-rtseee'),
+    ("/x/" + "a" * 300, '-x-' + 'a' * 197 + '-rtseee'),
     ("/home/ü/项目/😀x", '-home--------x'),
-    ("/home/ü/项目/" + "b" * 190 + "😀😀yy", '-home------bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb-8n1u44'),
+    ("/home/ü/项目/" + "b" * 190 + "😀😀yy", '-home------' + 'b' * 189 + '-8n1u44'),
     ("/w/a b.c_d", '-w-a-b-c-d'),
 ]
 
@@ -341,10 +341,10 @@ def test_caps_and_the_hub_index_limit_are_respected(hub: HubProcess, tmp_path: P
 
 
 def test_caps_are_checked_before_the_costly_similarity_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tools.typed_memory import importer
-    from tools.typed_memory.hosts import Candidate, Discovery
-    from tools.typed_memory.library import ProjectLibrary
-    from tools.typed_memory.model import render_topic
+    from tools.typed import importer
+    from tools.typed.hosts import Candidate, Discovery
+    from tools.typed.library import ProjectLibrary
+    from tools.typed.model import render_topic
 
     lib = ProjectLibrary(tmp_path)
     for n in range(10):
@@ -356,13 +356,13 @@ def test_caps_are_checked_before_the_costly_similarity_check(tmp_path: Path, mon
         Candidate("dir", f"/notes/n{n}.md", "user", "frontmatter", f"note {n}", "", (),
                   f"The user prefers thing number {n} with a twist\n" * 5, "2026-01-01") for n in range(200)])
     calls: list[int] = []
-    real = importer._similar
+    real = importer.similar_bodies
 
     def counted(*args: Any) -> bool:
         calls.append(1)
         return real(*args)
 
-    monkeypatch.setattr(importer, "_similar", counted)
+    monkeypatch.setattr(importer, "similar_bodies", counted)
     plan = plan_import(lib, found)
     assert {i.reason for i in plan.items} == {"cap: user already has 10 of 10 topics"}
     assert calls == []
@@ -454,17 +454,17 @@ def test_corpus_frontmatter_folder_imports_and_lints_clean(hub: HubProcess, tmp_
 
 
 def test_discovery_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tools.typed_memory import hosts
+    from tools.typed.hosts import base
 
     tree = tmp_path / "many"
     tree.mkdir()
     for n in range(6):
         (tree / f"note-{n}.md").write_text(f"# Note {n}\n\n{'text ' * 40}\n")
-    monkeypatch.setattr(hosts, "MAX_FILES", 4)
+    monkeypatch.setattr(base, "MAX_FILES", 4)
     found = discover(str(tree))
     assert len(found.candidates) == 4 and found.notes == ["stopped after 4 Markdown files"]
-    monkeypatch.setattr(hosts, "MAX_FILES", 1024)
-    monkeypatch.setattr(hosts, "MAX_TOTAL_BYTES", 500)
+    monkeypatch.setattr(base, "MAX_FILES", 1024)
+    monkeypatch.setattr(base, "MAX_TOTAL_BYTES", 500)
     found = discover(str(tree))
     assert len(found.candidates) == 2
     assert {s.reason for s in found.skipped} == {"over the discovery budget of 500 bytes"}

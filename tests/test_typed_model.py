@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from protocol.errors import ErrorCode, HubError
 from tests.conftest import REPO
-from tools.typed_memory import model
-from tools.typed_memory.catalog import Catalog, topic_from_doc
-from tools.typed_memory.index import LINE_MAX, build_index, entry_line, index_links, is_generated, merge
-from tools.typed_memory.index import render_block as index_block
-from tools.typed_memory.library import Doc, ProjectLibrary
-from tools.typed_memory.model import (
+from tools.typed import model
+from tools.typed.catalog import Catalog, topic_from_doc
+from tools.typed.index import LINE_MAX, build_index, entry_line, index_links, is_generated, merge
+from tools.typed.index import render_block as index_block
+from tools.typed.library import Doc, ProjectLibrary
+from tools.typed.model import (
     CAPS,
     TYPES,
     Problem,
@@ -380,10 +380,10 @@ class _SearchAll:
 def test_any_frontmatter_value_is_handled_by_every_command(meta: dict[str, Any], path: str) -> None:
     import yaml
 
-    from tools.typed_memory.archive import plan_archive
-    from tools.typed_memory.create import build_topic, likely_duplicates
-    from tools.typed_memory.importer import _known_from
-    from tools.typed_memory.lint import lint_catalog
+    from tools.typed.archive import plan_archive
+    from tools.typed.create import build_topic, likely_duplicates
+    from tools.typed.importer import KnownTopics
+    from tools.typed.lint import lint_catalog
 
     text = "---\n" + yaml.safe_dump(meta, allow_unicode=True) + "---\nword body\n"
     topic = topic_from_doc(Doc(path, text.encode(), "r"))
@@ -395,7 +395,7 @@ def test_any_frontmatter_value_is_handled_by_every_command(meta: dict[str, Any],
     problems = lint_catalog(catalog, 2048, 64, today)
     assert all(p.severity in ("error", "warning", "info") for p in problems)
     plan_archive(catalog, today)
-    _known_from(catalog)
+    KnownTopics.from_catalog(catalog)
     new = build_topic("project", "fresh", "word body and more words", ["t"], today=today)
     likely_duplicates(_SearchAll([path]), catalog, new)  # type: ignore[arg-type]
 
@@ -423,6 +423,31 @@ def test_project_library_cas_and_paths(tmp_path: Path) -> None:
     assert err.value.code is ErrorCode.CONFLICT
     lib.delete("user/a.md", rev2)
     assert lib.list_paths() == [] and not (tmp_path / ".agent/memory/user/a.md").exists()
+
+
+@pytest.mark.parametrize(("written", "query"), [("caf\u00e9", "CAFE\u0301"), ("cafe\u0301", "CAF\u00c9")])
+def test_project_library_search_folds_like_the_hub(tmp_path: Path, written: str, query: str) -> None:
+    """A composed accent finds a decomposed one and back, in text and in paths, as a Hub search does."""
+    import unicodedata
+
+    from hub.search import search_scope
+    from protocol.limits import LIMITS
+
+    lib = ProjectLibrary(tmp_path)
+    named = f"reference/{written}.md"  # stored under its NFC name, as the Hub stores it
+    lib.write("reference/menu.md", f"# Menu\n\nThe {written} on the corner.\n".encode(), "absent")
+    lib.write(named, b"# Elsewhere\n\nNothing to see.\n", "absent")
+    lib.write("reference/other.md", b"# Other\n\nA cafe without an accent.\n", "absent")
+    found = lib.search([query])
+    assert found == ["reference/menu.md"]
+    hub = search_scope(str(lib.root), (query,), "", 20, LIMITS)
+    assert [m["path"] for m in hub["matches"]] == found
+    # A word in the path ranks a document higher once its text matches too.
+    lib.write(named, f"# Elsewhere\n\n{written}\n".encode(), lib.read(named).revision)
+    expected = [unicodedata.normalize("NFC", named), "reference/menu.md"]
+    assert lib.search([query]) == expected
+    hub = search_scope(str(lib.root), (query,), "", 20, LIMITS)
+    assert [m["path"] for m in hub["matches"]] == expected
 
 
 def test_project_library_index_limits(tmp_path: Path) -> None:
@@ -460,7 +485,7 @@ RACER = """
 import sys
 from pathlib import Path
 from protocol.errors import HubError
-from tools.typed_memory.library import ProjectLibrary
+from tools.typed.library import ProjectLibrary
 lib = ProjectLibrary(Path(sys.argv[1]))
 sys.stdin.readline()  # start together
 try:

@@ -21,7 +21,7 @@ from tools.cli import _emit, _fail, memory_app
 
 def _today(text: str | None) -> _dt.date:
     """``--today`` as a date (default: today); raises ``bad_request`` unless it is ``YYYY-MM-DD``."""
-    from tools.typed_memory.model import parse_date
+    from tools.typed.model import parse_date
 
     if text is None:
         return _dt.date.today()
@@ -32,7 +32,7 @@ def _today(text: str | None) -> _dt.date:
 
 
 def _library(project: Path | None) -> Any:
-    from tools.typed_memory.library import open_library
+    from tools.typed.library import open_library
 
     return open_library(project)
 
@@ -81,7 +81,7 @@ def memory_new(
     today
         The creation date, YYYY-MM-DD (default: today).
     """
-    from tools.typed_memory.create import build_topic, create, parse_tags
+    from tools.typed.create import build_topic, create, parse_tags
 
     try:
         if body is not None and file is not None:
@@ -121,7 +121,7 @@ def memory_index(*, project: Path | None = None, check: bool = False) -> int:
     check
         Only report whether MEMORY.md is up to date ("up_to_date"); exit 1 when it is not.
     """
-    from tools.typed_memory.index import update_index
+    from tools.typed.index import update_index
 
     try:
         lib = _library(project)
@@ -156,7 +156,7 @@ def memory_lint(*, project: Path | None = None, json: bool = False, today: str |
     today
         The date expiry is judged against, YYYY-MM-DD (default: today).
     """
-    from tools.typed_memory.lint import lint_library, summary
+    from tools.typed.lint import lint_library, summary
 
     try:
         day = _today(today)

@@ -55,8 +55,8 @@ def archive_command(*, today: str | None = None, project: Path | None = None, dr
         Only report what would move.
     """
     from tools.cli_typed import _today
-    from tools.typed_memory.archive import archive
-    from tools.typed_memory.library import open_library
+    from tools.typed.archive import archive
+    from tools.typed.library import open_library
 
     try:
         day = _today(today)
@@ -112,9 +112,9 @@ def import_command(
     all_projects
         Read every project's Claude Code / Qoder memory, not just one.
     """
-    from tools.typed_memory.hosts import SourceError, discover
-    from tools.typed_memory.importer import apply_plan, plan_import
-    from tools.typed_memory.library import open_library
+    from tools.typed.hosts import SourceError, discover
+    from tools.typed.importer import apply_plan, plan_import
+    from tools.typed.library import open_library
 
     if apply and dry_run:
         return _fail(HubError(ErrorCode.BAD_REQUEST, "--apply and --dry-run exclude each other"))

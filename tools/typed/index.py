@@ -1,7 +1,7 @@
-"""The generated part of ``MEMORY.md``: topics grouped by type (typed-memory spec §4).
+"""The generated part of ``MEMORY.md``: topics grouped by type (DESIGN.md §11).
 
 Layout of the generated block (no frontmatter; groups in the order of
-:data:`~tools.typed_memory.model.TYPES`; a type without topics has no group)::
+:data:`~tools.typed.model.TYPES`; a type without topics has no group)::
 
     ## feedback (3/30)
     - [Title](feedback/name.md) — trigger keywords from the description
@@ -35,12 +35,12 @@ from typing import Any
 from urllib.parse import unquote
 
 from protocol.errors import ErrorCode, HubError
-from tools.typed_memory.catalog import Catalog, Topic, load_catalog
-from tools.typed_memory.library import Doc, Library
-from tools.typed_memory.model import CAPS, INDEX_PATH, TYPES
+from tools.typed.catalog import Catalog, Topic, load_catalog
+from tools.typed.library import Doc, Library
+from tools.typed.model import CAPS, INDEX_PATH, TYPES
 
 LINE_MAX = 200
-"""Most characters on one index line (seed 004 §4)."""
+"""Most characters on one index line (DESIGN.md §11)."""
 
 _TYPES_RE = "|".join(TYPES)
 _TYPE_DIR = rf"(?:{_TYPES_RE})/"

@@ -1,6 +1,6 @@
-"""``amux memory lint``: every way a typed-memory library breaks the rules (seed 004 §2–§4, §7, §9).
+"""``amux memory lint``: every way a typed-memory library breaks the rules (DESIGN.md §11).
 
-Each finding is a :class:`~tools.typed_memory.model.Problem` with the
+Each finding is a :class:`~tools.typed.model.Problem` with the
 document's logical path and, where one applies, a 1-based line.  Codes:
 
 =======================  ========  ===========================================================
@@ -45,10 +45,10 @@ import datetime as _dt
 import re
 from collections import defaultdict
 
-from tools.typed_memory.catalog import Catalog, Topic, load_catalog
-from tools.typed_memory.index import ENTRY_LINE, LINE_MAX, build_index, count_lines, index_links
-from tools.typed_memory.library import Library
-from tools.typed_memory.model import (
+from tools.typed.catalog import Catalog, Topic, load_catalog
+from tools.typed.index import ENTRY_LINE, LINE_MAX, build_index, count_lines, index_links
+from tools.typed.library import Library
+from tools.typed.model import (
     CAPS,
     HOW_SECTION,
     INDEX_PATH,

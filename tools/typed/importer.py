@@ -1,8 +1,8 @@
 """Turn discovered host memories into typed topics: normalise, plan, and (on ``--apply``) write.
 
-Typed-memory spec (seed 004) §3 (frontmatter), §4.5 (topic first, index
-second; check for duplicates before writing), §5.1 (host memory is a cache:
-normalise reusable facts into the shared library).
+DESIGN.md §11: host memory is a cache its host owns; the reusable facts in
+it are normalised into the shared library, each topic written first and its
+index line second, after checking for duplicates.
 
 **Normalisation** (:func:`normalize`): ``type`` is the candidate's suggestion
 (host frontmatter or host convention) or the ``--type`` default; ``name`` the
@@ -47,10 +47,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.errors import HubError
-from tools.typed_memory.catalog import Catalog, Topic, load_catalog, topic_from_doc
-from tools.typed_memory.hosts import Candidate, Discovery
-from tools.typed_memory.library import ABSENT, Doc, Library
-from tools.typed_memory.model import (
+from tools.typed.catalog import Catalog, Topic, load_catalog, topic_from_doc
+from tools.typed.hosts import Candidate, Discovery
+from tools.typed.library import ABSENT, Doc, Library
+from tools.typed.model import (
     CAPS,
     TYPES,
     feedback_expiry,
@@ -116,6 +116,7 @@ class Plan:
 
     @property
     def creates(self) -> list[PlanItem]:
+        """The items that will create a topic, in plan order."""
         return [i for i in self.items if i.action == "create"]
 
     def as_dict(self) -> dict[str, Any]:
@@ -213,15 +214,31 @@ def normalize(cand: Candidate, *, default_type: str = "reference") -> tuple[dict
 
 
 @dataclass
-class _Known:
-    """What the library (plus this run's plan so far) already holds, for duplicate checks."""
+class KnownTopics:
+    """What the library (plus this run's plan so far) already holds, for duplicate checks.
+
+    Maps from ``source``, normalised body and name slug to the logical path
+    holding it, and every normalised body with its word set for the
+    similarity check.  Build one with :meth:`from_catalog`.
+    """
 
     sources: dict[str, str] = field(default_factory=dict)
     bodies: dict[str, str] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
     texts: list[tuple[str, str, frozenset[str]]] = field(default_factory=list)
 
+    @classmethod
+    def from_catalog(cls, catalog: Catalog) -> KnownTopics:
+        """Every topic of ``catalog`` (archived feedback included), by source, body and name."""
+        known = cls()
+        for topic in catalog.topics:
+            meta = topic.meta or {}
+            known.add(topic.path, topic.name, meta.get("source"), topic.body)
+            known.names.setdefault(topic.stem, topic.path)
+        return known
+
     def add(self, where: str, name: str | None, source: Any, body: str) -> None:
+        """Record that the document at ``where`` holds ``body`` (and ``name``/``source`` when given)."""
         norm = normalize_text(body)
         if isinstance(source, str) and source:
             self.sources.setdefault(source, where)
@@ -247,30 +264,28 @@ class _Known:
         norm = normalize_text(body)
         words = frozenset(_WORD.findall(norm))
         for where, other, other_words in self.texts:
-            if _similar(norm, words, other, other_words):
+            if similar_bodies(norm, words, other, other_words):
                 return "near duplicate: similar body", where
         return None
 
 
-def _similar(a: str, a_words: frozenset[str], b: str, b_words: frozenset[str]) -> bool:
-    if len(a_words) >= SIMILAR_MIN_WORDS and len(b_words) >= SIMILAR_MIN_WORDS:
-        if len(a_words & b_words) / len(a_words | b_words) >= SIMILAR_RATIO:
-            return True
+def similar_bodies(a: str, a_words: frozenset[str], b: str, b_words: frozenset[str]) -> bool:
+    """Whether two normalised bodies (:func:`normalize_text`) with their word sets are near duplicates.
+
+    True for a word-set overlap (Jaccard) of at least :data:`SIMILAR_RATIO`
+    with :data:`SIMILAR_MIN_WORDS` or more distinct words on each side, or a
+    ``difflib`` ratio of at least :data:`SIMILAR_RATIO` between the first
+    words of each as word sequences.  The one costly duplicate check.
+    """
+    if (len(a_words) >= SIMILAR_MIN_WORDS and len(b_words) >= SIMILAR_MIN_WORDS
+            and len(a_words & b_words) / len(a_words | b_words) >= SIMILAR_RATIO):
+        return True
     # Compare word sequences, not characters: faster, and a changed word counts once.
     x, y = a.split()[:_COMPARE_WORDS], b.split()[:_COMPARE_WORDS]
     if not x or not y or 2 * min(len(x), len(y)) / (len(x) + len(y)) < SIMILAR_RATIO:
         return False  # the ratio can never reach the threshold: skip the expensive part
     matcher = difflib.SequenceMatcher(None, x, y)
     return matcher.quick_ratio() >= SIMILAR_RATIO and matcher.ratio() >= SIMILAR_RATIO
-
-
-def _known_from(catalog: Catalog) -> _Known:
-    known = _Known()
-    for topic in catalog.topics:
-        meta = topic.meta or {}
-        known.add(topic.path, topic.name, meta.get("source"), topic.body)
-        known.names.setdefault(topic.stem, topic.path)
-    return known
 
 
 # -- limits --------------------------------------------------------------------------------------------
@@ -300,7 +315,7 @@ def library_limits(lib: Library) -> tuple[int, int, int]:
         return (int(limits.get("document_max_bytes", LIMITS.document_max_bytes)),
                 int(limits.get("scope_max_documents", LIMITS.scope_max_documents)),
                 int(limits.get("scope_max_bytes", LIMITS.scope_max_bytes)))
-    from tools.typed_memory.library import PROJECT_DOCUMENT_MAX_BYTES
+    from tools.typed.library import PROJECT_DOCUMENT_MAX_BYTES
 
     return PROJECT_DOCUMENT_MAX_BYTES, LIMITS.scope_max_documents, LIMITS.scope_max_bytes
 
@@ -322,10 +337,10 @@ def plan_import(lib: Library, discovery: Discovery, *, default_type: str = "refe
     Reads the whole library once (``catalog`` may be passed in); writes
     nothing.  Raises :class:`HubError` when the library cannot be read.
     """
-    from tools.typed_memory.index import build_index, check_size
+    from tools.typed.index import build_index, check_size
 
     catalog = catalog if catalog is not None else load_catalog(lib)
-    known = _known_from(catalog)
+    known = KnownTopics.from_catalog(catalog)
     room = _room(lib, catalog)
     plan = Plan(discovery, lib.label)
     planned: list[Topic] = []
@@ -347,7 +362,7 @@ def plan_import(lib: Library, discovery: Discovery, *, default_type: str = "refe
     return plan
 
 
-def _plan_one(cand: Candidate, default_type: str, known: _Known, room: _Room) -> PlanItem:
+def _plan_one(cand: Candidate, default_type: str, known: KnownTopics, room: _Room) -> PlanItem:
     meta, body = normalize(cand, default_type=default_type)
     kind, name = meta["type"], meta["name"]
     item = PlanItem(source=meta["source"], action="skip", reason="", type=kind, name=name,
@@ -378,7 +393,7 @@ def _plan_one(cand: Candidate, default_type: str, known: _Known, room: _Room) ->
     return item
 
 
-def _reserve(room: _Room, known: _Known, item: PlanItem, cand: Candidate) -> None:
+def _reserve(room: _Room, known: KnownTopics, item: PlanItem, cand: Candidate) -> None:
     assert item.type is not None and item.content is not None and item.target is not None
     room.counts[item.type] = room.counts.get(item.type, 0) + 1
     room.documents_left -= 1
@@ -399,7 +414,7 @@ def apply_plan(lib: Library, plan: Plan, *, on_step: Callable[[str, str], None] 
     index`` lists the created topics later).  ``on_step(step, path)`` runs
     before each write (a seam for tests).
     """
-    from tools.typed_memory.index import update_index
+    from tools.typed.index import update_index
 
     report: dict[str, Any] = {"created": [], "not_attempted": [], "index": None, "error": None}
     creates = plan.creates

@@ -3,9 +3,9 @@
 Both are a *library*: a set of Markdown documents addressed by logical paths
 (:func:`protocol.paths.normalize_path`), each read with its revision (SHA-256
 hex of the whole file, ``"absent"`` when missing) and written or deleted by
-compare-and-swap on that revision (design record §2).  The typed-memory
-commands (``new``, ``index``, ``lint``, ``archive``, ``import``) are written
-once against :class:`Library` and run on either.
+compare-and-swap on that revision (DESIGN.md §4).  The typed-memory commands
+(``new``, ``index``, ``lint``, ``archive``, ``import``) are written once
+against :class:`Library` and run on either (DESIGN.md §11).
 
 * :class:`HubLibrary` talks to the Hub through a connected
   :class:`tools.client.HubClient` (methods ``list``, ``export``, ``upsert``,
@@ -13,9 +13,10 @@ once against :class:`Library` and run on either.
 * :class:`ProjectLibrary` writes ``DIR/.agent/memory/`` itself with the Hub's
   own store code (symlink-refusing, durable temp+fsync+rename+fsync(dir)
   writes, the same CAS and quota checks), under an ``flock`` so two processes
-  cannot both pass the revision check.  Its index limits are those of the
-  typed-memory spec (seed 004 §4: 200 lines / 25 KiB), documents up to
-  100 KiB (§7).
+  cannot both pass the revision check.  Its limits are the typed-memory
+  ones for a project (DESIGN.md §11): an index of at most 200 lines / 25 KiB
+  and documents up to 100 KiB.  Its search matches like the Hub's: the same
+  keyword bound and the same folding (NFC, then casefold).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.errors import ErrorCode, HubError
+from protocol.limits import LIMITS
 
 if TYPE_CHECKING:
     from tools.client import HubClient
@@ -41,11 +43,11 @@ PROJECT_SUBDIR = Path(".agent") / "memory"
 """A project's library, relative to the project directory."""
 
 PROJECT_INDEX_MAX_BYTES = 25 * 1024
+"""Largest ``MEMORY.md`` of a project library, in bytes."""
 PROJECT_INDEX_MAX_LINES = 200
+"""Most lines in a project library's ``MEMORY.md``."""
 PROJECT_DOCUMENT_MAX_BYTES = 100 * 1024
-
-SEARCH_MAX_WORDS = 16
-"""The Hub's query bound (1-16 keywords); longer keyword lists are cut."""
+"""Largest document of a project library, in bytes."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class Doc:
 
     @property
     def exists(self) -> bool:
+        """Whether the document exists (``content`` is not None)."""
         return self.content is not None
 
     @property
@@ -113,8 +116,8 @@ class HubLibrary:
         hello = client.hello or {}
         limits = hello.get("limits") or {}
         self.label = f"hub scope {hello.get('binding') or hello.get('scope') or 'global'}"
-        self.index_max_bytes = int(limits.get("entry_max_bytes", 2048))
-        self.index_max_lines = int(limits.get("entry_max_lines", 64))
+        self.index_max_bytes = int(limits.get("entry_max_bytes", LIMITS.entry_max_bytes))
+        self.index_max_lines = int(limits.get("entry_max_lines", LIMITS.entry_max_lines))
 
     def list_paths(self, prefix: str = "") -> list[str]:
         """All pages of the Hub's ``list``; raises ``quota_exceeded`` if the Hub says the walk was cut short."""
@@ -135,6 +138,7 @@ class HubLibrary:
         return sorted(paths)
 
     def read(self, path: str) -> Doc:
+        """The whole document through the Hub's paged ``export`` (absent when ``not_found``)."""
         from tools.client import export_document
 
         try:
@@ -146,26 +150,31 @@ class HubLibrary:
         return Doc(path, data, revision)
 
     def write(self, path: str, content: bytes, expected_revision: str, *, allow_shrink: bool = False) -> str:
+        """The Hub's ``upsert``; returns the new revision."""
         params: dict[str, Any] = {"path": path, "content": content, "expected_revision": expected_revision}
         if allow_shrink:
             params["allow_shrink"] = True
         return str(self.client.call("upsert", params)["revision"])
 
     def delete(self, path: str, expected_revision: str) -> None:
+        """The Hub's ``forget``."""
         self.client.call("forget", {"path": path, "expected_revision": expected_revision})
 
     def search(self, words: list[str], limit: int = 5) -> list[str]:
-        words = [w for w in words if w.strip()][:SEARCH_MAX_WORDS]
+        """The Hub's ``search`` for ``words``: cut to the Hub's query bounds (keyword count, then
+        UTF-8 bytes, dropping words from the end) and ``limit`` clamped to 1..``search_max_limit``."""
+        words = [w for w in words if w.strip()][:LIMITS.query_max_keywords]
         if not words:
             return []
         query = " ".join(words)
-        while len(query.encode("utf-8")) > 512 and len(words) > 1:
+        while len(query.encode("utf-8")) > LIMITS.query_max_bytes and len(words) > 1:
             words = words[:-1]
             query = " ".join(words)
-        result = self.client.call("search", {"query": query, "limit": max(1, min(limit, 20))})
+        result = self.client.call("search", {"query": query, "limit": max(1, min(limit, LIMITS.search_max_limit))})
         return [str(m["path"]) for m in result.get("matches", [])]
 
     def close(self) -> None:
+        """Close the Hub connection."""
         self.client.close()
 
 
@@ -261,16 +270,18 @@ class ProjectLibrary:
         return sorted(found)
 
     def read(self, path: str) -> Doc:
+        """The whole file (:meth:`hub.store.Store.read`); ``bad_request`` when the OS refuses access."""
         from hub.store import revision_of
 
         logical = self._guard(path)
         try:
-            data = self._store._read(str(self.root), logical)
+            data = self._store.read(str(self.root), logical)
         except OSError as exc:
             raise _os_error("read", logical, self.root, exc) from None
         return Doc(logical, None, ABSENT) if data is None else Doc(logical, data, revision_of(data))
 
     def write(self, path: str, content: bytes, expected_revision: str, *, allow_shrink: bool = False) -> str:
+        """:meth:`hub.store.Store.upsert` under the library lock; ``bad_request`` for content that is not UTF-8."""
         from protocol.params import parse_revision
 
         logical = self._guard(path)
@@ -284,6 +295,7 @@ class ProjectLibrary:
         return str(result["revision"])
 
     def delete(self, path: str, expected_revision: str) -> None:
+        """:meth:`hub.store.Store.forget` under the library lock."""
         from protocol.params import parse_revision
 
         logical = self._guard(path)
@@ -295,20 +307,26 @@ class ProjectLibrary:
                 raise _os_error("delete", logical, self.root, exc) from None
 
     def search(self, words: list[str], limit: int = 5) -> list[str]:
-        needles = list(dict.fromkeys(w.casefold() for w in words if w.strip()))[:SEARCH_MAX_WORDS]
+        """Paths of documents containing any of ``words``, most distinct words first, then most in the
+        path, then by path; at most ``limit``.  Words and text are folded as the Hub folds them
+        (:func:`hub.cache.fold`: NFC, then casefold) and at most ``query_max_keywords`` words count.
+        Reads every document (the library is small); raises as :meth:`read` does."""
+        from hub.cache import fold
+
+        needles = list(dict.fromkeys(fold(w) for w in words if w.strip()))[:LIMITS.query_max_keywords]
         if not needles:
             return []
         scored: list[tuple[int, int, str]] = []
         for path in self.list_paths():
-            text = self.read(path).text.casefold()
+            text = fold(self.read(path).text)
             hits = sum(1 for w in needles if w in text)
             if hits:
-                in_path = sum(1 for w in needles if w in path.casefold())
+                in_path = sum(1 for w in needles if w in fold(path))
                 scored.append((-hits, -in_path, path))
         return [p for _, _, p in sorted(scored)[:limit]]
 
     def close(self) -> None:
-        pass
+        """Nothing to release (the lock is held only during a write)."""
 
 
 def _check_utf8(content: bytes) -> None:

@@ -1,6 +1,6 @@
-"""``amux memory new``: create one typed topic, then its index line (seed 004 §3, §4, §4.5).
+"""``amux memory new``: create one typed topic, then its index line (DESIGN.md §11).
 
-Order (§4.5): check the input without touching the library; refuse a name
+Order (topic first, index second): check the input without touching the library; refuse a name
 that exists (any type, archived too: the name is the identity), a type at
 its cap, and a topic whose line would push ``MEMORY.md`` over the library's
 index limit; warn about likely duplicates found by a keyword search; write
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol.errors import ErrorCode, HubError
-from tools.typed_memory.catalog import Catalog, load_catalog, topic_from_doc
-from tools.typed_memory.index import build_index, check_size, update_index
-from tools.typed_memory.library import ABSENT, Doc, Library
-from tools.typed_memory.model import (
+from tools.typed.catalog import Catalog, load_catalog, topic_from_doc
+from tools.typed.index import build_index, check_size, update_index
+from tools.typed.library import ABSENT, Doc, Library
+from tools.typed.model import (
     CAPS,
     FEEDBACK_DEFAULT_DAYS,
     HOW_SECTION,
@@ -44,9 +44,13 @@ from tools.typed_memory.model import (
 WHY_PLACEHOLDER = "**Why:** TODO: why this holds (the reason, or the incident behind it)."
 HOW_PLACEHOLDER = "**How to apply:** TODO: what to do, or watch for, next time."
 
-STOPWORDS = frozenset(
-    ["the", "and", "for", "with", "that", "this", "from", "into", "when", "what", "which", "where", "will", "would", "should", "could", "have", "has", "had", "not", "are", "was", "were", "been", "being", "its", "it's", "our", "your", "their", "them", "they", "you", "use", "used", "using", "than", "then", "also", "only", "about", "after", "before", "over", "under", "more", "most", "some", "any", "all", "each", "every", "very", "just", "can", "may", "must"]
-)
+STOPWORDS = frozenset((
+    "the", "and", "for", "with", "that", "this", "from", "into", "when", "what", "which", "where", "will",
+    "would", "should", "could", "have", "has", "had", "not", "are", "was", "were", "been", "being", "its", "it's",
+    "our", "your", "their", "them", "they", "you", "use", "used", "using", "than", "then", "also", "only",
+    "about", "after", "before", "over", "under", "more", "most", "some", "any", "all", "each", "every", "very",
+    "just", "can", "may", "must",
+))
 MAX_KEYWORDS = 8
 INDEX_ATTEMPTS = 8
 """How often ``create`` rebuilds ``MEMORY.md`` when other writers keep changing it meanwhile."""
@@ -155,7 +159,7 @@ def create(lib: Library, new: NewTopic) -> dict[str, Any]:
     Raises, with nothing written: ``conflict`` (``data.existing``) for a name
     in use; ``quota_exceeded`` when the type is at its cap, or when the
     rebuilt index would pass the library's limit (``data`` as in
-    :func:`~tools.typed_memory.index.check_size`); ``bad_request`` for an
+    :func:`~tools.typed.index.check_size`); ``bad_request`` for an
     index that is not UTF-8.  An index ``conflict`` after the topic was
     written is retried (up to :data:`INDEX_ATTEMPTS` rebuilds); when the
     index step still fails, raises its error with a message saying the topic

@@ -2,8 +2,8 @@
 
 A *topic* here is any Markdown document of the library except ``MEMORY.md``;
 whether it is well placed (``<type>/<name>.md``), parses and validates is for
-the caller to judge (:mod:`tools.typed_memory.lint`).  Reading is not a
-snapshot: documents are read one by one (design record §2: searches and lists
+the caller to judge (:mod:`tools.typed.lint`).  Reading is not a
+snapshot: documents are read one by one (DESIGN.md §4: searches and lists
 are not whole-directory snapshots), so a concurrent writer may be seen half
 way; every write made from a catalog is still a compare-and-swap.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.typed_memory.library import Doc, Library
-from tools.typed_memory.model import ARCHIVE_DIR, INDEX_PATH, TYPES, TopicError, parse_topic
+from tools.typed.library import Doc, Library
+from tools.typed.model import ARCHIVE_DIR, INDEX_PATH, TYPES, TopicError, parse_topic
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class Topic:
 
     @property
     def segments(self) -> list[str]:
+        """The logical path split at ``/``."""
         return self.path.split("/")
 
     @property
@@ -52,6 +53,7 @@ class Topic:
 
     @property
     def archived(self) -> bool:
+        """Whether the topic is archived feedback (under ``feedback/_archive/``)."""
         return self.path.startswith(ARCHIVE_DIR + "/")
 
     @property
@@ -82,11 +84,13 @@ class Topic:
 
     @property
     def description(self) -> str:
+        """The frontmatter ``description`` when it is a string, else ``""``."""
         value = (self.meta or {}).get("description")
         return value if isinstance(value, str) else ""
 
     @property
     def declared_type(self) -> str | None:
+        """The frontmatter ``type`` when it is a string (not necessarily one of the four), else None."""
         value = (self.meta or {}).get("type")
         return value if isinstance(value, str) else None
 

@@ -3,9 +3,8 @@
 A *topic* is a Markdown document ``<type>/<name>.md`` whose YAML frontmatter
 says what it is (``name``, ``description``, ``type``, ``created``, ``tags``,
 and ``expires`` for feedback).  This module is pure: it parses, validates and
-renders text and never touches storage (see :mod:`tools.typed_memory.library`).
-Typed-memory spec (seed 004) §2 (types and caps), §3 (frontmatter, body
-sections) and §7 (name slugs).
+renders text and never touches storage (see :mod:`tools.typed.library`).
+DESIGN.md §11 (types and caps, frontmatter, body sections, name slugs).
 
 Heavy libraries (PyYAML, python-frontmatter, jsonschema) are imported inside
 the functions that use them, so importing this module costs nothing.
@@ -26,7 +25,7 @@ TYPES = ("user", "feedback", "project", "reference")
 """The four memory types, in the order the index lists them."""
 
 CAPS = {"user": 10, "feedback": 30, "project": 20, "reference": 50}
-"""Most topics of each type one library may hold (seed 004 §2)."""
+"""Most topics of each type one library may hold (DESIGN.md §11)."""
 
 FEEDBACK_DEFAULT_DAYS = 90
 """Feedback without an explicit ``expires`` lapses this many days after ``created``."""
@@ -108,7 +107,7 @@ class TopicError(ValueError):
 def _schema_text() -> str:
     from importlib import resources
 
-    return resources.files("tools.typed_memory").joinpath("memory.schema.json").read_text("utf-8")
+    return resources.files("tools.typed").joinpath("memory.schema.json").read_text("utf-8")
 
 
 def load_schema() -> dict[str, Any]:
@@ -125,7 +124,8 @@ def _validator() -> Any:
     Draft202012Validator.check_schema(schema)
     # JSON Schema patterns are ECMA-262 regexes, whose '$' is the end of the input; Python's
     # re (which jsonschema uses) lets '$' match before a final newline, so "a\n" would pass.
-    ecma = validators.extend(Draft202012Validator, {"pattern": _ecma_pattern_keyword})
+    # (types-jsonschema declares extend() without annotations, hence the ignore.)
+    ecma = validators.extend(Draft202012Validator, {"pattern": _ecma_pattern_keyword})  # type: ignore[no-untyped-call]
     # Formats are not asserted by default in 2020-12; ask for them so 2026-02-30 is refused.
     return ecma(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
@@ -210,11 +210,11 @@ def _message(error: Any) -> str:
     if v == "minItems":
         return f"needs at least {error.validator_value} item(s)"
     if v == "pattern":
-        return f"{_short(error.instance)} does not match {error.validator_value}"
+        return f"{short_repr(error.instance)} does not match {error.validator_value}"
     if v == "enum":
-        return f"{_short(error.instance)} is not one of {', '.join(map(str, error.validator_value))}"
+        return f"{short_repr(error.instance)} is not one of {', '.join(map(str, error.validator_value))}"
     if v == "format":
-        return f"{_short(error.instance)} is not a valid {error.validator_value} (YYYY-MM-DD)"
+        return f"{short_repr(error.instance)} is not a valid {error.validator_value} (YYYY-MM-DD)"
     if v == "uniqueItems":
         return "has duplicate items"
     if v == "type":
@@ -223,7 +223,8 @@ def _message(error: Any) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def _short(value: Any) -> str:
+def short_repr(value: Any) -> str:
+    """``repr(value)`` cut to at most 60 characters (57 and ``...``), for messages about a bad value."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -273,7 +274,7 @@ def feedback_expiry_of(meta: dict[str, Any]) -> tuple[_dt.date | None, str]:
     if "expires" in meta:
         expires = parse_date(meta["expires"])
         if expires is None:
-            return None, f"expires {_short(meta['expires'])} is not a date (YYYY-MM-DD)"
+            return None, f"expires {short_repr(meta['expires'])} is not a date (YYYY-MM-DD)"
         return expires, "expires"
     created = parse_date(meta.get("created"))
     if created is None:

@@ -1,8 +1,8 @@
 """Move expired feedback to ``feedback/_archive/`` and drop it from the index.
 
-Typed-memory spec (seed 004) §2 (feedback is archived 90 days after it was
-written), §4 (the index lists only live topics) and design record §2 (every
-write is a compare-and-swap; several files are not one transaction).
+Feedback is archived 90 days after it was written and the index lists only
+live topics (DESIGN.md §11); every write is a compare-and-swap and several
+files are not one transaction (DESIGN.md §4).
 
 A feedback topic ``feedback/<file>.md`` is expired on ``today`` when its
 ``expires`` date is before ``today``; without ``expires``, when ``created`` +
@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol.errors import HubError
-from tools.typed_memory.catalog import Catalog, Topic, load_catalog
-from tools.typed_memory.library import ABSENT, Library
-from tools.typed_memory.model import ARCHIVE_DIR, feedback_expiry_of
+from tools.typed.catalog import Catalog, Topic, load_catalog
+from tools.typed.library import ABSENT, Library
+from tools.typed.model import ARCHIVE_DIR, feedback_expiry_of
 
 Hook = Callable[[str, str], None]
 """``on_step(step, path)``: called before each step (``copy``, ``delete``, ``index``); a seam for tests."""
@@ -107,7 +107,7 @@ def archive(lib: Library, *, today: _dt.date, dry_run: bool = False, on_step: Ho
 
 def _lists_missing_feedback(catalog: Catalog) -> bool:
     """Whether MEMORY.md links to feedback that is gone (an earlier run moved it, then its index write failed)."""
-    from tools.typed_memory.index import index_links
+    from tools.typed.index import index_links
 
     present = {t.path for t in catalog.topics}
     return any(target.startswith("feedback/") and target not in present
@@ -170,7 +170,7 @@ def _undo_copy(lib: Library, target: str, revision: str, original: str, reused: 
 
 
 def _reindex(lib: Library, report: dict[str, Any], on_step: Hook | None) -> None:
-    from tools.typed_memory.index import update_index
+    from tools.typed.index import update_index
 
     try:
         catalog = load_catalog(lib, everything=False)
