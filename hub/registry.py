@@ -1,4 +1,4 @@
-"""The principal registry, ``<AMUX_HOME>/principals.toml`` (design record §7).
+"""The principal registry, ``<AMUX_HOME>/principals.toml`` (DESIGN.md §7).
 
 It names who may use the Hub beyond the local OS users it already knows:
 
