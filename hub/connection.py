@@ -119,6 +119,7 @@ async def close_stream(stream: trio.abc.Stream) -> None:
     """Close a connection's stream; for TLS, close the transport without a ``close_notify`` exchange.
 
     A peer that may be gone or hostile gets no chance to make the Hub wait.
+    Callers shield it from cancellation so the descriptor is always closed.
     """
     if isinstance(stream, trio.SSLStream):
         await stream.transport_stream.aclose()

@@ -136,6 +136,8 @@ async def open_unix_listener(config: HubConfig) -> trio.SocketListener:
     The socket never exists with looser permissions than configured (bound
     under umask ``0177``, then chmod-ed).  Raises :class:`HubStartError` for
     an unknown group or a path in use (see :func:`clear_stale_socket`).
+    Cancelled while binding, the socket object is dropped unlistened (a
+    socket file may stay; the next start clears it as stale).
     """
     path = config.socket_path
     # Other users must be able to reach a socket meant for them; the memory root stays 0700 regardless.
@@ -165,7 +167,8 @@ async def open_unix_listener(config: HubConfig) -> trio.SocketListener:
 async def open_network_listeners(network: NetworkSettings, listen: str) -> list[trio.SocketListener]:
     """Listen on TCP ``network.host``:``network.port`` (every address it has); ``listen`` is the setting's text.
 
-    Raises :class:`HubStartError` when the port cannot be bound.
+    Raises :class:`HubStartError` when the port cannot be bound.  Cancellation
+    propagates from Trio's resolver; nothing is left listening.
     """
     try:
         return await trio.open_tcp_listeners(network.port, host=network.host)
