@@ -112,6 +112,7 @@ class CachedDoc:
 
     @property
     def revision(self) -> str:
+        """The document's revision: SHA-256 of its bytes, hex (computed once, on first use; DESIGN.md §4)."""
         if self._revision is None:
             self._revision = hashlib.sha256(self.data).hexdigest()
         return self._revision
@@ -165,6 +166,8 @@ class Listing:
         return cls(st.st_mtime_ns, st.st_ino, entries, truncated, _racy(st.st_mtime_ns))
 
     def fresh(self, st: os.stat_result) -> bool:
+        """True while ``st`` (a new ``stat`` of the directory) shows the same inode and mtime, and the listing
+        was not taken in the same timestamp tick as a change (``racy``): then it can be used as is."""
         return (not self.racy and self.mtime_ns == st.st_mtime_ns and self.inode == st.st_ino
                 and stat.S_ISDIR(st.st_mode))
 
@@ -271,4 +274,5 @@ class ContentCache:
 
     @property
     def scopes(self) -> int:
+        """How many scopes have an entry in the cache now."""
         return len(self._scopes)

@@ -60,6 +60,7 @@ class OpenedParent:
     _owned: list[int] = field(default_factory=list)
 
     def close(self) -> None:
+        """Close the directory descriptors this walk opened (``fd`` among them); safe to call twice."""
         for fd in self._owned:
             os.close(fd)
         self._owned.clear()

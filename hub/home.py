@@ -20,7 +20,7 @@ from pathlib import Path
 
 from hub.registry import RegistryFileError, read_registry, registry_path
 
-LOCK_NAME = "hub.lock"
+HOME_LOCK_NAME = "hub.lock"
 """The lock file's name under ``<AMUX_HOME>``; it holds the serving Hub's pid."""
 
 

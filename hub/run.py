@@ -23,7 +23,7 @@ import trio
 
 from hub import fsio
 from hub.config import HubConfig
-from hub.home import LOCK_NAME, HomeLock, HubStartError, check_registry, prepare_memory_root
+from hub.home import HOME_LOCK_NAME, HomeLock, HubStartError, check_registry, prepare_memory_root
 from hub.listeners import (
     accept_loop,
     listener_address,
@@ -54,7 +54,7 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
     stops accepting and reading, lets running requests finish for up to
     :data:`SHUTDOWN_GRACE_SECONDS`, removes the socket and releases the lock.
     """
-    lock = HomeLock(config.home / LOCK_NAME)
+    lock = HomeLock(config.home / HOME_LOCK_NAME)
     lock.acquire()
     try:
         network = network_settings(config)
