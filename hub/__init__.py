@@ -1,8 +1,16 @@
-"""The Hub: the one process that owns the memory files and answers every client.
+"""The Hub: the one process that owns the memory files and answers every client (DESIGN.md §2).
 
-Modules: ``config`` (settings file), ``identity`` (peer credentials, principals,
-scopes), ``fsio`` (symlink-safe file access and atomic writes), ``store``
-(documents, revisions, quotas), ``search`` (the bounded literal scan),
-``service`` (methods on top of store and search, with per-scope locks) and
-``server`` (the Trio socket server).
+A request, top to bottom: ``listeners`` (the Unix socket and TCP/TLS, the
+accept loop) → ``connection`` (frames in, ``hello`` first, requests as
+tasks, responses out) → ``server`` (:class:`~hub.server.Hub`: authentication
+and each request's deadline) → ``service`` (the dispatch table of data
+methods, per-scope write locks) → ``store`` / ``search`` / ``listing``
+(documents, revisions, quotas; the bounded scan; paging paths) → ``fsio``
+(symlink-safe opens, temp file, fsync, rename, directory fsync).
+
+Beside the path: ``run`` (start-up and shutdown, ``amux hub serve``),
+``home`` (the one-Hub lock, the memory root), ``config`` (settings file),
+``identity`` and ``registry`` (peer credentials, principals, tokens,
+scopes), ``cache`` (document contents for the scan) and ``rewrite_guard``
+(refusing lossy rewrites).
 """

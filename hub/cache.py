@@ -1,4 +1,4 @@
-"""A bounded in-memory cache of document contents for the scan (design record §3; bench issue).
+"""A bounded in-memory cache of document contents for the scan (DESIGN.md §5).
 
 The Hub is the only online writer of its memory root, but people may edit the
 files with a text editor, so every cached document is checked against the file
@@ -112,6 +112,7 @@ class CachedDoc:
 
     @property
     def revision(self) -> str:
+        """The document's revision: SHA-256 of its bytes, hex (computed once, on first use; DESIGN.md §4)."""
         if self._revision is None:
             self._revision = hashlib.sha256(self.data).hexdigest()
         return self._revision
@@ -165,7 +166,10 @@ class Listing:
         return cls(st.st_mtime_ns, st.st_ino, entries, truncated, _racy(st.st_mtime_ns))
 
     def fresh(self, st: os.stat_result) -> bool:
-        return not self.racy and self.mtime_ns == st.st_mtime_ns and self.inode == st.st_ino and stat.S_ISDIR(st.st_mode)
+        """True while ``st`` (a new ``stat`` of the directory) shows the same inode and mtime, and the listing
+        was not taken in the same timestamp tick as a change (``racy``): then it can be used as is."""
+        return (not self.racy and self.mtime_ns == st.st_mtime_ns and self.inode == st.st_ino
+                and stat.S_ISDIR(st.st_mode))
 
 
 @dataclass
@@ -226,7 +230,7 @@ class ScopeCache:
     def haystack_for(self, docs: list[CachedDoc]) -> Haystack:
         """The joined text of ``docs``; reused while the same document objects are scanned."""
         old = self.haystack
-        if old is not None and len(old.docs) == len(docs) and all(a is b for a, b in zip(old.docs, docs)):
+        if old is not None and len(old.docs) == len(docs) and all(a is b for a, b in zip(old.docs, docs, strict=True)):
             return old
         starts = []
         pos = 0
@@ -235,7 +239,7 @@ class ScopeCache:
             pos += len(doc.folded) + 1
         blob = b"\n".join(doc.folded for doc in docs)
         view = memoryview(blob)
-        for doc, start in zip(docs, starts):
+        for doc, start in zip(docs, starts, strict=True):
             # Share the blob's memory instead of keeping a second folded copy.
             doc.folded = view[start : start + len(doc.folded)]
         self.haystack = Haystack(docs, blob, starts)
@@ -270,4 +274,5 @@ class ContentCache:
 
     @property
     def scopes(self) -> int:
+        """How many scopes have an entry in the cache now."""
         return len(self._scopes)

@@ -1,4 +1,4 @@
-"""The Hub's settings file, ``<AMUX_HOME>/config.toml`` (design record §1).
+"""The Hub's settings file, ``<AMUX_HOME>/config.toml`` (DESIGN.md §13).
 
 Settings are read when the Hub starts; changing them (``amux system config
 set``) works while the Hub is stopped and takes effect at the next start.
@@ -121,7 +121,8 @@ SETTINGS: dict[str, Setting] = {
     "memory.enabled": Setting(False, _bool, "serve memory data calls (false: every data call fails with 'disabled')"),
     "memory.isolation": Setting("off", _isolation, "'off': everyone shares global; 'user': one scope per principal"),
     "hub.socket_path": Setting("", _file_path, "Unix socket path ('' = <AMUX_HOME>/hub.sock)"),
-    "hub.socket_mode": Setting("0600", _mode, "socket file mode, octal (0600 = single user; 0666 to serve other OS users)"),
+    "hub.socket_mode": Setting("0600", _mode,
+                               "socket file mode, octal (0600 = single user; 0666 to serve other OS users)"),
     "hub.socket_group": Setting("", _group, "group to own the socket file ('' = the Hub user's group)"),
     "hub.listen": Setting("", _listen, "also listen on TCP HOST:PORT ('' = Unix socket only); TLS when hub.tls_cert "
                           "is set, plaintext only on a loopback address; callers need a token"),

@@ -1,4 +1,4 @@
-"""Symlink-safe, durable file primitives for the store (design record §2).
+"""Symlink-safe, durable file primitives for the store (DESIGN.md §4).
 
 Every lookup walks the logical path one segment at a time with
 ``openat(..., O_NOFOLLOW)`` from the scope root, so a symlink anywhere on the
@@ -10,6 +10,7 @@ directory is fsynced; only then is a write acknowledged.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -59,6 +60,7 @@ class OpenedParent:
     _owned: list[int] = field(default_factory=list)
 
     def close(self) -> None:
+        """Close the directory descriptors this walk opened (``fd`` among them); safe to call twice."""
         for fd in self._owned:
             os.close(fd)
         self._owned.clear()
@@ -218,10 +220,8 @@ def unlink_durably(dir_fd: int, name: str) -> None:
 
 
 def _unlink_quietly(dir_fd: int, name: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(name, dir_fd=dir_fd)
-    except OSError:
-        pass
 
 
 def remove_stale_temps(root: str) -> int:
@@ -230,7 +230,7 @@ def remove_stale_temps(root: str) -> int:
     Only called at start-up while holding the home's lock, so no write is in progress.
     """
     removed = 0
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+    for dirpath, _dirnames, filenames in os.walk(root, followlinks=False):
         for fname in filenames:
             if fname.endswith(TEMP_SUFFIX):
                 try:

@@ -1,4 +1,4 @@
-"""Who is calling, and which scope that gives them (design record §7).
+"""Who is calling, and which scope that gives them (DESIGN.md §7).
 
 A caller is authenticated in one of two ways, never by a name it merely claims:
 

@@ -4,7 +4,7 @@ Search finds documents by keyword; tools that keep a library in shape (the
 typed-memory index and lint, archive) need every path instead.  The walk
 never follows symlinks, skips names that are not valid logical paths (hand-
 placed files the API could not address anyway) and is bounded by the same
-directory-entry limits as the scan (design record §3, §6).  Pages are cut so
+directory-entry limits as the scan (DESIGN.md §5, §6).  Pages are cut so
 each response stays within the 8 KiB response budget; ``next_cursor`` is the
 last path returned, and the next page starts after it.
 """
@@ -15,9 +15,9 @@ import os
 import stat
 from typing import Any
 
-from hub.search import _valid_logical
 from protocol.limits import Limits
 from protocol.messages import packed_size
+from protocol.paths import is_canonical_path
 
 Result = dict[str, Any]
 
@@ -54,7 +54,7 @@ def walk_documents(root: str, prefix: str, limits: Limits) -> tuple[list[tuple[s
                     if sub.startswith(prefix) or prefix.startswith(sub):
                         stack.append((entry.path, sub))
                 elif (stat.S_ISREG(st.st_mode) and entry.name.endswith(".md")
-                      and logical.startswith(prefix) and _valid_logical(logical)):
+                      and logical.startswith(prefix) and is_canonical_path(logical)):
                     found.append((logical, st.st_size))
         if seen > limits.scan_max_total_entries:
             break

@@ -1,4 +1,4 @@
-"""The principal registry, ``<AMUX_HOME>/principals.toml`` (design record §7).
+"""The principal registry, ``<AMUX_HOME>/principals.toml`` (DESIGN.md §7).
 
 It names who may use the Hub beyond the local OS users it already knows:
 
@@ -123,6 +123,8 @@ def split_token(token: str) -> str | None:
 
 @dataclass(frozen=True)
 class Principal:
+    """A registered principal: its name (its id), ``user`` or ``service`` kind, and creation time (epoch s)."""
+
     name: str
     kind: str
     created: int
@@ -141,6 +143,7 @@ class Token:
     revoked: int | None = None
 
     def expired(self, now: float) -> bool:
+        """True when the token has an expiry and ``now`` (epoch seconds) is at or past it."""
         return self.expires is not None and now >= self.expires
 
     def public(self, now: float) -> dict[str, Any]:
@@ -216,6 +219,12 @@ class Registry:
     # -- edits (used by the CLI; each returns a new snapshot) -------------------
 
     def add_principal(self, name: str, kind: str, now: float) -> tuple[Registry, bool]:
+        """Register ``name`` as a ``kind`` principal; returns the new snapshot and whether it was added.
+
+        Adding an existing principal of the same kind changes nothing (False).
+        Raises ``bad_request`` for an invalid name or kind, ``conflict`` when it
+        exists with the other kind.
+        """
         check_name(name)
         if kind not in KINDS:
             raise _bad(f"principal kind must be one of {', '.join(KINDS)}")
@@ -228,6 +237,12 @@ class Registry:
         return replace(self, principals={**self.principals, name: Principal(name, kind, int(now))}), True
 
     def remove_principal(self, name: str, now: float) -> tuple[Registry, dict[str, Any]]:
+        """Remove a principal with its aliases and tokens (its files stay); returns the ids removed.
+
+        The second value is ``{"aliases": [...], "tokens": [...]}``, each sorted.
+
+        Raises ``not_found`` for an unknown principal.
+        """
         self._need(name)
         aliases = {a: p for a, p in self.aliases.items() if p != name}
         tokens = {t.id: t for t in self.tokens.values() if t.principal != name}
@@ -237,6 +252,11 @@ class Registry:
         return Registry(principals, aliases, tokens), removed
 
     def add_alias(self, name: str, alias: str) -> tuple[Registry, str]:
+        """Map ``os:USER`` / ``os-uid:N`` to principal ``name``; returns the new snapshot and the normalised alias.
+
+        Raises ``not_found`` for an unknown principal, ``bad_request`` for a
+        malformed alias, ``conflict`` when the alias names another principal.
+        """
         self._need(name)
         alias = check_alias(alias)
         current = self.aliases.get(alias)
@@ -247,6 +267,7 @@ class Registry:
         return replace(self, aliases={**self.aliases, alias: name}), alias
 
     def remove_alias(self, alias: str) -> tuple[Registry, str]:
+        """Drop an alias; returns the new snapshot and the principal it named. Raises ``not_found`` if absent."""
         alias = check_alias(alias)
         if alias not in self.aliases:
             raise HubError(ErrorCode.NOT_FOUND, f"no alias {alias}", {"alias": alias})
@@ -278,6 +299,10 @@ class Registry:
         return replace(self, tokens={**self.tokens, token_id: record}), text, record
 
     def revoke_token(self, token_id: str, now: float) -> tuple[Registry, Token]:
+        """Mark a token revoked at ``now`` (kept, so listing shows it); returns the new snapshot and its record.
+
+        Revoking twice keeps the first time.  Raises ``not_found`` for an unknown id.
+        """
         record = self.tokens.get(token_id)
         if record is None:
             raise HubError(ErrorCode.NOT_FOUND,
@@ -302,6 +327,7 @@ class Registry:
     # -- (de)serialisation -------------------------------------------------------
 
     def to_toml(self) -> dict[str, Any]:
+        """The registry as the TOML document (``version``, ``principals``, ``aliases``, ``tokens``), stably ordered."""
         tokens: dict[str, Any] = {}
         for t in sorted(self.tokens.values(), key=lambda t: (t.created, t.id)):
             entry: dict[str, Any] = {"principal": t.principal, "sha256": t.sha256, "created": t.created}
@@ -384,6 +410,7 @@ def _map(raw: Mapping[str, Any], key: str) -> dict[str, str]:
 
 
 def registry_path(home: Path) -> Path:
+    """``<home>/principals.toml``."""
     return home / REGISTRY_NAME
 
 
@@ -437,6 +464,7 @@ def signature_of(st: os.stat_result) -> tuple[int, ...]:
 
 
 def stat_signature(path: Path) -> tuple[int, ...] | None:
+    """:func:`signature_of` the file at ``path`` (not following a symlink), None when it does not exist."""
     try:
         return signature_of(os.stat(path, follow_symlinks=False))
     except FileNotFoundError:

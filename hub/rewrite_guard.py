@@ -7,7 +7,7 @@ whole document, that text would be gone.  The Hub (so the CLI and MCP share
 it) rejects such a replacement with ``destructive_rewrite`` unless the caller
 passes ``allow_shrink`` — for a deliberate cut or rewrite.
 
-Rules (issue #7, item 7), applied only when a document is replaced:
+Rules (DESIGN.md §12), applied only when a document is replaced:
 
 * **placeholder**: the new content holds an elision placeholder more often
   than the old content did (so a note that already quoted such a phrase can
@@ -49,11 +49,12 @@ _SCOPE = (r"rest|remainder|remaining|other|others|previous|existing|earlier|orig
 
 _KEPT_RE: Final = re.compile(rf"(?:{_KEPT})", re.IGNORECASE)
 _SCOPE_RE: Final = re.compile(rf"\b(?:{_SCOPE})\b", re.IGNORECASE)
-_REST_RE: Final = re.compile(r"\b(?:rest|remainder)\s+of\b|\b(?:everything|all)\s+else\b|\b(?:existing|previous|remaining|original)\s+"
+_REST_RE: Final = re.compile(r"\b(?:rest|remainder)\s+of\b|\b(?:everything|all)\s+else\b"
+                             r"|\b(?:existing|previous|remaining|original)\s+"
                              r"(?:content|contents|code|text|sections?|entries|items|lines|notes?|body)\b",
                              re.IGNORECASE)
-_ASIDE_RE: Final = re.compile(r"\[([^\[\]\n]{1,%d})\]|\(([^()\n]{1,%d})\)|<!--(.{0,%d}?)-->"
-                              % (_ASIDE_MAX, _ASIDE_MAX, _ASIDE_MAX))
+_ASIDE_RE: Final = re.compile(rf"\[([^\[\]\n]{{1,{_ASIDE_MAX}}})\]|\(([^()\n]{{1,{_ASIDE_MAX}}})\)"
+                              rf"|<!--(.{{0,{_ASIDE_MAX}}}?)-->")
 # Bare "..." lines are everywhere in code examples; only bracketed or commented dots count.
 _BARE_RE: Final = re.compile(r"^(?:\[\s*(?:\.\.\.|…)\s*\]|<!--\s*(?:\.\.\.|…)?\s*-->)$")
 _LEAD_RE: Final = re.compile(r"^(?:[-*+>#|]|//|/\*|\*/|--|;|%)+\s*")

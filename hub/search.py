@@ -1,4 +1,4 @@
-"""The bounded literal scan behind ``search`` (design record §3 and §6).
+"""The bounded literal scan behind ``search`` (DESIGN.md §5; its bounds, §6).
 
 No index: every call walks the scope in path order and tests each Markdown
 document for the query's literal keywords (Unicode casefold, so case is
@@ -24,10 +24,9 @@ from typing import Any
 import ahocorasick_rs
 
 from hub.cache import DIR, MARKDOWN, CachedDoc, Haystack, ScopeCache, fold
-from protocol.errors import HubError
 from protocol.limits import Limits
 from protocol.messages import packed_size
-from protocol.paths import normalize_path
+from protocol.paths import is_canonical_path
 
 Reader = Callable[[str], bytes]
 """Reads one file (absolute path) without following symlinks; returns its bytes."""
@@ -117,13 +116,6 @@ def _walk(root: str, prefix: str, walk: _Walk, cache: ScopeCache, seen_dirs: set
     yield from visit(root, "")
 
 
-def _valid_logical(path: str) -> bool:
-    try:
-        return normalize_path(path) == path
-    except HubError:
-        return False
-
-
 def _snippet(line: str, folded_kw: str, max_bytes: int) -> tuple[str, bool]:
     """A window of ``line`` around the keyword, at most ``max_bytes`` UTF-8 bytes."""
     line = line.strip()
@@ -136,7 +128,8 @@ def _snippet(line: str, folded_kw: str, max_bytes: int) -> tuple[str, bool]:
     at = 0
     if target > 0:
         acc = 0
-        for at, ch in enumerate(line):
+        for index, ch in enumerate(line):
+            at = index
             acc += len(fold(ch))
             if acc > target:
                 break
@@ -257,7 +250,8 @@ def _collect(
         except OSError:
             continue  # gone (or replaced by a symlink) since it was listed
         try:
-            _prefetch(dir_fd, [name for logical, name in batch[: max(0, max_files - len(docs))] if logical not in cached])
+            room = max(0, max_files - len(docs))
+            _prefetch(dir_fd, [name for logical, name in batch[:room] if logical not in cached])
             for logical, name in batch:
                 if len(docs) >= max_files:
                     walk.stop("files")
@@ -279,7 +273,7 @@ def _collect(
                     if should_stop() or time.perf_counter() + read_cost > deadline:
                         walk.stop("time")
                         break
-                    if doc is None and not _valid_logical(logical):  # a cached path was validated when first read
+                    if doc is None and not is_canonical_path(logical):  # a cached path was validated when first read
                         continue
                     began = time.perf_counter()
                     try:
@@ -354,7 +348,8 @@ def search_scope(
     return result
 
 
-def _top(hits: dict[int, list[int]], docs: list[CachedDoc], folded_str: list[str], limit: int) -> list[tuple[int, list[int]]]:
+def _top(hits: dict[int, list[int]], docs: list[CachedDoc], folded_str: list[str],
+         limit: int) -> list[tuple[int, list[int]]]:
     """The first ``limit`` candidates in rank order: distinct keywords matched (desc), keywords in the
     path or title (desc), path (asc).  Only the keyword-count groups that reach the top ``limit`` are
     sorted, so a common word matching most of the scope costs no full sort."""

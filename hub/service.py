@@ -1,19 +1,23 @@
 """Hub methods on top of the store and the scan, for one authenticated caller.
 
 ``MemoryService.call`` takes an already-validated caller scope and a request,
-and returns the result map or raises :class:`HubError`.  Writes to one scope
-are serialised by that scope's :class:`trio.Lock` (check revision → check
-quota → write); all file I/O runs in worker threads so the event loop keeps
-serving other connections.  The search scan runs under a Trio cancel scope
-with the 250 ms budget (design record §3, §6).
+looks the method up in :data:`HANDLERS` (one entry per name in
+:data:`protocol.messages.DATA_METHODS`), and returns the result map or raises
+:class:`HubError`.  Each handler validates its parameters
+(:mod:`protocol.params`) and calls :class:`hub.store.Store`,
+:func:`hub.search.search_scope` or :func:`hub.listing.list_documents`.
+Writes to one scope are serialised by that scope's :class:`trio.Lock` (check
+revision → check quota → write; DESIGN.md §4); all file I/O runs in worker
+threads so the event loop keeps serving other connections.  The search scan
+runs under a Trio cancel scope with the 250 ms budget (DESIGN.md §5, §6).
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
 
 import trio
 
@@ -68,8 +72,16 @@ class MemoryService:
         return scope.directory(str(self.config.memory_root))
 
     async def call(self, scope: Scope, method: str, params: dict[str, Any]) -> Result:
-        """Run one data method for ``scope``; raises ``disabled`` when memory is off."""
-        if method not in DATA_METHODS:
+        """Run one data method for ``scope``: ``params`` is the request's map, the result a map of plain values.
+
+        Raises ``bad_request`` for a name that is not a data method (or bad
+        parameters), ``disabled`` when memory is off, and whatever the handler
+        raises (``invalid_path``, ``conflict``, ``quota_exceeded``, ...).  On
+        cancellation while waiting for the scope's lock or a worker thread,
+        nothing was done; once a worker runs, it finishes before this returns.
+        """
+        handler = HANDLERS.get(method)
+        if handler is None:
             raise HubError(ErrorCode.BAD_REQUEST, f"{method} is not a data method")
         if not self.config.memory_enabled:
             raise HubError(
@@ -78,9 +90,7 @@ class MemoryService:
                 "'amux system config set memory.enabled true' and restart the Hub",
                 {"setting": "memory.enabled"},
             )
-        handler: Callable[[Scope, dict[str, Any]], Any] = getattr(self, f"_{method}")
-        result: Result = await handler(scope, params)
-        return result
+        return await handler(self, scope, params)
 
     async def _run(self, fn: Callable[..., Result], *args: Any) -> Result:
         return await trio.to_thread.run_sync(functools.partial(fn, *args))
@@ -137,3 +147,20 @@ class MemoryService:
     async def _list(self, scope: Scope, params: dict[str, Any]) -> Result:
         p = parse_list(params)
         return await self._run(list_documents, self._dir(scope), p.path_prefix, p.cursor, self.limits)
+
+
+Handler = Callable[[MemoryService, Scope, dict[str, Any]], Awaitable[Result]]
+"""A data method's implementation: ``(service, caller scope, request params) -> result map``."""
+
+HANDLERS: Final[Mapping[str, Handler]] = {
+    "search": MemoryService._search,
+    "get": MemoryService._get,
+    "export": MemoryService._export,
+    "upsert": MemoryService._upsert,
+    "forget": MemoryService._forget,
+    "list": MemoryService._list,
+}
+"""The dispatch table: data method name → handler.  Its names are exactly :data:`DATA_METHODS`."""
+
+if frozenset(HANDLERS) != DATA_METHODS:
+    raise ImportError(f"hub.service.HANDLERS {sorted(HANDLERS)} does not match DATA_METHODS {sorted(DATA_METHODS)}")

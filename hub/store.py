@@ -1,6 +1,6 @@
 """The Markdown store: revisions, compare-and-swap writes, bounded reads, quotas.
 
-Implements design record §2 (storage, revisions, atomic durable writes) and §6
+Implements DESIGN.md §4 (storage, revisions, atomic durable writes) and §6
 (bounds).  All methods are blocking and meant to run in a worker thread
 (``trio.to_thread.run_sync``); callers serialise writes to one scope with that
 scope's lock (check revision → check quota → write).

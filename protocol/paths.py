@@ -115,3 +115,18 @@ def normalize_prefix(prefix: object) -> str:
     for seg in segments:
         _check_segment(nfc, seg)
     return nfc
+
+
+def is_canonical_path(path: str) -> bool:
+    """True when ``path`` is a valid logical path already in its canonical (NFC) spelling.
+
+    A name found on disk (a directory walk's ``rel/name.md``) is one the API can
+    address exactly when this holds: :func:`normalize_path` accepts it and returns
+    it unchanged.  Hand-placed files that fail it (an NFD name, a control character,
+    a segment over 255 bytes) are skipped by ``search`` and ``list`` (DESIGN.md §5).
+    Never raises.
+    """
+    try:
+        return normalize_path(path) == path
+    except HubError:
+        return False

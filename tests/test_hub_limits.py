@@ -9,9 +9,11 @@ import pytest
 import trio
 import trio.testing
 
-import hub.server as server
+import hub.connection as connection
+import hub.listeners as listeners
 from hub.config import HubConfig
-from hub.server import Hub, serve
+from hub.run import serve
+from hub.server import Hub
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder
 from protocol.limits import LIMITS
@@ -42,7 +44,7 @@ async def test_silent_connection_is_closed_after_the_hello_timeout(
         start = trio.current_time()
         assert await _closed(client)
         waited = trio.current_time() - start
-        assert server.HELLO_TIMEOUT_SECONDS <= waited < server.HELLO_TIMEOUT_SECONDS + 1
+        assert connection.HELLO_TIMEOUT_SECONDS <= waited < connection.HELLO_TIMEOUT_SECONDS + 1
 
 
 async def test_idle_connection_is_closed_after_the_idle_timeout(
@@ -60,11 +62,11 @@ async def test_idle_connection_is_closed_after_the_idle_timeout(
         assert decode_response(body).error is None
         start = trio.current_time()
         assert await _closed(client)
-        assert trio.current_time() - start >= server.IDLE_TIMEOUT_SECONDS
+        assert trio.current_time() - start >= connection.IDLE_TIMEOUT_SECONDS
 
 
 async def test_connection_over_the_cap_is_told_busy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server, "MAX_CONNECTIONS", 2)
+    monkeypatch.setattr(listeners, "MAX_CONNECTIONS", 2)
     config = _config(tmp_path)
     async with trio.open_nursery() as nursery:
         await nursery.start(serve, config, LIMITS)

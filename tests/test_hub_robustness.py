@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from protocol.errors import EXIT_CODES, ErrorCode
+from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
 from protocol.framing import FrameDecoder
 from protocol.messages import decode_response, encode_request
 from tests.conftest import HubProcess, amux_argv
@@ -123,7 +123,7 @@ def test_socket_path_that_is_not_a_socket_is_left_alone(hub_factory: Any, tmp_pa
     precious.write_text("keep me")
     h: HubProcess = hub_factory(settings={"hub.socket_path": str(precious)}, start=False)
     r = _serve(h.home, h.env)
-    assert r.returncode == 1 and b"not a socket" in r.stderr
+    assert r.returncode == ExitStatus.HUB_START_FAILED and b"not a socket" in r.stderr
     assert precious.read_text() == "keep me"
 
 
@@ -132,7 +132,7 @@ def test_second_home_on_the_same_socket_is_refused(hub_factory: Any, tmp_path: P
     first: HubProcess = hub_factory(settings={"hub.socket_path": str(sock)})
     second: HubProcess = hub_factory(settings={"hub.socket_path": str(sock)}, start=False)
     r = _serve(second.home, second.env)
-    assert r.returncode == 1 and b"already listening" in r.stderr
+    assert r.returncode == ExitStatus.HUB_START_FAILED and b"already listening" in r.stderr
     assert first.cli("hub", "status").returncode == 0  # the first Hub still owns its socket
 
 
@@ -144,7 +144,7 @@ def test_symlinked_scope_directory_is_refused(hub_factory: Any, tmp_path: Path) 
     (h.home / "memory").mkdir(mode=0o700)
     os.symlink(outside, h.home / "memory" / "global")
     r = _serve(h.home, h.env)
-    assert r.returncode == 1 and b"symlink" in r.stderr
+    assert r.returncode == ExitStatus.HUB_START_FAILED and b"symlink" in r.stderr
 
 
 def test_socket_dir_for_other_users_is_traversable(hub_factory: Any, tmp_path: Path) -> None:

@@ -25,12 +25,16 @@ import pytest
 import trio
 import trio.testing
 
+import hub.connection as connection
+import hub.listeners as listeners
 import hub.server as server
 from hub.config import HubConfig, is_loopback, parse_listen
+from hub.home import HubStartError
 from hub.identity import GLOBAL
 from hub.registry import Registry, modify
-from hub.server import Hub, HubStartError, serve
-from protocol.errors import EXIT_CODES, ErrorCode, HubError
+from hub.run import serve
+from hub.server import Hub
+from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus, HubError
 from protocol.framing import FrameDecoder
 from protocol.limits import LIMITS
 from protocol.messages import Response, decode_response, encode_request
@@ -209,7 +213,8 @@ def test_plaintext_on_a_non_loopback_address_is_refused_at_start(hub_factory: An
     h: HubProcess = hub_factory(start=False)
     r = subprocess.run([*amux_argv(), "hub", "serve", "--home", str(h.home), "--listen", listen], env=h.env,
                        capture_output=True, text=True, timeout=30)
-    assert r.returncode == 1 and "refusing plaintext TCP" in r.stderr and "hub.tls_cert" in r.stderr, r.stderr
+    assert r.returncode == ExitStatus.HUB_START_FAILED, r.stderr
+    assert "refusing plaintext TCP" in r.stderr and "hub.tls_cert" in r.stderr, r.stderr
     assert not h.socket.exists()  # refused before anything was opened
     # The same from the setting.
     h.configure("hub.listen", listen)
@@ -314,7 +319,8 @@ async def test_tls_handshake_must_finish_in_time(tmp_path: Path, certs: Certs,
         start = trio.current_time()
         await client.send_all(b"\x16\x03\x01")  # the start of a ClientHello, then nothing
         assert await _eof(client) == []
-        assert server.TLS_HANDSHAKE_TIMEOUT_SECONDS <= trio.current_time() - start < server.HELLO_TIMEOUT_SECONDS + 1
+        waited = trio.current_time() - start
+        assert connection.TLS_HANDSHAKE_TIMEOUT_SECONDS <= waited < connection.HELLO_TIMEOUT_SECONDS + 1
     assert hub.connections == 0
 
 
@@ -368,7 +374,7 @@ async def test_slow_sender_is_closed(tmp_path: Path, autojump_clock: trio.testin
         nursery.start_soon(trickle)
         seen = await _eof(client)
         waited = trio.current_time() - start
-        assert server.FRAME_TIMEOUT_SECONDS <= waited < server.FRAME_TIMEOUT_SECONDS + 6
+        assert connection.FRAME_TIMEOUT_SECONDS <= waited < connection.FRAME_TIMEOUT_SECONDS + 6
         assert [r.error.code for r in seen if r.error] == [ErrorCode.BAD_REQUEST]
         assert seen[0].error is not None and "within" in seen[0].error.message
         nursery.cancel_scope.cancel()
@@ -384,7 +390,7 @@ async def test_a_slow_but_complete_frame_is_served(tmp_path: Path, autojump_cloc
         frame = encode_request(2, "get", {"path": "MEMORY.md"})
         half = len(frame) // 2
         await client.send_all(frame[:half])
-        await trio.sleep(server.FRAME_TIMEOUT_SECONDS - 5)
+        await trio.sleep(connection.FRAME_TIMEOUT_SECONDS - 5)
         await client.send_all(frame[half:])
         while (body := decoder.next_frame()) is None:
             decoder.feed(await client.receive_some(65536))
@@ -444,7 +450,7 @@ async def test_request_deadline_frees_the_in_flight_slots(tmp_path: Path,
         nursery.start_soon(hub.handle, srv)
         decoder = FrameDecoder()
         assert (await _call(client, decoder, 1, "hello", {"protocol": 1})).error is None
-        n = server.MAX_IN_FLIGHT
+        n = connection.MAX_IN_FLIGHT
         await client.send_all(b"".join(encode_request(100 + i, "search", {"query": "x"}) for i in range(n)))
         answers: dict[int | None, Response] = {}
         while len(answers) < n:
@@ -479,16 +485,16 @@ async def test_a_peer_that_never_reads_is_closed(tmp_path: Path, autojump_clock:
         assert (await _call(client, FrameDecoder(), 1, "hello", {"protocol": 1})).error is None
         await client.send_all(b"".join(encode_request(10 + i, "get", {"path": "a.md"}) for i in range(64)))
         start = trio.current_time()
-        with trio.fail_after(server.SEND_TIMEOUT_SECONDS + 5):
+        with trio.fail_after(connection.SEND_TIMEOUT_SECONDS + 5):
             await done.wait()  # the answers fill the socket; nobody reads; the Hub gives up on the peer
-        assert trio.current_time() - start >= server.SEND_TIMEOUT_SECONDS
+        assert trio.current_time() - start >= connection.SEND_TIMEOUT_SECONDS
         assert hub.connections == 0
         await client.aclose()
 
 
 async def test_connection_over_the_cap_on_tls_is_told_busy(tmp_path: Path, certs: Certs,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server, "MAX_CONNECTIONS", 1)
+    monkeypatch.setattr(listeners, "MAX_CONNECTIONS", 1)
     config = _config(tmp_path, listen="127.0.0.1:0", tls_cert=str(certs.cert), tls_key=str(certs.key))
     client_ctx = ssl.create_default_context()
     certs.ca.configure_trust(client_ctx)

@@ -88,7 +88,7 @@ def serve(*, home: Path | None = None, listen: str | None = None) -> int:
     With --listen (or hub.listen) it also accepts remote callers on TCP:
     TLS with hub.tls_cert/hub.tls_key, plaintext only on a loopback address;
     network callers authenticate with a token (amux hub token issue).
-    Exit status 1 when it cannot start.
+    Exit status 21 when it cannot start (home locked, socket in use, bad settings).
 
     Parameters
     ----------
@@ -101,7 +101,7 @@ def serve(*, home: Path | None = None, listen: str | None = None) -> int:
     import dataclasses
 
     from hub import config as hub_config
-    from hub.server import run
+    from hub.run import run
     from protocol.limits import LIMITS
 
     try:

@@ -1,0 +1,132 @@
+"""Starting and stopping the Hub: :func:`serve` (Trio) and :func:`run` (``amux hub serve``).
+
+Start-up, in order: take the home lock; check the network settings and the
+principal registry (before anything is created, so a refused setting leaves
+no socket behind); make the memory root private; remove temporary files an
+interrupted write left; listen; serve.  Any failure there is a
+:class:`hub.home.HubStartError`, and :func:`run` turns it into
+``ExitStatus.HUB_START_FAILED`` (DESIGN.md §8, §13).
+
+Shutdown (SIGINT/SIGTERM): stop accepting, stop reading new requests, let
+the requests already running finish and answer (for at most
+:data:`SHUTDOWN_GRACE_SECONDS`), then exit 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator
+
+import trio
+
+from hub import fsio
+from hub.config import HubConfig
+from hub.home import HOME_LOCK_NAME, HomeLock, HubStartError, check_registry, prepare_memory_root
+from hub.listeners import (
+    accept_loop,
+    listener_address,
+    network_settings,
+    open_network_listeners,
+    open_unix_listener,
+)
+from hub.server import Hub
+from hub.service import MemoryService
+from protocol.errors import ExitStatus
+from protocol.limits import Limits
+
+log = logging.getLogger("amux.hub")
+
+SHUTDOWN_GRACE_SECONDS = 10.0
+"""After a stop signal, how long requests already running may take to finish and answer."""
+
+
+async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStatus[Hub] = trio.TASK_STATUS_IGNORED,
+                service: MemoryService | None = None) -> None:
+    """Run a Hub on ``config``'s home until SIGINT/SIGTERM or cancellation.
+
+    ``task_status.started`` gets the :class:`Hub` once every listener is open
+    (``hub.network_addresses`` then holds the TCP addresses).  ``service``
+    replaces the default :class:`MemoryService` (tests).  Raises
+    :class:`HubStartError` when the Hub cannot start; then nothing is left
+    listening and the home lock is released.  On a signal or cancellation it
+    stops accepting and reading, lets running requests finish for up to
+    :data:`SHUTDOWN_GRACE_SECONDS`, removes the socket and releases the lock.
+    """
+    lock = HomeLock(config.home / HOME_LOCK_NAME)
+    lock.acquire()
+    try:
+        network = network_settings(config)
+        check_registry(config.home)
+        root = config.memory_root
+        prepare_memory_root(root)
+        removed = await trio.to_thread.run_sync(fsio.remove_stale_temps, str(root))
+        if removed:
+            log.warning("removed %d temporary file(s) left by an interrupted write", removed)
+        listener = await open_unix_listener(config)
+        tcp_listeners: list[trio.SocketListener] = []
+        if network is not None:
+            try:
+                tcp_listeners = await open_network_listeners(network, config.listen)
+            except HubStartError:
+                await listener.aclose()
+                config.socket_path.unlink(missing_ok=True)
+                raise
+        hub = Hub(config, limits, service)
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as conns:
+                async with trio.open_nursery() as accept:
+                    accept.start_soon(accept_loop, listener, hub.open_connections, conns, "unix", None)
+                    for tcp in tcp_listeners:
+                        assert network is not None
+                        accept.start_soon(accept_loop, tcp, hub.open_connections, conns, network.transport,
+                                          network.tls)
+                    accept.start_soon(_wait_signal, signals, accept.cancel_scope)
+                    log.info(
+                        "Hub listening on %s (memory %s, isolation %s)", config.socket_path,
+                        "enabled" if config.memory_enabled else "disabled", config.isolation,
+                    )
+                    for tcp in tcp_listeners:
+                        assert network is not None
+                        address = listener_address(tcp, network.transport)
+                        hub.network_addresses.append(address)
+                        log.info("Hub listening on %s%s", address,
+                                 "" if network.tls else " (plaintext: loopback only; callers need a token)")
+                    if not config.memory_enabled:
+                        log.warning("memory is disabled: data calls fail with 'disabled' until "
+                                    "'amux system config set memory.enabled true' and a restart")
+                    task_status.started(hub)
+                await listener.aclose()
+                for tcp in tcp_listeners:
+                    await tcp.aclose()
+                hub.stop_reading()
+                conns.cancel_scope.deadline = trio.current_time() + SHUTDOWN_GRACE_SECONDS
+        config.socket_path.unlink(missing_ok=True)
+    finally:
+        lock.release()
+
+
+async def _wait_signal(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
+    """Cancel ``scope`` (the accept loops) at the first SIGINT/SIGTERM."""
+    async for signum in signals:
+        log.info("received %s: stopping (in-flight requests finish first)", signal.Signals(signum).name)
+        scope.cancel()
+        return
+
+
+def run(config: HubConfig, limits: Limits) -> int:
+    """Blocking entry point for ``amux hub serve``: serve until stopped; returns the process exit status.
+
+    ``ExitStatus.OK`` (0) after a clean stop; ``ExitStatus.HUB_START_FAILED``
+    (21) when the Hub could not start (home locked, socket in use, bad TLS
+    files, an unusable setting or registry), with one line on stderr.
+    Logs go to stderr, prefixed ``amux hub:``.
+    """
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="amux hub: %(message)s")
+    try:
+        trio.run(serve, config, limits)
+    except HubStartError as exc:
+        print(f"amux hub: {exc}", file=sys.stderr)
+        return ExitStatus.HUB_START_FAILED
+    return ExitStatus.OK
