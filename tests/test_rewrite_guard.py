@@ -10,7 +10,7 @@ import pytest
 from hub.rewrite_guard import MIN_DROPPED_LINES, check_rewrite
 from protocol.errors import EXIT_CODES, ErrorCode, HubError
 from tests.conftest import HubProcess, need_corpus
-from tests.test_mcp_server import call, mcp_session, ok
+from tests.mcp_session import call, mcp_session, ok
 
 NOTE = "".join(f"- fact {i}: the deploy window for service {i} is Tuesday {i % 24:02d}:00 UTC\n" for i in range(300))
 NOTE = "# Deploy windows\n\n" + NOTE

@@ -274,7 +274,8 @@ PREFIX_FILES = {
 
 @pytest.mark.parametrize(
     "prefix",
-    ["", "projects/", "projects", "projects/amux/", "projects/amux", "projects/amux/deep/", "prefs/e", "nothing/", "MEMORY.md"],
+    ["", "projects/", "projects", "projects/amux/", "projects/amux", "projects/amux/deep/", "prefs/e", "nothing/",
+     "MEMORY.md"],
 )
 def test_path_prefix_filters(scope: Path, prefix: str) -> None:
     write(scope, PREFIX_FILES)

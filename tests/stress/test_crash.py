@@ -123,7 +123,7 @@ def test_kill_9_during_writes_loses_nothing_acknowledged(hub: HubProcess) -> Non
     ]
     started = time.monotonic()
     tally = Tally()
-    for round_ in range(rounds):
+    for _round in range(rounds):
         stop = threading.Event()
         threads = [
             threading.Thread(target=_writer, args=(hub, w, docs[w], stop, rng.randrange(1 << 30), tally))
