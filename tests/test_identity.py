@@ -1,4 +1,4 @@
-"""Principals, aliases, tokens and delegated credentials (design record §7; issue 4 items 2-3).
+"""Principals, aliases, tokens and delegated credentials (DESIGN.md §7).
 
 Most tests drive the real ``amux`` CLI against a real Hub subprocess: the
 registry commands (``amux hub principal ...``, ``amux hub token ...``) edit

@@ -1,4 +1,4 @@
-"""``amux launch`` with the real Claude Code, Codex and Pi binaries, offline (issue #6; design record §5, §7, §8).
+"""``amux launch`` with the real Claude Code, Codex and Pi binaries, offline (DESIGN.md §10, §7).
 
 Each test starts a real Hub, seeds it through the CLI with a word found
 nowhere else, points the agent at :class:`tests.fakemodel.FakeModel` on
@@ -9,7 +9,7 @@ search, the tool result carrying the Hub's real match.
 
 The agents come from ``tests/clients/install.sh`` (pinned npm packages).
 Without Node/npm these tests skip with a message, except with ``CI=true``,
-where they fail (the ``bin_dir`` fixture of ``tests/test_mcp_clients.py``).
+where they fail (the ``bin_dir`` fixture of ``tests/conftest.py``).
 
 Measured facts these tests rely on (Claude Code 2.1.197, Codex 0.171.0, Pi 0.73.1):
 

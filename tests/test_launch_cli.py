@@ -1,4 +1,4 @@
-"""``amux launch`` through the real CLI and a real Hub, with a stand-in agent (issue #6 §1, §2, §5–§8).
+"""``amux launch`` through the real CLI and a real Hub, with a stand-in agent (DESIGN.md §10).
 
 The stand-in is a small Python script installed as the agent program (via
 ``AMUX_LAUNCH_<AGENT>``): it records its argv, environment and uid to a JSON

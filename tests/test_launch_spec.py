@@ -1,4 +1,4 @@
-"""The launch spec as plain data (issue #6 §0, §3–§7): :func:`launch.plan` and its pure helpers.
+"""The launch spec as plain data (DESIGN.md §10): :func:`launch.plan` and its pure helpers.
 
 No processes here: these tests check what a Runtime would get from the Python
 API.  The real CLI with a real Hub is ``test_launch_cli.py``; the real agents

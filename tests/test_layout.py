@@ -194,11 +194,28 @@ def test_product_cites_design_md_only() -> None:
     assert problems == []
 
 
+TEST_CITATION = re.compile(r"issue #?\d|\bseed \d|design record|typed-memory spec", re.IGNORECASE)
+"""In tests ``seed`` is also a random seed, so only ``seed <number>`` counts as a citation."""
+
+
+def suite_files() -> list[Path]:
+    """Every Python file of the test suite (not the npm-installed clients)."""
+    return [p for p in sorted((REPO / "tests").rglob("*.py")) if ".install" not in p.parts]
+
+
+def test_tests_cite_design_md_only() -> None:
+    problems = [f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+                for path in suite_files() if path.name != "test_layout.py"
+                for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                if TEST_CITATION.search(line)]
+    assert problems == []
+
+
 def test_design_sections_cited_exist() -> None:
     design = (REPO / "DESIGN.md").read_text(encoding="utf-8")
     sections = set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", design, re.MULTILINE))
     cited: dict[str, list[str]] = {}
-    for path in list(MODULES.values()) + [REPO / "README.md"]:
+    for path in list(MODULES.values()) + [REPO / "README.md"] + suite_files():
         for ref in re.findall(r"DESIGN\.md §(\d+(?:\.\d+)?)", path.read_text(encoding="utf-8")):
             cited.setdefault(ref, []).append(str(path.relative_to(REPO)))
     missing = {ref: where for ref, where in cited.items() if ref not in sections}
@@ -256,8 +273,7 @@ def test_test_import_finder() -> None:
 
 
 def test_no_test_module_imports_another_or_a_fixture() -> None:
-    files = {".".join(path.relative_to(REPO).with_suffix("").parts): path
-             for path in sorted((REPO / "tests").rglob("*.py")) if ".install" not in path.parts}
+    files = {".".join(path.relative_to(REPO).with_suffix("").parts): path for path in suite_files()}
     trees = {module: ast.parse(path.read_text(encoding="utf-8")) for module, path in files.items()}
     fixtures = {module: _fixture_names(tree) for module, tree in trees.items()}
     problems = {module: found for module, path in files.items()

@@ -88,6 +88,7 @@ def test_inspector_lists_the_tools_and_calls_memory_search(bin_dir: Path, hub: H
     result = _inspector(bin_dir, hub, "--method", "tools/call", "--tool-name", "memory_search",
                         "--tool-arg", "query=tabs")
     assert result.get("isError") is not True, result  # the Inspector exits 0 even for tool errors
+    assert [m["snippet"] for m in result["structuredContent"]["matches"]] == ["- Indent with tabs."], result
     match = result["structuredContent"]["matches"][0]
     assert (match["path"], match["line"], match["snippet"]) == ("MEMORY.md", 2, "- Indent with tabs.")
     assert "MEMORY.md line 2" in result["content"][0]["text"]

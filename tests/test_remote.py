@@ -1,4 +1,4 @@
-"""Remote Runtimes (TCP/TLS with tokens) and the Hub's bounds against abuse (issue 4 items 1 and 4).
+"""Remote Runtimes (TCP/TLS with tokens) and the Hub's bounds against abuse (DESIGN.md §7, §6).
 
 Real Hub subprocesses and the real CLI for what a user does: ``hub.listen`` /
 ``amux hub serve --listen`` with TLS certificates made by ``trustme`` (no
@@ -107,8 +107,10 @@ def ok(r: CliResult) -> Any:
 
 
 def code_of(r: CliResult) -> str:
-    assert r.returncode != 0, r.stdout
-    return str(r.json["error"]["code"])
+    """The error code a failed CLI call printed, checked against its exit status."""
+    code = str(r.json["error"]["code"])
+    assert r.returncode == EXIT_CODES[ErrorCode(code)], (r.returncode, r.stdout, r.stderr)
+    return code
 
 
 def remote(address: str, certs: Certs | None, token: str | None = None, **extra: str) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The destructive-rewrite guard (issue #7 item 7): Hub side, so the CLI and MCP share it."""
+"""The destructive-rewrite guard (DESIGN.md §12): Hub side, so the CLI and MCP share it."""
 
 from __future__ import annotations
 

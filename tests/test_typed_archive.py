@@ -1,4 +1,4 @@
-"""``amux memory archive``: expired feedback moves to ``feedback/_archive/`` (issue #7; seed 004 §2).
+"""``amux memory archive``: expired feedback moves to ``feedback/_archive/`` (DESIGN.md §11).
 
 Each test runs on a Hub scope (real Hub subprocess, real CLI) and on a
 ``--project`` directory.  Conflicts are made by a second writer at an exact

@@ -1,4 +1,4 @@
-"""``amux memory import``: host-private memory read-only, normalised into typed topics (issue #7; seed 004 §5.1).
+"""``amux memory import``: host-private memory read-only, normalised into typed topics (DESIGN.md §11).
 
 The host trees are copies of ``tests/fixtures/hosts/`` laid out under a
 temporary ``HOME`` the way each host lays them out: Claude Code's bucket is
