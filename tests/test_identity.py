@@ -173,15 +173,17 @@ def test_isolation_user_never_falls_back_to_global() -> None:
 
 @pytest.mark.parametrize("name", ["", "a:b", "uid:7", "white space", "-x", ".x", "x" * 65, "é", "a/b", "a\n"])
 def test_invalid_principal_names(name: str) -> None:
-    with pytest.raises(HubError):
+    with pytest.raises(HubError) as info:
         check_name(name)
+    assert info.value.code is ErrorCode.BAD_REQUEST
 
 
 @pytest.mark.parametrize("alias", ["alice", "os:", "os-uid:", "os-uid:-1", "os-uid:x", "os-uid:4294967296",
                                    "feishu:ou_1", "os:a b", "os:a\n", "os-uid:١٢"])
 def test_invalid_aliases(alias: str) -> None:
-    with pytest.raises(HubError):
+    with pytest.raises(HubError) as info:
         check_alias(alias)
+    assert info.value.code is ErrorCode.BAD_REQUEST
 
 
 def test_registry_file_is_parsed_strictly(tmp_path: Path) -> None:

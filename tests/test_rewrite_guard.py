@@ -81,8 +81,9 @@ def test_a_placeholder_already_in_the_document_does_not_block_edits() -> None:
     with pytest.raises(HubError) as info:
         check_rewrite("n.md", old, old + b"\n[Remaining sections unchanged]\n")
     assert info.value.data["text"] == "[remaining sections unchanged]"
-    with pytest.raises(HubError):
+    with pytest.raises(HubError) as info:
         check_rewrite("n.md", old, old + b"\n[unchanged]\n")  # the same phrase once more
+    assert info.value.code is ErrorCode.DESTRUCTIVE_REWRITE and info.value.data["reason"] == "placeholder"
 
 
 def test_byte_rule_protects_notes_of_few_long_lines() -> None:
