@@ -1,12 +1,22 @@
-"""Shared fixtures: a real Hub subprocess on a temporary home, and the real ``amux`` CLI."""
+"""Shared fixtures and helpers: a real Hub subprocess on a temporary home, the real ``amux`` CLI.
+
+Fixtures used by more than one test module live here (``hub``, ``hub_factory``,
+``bin_dir``, ``shared_dir``, ``fake_model``); plain helpers shared by several
+modules live in helper modules beside it (``tests/agent_clients.py``,
+``tests/mcp_session.py``, ``tests/other_users.py``, ``tests/raw_hub.py``,
+``tests/fakemodel.py``, ``tests/hostile.py``).  No test module imports from
+another test module (``tests/test_layout.py`` checks it).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -15,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from tests.agent_clients import install_clients
+from tests.fakemodel import FakeModel
 from tools.client import HubClient
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,12 +69,11 @@ class HubProcess:
 
     def start(self, timeout: float = 15.0) -> None:
         assert self.log is not None
-        out = open(self.log, "ab")
-        self.proc = subprocess.Popen(
-            [*amux_argv(), "hub", "serve", "--home", str(self.home)],
-            env=self.env, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
-        )
-        out.close()
+        with open(self.log, "ab") as out:  # the Hub keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                [*amux_argv(), "hub", "serve", "--home", str(self.home)],
+                env=self.env, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -158,3 +169,32 @@ def need_corpus() -> Path:
     if not CORPUS.is_dir():
         pytest.skip(f"../shared/corpus is absent ({CORPUS}); this test needs the real-Markdown corpus")
     return CORPUS
+
+
+@pytest.fixture(scope="session")
+def bin_dir() -> Path:
+    """``node_modules/.bin`` holding mcp-inspector, claude, codex and pi (installed once per session, else skip).
+
+    With ``CI=true`` a missing client fails instead of skipping (:func:`tests.agent_clients.unavailable`).
+    """
+    return install_clients()
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A fresh world-traversable (``0755``) directory under ``/tmp``, removed after the test.
+
+    pytest's ``tmp_path`` is ``0700``; a socket, input files or an ``amux`` script that another uid must
+    reach go here.
+    """
+    d = Path(tempfile.mkdtemp(prefix="amux-shared-", dir="/tmp"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def fake_model() -> Iterator[FakeModel]:
+    """A running :class:`tests.fakemodel.FakeModel` on 127.0.0.1 with an empty script (it only says 'done')."""
+    with FakeModel.running() as server:
+        yield server

@@ -38,8 +38,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import count
 from typing import Any
 
-import pytest
-
 DEFAULT_TEXT = "done"
 
 
@@ -87,7 +85,7 @@ class FakeModel(ThreadingHTTPServer):
     """The endpoint: ``url`` to hand to an agent, ``requests`` to inspect, ``script()`` to steer.
 
     Start it with :meth:`running` (a context manager) or the ``fake_model``
-    fixture.  Thread-safe: the handler threads append under ``lock``.
+    fixture of ``tests/conftest.py``.  Thread-safe: the handler threads append under ``lock``.
     """
 
     daemon_threads = True
@@ -142,13 +140,6 @@ class FakeModel(ThreadingHTTPServer):
         finally:
             server.shutdown()
             server.server_close()
-
-
-@pytest.fixture
-def fake_model() -> Iterator[FakeModel]:
-    """A running :class:`FakeModel` with an empty script."""
-    with FakeModel.running() as server:
-        yield server
 
 
 def codex_provider(model: FakeModel) -> list[str]:

@@ -29,7 +29,8 @@ def _tree(root: Path) -> dict[str, bytes | None]:
 
 
 def test_two_writers_same_revision_exactly_one_wins(hub: HubProcess) -> None:
-    rev = hub.cli("memory", "upsert", "notes/race.md", "--expected-revision", "absent", input=b"base\n").json["revision"]
+    rev = hub.cli("memory", "upsert", "notes/race.md", "--expected-revision", "absent",
+                  input=b"base\n").json["revision"]
     for round_ in range(5):
         procs = [
             subprocess.Popen(

@@ -43,7 +43,8 @@ def test_upsert_syscall_order(tmp_path: Path) -> None:
         while True:
             try:
                 with HubClient(hub.socket, timeout=5) as c:
-                    c.call("upsert", {"path": "topics/durable.md", "content": b"# kept\n", "expected_revision": "absent"})
+                    c.call("upsert", {"path": "topics/durable.md", "content": b"# kept\n",
+                                      "expected_revision": "absent"})
                 break
             except Exception:
                 if time.monotonic() > deadline or proc.poll() is not None:

@@ -125,7 +125,7 @@ def test_nfd_twin_reaches_the_nfc_file_only(hub: HubProcess) -> None:
 async def test_hostile_paths_through_mcp(hub: HubProcess, tmp_path: Path) -> None:
     import trio
 
-    from tests.test_mcp_server import call, err, mcp_session
+    from tests.mcp_session import call, err, mcp_session
 
     outside = plant(hub, tmp_path)
     before = snapshot(hub.home, outside)

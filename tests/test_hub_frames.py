@@ -1,7 +1,7 @@
 """The Hub's wire behaviour, byte by byte, against a real Hub subprocess.
 
-Raw ``AF_UNIX`` sockets (not :class:`tools.client.HubClient`) so a test can send
-exactly the bytes it wants: requests before ``hello``, garbage bodies, unknown
+Raw ``AF_UNIX`` sockets (:class:`tests.raw_hub.Raw`, not :class:`tools.client.HubClient`) so a
+test can send exactly the bytes it wants: requests before ``hello``, garbage bodies, unknown
 methods, oversized length prefixes, half frames, pipelined requests.  Every
 socket has a timeout, so a Hub that stops answering fails the test instead of
 hanging it.
@@ -27,76 +27,11 @@ from protocol.framing import FrameDecoder, encode_frame
 from protocol.limits import LIMITS
 from protocol.messages import PROTOCOL_VERSION, Response, decode_response, encode_request, pack
 from tests.conftest import HubProcess
+from tests.raw_hub import RAW_TIMEOUT, Raw, error_of
 
-TIMEOUT = 5.0
+TIMEOUT = RAW_TIMEOUT
 MAX = LIMITS.max_frame_bytes
 DOC = "# Preferences\n\nThe build uses ninja and clang.\nTabs, not spaces.\n"
-
-
-class Closed(Exception):
-    """The Hub closed the connection."""
-
-
-class Raw:
-    """One raw connection: send bytes, read whole response frames."""
-
-    def __init__(self, path: Path, timeout: float = TIMEOUT) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(str(path))
-        self.decoder = FrameDecoder()
-
-    def __enter__(self) -> Raw:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def request(self, rid: int, method: str, params: dict[str, Any] | None = None) -> None:
-        self.send(encode_request(rid, method, params or {}))
-
-    def response(self) -> Response:
-        """The next response; raises :class:`Closed` on EOF, TimeoutError if none comes."""
-        while True:
-            body = self.decoder.next_frame()
-            if body is not None:
-                return decode_response(body)
-            try:
-                data = self.sock.recv(65536)
-            except ConnectionResetError:
-                data = b""
-            if not data:
-                raise Closed
-            self.decoder.feed(data)
-
-    def call(self, rid: int, method: str, params: dict[str, Any] | None = None) -> Response:
-        self.request(rid, method, params)
-        resp = self.response()
-        assert resp.id == rid, resp
-        return resp
-
-    def hello(self, rid: int = 1, **params: Any) -> dict[str, Any]:
-        return self.call(rid, "hello", {"protocol": PROTOCOL_VERSION, "client": "test", **params}).unwrap()
-
-    def wait_closed(self) -> list[Response]:
-        """Read until the Hub closes the connection (within the socket timeout); the responses seen."""
-        seen: list[Response] = []
-        while True:
-            try:
-                seen.append(self.response())
-            except Closed:
-                return seen
-
-
-def error_of(resp: Response) -> tuple[ErrorCode, dict[str, Any]]:
-    assert resp.error is not None, f"expected an error, got {resp.result!r}"
-    return resp.error.code, resp.error.data
 
 
 def assert_works(conn: Raw, rid: int = 1000) -> None:

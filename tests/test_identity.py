@@ -1,4 +1,4 @@
-"""Principals, aliases, tokens and delegated credentials (design record §7; issue 4 items 2-3).
+"""Principals, aliases, tokens and delegated credentials (DESIGN.md §7).
 
 Most tests drive the real ``amux`` CLI against a real Hub subprocess: the
 registry commands (``amux hub principal ...``, ``amux hub token ...``) edit
@@ -42,8 +42,8 @@ from protocol.framing import FrameDecoder
 from protocol.limits import LIMITS
 from protocol.messages import PROTOCOL_VERSION, decode_response, encode_request
 from tests.conftest import CliResult, HubProcess
-from tests.test_hub_frames import Raw, error_of
-from tests.test_isolation import ALICE, BOB, _free_uid, _input, run_as, shared_dir  # noqa: F401 - fixture
+from tests.other_users import ALICE, BOB, free_uid, run_as, shared_input
+from tests.raw_hub import Raw, error_of
 from tools.client import HubClient
 
 UNAUTHORIZED = EXIT_CODES[ErrorCode.UNAUTHORIZED]
@@ -173,15 +173,17 @@ def test_isolation_user_never_falls_back_to_global() -> None:
 
 @pytest.mark.parametrize("name", ["", "a:b", "uid:7", "white space", "-x", ".x", "x" * 65, "é", "a/b", "a\n"])
 def test_invalid_principal_names(name: str) -> None:
-    with pytest.raises(HubError):
+    with pytest.raises(HubError) as info:
         check_name(name)
+    assert info.value.code is ErrorCode.BAD_REQUEST
 
 
 @pytest.mark.parametrize("alias", ["alice", "os:", "os-uid:", "os-uid:-1", "os-uid:x", "os-uid:4294967296",
                                    "feishu:ou_1", "os:a b", "os:a\n", "os-uid:١٢"])
 def test_invalid_aliases(alias: str) -> None:
-    with pytest.raises(HubError):
+    with pytest.raises(HubError) as info:
         check_alias(alias)
+    assert info.value.code is ErrorCode.BAD_REQUEST
 
 
 def test_registry_file_is_parsed_strictly(tmp_path: Path) -> None:
@@ -515,13 +517,13 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the
 def test_aliases_make_several_os_accounts_share_one_scope(hub_factory: Any, shared_dir: Path) -> None:
     h: HubProcess = hub_factory(isolation="user", settings={"hub.socket_path": str(shared_dir / "hub.sock"),
                                                             "hub.socket_mode": "0666"})
-    carol_uid = _free_uid(BOB + 1)
+    carol_uid = free_uid(BOB + 1)
     nobody = pwd.getpwnam("nobody").pw_uid
     ok(h.cli("hub", "principal", "add", "dana"))
     ok(h.cli("hub", "principal", "alias", "dana", f"os-uid:{ALICE}"))  # e.g. her CLI login
     ok(h.cli("hub", "principal", "alias", "dana", f"os-uid:{BOB}"))    # e.g. the chat bridge's account
     ok(h.cli("hub", "principal", "alias", "dana", "os:nobody"))        # by name
-    note = _input(shared_dir, "n.md", "# Dana\n\nshared-between-accounts\n")
+    note = shared_input(shared_dir, "n.md", "# Dana\n\nshared-between-accounts\n")
     code, out, err = run_as(ALICE, h.socket, "memory", "upsert", "MEMORY.md", "--expected-revision", "absent",
                             "--file", str(note))
     assert code == 0, err

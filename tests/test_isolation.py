@@ -2,104 +2,24 @@
 
 The tests run as root.  Each "other user" is a forked child that drops to an
 unnamed uid (so its principal id is ``uid:<n>``) and then runs the real CLI
-entry point in-process; the Hub names it from ``SO_PEERCRED`` alone.  (Exec'ing
-the venv's Python as another uid is not possible when the interpreter lives
-under root's 0700 home, hence fork-then-setuid.)
+entry point in-process (:func:`tests.other_users.run_as`); the Hub names it from
+``SO_PEERCRED`` alone.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import pwd
-import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import tools.cli  # noqa: F401 - imported before fork: the child (another uid) cannot read root's site-packages
 from protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import HubProcess
+from tests.other_users import ALICE, BOB, run_as, shared_input
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the CLI as other uids")
-
-
-def _free_uid(start: int) -> int:
-    uid = start
-    while True:
-        try:
-            pwd.getpwuid(uid)
-        except KeyError:
-            return uid
-        uid += 1
-
-
-ALICE = _free_uid(42001)
-BOB = _free_uid(ALICE + 1)
-
-
-def run_as(uid: int, socket: Path, *args: str, env: dict[str, str] | None = None,
-           stdin_file: Path | None = None) -> tuple[int, Any, str]:
-    """Run ``amux ARGS`` as ``uid`` in a forked child: ``(exit status, parsed stdout, stderr)``."""
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        code = 70
-        try:
-            os.dup2(out_w, 1)
-            os.dup2(err_w, 2)
-            if stdin_file is not None:
-                fd = os.open(stdin_file, os.O_RDONLY)
-                os.dup2(fd, 0)
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            for key in [k for k in os.environ if k.startswith("AMUX_")]:
-                del os.environ[key]
-            os.environ["AMUX_HUB"] = str(socket)
-            os.environ["HOME"] = "/nonexistent"
-            os.environ.update(env or {})
-            # pytest replaced sys.std*; the CLI must write to the real fds.
-            sys.stdin = open(0, encoding="utf-8", closefd=False)
-            sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
-            sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
-            from tools.cli import main
-
-            code = main(list(args))
-        except BaseException as exc:  # noqa: BLE001 - report anything to the parent
-            os.write(2, f"child failed: {exc!r}\n".encode())
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    os.close(out_w)
-    os.close(err_w)
-    with os.fdopen(out_r, "rb") as fo, os.fdopen(err_r, "rb") as fe:
-        stdout = fo.read()
-        stderr = fe.read().decode(errors="replace")
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    try:
-        parsed = json.loads(stdout) if stdout.strip() else None
-    except ValueError:
-        parsed = stdout
-    return code, parsed, stderr
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A world-traversable directory for the socket and input files (pytest's tmp is 0700)."""
-    d = Path(tempfile.mkdtemp(prefix="amux-iso-", dir="/tmp"))
-    d.chmod(0o755)
-    yield d
-    for p in sorted(d.rglob("*"), reverse=True):
-        p.unlink() if not p.is_dir() else p.rmdir()
-    d.rmdir()
 
 
 def _hub(hub_factory: Any, shared_dir: Path, isolation: str) -> HubProcess:
@@ -110,17 +30,10 @@ def _hub(hub_factory: Any, shared_dir: Path, isolation: str) -> HubProcess:
     return h
 
 
-def _input(shared_dir: Path, name: str, text: str) -> Path:
-    p = shared_dir / name
-    p.write_text(text)
-    p.chmod(0o644)
-    return p
-
-
 def test_isolation_user_keeps_principals_apart(hub_factory: Any, shared_dir: Path) -> None:
     h = _hub(hub_factory, shared_dir, "user")
-    a_in = _input(shared_dir, "a.md", "# Alice\n\nalpha-secret preference\n")
-    b_in = _input(shared_dir, "b.md", "# Bob\n\nbeta preference\n")
+    a_in = shared_input(shared_dir, "a.md", "# Alice\n\nalpha-secret preference\n")
+    b_in = shared_input(shared_dir, "b.md", "# Bob\n\nbeta preference\n")
     code, out, err = run_as(ALICE, h.socket, "memory", "upsert", "MEMORY.md", "--expected-revision", "absent",
                             "--file", str(a_in))
     assert code == 0, err
@@ -166,7 +79,7 @@ def test_binding_mismatch_after_policy_change(hub_factory: Any, shared_dir: Path
 
 def test_isolation_off_everyone_shares_global(hub_factory: Any, shared_dir: Path) -> None:
     h = _hub(hub_factory, shared_dir, "off")
-    a_in = _input(shared_dir, "a.md", "shared-fact from alice\n")
+    a_in = shared_input(shared_dir, "a.md", "shared-fact from alice\n")
     code, out, err = run_as(ALICE, h.socket, "memory", "upsert", "team.md", "--expected-revision", "absent",
                             "--file", str(a_in))
     assert code == 0, err

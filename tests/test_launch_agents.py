@@ -1,4 +1,4 @@
-"""``amux launch`` with the real Claude Code, Codex and Pi binaries, offline (issue #6; design record §5, §7, §8).
+"""``amux launch`` with the real Claude Code, Codex and Pi binaries, offline (DESIGN.md §10, §7).
 
 Each test starts a real Hub, seeds it through the CLI with a word found
 nowhere else, points the agent at :class:`tests.fakemodel.FakeModel` on
@@ -9,7 +9,7 @@ search, the tool result carrying the Hub's real match.
 
 The agents come from ``tests/clients/install.sh`` (pinned npm packages).
 Without Node/npm these tests skip with a message, except with ``CI=true``,
-where they fail (the ``bin_dir`` fixture of ``tests/test_mcp_clients.py``).
+where they fail (the ``bin_dir`` fixture of ``tests/conftest.py``).
 
 Measured facts these tests rely on (Claude Code 2.1.197, Codex 0.171.0, Pi 0.73.1):
 
@@ -46,6 +46,7 @@ from typing import Any
 import pytest
 
 from protocol.agent_protocol import render
+from tests.agent_clients import client_env, unavailable
 from tests.conftest import REPO, HubProcess, amux_argv
 from tests.fakemodel import (
     FakeModel,
@@ -55,13 +56,12 @@ from tests.fakemodel import (
     anthropic_tool_names,
     anthropic_tool_results,
     codex_provider,
-    fake_model,  # noqa: F401 - a fixture
     responses_texts,
     responses_tool_names,
     responses_tool_outputs,
     strings,
 )
-from tests.test_mcp_clients import _unavailable, bin_dir, client_env  # noqa: F401 - bin_dir is a fixture
+from tests.other_users import readable_amux, readable_python
 from tools.mcp.handlers import TOOL_NAMES
 
 WORD = "quillfeather"
@@ -76,10 +76,10 @@ CODEX_TURNS = "/v1/responses"
 
 
 @pytest.fixture(scope="session")
-def agents(bin_dir: Path) -> Path:  # noqa: F811 - the imported fixture
+def agents(bin_dir: Path) -> Path:
     """``node_modules/.bin`` with claude, codex and pi (pi is checked here; the rest by ``bin_dir``)."""
     if not os.access(bin_dir / "pi", os.X_OK):
-        _unavailable(f"pi is not installed in {bin_dir}; run 'bash tests/clients/install.sh' first")
+        unavailable(f"pi is not installed in {bin_dir}; run 'bash tests/clients/install.sh' first")
     return bin_dir
 
 
@@ -175,7 +175,7 @@ def claude_result(proc: subprocess.CompletedProcess[str]) -> Any:
 
 
 def test_claude_gets_one_protocol_block_the_amux_tools_and_a_real_hub_match(
-        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:
     seeded(hub)
     home = tmp_path / "home"
     env = claude_env(agents, hub, home, fake_model)
@@ -216,7 +216,7 @@ def test_claude_gets_one_protocol_block_the_amux_tools_and_a_real_hub_match(
 
 
 def test_claude_with_the_hub_down_starts_without_memory(
-        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:
     hub.stop()
     env = claude_env(agents, hub, tmp_path / "home", fake_model)
     session = str(uuid.uuid4())
@@ -235,7 +235,7 @@ def test_claude_with_the_hub_down_starts_without_memory(
 
 
 def test_claude_with_memory_disabled_keeps_its_native_memory(
-        agents: Path, hub_factory: Any, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+        agents: Path, hub_factory: Any, tmp_path: Path, fake_model: FakeModel) -> None:
     hub = hub_factory(enabled=False)
     env = claude_env(agents, hub, tmp_path / "home", fake_model)
     proc = launch(env, tmp_path / "work", *claude_args("hello", "--no-session-persistence"), timeout=60)
@@ -251,7 +251,7 @@ def test_claude_with_memory_disabled_keeps_its_native_memory(
 
 
 def test_claude_resume_keeps_the_stored_binding_and_a_changed_policy_is_binding_mismatch(
-        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:
     seeded(hub)
     env = claude_env(agents, hub, tmp_path / "home", fake_model)
     work = tmp_path / "work"
@@ -283,7 +283,7 @@ def test_claude_resume_keeps_the_stored_binding_and_a_changed_policy_is_binding_
 
 
 def test_claude_waits_for_a_slow_amux_server(
-        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:
     env = claude_env(agents, hub, tmp_path / "home", fake_model)
     proc = launch(env, tmp_path / "work", *claude_args("hello", "--no-session-persistence"),
                   amux=[str(slow_amux(tmp_path / "slow"))])
@@ -297,7 +297,7 @@ def test_claude_waits_for_a_slow_amux_server(
 
 
 def test_codex_merges_developer_instructions_reaches_the_hub_and_resume_keeps_one_copy(
-        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:
     seeded(hub)
     home = tmp_path / "home"
     env = launch_env(agents, hub, home)
@@ -341,14 +341,14 @@ def test_codex_merges_developer_instructions_reaches_the_hub_and_resume_keeps_on
 
 
 def test_codex_waits_for_a_slow_amux_server_and_a_profile_keeps_its_instructions_but_not_its_memory(
-        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:
     home = tmp_path / "home"
     env = launch_env(agents, hub, home)
     codex_home = home / ".codex"
     (codex_home / "config.toml").write_text('developer_instructions = "TOP-LEVEL-RULE"\n')
     # Codex 0.171's profile layout; this profile also switches Codex's own memories on.
-    (codex_home / "work.config.toml").write_text('developer_instructions = "PROFILE-RULE"\n[features]\nmemories = true\n'
-                                                 '[memories]\nuse_memories = true\n')
+    (codex_home / "work.config.toml").write_text('developer_instructions = "PROFILE-RULE"\n'
+                                                 '[features]\nmemories = true\n[memories]\nuse_memories = true\n')
     (codex_home / "memories").mkdir()
     (codex_home / "memories" / "memory_summary.md").write_text("## User preferences\n- NATIVEMEMWORD tabs\n")
     work = tmp_path / "work"
@@ -377,7 +377,7 @@ def test_codex_waits_for_a_slow_amux_server_and_a_profile_keeps_its_instructions
 
 
 def test_pi_gets_the_cli_protocol_once_and_its_shell_reaches_the_hub(
-        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:  # noqa: F811
+        agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:
     seeded(hub)
     home = tmp_path / "home"
     env = launch_env(agents, hub, home)
@@ -423,10 +423,8 @@ def throwaway_user() -> Iterator[tuple[str, int, Path]]:
 
 
 def test_codex_as_another_user_gets_its_own_codex_home_and_reaches_the_hub(
-        agents: Path, hub_factory: Any, throwaway_user: tuple[str, int, Path], fake_model: FakeModel) -> None:  # noqa: F811
-    from tests.test_launch_cli import _readable_amux, _readable_python
-
-    python = _readable_python()
+        agents: Path, hub_factory: Any, throwaway_user: tuple[str, int, Path], fake_model: FakeModel) -> None:
+    python = readable_python()
     if python is None:
         pytest.skip("no Python readable by other users (the interpreter must be world-executable)")
     name, uid, user_home = throwaway_user
@@ -437,7 +435,7 @@ def test_codex_as_another_user_gets_its_own_codex_home_and_reaches_the_hub(
         hub = seeded(hub_factory(isolation="user", settings={"hub.socket_path": str(shared / "hub.sock"),
                                                              "hub.socket_mode": "0666"}))
         # The user's own memory: the launch binds that user's scope, not root's.
-        r = subprocess.run([str(_readable_amux(shared, python)), "memory", "upsert", "MEMORY.md",
+        r = subprocess.run([str(readable_amux(shared, python)), "memory", "upsert", "MEMORY.md",
                             "--expected-revision", "absent"], input=ENTRY.encode(), capture_output=True,
                            env={"PATH": "/usr/bin:/bin", "HOME": str(user_home), "AMUX_HUB": str(hub.socket)},
                            user=uid, group=uid, cwd="/")

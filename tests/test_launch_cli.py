@@ -1,4 +1,4 @@
-"""``amux launch`` through the real CLI and a real Hub, with a stand-in agent (issue #6 §1, §2, §5–§8).
+"""``amux launch`` through the real CLI and a real Hub, with a stand-in agent (DESIGN.md §10).
 
 The stand-in is a small Python script installed as the agent program (via
 ``AMUX_LAUNCH_<AGENT>``): it records its argv, environment and uid to a JSON
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import stat
 import subprocess
@@ -34,9 +33,8 @@ from launch.codex_app_server import CodexAppServer, start_memory_thread
 from launch.errors import LaunchError
 from protocol.agent_protocol import render
 from protocol.errors import EXIT_CODES, ErrorCode
-from tests.conftest import REPO, CliResult, HubProcess, amux_argv, make_hub
-from tests.test_isolation import _free_uid
-from tests.test_mcp_clients import bin_dir  # noqa: F401 - a fixture
+from tests.conftest import CliResult, HubProcess, amux_argv, make_hub
+from tests.other_users import free_uid, readable_amux, readable_python
 
 MCP = render("mcp")
 CLI = render("cli")
@@ -497,42 +495,12 @@ def test_users_config_files_are_byte_identical(launcher: Launcher, tmp_path: Pat
 # -- isolated launches (--as-user) ---------------------------------------------------------------------------
 
 
-def _readable_python() -> str | None:
-    """A Python 3.11 another user can execute (the venv's interpreter may live under root's 0700 home)."""
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (Path(f"/usr/bin/python{version}"), Path(f"/usr/local/bin/python{version}")):
-        chain = [candidate.resolve(), *candidate.resolve().parents]
-        if candidate.exists() and all(p.stat().st_mode & 0o005 == 0o005 for p in chain):
-            return str(candidate)
-    return None
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A world-traversable directory (pytest's tmp is 0700): socket, stand-ins, a readable amux."""
-    d = Path(tempfile.mkdtemp(prefix="amux-launch-", dir="/tmp"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def _readable_amux(shared: Path, python: str) -> Path:
-    """An ``amux`` console script run by a readable interpreter, importing this checkout and the venv's packages."""
-    site_packages = next(Path(sys.prefix).glob("lib/python3.*/site-packages"))
-    script = shared / "bin" / "amux"
-    script.parent.mkdir(mode=0o755)
-    script.write_text(f"#!{python} -S\nimport site, sys\nsite.addsitedir({str(site_packages)!r})\n"
-                      f"sys.path.insert(0, {str(REPO)!r})\nfrom tools.cli import main\nsys.exit(main())\n")
-    script.chmod(0o755)
-    return script
-
-
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="--as-user needs root")
 
 
 def _isolated_launcher(hub_factory: Any, shared_dir: Path, **hub_kw: Any) -> Launcher:
     """A Launcher whose amux, stand-ins, output file and Hub socket another uid can use."""
-    python = _readable_python()
+    python = readable_python()
     if python is None:
         pytest.skip("no Python readable by other users (the interpreter must be world-executable)")
     hub = hub_factory(settings={"hub.socket_path": str(shared_dir / "hub.sock"), "hub.socket_mode": "0666"},
@@ -540,7 +508,7 @@ def _isolated_launcher(hub_factory: Any, shared_dir: Path, **hub_kw: Any) -> Lau
     out_dir = shared_dir / "out"
     out_dir.mkdir(mode=0o777)
     out_dir.chmod(0o777)
-    launch = Launcher(hub, shared_dir, argv=[str(_readable_amux(shared_dir, python))])
+    launch = Launcher(hub, shared_dir, argv=[str(readable_amux(shared_dir, python))])
     for agent in ("claude", "codex", "pi"):
         launch.env[f"AMUX_LAUNCH_{agent.upper()}"] = str(install_standin(shared_dir, agent, python))
     launch.out = out_dir / "standin.json"
@@ -553,7 +521,7 @@ def _isolated_launcher(hub_factory: Any, shared_dir: Path, **hub_kw: Any) -> Lau
 @pytest.mark.parametrize("isolation", ["off", "user"])
 def test_as_user_runs_the_agent_with_a_private_copy(hub_factory: Any, shared_dir: Path, isolation: str) -> None:
     launch = _isolated_launcher(hub_factory, shared_dir, isolation=isolation)
-    uid = _free_uid(43001)
+    uid = free_uid(43001)
     run_dir = shared_dir / "run"
     r = launch("--session-id", f"iso-{isolation}", "--as-user", str(uid), "--run-dir", str(run_dir),
                "--pass-env", "STANDIN_*", "claude", "-p", "hi",
@@ -585,7 +553,7 @@ def test_as_user_runs_the_agent_with_a_private_copy(hub_factory: Any, shared_dir
 @needs_root
 def test_as_user_codex_gets_its_own_codex_home(hub_factory: Any, shared_dir: Path) -> None:
     launch = _isolated_launcher(hub_factory, shared_dir)
-    uid = _free_uid(43201)
+    uid = free_uid(43201)
     run_dir = shared_dir / "run"
     r = launch("--as-user", str(uid), "--run-dir", str(run_dir), "--pass-env", "STANDIN_*", "codex", "exec", "hi",
                env={"STANDIN_RUN": json.dumps(["@mcp", "memory", "search", "x"])})
@@ -603,7 +571,7 @@ def test_as_user_print_spec_is_a_complete_spec_that_runs(hub_factory: Any, share
     from launch.spec import LaunchSpec
 
     launch = _isolated_launcher(hub_factory, shared_dir)
-    uid = _free_uid(43301)
+    uid = free_uid(43301)
     run_dir = shared_dir / "run"
     r = launch("--print-spec", "--as-user", str(uid), "--run-dir", str(run_dir), "--pass-env", "STANDIN_*",
                "claude", "-p", "hi")
@@ -624,7 +592,7 @@ def test_as_user_print_spec_is_a_complete_spec_that_runs(hub_factory: Any, share
 @needs_root
 def test_as_user_probe_is_bounded_and_a_sigterm_leaves_nothing(hub_factory: Any, shared_dir: Path) -> None:
     launch = _isolated_launcher(hub_factory, shared_dir)
-    uid = _free_uid(43401)
+    uid = free_uid(43401)
     run_dir = shared_dir / "run"
     entry = str(run_dir / MEMORY_DIR / "amux-entry")
     with _stub_hub(shared_dir / "silent.sock") as silent:
@@ -667,7 +635,7 @@ def _processes_running(needle: str) -> list[int]:
 def test_as_user_run_dir_the_user_cannot_enter_is_named_and_nothing_is_left(hub_factory: Any,
                                                                             shared_dir: Path) -> None:
     launch = _isolated_launcher(hub_factory, shared_dir)
-    uid = _free_uid(43501)
+    uid = free_uid(43501)
     private = shared_dir / "private"
     private.mkdir(mode=0o700)
     r = launch("--as-user", str(uid), "--run-dir", str(private / "run"), "claude")
@@ -689,7 +657,7 @@ def test_as_user_with_an_unreadable_installation_is_an_explicit_error(hub_factor
         pytest.skip("this interpreter is readable by other users; nothing to refuse")
     hub = hub_factory(settings={"hub.socket_path": str(shared_dir / "hub.sock"), "hub.socket_mode": "0666"})
     launch = Launcher(hub, shared_dir)
-    r = launch("--as-user", str(_free_uid(43101)), "claude", "-p", "hi")
+    r = launch("--as-user", str(free_uid(43101)), "claude", "-p", "hi")
     assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST], r.stderr
     error = json.loads(r.stdout)["error"]
     assert error["data"]["step"] == "isolation" and "must be readable" in error["message"]
@@ -701,7 +669,7 @@ def test_as_user_with_an_unreadable_installation_is_an_explicit_error(hub_factor
 
 
 @pytest.fixture(scope="module")
-def codex_bin(bin_dir: Path) -> Path:  # noqa: F811 - the imported fixture
+def codex_bin(bin_dir: Path) -> Path:
     """The pinned Codex from tests/clients/install.sh (``bin_dir`` installs it, or skips; required with CI=true)."""
     return bin_dir / "codex"
 
@@ -739,9 +707,9 @@ def test_real_codex_app_server_confirms_memory_off_and_disables_thread_memory(co
 def test_real_codex_app_server_without_the_overrides_is_refused(codex_bin: Path, tmp_path: Path) -> None:
     env = _codex_env(tmp_path)
     (Path(env["CODEX_HOME"]) / "config.toml").write_text("[features]\nmemories = true\n")
-    with CodexAppServer([str(codex_bin), "app-server"], env=env, cwd=str(tmp_path)) as server:
-        with pytest.raises(LaunchError) as err:
-            start_memory_thread(server, developer_instructions=MCP, cwd=str(tmp_path))
+    with CodexAppServer([str(codex_bin), "app-server"], env=env, cwd=str(tmp_path)) as server, \
+            pytest.raises(LaunchError) as err:
+        start_memory_thread(server, developer_instructions=MCP, cwd=str(tmp_path))
     assert err.value.step == "config/read" and "features.memories = true" in err.value.message
 
 
@@ -771,7 +739,8 @@ for line in sys.stdin:
     elif method == "thread/start":
         reply = {"id": rid, "result": {"thread": {"id": "thread-1"}}}
     elif method == "thread/memoryMode/set" and mode == "unsupported":
-        reply = {"id": rid, "error": {"code": -32600, "message": "Invalid request: unknown variant `thread/memoryMode/set`"}}
+        reply = {"id": rid, "error": {"code": -32600,
+                                      "message": "Invalid request: unknown variant `thread/memoryMode/set`"}}
     elif method == "thread/memoryMode/set" and mode == "silent":
         continue
     else:
@@ -790,9 +759,8 @@ for line in sys.stdin:
 def test_fake_app_server_failures_name_the_step(tmp_path: Path, mode: str, step: str, words: str) -> None:
     script = tmp_path / "fake_app_server.py"
     script.write_text(FAKE_APP_SERVER)
-    with CodexAppServer([sys.executable, str(script), mode], timeout=3) as server:
-        with pytest.raises(LaunchError) as err:
-            start_memory_thread(server, developer_instructions=MCP, cwd=str(tmp_path))
+    with CodexAppServer([sys.executable, str(script), mode], timeout=3) as server, pytest.raises(LaunchError) as err:
+        start_memory_thread(server, developer_instructions=MCP, cwd=str(tmp_path))
     assert err.value.step == step and words in err.value.message, err.value.message
 
 

@@ -1,4 +1,4 @@
-"""The launch spec as plain data (issue #6 §0, §3–§7): :func:`launch.plan` and its pure helpers.
+"""The launch spec as plain data (DESIGN.md §10): :func:`launch.plan` and its pure helpers.
 
 No processes here: these tests check what a Runtime would get from the Python
 API.  The real CLI with a real Hub is ``test_launch_cli.py``; the real agents
@@ -106,8 +106,8 @@ def test_mcp_tool_names_match_the_server() -> None:
 
 def test_claude_settings_are_merged_into_one_that_keeps_auto_memory_off(tmp_path: Path) -> None:
     # The user's own --settings (JSON or a file) is kept, and ours is laid over it: Claude reads only the last one.
-    spec = bound("claude", ["--settings", '{"model": "m", "env": {"MINE": "1", "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "0"}}',
-                            "-p", "hi"])
+    settings = '{"model": "m", "env": {"MINE": "1", "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "0"}}'
+    spec = bound("claude", ["--settings", settings, "-p", "hi"])
     assert after(spec.argv, "--settings") == [] and len(option(spec.argv, "--settings")) == 1
     merged = json.loads(option(spec.argv, "--settings")[0])
     assert merged == {"model": "m", "autoMemoryEnabled": False,
@@ -163,7 +163,8 @@ def test_claude_leaves_positional_text_after_double_dash_alone() -> None:
 
 
 def test_claude_append_file_is_merged_from_context_or_refused() -> None:
-    spec = bound("claude", ["--append-system-prompt-file", "extra.md"], context=AgentContext(files={"extra.md": "From file."}))
+    spec = bound("claude", ["--append-system-prompt-file", "extra.md"],
+                 context=AgentContext(files={"extra.md": "From file."}))
     assert after(spec.argv, "--append-system-prompt") == ["From file.\n\n" + MCP]
     assert "--append-system-prompt-file" not in spec.argv
     with pytest.raises(LaunchError, match="append-system-prompt-file"):
@@ -202,7 +203,8 @@ def test_env_unset_does_not_depend_on_the_environ_given_to_plan() -> None:
 
 
 def test_codex_overrides_come_before_the_subcommand_and_parse_as_toml() -> None:
-    spec = bound("codex", ["exec", "--skip-git-repo-check", "do it"], environ={"PATH": "/bin", "AMUX_TOKEN": "amux_x_secret"})
+    spec = bound("codex", ["exec", "--skip-git-repo-check", "do it"],
+                 environ={"PATH": "/bin", "AMUX_TOKEN": "amux_x_secret"})
     exec_at = spec.argv.index("exec")
     assert spec.argv[exec_at:] == ["exec", "--skip-git-repo-check", "do it"]
     assert all(spec.argv[i] == "-c" for i in range(1, exec_at, 2))

@@ -7,6 +7,9 @@
   reaching into another object's private attribute.
 * The product cites its own design document, not tracker issues or the
   original design record.
+* Tests share helpers through ``tests/conftest.py`` and helper modules, never
+  by importing from another test module, and no fixture is imported: shared
+  fixtures live in ``conftest.py``.
 """
 
 from __future__ import annotations
@@ -191,12 +194,88 @@ def test_product_cites_design_md_only() -> None:
     assert problems == []
 
 
+TEST_CITATION = re.compile(r"issue #?\d|\bseed \d|design record|typed-memory spec", re.IGNORECASE)
+"""In tests ``seed`` is also a random seed, so only ``seed <number>`` counts as a citation."""
+
+
+def suite_files() -> list[Path]:
+    """Every Python file of the test suite (not the npm-installed clients)."""
+    return [p for p in sorted((REPO / "tests").rglob("*.py")) if ".install" not in p.parts]
+
+
+def test_tests_cite_design_md_only() -> None:
+    problems = [f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+                for path in suite_files() if path.name != "test_layout.py"
+                for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                if TEST_CITATION.search(line)]
+    assert problems == []
+
+
 def test_design_sections_cited_exist() -> None:
     design = (REPO / "DESIGN.md").read_text(encoding="utf-8")
     sections = set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", design, re.MULTILINE))
     cited: dict[str, list[str]] = {}
-    for path in list(MODULES.values()) + [REPO / "README.md"]:
+    for path in list(MODULES.values()) + [REPO / "README.md"] + suite_files():
         for ref in re.findall(r"DESIGN\.md §(\d+(?:\.\d+)?)", path.read_text(encoding="utf-8")):
             cited.setdefault(ref, []).append(str(path.relative_to(REPO)))
     missing = {ref: where for ref, where in cited.items() if ref not in sections}
     assert missing == {}
+
+
+def _is_test_module(module: str) -> bool:
+    return module.split(".")[-1].startswith("test_")
+
+
+def _fixture_names(tree: ast.Module) -> set[str]:
+    """Names of the functions in ``tree`` decorated with ``pytest.fixture`` (called or not)."""
+    names: set[str] = set()
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if isinstance(target, ast.Attribute) and target.attr == "fixture" or (
+                    isinstance(target, ast.Name) and target.id == "fixture"):
+                names.add(node.name)
+    return names
+
+
+def forbidden_test_imports(module: str, source: str, fixtures: dict[str, set[str]]) -> list[str]:
+    """Imports in ``source`` (anywhere, functions included) of a ``tests.test_*`` module or of a fixture.
+
+    ``fixtures`` maps a module of ``tests`` to the fixture names it defines.
+    """
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names
+                      if a.name.startswith("tests.") and _is_test_module(a.name)]
+        elif isinstance(node, ast.ImportFrom):
+            source_module = _resolve_from(module, node, False) if node.level else (node.module or "")
+            if source_module.split(".")[0] != "tests":
+                continue
+            if _is_test_module(source_module):
+                found.append(f"line {node.lineno}: from {source_module} import ...")
+            for alias in node.names:
+                if _is_test_module(alias.name):
+                    found.append(f"line {node.lineno}: from {source_module} import {alias.name}")
+                elif alias.name in fixtures.get(source_module, set()):
+                    found.append(f"line {node.lineno}: fixture {alias.name} imported from {source_module}")
+    return found
+
+
+def test_test_import_finder() -> None:
+    sample = ("from tests.test_x import helper\nimport tests.test_y\nfrom tests import test_z\n"
+              "from .test_w import a\nfrom tests.helpers import shared_dir, fine\n"
+              "def f():\n    from tests.stress.test_v import b\n")
+    found = forbidden_test_imports("tests.test_a", sample, {"tests.helpers": {"shared_dir"}})
+    assert len(found) == 6, found
+
+
+def test_no_test_module_imports_another_or_a_fixture() -> None:
+    files = {".".join(path.relative_to(REPO).with_suffix("").parts): path for path in suite_files()}
+    trees = {module: ast.parse(path.read_text(encoding="utf-8")) for module, path in files.items()}
+    fixtures = {module: _fixture_names(tree) for module, tree in trees.items()}
+    problems = {module: found for module, path in files.items()
+                if (found := forbidden_test_imports(module, path.read_text(encoding="utf-8"), fixtures))}
+    assert problems == {}

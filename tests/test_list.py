@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import ErrorCode, HubError
+from protocol.errors import EXIT_CODES, ErrorCode, HubError
 from protocol.limits import LIMITS
 from protocol.messages import packed_size
 from tests.conftest import HubProcess
@@ -79,7 +79,7 @@ def test_list_rejects_bad_arguments_and_respects_disabled(hub_factory: object, h
     hub.configure("memory.enabled", "false")
     hub.start()
     result = hub.cli("memory", "list")
-    assert result.returncode != 0 and result.json["error"]["code"] == "disabled"
+    assert result.returncode == EXIT_CODES[ErrorCode.DISABLED] and result.json["error"]["code"] == "disabled"
 
 
 def test_a_file_gone_between_readdir_and_stat_is_skipped_not_an_error(tmp_path: Path,

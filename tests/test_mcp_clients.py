@@ -16,9 +16,7 @@ agent → ``amux mcp`` → Hub runs and can be checked from both ends.
 from __future__ import annotations
 
 import json
-import os
 import queue
-import shutil
 import subprocess
 import threading
 import time
@@ -29,47 +27,14 @@ from typing import Any
 import pytest
 
 from protocol.agent_protocol import render
-from tests.conftest import REPO, HubProcess, amux_argv
+from tests.agent_clients import client_env
+from tests.conftest import HubProcess, amux_argv
 from tests.fakemodel import FakeModel, ToolCall, anthropic_tool_results, codex_provider
 from tests.fakemodel import strings as _strings
 from tools.mcp.handlers import TOOL_NAMES
 
-CLIENTS = REPO / "tests" / "clients"
-IN_CI = os.environ.get("CI") == "true"
 FULL_NAMES = sorted(f"mcp__amux__{name}" for name in TOOL_NAMES)
 ENTRY = "# Preferences\n- Indent with tabs.\n- Answer in English.\n"
-
-
-def _unavailable(message: str) -> None:
-    if IN_CI:
-        pytest.fail(f"{message} (CI=true: the real MCP clients are required)")
-    pytest.skip(message)
-
-
-@pytest.fixture(scope="session")
-def bin_dir() -> Path:
-    """``node_modules/.bin`` holding mcp-inspector, claude and codex (installed in CI, else skip)."""
-    dest = Path(os.environ.get("AMUX_CLIENTS_DIR") or CLIENTS / ".install")
-    bins = dest / "node_modules" / ".bin"
-    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
-    if missing:
-        _unavailable(f"{' and '.join(missing)} not on PATH: cannot run the npm-installed MCP clients")
-    # The README's test command does all set-up: install the pinned clients whenever npm is here
-    # (idempotent, ~20 s the first time). Outside CI a failed install (offline) skips instead.
-    proc = subprocess.run(["bash", str(CLIENTS / "install.sh")], capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        _unavailable(f"tests/clients/install.sh failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}")
-    for tool in ("mcp-inspector", "claude", "codex"):
-        if not os.access(bins / tool, os.X_OK):
-            _unavailable(f"{tool} is not installed in {bins}; run 'bash tests/clients/install.sh' first")
-    return bins
-
-
-def client_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AMUX_", "ANTHROPIC_", "CLAUDE", "CODEX_", "OPENAI_"))}
-    env.update(extra)
-    return env
 
 
 def amux_command() -> tuple[str, list[str]]:
@@ -123,6 +88,7 @@ def test_inspector_lists_the_tools_and_calls_memory_search(bin_dir: Path, hub: H
     result = _inspector(bin_dir, hub, "--method", "tools/call", "--tool-name", "memory_search",
                         "--tool-arg", "query=tabs")
     assert result.get("isError") is not True, result  # the Inspector exits 0 even for tool errors
+    assert [m["snippet"] for m in result["structuredContent"]["matches"]] == ["- Indent with tabs."], result
     match = result["structuredContent"]["matches"][0]
     assert (match["path"], match["line"], match["snippet"]) == ("MEMORY.md", 2, "- Indent with tabs.")
     assert "MEMORY.md line 2" in result["content"][0]["text"]
@@ -207,7 +173,7 @@ class JsonLines:
     """A JSONL peer over a subprocess's stdin/stdout, with a timeout on every read."""
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path) -> None:
-        self._err = open(stderr, "w")
+        self._err = open(stderr, "w")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
                                      env=env, cwd=cwd, text=True)
         self.lines: queue.Queue[str | None] = queue.Queue()

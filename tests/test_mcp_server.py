@@ -17,23 +17,22 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import pytest
 import trio
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import METHOD_NOT_FOUND, CallToolResult, TextContent
+from mcp.types import METHOD_NOT_FOUND, CallToolResult
 
 from protocol.agent_protocol import MAX_PROTOCOL_BYTES, VARIANTS, render
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
 from tests.conftest import REPO, HubProcess, amux_argv
+from tests.mcp_session import call, err, mcp_session, ok, text
 from tools.async_client import AsyncHubClient
 from tools.mcp.catalog import ToolCatalog
 from tools.mcp.handlers import TOOL_NAMES, MemoryTools
@@ -43,60 +42,6 @@ from tools.mcp.schemas import ERROR_SCHEMA
 
 TIMEOUT = 60
 MEMORY_TOOLS = ("memory_search", "memory_get", "memory_upsert", "memory_forget")
-
-
-@asynccontextmanager
-async def mcp_session(home: Path, errlog: Path, **env: str) -> AsyncIterator[ClientSession]:
-    """``amux mcp`` as a subprocess for ``home``, initialized; its stderr goes to ``errlog``."""
-    argv = amux_argv()
-    params = StdioServerParameters(command=argv[0], args=[*argv[1:], "mcp"], env={"AMUX_HOME": str(home), **env})
-    with open(errlog, "a") as err:
-        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            try:
-                yield session
-            finally:
-                _SCHEMAS.pop(id(session), None)
-
-
-_SCHEMAS: dict[int, dict[str, Any]] = {}
-
-
-async def call(session: ClientSession, tool: str, **arguments: Any) -> CallToolResult:
-    """Call a tool; every result, errors included, must match the output schema the server published
-    (the SDK checks successes only; the TypeScript SDK checks errors too)."""
-    if id(session) not in _SCHEMAS:
-        _SCHEMAS[id(session)] = {t.name: t.output_schema for t in (await session.list_tools()).tools}
-    result = await session.call_tool(tool, arguments)
-    if result.structured_content is not None or not result.is_error:  # the SDK's own argument errors are text
-        jsonschema.validate(result.structured_content, _SCHEMAS[id(session)][tool])
-    return result
-
-
-def text(result: CallToolResult) -> str:
-    """The text rendering: one text block."""
-    block = result.content[0] if len(result.content) == 1 else None
-    assert isinstance(block, TextContent), result.content
-    return block.text
-
-
-def ok(result: CallToolResult) -> dict[str, Any]:
-    assert not result.is_error, result.content
-    assert isinstance(result.structured_content, dict)
-    assert text(result)
-    return result.structured_content
-
-
-def err(result: CallToolResult, code: ErrorCode) -> dict[str, Any]:
-    """The structured error of a tool error, checked to carry its code, message and a next step."""
-    assert result.is_error, result
-    assert isinstance(result.structured_content, dict), result.content
-    error: dict[str, Any] = result.structured_content["error"]
-    assert error["code"] == code.value, error
-    assert error["message"] and error["next_step"]
-    rendered = text(result)
-    assert f"Error {code.value}: {error['message']}" in rendered and error["next_step"] in rendered
-    return error
 
 
 def sha(data: bytes) -> str:
@@ -109,11 +54,11 @@ def sha(data: bytes) -> str:
 def test_protocol_variants_are_short_stable_and_name_their_interface() -> None:
     mcp_text, cli_text = render("mcp"), render("cli")
     assert VARIANTS == ("mcp", "cli") and render() == mcp_text
-    for text in (mcp_text, cli_text):
-        assert len(text.encode("utf-8")) <= MAX_PROTOCOL_BYTES
-        assert not re.search(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}", text), "no dates or times"
+    for variant_text in (mcp_text, cli_text):
+        assert len(variant_text.encode("utf-8")) <= MAX_PROTOCOL_BYTES
+        assert not re.search(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}", variant_text), "no dates or times"
         for rule in ("MEMORY.md", "revision", "absent", "conflict", "secrets", "authority", "search"):
-            assert rule in text
+            assert rule in variant_text
     for tool in TOOL_NAMES:
         assert tool in mcp_text and tool not in cli_text
     for command in ("amux memory search", "amux memory show", "amux memory upsert", "amux memory forget",
@@ -204,12 +149,11 @@ async def test_initialize_to_first_tools_list_time(hub: HubProcess, tmp_path: Pa
         for _ in range(3):
             with open(tmp_path / "mcp.log", "a") as errlog:
                 start = time.perf_counter()
-                async with stdio_client(params, errlog=errlog) as (read, write):
-                    async with ClientSession(read, write) as session:
-                        await session.initialize()
-                        to_init.append(time.perf_counter() - start)
-                        tools = await session.list_tools()
-                        to_list.append(time.perf_counter() - start)
+                async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                    await session.initialize()
+                    to_init.append(time.perf_counter() - start)
+                    tools = await session.list_tools()
+                    to_list.append(time.perf_counter() - start)
             assert len(tools.tools) == 5
     with capsys.disabled():
         print(f"\n[amux mcp] spawn -> initialize reply: median {statistics.median(to_init):.3f} s "

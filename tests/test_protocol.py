@@ -574,7 +574,7 @@ def _check_frames(data: bytes, maximum: int, cuts: list[int]) -> None:
     error = False
     bounds = [0, *cuts, len(data)]
     try:
-        for a, b in zip(bounds, bounds[1:]):
+        for a, b in zip(bounds, bounds[1:], strict=False):
             d.feed(data[a:b])
             while (body := d.next_frame()) is not None:
                 got.append(body)

@@ -1,4 +1,4 @@
-"""Remote Runtimes (TCP/TLS with tokens) and the Hub's bounds against abuse (issue 4 items 1 and 4).
+"""Remote Runtimes (TCP/TLS with tokens) and the Hub's bounds against abuse (DESIGN.md §7, §6).
 
 Real Hub subprocesses and the real CLI for what a user does: ``hub.listen`` /
 ``amux hub serve --listen`` with TLS certificates made by ``trustme`` (no
@@ -111,8 +111,10 @@ def ok(r: CliResult) -> Any:
 
 
 def code_of(r: CliResult) -> str:
-    assert r.returncode != 0, r.stdout
-    return str(r.json["error"]["code"])
+    """The error code a failed CLI call printed, checked against its exit status."""
+    code = str(r.json["error"]["code"])
+    assert r.returncode == EXIT_CODES[ErrorCode(code)], (r.returncode, r.stdout, r.stderr)
+    return code
 
 
 def remote(address: str, certs: Certs | None, token: str | None = None, **extra: str) -> dict[str, str]:
@@ -539,8 +541,8 @@ def test_hub_survives_garbage_on_the_tls_port(hub_factory: Any, certs: Certs) ->
 
 
 async def test_mcp_server_reaches_a_tls_hub_with_a_token(hub_factory: Any, certs: Certs, tmp_path: Path) -> None:
-    from tests.test_mcp_server import call, mcp_session
-    from tests.test_mcp_server import ok as mcp_ok
+    from tests.mcp_session import call, mcp_session
+    from tests.mcp_session import ok as mcp_ok
 
     h = tls_hub(hub_factory, certs)
     issued = enroll(h, "runtime")
@@ -557,14 +559,15 @@ async def test_mcp_server_reaches_a_tls_hub_with_a_token(hub_factory: Any, certs
 async def test_mcp_with_one_principals_token_never_reaches_anothers_scope(
     hub_factory: Any, certs: Certs, tmp_path: Path
 ) -> None:
-    from tests.test_mcp_server import call, err, mcp_session
-    from tests.test_mcp_server import ok as mcp_ok
+    from tests.mcp_session import call, err, mcp_session
+    from tests.mcp_session import ok as mcp_ok
 
     h = tls_hub(hub_factory, certs)
     address = network_address(h)
     alice = remote(address, certs, enroll(h, "alice")["token"])
     bob = remote(address, certs, enroll(h, "bob")["token"])
-    wrote = h.cli("memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=b"alice-only-fact\n", env=alice)
+    wrote = h.cli("memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=b"alice-only-fact\n",
+                  env=alice)
     alice_rev = ok(wrote)["revision"]
     with trio.fail_after(60):
         async with mcp_session(Path("/nonexistent"), tmp_path / "mcp.log", **bob) as s:

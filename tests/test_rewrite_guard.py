@@ -1,4 +1,4 @@
-"""The destructive-rewrite guard (issue #7 item 7): Hub side, so the CLI and MCP share it."""
+"""The destructive-rewrite guard (DESIGN.md §12): Hub side, so the CLI and MCP share it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hub.rewrite_guard import MIN_DROPPED_LINES, check_rewrite
 from protocol.errors import EXIT_CODES, ErrorCode, HubError
 from tests.conftest import HubProcess, need_corpus
-from tests.test_mcp_server import call, mcp_session, ok
+from tests.mcp_session import call, mcp_session, ok
 
 NOTE = "".join(f"- fact {i}: the deploy window for service {i} is Tuesday {i % 24:02d}:00 UTC\n" for i in range(300))
 NOTE = "# Deploy windows\n\n" + NOTE
@@ -81,8 +81,9 @@ def test_a_placeholder_already_in_the_document_does_not_block_edits() -> None:
     with pytest.raises(HubError) as info:
         check_rewrite("n.md", old, old + b"\n[Remaining sections unchanged]\n")
     assert info.value.data["text"] == "[remaining sections unchanged]"
-    with pytest.raises(HubError):
+    with pytest.raises(HubError) as info:
         check_rewrite("n.md", old, old + b"\n[unchanged]\n")  # the same phrase once more
+    assert info.value.code is ErrorCode.DESTRUCTIVE_REWRITE and info.value.data["reason"] == "placeholder"
 
 
 def test_byte_rule_protects_notes_of_few_long_lines() -> None:

@@ -80,7 +80,8 @@ def place(scope: Path, rel: str, data: bytes) -> Path:
     return p
 
 
-def read_all_pages(store: Store, scope: Path, path: str, start_line: int = 0, end_line: int = 0) -> tuple[bytes, list[dict[str, Any]]]:
+def read_all_pages(store: Store, scope: Path, path: str, start_line: int = 0,
+                   end_line: int = 0) -> tuple[bytes, list[dict[str, Any]]]:
     """Follow ``next_offset`` from a first fragment to the end; check every page's budget."""
     pages = [store.get(str(scope), path, start_line, end_line, 0)]
     while pages[-1]["truncated"]:
@@ -289,7 +290,8 @@ def test_create_new_file_through_symlinked_directory_is_refused(
     assert sorted(os.listdir(outside)) == ["x.md"]
 
 
-def test_file_where_directory_belongs_and_directory_where_file_belongs(store: Store, scope: Path, tmp_path: Path) -> None:
+def test_file_where_directory_belongs_and_directory_where_file_belongs(store: Store, scope: Path,
+                                                                        tmp_path: Path) -> None:
     place(scope, "a.md", b"file")
     (scope / "d.md").mkdir()
     before = snapshot(tmp_path)
@@ -606,7 +608,7 @@ def test_offset_inside_a_character_is_bad_request(store: Store, scope: Path) -> 
     data = "ab决🎉c".encode()  # a b [3 bytes] [4 bytes] c
     place(scope, "u.md", data)
     for inside in (3, 4, 6, 7, 8):
-        expect(ErrorCode.BAD_REQUEST, lambda: store.get(str(scope), "u.md", 0, 0, inside))
+        expect(ErrorCode.BAD_REQUEST, lambda inside=inside: store.get(str(scope), "u.md", 0, 0, inside))
         assert store.export_page(str(scope), "u.md", inside, None)["content"] == data[inside:]  # bytes
     assert store.get(str(scope), "u.md", 0, 0, 2)["content"] == "决🎉c"
     assert store.get(str(scope), "u.md", 0, 0, 5)["content"] == "🎉c"
@@ -718,10 +720,13 @@ def test_rejected_writes_leave_every_file_as_it_was(store: Store, scope: Path, t
         (ErrorCode.CONFLICT, lambda: store.forget(str(scope), "t/topic.md", entry["revision"])),
         (ErrorCode.QUOTA_EXCEEDED, lambda: store.upsert(str(scope), "MEMORY.md", b"x\n" * 65, entry["revision"])),
         (ErrorCode.QUOTA_EXCEEDED, lambda: store.upsert(str(scope), "n/e/w.md", b"x" * 65537, "absent")),
-        (ErrorCode.BAD_REQUEST, lambda: parse_upsert({"path": "t/topic.md", "content": b"\xff", "expected_revision": topic["revision"]})),
-        (ErrorCode.BAD_REQUEST, lambda: parse_upsert({"path": "n/e/w.md", "content": "ok", "expected_revision": "nope"})),
+        (ErrorCode.BAD_REQUEST, lambda: parse_upsert({"path": "t/topic.md", "content": b"\xff",
+                                                      "expected_revision": topic["revision"]})),
+        (ErrorCode.BAD_REQUEST, lambda: parse_upsert({"path": "n/e/w.md", "content": "ok",
+                                                      "expected_revision": "nope"})),
         (ErrorCode.BAD_REQUEST, lambda: parse_forget({"path": "t/topic.md", "expected_revision": None})),
-        (ErrorCode.INVALID_PATH, lambda: parse_upsert({"path": "../escape.md", "content": "x", "expected_revision": "absent"})),
+        (ErrorCode.INVALID_PATH, lambda: parse_upsert({"path": "../escape.md", "content": "x",
+                                                       "expected_revision": "absent"})),
     ]
     for code, fn in rejections:
         expect(code, fn)
@@ -785,7 +790,8 @@ def test_successful_writes_leave_no_temp_files(store: Store, scope: Path) -> Non
     ],
 )
 def test_parse_upsert_rejects_non_utf8(content: bytes | str) -> None:
-    err = expect(ErrorCode.BAD_REQUEST, lambda: parse_upsert({"path": "a.md", "content": content, "expected_revision": "absent"}))
+    err = expect(ErrorCode.BAD_REQUEST,
+                 lambda: parse_upsert({"path": "a.md", "content": content, "expected_revision": "absent"}))
     assert err.data.get("field") == "content"
 
 

@@ -149,7 +149,8 @@ def test_new_body_from_file(target: Target, tmp_path: Path) -> None:
     body.write_text("Use the runbook at docs/runbook.md.\n", encoding="utf-8")
     r = new(target, "reference", "runbook", "Where the deploy runbook is", "docs", "--file", str(body))
     assert r.returncode == 0, r.stderr
-    assert parse_topic((target.read("reference/runbook.md") or b"").decode())[1] == "\nUse the runbook at docs/runbook.md.\n"
+    body = parse_topic((target.read("reference/runbook.md") or b"").decode())[1]
+    assert body == "\nUse the runbook at docs/runbook.md.\n"
 
 
 def test_new_refuses_a_duplicate_name_of_any_type(target: Target) -> None:
@@ -633,7 +634,8 @@ def test_lint_on_a_hub_scope_reports_lines_and_exit_status(target: Target) -> No
     assert (out["errors"], out["warnings"], out["infos"]) == (3, 1, 1)
     # Only warnings and infos left: exit 0.
     target.put("user/ok.md", topic_text("ok", "user"))
-    target.put("MEMORY.md", "## user (1/10)\n- [ok](user/ok.md) — d\n\n## feedback (1/30)\n- [fb](feedback/fb.md) — d\n")
+    target.put("MEMORY.md",
+               "## user (1/10)\n- [ok](user/ok.md) — d\n\n## feedback (1/30)\n- [fb](feedback/fb.md) — d\n")
     out = lint(target)
     assert out["errors"] == 0 and out["warnings"] == 1 and out["infos"] == 1
 

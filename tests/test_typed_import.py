@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from protocol.errors import EXIT_CODES, ErrorCode
+from tests.agent_clients import client_env
 from tests.conftest import REPO, CliResult, HubProcess, amux_argv, need_corpus
 from tests.fakemodel import FakeModel, ToolCall, anthropic_system
-from tests.test_mcp_clients import bin_dir, client_env  # noqa: F401  (bin_dir is a fixture)
 from tools.typed.hosts import claude_bucket, discover
 from tools.typed.importer import apply_plan, plan_import
 from tools.typed.library import HubLibrary
@@ -177,9 +177,9 @@ def test_symlinks_in_a_host_tree_are_not_followed(tmp_path: Path) -> None:
 
 # Outputs of the bucket-naming function in Claude Code 2.1.197's bundle (run with node on these inputs).
 CLAUDE_BUCKETS = [
-    ("/x/" + "a" * 300, '-x-' + 'a' * 197 + '-rtseee'),
+    ("/x/" + "a" * 300, "-x-" + "a" * 197 + "-rtseee"),
     ("/home/ü/项目/😀x", '-home--------x'),
-    ("/home/ü/项目/" + "b" * 190 + "😀😀yy", '-home------' + 'b' * 189 + '-8n1u44'),
+    ("/home/ü/项目/" + "b" * 190 + "😀😀yy", "-home------" + "b" * 189 + "-8n1u44"),
     ("/w/a b.c_d", '-w-a-b-c-d'),
 ]
 
@@ -192,7 +192,7 @@ def test_claude_bucket_names_match_claude_code(project: str, bucket: str) -> Non
 # -- the real Claude Code binary -------------------------------------------------------------------------------
 
 
-def test_claude_code_saves_its_memory_where_the_adapter_looks(bin_dir: Path, hub: HubProcess,  # noqa: F811
+def test_claude_code_saves_its_memory_where_the_adapter_looks(bin_dir: Path, hub: HubProcess,
                                                                tmp_path: Path) -> None:
     """Claude Code 2.1.197, asked by a fake model to save a memory, writes it into the bucket we compute."""
     home = tmp_path / "claude-home"

@@ -111,8 +111,12 @@ def _check(hub: HubProcess, docs: dict[str, DocState]) -> None:
                 state.acked = on_disk  # the in-flight write landed before the kill
             state.revision = "absent" if on_disk is None else hashlib.sha256(on_disk).hexdigest()
             state.in_flight = []
-        found = c.call("search", {"query": "worker", "limit": 20})
-        assert all(m["path"].endswith(".md") for m in found["matches"])
+        # Search sees exactly the documents that exist now (each holds "worker"), at their current revision.
+        prefix = next(iter(docs)).split("/")[0] + "/"
+        found = c.call("search", {"query": "worker", "path_prefix": prefix, "limit": 20})
+        assert found["incomplete"] is False, found
+        assert sorted(m["path"] for m in found["matches"]) == sorted(p for p, s in docs.items() if s.acked), found
+        assert all(m["revision"] == docs[m["path"]].revision for m in found["matches"]), found
 
 
 def test_kill_9_during_writes_loses_nothing_acknowledged(hub: HubProcess) -> None:
@@ -123,7 +127,7 @@ def test_kill_9_during_writes_loses_nothing_acknowledged(hub: HubProcess) -> Non
     ]
     started = time.monotonic()
     tally = Tally()
-    for round_ in range(rounds):
+    for _round in range(rounds):
         stop = threading.Event()
         threads = [
             threading.Thread(target=_writer, args=(hub, w, docs[w], stop, rng.randrange(1 << 30), tally))
