@@ -1,4 +1,4 @@
-"""Launch Codex, Claude Code and Pi with Hub memory (issue #6; design record §5, §7, §8).
+"""Launch Codex, Claude Code and Pi with Hub memory (DESIGN.md §10; scopes and bindings §7).
 
 The pure part is :func:`plan` (a :class:`LaunchSpec` per agent, plain data a
 Runtime can execute itself).  The I/O parts are separate: binding resolution

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import EXIT_CODES, ErrorCode, HubError
+from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus, HubError
 from tests.conftest import HubProcess, amux_argv
 from tools.client import HubClient, export_document
 
@@ -161,7 +161,7 @@ def test_signal_stops_hub_cleanly_and_second_hub_refuses(hub: HubProcess, tmp_pa
     second = subprocess.run(
         [*amux_argv(), "hub", "serve", "--home", str(hub.home)], capture_output=True, env=hub.env, timeout=30,
     )
-    assert second.returncode == 1
+    assert second.returncode == ExitStatus.HUB_START_FAILED
     assert b"already serving" in second.stderr
     assert hub.cli("memory", "search", "x").returncode == 0  # the first Hub is unaffected
     assert hub.stop(signal.SIGINT) == 0

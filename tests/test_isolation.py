@@ -21,7 +21,11 @@ from typing import Any
 
 import pytest
 
-import tools.cli  # noqa: F401 - imported before fork: the child (another uid) cannot read root's site-packages
+# Imported before fork: the child (another uid) cannot read root's site-packages.  The commands the
+# children run are registered lazily, so their modules are imported here too.
+import tools.cli.app  # noqa: F401
+import tools.cli.hub  # noqa: F401
+import tools.cli.memory  # noqa: F401
 from protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import HubProcess
 
@@ -68,7 +72,7 @@ def run_as(uid: int, socket: Path, *args: str, env: dict[str, str] | None = None
             sys.stdin = open(0, encoding="utf-8", closefd=False)
             sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
             sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
-            from tools.cli import main
+            from tools.cli.app import main
 
             code = main(list(args))
         except BaseException as exc:  # noqa: BLE001 - report anything to the parent

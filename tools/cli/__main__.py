@@ -1,0 +1,5 @@
+"""``python -m tools.cli``: the ``amux`` command."""
+
+from tools.cli.app import main
+
+main()
