@@ -25,7 +25,17 @@ def test_bench_quick_runs(tmp_path: Path) -> None:
     assert results["problems"] == [] and results["broken"] == []
     assert results["checked_results"] > 0
     table = (out / "bench-quick.md").read_text()
-    assert "PASS" in table or "FAIL" in table
+    # Every target has its one verdict line in the table, and each measured target carries a figure.
+    assert results["targets"]
+    for target in results["targets"]:
+        verdict = {True: "PASS", False: "FAIL", None: "SKIP"}[target["pass"]]
+        assert f"{verdict}  {target['target']}: {target['figure']}" in table, target
+        assert target["figure"] and target["goal"], target
+    names = [t["target"] for t in results["targets"]]
+    assert any(n.startswith("f. start-up") for n in names), names
     assert (out / "machine.json").exists()
-    for key in ("a", "b", "c", "d", "e"):
+    for key in ("a", "b", "c", "d", "e", "f"):
         assert results[key], key
+    # The start-up row measured both processes, and the data command imported none of the heavy packages.
+    assert set(results["f"]["stats"]) == {"python -c pass", "amux memory search"}
+    assert results["f"]["heavy_imports"] == []
