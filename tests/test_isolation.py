@@ -26,6 +26,7 @@ import pytest
 import tools.cli.app  # noqa: F401
 import tools.cli.hub  # noqa: F401
 import tools.cli.memory  # noqa: F401
+import tools.client  # noqa: F401
 from protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import HubProcess
 
@@ -69,9 +70,9 @@ def run_as(uid: int, socket: Path, *args: str, env: dict[str, str] | None = None
             os.environ["HOME"] = "/nonexistent"
             os.environ.update(env or {})
             # pytest replaced sys.std*; the CLI must write to the real fds.
-            sys.stdin = open(0, encoding="utf-8", closefd=False)
-            sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
-            sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+            sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - lives until os._exit
+            sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 - lives until os._exit
+            sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 - lives until os._exit
             from tools.cli.app import main
 
             code = main(list(args))

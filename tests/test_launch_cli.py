@@ -1,4 +1,4 @@
-"""``amux launch`` through the real CLI and a real Hub, with a stand-in agent (issue #6 §1, §2, §5–§8).
+"""``amux launch`` through the real CLI and a real Hub, with a stand-in agent (DESIGN.md §10).
 
 The stand-in is a small Python script installed as the agent program (via
 ``AMUX_LAUNCH_<AGENT>``): it records its argv, environment and uid to a JSON
@@ -739,9 +739,9 @@ def test_real_codex_app_server_confirms_memory_off_and_disables_thread_memory(co
 def test_real_codex_app_server_without_the_overrides_is_refused(codex_bin: Path, tmp_path: Path) -> None:
     env = _codex_env(tmp_path)
     (Path(env["CODEX_HOME"]) / "config.toml").write_text("[features]\nmemories = true\n")
-    with CodexAppServer([str(codex_bin), "app-server"], env=env, cwd=str(tmp_path)) as server:
-        with pytest.raises(LaunchError) as err:
-            start_memory_thread(server, developer_instructions=MCP, cwd=str(tmp_path))
+    with CodexAppServer([str(codex_bin), "app-server"], env=env, cwd=str(tmp_path)) as server, \
+            pytest.raises(LaunchError) as err:
+        start_memory_thread(server, developer_instructions=MCP, cwd=str(tmp_path))
     assert err.value.step == "config/read" and "features.memories = true" in err.value.message
 
 
@@ -771,7 +771,8 @@ for line in sys.stdin:
     elif method == "thread/start":
         reply = {"id": rid, "result": {"thread": {"id": "thread-1"}}}
     elif method == "thread/memoryMode/set" and mode == "unsupported":
-        reply = {"id": rid, "error": {"code": -32600, "message": "Invalid request: unknown variant `thread/memoryMode/set`"}}
+        reply = {"id": rid, "error": {"code": -32600,
+                                      "message": "Invalid request: unknown variant `thread/memoryMode/set`"}}
     elif method == "thread/memoryMode/set" and mode == "silent":
         continue
     else:
@@ -790,9 +791,8 @@ for line in sys.stdin:
 def test_fake_app_server_failures_name_the_step(tmp_path: Path, mode: str, step: str, words: str) -> None:
     script = tmp_path / "fake_app_server.py"
     script.write_text(FAKE_APP_SERVER)
-    with CodexAppServer([sys.executable, str(script), mode], timeout=3) as server:
-        with pytest.raises(LaunchError) as err:
-            start_memory_thread(server, developer_instructions=MCP, cwd=str(tmp_path))
+    with CodexAppServer([sys.executable, str(script), mode], timeout=3) as server, pytest.raises(LaunchError) as err:
+        start_memory_thread(server, developer_instructions=MCP, cwd=str(tmp_path))
     assert err.value.step == step and words in err.value.message, err.value.message
 
 

@@ -149,7 +149,8 @@ def test_new_body_from_file(target: Target, tmp_path: Path) -> None:
     body.write_text("Use the runbook at docs/runbook.md.\n", encoding="utf-8")
     r = new(target, "reference", "runbook", "Where the deploy runbook is", "docs", "--file", str(body))
     assert r.returncode == 0, r.stderr
-    assert parse_topic((target.read("reference/runbook.md") or b"").decode())[1] == "\nUse the runbook at docs/runbook.md.\n"
+    runbook = parse_topic((target.read("reference/runbook.md") or b"").decode())[1]
+    assert runbook == "\nUse the runbook at docs/runbook.md.\n"
 
 
 def test_new_refuses_a_duplicate_name_of_any_type(target: Target) -> None:
@@ -444,7 +445,8 @@ def test_no_command_crashes_on_odd_frontmatter_values(target: Target) -> None:
                   "feedback/fb-odd.md:6: error: expires: must be of type string, not list",
                   "project/bad-int.md:6: error: frontmatter is not valid YAML"):
         assert where in lines, lines
-    assert runs["lint"].returncode == ExitStatus.PROBLEMS_FOUND and lines.count("reference/bad-hour.md:5:") == 1  # one per field
+    assert runs["lint"].returncode == ExitStatus.PROBLEMS_FOUND
+    assert lines.count("reference/bad-hour.md:5:") == 1  # one per field
 
 
 def test_files_that_are_not_utf8_are_reported_and_never_rewritten(target: Target) -> None:
@@ -633,7 +635,8 @@ def test_lint_on_a_hub_scope_reports_lines_and_exit_status(target: Target) -> No
     assert (out["errors"], out["warnings"], out["infos"]) == (3, 1, 1)
     # Only warnings and infos left: exit 0.
     target.put("user/ok.md", topic_text("ok", "user"))
-    target.put("MEMORY.md", "## user (1/10)\n- [ok](user/ok.md) — d\n\n## feedback (1/30)\n- [fb](feedback/fb.md) — d\n")
+    target.put("MEMORY.md",
+               "## user (1/10)\n- [ok](user/ok.md) — d\n\n## feedback (1/30)\n- [fb](feedback/fb.md) — d\n")
     out = lint(target)
     assert out["errors"] == 0 and out["warnings"] == 1 and out["infos"] == 1
 

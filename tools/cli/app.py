@@ -66,10 +66,14 @@ hub_app.command(token_app)
 
 hub_app.command("tools.cli.hub:serve", name="serve")
 hub_app.command("tools.cli.hub:status", name="status")
-for _name in ("add", "remove", "alias", "unalias", "list"):
-    principal_app.command(f"tools.cli.admin:principal_{_name}", name=_name)
-for _name in ("issue", "list", "revoke"):
-    token_app.command(f"tools.cli.admin:token_{_name}", name=_name)
+principal_app.command("tools.cli.admin:principal_add", name="add")
+principal_app.command("tools.cli.admin:principal_remove", name="remove")
+principal_app.command("tools.cli.admin:principal_alias", name="alias")
+principal_app.command("tools.cli.admin:principal_unalias", name="unalias")
+principal_app.command("tools.cli.admin:principal_list", name="list")
+token_app.command("tools.cli.admin:token_issue", name="issue")
+token_app.command("tools.cli.admin:token_list", name="list")
+token_app.command("tools.cli.admin:token_revoke", name="revoke")
 config_app.command("tools.cli.config:config_get", name="get")
 config_app.command("tools.cli.config:config_set", name="set")
 
