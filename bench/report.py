@@ -181,6 +181,18 @@ def markdown(r: dict[str, Any]) -> str:
         L.append(f"In process on the same {e['scopes']} scopes: at most {ci['max_held_bytes'] / MIB:.1f} MiB held "
                  f"({ci['scopes_kept']} scopes kept; unbounded it would be {ci['unbounded_would_be'] / MIB:.0f} MiB).")
     L.append("")
+    # f
+    f = r.get("f")
+    if f:
+        L.append("## f. Start-up\n")
+        L.append(f"Whole processes of the same interpreter, alternating ({f['reps']} rounds), ms; `amux memory search` "
+                 "against a real Hub on a one-document scope. Heavy modules it imported: "
+                 f"{f['heavy_imports']}.\n")
+        L.append("| process | p50 | p95 | min | max |")
+        L.append("|---|--:|--:|--:|--:|")
+        for label, st in f["stats"].items():
+            L.append(f"| `{label}` | {st['p50']:.1f} | {st['p95']:.1f} | {st['min']:.1f} | {st['max']:.1f} |")
+        L.append("")
     if r["notes"]:
         L.append("## Notes\n")
         L += [f"- {n}" for n in r["notes"]]

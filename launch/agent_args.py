@@ -1,4 +1,4 @@
-"""Reading and rewriting an agent's own command-line arguments (pure; issue #6 §3–§5).
+"""Reading and rewriting an agent's own command-line arguments (pure; DESIGN.md §10).
 
 Two jobs: pull the user's ``--append-system-prompt`` text (Claude, Pi) or
 ``-c developer_instructions=...`` (Codex) out of AGENT_ARGS so the launch can
@@ -98,7 +98,7 @@ CODEX_CONFIG_FLAGS = ("-c", "--config")
 
 
 def _codex_tokens(args: Sequence[str]) -> Iterator[tuple[list[str], str | None]]:
-    """Split Codex arguments into chunks: ``(tokens, KEY=VALUE item)`` for a config override, ``(tokens, None)`` else."""
+    """Split Codex arguments into chunks: ``(tokens, KEY=VALUE item)`` per config override, else ``(tokens, None)``."""
     i = 0
     while i < len(args):
         tok = args[i]

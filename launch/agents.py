@@ -1,4 +1,4 @@
-"""Per-agent launch specs, computed without I/O (issue #6 §0, §3–§7; design record §5, §8).
+"""Per-agent launch specs, computed without I/O (DESIGN.md §10).
 
 :func:`plan` turns "launch AGENT with ARGS, memory bound to BINDING at HUB"
 into a :class:`~launch.spec.LaunchSpec`.  With ``binding=None`` the agent is
@@ -73,7 +73,10 @@ AGENTS: Final = ("claude", "codex", "pi")
 TITLES: Final = {"claude": "Claude Code", "codex": "Codex", "pi": "Pi"}
 
 MEMORY_DIR: Final = "agent-config/memory"
-"""Where, under the run directory, a launch keeps its ``amux`` wrapper (and, isolated, the copy of the CLI; design record §5)."""
+"""Where, under the run directory, a launch keeps its ``amux`` wrapper (and, isolated, the copy of the CLI).
+
+DESIGN.md §10.
+"""
 
 WRAPPER_NAME: Final = "amux"
 """The connection wrapper: sets AMUX_HUB / AMUX_MEMORY_BINDING, then runs the amux entry point."""
@@ -88,7 +91,7 @@ CLAUDE_TOOL_NAMES: Final = tuple(f"mcp__amux__{name}" for name in MCP_TOOL_NAMES
 """The model-facing names Claude Code gives the amux tools (what ``--allowedTools`` names)."""
 
 CODEX_MEMORY_OFF: Final = ("features.memories", "memories.use_memories", "memories.generate_memories")
-"""The Codex settings that must all be false for a launch with amux memory (design record §8)."""
+"""The Codex settings that must all be false for a launch with amux memory (DESIGN.md §10)."""
 
 SYSTEM_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """The PATH an isolated agent gets after the memory directory (never the launcher's own PATH)."""
@@ -252,7 +255,7 @@ def _prepend_path(first: str, path: str) -> str:
 def _isolation_env(run_as: RunAs | None, pass_env: Sequence[str]) -> tuple[dict[str, str], list[str], list[str] | None]:
     """For ``--as-user``: ``(env_set, env_unset, env_inherit)``; ``({}, [], None)`` otherwise.
 
-    Design record §8: the agent starts from an allow-list of the launcher's
+    DESIGN.md §10: the agent starts from an allow-list of the launcher's
     environment (:data:`ISOLATED_ENV_ALLOW` plus ``pass_env``), never the
     whole of it; ``HOME``/``USER``/``LOGNAME``/``SHELL`` are the target's,
     ``CODEX_HOME`` and ``PI_CODING_AGENT_DIR`` are reset to the target's home,
@@ -427,7 +430,7 @@ def codex_user_instructions(args: Sequence[str], config: Mapping[str, object],
 
 def codex_overrides_for(instructions: str, memory_command: Sequence[str], mcp_env: Mapping[str, str],
                         forward: Sequence[str] = ()) -> list[tuple[str, str]]:
-    """The launch-local Codex config overrides as ``(key, TOML value)`` pairs (design record §8).
+    """The launch-local Codex config overrides as ``(key, TOML value)`` pairs (DESIGN.md §10).
 
     Native memories off; the ``amux`` MCP server: stdio, ``required`` (Codex
     waits for it before the first turn and refuses to run if it cannot

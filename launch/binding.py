@@ -1,4 +1,4 @@
-"""Resolving a launch's memory binding: one bounded ``hello`` (issue #6 §1–§2; design record §1, §5, §7).
+"""Resolving a launch's memory binding: one bounded ``hello`` (DESIGN.md §7, §10).
 
 A fresh launch asks the Hub once whether memory is enabled and which scope
 this actor gets; the answer (``global`` / ``principal:<id>``) is the binding
@@ -77,7 +77,11 @@ def _valid_binding(value: object) -> bool:
 
 
 def resolve_fresh(hub: str, hello: HelloFn) -> Resolution:
-    """The binding for a new session: the Hub's answer, or ``None`` with the reason (never an exception for Hub trouble)."""
+    """The binding for a new session: the Hub's answer, or ``None`` with the reason.
+
+    Hub trouble (down, disabled, slow) is never an exception here: the agent
+    then starts without memory.
+    """
     try:
         reply = hello(None)
     except LaunchError:

@@ -1,4 +1,4 @@
-"""Driving ``codex app-server`` for a memory launch: what a Runtime does instead of ``codex exec`` (issue #6 §3; design record §8).
+"""Driving ``codex app-server`` for a memory launch: what a Runtime does instead of ``codex exec`` (DESIGN.md §10).
 
 The app-server speaks JSON lines on stdin/stdout: requests ``{"id", "method",
 "params"}`` (no ``"jsonrpc"`` member), responses ``{"id", "result"}`` or
@@ -81,7 +81,7 @@ class CodexAppServer:
 
     def start(self) -> None:
         """Start the process; :class:`LaunchError` (step ``start``) if it cannot be executed."""
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - kept open for the process's lifetime; close() closes it
         try:
             self._proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=self._stderr, env=self.env, cwd=self.cwd)

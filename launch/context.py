@@ -1,4 +1,4 @@
-"""What the user's own agent configuration says, read (never written) before planning (issue #6 §3–§5).
+"""What the user's own agent configuration says, read (never written) before planning (DESIGN.md §10).
 
 :func:`plan <launch.agents.plan>` is pure; the few facts it needs from disk
 are gathered here into an :class:`AgentContext`:
@@ -37,7 +37,7 @@ CODEX_IGNORE_USER_CONFIG = "--ignore-user-config"
 
 
 def is_json_object_text(value: str) -> bool:
-    """Whether Claude takes a ``--settings``/``--mcp-config`` value as inline JSON (``{...}``) rather than a file path."""
+    """Whether Claude takes a ``--settings``/``--mcp-config`` value as inline JSON (``{...}``), not a file path."""
     text = value.strip()
     return text.startswith("{") and text.endswith("}")
 
@@ -90,7 +90,10 @@ def _is_file(path: Path) -> bool:
 
 
 def read_codex_config(path: Path) -> dict[str, Any]:
-    """The parsed ``config.toml`` at ``path``; ``{}`` when it does not exist; ``LaunchError`` when unreadable or invalid."""
+    """The parsed ``config.toml`` at ``path``; ``{}`` when it does not exist.
+
+    Raises :class:`LaunchError` when it is unreadable or not valid TOML.
+    """
     if not path.exists():
         return {}
     try:

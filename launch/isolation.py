@@ -1,4 +1,4 @@
-"""Isolated launches (``--as-user USER``): the agent runs as another OS account (issue #6 §7; design record §5, §8).
+"""Isolated launches (``--as-user USER``): the agent runs as another OS account (DESIGN.md §10).
 
 The launcher (root) copies the ``amux`` entry point into
 ``<run>/agent-config/memory/`` (owned by USER, mode 0700), so the agent never

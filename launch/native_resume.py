@@ -1,4 +1,4 @@
-"""Spotting an agent's own "resume an earlier conversation" in AGENT_ARGS (pure; issue #6 §1; design record §5).
+"""Spotting an agent's own "resume an earlier conversation" in AGENT_ARGS (pure; DESIGN.md §10).
 
 A binding is frozen per conversation: ``amux launch --resume SESSION`` gives
 a resumed conversation the binding its first launch stored.  An agent can

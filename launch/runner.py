@@ -1,4 +1,4 @@
-"""Executing a :class:`~launch.spec.LaunchSpec`: write its files, run the agent, wait, clean up (issue #6 §0).
+"""Executing a :class:`~launch.spec.LaunchSpec`: write its files, run the agent, wait, clean up (DESIGN.md §10).
 
 What ``amux launch`` does after planning; a Runtime with its own process
 management can do the same from the spec's fields instead.  The agent
@@ -9,6 +9,7 @@ are passed on, so the cleanup always runs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -113,10 +114,8 @@ def remove_paths(paths: Sequence[str]) -> None:
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
         else:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-            except FileNotFoundError:
-                pass
         _remove_empty_parents(path)
 
 

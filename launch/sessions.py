@@ -1,4 +1,4 @@
-"""Session launch state: the binding a launch resolved, kept for its resumes (issue #6 §1; design record §5).
+"""Session launch state: the binding a launch resolved, kept for its resumes (DESIGN.md §10).
 
 One JSON file per session at ``<AMUX_HOME>/sessions/<session-id>.json``
 (directory 0700, file 0600, replaced atomically and durably).  Fields:

@@ -1,4 +1,4 @@
-"""What a launch does, as plain data (issue #6, design record §5).
+"""What a launch does, as plain data (DESIGN.md §10).
 
 A :class:`LaunchSpec` is computed by :func:`launch.agents.plan` without any
 I/O; ``amux launch`` (or a Runtime) executes it: create ``dirs``, write

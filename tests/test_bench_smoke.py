@@ -174,3 +174,8 @@ def test_bench_quick_runs(tmp_path: Path) -> None:
     _check_scan_budget(results)
     _check_operations(results, markdown)
     _check_growth_and_footprint(results)
+    names = [t["target"] for t in results["targets"]]
+    assert any(n.startswith("f. start-up") for n in names), names
+    # The start-up row measured both processes, and the data command imported none of the heavy packages.
+    assert set(results["f"]["stats"]) == {"python -c pass", "amux memory search"}
+    assert results["f"]["heavy_imports"] == []

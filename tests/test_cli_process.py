@@ -6,13 +6,14 @@ import hashlib
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus, HubError
-from tests.conftest import HubProcess, amux_argv
+from tests.conftest import REPO, HubProcess, amux_argv
 from tools.client import HubClient, export_document
 
 
@@ -29,8 +30,8 @@ def _tree(root: Path) -> dict[str, bytes | None]:
 
 
 def test_two_writers_same_revision_exactly_one_wins(hub: HubProcess) -> None:
-    rev = hub.cli("memory", "upsert", "notes/race.md", "--expected-revision", "absent",
-                  input=b"base\n").json["revision"]
+    created = hub.cli("memory", "upsert", "notes/race.md", "--expected-revision", "absent", input=b"base\n")
+    rev = created.json["revision"]
     for round_ in range(5):
         procs = [
             subprocess.Popen(
@@ -237,3 +238,61 @@ def test_cli_export_under_concurrent_rewrites_is_whole_or_nothing(hub: HubProces
         stop.set()
         t.join(30)
     assert outcomes  # every run was one of the two allowed outcomes
+
+
+# -- the command's own contract: exit statuses, help, start-up ----------------------------------------
+
+
+def _plain_env(home: Path) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}, "AMUX_HOME": str(home)}
+
+
+def test_broken_pipe_exits_141_without_a_traceback(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte is written (`| head` that already quit)
+    try:
+        proc = subprocess.run([*amux_argv(), "protocol", "show"], stdout=write_end, stderr=subprocess.PIPE,
+                              env=_plain_env(tmp_path), timeout=60)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == ExitStatus.BROKEN_PIPE == 141
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+
+
+def test_help_documents_every_exit_status(tmp_path: Path) -> None:
+    proc = subprocess.run([*amux_argv(), "--help"], capture_output=True, env=_plain_env(tmp_path), timeout=60)
+    assert proc.returncode == 0
+    text = proc.stdout.decode()
+    for code, status in EXIT_CODES.items():
+        assert f"{status}: {code.value}" in text, (code, text)
+    for status in (ExitStatus.PROBLEMS_FOUND, ExitStatus.HUB_START_FAILED, ExitStatus.BROKEN_PIPE):
+        assert f"{int(status)}: " in text, (status, text)
+    # Lazily registered commands still show their descriptions in a group's help.
+    memory = subprocess.run([*amux_argv(), "memory", "--help"], capture_output=True, env=_plain_env(tmp_path),
+                            timeout=60).stdout.decode()
+    assert "Search memory for literal keywords" in memory and "Check the typed topics" in memory
+    lint = subprocess.run([*amux_argv(), "memory", "lint", "--help"], capture_output=True, env=_plain_env(tmp_path),
+                          timeout=60).stdout.decode()
+    assert "Exit 20" in lint
+
+
+def test_python_dash_m_runs_the_cli(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "tools.cli", "system", "config", "get", "memory.enabled"],
+                          capture_output=True, env=_plain_env(tmp_path), timeout=60)
+    assert proc.returncode == 0 and b'"value": false' in proc.stdout, proc.stderr.decode()
+
+
+def test_data_commands_import_only_what_they_use(hub: HubProcess) -> None:
+    code = (
+        "import sys\n"
+        "from tools.cli.app import main\n"
+        "codes = [main(['memory', 'search', 'x']), main(['memory', 'show', 'MEMORY.md']), main(['hub', 'status'])]\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('trio', 'mcp', 'jsonschema', 'frontmatter',\n"
+        "                                                            'yaml', 'hub', 'launch'))\n"
+        "cli = sorted(m for m in sys.modules if m.startswith('tools.cli.'))\n"
+        "sys.stderr.write(f'CODES={codes} HEAVY={heavy} CLI={cli}')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, env=hub.env, cwd=REPO, timeout=60)
+    err = proc.stderr.decode()
+    assert "CODES=[0, 0, 0] HEAVY=[] " in err, err[-2000:]
+    assert "CLI=['tools.cli.app', 'tools.cli.hub', 'tools.cli.memory', 'tools.cli.options', 'tools.cli.output']" in err

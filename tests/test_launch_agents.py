@@ -133,7 +133,7 @@ def slow_amux(directory: Path, delay: float = 2.0) -> Path:
     script = directory / "amux"
     directory.mkdir(parents=True, exist_ok=True)
     script.write_text(f"#!{sys.executable}\nimport sys, time\nif sys.argv[1:2] == ['mcp']:\n    time.sleep({delay})\n"
-                      f"sys.path.insert(0, {str(REPO)!r})\nfrom tools.cli import main\nsys.exit(main())\n")
+                      f"sys.path.insert(0, {str(REPO)!r})\nfrom tools.cli.app import main\nsys.exit(main())\n")
     script.chmod(0o755)
     return script
 

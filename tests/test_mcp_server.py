@@ -84,7 +84,7 @@ def test_protocol_show_prints_either_variant_exactly(tmp_path: Path) -> None:
 def test_other_commands_never_import_mcp(tmp_path: Path) -> None:
     code = (
         "import sys\n"
-        "from tools.cli import main\n"
+        "from tools.cli.app import main\n"
         "for argv in (['protocol', 'show'], ['protocol', 'show', '--variant', 'cli'], ['hub', 'status'],\n"
         "             ['memory', 'search', 'x'], ['system', 'config', 'get', 'memory.enabled'], ['--help']):\n"
         "    main(argv)\n"

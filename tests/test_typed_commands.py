@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import EXIT_CODES, ErrorCode
+from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
 from tests.conftest import CliResult, HubProcess, amux_argv
 from tools.typed.model import parse_topic, render_topic
 
@@ -149,8 +149,8 @@ def test_new_body_from_file(target: Target, tmp_path: Path) -> None:
     body.write_text("Use the runbook at docs/runbook.md.\n", encoding="utf-8")
     r = new(target, "reference", "runbook", "Where the deploy runbook is", "docs", "--file", str(body))
     assert r.returncode == 0, r.stderr
-    body = parse_topic((target.read("reference/runbook.md") or b"").decode())[1]
-    assert body == "\nUse the runbook at docs/runbook.md.\n"
+    runbook = parse_topic((target.read("reference/runbook.md") or b"").decode())[1]
+    assert runbook == "\nUse the runbook at docs/runbook.md.\n"
 
 
 def test_new_refuses_a_duplicate_name_of_any_type(target: Target) -> None:
@@ -352,7 +352,7 @@ def test_index_check_reports_stale_without_writing(target: Target) -> None:
     target.put("user/tabs.md", topic_text("tabs", "user", "Indent with tabs"))
     before = target.snapshot()
     r = target.cli("memory", "index", "--check")
-    assert r.returncode == 1 and r.json["up_to_date"] is False and r.json["changed"] is False
+    assert r.returncode == ExitStatus.PROBLEMS_FOUND and r.json["up_to_date"] is False and r.json["changed"] is False
     assert "out of date" in r.stderr
     assert target.snapshot() == before
 
@@ -445,7 +445,8 @@ def test_no_command_crashes_on_odd_frontmatter_values(target: Target) -> None:
                   "feedback/fb-odd.md:6: error: expires: must be of type string, not list",
                   "project/bad-int.md:6: error: frontmatter is not valid YAML"):
         assert where in lines, lines
-    assert runs["lint"].returncode == 1 and lines.count("reference/bad-hour.md:5:") == 1  # one per field
+    assert runs["lint"].returncode == ExitStatus.PROBLEMS_FOUND
+    assert lines.count("reference/bad-hour.md:5:") == 1  # one per field
 
 
 def test_files_that_are_not_utf8_are_reported_and_never_rewritten(target: Target) -> None:
@@ -478,7 +479,7 @@ def test_files_that_are_not_utf8_are_reported_and_never_rewritten(target: Target
 def lint(t: Target) -> dict[str, Any]:
     r = t.cli("memory", "lint", "--json", "--today", TODAY)
     out: dict[str, Any] = r.json
-    assert r.returncode == (1 if out["errors"] else 0), r.stderr
+    assert r.returncode == (ExitStatus.PROBLEMS_FOUND if out["errors"] else 0), r.stderr
     return out
 
 
@@ -593,7 +594,7 @@ def test_lint_catches_each_violation_on_a_project(case: str, tmp_path: Path) -> 
     found = [(p["severity"], p["code"], p["path"], p["line"]) for p in out["problems"]]
     assert sorted(found, key=str) == sorted(expected, key=str), json.dumps(out["problems"], indent=1)
     human = t.cli("memory", "lint", "--today", TODAY)
-    assert human.returncode == (1 if out["errors"] else 0)
+    assert human.returncode == (ExitStatus.PROBLEMS_FOUND if out["errors"] else 0)
     assert "Traceback" not in human.stderr
     if expected:
         severity, _, path, line = expected[0]

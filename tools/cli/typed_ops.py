@@ -1,23 +1,22 @@
-"""``amux memory archive`` and ``amux memory import``: typed-memory upkeep, registered on ``amux memory``.
+"""``amux memory archive`` and ``amux memory import``: typed-memory upkeep.
 
 Both work on the Hub scope (through the Hub, like every data command) or, with
 ``--project DIR``, on ``DIR/.agent/memory/``.  Output is one JSON report on
 stdout; on failure the report carries an ``error`` member ``{code, message,
 data}`` as for the other data commands, one line goes to stderr and the exit
-status is the error code's (:data:`protocol.errors.EXIT_CODES`).
-Typed-memory spec (seed 004) §2 (archive), §5.1 (importing host memory).
+status is the error code's (:data:`protocol.errors.ERRORS`).  DESIGN.md §11.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from cyclopts import Parameter
 
 from protocol.errors import ErrorCode, HubError
-from tools.cli import _emit, _fail, memory_app
+from tools.cli.options import Project, parse_today
+from tools.cli.output import emit, fail, say
 
 TypeName = Literal["user", "feedback", "project", "reference"]
 
@@ -25,16 +24,15 @@ TypeName = Literal["user", "feedback", "project", "reference"]
 def _finish(report: dict[str, Any], error: dict[str, Any] | None) -> int:
     """Print the report; with an error, add it as ``error`` and exit with its code's status."""
     if error is None:
-        _emit(report)
+        emit(report)
         return 0
     exc = HubError(ErrorCode(error["code"]), f"{error['step']} {error['path']}: {error['message']}", error["data"])
-    _emit({**report, "error": exc.to_wire()})
-    print(f"amux: {exc.code.value}: {exc.message}", file=sys.stderr)
+    emit({**report, "error": exc.to_wire()})
+    say(f"{exc.code.value}: {exc.message}")
     return exc.exit_code
 
 
-@memory_app.command(name="archive")
-def archive_command(*, today: str | None = None, project: Path | None = None, dry_run: bool = False) -> int:
+def archive_command(*, today: str | None = None, project: Project = None, dry_run: bool = False) -> int:
     """Move expired feedback to feedback/_archive/ and drop its lines from MEMORY.md.
 
     Feedback is expired when its 'expires' date is before today (without
@@ -49,34 +47,30 @@ def archive_command(*, today: str | None = None, project: Path | None = None, dr
     ----------
     today
         The date to judge expiry on, YYYY-MM-DD (default: today).
-    project
-        Work on DIR/.agent/memory/ instead of the Hub scope.
     dry_run
         Only report what would move.
     """
-    from tools.cli_typed import _today
     from tools.typed.archive import archive
     from tools.typed.library import open_library
 
     try:
-        day = _today(today)
+        day = parse_today(today)
         lib = open_library(project)
     except HubError as exc:
-        return _fail(exc)
+        return fail(exc)
     try:
         report = archive(lib, today=day, dry_run=dry_run)
     except HubError as exc:
-        return _fail(exc)
+        return fail(exc)
     finally:
         lib.close()
     return _finish(report, report["errors"][0] if report["errors"] else None)
 
 
-@memory_app.command(name="import")
 def import_command(
     *,
     from_: Annotated[str, Parameter(name="--from")],
-    project: Path | None = None,
+    project: Project = None,
     apply: bool = False,
     dry_run: bool = False,
     type_: Annotated[TypeName, Parameter(name="--type")] = "reference",
@@ -99,8 +93,6 @@ def import_command(
         (~/.codex/memories/), minimax (~/.minimax/memory/), qoder
         (~/.qoder-cn/memories/USER_HASH/...), or a directory of Markdown
         files (write ./codex for a directory with a host's name).
-    project
-        Import into DIR/.agent/memory/ instead of the Hub scope.
     apply
         Write the topics and the index (default: dry run).
     dry_run
@@ -117,15 +109,15 @@ def import_command(
     from tools.typed.library import open_library
 
     if apply and dry_run:
-        return _fail(HubError(ErrorCode.BAD_REQUEST, "--apply and --dry-run exclude each other"))
+        return fail(HubError(ErrorCode.BAD_REQUEST, "--apply and --dry-run exclude each other"))
     try:
         found = discover(from_, cwd=cwd, all_projects=all_projects)
     except SourceError as exc:
-        return _fail(HubError(ErrorCode.BAD_REQUEST, str(exc), {"from": from_}))
+        return fail(HubError(ErrorCode.BAD_REQUEST, str(exc), {"from": from_}))
     try:
         lib = open_library(project)
     except HubError as exc:
-        return _fail(exc)
+        return fail(exc)
     try:
         plan = plan_import(lib, found, default_type=type_)
         report: dict[str, Any] = {"mode": "apply" if apply else "dry-run", **plan.as_dict()}
@@ -133,7 +125,7 @@ def import_command(
             return _finish(report, None)
         outcome = apply_plan(lib, plan)
     except HubError as exc:
-        return _fail(exc)
+        return fail(exc)
     finally:
         lib.close()
     report.update(created=outcome["created"], not_attempted=outcome["not_attempted"], index=outcome["index"])

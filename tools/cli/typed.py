@@ -1,34 +1,21 @@
-"""Typed-memory commands on ``amux memory``: ``new``, ``index``, ``lint`` (issue #7; seed 004).
+"""``amux memory new|index|lint``: typed memories (DESIGN.md §11).
 
 Each works on the caller's Hub scope, or with ``--project DIR`` on
-``DIR/.agent/memory/`` directly.  Output and errors follow the data commands:
-JSON on stdout, ``{"error": ...}`` plus one stderr line on failure, exit
-status from :data:`protocol.errors.EXIT_CODES` (``index --check`` and
-``lint`` exit 1 when the library is not clean).  The work lives in
-:mod:`tools.typed_memory`; this module only parses options and prints.
+``DIR/.agent/memory/`` directly.  Output and errors follow the data commands
+(:mod:`tools.cli.output`); ``index --check`` and ``lint`` exit
+:attr:`ExitStatus.PROBLEMS_FOUND` (20) when the library is not clean, which
+is not a failure of the command.  The work lives in :mod:`tools.typed`;
+this module only parses options and prints.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import sys
 from pathlib import Path
 from typing import Any
 
-from protocol.errors import ErrorCode, HubError
-from tools.cli import _emit, _fail, memory_app
-
-
-def _today(text: str | None) -> _dt.date:
-    """``--today`` as a date (default: today); raises ``bad_request`` unless it is ``YYYY-MM-DD``."""
-    from tools.typed.model import parse_date
-
-    if text is None:
-        return _dt.date.today()
-    day = parse_date(text)
-    if day is None:
-        raise HubError(ErrorCode.BAD_REQUEST, f"--today {text!r} is not a date (YYYY-MM-DD)", {"field": "today"})
-    return day
+from protocol.errors import ErrorCode, ExitStatus, HubError
+from tools.cli.options import Project, parse_today
+from tools.cli.output import emit, fail, say, write_bytes
 
 
 def _library(project: Path | None) -> Any:
@@ -37,7 +24,6 @@ def _library(project: Path | None) -> Any:
     return open_library(project)
 
 
-@memory_app.command(name="new")
 def memory_new(
     type: str,
     name: str,
@@ -48,7 +34,7 @@ def memory_new(
     expires: str | None = None,
     body: str | None = None,
     file: Path | None = None,
-    project: Path | None = None,
+    project: Project = None,
     today: str | None = None,
 ) -> int:
     """Create a typed topic TYPE/NAME.md with valid frontmatter, then add it to MEMORY.md.
@@ -76,8 +62,6 @@ def memory_new(
         The body text (Markdown).
     file
         Read the body from this file instead.
-    project
-        Work on DIR/.agent/memory/ instead of the Hub scope.
     today
         The creation date, YYYY-MM-DD (default: today).
     """
@@ -91,22 +75,22 @@ def memory_new(
                 body = file.read_text("utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise HubError(ErrorCode.BAD_REQUEST, f"cannot read {file}: {exc}", {"file": str(file)}) from None
-        new = build_topic(type, name, description, parse_tags(tags), today=_today(today), expires=expires, body=body)
+        new = build_topic(type, name, description, parse_tags(tags), today=parse_today(today), expires=expires,
+                          body=body)
         lib = _library(project)
         try:
             result = create(lib, new)
         finally:
             lib.close()
     except HubError as exc:
-        return _fail(exc)
+        return fail(exc)
     for warning in result["warnings"]:
-        print(f"amux: warning: {warning['message']}", file=sys.stderr)
-    _emit(result)
+        say(f"warning: {warning['message']}")
+    emit(result)
     return 0
 
 
-@memory_app.command(name="index")
-def memory_index(*, project: Path | None = None, check: bool = False) -> int:
+def memory_index(*, project: Project = None, check: bool = False) -> int:
     """Rebuild MEMORY.md from the typed topics: one group per type with (count/cap), one line per topic.
 
     Lines outside the generated groups (a preamble, your own sections) are
@@ -116,10 +100,8 @@ def memory_index(*, project: Path | None = None, check: bool = False) -> int:
 
     Parameters
     ----------
-    project
-        Work on DIR/.agent/memory/ instead of the Hub scope.
     check
-        Only report whether MEMORY.md is up to date ("up_to_date"); exit 1 when it is not.
+        Only report whether MEMORY.md is up to date ("up_to_date"); exit 20 when it is not.
     """
     from tools.typed.index import update_index
 
@@ -130,27 +112,25 @@ def memory_index(*, project: Path | None = None, check: bool = False) -> int:
         finally:
             lib.close()
     except HubError as exc:
-        return _fail(exc)
-    _emit(result)
+        return fail(exc)
+    emit(result)
     if check and not result["up_to_date"]:
-        print("amux: MEMORY.md is out of date; run 'amux memory index'", file=sys.stderr)
-        return 1
+        say("MEMORY.md is out of date; run 'amux memory index'")
+        return ExitStatus.PROBLEMS_FOUND
     return 0
 
 
-@memory_app.command(name="lint")
-def memory_lint(*, project: Path | None = None, json: bool = False, today: str | None = None) -> int:
+def memory_lint(*, project: Project = None, json: bool = False, today: str | None = None) -> int:
     """Check the typed topics and MEMORY.md: schema, caps, index, sections, expiry, links, paths.
 
     Prints one line per problem ('path:line: severity: message'), or with
-    --json {problems, errors, warnings, infos}.  Exit 1 when there is an
+    --json {problems, errors, warnings, infos}.  Exit 20 when there is an
     error; warnings (missing Why/How, expired feedback, unknown fields) and
-    infos ([[name]] links to no topic) alone exit 0.
+    infos ([[name]] links to no topic) alone exit 0.  A Hub or input failure
+    exits with its error's status (2-13) and prints {"error": ...}.
 
     Parameters
     ----------
-    project
-        Work on DIR/.agent/memory/ instead of the Hub scope.
     json
         Print JSON instead of lines.
     today
@@ -159,7 +139,7 @@ def memory_lint(*, project: Path | None = None, json: bool = False, today: str |
     from tools.typed.lint import lint_library, summary
 
     try:
-        day = _today(today)
+        day = parse_today(today)
         lib = _library(project)
         try:
             problems = lint_library(lib, day)
@@ -167,15 +147,12 @@ def memory_lint(*, project: Path | None = None, json: bool = False, today: str |
         finally:
             lib.close()
     except HubError as exc:
-        return _fail(exc)
+        return fail(exc)
     counts = summary(problems)
     if json:
-        _emit({"problems": [p.as_dict() for p in problems], **counts, "library": label})
+        emit({"problems": [p.as_dict() for p in problems], **counts, "library": label})
     else:
         out = "".join(p.render() + "\n" for p in problems)
-        sys.stdout.flush()
-        sys.stdout.buffer.write(out.encode("utf-8"))
-        sys.stdout.buffer.flush()
-        print(f"amux: {label}: {counts['errors']} error(s), {counts['warnings']} warning(s), "
-              f"{counts['infos']} info(s)", file=sys.stderr)
-    return 1 if counts["errors"] else 0
+        write_bytes(out.encode("utf-8"))
+        say(f"{label}: {counts['errors']} error(s), {counts['warnings']} warning(s), {counts['infos']} info(s)")
+    return ExitStatus.PROBLEMS_FOUND if counts["errors"] else 0

@@ -1,6 +1,5 @@
-"""Hub administration commands (principals, tokens), registered on ``amux hub``.
+"""``amux hub principal ...`` and ``amux hub token ...``: principals, aliases and tokens (DESIGN.md §7).
 
-Kept apart from :mod:`tools.cli` so identity administration reads as one unit.
 They edit ``<AMUX_HOME>/principals.toml`` directly (under a lock, atomically),
 so they work whether or not the Hub runs; a running Hub sees each change at
 the next call.  They need write access to the Hub's home: run them as the
@@ -9,33 +8,12 @@ Hub's user, on the Hub's host.  Output is JSON, errors as for data commands.
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from cyclopts import App
-
 from protocol.errors import HubError
-from tools.cli import _emit, _fail, hub_app
-from tools.client import default_home
-
-principal_app = App(
-    name="principal",
-    help="Principals: who owns isolated memory. A principal is a person or a service; OS accounts "
-    "(aliases) and tokens resolve to it.",
-)
-token_app = App(
-    name="token",
-    help="Bearer tokens for callers the kernel cannot name (remote Runtimes, delegated agent credentials). "
-    "Only a hash is stored; the token is shown once.",
-)
-hub_app.command(principal_app)
-hub_app.command(token_app)
-
-
-def _home(home: Path | None) -> Path:
-    return (home or default_home()).expanduser()
+from tools.cli.options import Home, resolve_home
+from tools.cli.output import emit, fail, say
 
 
 def _principal_view(registry: Any, name: str) -> dict[str, Any]:
@@ -54,17 +32,13 @@ def _principal_view(registry: Any, name: str) -> dict[str, Any]:
 
 def _run(action: Any) -> int:
     try:
-        _emit(action())
+        emit(action())
     except HubError as exc:
-        return _fail(exc)
+        return fail(exc)
     return 0
 
 
-# -- principals ---------------------------------------------------------------------
-
-
-@principal_app.command(name="add")
-def principal_add(name: str, /, *, service: bool = False, home: Path | None = None) -> int:
+def principal_add(name: str, /, *, service: bool = False, home: Home = None) -> int:
     """Register a principal (a person, or with --service a service execution identity).
 
     Adding one that already exists with the same kind changes nothing ("added": false).
@@ -76,41 +50,36 @@ def principal_add(name: str, /, *, service: bool = False, home: Path | None = No
         An OS user of the same name with no alias is this principal too.
     service
         A service principal (for service executions) rather than a person.
-    home
-        The Hub's home (default: AMUX_HOME, else ~/.amux).
     """
     from hub import registry as reg
 
     def action() -> dict[str, Any]:
-        created = reg.modify(_home(home), lambda r, now: r.add_principal(name, "service" if service else "user", now))
-        current, _ = reg.read_registry(reg.registry_path(_home(home)))
+        kind = "service" if service else "user"
+        created = reg.modify(resolve_home(home), lambda r, now: r.add_principal(name, kind, now))
+        current, _ = reg.read_registry(reg.registry_path(resolve_home(home)))
         return {**_principal_view(current, name), "added": created}
 
     return _run(action)
 
 
-@principal_app.command(name="remove")
-def principal_remove(name: str, /, *, home: Path | None = None) -> int:
+def principal_remove(name: str, /, *, home: Home = None) -> int:
     """Remove a principal with its aliases and tokens (its memory files are kept).
 
     Parameters
     ----------
     name
         The principal.
-    home
-        The Hub's home (default: AMUX_HOME, else ~/.amux).
     """
     from hub import registry as reg
 
     def action() -> dict[str, Any]:
-        removed = reg.modify(_home(home), lambda r, now: r.remove_principal(name, now))
+        removed = reg.modify(resolve_home(home), lambda r, now: r.remove_principal(name, now))
         return {"name": name, "removed": True, **removed}
 
     return _run(action)
 
 
-@principal_app.command(name="alias")
-def principal_alias(name: str, alias: str, /, *, home: Path | None = None) -> int:
+def principal_alias(name: str, alias: str, /, *, home: Home = None) -> int:
     """Make an OS account act as a principal on this Hub's Unix socket.
 
     Several accounts (a person's login, the account a chat bridge runs as)
@@ -122,63 +91,51 @@ def principal_alias(name: str, alias: str, /, *, home: Path | None = None) -> in
         The principal (add it first).
     alias
         os:USER_NAME or os-uid:NUMBER. os-uid wins when both match one caller.
-    home
-        The Hub's home (default: AMUX_HOME, else ~/.amux).
     """
     from hub import registry as reg
 
     def action() -> dict[str, Any]:
-        canonical = reg.modify(_home(home), lambda r, now: r.add_alias(name, alias))
+        canonical = reg.modify(resolve_home(home), lambda r, now: r.add_alias(name, alias))
         return {"alias": canonical, "principal": name, "binding": f"principal:{name}"}
 
     return _run(action)
 
 
-@principal_app.command(name="unalias")
-def principal_unalias(alias: str, /, *, home: Path | None = None) -> int:
+def principal_unalias(alias: str, /, *, home: Home = None) -> int:
     """Remove an alias: that OS account is its own principal again (its user name, or uid:N).
 
     Parameters
     ----------
     alias
         os:USER_NAME or os-uid:NUMBER.
-    home
-        The Hub's home (default: AMUX_HOME, else ~/.amux).
     """
     from hub import registry as reg
 
     def action() -> dict[str, Any]:
-        principal = reg.modify(_home(home), lambda r, now: r.remove_alias(alias))
+        principal = reg.modify(resolve_home(home), lambda r, now: r.remove_alias(alias))
         return {"alias": reg.check_alias(alias), "principal": principal, "removed": True}
 
     return _run(action)
 
 
-@principal_app.command(name="list")
-def principal_list(*, home: Path | None = None) -> int:
+def principal_list(*, home: Home = None) -> int:
     """List principals with their aliases and number of usable tokens.
 
     Parameters
     ----------
-    home
-        The Hub's home (default: AMUX_HOME, else ~/.amux).
     """
     from hub import registry as reg
 
     def action() -> dict[str, Any]:
-        current, _ = reg.read_registry(reg.registry_path(_home(home)))
+        current, _ = reg.read_registry(reg.registry_path(resolve_home(home)))
         return {"principals": [_principal_view(current, n) for n in sorted(current.principals)],
-                "file": str(reg.registry_path(_home(home)))}
+                "file": str(reg.registry_path(resolve_home(home)))}
 
     return _run(action)
 
 
-# -- tokens -------------------------------------------------------------------------
-
-
-@token_app.command(name="issue")
 def token_issue(name: str, /, *, ttl: int | None = None, binding: str | None = None,
-                home: Path | None = None) -> int:
+                home: Home = None) -> int:
     """Issue a bearer token for a principal and print it once (only its hash is kept).
 
     Give it to the caller as AMUX_TOKEN. With --binding it is a delegated
@@ -193,14 +150,12 @@ def token_issue(name: str, /, *, ttl: int | None = None, binding: str | None = N
         Lifetime in seconds (default: no expiry; 43200 for a delegated token).
     binding
         Make it a delegated credential tied to this binding: 'principal:NAME' or 'global'.
-    home
-        The Hub's home (default: AMUX_HOME, else ~/.amux).
     """
     from hub import registry as reg
 
     def action() -> dict[str, Any]:
-        text, record = reg.modify(_home(home), lambda r, now: _issue(r, name, now, ttl, binding))
-        print(f"amux: token {record.id} for {name}: shown once, store it now (AMUX_TOKEN)", file=sys.stderr)
+        text, record = reg.modify(resolve_home(home), lambda r, now: _issue(r, name, now, ttl, binding))
+        say(f"token {record.id} for {name}: shown once, store it now (AMUX_TOKEN)")
         return {"token": text, **record.public(time.time())}
 
     return _run(action)
@@ -211,8 +166,7 @@ def _issue(r: Any, name: str, now: float, ttl: int | None, binding: str | None) 
     return updated, (text, record)
 
 
-@token_app.command(name="list")
-def token_list(*, principal: str | None = None, home: Path | None = None) -> int:
+def token_list(*, principal: str | None = None, home: Home = None) -> int:
     """List tokens (id, principal, created, expires, binding, state); never the tokens themselves.
 
     Expired tokens are dropped from the file at its next change.
@@ -221,13 +175,11 @@ def token_list(*, principal: str | None = None, home: Path | None = None) -> int
     ----------
     principal
         Only this principal's tokens.
-    home
-        The Hub's home (default: AMUX_HOME, else ~/.amux).
     """
     from hub import registry as reg
 
     def action() -> dict[str, Any]:
-        current, _ = reg.read_registry(reg.registry_path(_home(home)))
+        current, _ = reg.read_registry(reg.registry_path(resolve_home(home)))
         now = time.time()
         tokens = sorted(current.tokens.values(), key=lambda t: (t.created, t.id))
         return {"tokens": [t.public(now) for t in tokens if principal is None or t.principal == principal]}
@@ -235,21 +187,18 @@ def token_list(*, principal: str | None = None, home: Path | None = None) -> int
     return _run(action)
 
 
-@token_app.command(name="revoke")
-def token_revoke(token_id: str, /, *, home: Path | None = None) -> int:
+def token_revoke(token_id: str, /, *, home: Home = None) -> int:
     """Revoke a token: a running Hub rejects it from the next call on, connections already open included.
 
     Parameters
     ----------
     token_id
         The id shown by 'amux hub token issue' / 'amux hub token list'.
-    home
-        The Hub's home (default: AMUX_HOME, else ~/.amux).
     """
     from hub import registry as reg
 
     def action() -> dict[str, Any]:
-        record = reg.modify(_home(home), lambda r, now: r.revoke_token(token_id, now))
+        record = reg.modify(resolve_home(home), lambda r, now: r.revoke_token(token_id, now))
         return record.public(time.time())
 
     return _run(action)

@@ -1,0 +1,138 @@
+"""The ``amux`` command: the root app, its command groups, and :func:`main`.
+
+This module is the command table.  Every command is registered by import
+path (cyclopts' lazy registration), so ``amux memory search`` imports
+:mod:`tools.cli.memory` and the blocking client only: no Trio, no ``mcp``,
+no typed-memory machinery.  Command modules never import this one, so
+there is no import cycle.  The output contract (JSON, errors, exit
+statuses) is :mod:`tools.cli.output`; shared options are
+:mod:`tools.cli.options` (DESIGN.md §2, §8).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from cyclopts import App
+
+from protocol.errors import ExitStatus
+from tools.cli.output import exit_status_help
+
+
+def package_version() -> str:
+    """The installed ``amux-memory`` distribution's version, or ``"unknown"`` when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("amux-memory")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+app = App(
+    name="amux",
+    version=package_version,
+    help="amux-memory: on-demand long-term memory for coding agents, kept as plain Markdown by one Hub.\n\n"
+    "The CLI finds the Hub from AMUX_HUB (a socket path, tls://HOST:PORT or loopback tcp://HOST:PORT) or "
+    "AMUX_HOME (default ~/.amux).\n"
+    "Data commands print JSON; on error, {\"error\": {code, message, data}} on stdout and one line "
+    "on stderr. Exit status:\n\n" + exit_status_help(),
+)
+hub_app = App(name="hub", help="Run and inspect the Hub, the one process that owns the memory files.")
+principal_app = App(
+    name="principal",
+    help="Principals: who owns isolated memory. A principal is a person or a service; OS accounts "
+    "(aliases) and tokens resolve to it.",
+)
+token_app = App(
+    name="token",
+    help="Bearer tokens for callers the kernel cannot name (remote Runtimes, delegated agent credentials). "
+    "Only a hash is stored; the token is shown once.",
+)
+memory_app = App(name="memory", help="Search, read, write and delete memory documents through the Hub; keep typed "
+                 "memories in shape (new, index, lint, archive, import — also on a project with --project DIR).")
+system_app = App(name="system", help="System settings.")
+config_app = App(name="config", help="Read and change Hub settings (applied when the Hub next starts).")
+protocol_app = App(name="protocol", help="The agent memory protocol: the short, fixed instructions agents get.")
+
+app.command(hub_app)
+app.command(memory_app)
+app.command(system_app)
+app.command(protocol_app)
+system_app.command(config_app)
+hub_app.command(principal_app)
+hub_app.command(token_app)
+
+hub_app.command("tools.cli.hub:serve", name="serve")
+hub_app.command("tools.cli.hub:status", name="status")
+principal_app.command("tools.cli.admin:principal_add", name="add")
+principal_app.command("tools.cli.admin:principal_remove", name="remove")
+principal_app.command("tools.cli.admin:principal_alias", name="alias")
+principal_app.command("tools.cli.admin:principal_unalias", name="unalias")
+principal_app.command("tools.cli.admin:principal_list", name="list")
+token_app.command("tools.cli.admin:token_issue", name="issue")
+token_app.command("tools.cli.admin:token_list", name="list")
+token_app.command("tools.cli.admin:token_revoke", name="revoke")
+config_app.command("tools.cli.config:config_get", name="get")
+config_app.command("tools.cli.config:config_set", name="set")
+
+memory_app.command("tools.cli.memory:search", name="search")
+memory_app.command("tools.cli.memory:show", name="show")
+memory_app.command("tools.cli.memory:upsert", name="upsert")
+memory_app.command("tools.cli.memory:list_documents", name="list")
+memory_app.command("tools.cli.memory:forget", name="forget")
+memory_app.command("tools.cli.memory:export", name="export")
+memory_app.command("tools.cli.typed:memory_new", name="new")
+memory_app.command("tools.cli.typed:memory_index", name="index")
+memory_app.command("tools.cli.typed:memory_lint", name="lint")
+memory_app.command("tools.cli.typed_ops:archive_command", name="archive")
+memory_app.command("tools.cli.typed_ops:import_command", name="import")
+
+protocol_app.command("tools.cli.agent:protocol_show", name="show")
+app.command("tools.cli.agent:mcp_serve", name="mcp")
+# Its tokens go to tools.cli.launch raw: the agent's own --help, --version and -- must reach the agent.  The
+# delimiter is a NUL (no argv token can contain one), not "": cyclopts would take an empty argument for it.
+app.command("tools.cli.launch:launch", name="launch", help_flags=[], version_flags=[], end_of_options_delimiter="\0")
+
+HELP_FLAGS = ("--help", "-h")
+
+
+def resolve_commands(group: App) -> None:
+    """Import every lazily registered command below ``group``, so a help page can show their descriptions.
+
+    Only ``--help`` needs this: cyclopts lists an unresolved command without
+    its docstring.  Running a command resolves just that command.
+    """
+    for name in list(group):
+        if name in group.help_flags or name in group.version_flags:
+            continue
+        sub = group[name]
+        if sub is not group:
+            resolve_commands(sub)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``amux`` on ``argv`` (default ``sys.argv[1:]``) and return the exit status.
+
+    Called as the console script (``argv`` None) it exits the process with
+    that status instead.  Statuses: the command's (0, an error code's 1-13,
+    :class:`ExitStatus`), 2 for cyclopts' usage errors, and
+    :attr:`ExitStatus.BROKEN_PIPE` (141) when stdout's reader went away.
+    """
+    tokens = sys.argv[1:] if argv is None else argv
+    if any(flag in tokens for flag in HELP_FLAGS):
+        resolve_commands(app)
+    try:
+        result = app(tokens, result_action="return_value")
+    except BrokenPipeError:
+        # The reader went away (`| head`): not an error worth a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = int(ExitStatus.BROKEN_PIPE)
+    except SystemExit as exc:  # cyclopts' usage errors and --help
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    else:
+        code = result if isinstance(result, int) else 0
+    if argv is None:
+        sys.exit(code)
+    return code

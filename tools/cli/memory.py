@@ -1,0 +1,177 @@
+"""``amux memory search|show|upsert|list|forget|export``: the memory operations, one Hub call each.
+
+Each command builds the method's parameters from its options, makes one
+blocking call through :class:`tools.client.HubClient` (``list`` and
+``export`` page through several) and prints the result with
+:mod:`tools.cli.output`.  These are the commands agents without MCP use, so
+they import only the blocking client: no Trio, no ``mcp``, no typed-memory
+machinery (DESIGN.md §2, §5).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+from cyclopts import Parameter
+
+from protocol.errors import ErrorCode, HubError
+from tools.cli.output import emit, fail, fail_quietly, write_bytes
+
+
+def call_hub(method: str, params: dict[str, Any]) -> int:
+    """Make one Hub call and print its result as JSON; return 0, or the error's exit status after :func:`fail`."""
+    from tools.client import HubClient
+
+    try:
+        with HubClient() as client:
+            emit(client.call(method, params))
+    except HubError as exc:
+        return fail(exc)
+    return 0
+
+
+def search(
+    words: Annotated[list[str], Parameter(consume_multiple=True)],
+    /,
+    *,
+    path_prefix: str = "",
+    limit: int = 5,
+) -> int:
+    """Search memory for literal keywords (any keyword makes a candidate).
+
+    Matching ignores case; no regex, glob or shell meaning. Results are ranked
+    by distinct keywords matched, then matches in path or title, then path.
+    Put keywords that start with '-' after '--'.
+
+    Parameters
+    ----------
+    words
+        1-16 keywords, 512 bytes at most in all.
+    path_prefix
+        Only documents whose path starts with this.
+    limit
+        Documents to return, 1-20.
+    """
+    params: dict[str, Any] = {"query": " ".join(words), "limit": limit}
+    if path_prefix:
+        params["path_prefix"] = path_prefix
+    return call_hub("search", params)
+
+
+def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 0) -> int:
+    """Read a bounded fragment of a document, with its whole-file revision.
+
+    A missing document prints exists: false and revision "absent".
+
+    Parameters
+    ----------
+    path
+        Logical path, e.g. MEMORY.md or projects/amux/decisions.md.
+    start_line
+        First line, 1-based (0: from the start).
+    end_line
+        Last line, inclusive (0: as far as the 8 KiB response allows).
+    offset
+        Continue a truncated fragment from its next_offset (keep the same end line).
+    """
+    return call_hub("get", {"path": path, "start_line": start_line, "end_line": end_line, "offset": offset})
+
+
+def read_content(file: Path | None) -> bytes:
+    """The bytes of ``file``, or of standard input when it is ``None``.
+
+    Raises :class:`HubError` ``bad_request`` when the file cannot be read.
+    """
+    try:
+        return file.read_bytes() if file is not None else sys.stdin.buffer.read()
+    except OSError as exc:
+        raise HubError(ErrorCode.BAD_REQUEST, f"cannot read {file}: {exc.strerror}") from None
+
+
+def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, allow_shrink: bool = False) -> int:
+    """Replace (or create) a whole document, if it still has the expected revision.
+
+    The new content is raw UTF-8 Markdown from --file, or standard input.
+
+    Parameters
+    ----------
+    path
+        Logical path of the document.
+    expected_revision
+        The revision you last read (from show/search), or 'absent' to create.
+    file
+        Read the content from this file instead of standard input.
+    allow_shrink
+        Let a deliberate cut through the guard that otherwise refuses a rewrite
+        dropping more than half of a document's lines (and over 20 lines) or
+        bytes (and over 2 KiB), or one that adds an elision placeholder such
+        as '[rest unchanged]'.
+    """
+    try:
+        content = read_content(file)
+    except HubError as exc:
+        return fail(exc)
+    params: dict[str, Any] = {"path": path, "content": content, "expected_revision": expected_revision}
+    if allow_shrink:
+        params["allow_shrink"] = True
+    return call_hub("upsert", params)
+
+
+def list_documents(*, path_prefix: str = "") -> int:
+    """List the documents in memory (path and size in bytes), sorted by path.
+
+    Prints {"entries": [{"path", "bytes"}], "incomplete"}; incomplete is true
+    when a directory-entry bound cut the walk short.
+
+    Parameters
+    ----------
+    path_prefix
+        Only documents whose path starts with this, e.g. feedback/.
+    """
+    from tools.client import HubClient
+
+    try:
+        with HubClient() as client:
+            entries, incomplete = client.list_all(path_prefix)
+    except HubError as exc:
+        return fail(exc)
+    emit({"entries": entries, "incomplete": incomplete})
+    return 0
+
+
+def forget(path: str, /, *, expected_revision: str) -> int:
+    """Delete one document, if it still has the expected revision.
+
+    Parameters
+    ----------
+    path
+        Logical path of the document.
+    expected_revision
+        The revision you last read.
+    """
+    return call_hub("forget", {"path": path, "expected_revision": expected_revision})
+
+
+def export(path: str, /) -> int:
+    """Write one whole document to standard output, as raw Markdown.
+
+    Pages are read at one revision; if the document changes meanwhile nothing
+    at all is written to stdout (the error goes to stderr only) and the exit
+    status is that of 'conflict'.
+
+    Parameters
+    ----------
+    path
+        Logical path of the document.
+    """
+    from tools.client import HubClient, export_document
+
+    try:
+        with HubClient() as client:
+            data, _ = export_document(client, path)
+    except HubError as exc:
+        return fail_quietly(exc)
+    write_bytes(data)
+    return 0

@@ -1,0 +1,49 @@
+"""Parameters several commands share, defined once: ``--home``, ``--project``, ``--today``.
+
+Each is an ``Annotated`` type carrying its cyclopts :class:`Parameter`
+(name and help), so a command declares ``home: Home = None`` and gets the
+same option, help text and resolution as every other command.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated
+
+from cyclopts import Parameter
+
+from protocol.errors import ErrorCode, HubError
+
+Home = Annotated[Path | None, Parameter(name="--home", help="The Hub's home (default: AMUX_HOME, else ~/.amux).")]
+"""``--home DIR``: the Hub's home directory; ``None`` means the default (see :func:`resolve_home`)."""
+
+Project = Annotated[Path | None, Parameter(
+    name="--project", help="Work on DIR/.agent/memory/ (a project library, no Hub needed) instead of the Hub scope.")]
+"""``--project DIR``: a project library instead of the caller's Hub scope (DESIGN.md §11)."""
+
+
+def resolve_home(home: Path | None) -> Path:
+    """``--home`` as a path: the given one, else ``AMUX_HOME``, else ``~/.amux``; ``~`` expanded, not resolved."""
+    if home is not None:
+        return home.expanduser()
+    from tools.client import default_home
+
+    return default_home().expanduser()
+
+
+def parse_today(text: str | None) -> dt.date:
+    """``--today`` as a date (``None``: today's local date).
+
+    Raises :class:`HubError` ``bad_request`` (``data.field`` = ``"today"``)
+    unless ``text`` is a calendar date ``YYYY-MM-DD`` (ISO week dates and
+    times are refused).
+    """
+    if text is None:
+        return dt.date.today()
+    from tools.typed.model import parse_date
+
+    day = parse_date(text)
+    if day is None:
+        raise HubError(ErrorCode.BAD_REQUEST, f"--today {text!r} is not a date (YYYY-MM-DD)", {"field": "today"})
+    return day
