@@ -31,7 +31,7 @@ def serve(*, home: Home = None, listen: str | None = None) -> int:
     import dataclasses
 
     from hub import config as hub_config
-    from hub.server import run
+    from hub.run import run
     from protocol.limits import LIMITS
 
     try:
