@@ -8,8 +8,6 @@ atomically (temp file, fsync, rename, fsync of the directory).
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,26 +63,6 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, port
 
 
-def is_loopback(host: str) -> bool:
-    """True only if every address ``host`` stands for is a loopback address (127.0.0.0/8, ::1).
-
-    ``0.0.0.0``/``::`` (every interface) are not loopback.  A name is resolved
-    and must give loopback addresses only.
-    """
-    try:
-        addr = ipaddress.ip_address(host)
-    except ValueError:
-        try:
-            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError):
-            return False
-        addrs = {info[4][0] for info in infos}
-        return bool(addrs) and all(is_loopback(str(a).split("%")[0]) for a in addrs)
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        return addr.ipv4_mapped.is_loopback
-    return addr.is_loopback
-
-
 def _listen(text: str) -> str:
     if not text:
         return ""
@@ -121,7 +99,8 @@ SETTINGS: dict[str, Setting] = {
     "memory.enabled": Setting(False, _bool, "serve memory data calls (false: every data call fails with 'disabled')"),
     "memory.isolation": Setting("off", _isolation, "'off': everyone shares global; 'user': one scope per principal"),
     "hub.socket_path": Setting("", _file_path, "Unix socket path ('' = <AMUX_HOME>/hub.sock)"),
-    "hub.socket_mode": Setting("0600", _mode, "socket file mode, octal (0600 = single user; 0666 to serve other OS users)"),
+    "hub.socket_mode": Setting("0600", _mode,
+                               "socket file mode, octal (0600 = single user; 0666 to serve other OS users)"),
     "hub.socket_group": Setting("", _group, "group to own the socket file ('' = the Hub user's group)"),
     "hub.listen": Setting("", _listen, "also listen on TCP HOST:PORT ('' = Unix socket only); TLS when hub.tls_cert "
                           "is set, plaintext only on a loopback address; callers need a token"),

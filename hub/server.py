@@ -41,10 +41,11 @@ from typing import Any
 import trio
 
 from hub import fsio
-from hub.config import HubConfig, is_loopback, parse_listen
+from hub.config import HubConfig, parse_listen
 from hub.identity import Identity, Peer, Scope, authenticate, peer_credentials, scope_for, user_name
 from hub.registry import RegistryFileError, RegistryWatcher, read_registry, registry_path
 from hub.service import MemoryService
+from protocol.endpoint import is_loopback
 from protocol.errors import ErrorCode, HubError
 from protocol.framing import FrameDecoder
 from protocol.limits import Limits

@@ -36,7 +36,7 @@ from protocol.errors import ErrorCode, HubError
 
 __all__ = ["ENTRY_NAME", "Prepared", "find_entry_point", "hello_as", "prepare", "target"]
 
-# The probe's CLI honours this overall limit for connect + hello (tools.client.HubClient); the subprocess
+# The probe's CLI honours this overall limit for connect + hello (tools.client.blocking.HubClient); the subprocess
 # timeout only adds room for the interpreter's start-up, as a backstop.
 _DEADLINE_ENV: Final = "AMUX_CONNECT_DEADLINE"
 _PROBE_STARTUP: Final = 5.0

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tools.client import HubClient
+from tools.client.blocking import HubClient
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

@@ -13,7 +13,8 @@ import pytest
 
 from protocol.errors import EXIT_CODES, ErrorCode, HubError
 from tests.conftest import HubProcess, amux_argv
-from tools.client import HubClient, export_document
+from tools.client.blocking import HubClient
+from tools.client.paging import export_document
 
 
 def _tree(root: Path) -> dict[str, bytes | None]:

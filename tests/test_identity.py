@@ -44,7 +44,7 @@ from protocol.messages import PROTOCOL_VERSION, decode_response, encode_request
 from tests.conftest import CliResult, HubProcess
 from tests.test_hub_frames import Raw, error_of
 from tests.test_isolation import ALICE, BOB, _free_uid, _input, run_as, shared_dir  # noqa: F401 - fixture
-from tools.client import HubClient
+from tools.client.blocking import HubClient
 
 UNAUTHORIZED = EXIT_CODES[ErrorCode.UNAUTHORIZED]
 NOW = 1_800_000_000.0

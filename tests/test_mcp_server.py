@@ -33,7 +33,7 @@ from protocol.agent_protocol import MAX_PROTOCOL_BYTES, VARIANTS, render
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
 from tests.conftest import REPO, HubProcess, amux_argv
-from tools.async_client import AsyncHubClient
+from tools.client.trio_client import AsyncHubClient
 from tools.mcp_server import PAGE_BUDGET, TOOL_NAMES, Pager, result_json, result_size
 
 TIMEOUT = 60

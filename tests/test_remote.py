@@ -26,16 +26,17 @@ import trio
 import trio.testing
 
 import hub.server as server
-from hub.config import HubConfig, is_loopback, parse_listen
+from hub.config import HubConfig, parse_listen
 from hub.identity import GLOBAL
 from hub.registry import Registry, modify
 from hub.server import Hub, HubStartError, serve
+from protocol.endpoint import is_loopback, parse_endpoint
 from protocol.errors import EXIT_CODES, ErrorCode, HubError
 from protocol.framing import FrameDecoder
 from protocol.limits import LIMITS
 from protocol.messages import Response, decode_response, encode_request
 from tests.conftest import CliResult, HubProcess, amux_argv
-from tools.client import HubClient, parse_endpoint
+from tools.client.blocking import HubClient
 
 trustme = pytest.importorskip("trustme", reason="trustme makes the test certificates (pip install trustme)")
 
@@ -248,6 +249,9 @@ def test_listen_parsing_and_loopback_check() -> None:
     for host in ["127.0.0.1", "127.8.9.10", "::1", "::ffff:127.0.0.1", "localhost"]:
         assert is_loopback(host), host
     for host in ["0.0.0.0", "::", "10.0.0.1", "192.168.1.1", "172.16.0.1", "8.8.8.8", "::ffff:10.0.0.1", "fe80::1"]:
+        assert not is_loopback(host), host
+    # One rule for the Hub and the clients, and no resolver in it: only the name "localhost" counts.
+    for host in ["localhost.localdomain", "ip6-localhost", "127.0.0.1.nip.io"]:
         assert not is_loopback(host), host
 
 
@@ -558,7 +562,8 @@ async def test_mcp_with_one_principals_token_never_reaches_anothers_scope(
     address = network_address(h)
     alice = remote(address, certs, enroll(h, "alice")["token"])
     bob = remote(address, certs, enroll(h, "bob")["token"])
-    wrote = h.cli("memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=b"alice-only-fact\n", env=alice)
+    wrote = h.cli("memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=b"alice-only-fact\n",
+                  env=alice)
     alice_rev = ok(wrote)["revision"]
     with trio.fail_after(60):
         async with mcp_session(Path("/nonexistent"), tmp_path / "mcp.log", **bob) as s:

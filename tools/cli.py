@@ -18,7 +18,10 @@ from typing import Annotated, Any, Literal
 from cyclopts import App, Parameter
 
 from protocol.errors import EXIT_CODES, ErrorCode, HubError
-from tools.client import HubClient, default_home, export_document
+from protocol.requests import upsert_params
+from tools.client.blocking import HubClient
+from tools.client.paging import export_document, list_all
+from tools.client.settings import default_home
 
 
 def _version() -> str:
@@ -263,10 +266,7 @@ def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, al
     content = _read_input(file)
     if isinstance(content, HubError):
         return _fail(content)
-    params: dict[str, Any] = {"path": path, "content": content, "expected_revision": expected_revision}
-    if allow_shrink:
-        params["allow_shrink"] = True
-    return _call("upsert", params)
+    return _call("upsert", upsert_params(path, content, expected_revision, allow_shrink=allow_shrink))
 
 
 @memory_app.command(name="list")
@@ -283,7 +283,7 @@ def list_documents(*, path_prefix: str = "") -> int:
     """
     try:
         with HubClient() as client:
-            entries, incomplete = client.list_all(path_prefix)
+            entries, incomplete = list_all(client, path_prefix)
     except HubError as exc:
         return _fail(exc)
     _emit({"entries": entries, "incomplete": incomplete})

@@ -18,7 +18,7 @@ from cyclopts import App
 
 from protocol.errors import HubError
 from tools.cli import _emit, _fail, hub_app
-from tools.client import default_home
+from tools.client.settings import default_home
 
 principal_app = App(
     name="principal",

@@ -278,7 +278,7 @@ def _resolve(opts: LaunchOptions, hub: str, prepared: _Prepared) -> tuple[str, R
     from launch import sessions
     from launch.binding import resolve_fresh, resolve_resume
     from launch.errors import LaunchError
-    from tools.client import default_home
+    from tools.client.settings import default_home
 
     home = default_home()
     if opts.resume is not None:

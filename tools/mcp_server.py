@@ -2,7 +2,7 @@
 
 The server is the ``mcp`` SDK's ``MCPServer`` named ``amux``, run on Trio with
 ``trio.run(server.run_stdio_async)``.  Its five tools forward to the Hub over
-one long-lived connection (:class:`tools.async_client.AsyncHubClient`) with the
+one long-lived connection (:class:`tools.client.trio_client.AsyncHubClient`) with the
 same semantics, limits and error codes as the CLI:
 
 =================  ==========  =====================================================
@@ -73,7 +73,8 @@ from pydantic import Field
 from protocol.agent_protocol import render as render_protocol
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import ENTRY_NAME, LIMITS
-from tools.async_client import AsyncHubClient
+from protocol.requests import upsert_params
+from tools.client.trio_client import AsyncHubClient
 
 log = logging.getLogger("amux.mcp")
 
@@ -485,9 +486,7 @@ class MemoryTools:
                                             "really contains a phrase like '[unchanged]'. Never use it to "
                                             "write a placeholder instead of text you meant to keep.")] = False,
     ) -> CallToolResult:
-        params: dict[str, Any] = {"path": path, "content": content, "expected_revision": expected_revision}
-        if allow_shrink:
-            params["allow_shrink"] = True
+        params = upsert_params(path, content, expected_revision, allow_shrink=allow_shrink)
         return await self.forward("memory_upsert", "upsert", params)
 
     async def memory_forget(

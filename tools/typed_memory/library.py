@@ -8,7 +8,7 @@ commands (``new``, ``index``, ``lint``, ``archive``, ``import``) are written
 once against :class:`Library` and run on either.
 
 * :class:`HubLibrary` talks to the Hub through a connected
-  :class:`tools.client.HubClient` (methods ``list``, ``export``, ``upsert``,
+  :class:`tools.client.blocking.HubClient` (methods ``list``, ``export``, ``upsert``,
   ``forget``, ``search``); the Hub serialises writes and enforces its limits.
 * :class:`ProjectLibrary` writes ``DIR/.agent/memory/`` itself with the Hub's
   own store code (symlink-refusing, durable temp+fsync+rename+fsync(dir)
@@ -28,12 +28,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from protocol.errors import ErrorCode, HubError
+from protocol.requests import upsert_params
 
 if TYPE_CHECKING:
-    from tools.client import HubClient
+    from tools.client.blocking import HubClient
 
 ABSENT = "absent"
 
@@ -135,7 +136,7 @@ class HubLibrary:
         return sorted(paths)
 
     def read(self, path: str) -> Doc:
-        from tools.client import export_document
+        from tools.client.paging import export_document
 
         try:
             data, revision = export_document(self.client, path)
@@ -146,9 +147,7 @@ class HubLibrary:
         return Doc(path, data, revision)
 
     def write(self, path: str, content: bytes, expected_revision: str, *, allow_shrink: bool = False) -> str:
-        params: dict[str, Any] = {"path": path, "content": content, "expected_revision": expected_revision}
-        if allow_shrink:
-            params["allow_shrink"] = True
+        params = upsert_params(path, content, expected_revision, allow_shrink=allow_shrink)
         return str(self.client.call("upsert", params)["revision"])
 
     def delete(self, path: str, expected_revision: str) -> None:
@@ -335,7 +334,7 @@ def open_library(project: Path | None) -> HubLibrary | ProjectLibrary:
     """
     if project is not None:
         return ProjectLibrary(project)
-    from tools.client import HubClient
+    from tools.client.blocking import HubClient
 
     client = HubClient()
     client.connect()
