@@ -1,4 +1,4 @@
-"""The Hub's settings file, ``<AMUX_HOME>/config.toml`` (design record §1).
+"""The Hub's settings file, ``<AMUX_HOME>/config.toml`` (DESIGN.md §13).
 
 Settings are read when the Hub starts; changing them (``amux system config
 set``) works while the Hub is stopped and takes effect at the next start.

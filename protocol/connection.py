@@ -58,10 +58,14 @@ class ConnectionClosed(HubError):
 
 
 def _fields(value: Any, name: str) -> Iterator[tuple[str, Any]]:
-    """Every leaf of a params map as ``(dotted field name, value)``; map keys count as leaves too."""
+    """Every leaf of a params map as ``(dotted field name, value)``; map keys count as leaves too.
+
+    Names are printable UTF-8 whatever the keys hold (a lone surrogate becomes ``\\udcff``).
+    """
     if isinstance(value, dict):
         for key, item in value.items():
-            child = f"{name}.{key}" if name else str(key)
+            label = str(key).encode("utf-8", "backslashreplace").decode("utf-8")
+            child = f"{name}.{label}" if name else label
             yield child, key
             yield from _fields(item, child)
     elif isinstance(value, list | tuple):

@@ -5,7 +5,7 @@
 
 Decoding uses ``raw=False`` and ``strict_map_key=True`` with explicit size
 limits, and turns every msgpack failure into :class:`~protocol.errors.HubError`
-``bad_request``.  Design record §3.
+``bad_request``.  DESIGN.md §3.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def list_all(client: Caller, path_prefix: str = "") -> tuple[list[dict[str, Any]
     cursor = ""
     while True:
         page = client.call("list", list_params(path_prefix, cursor))
-        entries.extend(page["entries"])
+        entries.extend(page.get("entries", []))
         incomplete = incomplete or bool(page.get("incomplete"))
         next_cursor = page.get("next_cursor")
         if not next_cursor:

@@ -43,7 +43,7 @@ from protocol.messages import Response
 from tools.client.failures import RETRY_SAFE, connect_failed, lost, no_answer, tls_failed
 from tools.client.settings import ClientSettings, resolve_socket
 
-__all__ = ["CONNECT_TIMEOUT", "DEFAULT_TIMEOUT", "RETRY_SAFE", "AsyncHubClient"]
+__all__ = ["CONNECT_TIMEOUT", "DEFAULT_TIMEOUT", "AsyncHubClient"]
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds one call may take before the connection is given up as dead."""

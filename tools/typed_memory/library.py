@@ -119,21 +119,15 @@ class HubLibrary:
 
     def list_paths(self, prefix: str = "") -> list[str]:
         """All pages of the Hub's ``list``; raises ``quota_exceeded`` if the Hub says the walk was cut short."""
-        paths: list[str] = []
-        cursor: str | None = ""
-        while cursor is not None:
-            page = self.client.call("list", {"path_prefix": prefix, "cursor": cursor})
-            if page.get("incomplete"):
-                # A partial listing would make index drop entries and lint miss topics: stop instead.
-                raise HubError(ErrorCode.QUOTA_EXCEEDED, f"the Hub could not list all of {self.label} (too many "
-                               "directory entries, e.g. stray files); tidy the scope and retry",
-                               {"limit": "listing", "path_prefix": prefix})
-            paths.extend(str(e["path"]) for e in page.get("entries", []))
-            nxt = page.get("next_cursor")
-            if nxt is not None and nxt == cursor:
-                raise HubError(ErrorCode.INTERNAL, f"list made no progress after {cursor!r}")
-            cursor = nxt
-        return sorted(paths)
+        from tools.client.paging import list_all
+
+        entries, incomplete = list_all(self.client, prefix)
+        if incomplete:
+            # A partial listing would make index drop entries and lint miss topics: stop instead.
+            raise HubError(ErrorCode.QUOTA_EXCEEDED, f"the Hub could not list all of {self.label} (too many "
+                           "directory entries, e.g. stray files); tidy the scope and retry",
+                           {"limit": "listing", "path_prefix": prefix})
+        return sorted(str(e["path"]) for e in entries)
 
     def read(self, path: str) -> Doc:
         from tools.client.paging import export_document
