@@ -18,7 +18,7 @@ from bench.util import HubProc, rss_kib
 from hub.cache import ContentCache
 from hub.search import search_scope
 from protocol.limits import LIMITS
-from tools.client import HubClient
+from tools.client.blocking import HubClient
 
 
 def _free_uids(count: int, start: int = 52001) -> list[int]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hub.config import set_value
-from tools.client import HubClient
+from tools.client.blocking import HubClient
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

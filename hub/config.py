@@ -8,8 +8,6 @@ atomically (temp file, fsync, rename, fsync of the directory).
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,26 +61,6 @@ def parse_listen(text: str) -> tuple[str, int]:
     if not host or any(c.isspace() for c in host):
         raise ValueError("empty or malformed host")
     return host, port
-
-
-def is_loopback(host: str) -> bool:
-    """True only if every address ``host`` stands for is a loopback address (127.0.0.0/8, ::1).
-
-    ``0.0.0.0``/``::`` (every interface) are not loopback.  A name is resolved
-    and must give loopback addresses only.
-    """
-    try:
-        addr = ipaddress.ip_address(host)
-    except ValueError:
-        try:
-            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError):
-            return False
-        addrs = {info[4][0] for info in infos}
-        return bool(addrs) and all(is_loopback(str(a).split("%")[0]) for a in addrs)
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        return addr.ipv4_mapped.is_loopback
-    return addr.is_loopback
 
 
 def _listen(text: str) -> str:

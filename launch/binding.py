@@ -51,7 +51,7 @@ def hub_address() -> str:
 
     Raises ``bad_request`` for a malformed ``AMUX_HUB``.
     """
-    from tools.client import resolve_endpoint
+    from tools.client.settings import resolve_endpoint
 
     endpoint = resolve_endpoint()
     if endpoint.kind == "unix" and endpoint.path is not None:
@@ -61,7 +61,7 @@ def hub_address() -> str:
 
 def hub_hello(hub: str, *, timeout: float = HELLO_TIMEOUT) -> HelloFn:
     """A :data:`HelloFn` that connects to ``hub`` from this process (``AMUX_TOKEN`` and ``AMUX_HUB_CA`` as usual)."""
-    from tools.client import HubClient
+    from tools.client.blocking import HubClient
 
     def hello(binding: str | None) -> dict[str, Any]:
         # "" (not None): never send the launcher's own AMUX_MEMORY_BINDING on a fresh resolution.

@@ -33,12 +33,12 @@ from launch.binding import HELLO_TIMEOUT, HelloFn
 from launch.errors import LaunchError
 from launch.spec import RunAs
 from protocol.errors import ErrorCode, HubError
+from tools.client.settings import BINDING_ENV, CONNECT_DEADLINE_ENV, HUB_ENV
 
 __all__ = ["ENTRY_NAME", "Prepared", "find_entry_point", "hello_as", "prepare", "target"]
 
-# The probe's CLI honours this overall limit for connect + hello (tools.client.HubClient); the subprocess
-# timeout only adds room for the interpreter's start-up, as a backstop.
-_DEADLINE_ENV: Final = "AMUX_CONNECT_DEADLINE"
+# The probe's CLI honours CONNECT_DEADLINE_ENV as an overall limit for connect + hello
+# (tools.client.blocking.HubClient); the subprocess timeout only adds room for the interpreter's start-up.
 _PROBE_STARTUP: Final = 5.0
 
 
@@ -194,10 +194,10 @@ def hello_as(run_as: RunAs, entry: Path, hub: str, *, timeout: float = HELLO_TIM
     """
 
     def hello(binding: str | None) -> dict[str, Any]:
-        env = {"PATH": os.defpath, "HOME": run_as.home, "AMUX_HUB": hub, "LANG": "C.UTF-8",
-               _DEADLINE_ENV: f"{timeout:g}"}
+        env = {"PATH": os.defpath, "HOME": run_as.home, HUB_ENV: hub, "LANG": "C.UTF-8",
+               CONNECT_DEADLINE_ENV: f"{timeout:g}"}
         if binding:
-            env["AMUX_MEMORY_BINDING"] = binding
+            env[BINDING_ENV] = binding
         limit = timeout + _PROBE_STARTUP
         try:
             # subprocess.run kills the probe on any exception (a signal turned into one included): no orphan.

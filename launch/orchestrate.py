@@ -228,7 +228,7 @@ def resolve_session(request: LaunchRequest, hub: str, setup: LaunchSetup) -> tup
     from launch import sessions
     from launch.binding import resolve_fresh, resolve_resume
     from launch.errors import LaunchError
-    from tools.client import default_home
+    from tools.client.settings import default_home
 
     home = default_home()
     if request.resume is not None:

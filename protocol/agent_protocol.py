@@ -1,4 +1,4 @@
-"""The agent memory protocol: the short, fixed instructions an agent gets with memory (design record §4).
+"""The agent memory protocol: the short, fixed instructions an agent gets with memory (DESIGN.md §9).
 
 One source, two variants:
 

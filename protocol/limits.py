@@ -1,4 +1,4 @@
-"""Every numeric bound of the product, in one place (design record §6).
+"""Every numeric bound of the product, in one place (DESIGN.md §6).
 
 Sizes are in bytes of UTF-8 unless a name says otherwise; times are seconds.
 """

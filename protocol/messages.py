@@ -5,7 +5,7 @@
 
 Decoding uses ``raw=False`` and ``strict_map_key=True`` with explicit size
 limits, and turns every msgpack failure into :class:`~protocol.errors.HubError`
-``bad_request``.  Design record §3.
+``bad_request``.  DESIGN.md §3.
 """
 
 from __future__ import annotations
@@ -97,8 +97,15 @@ def decode_request(body: bytes) -> Request:
     return Request(rid, method, params)
 
 
-def encode_request(rid: int, method: str, params: dict[str, Any], max_frame_bytes: int = LIMITS.max_frame_bytes) -> bytes:
-    """A complete request frame (length prefix included)."""
+def encode_request(rid: int, method: str, params: dict[str, Any],
+                   max_frame_bytes: int = LIMITS.max_frame_bytes) -> bytes:
+    """A complete request frame (length prefix included).
+
+    Raises :class:`~protocol.framing.FrameTooLarge` over ``max_frame_bytes``;
+    ``UnicodeEncodeError`` / ``OverflowError`` for text or integers msgpack
+    cannot carry (:class:`protocol.connection.ClientConnection` turns those
+    into ``bad_request`` first).
+    """
     return encode_frame(pack({"id": rid, "method": method, "params": params}), max_frame_bytes)
 
 

@@ -3,7 +3,7 @@
 Each ``parse_*`` function takes the raw ``params`` map of a request and
 returns a frozen dataclass, or raises :class:`HubError` (``bad_request`` or
 ``invalid_path``) naming the offending field.  Unknown fields are rejected so
-a typo never silently changes a call's meaning.  Design record §3.
+a typo never silently changes a call's meaning.  DESIGN.md §3.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def parse_revision(value: object, field: str = "expected_revision") -> str:
 
 @dataclass(frozen=True)
 class HelloParams:
-    """``hello``: protocol version, free-form client name, optional frozen binding and bearer token (§7)."""
+    """``hello``: protocol version, free-form client name, optional frozen binding and bearer token (DESIGN.md §7)."""
 
     protocol: int
     client: str

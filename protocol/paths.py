@@ -1,4 +1,4 @@
-"""Logical memory paths: relative ``.md`` paths inside one scope (design record §3).
+"""Logical memory paths: relative ``.md`` paths inside one scope (DESIGN.md §4).
 
 A logical path is what a caller names; the Hub maps it under the scope root it
 derived itself.  Validation here is purely lexical; the store also refuses a

@@ -27,7 +27,7 @@ import pytest
 
 from tests.agent_clients import install_clients
 from tests.fakemodel import FakeModel
-from tools.client import HubClient
+from tools.client.blocking import HubClient
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

@@ -14,7 +14,8 @@ import pytest
 
 from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus, HubError
 from tests.conftest import REPO, HubProcess, amux_argv
-from tools.client import HubClient, export_document
+from tools.client.blocking import HubClient
+from tools.client.paging import export_document
 
 
 def _tree(root: Path) -> dict[str, bytes | None]:
@@ -68,6 +69,29 @@ def test_error_json_on_stdout_and_exit_codes(hub: HubProcess) -> None:
     assert not (hub.scope_dir / "x.md").exists()
     norev = hub.cli("memory", "forget", "x.md", "--expected-revision", "12")
     assert norev.json["error"]["code"] == "bad_request"
+
+
+def test_non_utf8_arguments_are_bad_request_not_a_traceback(hub: HubProcess) -> None:
+    # A shell passes raw bytes: $'\xff' reaches Python as the lone surrogate U+DCFF, which msgpack cannot encode.
+    raw = os.fsdecode(b"\xff")
+    hub.cli("memory", "upsert", "ok.md", "--expected-revision", "absent", input=b"kept\n")
+    for args, field in [(("memory", "search", raw), "query"),
+                        (("memory", "search", "ok", raw), "query"),
+                        (("memory", "show", f"a{raw}.md"), "path"),
+                        (("memory", "list", "--path-prefix", raw), "path_prefix"),
+                        (("memory", "forget", f"{raw}.md", "--expected-revision", "absent"), "path"),
+                        (("memory", "search", "ok", "--limit", str(10**30)), "limit")]:
+        r = hub.cli(*args)
+        assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST] == 2, (args, r.stderr)
+        error = r.json["error"]
+        assert error["code"] == "bad_request" and error["data"]["field"] == field, args
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert r.stderr.startswith("amux: bad_request: ")
+    upsert = hub.cli("memory", "upsert", f"{raw}.md", "--expected-revision", "absent", input=b"x\n")
+    assert upsert.returncode == 2 and upsert.json["error"]["data"]["field"] == "path"
+    export = hub.cli("memory", "export", f"{raw}.md")
+    assert export.returncode == 2 and export.stdout == b"" and "bad_request" in export.stderr
+    assert sorted(p.name for p in hub.scope_dir.iterdir()) == ["ok.md"]
 
 
 def test_quota_error_carries_sizes(hub: HubProcess) -> None:

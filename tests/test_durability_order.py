@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import amux_argv, make_hub
-from tools.client import HubClient
+from tools.client.blocking import HubClient
 
 STRACE = shutil.which("strace")
 

@@ -1,6 +1,6 @@
 """The Hub's wire behaviour, byte by byte, against a real Hub subprocess.
 
-Raw ``AF_UNIX`` sockets (:class:`tests.raw_hub.Raw`, not :class:`tools.client.HubClient`) so a
+Raw ``AF_UNIX`` sockets (:class:`tests.raw_hub.Raw`, not :class:`tools.client.blocking.HubClient`) so a
 test can send exactly the bytes it wants: requests before ``hello``, garbage bodies, unknown
 methods, oversized length prefixes, half frames, pipelined requests.  Every
 socket has a timeout, so a Hub that stops answering fails the test instead of

@@ -44,7 +44,7 @@ from protocol.messages import PROTOCOL_VERSION, decode_response, encode_request
 from tests.conftest import CliResult, HubProcess
 from tests.other_users import ALICE, BOB, free_uid, run_as, shared_input
 from tests.raw_hub import Raw, error_of
-from tools.client import HubClient
+from tools.client.blocking import HubClient
 
 UNAUTHORIZED = EXIT_CODES[ErrorCode.UNAUTHORIZED]
 NOW = 1_800_000_000.0

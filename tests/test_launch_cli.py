@@ -411,7 +411,7 @@ def test_a_trickling_hub_cannot_hold_the_launch(tmp_path: Path) -> None:
 
 def test_hub_client_connect_deadline(tmp_path: Path) -> None:
     from protocol.errors import HubError
-    from tools.client import HubClient
+    from tools.client.blocking import HubClient
 
     with _stub_hub(tmp_path / "t.sock", trickle=0.2) as sock:
         started = time.monotonic()

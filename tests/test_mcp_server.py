@@ -33,7 +33,7 @@ from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
 from tests.conftest import REPO, HubProcess, amux_argv
 from tests.mcp_session import call, err, mcp_session, ok, text
-from tools.async_client import AsyncHubClient
+from tools.client.trio_client import AsyncHubClient
 from tools.mcp.catalog import ToolCatalog
 from tools.mcp.handlers import TOOL_NAMES, MemoryTools
 from tools.mcp.pager import PAGE_BUDGET, Pager

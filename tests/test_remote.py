@@ -28,18 +28,19 @@ import trio.testing
 import hub.connection as connection
 import hub.listeners as listeners
 import hub.server as server
-from hub.config import HubConfig, is_loopback, parse_listen
+from hub.config import HubConfig, parse_listen
 from hub.home import HubStartError
 from hub.identity import GLOBAL
 from hub.registry import Registry, modify
 from hub.run import serve
 from hub.server import Hub
+from protocol.endpoint import is_loopback, parse_endpoint
 from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus, HubError
 from protocol.framing import FrameDecoder
 from protocol.limits import LIMITS
 from protocol.messages import Response, decode_response, encode_request
 from tests.conftest import CliResult, HubProcess, amux_argv
-from tools.client import HubClient, parse_endpoint
+from tools.client.blocking import HubClient
 
 trustme = pytest.importorskip("trustme", reason="trustme makes the test certificates (pip install trustme)")
 
@@ -255,6 +256,9 @@ def test_listen_parsing_and_loopback_check() -> None:
     for host in ["127.0.0.1", "127.8.9.10", "::1", "::ffff:127.0.0.1", "localhost"]:
         assert is_loopback(host), host
     for host in ["0.0.0.0", "::", "10.0.0.1", "192.168.1.1", "172.16.0.1", "8.8.8.8", "::ffff:10.0.0.1", "fe80::1"]:
+        assert not is_loopback(host), host
+    # One rule for the Hub and the clients, and no resolver in it: only the name "localhost" counts.
+    for host in ["localhost.localdomain", "ip6-localhost", "127.0.0.1.nip.io"]:
         assert not is_loopback(host), host
 
 

@@ -18,7 +18,7 @@ import pytest
 from protocol.errors import ErrorCode, HubError
 from tests.conftest import HubProcess
 from tests.stress.scale import FULL, pick, report
-from tools.client import export_document
+from tools.client.paging import export_document
 
 pytestmark = pytest.mark.timeout(3600 if FULL else 300)  # the full runs take many minutes
 

@@ -33,6 +33,6 @@ def mcp_serve() -> int:
     Add it to an agent with, e.g., 'claude mcp add -s user amux -- amux mcp'
     or 'codex mcp add amux -- amux mcp'.
     """
-    from tools.mcp_server import main as serve
+    from tools.mcp.server import main as serve
 
     return serve()

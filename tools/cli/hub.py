@@ -50,7 +50,7 @@ def serve(*, home: Home = None, listen: str | None = None) -> int:
 
 def status() -> int:
     """Show what the Hub says about this caller: principal, scope, memory enabled, limits."""
-    from tools.client import HubClient
+    from tools.client.blocking import HubClient
 
     try:
         with HubClient() as client:

@@ -22,7 +22,7 @@ from tools.cli.output import emit, fail, fail_quietly, write_bytes
 
 def call_hub(method: str, params: dict[str, Any]) -> int:
     """Make one Hub call and print its result as JSON; return 0, or the error's exit status after :func:`fail`."""
-    from tools.client import HubClient
+    from tools.client.blocking import HubClient
 
     try:
         with HubClient() as client:
@@ -113,10 +113,9 @@ def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, al
         content = read_content(file)
     except HubError as exc:
         return fail(exc)
-    params: dict[str, Any] = {"path": path, "content": content, "expected_revision": expected_revision}
-    if allow_shrink:
-        params["allow_shrink"] = True
-    return call_hub("upsert", params)
+    from protocol.requests import upsert_params
+
+    return call_hub("upsert", upsert_params(path, content, expected_revision, allow_shrink=allow_shrink))
 
 
 def list_documents(*, path_prefix: str = "") -> int:
@@ -130,11 +129,12 @@ def list_documents(*, path_prefix: str = "") -> int:
     path_prefix
         Only documents whose path starts with this, e.g. feedback/.
     """
-    from tools.client import HubClient
+    from tools.client.blocking import HubClient
+    from tools.client.paging import list_all
 
     try:
         with HubClient() as client:
-            entries, incomplete = client.list_all(path_prefix)
+            entries, incomplete = list_all(client, path_prefix)
     except HubError as exc:
         return fail(exc)
     emit({"entries": entries, "incomplete": incomplete})
@@ -166,7 +166,8 @@ def export(path: str, /) -> int:
     path
         Logical path of the document.
     """
-    from tools.client import HubClient, export_document
+    from tools.client.blocking import HubClient
+    from tools.client.paging import export_document
 
     try:
         with HubClient() as client:

@@ -27,7 +27,7 @@ def resolve_home(home: Path | None) -> Path:
     """``--home`` as a path: the given one, else ``AMUX_HOME``, else ``~/.amux``; ``~`` expanded, not resolved."""
     if home is not None:
         return home.expanduser()
-    from tools.client import default_home
+    from tools.client.settings import default_home
 
     return default_home().expanduser()
 

@@ -2,7 +2,7 @@
 
 The server is the ``mcp`` SDK's low-level ``Server`` named ``amux``, run on
 Trio.  Its five tools forward to the Hub over one long-lived connection
-(:class:`tools.async_client.AsyncHubClient`) with the same semantics, limits
+(:class:`tools.client.trio_client.AsyncHubClient`) with the same semantics, limits
 and error codes as the CLI:
 
 =================  ==========  =====================================================

@@ -24,7 +24,8 @@ from pydantic import Field
 
 from protocol.errors import HubError
 from protocol.limits import ENTRY_NAME, KIB, LIMITS
-from tools.async_client import AsyncHubClient
+from protocol.requests import upsert_params
+from tools.client.trio_client import AsyncHubClient
 from tools.mcp.pager import DEFAULT_PAGE_TTL, Pager
 from tools.mcp.render import RENDERERS, error_result
 
@@ -168,9 +169,7 @@ class MemoryTools:
                                             "write a placeholder instead of text you meant to keep.")] = False,
     ) -> CallToolResult:
         """``memory_upsert`` → Hub ``upsert`` (DESIGN.md §4; ``allow_shrink`` passes the rewrite guard, §12)."""
-        params: dict[str, Any] = {"path": path, "content": content, "expected_revision": expected_revision}
-        if allow_shrink:
-            params["allow_shrink"] = True
+        params = upsert_params(path, content, expected_revision, allow_shrink=allow_shrink)
         return await self.forward("memory_upsert", "upsert", params)
 
     async def memory_forget(

@@ -8,7 +8,7 @@ compare-and-swap on that revision (DESIGN.md §4).  The typed-memory commands
 against :class:`Library` and run on either (DESIGN.md §11).
 
 * :class:`HubLibrary` talks to the Hub through a connected
-  :class:`tools.client.HubClient` (methods ``list``, ``export``, ``upsert``,
+  :class:`tools.client.blocking.HubClient` (methods ``list``, ``export``, ``upsert``,
   ``forget``, ``search``); the Hub serialises writes and enforces its limits.
 * :class:`ProjectLibrary` writes ``DIR/.agent/memory/`` itself with the Hub's
   own store code (symlink-refusing, durable temp+fsync+rename+fsync(dir)
@@ -29,13 +29,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
+from protocol.requests import upsert_params
 
 if TYPE_CHECKING:
-    from tools.client import HubClient
+    from tools.client.blocking import HubClient
 
 ABSENT = "absent"
 
@@ -121,25 +122,18 @@ class HubLibrary:
 
     def list_paths(self, prefix: str = "") -> list[str]:
         """All pages of the Hub's ``list``; raises ``quota_exceeded`` if the Hub says the walk was cut short."""
-        paths: list[str] = []
-        cursor: str | None = ""
-        while cursor is not None:
-            page = self.client.call("list", {"path_prefix": prefix, "cursor": cursor})
-            if page.get("incomplete"):
-                # A partial listing would make index drop entries and lint miss topics: stop instead.
-                raise HubError(ErrorCode.QUOTA_EXCEEDED, f"the Hub could not list all of {self.label} (too many "
-                               "directory entries, e.g. stray files); tidy the scope and retry",
-                               {"limit": "listing", "path_prefix": prefix})
-            paths.extend(str(e["path"]) for e in page.get("entries", []))
-            nxt = page.get("next_cursor")
-            if nxt is not None and nxt == cursor:
-                raise HubError(ErrorCode.INTERNAL, f"list made no progress after {cursor!r}")
-            cursor = nxt
-        return sorted(paths)
+        from tools.client.paging import list_all
+
+        entries, incomplete = list_all(self.client, prefix)
+        if incomplete:
+            # A partial listing would make index drop entries and lint miss topics: stop instead.
+            raise HubError(ErrorCode.QUOTA_EXCEEDED, f"the Hub could not list all of {self.label} (too many "
+                           "directory entries, e.g. stray files); tidy the scope and retry",
+                           {"limit": "listing", "path_prefix": prefix})
+        return sorted(str(e["path"]) for e in entries)
 
     def read(self, path: str) -> Doc:
-        """The whole document through the Hub's paged ``export`` (absent when ``not_found``)."""
-        from tools.client import export_document
+        from tools.client.paging import export_document
 
         try:
             data, revision = export_document(self.client, path)
@@ -150,10 +144,7 @@ class HubLibrary:
         return Doc(path, data, revision)
 
     def write(self, path: str, content: bytes, expected_revision: str, *, allow_shrink: bool = False) -> str:
-        """The Hub's ``upsert``; returns the new revision."""
-        params: dict[str, Any] = {"path": path, "content": content, "expected_revision": expected_revision}
-        if allow_shrink:
-            params["allow_shrink"] = True
+        params = upsert_params(path, content, expected_revision, allow_shrink=allow_shrink)
         return str(self.client.call("upsert", params)["revision"])
 
     def delete(self, path: str, expected_revision: str) -> None:
@@ -353,7 +344,7 @@ def open_library(project: Path | None) -> HubLibrary | ProjectLibrary:
     """
     if project is not None:
         return ProjectLibrary(project)
-    from tools.client import HubClient
+    from tools.client.blocking import HubClient
 
     client = HubClient()
     client.connect()

@@ -1,8 +1,9 @@
-"""A small Trio Hub client: one long-lived connection, reconnected once when it is lost.
+"""The Trio Hub client: one long-lived connection, reconnected once when it is lost (DESIGN.md §3, §9).
 
-Used by the MCP server (:mod:`tools.mcp_server`).  It speaks the same frames,
-``hello`` and error codes as the blocking :class:`tools.client.HubClient` and
-finds the Hub the same way (:func:`tools.client.resolve_socket`).
+Used by the MCP server.  Thin I/O over :class:`protocol.connection.ClientConnection`
+and :class:`tools.client.settings.ClientSettings`, like the blocking client
+(:mod:`tools.client.blocking`): same frames, ``hello``, settings and failure
+wording (:mod:`tools.client.failures`).
 
 Why a native Trio client rather than the blocking client on a worker thread:
 a Trio call can be cancelled (an MCP ``notifications/cancelled``, a timeout,
@@ -17,26 +18,32 @@ so multiplexing would add a reader task and buy nothing measurable.
 Reconnecting: before each call an idle connection is checked for EOF (the Hub
 closes connections idle for 10 minutes, or restarts); a lost connection is
 reopened once per call.  A request that may already have reached the Hub is
-retried only when it cannot change anything (``search``, ``get``); for a write
+retried only when it cannot change anything (:data:`RETRY_SAFE`); for a write
 whose answer was lost the error says the outcome is uncertain, because a
 compare-and-swap retry would misreport a write that did happen as a conflict
-(design record §2: an uncertain result requires rereading).
+(DESIGN.md §4: an uncertain result requires rereading).
+
+Cancellation: a call cancelled while its request or response is in flight
+drops the connection (the stream's state is unknown); the next call
+reconnects.  Closing the stream is shielded, so it completes even then.
 """
 
 from __future__ import annotations
 
-import itertools
-import os
 import select
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from protocol.connection import ClientConnection, ConnectionClosed
+from protocol.endpoint import Endpoint, parse_endpoint
 from protocol.errors import ErrorCode, HubError
-from protocol.framing import FrameDecoder
-from protocol.messages import Response, decode_response, encode_request
-from tools.client import Endpoint, hello_params, parse_endpoint, resolve_endpoint, resolve_socket
+from protocol.messages import Response
+from tools.client.failures import RETRY_SAFE, connect_failed, lost, no_answer, tls_failed
+from tools.client.settings import ClientSettings, resolve_socket
+
+__all__ = ["CONNECT_TIMEOUT", "DEFAULT_TIMEOUT", "AsyncHubClient"]
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds one call may take before the connection is given up as dead."""
@@ -44,8 +51,8 @@ DEFAULT_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 5.0
 """Seconds to connect and complete ``hello``: a Hub that takes longer is treated as unavailable."""
 
-RETRY_SAFE = frozenset({"search", "get", "export"})
-"""Methods that change nothing: resending one whose answer was lost is harmless."""
+RECEIVE_BYTES = 65536
+"""Bytes asked of one ``receive_some``."""
 
 
 class _Lost(Exception):
@@ -60,59 +67,78 @@ class _Lost(Exception):
 class AsyncHubClient:
     """One connection to the Hub for a long-lived Trio process.
 
-    ``connect()`` opens the socket and says ``hello`` (with ``binding``, by
-    default ``$AMUX_MEMORY_BINDING``, and ``token``, by default
-    ``$AMUX_TOKEN``); ``call()`` connects on demand, returns the result map
-    or raises :class:`HubError`; connection failures raise ``unavailable``.
-    ``hello`` keeps the Hub's last hello reply.  The Hub is found like the
-    blocking client finds it: ``$AMUX_HUB`` as a socket path, ``tls://`` (CA
-    from ``$AMUX_HUB_CA``) or loopback ``tcp://``, else the home's socket.
+    Where the Hub is and what ``hello`` carries are found like the blocking
+    client finds them: ``endpoint`` (an :class:`~protocol.endpoint.Endpoint`
+    or ``AMUX_HUB``-style text), else ``socket_path``, else the environment
+    (:meth:`ClientSettings.from_env`); ``binding``, ``token`` and ``ca_file``
+    override the environment when not ``None``; ``settings`` replaces it.  A
+    malformed ``$AMUX_HUB`` does not raise here: every call then fails with
+    ``unavailable`` saying why (a long-lived server must start and explain).
+
+    :meth:`connect` opens the stream and says ``hello`` (within
+    ``min(timeout, CONNECT_TIMEOUT)`` seconds); :meth:`call` connects on
+    demand, returns the result map or raises :class:`HubError`; connection
+    failures raise ``unavailable``.  ``timeout`` is seconds per call.
+    :attr:`hello` keeps the Hub's last hello reply; :attr:`connects` counts
+    connections opened.
     """
 
     def __init__(self, socket_path: Path | None = None, *, timeout: float = DEFAULT_TIMEOUT,
                  binding: str | None = None, token: str | None = None, client_name: str = "amux-mcp",
-                 endpoint: Endpoint | str | None = None, ca_file: str | None = None) -> None:
-        # Where the Hub is: as the blocking client finds it (AMUX_HUB may be a socket, tls:// or tcp://).
+                 endpoint: Endpoint | str | None = None, ca_file: str | None = None,
+                 settings: ClientSettings | None = None) -> None:
         self._refusal: HubError | None = None
         if isinstance(endpoint, str):
             endpoint = parse_endpoint(endpoint)
-        if endpoint is None:
+        if settings is None:
             try:
-                endpoint = Endpoint("unix", socket_path) if socket_path is not None else resolve_endpoint()
+                settings = ClientSettings.from_env(endpoint=endpoint, socket_path=socket_path)
             except HubError as exc:  # a malformed AMUX_HUB: every call says so
                 self._refusal = HubError(ErrorCode.UNAVAILABLE, exc.message, exc.data)
-                endpoint = Endpoint("unix", resolve_socket())
-        self.endpoint = endpoint
-        self.socket_path = endpoint.path if endpoint.kind == "unix" else None
-        self.ca_file = ca_file if ca_file is not None else (os.environ.get("AMUX_HUB_CA") or None)
+                settings = ClientSettings.from_env(endpoint=Endpoint("unix", resolve_socket()))
+        self.settings = settings.override(token=token, binding=binding, ca_file=ca_file)
+        self.endpoint = self.settings.endpoint
+        self.socket_path = self.endpoint.path if self.endpoint.kind == "unix" else None
         self.timeout = timeout
-        self.binding = binding if binding is not None else (os.environ.get("AMUX_MEMORY_BINDING") or None)
-        self.token = token if token is not None else (os.environ.get("AMUX_TOKEN") or None)
         self.client_name = client_name
         self.hello: dict[str, Any] = {}
         self.connects = 0
         """Connections opened so far (for tests and logs)."""
         self._stream: trio.abc.Stream | None = None
         self._raw: trio.SocketStream | None = None  # the socket under TLS, for the idle-EOF check
-        self._decoder = FrameDecoder()
-        self._ids = itertools.count(1)
+        self._conn = ClientConnection()
         self._lock = trio.Lock()
 
-    def _where(self) -> dict[str, str]:
-        """Error data naming the Hub: ``hub``, plus ``socket`` for a local one."""
-        where = {"hub": str(self.endpoint)}
-        if self.socket_path is not None:
-            where["socket"] = str(self.socket_path)
-        return where
+    @property
+    def binding(self) -> str | None:
+        """The binding sent in ``hello`` (``None`` or ``""``: none)."""
+        return self.settings.binding
+
+    @property
+    def token(self) -> str | None:
+        """The bearer token sent in ``hello`` (``None`` or ``""``: none)."""
+        return self.settings.token
+
+    @property
+    def ca_file(self) -> str | None:
+        """The CA bundle for ``tls://`` (``None``: the system's)."""
+        return self.settings.ca_file
 
     @property
     def connected(self) -> bool:
+        """True while a connection is open (it may still turn out to be closed by the Hub)."""
         return self._stream is not None
 
     # -- connection ------------------------------------------------------------
 
     async def connect(self) -> dict[str, Any]:
-        """(Re)connect and say hello; returns the Hub's hello reply."""
+        """(Re)connect and say hello; returns the Hub's hello reply.
+
+        Raises ``unavailable`` when the Hub cannot be reached or does not
+        answer ``hello`` within ``min(timeout, CONNECT_TIMEOUT)`` seconds, and
+        the Hub's own error for a refused hello.  On cancellation the
+        half-open connection is closed (shielded) and ``Cancelled`` propagates.
+        """
         async with self._lock:
             return await self._connect()
 
@@ -126,55 +152,44 @@ class AsyncHubClient:
                 return await self._open_and_hello()
         except trio.TooSlowError:
             await self._drop()
-            raise HubError(ErrorCode.UNAVAILABLE,
-                           f"the Hub at {self.endpoint} did not answer hello within {limit:g} s",
-                           {**self._where()}) from None
+            raise no_answer(self.endpoint, "hello", limit) from None
 
     async def _open(self) -> tuple[trio.abc.Stream, trio.SocketStream]:
         ep = self.endpoint
         try:
             if ep.kind == "unix":
                 assert ep.path is not None
-                sock = await trio.open_unix_socket(os.fspath(ep.path))
+                sock = await trio.open_unix_socket(str(ep.path))
                 return sock, sock
             tcp = await trio.open_tcp_stream(ep.host, ep.port)
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            raise HubError(
-                ErrorCode.UNAVAILABLE,
-                f"no Hub is listening at {ep} ({exc.strerror}); start one with 'amux hub serve' "
-                "or point AMUX_HOME / AMUX_HUB at a running Hub",
-                self._where(),
-            ) from None
         except OSError as exc:
-            raise HubError(ErrorCode.UNAVAILABLE, f"cannot reach the Hub at {ep}: {exc}", self._where()) from None
+            raise connect_failed(ep, exc) from None
         if ep.kind == "tcp":
             return tcp, tcp
         import ssl  # only remote callers pay for it
 
         try:
-            ctx = ssl.create_default_context(cafile=self.ca_file)
-            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-            tls = trio.SSLStream(tcp, ctx, server_hostname=ep.host)
+            tls = trio.SSLStream(tcp, self.settings.ssl_context(), server_hostname=ep.host)
             await tls.do_handshake()
         except (ssl.SSLError, OSError, trio.BrokenResourceError) as exc:
             await tcp.aclose()
-            raise HubError(ErrorCode.UNAVAILABLE, f"TLS with the Hub at {ep} failed: {exc} "
-                           "(is AMUX_HUB_CA the CA that signed the Hub's certificate?)", {"hub": str(ep)}) from None
+            raise tls_failed(ep, exc) from None
         return tls, tcp
 
     async def _open_and_hello(self) -> dict[str, Any]:
         stream, raw = await self._open()
         self._raw = raw
         self._stream = stream
-        self._decoder = FrameDecoder()
+        self._conn = ClientConnection()
         self.connects += 1
         try:
-            self.hello = await self._exchange("hello", hello_params(self.client_name, self.binding, self.token))
-        except _Lost as lost:
+            rid, frame = self._conn.hello_request(self.client_name, self.binding, self.token)
+            await self._send(stream, frame)
+            self.hello = (await self._receive(stream, rid)).unwrap()
+        except _Lost as gone:
             await self._drop()
-            raise HubError(ErrorCode.UNAVAILABLE, f"the Hub at {self.endpoint} {lost.reason}",
-                           {**self._where()}) from None
-        except BaseException:
+            raise lost(self.endpoint, "hello", gone.reason, sent=gone.sent) from None
+        except BaseException:  # a refused hello, a timeout, cancellation: the connection is not usable
             await self._drop()
             raise
         return self.hello
@@ -186,6 +201,7 @@ class AsyncHubClient:
                 await stream.aclose()
 
     async def aclose(self) -> None:
+        """Close the connection (a no-op when not connected); shielded from cancellation."""
         await self._drop()
 
     def _stale(self) -> bool:
@@ -205,7 +221,12 @@ class AsyncHubClient:
 
         Connects when there is no (live) connection; when the connection is
         lost during the call it reconnects once and resends the request, unless
-        the request may have reached the Hub and could change something.
+        the request may have reached the Hub and could change something (then
+        ``unavailable`` with ``data.uncertain``).  Raises ``bad_request`` for
+        params that are not valid UTF-8 text and ``frame_too_large`` before
+        anything is sent (the connection stays usable), ``unavailable`` after
+        ``timeout`` seconds without an answer, and the Hub's own errors.  On
+        cancellation mid-call the connection is dropped.
         """
         async with self._lock:
             if self._stream is not None and self._stale():
@@ -215,18 +236,10 @@ class AsyncHubClient:
                     await self._connect()
                 try:
                     return await self._exchange(method, params)
-                except _Lost as lost:
+                except _Lost as gone:
                     await self._drop()
-                    if lost.sent and method not in RETRY_SAFE:
-                        raise HubError(
-                            ErrorCode.UNAVAILABLE,
-                            f"the connection to the Hub was lost during {method} ({lost.reason}); whether it "
-                            "took effect is unknown: read the document again before retrying",
-                            {**self._where(), "method": method, "uncertain": True},
-                        ) from None
-                    if attempt == 2:
-                        raise HubError(ErrorCode.UNAVAILABLE, f"the Hub at {self.endpoint} {lost.reason}",
-                                       {**self._where(), "method": method}) from None
+                    if (gone.sent and method not in RETRY_SAFE) or attempt == 2:
+                        raise lost(self.endpoint, method, gone.reason, sent=gone.sent) from None
             raise AssertionError("unreachable")
 
     async def _exchange(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -238,26 +251,20 @@ class AsyncHubClient:
         """
         assert self._stream is not None
         stream = self._stream
-        rid = next(self._ids)
         try:
-            frame = encode_request(rid, method, params)  # frame_too_large is raised before anything is sent
-        except UnicodeEncodeError as exc:
-            raise HubError(ErrorCode.BAD_REQUEST, f"the {method} request holds text that is not valid UTF-8 "
-                           f"(a lone surrogate at character {exc.start})", {"method": method}) from None
+            # bad_request (not UTF-8) and frame_too_large are raised before anything is sent.
+            rid, frame = self._conn.send_request(method, params)
+        except ConnectionClosed:
+            raise _Lost("closed the connection", sent=False) from None
         sent = False
         try:
             with trio.fail_after(self.timeout):
-                try:
-                    await stream.send_all(frame)
-                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                    # A broken Unix-socket write delivered nothing a Hub could act on.
-                    raise _Lost(f"closed the connection ({exc.__cause__ or exc})", sent=False) from None
+                await self._send(stream, frame)
                 sent = True
                 response = await self._receive(stream, rid)
         except trio.TooSlowError:
             await self._drop()
-            raise HubError(ErrorCode.UNAVAILABLE, f"the Hub did not answer {method} within {self.timeout:g} s",
-                           {**self._where(), "method": method, "uncertain": sent}) from None
+            raise no_answer(self.endpoint, method, self.timeout, sent=sent) from None
         except _Lost:
             raise
         except BaseException:
@@ -265,18 +272,31 @@ class AsyncHubClient:
             raise
         return response.unwrap()
 
+    @staticmethod
+    async def _send(stream: trio.abc.Stream, frame: bytes) -> None:
+        """Send one request frame; raises :class:`_Lost` (``sent=False``) when the stream is broken."""
+        try:
+            await stream.send_all(frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            # A broken Unix-socket write delivered nothing a Hub could act on.
+            raise _Lost(f"closed the connection ({exc.__cause__ or exc})", sent=False) from None
+
     async def _receive(self, stream: trio.abc.Stream, rid: int) -> Response:
+        """Read until the response to ``rid`` (or an error the Hub could not address) arrives.
+
+        Raises :class:`_Lost` (``sent=True``) when the stream breaks or ends.
+        """
         while True:
-            body = self._decoder.next_frame()
-            if body is not None:
-                response = decode_response(body)
+            try:
+                response = self._conn.next_response()
+            except ConnectionClosed:
+                raise _Lost("closed the connection", sent=True) from None
+            if response is not None:
                 if response.id in (rid, None):
                     return response
                 continue
             try:
-                data = await stream.receive_some(65536)
+                data = await stream.receive_some(RECEIVE_BYTES)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 raise _Lost(f"closed the connection ({exc.__cause__ or exc})", sent=True) from None
-            if not data:
-                raise _Lost("closed the connection", sent=True)
-            self._decoder.feed(bytes(data))
+            self._conn.receive_data(bytes(data))

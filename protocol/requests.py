@@ -1,0 +1,92 @@
+"""Request-param builders: the one place a frontend turns its arguments into a request's ``params`` map.
+
+The CLI, the MCP server and the typed-memory library all build their Hub
+requests here, so an optional field is sent (or left out) the same way by
+every frontend: ``allow_shrink`` only when true, ``path_prefix`` only when
+non-empty, ``expected_revision`` on an export page only once the first page
+pinned it.  The builders do not validate: the Hub does, with
+:mod:`protocol.params` (``bad_request`` naming the field).  DESIGN.md §3 (the
+methods and their params).
+
+Every builder returns a new ``dict[str, Any]`` of plain msgpack values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.messages import PROTOCOL_VERSION
+
+
+def hello_params(client_name: str, binding: str | None = None, token: str | None = None,
+                 *, protocol: int = PROTOCOL_VERSION) -> dict[str, Any]:
+    """``hello``: ``{"protocol", "client"}`` plus ``binding`` and ``token`` when they are set (non-empty).
+
+    ``binding`` is the frozen scope of the conversation (``$AMUX_MEMORY_BINDING``);
+    ``token`` the bearer secret (``$AMUX_TOKEN``).  DESIGN.md §7.
+    """
+    params: dict[str, Any] = {"protocol": protocol, "client": client_name}
+    if binding:
+        params["binding"] = binding
+    if token:
+        params["token"] = token
+    return params
+
+
+def search_params(query: str, *, path_prefix: str = "", limit: int | None = None) -> dict[str, Any]:
+    """``search``: ``{"query"}`` plus ``limit`` when given and ``path_prefix`` when non-empty.
+
+    ``query`` is the keywords joined by spaces (the Hub allows 1-16 keywords,
+    512 bytes of UTF-8 in all; DESIGN.md §5).
+    """
+    params: dict[str, Any] = {"query": query}
+    if limit is not None:
+        params["limit"] = limit
+    if path_prefix:
+        params["path_prefix"] = path_prefix
+    return params
+
+
+def get_params(path: str, *, start_line: int = 0, end_line: int = 0, offset: int = 0) -> dict[str, Any]:
+    """``get``: ``{"path", "start_line", "end_line", "offset"}`` (lines 1-based inclusive, 0 = open end;
+    ``offset`` in bytes, the previous fragment's ``next_offset``).  DESIGN.md §5."""
+    return {"path": path, "start_line": start_line, "end_line": end_line, "offset": offset}
+
+
+def upsert_params(path: str, content: bytes | str, expected_revision: str, *,
+                  allow_shrink: bool = False) -> dict[str, Any]:
+    """``upsert``: ``{"path", "content", "expected_revision"}`` plus ``"allow_shrink": True`` when set.
+
+    ``content`` is the whole new document (UTF-8 ``bytes``, or ``str``);
+    ``expected_revision`` is the revision last read, or ``"absent"`` to
+    create (DESIGN.md §4).  ``allow_shrink`` lets a deliberate cut through the
+    rewrite guard (DESIGN.md §12); when false the field is left out.
+    """
+    params: dict[str, Any] = {"path": path, "content": content, "expected_revision": expected_revision}
+    if allow_shrink:
+        params["allow_shrink"] = True
+    return params
+
+
+def forget_params(path: str, expected_revision: str) -> dict[str, Any]:
+    """``forget``: ``{"path", "expected_revision"}`` (compare-and-swap delete, DESIGN.md §4)."""
+    return {"path": path, "expected_revision": expected_revision}
+
+
+def export_params(path: str, *, offset: int = 0, expected_revision: str | None = None) -> dict[str, Any]:
+    """``export``: one page, ``{"path", "offset"}`` (bytes) plus ``expected_revision`` when pinned.
+
+    Every page after the first passes the first page's revision, so the pages
+    join into one version of the document or the Hub answers ``conflict``
+    (DESIGN.md §5).
+    """
+    params: dict[str, Any] = {"path": path, "offset": offset}
+    if expected_revision is not None:
+        params["expected_revision"] = expected_revision
+    return params
+
+
+def list_params(path_prefix: str = "", cursor: str = "") -> dict[str, Any]:
+    """``list``: ``{"path_prefix", "cursor"}``; ``cursor`` is ``""`` for the first page, then the previous
+    page's ``next_cursor`` (DESIGN.md §5)."""
+    return {"path_prefix": path_prefix, "cursor": cursor}

@@ -1,0 +1,17 @@
+"""Hub clients: how a frontend reaches the Hub (DESIGN.md §2, §3).
+
+* :mod:`tools.client.settings`: where the Hub is and what ``hello`` carries,
+  from the ``AMUX_*`` environment and ``config.toml`` (``ClientSettings``).
+* :mod:`tools.client.blocking`: ``HubClient``, plain sockets, for the CLI
+  (no Trio on its import path, for start-up time).
+* :mod:`tools.client.trio_client`: ``AsyncHubClient``, for the MCP server
+  (cancellable, reconnects once).
+* :mod:`tools.client.paging`: ``export_document`` and ``list_all``, whole
+  results from paged methods.
+* :mod:`tools.client.failures`: the one wording of "cannot reach / lost the
+  Hub" both clients raise.
+
+Both clients are thin I/O over :class:`protocol.connection.ClientConnection`.
+This package's ``__init__`` imports nothing, so importing one client never
+loads the other.
+"""

@@ -1,0 +1,83 @@
+"""How a client reports that it could not reach, or lost, the Hub: one wording for both clients (DESIGN.md §3, §8).
+
+Every function returns a :class:`~protocol.errors.HubError` ``unavailable``
+(exit status 11) whose ``data`` names the Hub: ``hub`` (``AMUX_HUB`` text)
+and, for a local Hub, ``socket``.  The blocking client
+(:mod:`tools.client.blocking`) and the Trio client
+(:mod:`tools.client.trio_client`) raise exactly these, so the CLI and the MCP
+server say the same thing about the same failure.
+"""
+
+from __future__ import annotations
+
+from protocol.endpoint import Endpoint
+from protocol.errors import ErrorCode, HubError
+
+RETRY_SAFE = frozenset({"search", "get", "export", "list"})
+"""Methods that change nothing: resending one whose answer was lost is harmless."""
+
+
+def where(endpoint: Endpoint) -> dict[str, str]:
+    """Error data naming the Hub: ``{"hub": ...}``, plus ``"socket"`` (the path) for a Unix socket."""
+    data = {"hub": str(endpoint)}
+    if endpoint.kind == "unix" and endpoint.path is not None:
+        data["socket"] = str(endpoint.path)
+    return data
+
+
+def not_listening(endpoint: Endpoint, why: str) -> HubError:
+    """Nothing listens at ``endpoint`` (no socket file, connection refused); ``why`` is the OS's reason."""
+    hint = ("start one with 'amux hub serve' or point AMUX_HOME / AMUX_HUB at a running Hub"
+            if endpoint.kind == "unix" else "check AMUX_HUB and that the Hub runs with hub.listen")
+    return HubError(ErrorCode.UNAVAILABLE, f"no Hub is listening at {endpoint} ({why}); {hint}", where(endpoint))
+
+
+def unreachable(endpoint: Endpoint, exc: OSError) -> HubError:
+    """Connecting to ``endpoint`` failed for another OS reason (permission, no route, unknown host)."""
+    return HubError(ErrorCode.UNAVAILABLE, f"cannot reach the Hub at {endpoint}: {exc}", where(endpoint))
+
+
+def connect_failed(endpoint: Endpoint, exc: OSError) -> HubError:
+    """The error for an ``OSError`` from connecting: :func:`not_listening` for a missing socket or a refusal,
+    else :func:`unreachable`."""
+    if isinstance(exc, FileNotFoundError | ConnectionRefusedError):
+        return not_listening(endpoint, exc.strerror or str(exc))
+    return unreachable(endpoint, exc)
+
+
+def tls_failed(endpoint: Endpoint, exc: BaseException) -> HubError:
+    """The TLS handshake with ``endpoint`` failed (most often: the certificate is not signed by ``AMUX_HUB_CA``)."""
+    return HubError(ErrorCode.UNAVAILABLE, f"TLS with the Hub at {endpoint} failed: {exc} "
+                    "(is AMUX_HUB_CA the CA that signed the Hub's certificate?)", where(endpoint))
+
+
+def no_answer(endpoint: Endpoint, method: str, seconds: float, *, sent: bool = False) -> HubError:
+    """The Hub did not answer ``method`` (``"hello"`` while connecting) within ``seconds``.
+
+    For a method other than ``hello``, ``data.uncertain`` is ``sent``: the
+    request may have reached the Hub, and a write may have happened.
+    """
+    data: dict[str, object] = {**where(endpoint), "method": method}
+    if method != "hello":
+        data["uncertain"] = sent
+    return HubError(ErrorCode.UNAVAILABLE, f"the Hub at {endpoint} did not answer {method} within {seconds:g} s",
+                    data)
+
+
+def lost(endpoint: Endpoint, method: str, reason: str, *, sent: bool) -> HubError:
+    """The connection broke during ``method``; ``reason`` reads after "the Hub at X" ("closed the connection").
+
+    When the request may have reached the Hub (``sent``) and could change
+    something (not in :data:`RETRY_SAFE`, not ``hello``), the message says
+    the outcome is unknown and ``data.uncertain`` is true: a compare-and-swap
+    retry would misreport a write that did happen as a conflict, so the caller
+    must read the document again (DESIGN.md §4).
+    """
+    if sent and method not in RETRY_SAFE and method != "hello":
+        return HubError(
+            ErrorCode.UNAVAILABLE,
+            f"the connection to the Hub was lost during {method} ({reason}); whether it took effect is unknown: "
+            "read the document again before retrying",
+            {**where(endpoint), "method": method, "uncertain": True},
+        )
+    return HubError(ErrorCode.UNAVAILABLE, f"the Hub at {endpoint} {reason}", {**where(endpoint), "method": method})

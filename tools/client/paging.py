@@ -1,0 +1,77 @@
+"""Whole results from paged methods, written once: a document from ``export`` pages, every entry from ``list``
+pages (DESIGN.md §5).
+
+Both take any blocking caller with ``call(method, params) -> dict`` (a
+:class:`tools.client.blocking.HubClient`, or a test double) and raise what
+its ``call`` raises, plus ``internal`` when the Hub makes no progress (so a
+misbehaving Hub cannot loop a client forever).  The Trio client needs
+neither: the MCP server reads with ``get`` and pages its own results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from protocol.errors import ErrorCode, HubError
+from protocol.requests import export_params, list_params
+
+
+class Caller(Protocol):
+    """Anything that sends one request and returns its result map (raising :class:`HubError`)."""
+
+    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send ``method`` with ``params``; the result map, or raise :class:`HubError`."""
+        ...
+
+
+def export_document(client: Caller, path: str, *,
+                    between_pages: Callable[[int], None] | None = None) -> tuple[bytes, str]:
+    """Read one whole document in pages, all at the first page's revision.
+
+    Returns ``(content bytes, revision)``.  Raises ``conflict`` if the
+    document changed between pages (nothing is returned in that case),
+    ``not_found`` if it does not exist, and ``internal`` if a page's
+    ``next_offset`` (bytes) does not move forward.  ``between_pages(n)`` is
+    called after page ``n`` (1-based) for every page but the last (a seam for
+    tests).
+    """
+    parts: list[bytes] = []
+    revision: str | None = None
+    offset = 0
+    page = 0
+    while True:
+        result = client.call("export", export_params(path, offset=offset, expected_revision=revision))
+        revision = str(result["revision"])
+        parts.append(result["content"])
+        if not result["truncated"]:
+            return b"".join(parts), revision
+        next_offset = result["next_offset"]
+        if not isinstance(next_offset, int) or next_offset <= offset:
+            raise HubError(ErrorCode.INTERNAL, f"export of {path} made no progress at offset {offset}")
+        offset = next_offset
+        page += 1
+        if between_pages is not None:
+            between_pages(page)
+
+
+def list_all(client: Caller, path_prefix: str = "") -> tuple[list[dict[str, Any]], bool]:
+    """Every document under ``path_prefix``, from all ``list`` pages: ``([{"path", "bytes"}, ...], incomplete)``.
+
+    Entries come sorted by path, as the Hub pages them; ``incomplete`` is true
+    when any page said a directory-entry bound cut the Hub's walk short.
+    Raises ``internal`` if a page's ``next_cursor`` repeats the cursor asked.
+    """
+    entries: list[dict[str, Any]] = []
+    incomplete = False
+    cursor = ""
+    while True:
+        page = client.call("list", list_params(path_prefix, cursor))
+        entries.extend(page.get("entries", []))
+        incomplete = incomplete or bool(page.get("incomplete"))
+        next_cursor = page.get("next_cursor")
+        if not next_cursor:
+            return entries, incomplete
+        if next_cursor == cursor:
+            raise HubError(ErrorCode.INTERNAL, f"list made no progress after {cursor!r}")
+        cursor = str(next_cursor)

@@ -1,0 +1,164 @@
+"""Where the Hub is and how to talk to it, from the ``AMUX_*`` environment and ``config.toml`` (DESIGN.md §3, §13).
+
+Both clients (:mod:`tools.client.blocking`, :mod:`tools.client.trio_client`)
+read their settings here, once, so they find the same Hub the same way:
+
+* ``AMUX_HUB``: a Unix socket path (or ``unix:PATH``), ``tls://HOST:PORT``
+  or loopback-only ``tcp://HOST:PORT`` (:func:`protocol.endpoint.parse_endpoint`).
+  Unset: the ``hub.socket_path`` setting of ``AMUX_HOME``'s ``config.toml``,
+  else ``<AMUX_HOME>/hub.sock``.
+* ``AMUX_HOME``: the Hub's home (default ``~/.amux``).
+* ``AMUX_TOKEN``: the bearer token sent in ``hello``; a Hub reached over the
+  network requires one (DESIGN.md §7).
+* ``AMUX_HUB_CA``: the CA bundle that checks a ``tls://`` Hub's certificate
+  (unset: the system's CAs).
+* ``AMUX_MEMORY_BINDING``: the conversation's frozen scope, sent in ``hello``.
+* ``AMUX_CONNECT_DEADLINE``: seconds for connect plus ``hello`` as a whole
+  (unset or not a positive number: no overall deadline).
+
+Empty variables count as unset.  Nothing here opens a socket; only
+``config.toml`` is read (a small local file, so a blocking read is fine even
+from Trio code: it happens once, when a client is made).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from protocol.endpoint import Endpoint, parse_endpoint, unix_endpoint
+
+if TYPE_CHECKING:
+    import ssl
+
+HUB_ENV = "AMUX_HUB"
+HOME_ENV = "AMUX_HOME"
+TOKEN_ENV = "AMUX_TOKEN"
+CA_ENV = "AMUX_HUB_CA"
+BINDING_ENV = "AMUX_MEMORY_BINDING"
+CONNECT_DEADLINE_ENV = "AMUX_CONNECT_DEADLINE"
+
+
+def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if environ is None else environ
+
+
+def default_home(environ: Mapping[str, str] | None = None) -> Path:
+    """``$AMUX_HOME`` (``~`` expanded) or ``~/.amux``; ``environ`` defaults to ``os.environ``."""
+    env = _environ(environ).get(HOME_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".amux"
+
+
+def resolve_socket(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the local Hub's Unix socket is, as this process would find it.
+
+    ``$AMUX_HUB`` when it is a socket path; else the ``hub.socket_path``
+    setting of the home's ``config.toml`` (an unreadable or malformed file
+    counts as unset); else ``<AMUX_HOME>/hub.sock``.  Never raises.
+    """
+    env = _environ(environ).get(HUB_ENV)
+    if env and "://" not in env:
+        path = unix_endpoint(env).path
+        assert path is not None
+        return path
+    home = default_home(environ)
+    try:
+        import tomllib
+
+        with open(home / "config.toml", "rb") as fh:
+            configured = tomllib.load(fh).get("hub", {}).get("socket_path")
+        if isinstance(configured, str) and configured:
+            return Path(configured)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return home / "hub.sock"
+
+
+def resolve_endpoint(environ: Mapping[str, str] | None = None) -> Endpoint:
+    """Where the Hub is: ``$AMUX_HUB`` parsed, else the home's Unix socket (:func:`resolve_socket`).
+
+    Raises :class:`~protocol.errors.HubError` ``bad_request`` (``data.hub``)
+    for a malformed or unsafe ``$AMUX_HUB``.
+    """
+    env = _environ(environ).get(HUB_ENV)
+    if env:
+        return parse_endpoint(env)
+    return Endpoint("unix", resolve_socket(environ))
+
+
+def connect_deadline_from_env(environ: Mapping[str, str] | None = None) -> float | None:
+    """``$AMUX_CONNECT_DEADLINE`` as positive seconds, else ``None`` (unset, empty, not a number, or ≤ 0)."""
+    try:
+        value = float(_environ(environ).get(CONNECT_DEADLINE_ENV, ""))
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """How one client reaches the Hub.
+
+    ``endpoint`` is where the Hub is; ``token`` and ``binding`` go in
+    ``hello`` when non-empty (``""`` means "send none", which an explicit
+    argument uses to override the environment); ``ca_file`` is the CA bundle
+    for ``tls://`` (``None``: the system's); ``connect_deadline`` is seconds
+    for connect plus ``hello`` as a whole (``None``: none).
+    """
+
+    endpoint: Endpoint
+    token: str | None = None
+    binding: str | None = None
+    ca_file: str | None = None
+    connect_deadline: float | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, endpoint: Endpoint | None = None,
+                 socket_path: Path | None = None) -> ClientSettings:
+        """Settings from ``environ`` (default ``os.environ``); ``endpoint`` or ``socket_path`` replace ``AMUX_HUB``.
+
+        Raises ``bad_request`` for a malformed ``AMUX_HUB`` (only when it is
+        used: neither ``endpoint`` nor ``socket_path`` given).
+        """
+        env = _environ(environ)
+        if endpoint is None:
+            endpoint = Endpoint("unix", socket_path) if socket_path is not None else resolve_endpoint(env)
+        return cls(
+            endpoint=endpoint,
+            token=env.get(TOKEN_ENV) or None,
+            binding=env.get(BINDING_ENV) or None,
+            ca_file=env.get(CA_ENV) or None,
+            connect_deadline=connect_deadline_from_env(env),
+        )
+
+    def override(self, *, token: str | None = None, binding: str | None = None, ca_file: str | None = None,
+                 connect_deadline: float | None = None) -> ClientSettings:
+        """A copy with each argument that is not ``None`` replacing the setting (``""`` replaces too)."""
+        return replace(
+            self,
+            token=self.token if token is None else token,
+            binding=self.binding if binding is None else binding,
+            ca_file=self.ca_file if ca_file is None else ca_file,
+            connect_deadline=self.connect_deadline if connect_deadline is None else connect_deadline,
+        )
+
+    @property
+    def hub(self) -> str:
+        """The endpoint as ``AMUX_HUB`` text (a socket path, ``tls://HOST:PORT`` or ``tcp://HOST:PORT``)."""
+        return str(self.endpoint)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The client TLS context for a ``tls://`` Hub: TLS 1.2 or later, certificate and host name checked
+        against ``ca_file`` (else the system's CAs).
+
+        Raises ``ssl.SSLError`` or ``OSError`` for an unreadable or invalid
+        CA file.  ``ssl`` is imported here, so only remote callers pay for it.
+        """
+        import ssl
+
+        ctx = ssl.create_default_context(cafile=self.ca_file or None)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        return ctx
