@@ -8,6 +8,7 @@ missed performance target); with ``--strict`` also 1 when a target FAILs.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -82,10 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="results folder (default bench/results, or bench/results/tmp/quick "
                                               "with --quick)")
     ap.add_argument("--tmp", type=Path, help="where scopes and Hub homes are made (default: the system temp dir)")
-    ap.add_argument("--synthetic", action="store_true", help="use synthetic scopes even when ../shared/corpus exists")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="use synthetic scopes even when ../shared/corpus exists")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a performance target FAILs")
     ap.add_argument("--keep", action="store_true", help="keep the temporary scopes and Hub homes")
-    ap.add_argument("--render", type=Path, metavar="JSON", help="only rewrite the .md and .png of an earlier run's JSON")
+    ap.add_argument("--render", type=Path, metavar="JSON",
+                    help="only rewrite the .md and .png of an earlier run's JSON")
     args = ap.parse_args(argv)
     if args.render:
         return _render(args.render)
@@ -137,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
                 reps, cold, cli, disk = 25, 10, 25, 3
             else:
                 reps, cold, cli, disk = 12, 5, 12, 0
-            row = section(f"a/{label}", lambda: latency.run(ctx, label.split(" ")[0] + "-" + str(len(docs)), docs,
-                                                            queries, reps, cold, cli, disk))
+            run_label = label.split(" ")[0] + "-" + str(len(docs))
+            row = section(f"a/{label}",
+                          functools.partial(latency.run, ctx, run_label, docs, queries, reps, cold, cli, disk))
             if row is not None:
                 row["scope"] = label
                 a_rows.append(row)
@@ -162,7 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     results["notes"] = ctx.notes + [f"section broke: {b.splitlines()[0]}" for b in broken]
     results["broken"] = broken
     stem = "bench-quick" if quick else "bench"
-    note = report.plot(results, out / f"{stem}.png") if all(results.get(k) for k in ("a", "d")) else "no plot: a section broke"
+    if all(results.get(k) for k in ("a", "d")):
+        note = report.plot(results, out / f"{stem}.png")
+    else:
+        note = "no plot: a section broke"
     if note:
         results["notes"].append(note)
     else:
@@ -188,8 +195,8 @@ def _render(path: Path) -> int:
     md = report.markdown(results) if not results.get("broken") else _broken_markdown(results)
     path.with_suffix(".md").write_text(md, encoding="utf-8")
     print(md)
-    print(f"\nrewrote {path.with_suffix('.md')}" + (f" and {path.parent / results['plot']}" if results.get("plot") else "")
-          + f" from {stem}.json", file=sys.stderr)
+    plot = f" and {path.parent / results['plot']}" if results.get("plot") else ""
+    print(f"\nrewrote {path.with_suffix('.md')}{plot} from {stem}.json", file=sys.stderr)
     return 0
 
 

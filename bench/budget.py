@@ -59,11 +59,12 @@ def run(ctx: Ctx) -> dict[str, Any]:
                     kept = walk_order(docs)[: res["scanned_files"]]
                     expected = literal_rank({p: docs[p] for p in kept}, (word,))
                     if res["candidates"] != len(expected):
-                        ctx.problem(f"b. {label}: candidates {res['candidates']} != {len(expected)} in the scanned files")
+                        ctx.problem(f"b. {label}: candidates {res['candidates']} != {len(expected)} "
+                                    "in the scanned files")
             last = seen[-1]
-            row = {"case": label, "incomplete": all(s["incomplete"] for s in seen), "reasons": last["incomplete_reasons"],
-                   "scanned_files": last["scanned_files"], "scanned_bytes": last["scanned_bytes"],
-                   "elapsed_ms": summary(elapsed)}
+            row = {"case": label, "incomplete": all(s["incomplete"] for s in seen),
+                   "reasons": last["incomplete_reasons"], "scanned_files": last["scanned_files"],
+                   "scanned_bytes": last["scanned_bytes"], "elapsed_ms": summary(elapsed)}
             out["hub"].append(row)
             ctx.log(f"b. {label}: incomplete={row['incomplete']} {row['reasons']} scanned {row['scanned_files']} files "
                     f"{row['scanned_bytes']} B in {row['elapsed_ms']['p50']} ms")
@@ -88,7 +89,8 @@ def run(ctx: Ctx) -> dict[str, Any]:
             scanned.append(res["scanned_files"])
             if not res["incomplete"] or "time" not in res["incomplete_reasons"]:
                 all_incomplete = False
-                ctx.problem(f"b. slow reader {delay * 1000:g} ms/file: not incomplete by time: {res['incomplete_reasons']}")
+                ctx.problem(f"b. slow reader {delay * 1000:g} ms/file: not incomplete by time: "
+                            f"{res['incomplete_reasons']}")
         row = {"delay_ms_per_file": delay * 1000, "elapsed_ms": summary(elapsed), "call_wall_ms": summary(walls),
                "scanned_files": summary([float(s) for s in scanned]), "files": files}
         worst = max(worst, max(elapsed))

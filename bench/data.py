@@ -48,7 +48,7 @@ def title(text: str) -> str:
 def read_tree(root: Path) -> dict[str, bytes]:
     """Every regular ``.md`` file under ``root`` (symlinks neither followed nor read), by logical path."""
     out: dict[str, bytes] = {}
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+    for dirpath, _dirnames, filenames in os.walk(root, followlinks=False):
         for name in filenames:
             if not name.endswith(".md"):
                 continue
@@ -137,7 +137,8 @@ def _valid(path: str) -> bool:
         return False
 
 
-def corpus_scope(everything: dict[str, bytes], files: int = 1024, max_bytes: int = SCAN_BYTES - 64 * 1024) -> dict[str, bytes]:
+def corpus_scope(everything: dict[str, bytes], files: int = 1024,
+                 max_bytes: int = SCAN_BYTES - 64 * 1024) -> dict[str, bytes]:
     """``files`` valid documents within ``max_bytes``: the first ones in path order, with the
     largest swapped for the smallest unused ones until the size fits (as tests/test_corpus_e2e.py)."""
     valid = [p for p in everything if _valid(p)]
@@ -234,7 +235,7 @@ def write_scope(root: Path, docs: dict[str, bytes], age_seconds: float = 3600.0)
 
 def backdate(root: Path, when: float, files_only: bool = False) -> None:
     """Set the mtime of everything under ``root`` (and ``root`` itself unless ``files_only``)."""
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         for name in filenames:
             os.utime(os.path.join(dirpath, name), (when, when))
         if not files_only:

@@ -1,5 +1,5 @@
 """(e) Footprint: the Hub's RSS idle, after searching 100 scopes (isolation ``user``: each OS uid is a
-scope; the bench forks a child per uid and drops to it, as tests/test_isolation.py does), and with
+scope; the bench forks a child per uid and drops to it, as tests/other_users.py does), and with
 256 idle connections.  Also the content cache's bound, checked in process on the same 100 scopes."""
 
 from __future__ import annotations
@@ -110,7 +110,8 @@ def run(ctx: Ctx) -> dict[str, Any]:
                 time.sleep(0.3)
                 out["after_scopes"] = rss_kib(hub.pid)
                 ctx.log(f"e. after searching {n_scopes} scopes of {docs_per_scope * doc_bytes / MIB:.1f} MiB: RSS "
-                        f"{out['after_scopes']['VmRSS'] / 1024:.1f} MiB (peak {out['after_scopes']['VmHWM'] / 1024:.1f})")
+                        f"{out['after_scopes']['VmRSS'] / 1024:.1f} MiB "
+                        f"(peak {out['after_scopes']['VmHWM'] / 1024:.1f})")
             else:
                 ctx.notes.append("e. 100 scopes skipped: forking a client per OS uid needs root")
     finally:

@@ -20,7 +20,8 @@ RAISED = dataclasses.replace(LIMITS, scan_max_bytes=64 * MIB, scan_max_files=409
 EXPONENT_GOAL = 1.15
 
 
-def _series(ctx: Ctx, name: str, points: list[tuple[float, dict[str, bytes]]], query: Query, reps: int) -> dict[str, Any]:
+def _series(ctx: Ctx, name: str, points: list[tuple[float, dict[str, bytes]]], query: Query,
+            reps: int) -> dict[str, Any]:
     """Every point measured in every round (round-robin), so load that comes and goes hits all sizes alike."""
     setup = []
     for x, docs in points:
@@ -30,7 +31,7 @@ def _series(ctx: Ctx, name: str, points: list[tuple[float, dict[str, bytes]]], q
     samples: dict[float, dict[str, list[float]]] = {x: {"warm": [], "cold": [], "rg": []} for x, *_ in setup}
     cold_reps = max(3, reps // 2)
     for i in range(reps):
-        for x, docs, root, expected, cache in setup:
+        for x, _docs, root, expected, cache in setup:
             t = samples[x]
             if i < cold_reps:
                 fresh = ScopeCache()  # cold: nothing cached (OS page cache warm)
@@ -47,7 +48,7 @@ def _series(ctx: Ctx, name: str, points: list[tuple[float, dict[str, bytes]]], q
             if ctx.rg:
                 t["rg"].append(time_rg(ctx.rg, query.words, root)[0])
     rows = []
-    for x, docs, root, expected, cache in setup:
+    for x, docs, _root, expected, _cache in setup:
         t = samples[x]
         row: dict[str, Any] = {"x": x, "files": len(docs), "bytes": sum(map(len, docs.values())),
                                "candidates": len(expected), "warm": summary(t["warm"]), "cold": summary(t["cold"]),

@@ -39,7 +39,7 @@ def time_cli(hub: HubProc, words: tuple[str, ...]) -> tuple[float, dict[str, Any
     """Whole-process wall time (ms) of ``amux memory search --limit 20 -- WORDS`` and its JSON."""
     t0 = time.perf_counter()
     proc = subprocess.run([*amux_argv(), "memory", "search", "--limit", str(LIMIT), "--", *words],
-                          env=hub.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                          env=hub.env, capture_output=True, stdin=subprocess.DEVNULL)
     elapsed = ms(time.perf_counter() - t0)
     if proc.returncode != 0:
         raise RuntimeError(f"amux memory search failed ({proc.returncode}): {proc.stderr.decode(errors='replace')}")
@@ -153,7 +153,7 @@ def _one_query(ctx: Ctx, label: str, hub: HubProc, client: Any, root: Path, docs
                     stamp -= 1
                     backdate(root, stamp, files_only=True)
                     hub_search("cold")
-    for i in range(disk_cold_reps):
+    for _ in range(disk_cold_reps):
         # Disk-cold: the page cache dropped too (first search after a reboot), for Hub and rg in turn.
         stamp -= 1
         backdate(root, stamp, files_only=True)

@@ -28,7 +28,7 @@ def raw_loop(directory: Path, content: bytes, n: int) -> list[float]:
     dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     times = []
     try:
-        for i in range(n):
+        for _ in range(n):
             t0 = time.perf_counter()
             fd = os.open(".raw.tmp", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=dfd)
             try:
@@ -109,8 +109,9 @@ def run(ctx: Ctx, full_scope: dict[str, bytes] | None) -> dict[str, Any]:
             raw_tp = len(raws) / raw_time
             out["latency"][label] = {"get": summary(gets), "upsert": summary(ups), "forget": summary(forgets),
                                      "raw_write_fsync_rename_fsync": summary(raws)}
-            out["throughput"].append({"scope": label, "upsert_per_s": round(up_tp, 1), "raw_loop_per_s": round(raw_tp, 1),
-                                      "ratio": round(up_tp / raw_tp, 3), "doc_bytes": len(DOC)})
+            out["throughput"].append({"scope": label, "upsert_per_s": round(up_tp, 1),
+                                      "raw_loop_per_s": round(raw_tp, 1), "ratio": round(up_tp / raw_tp, 3),
+                                      "doc_bytes": len(DOC)})
             ctx.log(f"c. {label}: get p50 {summary(gets)['p50']} ms p99 {summary(gets)['p99']} ms; upsert p50 "
                     f"{summary(ups)['p50']} ms ({up_tp:.0f}/s vs raw {raw_tp:.0f}/s = {up_tp / raw_tp:.2f}); "
                     f"forget p50 {summary(forgets)['p50']} ms")
@@ -137,8 +138,9 @@ def _concurrency(ctx: Ctx, hub: HubProc, ops: list[tuple[str, dict[str, Any]]]) 
     for method, params in ops:
         for n in levels:
             proc = subprocess.run(
-                [sys.executable, "-m", "bench.loadgen", str(hub.socket), "--clients", str(n), "--seconds", str(seconds),
-                 "--method", method, "--params", json.dumps(params), "--warmup", "1.0" if method == "search" else "0.3"],
+                [sys.executable, "-m", "bench.loadgen", str(hub.socket), "--clients", str(n),
+                 "--seconds", str(seconds), "--method", method, "--params", json.dumps(params),
+                 "--warmup", "1.0" if method == "search" else "0.3"],
                 cwd=REPO, capture_output=True, text=True, timeout=120 + seconds,
             )
             if proc.returncode != 0:

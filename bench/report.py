@@ -71,32 +71,39 @@ def markdown(r: dict[str, Any]) -> str:
              "**CLI** = whole `amux memory search --limit 20` process; **rg** = whole `rg -F -i -l -e …` process; "
              "**Python** = one-shot literal scan in the bench process (read, NFC+casefold, test, rank). "
              "Tools alternate in one loop on the same files. Ratios are p50 / rg p50. "
-             "**= literal**: results (candidate count, ranked paths, keywords per match) equal to the reference scan.\n")
+             "**= literal**: results (candidate count, ranked paths, keywords per match) equal to the reference "
+             "scan.\n")
     for sc in r["a"]:
         L.append(f"### scope: {sc['scope']} — {sc['files']} files, {sc['bytes'] / MIB:.2f} MiB "
                  f"({sc['reps']} rounds, {sc['cold_reps']} cold, {sc['cli_reps']} CLI)\n")
-        L.append("| query | kw | cand. | Hub | RTT | cold | CLI | rg | Python | Hub/rg | RTT/rg | CLI/rg | = literal |")
+        L.append("| query | kw | cand. | Hub | RTT | cold | CLI | rg | Python | Hub/rg | RTT/rg | CLI/rg "
+                 "| = literal |")
         L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
         for q in sc["queries"]:
             s = q["stats"]
-            L.append(f"| {q['query']} | {q['keywords']} | {q['candidates']} | {_pp(s, 'hub_warm')} | {_pp(s, 'rtt_warm')} "
-                     f"| {_pp(s, 'hub_cold')} | {_pp(s, 'cli')} | {_pp(s, 'rg')} | {_pp(s, 'python')} "
-                     f"| {_f(q['ratio_hub_warm_to_rg'])} | {_f(q['ratio_rtt_warm_to_rg'])} | {_f(q['ratio_cli_to_rg'])} "
-                     f"| {q['equal_to_literal_scan']}/{q['checked']} |")
+            L.append(f"| {q['query']} | {q['keywords']} | {q['candidates']} | {_pp(s, 'hub_warm')} "
+                     f"| {_pp(s, 'rtt_warm')} | {_pp(s, 'hub_cold')} | {_pp(s, 'cli')} | {_pp(s, 'rg')} "
+                     f"| {_pp(s, 'python')} "
+                     f"| {_f(q['ratio_hub_warm_to_rg'])} | {_f(q['ratio_rtt_warm_to_rg'])} "
+                     f"| {_f(q['ratio_cli_to_rg'])} | {q['equal_to_literal_scan']}/{q['checked']} |")
         fa = sc["first_after_start"]
-        L.append(f"\nFirst search after the Hub started ({fa['query']}, nothing cached): {fa['elapsed_ms']:.1f} ms in the "
-                 f"Hub, {fa['round_trip_ms']:.1f} ms round trip, incomplete={fa['incomplete']}.")
+        L.append(f"\nFirst search after the Hub started ({fa['query']}, nothing cached): "
+                 f"{fa['elapsed_ms']:.1f} ms in the Hub, {fa['round_trip_ms']:.1f} ms round trip, "
+                 f"incomplete={fa['incomplete']}.")
         disk = [(q["query"], q["stats"].get("hub_disk_cold"), q["stats"].get("rg_disk_cold"), q["incomplete"])
                 for q in sc["queries"] if q["stats"].get("hub_disk_cold")]
         if disk:
-            L.append("\nDisk-cold (OS page cache dropped before each call: a first search after a reboot), p50 / max ms:\n")
+            L.append("\nDisk-cold (OS page cache dropped before each call: a first search after a reboot), "
+                     "p50 / max ms:\n")
             L.append("| query | Hub elapsed | rg | Hub results |\n|---|--:|--:|---|")
             for name, h, g, inc in disk:
                 dc = [i for i in inc if i.startswith("Hub disk-cold")]
-                L.append(f"| {name} | {h['p50']:.1f} / {h['max']:.1f} | {(g or {}).get('p50', '–')} / {(g or {}).get('max', '–')} "
+                L.append(f"| {name} | {h['p50']:.1f} / {h['max']:.1f} "
+                         f"| {(g or {}).get('p50', '–')} / {(g or {}).get('max', '–')} "
                          f"| {len(dc)}/{h['n']} incomplete{(' — ' + dc[0]) if dc else ''} |")
             L.append("")
-        warm_inc = [(q["query"], i) for q in sc["queries"] for i in q["incomplete"] if not i.startswith("Hub disk-cold")]
+        warm_inc = [(q["query"], i) for q in sc["queries"] for i in q["incomplete"]
+                    if not i.startswith("Hub disk-cold")]
         if warm_inc:
             L.append("\nIncomplete results outside the disk-cold rows:\n")
             L += [f"- {n}: {i}" for n, i in warm_inc[:20]]
@@ -104,7 +111,8 @@ def markdown(r: dict[str, Any]) -> str:
     if cb:
         L.append("\nWhere the CLI's time goes (whole processes, ms p50 / p95): "
                  + "; ".join(f"`{k}` {v['p50']:.1f} / {v['p95']:.1f}" for k, v in cb.items())
-                 + " — the rest of `amux memory search` is argument parsing, connect + hello, the search and JSON output.\n")
+                 + " — the rest of `amux memory search` is argument parsing, connect + hello, the search and JSON "
+                 "output.\n")
     # b
     b = r["b"]
     L.append("## b. Scan budget\n")
@@ -138,7 +146,8 @@ def markdown(r: dict[str, Any]) -> str:
         L.append(f"| {tp['scope']} | {p(lat['get'])} | {p(lat['upsert'])} | {p(lat['forget'])} "
                  f"| {p(lat['raw_write_fsync_rename_fsync'])} | {tp['upsert_per_s']:.0f} | {tp['raw_loop_per_s']:.0f} "
                  f"| {tp['ratio']:.2f} |")
-    L.append("\nConcurrent clients (closed loop, one request at a time per connection, separate load-generator process):\n")
+    L.append("\nConcurrent clients (closed loop, one request at a time per connection, separate load-generator "
+             "process):\n")
     L.append("| method | clients | throughput /s | p50 ms | p99 ms | errors |")
     L.append("|---|--:|--:|--:|--:|---|")
     for row in c["concurrency"]:
@@ -152,7 +161,8 @@ def markdown(r: dict[str, Any]) -> str:
         s = d[key]
         src = d["files_axis_source"] if key == "files_axis" else f"{d['bytes_axis_docs']} synthetic documents"
         L.append(f"{unit} axis ({src}; query: {' '.join(s['query'])}), ms p50:\n")
-        L.append("| files | MiB | candidates | Hub scan, warm | Hub scan, cold | rg process |\n|--:|--:|--:|--:|--:|--:|")
+        L.append("| files | MiB | candidates | Hub scan, warm | Hub scan, cold | rg process |\n"
+                 "|--:|--:|--:|--:|--:|--:|")
         for pt in s["points"]:
             L.append(f"| {pt['files']} | {pt['bytes'] / MIB:.2f} | {pt['candidates']} | {pt['warm']['p50']:.2f} "
                      f"| {pt['cold']['p50']:.2f} | {pt['rg']['p50']:.2f} |" if pt["rg"] else

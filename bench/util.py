@@ -59,17 +59,17 @@ def linear_fit(xs: list[float], ys: list[float]) -> dict[str, float]:
     n = len(xs)
     mx, my = sum(xs) / n, sum(ys) / n
     sxx = sum((x - mx) ** 2 for x in xs)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
     slope = sxy / sxx if sxx else math.nan
     intercept = my - slope * mx
     ss_tot = sum((y - my) ** 2 for y in ys)
-    ss_res = sum((y - (slope * x + intercept)) ** 2 for x, y in zip(xs, ys))
+    ss_res = sum((y - (slope * x + intercept)) ** 2 for x, y in zip(xs, ys, strict=True))
     r2 = 1 - ss_res / ss_tot if ss_tot else 1.0
     lx = [math.log(x) for x in xs]
     ly = [math.log(max(y, 1e-9)) for y in ys]
     mlx, mly = sum(lx) / n, sum(ly) / n
     slxx = sum((x - mlx) ** 2 for x in lx)
-    exponent = sum((x - mlx) * (y - mly) for x, y in zip(lx, ly)) / slxx if slxx else math.nan
+    exponent = sum((x - mlx) * (y - mly) for x, y in zip(lx, ly, strict=True)) / slxx if slxx else math.nan
     return {"slope": slope, "intercept": intercept, "r2": r2, "exponent": exponent}
 
 
@@ -122,10 +122,9 @@ class HubProc:
         return self.proc.pid
 
     def start(self, timeout: float = 20.0) -> None:
-        log = open(self.home.parent / "hub.log", "ab")
-        self.proc = subprocess.Popen([*amux_argv(), "hub", "serve", "--home", str(self.home)], env=self.env,
-                                     stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-        log.close()
+        with open(self.home.parent / "hub.log", "ab") as log:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen([*amux_argv(), "hub", "serve", "--home", str(self.home)], env=self.env,
+                                         stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
