@@ -182,7 +182,7 @@ def test_no_private_name_crosses_modules() -> None:
     assert problems == {}
 
 
-CITATION = re.compile(r"issue #\d|\bseed \d|\bseeds/|\(seed|design record|typed-memory spec", re.IGNORECASE)
+CITATION = re.compile(r"issue #\d|\bseed \d|\bseeds/|design record|typed-memory spec", re.IGNORECASE)
 
 
 def test_product_cites_design_md_only() -> None:
