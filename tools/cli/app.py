@@ -17,18 +17,8 @@ import sys
 from cyclopts import App
 
 from protocol.errors import ExitStatus
+from protocol.version import package_version
 from tools.cli.output import exit_status_help
-
-
-def package_version() -> str:
-    """The installed ``amux-memory`` distribution's version, or ``"unknown"`` when it is not installed."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("amux-memory")
-    except PackageNotFoundError:
-        return "unknown"
-
 
 app = App(
     name="amux",

@@ -27,6 +27,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
 from protocol.agent_protocol import render as render_protocol
+from protocol.version import package_version
 from tools.mcp.catalog import ToolCatalog
 from tools.mcp.handlers import MemoryTools
 
@@ -37,15 +38,6 @@ SERVER_TITLE = "amux memory"
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 """The level names ``$AMUX_MCP_LOG`` accepts."""
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("amux-memory")
-    except PackageNotFoundError:
-        return "0"
 
 
 def build_server(state: MemoryTools | None = None) -> Server[MemoryTools]:
@@ -78,7 +70,7 @@ def build_server(state: MemoryTools | None = None) -> Server[MemoryTools]:
 
     return Server(
         SERVER_NAME,
-        version=_version(),
+        version=package_version(),
         title=SERVER_TITLE,
         instructions=server_instructions(),
         lifespan=lifespan,

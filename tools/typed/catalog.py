@@ -147,11 +147,17 @@ class Catalog:
 
 def load_catalog(lib: Library, *, everything: bool = True) -> Catalog:
     """Read the library: ``MEMORY.md`` plus every other document (``everything``), or only
-    the documents under the type directories (enough for ``new`` and ``index``)."""
+    the documents under the type directories (enough for ``new`` and ``index``).
+
+    ``MEMORY.md`` is read first: a topic created after that read also changes
+    ``MEMORY.md``, so a later compare-and-swap on the index revision read here
+    fails instead of writing an index that misses the new topic (DESIGN.md §11).
+    """
+    index = lib.read(INDEX_PATH)
     if everything:
         paths = [p for p in lib.list_paths() if p != INDEX_PATH]
     else:
         paths = sorted(p for t in TYPES for p in lib.list_paths(t + "/"))
     docs = [lib.read(p) for p in paths]
     topics = [topic_from_doc(d) for d in docs if d.exists]  # one deleted meanwhile is simply gone
-    return Catalog(lib.read(INDEX_PATH), topics)
+    return Catalog(index, topics)

@@ -22,6 +22,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from hub.cache import fold
 from protocol.errors import ErrorCode, HubError
 from tools.typed.catalog import Catalog, load_catalog, topic_from_doc
 from tools.typed.index import build_index, check_size, update_index
@@ -122,9 +123,10 @@ def parse_tags(text: str) -> list[str]:
 
 
 def keywords(text: str) -> list[str]:
-    """Up to 8 distinctive words of ``text`` (case-folded, no short words or stop words), in order."""
+    """Up to 8 distinctive words of ``text`` (folded like a Hub search: NFC, then casefold; no short words or
+    stop words), in order."""
     words = []
-    for word in re.findall(r"\w+", text.casefold()):
+    for word in re.findall(r"\w+", fold(text)):
         if (len(word) >= 3 or not word.isascii()) and word not in STOPWORDS and not word.isdigit():
             words.append(word)
     return list(dict.fromkeys(words))[:MAX_KEYWORDS]
@@ -146,7 +148,7 @@ def likely_duplicates(lib: Library, catalog: Catalog, new: NewTopic) -> list[str
         topic = by_path.get(path)
         if topic is None or path in (new.path, INDEX_PATH) or topic.archived:
             continue
-        haystack = " ".join([topic.name, topic.description, *topic.tags]).casefold()
+        haystack = fold(" ".join([topic.name, topic.description, *topic.tags]))
         own = set(re.findall(r"\w+", haystack))
         if sum(1 for w in words if w in own or (not w.isascii() and w in haystack)) >= needed:
             found.append(path)
