@@ -8,6 +8,7 @@ revision, quota errors the current and maximum sizes.  DESIGN.md §8.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any
@@ -140,3 +141,10 @@ class HubError(Exception):
 
     def __repr__(self) -> str:
         return f"HubError({self.code.value!r}, {self.message!r}, {self.data!r})"
+
+
+def names_for_error(names: Iterable[Any]) -> str:
+    """A short, bounded rendering of caller-supplied names for an error message."""
+    names = list(names)
+    shown = [repr(str(n)[:40]) for n in sorted(names, key=str)[:5]]
+    return ", ".join(shown) + (f" and {len(names) - 5} more" if len(names) > 5 else "")

@@ -15,10 +15,9 @@ from typing import Any, Final
 
 import msgpack
 
-from protocol.errors import ErrorCode, HubError
+from protocol.errors import ErrorCode, HubError, names_for_error
 from protocol.framing import encode_frame
 from protocol.limits import LIMITS
-from protocol.params import names_for_error
 
 PROTOCOL_VERSION: Final = 1
 

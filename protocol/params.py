@@ -13,7 +13,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.errors import ErrorCode, HubError
+from protocol.errors import ErrorCode, HubError, names_for_error
 from protocol.limits import LIMITS
 from protocol.paths import normalize_path, normalize_prefix
 
@@ -25,12 +25,6 @@ _REVISION = re.compile(r"^[0-9a-f]{64}$")
 
 def _bad(message: str, **data: Any) -> HubError:
     return HubError(ErrorCode.BAD_REQUEST, message, data)
-
-
-def names_for_error(names: set[Any]) -> str:
-    """A short, bounded rendering of caller-supplied names for an error message."""
-    shown = [repr(str(n)[:40]) for n in sorted(names, key=str)[:5]]
-    return ", ".join(shown) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def _only(params: dict[str, Any], allowed: set[str]) -> None:
