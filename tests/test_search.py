@@ -629,9 +629,35 @@ def test_directory_over_the_entry_limit_does_not_hide_other_directories(tmp_path
     crowded = tmp_path / "aaa"
     crowded.mkdir()
     for i in range(80):
-        (crowded / f"{i}.png").write_bytes(b"")
+        (crowded / f"{i}.md").write_bytes(b"")
     (tmp_path / "zzz").mkdir()
     (tmp_path / "zzz" / "note.md").write_text("unicornword\n")
     res = search_scope(str(tmp_path), ("unicornword",), "", 5, limits)
     assert [m["path"] for m in res["matches"]] == ["zzz/note.md"]
     assert res["incomplete"] is True and res["incomplete_reasons"] == ["directory entries"]
+
+
+def test_files_that_cannot_be_documents_cost_no_entry_budget(tmp_path: Path) -> None:
+    limits = dataclasses.replace(LIMITS, scan_max_dir_entries=50)
+    crowded = tmp_path / "aaa"
+    crowded.mkdir()
+    for i in range(80):
+        (crowded / f"{i}.png").write_bytes(b"")
+    (crowded / "note.md").write_text("unicornword\n")
+    res = search_scope(str(tmp_path), ("unicornword",), "", 5, limits)
+    assert [m["path"] for m in res["matches"]] == ["aaa/note.md"]
+    assert res["incomplete"] is False and res["incomplete_reasons"] == [] and res["unreadable"] == []
+
+
+def test_a_crowded_folder_gets_a_fair_share_of_the_file_budget(tmp_path: Path) -> None:
+    limits = dataclasses.replace(LIMITS, scan_max_files=20)
+    (tmp_path / "aaa").mkdir()
+    for i in range(100):
+        (tmp_path / "aaa" / f"{i:03}.md").write_text("filler\n")
+    for folder in ("notes", "zzz/deep"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "ordinary.md").write_text("unicornword\n")
+    (tmp_path / "MEMORY.md").write_text("unicornword\n")
+    res = search_scope(str(tmp_path), ("unicornword",), "", 5, limits)
+    assert sorted(m["path"] for m in res["matches"]) == ["MEMORY.md", "notes/ordinary.md", "zzz/deep/ordinary.md"]
+    assert res["scanned_files"] == 20 and res["incomplete_reasons"] == ["files"]
