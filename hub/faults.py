@@ -20,8 +20,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 from typing import Any
 
 from protocol.errors import ErrorCode, HubError
@@ -75,17 +74,29 @@ def from_os_error(exc: OSError, operation: str, path: str, *, uncertain: bool = 
     return HubError(code, f"{what} ({name}: {text}) during {where}; {outcome}", data)
 
 
-@contextmanager
-def step(operation: str, path: str, *, uncertain: bool = False) -> Iterator[None]:
+class step:  # noqa: N801 - used like a function: ``with step("write", path):``
     """Run one file-system step; an ``OSError`` in it becomes :func:`from_os_error` (chained).
 
-    ``HubError`` and every other exception pass through unchanged.  Raises
-    the mapped :class:`HubError`.
+    ``with step("fsync", "notes/a.md"):`` — ``HubError`` and every other
+    exception pass through unchanged; the mapped :class:`HubError` is raised
+    from the ``OSError``.  A plain class rather than a generator context
+    manager: it wraps every system call of a write, so it must cost next to
+    nothing.
     """
-    try:
-        yield
-    except OSError as exc:
-        raise from_os_error(exc, operation, path, uncertain=uncertain) from exc
+
+    __slots__ = ("operation", "path", "uncertain")
+
+    def __init__(self, operation: str, path: str, *, uncertain: bool = False) -> None:
+        self.operation = operation
+        self.path = path
+        self.uncertain = uncertain
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if isinstance(exc, OSError):
+            raise from_os_error(exc, self.operation, self.path, uncertain=self.uncertain) from exc
 
 
 def log_fault(log: logging.Logger, method: str, exc: HubError) -> None:
