@@ -59,7 +59,7 @@ def from_os_error(exc: OSError, operation: str, path: str, *, uncertain: bool = 
     """
     name = errno_name(exc)
     text = exc.strerror or os.strerror(exc.errno or 0)
-    where = f"{operation} of {path!r}" if path else operation
+    where = f"{operation} of {short_path(path)!r}" if path else operation
     data: dict[str, Any] = {"errno": name, "operation": operation, "path": short_path(path), "uncertain": uncertain}
     outcome = ("the change was made but may not survive a crash; read it back" if uncertain
                else "nothing was changed")
@@ -68,7 +68,9 @@ def from_os_error(exc: OSError, operation: str, path: str, *, uncertain: bool = 
     elif exc.errno == errno.EROFS:
         code, what = ErrorCode.STORAGE_READ_ONLY, "the Hub's memory is on a read-only file system"
     elif exc.errno in _DENIED:
-        code, what = ErrorCode.PERMISSION_DENIED, "the Hub is not allowed to access it"
+        code, what = ErrorCode.PERMISSION_DENIED, "the Hub's user may not access " + (
+            repr(short_path(path)) if path else "its memory")
+        where = operation
     else:
         code, what = ErrorCode.STORAGE_ERROR, "the Hub's file system failed"
     return HubError(code, f"{what} ({name}: {text}) during {where}; {outcome}", data)

@@ -262,7 +262,7 @@ async def test_folders_the_hub_may_not_use_are_permission_denied_and_block_nothi
                     assert "The Hub may not read: private/" in text(result)
             rendered = await mcp_write_error(hub, tmp_path, ErrorCode.PERMISSION_DENIED, "frozen/kept.md",
                                              sha(kept))
-            assert "Error permission_denied: the Hub is not allowed to access it (EACCES" in rendered
+            assert "Error permission_denied: the Hub's user may not access 'frozen/kept.md' (EACCES" in rendered
         finally:
             (scope / "private").chmod(0o700)
             (scope / "frozen").chmod(0o700)
