@@ -219,6 +219,8 @@ async def test_folders_the_hub_may_not_use_are_permission_denied_and_block_nothi
         place(scope, "notes/ordinary.md", ordinary)
         place(scope, "private/secret.md", secret)
         place(scope, "frozen/kept.md", b"# Kept\nunicornword kept\n")
+        place(scope, "notes/locked.md", b"# Locked\nunicornword locked\n")
+        (scope / "notes" / "locked.md").chmod(0o000)
         (scope / "private").chmod(0o000)
         (scope / "frozen").chmod(0o500)  # readable, not writable
         try:
@@ -231,6 +233,8 @@ async def test_folders_the_hub_may_not_use_are_permission_denied_and_block_nothi
             assert shown["data"] == {"errno": "EACCES", "operation": "open directory", "path": "private/",
                                      "uncertain": False}
             check_error(upsert(hub, "private/other.md", b"x\n", "absent"), ErrorCode.PERMISSION_DENIED)
+            locked = check_error(hub.cli("memory", "show", "notes/locked.md"), ErrorCode.PERMISSION_DENIED)
+            assert locked["data"]["operation"] == "open" and locked["data"]["path"] == "notes/locked.md"
             # A folder the Hub may read but not write: the old document stays, no temp file.
             kept = (scope / "frozen" / "kept.md").read_bytes()
             denied = check_error(upsert(hub, "frozen/kept.md", kept + b"more\n", sha(kept)),
@@ -244,11 +248,11 @@ async def test_folders_the_hub_may_not_use_are_permission_denied_and_block_nothi
             assert sorted(m["path"] for m in found.json["matches"]) == [
                 "MEMORY.md", "frozen/kept.md", "notes/new.md", "notes/ordinary.md"]
             assert found.json["incomplete"] is True and found.json["incomplete_reasons"] == ["unreadable"]
-            assert found.json["unreadable"] == ["private/"]
+            assert found.json["unreadable"] == ["private/", "notes/locked.md"]
             listed = hub.cli("memory", "list")
             assert listed.returncode == 0, listed.stderr
-            assert [e["path"] for e in listed.json["entries"]] == [
-                "MEMORY.md", "frozen/kept.md", "notes/new.md", "notes/ordinary.md"]
+            assert [e["path"] for e in listed.json["entries"]] == [  # list reads no content: the locked file is there
+                "MEMORY.md", "frozen/kept.md", "notes/locked.md", "notes/new.md", "notes/ordinary.md"]
             assert listed.json["incomplete"] is True and listed.json["incomplete_reasons"] == ["unreadable"]
             assert listed.json["unreadable"] == ["private/"]
             from tests.mcp_session import call, err, mcp_session, ok, text
@@ -258,7 +262,7 @@ async def test_folders_the_hub_may_not_use_are_permission_denied_and_block_nothi
                     error = err(await call(s, "memory_get", path="private/secret.md"), ErrorCode.PERMISSION_DENIED)
                     assert error["data"]["path"] == "private/"
                     result = await call(s, "memory_search", query="unicornword")
-                    assert ok(result)["unreadable"] == ["private/"]
+                    assert ok(result)["unreadable"] == ["private/", "notes/locked.md"]
                     assert "The Hub may not read: private/" in text(result)
             rendered = await mcp_write_error(hub, tmp_path, ErrorCode.PERMISSION_DENIED, "frozen/kept.md",
                                              sha(kept))
@@ -266,6 +270,7 @@ async def test_folders_the_hub_may_not_use_are_permission_denied_and_block_nothi
         finally:
             (scope / "private").chmod(0o700)
             (scope / "frozen").chmod(0o700)
+            (scope / "notes" / "locked.md").chmod(0o600)
         pid = hub.proc.pid if hub.proc else None
         assert upsert(hub, "private/other.md", b"x\n", "absent").returncode == 0
         again = upsert(hub, "frozen/kept.md", kept + b"more\n", sha(kept))
@@ -355,3 +360,12 @@ def test_errno_mapping_covers_the_documented_cases() -> None:
         assert "may not survive a crash" in exc.message and exc.exit_code == ERRORS[code].exit_status
     assert [ERRORS[c].exit_status for c in (ErrorCode.STORAGE_FULL, ErrorCode.STORAGE_READ_ONLY,
                                             ErrorCode.STORAGE_ERROR, ErrorCode.PERMISSION_DENIED)] == [14, 15, 16, 17]
+
+
+def test_the_readme_and_design_error_tables_list_every_code() -> None:
+    from tests.conftest import REPO
+
+    for doc in ("README.md", "DESIGN.md"):
+        text = (REPO / doc).read_text(encoding="utf-8")
+        for code, spec in ERRORS.items():
+            assert f"| {spec.exit_status} | `{code.value}` |" in text, (doc, code)
