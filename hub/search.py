@@ -391,6 +391,10 @@ def _collect(
     return docs, scanned_bytes
 
 
+def _path_of(doc: CachedDoc) -> str:
+    return doc.path
+
+
 def search_scope(
     root: str,
     keywords: tuple[str, ...],
@@ -422,6 +426,9 @@ def search_scope(
     with cache.lock:
         on_start()  # the time budget runs from here, not while waiting behind another scan of this scope
         docs, scanned_bytes = _collect(root, path_prefix, limits, walk, should_stop, reader, cache)
+        # The haystack is in path order whatever order the fair scan read in (DESIGN.md §5.4.1): _presence samples
+        # its first 64 KiB to pick a strategy per keyword, and one folder read first must not skew that.
+        docs.sort(key=_path_of)
         hay = cache.haystack_for(docs)
     hits = _presence(hay, folded_kws)
     result: dict[str, Any] = {
