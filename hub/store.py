@@ -325,7 +325,7 @@ class Store:
                 continue
             except OSError:
                 if len(unreadable) < MAX_REPORTED_PATHS:
-                    unreadable.append(short_path(rel))
+                    unreadable.append(short_path(rel or "/"))
                 continue
             with it:
                 for entry in it:
