@@ -661,3 +661,35 @@ def test_a_crowded_folder_gets_a_fair_share_of_the_file_budget(tmp_path: Path) -
     res = search_scope(str(tmp_path), ("unicornword",), "", 5, limits)
     assert sorted(m["path"] for m in res["matches"]) == ["MEMORY.md", "notes/ordinary.md", "zzz/deep/ordinary.md"]
     assert res["scanned_files"] == 20 and res["incomplete_reasons"] == ["files"]
+
+
+def test_unreadable_folders_are_skipped_named_and_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hub.cache
+    import hub.listing
+    import hub.store
+    from hub.faults import MAX_REPORTED_PATH_CHARS, MAX_REPORTED_PATHS
+
+    for i in range(20):
+        (tmp_path / f"locked-{i:02}-{'x' * 200}").mkdir()
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "ok.md").write_text("unicornword\n")
+    real_scandir = os.scandir
+
+    def scandir(path: Any) -> Any:
+        if "locked-" in str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    for module in (hub.cache, hub.listing, hub.store):
+        monkeypatch.setattr(module.os, "scandir", scandir)
+    res = search_scope(str(tmp_path), ("unicornword",), "", 5, LIMITS)
+    assert [m["path"] for m in res["matches"]] == ["notes/ok.md"]
+    assert res["incomplete"] is True and res["incomplete_reasons"] == ["unreadable"]
+    assert len(res["unreadable"]) == MAX_REPORTED_PATHS
+    assert all(len(p) <= MAX_REPORTED_PATH_CHARS and p.startswith("locked-") for p in res["unreadable"])
+    listed = hub.listing.list_documents(str(tmp_path), "", "", LIMITS)
+    assert [e["path"] for e in listed["entries"]] == ["notes/ok.md"]
+    assert listed["incomplete"] is True and listed["incomplete_reasons"] == ["unreadable"]
+    assert len(listed["unreadable"]) == MAX_REPORTED_PATHS
+    usage = hub.store.Store(LIMITS).usage(str(tmp_path))
+    assert usage.documents == 1 and len(usage.unreadable) == MAX_REPORTED_PATHS
