@@ -24,6 +24,7 @@ from typing import Any
 
 from bench.util import CORPUS
 from protocol.errors import HubError
+from protocol.limits import LIMITS
 from protocol.paths import normalize_path
 
 MIB = 1024 * 1024
@@ -84,9 +85,42 @@ def python_scan(root: Path, words: Iterable[str]) -> list[tuple[str, int]]:
     return literal_rank(read_tree(root), words)
 
 
-def walk_order(paths: Iterable[str]) -> list[str]:
-    """Logical paths in the order the Hub's scan visits them (depth first, names sorted per directory)."""
-    return sorted(paths, key=lambda p: p.split("/"))
+def walk_order(paths: Iterable[str], max_files: int = LIMITS.scan_max_files) -> list[str]:
+    """Logical paths in the order the Hub's scan reads them (DESIGN.md §5.4.1), written independently of it.
+
+    Folders are taken breadth-first (depth, then path); the top level comes
+    first (``MEMORY.md`` before the rest), then the other folders share the
+    remaining ``max_files`` max-min fairly (an odd file to the earlier folder)
+    and are read from the smallest share to the largest, each folder's files
+    by name.  Files past their folder's share follow at the end (never read).
+    """
+    folders: dict[str, list[str]] = {}
+    for path in paths:
+        folders.setdefault(path.rpartition("/")[0], []).append(path)
+    order = sorted(folders, key=lambda d: (d.count("/") + (d != ""), d.split("/")))
+    for d in order:
+        folders[d].sort(key=lambda p: (p != "MEMORY.md", p))
+    planned: list[str] = []
+    left = max_files
+    if "" in folders:
+        planned += folders[""][:left]
+        left -= len(planned)
+    others = [d for d in order if d != ""]
+    share = dict.fromkeys(others, 0)
+    # Max-min fair: hand out one file per round to every folder that still has files.
+    while left > 0:
+        hungry = [d for d in others if share[d] < len(folders[d])]
+        if not hungry:
+            break
+        for d in hungry[:left]:
+            share[d] += 1
+        left -= min(left, len(hungry))
+    position = {d: i for i, d in enumerate(others)}
+    for d in sorted(others, key=lambda d: (share[d], position[d])):
+        planned += folders[d][: share[d]]
+    kept = set(planned)
+    rest = [p for d in order for p in folders[d] if p not in kept]
+    return planned + rest
 
 
 def check_result(got: dict[str, Any], expected: list[tuple[str, int]], limit: int,

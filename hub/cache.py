@@ -131,13 +131,23 @@ def _racy(mtime_ns: int) -> bool:
     return mtime_ns >= time.time_ns() - RACY_NS
 
 
-DIR, MARKDOWN, OTHER = 0, 1, 2
+DIR, MARKDOWN = 0, 1
+
+RAW_ENTRIES_FACTOR = 16
+"""A listing reads at most this many times its entry bound in raw entries (stray files included)."""
 
 
 @dataclass(frozen=True)
 class Listing:
-    """A directory's sorted entries ``(name, kind)`` (kind: DIR, MARKDOWN or OTHER), valid
-    while the directory keeps its mtime and inode.  Symlinks are OTHER: never followed."""
+    """A directory's sorted candidate entries ``(name, kind)`` (kind: DIR or MARKDOWN), valid
+    while the directory keeps its mtime and inode.
+
+    Only entries that can be or lead to a document are kept: directories and
+    regular ``*.md`` files.  Symlinks, other files and the Hub's temporary
+    files are left out and do not count toward the entry bound (DESIGN.md
+    §5.4); ``truncated`` says the bound (or :data:`RAW_ENTRIES_FACTOR` times
+    it in raw entries) cut the listing.
+    """
 
     mtime_ns: int
     inode: int
@@ -147,21 +157,32 @@ class Listing:
 
     @classmethod
     def read(cls, absdir: str, st: os.stat_result, max_entries: int) -> Listing:
-        """List ``absdir`` (at most ``max_entries`` entries); raises OSError."""
+        """List ``absdir`` (at most ``max_entries`` candidate entries); raises OSError."""
         entries: list[tuple[str, int]] = []
         truncated = False
+        raw_left = max_entries * RAW_ENTRIES_FACTOR
         with os.scandir(absdir) as it:
             for entry in it:
+                raw_left -= 1
+                if raw_left < 0:
+                    truncated = True
+                    break
+                name = entry.name
+                if name.endswith(".md"):
+                    if not entry.is_file(follow_symlinks=False):
+                        if not entry.is_dir(follow_symlinks=False):
+                            continue
+                        kind = DIR
+                    else:
+                        kind = MARKDOWN
+                elif entry.is_dir(follow_symlinks=False):
+                    kind = DIR
+                else:
+                    continue
                 if len(entries) >= max_entries:
                     truncated = True
                     break
-                if entry.is_dir(follow_symlinks=False):
-                    kind = DIR
-                elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                    kind = MARKDOWN
-                else:
-                    kind = OTHER
-                entries.append((entry.name, kind))
+                entries.append((name, kind))
         entries.sort()
         return cls(st.st_mtime_ns, st.st_ino, entries, truncated, _racy(st.st_mtime_ns))
 

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 import trio
 
+from hub.faults import STORAGE_CODES, from_os_error, log_fault
 from hub.identity import Identity, Peer, Scope, peer_credentials
 from protocol.errors import ErrorCode, HubError
 from protocol.framing import FrameDecoder
@@ -269,7 +270,13 @@ class ConnectionSet:
             try:
                 frame = encode_result(request.id, await self.session.call(identity, scope, request))
             except HubError as exc:
+                if exc.code in STORAGE_CODES:
+                    log_fault(log, request.method, exc)  # the full OSError stays in the log, not the answer
                 frame = encode_error(request.id, exc)
+            except OSError as exc:
+                # A file-system failure no step named (DESIGN.md §4.8): still a storage error, not a bug.
+                log.exception("request %s failed", request.method)
+                frame = encode_error(request.id, from_os_error(exc, request.method, ""))
             except Exception as exc:
                 log.exception("request %s failed", request.method)
                 frame = encode_error(request.id, HubError(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}"))

@@ -6,6 +6,11 @@ way is refused without ever being followed, even if it appears between a
 check and the use.  Writes go to a uniquely named temporary file in the
 destination directory, are fsynced, renamed over the target, and the
 directory is fsynced; only then is a write acknowledged.
+
+Each step runs inside :func:`hub.faults.step`, so a failure of the file system
+(a full disk, a read-only mount, a folder the Hub may not read) is a
+``storage_*`` or ``permission_denied`` error naming the errno, the operation
+and the logical path, never ``internal`` (DESIGN.md §4.8).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from hub.faults import from_os_error, step
 from protocol.errors import ErrorCode, HubError
 
 TEMP_SUFFIX = ".amux-tmp"
@@ -39,7 +45,7 @@ def _explain(dir_fd: int, name: str, logical: str, exc: OSError) -> HubError:
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError:
-        return HubError(ErrorCode.INTERNAL, f"cannot open {logical!r}: {exc.strerror}")
+        return from_os_error(exc, "open", logical)
     if stat.S_ISLNK(st.st_mode):
         return _invalid(logical, f"'{name}' is a symlink; symlinks are never followed")
     if stat.S_ISDIR(st.st_mode):
@@ -74,7 +80,9 @@ def open_parent(root: str, segments: list[str], logical: str, *, create: bool,
     Yields None when a directory on the way is missing and ``create`` is
     False.  With ``create`` the missing directories are made (``dir_mode``,
     default 0700; the process umask applies too).
-    Raises ``invalid_path`` for a symlink or a file where a directory belongs.
+    Raises ``invalid_path`` for a symlink or a file where a directory belongs,
+    and ``permission_denied`` / ``storage_*`` (:mod:`hub.faults`) naming the
+    folder for other failures (DESIGN.md §4.8).
     """
     opened = OpenedParent(fd=-1)
     yielded = False
@@ -85,7 +93,8 @@ def open_parent(root: str, segments: list[str], logical: str, *, create: bool,
             yield None
             return
         opened._owned.append(fd)
-        for name in segments[:-1]:
+        for depth, name in enumerate(segments[:-1]):
+            folder = "/".join(segments[: depth + 1]) + "/"
             try:
                 nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except FileNotFoundError:
@@ -93,15 +102,17 @@ def open_parent(root: str, segments: list[str], logical: str, *, create: bool,
                     yielded = True
                     yield None
                     return
-                os.mkdir(name, dir_mode, dir_fd=fd)
+                with step("create directory", folder):
+                    os.mkdir(name, dir_mode, dir_fd=fd)
                 opened.created.append((fd, name))
-                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                with step("open directory", folder):
+                    nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     raise _explain(fd, name, logical, exc) from None
                 if exc.errno == errno.ENAMETOOLONG:
                     raise _invalid(logical, "a segment is too long for the file system") from None
-                raise
+                raise from_os_error(exc, "open directory", folder) from exc
             opened._owned.append(nfd)
             fd = nfd
         opened.fd = fd
@@ -122,8 +133,9 @@ def _open_root(root: str, create: bool, dir_mode: int = 0o700) -> int | None:
     except FileNotFoundError:
         if not create:
             return None
-        os.makedirs(root, mode=dir_mode, exist_ok=True)
-        return os.open(root, _DIR_FLAGS)
+        with step("create scope directory", ""):
+            os.makedirs(root, mode=dir_mode, exist_ok=True)
+            return os.open(root, _DIR_FLAGS)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             raise HubError(
@@ -131,14 +143,15 @@ def _open_root(root: str, create: bool, dir_mode: int = 0o700) -> int | None:
                 f"the memory scope directory {root} is not a plain directory (a symlink?); "
                 "the Hub refuses to follow it — fix the memory root by hand",
             ) from None
-        raise
+        raise from_os_error(exc, "open scope directory", "") from exc
 
 
 def open_document(dir_fd: int, name: str, logical: str) -> int | None:
     """Open an existing regular file read-only without following a symlink; None if missing.
 
     ``O_NONBLOCK`` keeps a hand-placed FIFO from hanging the Hub; anything but a
-    regular file is ``invalid_path``.
+    regular file is ``invalid_path``; a file the Hub may not read is
+    ``permission_denied`` and other failures ``storage_*`` (DESIGN.md §4.8).
     """
     try:
         fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
@@ -149,49 +162,65 @@ def open_document(dir_fd: int, name: str, logical: str) -> int | None:
             raise _explain(dir_fd, name, logical, exc) from None
         if exc.errno == errno.ENAMETOOLONG:
             raise _invalid(logical, "the name is too long for the file system") from None
+        raise from_os_error(exc, "open", logical) from exc
+    try:
+        with step("stat", logical):
+            mode = os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    if not stat.S_ISREG(mode):
         os.close(fd)
         raise _invalid(logical, "not a regular file")
     return fd
 
 
-def read_all(fd: int) -> bytes:
-    """Read an open file from the start to its end."""
+def read_all(fd: int, logical: str = "") -> bytes:
+    """Read an open file from the start to its end; a failure is ``storage_error`` etc. naming ``logical``."""
     parts: list[bytes] = []
     pos = 0
     while True:
-        chunk = os.pread(fd, CHUNK, pos)
+        with step("read", logical):
+            chunk = os.pread(fd, CHUNK, pos)
         if not chunk:
             return b"".join(parts)
         parts.append(chunk)
         pos += len(chunk)
 
 
-def atomic_write(parent: OpenedParent, name: str, data: bytes, mode: int = 0o600) -> None:
+def atomic_write(parent: OpenedParent, name: str, data: bytes, mode: int = 0o600, logical: str = "") -> None:
     """Durably replace ``name`` in ``parent`` with ``data``.
 
     Order: write a new temp file (``mode``, default 0600, ``O_EXCL``) → fsync(file) → rename over
     the target → fsync(dir) → fsync the parent of every directory created for
     this write.  The temp file is removed if any step before the rename fails.
+    A failing step raises ``storage_full`` / ``storage_read_only`` /
+    ``permission_denied`` / ``storage_error`` naming the step and ``logical``;
+    a failing fsync after the rename says ``uncertain`` (DESIGN.md §4.8).
     """
     tmp = f".{secrets.token_hex(8)}{TEMP_SUFFIX}"  # fixed length: any legal name still fits
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent.fd)
+    with step("create temporary file", logical):
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
+                     dir_fd=parent.fd)
     try:
         try:
             view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            with step("write", logical):
+                while view:
+                    view = view[os.write(fd, view) :]
+            with step("fsync", logical):
+                os.fsync(fd)
         finally:
             os.close(fd)
-        os.rename(tmp, name, src_dir_fd=parent.fd, dst_dir_fd=parent.fd)
+        with step("rename", logical):
+            os.rename(tmp, name, src_dir_fd=parent.fd, dst_dir_fd=parent.fd)
     except BaseException:
         _unlink_quietly(parent.fd, tmp)
         raise
-    os.fsync(parent.fd)
-    for created_in, _ in reversed(parent.created):
-        os.fsync(created_in)
+    with step("fsync directory", logical, uncertain=True):
+        os.fsync(parent.fd)
+        for created_in, _ in reversed(parent.created):
+            os.fsync(created_in)
 
 
 def replace_file(path: str, data: bytes) -> None:
@@ -213,10 +242,12 @@ def remove_created(parent: OpenedParent) -> None:
             break
 
 
-def unlink_durably(dir_fd: int, name: str) -> None:
-    """Remove ``name`` and fsync its directory."""
-    os.unlink(name, dir_fd=dir_fd)
-    os.fsync(dir_fd)
+def unlink_durably(dir_fd: int, name: str, logical: str = "") -> None:
+    """Remove ``name`` and fsync its directory; failures are mapped as in :func:`atomic_write`."""
+    with step("unlink", logical):
+        os.unlink(name, dir_fd=dir_fd)
+    with step("fsync directory", logical, uncertain=True):
+        os.fsync(dir_fd)
 
 
 def _unlink_quietly(dir_fd: int, name: str) -> None:

@@ -1,8 +1,12 @@
 """The bounded literal scan behind ``search`` (DESIGN.md §5; its bounds, §6).
 
-No index: every call walks the scope in path order and tests each Markdown
-document for the query's literal keywords (Unicode casefold, so case is
-ignored; CJK text matches as contiguous characters).  The scan stops at the
+No index: every call walks the scope breadth-first (§5.4: the top level and
+``MEMORY.md`` first, then a fair share of the file budget per folder, small
+folders before crowded ones) and tests each Markdown document for the query's
+literal keywords (Unicode casefold, so case is ignored; CJK text matches as
+contiguous characters).  Entries that cannot be documents (not ``*.md``) cost
+no budget; a folder or file the Hub may not read is reported (``unreadable``)
+and the rest is still scanned.  The scan stops at the
 first of: ``scan_max_files`` documents, ``scan_max_bytes`` read, the caller's
 ``should_stop()`` (the Hub wires this to a Trio cancel scope with the 250 ms
 budget), the point where one more file read at the pace of the slowest recent
@@ -12,19 +16,22 @@ result then says ``incomplete``.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
 import unicodedata
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import ahocorasick_rs
 
 from hub.cache import DIR, MARKDOWN, CachedDoc, Haystack, ScopeCache, fold
-from protocol.limits import Limits
+from hub.faults import MAX_REPORTED_PATHS, short_path
+from protocol.limits import ENTRY_NAME, Limits
 from protocol.messages import packed_size
 from protocol.paths import is_canonical_path
 
@@ -51,8 +58,10 @@ class _Walk:
     """Traversal state against the scan budget.
 
     ``skip`` marks the result incomplete but goes on (a directory listing cut
-    at its entry limit, a file too large for the bytes left); ``stop`` also
-    ends the scan (files, time or total entries exhausted).
+    at its entry limit, a file too large for the bytes left, a folder or file
+    the Hub may not read); ``stop`` also ends the scan (files, time or total
+    entries exhausted).  ``unreadable`` names what could not be read
+    (logical paths, at most :data:`hub.faults.MAX_REPORTED_PATHS`).
     """
 
     limits: Limits
@@ -60,6 +69,7 @@ class _Walk:
     incomplete: bool = False
     halted: bool = False
     reasons: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
 
     def skip(self, reason: str) -> None:
         self.incomplete = True
@@ -70,50 +80,118 @@ class _Walk:
         self.skip(reason)
         self.halted = True
 
+    def cannot_read(self, logical: str) -> None:
+        self.skip("unreadable")
+        if len(self.unreadable) < MAX_REPORTED_PATHS:
+            self.unreadable.append(short_path(logical))
+
 
 FileEntry = tuple[str, str]
 """``(logical path, file name)`` of one Markdown file."""
 
 Batch = tuple[str, list[FileEntry]]
-"""``(absolute directory, its files)``: a run of Markdown files in one directory."""
+"""``(absolute directory, its files)``: the Markdown files of one directory, in name order."""
 
 
-def _walk(root: str, prefix: str, walk: _Walk, cache: ScopeCache, seen_dirs: set[str]) -> Iterator[Batch]:
-    """Yield batches of ``.md`` files in path order (one batch per run of files in a directory).
+def _list_tree(root: str, prefix: str, walk: _Walk, cache: ScopeCache, seen_dirs: set[str],
+               out_of_time: Callable[[], bool]) -> list[Batch]:
+    """Every directory's Markdown files, breadth-first (the top level first, then depth 1, ...).
 
     Symlinks are skipped, never followed; directories that cannot lead to a
     path starting with ``prefix`` are pruned.  Directory listings come from
-    the cache while the directory's mtime and inode are unchanged.
+    the cache while the directory's mtime and inode are unchanged; only
+    directories and ``*.md`` names count toward the entry bounds (DESIGN.md
+    §5.4).  A directory that cannot be read is reported (``unreadable``) and
+    the rest is still listed.
     """
-    def visit(absdir: str, rel: str) -> Iterator[Batch]:
+    batches: list[Batch] = []
+    queue: deque[tuple[str, str]] = deque([(root, "")])
+    limits = walk.limits
+    listed = 0
+    while queue:
+        absdir, rel = queue.popleft()
+        listed += 1
+        if listed % 16 == 0 and out_of_time():
+            walk.stop("time")
+            break
         try:
-            listing = cache.listing(absdir, walk.limits.scan_max_dir_entries)
+            listing = cache.listing(absdir, limits.scan_max_dir_entries)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # gone (or replaced by a file or symlink) since its parent was listed
         except OSError:
-            return
+            walk.cannot_read(rel or "/")
+            continue
         seen_dirs.add(absdir)
         if listing.truncated:
             walk.skip("directory entries")
-        batch: list[FileEntry] = []
+        files: list[FileEntry] = []
+        full = False
         for name, kind in listing.entries:
             walk.entries += 1
-            if walk.entries > walk.limits.scan_max_total_entries:
-                walk.stop("total entries")
+            if walk.entries > limits.scan_max_total_entries:
+                walk.skip("total entries")
+                full = True
                 break
             logical = rel + name
             if kind == MARKDOWN:
                 if logical.startswith(prefix):
-                    batch.append((logical, name))
+                    files.append((logical, name))
             elif kind == DIR:
                 sub = logical + "/"
                 if sub.startswith(prefix) or prefix.startswith(sub):
-                    if batch:
-                        yield absdir, batch
-                        batch = []
-                    yield from visit(absdir + "/" + name, sub)
-        if batch:
-            yield absdir, batch
+                    queue.append((absdir + "/" + name, sub))
+        if not rel:
+            # MEMORY.md is read first of all: it is always scanned, whatever else the scope holds.
+            files.sort(key=lambda f: f[0] != ENTRY_NAME)
+        if files:
+            batches.append((absdir, files))
+        if full:
+            break
+    return batches
 
-    yield from visit(root, "")
+
+def _fair_plan(batches: list[Batch], root: str, max_files: int, walk: _Walk) -> list[Batch]:
+    """Share the file budget among directories so one crowded folder cannot use it all (DESIGN.md §5.4).
+
+    The top level (``MEMORY.md`` first) takes what it needs first.  The rest is
+    shared max-min fairly: every other directory gets all its files if that
+    fits, and the largest directories get equal shares of what remains
+    (earlier in breadth-first order first on a remainder).  The plan reads
+    the top level, then directories from the smallest share to the largest,
+    so the bytes and time budgets too run out in the crowded folders last.
+    A cut directory marks the result incomplete (``files``).
+    """
+    budget = max_files
+    plan: list[Batch] = []
+    rest = batches
+    if batches and batches[0][0] == root:
+        top = batches[0][1]
+        plan.append((root, top[:budget]))
+        if len(top) > budget:
+            walk.skip("files")
+        budget -= len(plan[0][1])
+        rest = batches[1:]
+    sizes = sorted(len(files) for _, files in rest)
+    share, extra, left = max(sizes, default=0), 0, budget
+    for i, size in enumerate(sizes):
+        remaining = len(sizes) - i
+        if size * remaining > left:
+            share, extra = divmod(left, remaining)
+            break
+        left -= size
+    shares: list[tuple[int, int, Batch]] = []
+    for index, (absdir, files) in enumerate(rest):
+        take = min(len(files), share)
+        if take < len(files) and extra > 0:
+            take += 1
+            extra -= 1
+        if take < len(files):
+            walk.skip("files")
+        if take:
+            shares.append((take, index, (absdir, files[:take])))
+    shares.sort(key=lambda item: (item[0], item[1]))
+    plan.extend(batch for _, _, batch in shares)
+    return plan
 
 
 def _snippet(line: str, folded_kw: str, max_bytes: int) -> tuple[str, bool]:
@@ -223,6 +301,7 @@ def _prefetch(dir_fd: int, names: list[str]) -> None:
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_GONE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENXIO})
 
 
 def _collect(
@@ -244,10 +323,19 @@ def _collect(
     seen_dirs: set[str] = set()
     is_reg = stat.S_ISREG
     lstat_at = os.stat
-    for absdir, batch in _walk(root, path_prefix, walk, cache, seen_dirs):
+
+    def out_of_time() -> bool:
+        return should_stop() or time.perf_counter() > deadline
+
+    batches = _list_tree(root, path_prefix, walk, cache, seen_dirs, out_of_time)
+    for absdir, batch in _fair_plan(batches, root, max_files, walk):
+        if walk.halted:
+            break
         try:
             dir_fd = os.open(absdir, _DIR_FLAGS)
-        except OSError:
+        except OSError as exc:
+            if exc.errno not in _GONE:
+                walk.cannot_read(batch[0][0].rpartition("/")[0] + "/")
             continue  # gone (or replaced by a symlink) since it was listed
         try:
             room = max(0, max_files - len(docs))
@@ -258,7 +346,10 @@ def _collect(
                     break
                 try:
                     st = lstat_at(name, dir_fd=dir_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
                 except OSError:
+                    walk.cannot_read(logical)
                     continue
                 if not is_reg(st.st_mode):
                     continue
@@ -278,7 +369,9 @@ def _collect(
                     began = time.perf_counter()
                     try:
                         data = reader(absdir + "/" + name)
-                    except OSError:
+                    except OSError as exc:
+                        if exc.errno is not None and exc.errno not in _GONE:
+                            walk.cannot_read(logical)  # EACCES, EIO: say so; a vanished or odd file is just absent
                         continue
                     doc = CachedDoc.load(logical, st, data)
                     cache.put(doc)
@@ -296,6 +389,10 @@ def _collect(
     if not walk.incomplete:
         cache.prune(path_prefix, seen, seen_dirs)
     return docs, scanned_bytes
+
+
+def _path_of(doc: CachedDoc) -> str:
+    return doc.path
 
 
 def search_scope(
@@ -329,11 +426,14 @@ def search_scope(
     with cache.lock:
         on_start()  # the time budget runs from here, not while waiting behind another scan of this scope
         docs, scanned_bytes = _collect(root, path_prefix, limits, walk, should_stop, reader, cache)
+        # The haystack is in path order whatever order the fair scan read in (DESIGN.md §5.4.1): _presence samples
+        # its first 64 KiB to pick a strategy per keyword, and one folder read first must not skew that.
+        docs.sort(key=_path_of)
         hay = cache.haystack_for(docs)
     hits = _presence(hay, folded_kws)
     result: dict[str, Any] = {
         "matches": [], "candidates": len(hits), "incomplete": walk.incomplete,
-        "incomplete_reasons": walk.reasons, "scanned_files": len(docs),
+        "incomplete_reasons": walk.reasons, "unreadable": walk.unreadable, "scanned_files": len(docs),
         "scanned_bytes": scanned_bytes, "truncated": len(hits) > limit,
     }
     size = packed_size(result)

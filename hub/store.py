@@ -1,7 +1,8 @@
 """The Markdown store: revisions, compare-and-swap writes, bounded reads, quotas.
 
-Implements DESIGN.md §4 (storage, revisions, atomic durable writes) and §6
-(bounds).  All methods are blocking and meant to run in a worker thread
+Implements DESIGN.md §4 (storage, revisions, atomic durable writes; §4.7
+quotas, recounted after hand edits; §4.8 storage faults) and §6 (bounds).
+All methods are blocking and meant to run in a worker thread
 (``trio.to_thread.run_sync``); callers serialise writes to one scope with that
 scope's lock (check revision → check quota → write).
 
@@ -15,10 +16,11 @@ import hashlib
 import os
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hub import fsio
+from hub.faults import MAX_REPORTED_PATHS, short_path
 from hub.rewrite_guard import check_rewrite, count_lines
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import ENTRY_NAME, Limits
@@ -28,7 +30,10 @@ from protocol.params import ABSENT
 Result = dict[str, Any]
 
 USAGE_TTL = 5.0
-"""Seconds a counted scope usage is trusted (then recounted; the Hub's own writes keep it exact)."""
+"""Seconds a counted scope usage is trusted at most (then recounted; the Hub's own writes keep it exact)."""
+
+NEAR_LIMIT_FRACTION = 16
+"""A count within 1/16 of a scope quota (64 of 1,024 documents, 1 MiB of 16 MiB) is recounted before every write."""
 
 
 def revision_of(data: bytes) -> str:
@@ -38,10 +43,25 @@ def revision_of(data: bytes) -> str:
 
 @dataclass(frozen=True)
 class Usage:
-    """A scope's current size: documents and total bytes of ``.md`` files."""
+    """A scope's current size: documents and total bytes of ``.md`` files.
+
+    ``unreadable`` names (logical, ``notes/private/``; at most
+    :data:`hub.faults.MAX_REPORTED_PATHS`) the folders the count could not
+    read: their documents are not counted (DESIGN.md §4.7).
+    """
 
     documents: int
     bytes: int
+    unreadable: tuple[str, ...] = field(default=(), compare=False)
+
+
+@dataclass
+class _Count:
+    """A usage count and the ``mtime_ns`` of every folder it walked (absolute path → mtime)."""
+
+    usage: Usage
+    at: float
+    folders: dict[str, int]
 
 
 def _quota(what: str, current: int, maximum: int, unit: str, **extra: Any) -> HubError:
@@ -99,9 +119,9 @@ class Store:
         self.limits = limits
         self.file_mode = file_mode
         self.dir_mode = dir_mode
-        # Scope usage, counted by a walk at most every USAGE_TTL seconds and kept exact
-        # for the Hub's own writes in between (writes to a scope are serialised by its lock).
-        self._usage: dict[str, tuple[Usage, float]] = {}
+        # Scope usage, counted by a walk and kept exact for the Hub's own writes in between
+        # (writes to a scope are serialised by its lock); recounted per _stale().
+        self._counts: dict[str, _Count] = {}
 
     # -- reads ---------------------------------------------------------------
 
@@ -125,7 +145,7 @@ class Store:
             if fd is None:
                 return None
             try:
-                return fsio.read_all(fd)
+                return fsio.read_all(fd, path)
             finally:
                 os.close(fd)
 
@@ -232,31 +252,80 @@ class Store:
 
     # -- quotas --------------------------------------------------------------
 
-    def _current_usage(self, scope_dir: str) -> Usage:
-        """The scope's usage: recounted when the last count is older than :data:`USAGE_TTL`
-        (so files edited by hand are seen within seconds), else kept up to date by writes."""
-        cached = self._usage.get(scope_dir)
+    def _current_usage(self, scope_dir: str, adding_bytes: int = 0) -> Usage:
+        """The scope's usage, recounted when the last count may be stale (DESIGN.md §4.7).
+
+        A count is used as is only while it is younger than :data:`USAGE_TTL`,
+        no folder it walked has a new ``mtime_ns`` (a file added, removed or
+        renamed by hand changes its folder's mtime; one ``stat`` per folder)
+        and neither quota is within 1/:data:`NEAR_LIMIT_FRACTION` of its limit
+        after adding one document and ``adding_bytes``.  Otherwise the scope is
+        walked again, so a hand-placed file never lets a create through over
+        the quota.
+        """
+        cached = self._counts.get(scope_dir)
         now = time.monotonic()
-        if cached is not None and now - cached[1] < USAGE_TTL:
-            return cached[0]
-        usage = self.usage(scope_dir)
-        self._usage[scope_dir] = (usage, now)
+        if cached is not None and not self._stale(cached, now, adding_bytes):
+            return cached.usage
+        usage, folders = self._count(scope_dir)
+        self._counts[scope_dir] = _Count(usage, now, folders)
         return usage
 
-    def _account(self, scope_dir: str, documents: int, size: int) -> None:
-        cached = self._usage.get(scope_dir)
-        if cached is not None:
-            usage, at = cached
-            self._usage[scope_dir] = (Usage(usage.documents + documents, usage.bytes + size), at)
+    def _stale(self, count: _Count, now: float, adding_bytes: int) -> bool:
+        lim = self.limits
+        usage = count.usage
+        if now - count.at >= USAGE_TTL:
+            return True
+        if usage.documents + 1 > lim.scope_max_documents - lim.scope_max_documents // NEAR_LIMIT_FRACTION:
+            return True
+        if usage.bytes + adding_bytes > lim.scope_max_bytes - lim.scope_max_bytes // NEAR_LIMIT_FRACTION:
+            return True
+        for absdir, mtime_ns in count.folders.items():
+            try:
+                if os.stat(absdir, follow_symlinks=False).st_mtime_ns != mtime_ns:
+                    return True
+            except OSError:
+                return True
+        return False
+
+    def _account(self, scope_dir: str, segments: list[str], documents: int, size: int) -> None:
+        """Apply one of the Hub's own writes to the cached count and note the new mtimes of its folders."""
+        cached = self._counts.get(scope_dir)
+        if cached is None:
+            return
+        usage = cached.usage
+        cached.usage = Usage(usage.documents + documents, usage.bytes + size, usage.unreadable)
+        absdir = scope_dir
+        for name in ["", *segments[:-1]]:
+            absdir = absdir + "/" + name if name else absdir
+            try:
+                cached.folders[absdir] = os.stat(absdir, follow_symlinks=False).st_mtime_ns
+            except OSError:
+                cached.folders.pop(absdir, None)
 
     def usage(self, scope_dir: str) -> Usage:
-        """Count regular ``.md`` files and their bytes under the scope (symlinks not followed)."""
+        """Count regular ``.md`` files and their bytes under the scope (symlinks not followed).
+
+        Folders that cannot be read (``EACCES``, ``EIO``) are left out and
+        named in :attr:`Usage.unreadable`; the count never raises for them.
+        """
+        return self._count(scope_dir)[0]
+
+    def _count(self, scope_dir: str) -> tuple[Usage, dict[str, int]]:
         documents = total = 0
-        stack = [scope_dir]
+        unreadable: list[str] = []
+        folders: dict[str, int] = {}
+        stack = [(scope_dir, "")]
         while stack:
+            absdir, rel = stack.pop()
             try:
-                it = os.scandir(stack.pop())
-            except FileNotFoundError:
+                folders[absdir] = os.stat(absdir, follow_symlinks=False).st_mtime_ns
+                it = os.scandir(absdir)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError:
+                if len(unreadable) < MAX_REPORTED_PATHS:
+                    unreadable.append(short_path(rel or "/"))
                 continue
             with it:
                 for entry in it:
@@ -264,14 +333,18 @@ class Store:
                         st = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         continue  # removed or renamed since the directory was read
+                    except OSError:
+                        if len(unreadable) < MAX_REPORTED_PATHS:
+                            unreadable.append(short_path(rel + entry.name))
+                        continue
                     if stat.S_ISDIR(st.st_mode):
-                        stack.append(entry.path)
+                        stack.append((entry.path, rel + entry.name + "/"))
                     elif stat.S_ISREG(st.st_mode) and entry.name.endswith(".md"):
                         documents += 1
                         total += st.st_size
-        return Usage(documents, total)
+        return Usage(documents, total, tuple(unreadable)), folders
 
-    def _check_quota(self, scope_dir: str, path: str, content: bytes, old: bytes | None) -> None:
+    def _check_quota(self, scope_dir: str, path: str, content: bytes, old: bytes | None) -> Usage:
         lim = self.limits
         if path == ENTRY_NAME:
             if len(content) > lim.entry_max_bytes:
@@ -287,12 +360,15 @@ class Store:
                 )
         elif len(content) > lim.document_max_bytes:
             raise _quota("document size", len(content), lim.document_max_bytes, "bytes", path=path)
-        usage = self._current_usage(scope_dir)
+        old_size = len(old) if old is not None else 0
+        usage = self._current_usage(scope_dir, len(content) - old_size)
+        extra: dict[str, Any] = {"unreadable": list(usage.unreadable)} if usage.unreadable else {}
         if old is None and usage.documents + 1 > lim.scope_max_documents:
-            raise _quota("scope documents", usage.documents + 1, lim.scope_max_documents, "documents")
-        new_total = usage.bytes - (len(old) if old is not None else 0) + len(content)
-        if new_total > lim.scope_max_bytes and len(content) > (len(old) if old is not None else 0):
-            raise _quota("scope size", new_total, lim.scope_max_bytes, "bytes")
+            raise _quota("scope documents", usage.documents + 1, lim.scope_max_documents, "documents", **extra)
+        new_total = usage.bytes - old_size + len(content)
+        if new_total > lim.scope_max_bytes and len(content) > old_size:
+            raise _quota("scope size", new_total, lim.scope_max_bytes, "bytes", **extra)
+        return usage
 
     # -- writes --------------------------------------------------------------
 
@@ -305,25 +381,34 @@ class Store:
         ``observed_revision``) on a revision mismatch and ``quota_exceeded``
         (with ``current``/``maximum``) over a limit, and ``destructive_rewrite``
         when a replacement looks like a lossy rewrite (:mod:`hub.rewrite_guard`)
-        unless ``allow_shrink``; in every case nothing is written.
+        unless ``allow_shrink``; in every case nothing is written.  A file-system
+        failure is ``storage_full`` / ``storage_read_only`` / ``storage_error``
+        or ``permission_denied`` with ``data.errno`` and ``data.operation``
+        (DESIGN.md §4.8); the old document is then untouched unless
+        ``data.uncertain``.  When the quota count could not read some folders
+        the result also has ``unreadable`` (their logical paths).
         """
         old = self.read(scope_dir, path)
         observed = ABSENT if old is None else revision_of(old)
         if observed != expected_revision:
             raise _conflict(path, expected_revision, observed)
-        self._check_quota(scope_dir, path, content, old)
+        usage = self._check_quota(scope_dir, path, content, old)
         if old is not None and not allow_shrink:
             check_rewrite(path, old, content)
         segments = path.split("/")
         with fsio.open_parent(scope_dir, segments, path, create=True, dir_mode=self.dir_mode) as parent:
             assert parent is not None
             try:
-                fsio.atomic_write(parent, segments[-1], content, self.file_mode)
+                fsio.atomic_write(parent, segments[-1], content, self.file_mode, path)
             except BaseException:
                 fsio.remove_created(parent)
                 raise
-        self._account(scope_dir, 1 if old is None else 0, len(content) - (0 if old is None else len(old)))
-        return {"path": path, "revision": revision_of(content), "created": old is None, "bytes": len(content)}
+        self._account(scope_dir, segments, 1 if old is None else 0, len(content) - (0 if old is None else len(old)))
+        result: Result = {"path": path, "revision": revision_of(content), "created": old is None,
+                          "bytes": len(content)}
+        if usage.unreadable:
+            result["unreadable"] = list(usage.unreadable)  # folders the quota count could not read
+        return result
 
     def forget(self, scope_dir: str, path: str, expected_revision: str) -> Result:
         """Compare-and-swap delete one document, then fsync its directory.
@@ -338,12 +423,12 @@ class Store:
             if parent is None or fd is None:
                 return {"path": path, "deleted": False, "already_absent": True, "revision": ABSENT}
             try:
-                data = fsio.read_all(fd)
+                data = fsio.read_all(fd, path)
             finally:
                 os.close(fd)
             observed = revision_of(data)
             if observed != expected_revision:
                 raise _conflict(path, expected_revision, observed)
-            fsio.unlink_durably(parent.fd, segments[-1])
-        self._account(scope_dir, -1, -len(data))
+            fsio.unlink_durably(parent.fd, segments[-1], path)
+        self._account(scope_dir, segments, -1, -len(data))
         return {"path": path, "deleted": True, "already_absent": False, "revision": ABSENT}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from launch.errors import LaunchError
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, HubError
 
 SESSION_ID_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """A session id: 1-128 characters of ``[A-Za-z0-9._-]``, not starting with a dot or dash."""
@@ -82,6 +82,9 @@ def store(home: Path, state: SessionState, *, fresh: bool = True) -> Path:
     except OSError as exc:
         raise LaunchError("session", f"cannot store the session state at {path}: {exc.strerror or exc}",
                           {"path": str(path)}, code=ErrorCode.INTERNAL) from None
+    except HubError as exc:  # a storage fault named by hub.fsio (DESIGN.md §4.8): keep its code and errno
+        raise LaunchError("session", f"cannot store the session state at {path}: {exc.message}",
+                          {**exc.data, "path": str(path)}, code=exc.code) from exc
     return path
 
 

@@ -3,7 +3,8 @@
 Each code has a fixed CLI exit status, so scripts can branch on it without
 parsing text, and a next step an agent is told with every MCP tool error.
 ``data`` carries what a caller needs to act: ``conflict`` the observed
-revision, quota errors the current and maximum sizes.  DESIGN.md §8.
+revision, quota errors the current and maximum sizes, storage errors the errno
+name and the failing operation.  DESIGN.md §8.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ class ErrorCode(StrEnum):
     UNAVAILABLE = "unavailable"
     BUSY = "busy"
     DESTRUCTIVE_REWRITE = "destructive_rewrite"
+    STORAGE_FULL = "storage_full"
+    STORAGE_READ_ONLY = "storage_read_only"
+    STORAGE_ERROR = "storage_error"
+    PERMISSION_DENIED = "permission_denied"
     INTERNAL = "internal"
 
 
@@ -82,6 +87,16 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
                                              "placeholder such as '[rest unchanged]', or most lines dropped). Read "
                                              "the document with memory_get and write the complete new text; pass "
                                              "allow_shrink=true only if the cut is deliberate."),
+    ErrorCode.STORAGE_FULL: ErrorSpec(14, "Nothing was written: the Hub's disk is full. Do not retry now; tell the "
+                                      "user (the Hub's operator must free space). Reading and searching still work."),
+    ErrorCode.STORAGE_READ_ONLY: ErrorSpec(15, "Nothing was written: the Hub's memory is on a read-only file system. "
+                                           "Do not retry now; tell the user. Reading and searching still work."),
+    ErrorCode.STORAGE_ERROR: ErrorSpec(16, "The Hub's file system failed (data.errno, data.operation). If "
+                                       "data.uncertain is true the write may have happened: read the document with "
+                                       "memory_get before retrying; otherwise nothing was written. Tell the user if "
+                                       "it persists."),
+    ErrorCode.PERMISSION_DENIED: ErrorSpec(17, "The Hub may not read or write data.path (file permissions on the "
+                                           "Hub's host). Nothing was changed; use other documents and tell the user."),
 }
 """The closed set, with each code's exit status and next step (DESIGN.md §8)."""
 

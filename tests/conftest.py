@@ -62,6 +62,8 @@ class HubProcess:
     proc: subprocess.Popen[bytes] | None = None
     log: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
+    prefix: list[str] = field(default_factory=list)
+    """Run the Hub under this command (e.g. ``setpriv --bounding-set=-dac_override -- ``)."""
 
     @property
     def scope_dir(self) -> Path:
@@ -71,7 +73,7 @@ class HubProcess:
         assert self.log is not None
         with open(self.log, "ab") as out:  # the Hub keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
-                [*amux_argv(), "hub", "serve", "--home", str(self.home)],
+                [*self.prefix, *amux_argv(), "hub", "serve", "--home", str(self.home)],
                 env=self.env, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
             )
         deadline = time.monotonic() + timeout

@@ -58,7 +58,8 @@ def test_list_prefix_and_cli(hub: HubProcess) -> None:
     result = hub.cli("memory", "list", "--path-prefix", "feedback/")
     assert result.returncode == 0, result.stderr
     assert result.json == {"entries": [{"path": "feedback/_archive/old.md", "bytes": 4},
-                                       {"path": "feedback/a.md", "bytes": 4}], "incomplete": False}
+                                       {"path": "feedback/a.md", "bytes": 4}], "incomplete": False,
+                           "incomplete_reasons": [], "unreadable": []}
     everything = hub.cli("memory", "list").json["entries"]
     assert [e["path"] for e in everything] == ["feedback/_archive/old.md", "feedback/a.md", "feedbackish.md",
                                                "user/me.md"]
@@ -96,6 +97,9 @@ def test_a_file_gone_between_readdir_and_stat_is_skipped_not_an_error(tmp_path: 
         def __init__(self, entry: os.DirEntry[str]) -> None:
             self._entry = entry
             self.name, self.path = entry.name, entry.path
+
+        def is_dir(self, *, follow_symlinks: bool = True) -> bool:
+            return self._entry.is_dir(follow_symlinks=follow_symlinks)
 
         def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
             if self.name == "b.md":

@@ -629,9 +629,67 @@ def test_directory_over_the_entry_limit_does_not_hide_other_directories(tmp_path
     crowded = tmp_path / "aaa"
     crowded.mkdir()
     for i in range(80):
-        (crowded / f"{i}.png").write_bytes(b"")
+        (crowded / f"{i}.md").write_bytes(b"")
     (tmp_path / "zzz").mkdir()
     (tmp_path / "zzz" / "note.md").write_text("unicornword\n")
     res = search_scope(str(tmp_path), ("unicornword",), "", 5, limits)
     assert [m["path"] for m in res["matches"]] == ["zzz/note.md"]
     assert res["incomplete"] is True and res["incomplete_reasons"] == ["directory entries"]
+
+
+def test_files_that_cannot_be_documents_cost_no_entry_budget(tmp_path: Path) -> None:
+    limits = dataclasses.replace(LIMITS, scan_max_dir_entries=50)
+    crowded = tmp_path / "aaa"
+    crowded.mkdir()
+    for i in range(80):
+        (crowded / f"{i}.png").write_bytes(b"")
+    (crowded / "note.md").write_text("unicornword\n")
+    res = search_scope(str(tmp_path), ("unicornword",), "", 5, limits)
+    assert [m["path"] for m in res["matches"]] == ["aaa/note.md"]
+    assert res["incomplete"] is False and res["incomplete_reasons"] == [] and res["unreadable"] == []
+
+
+def test_a_crowded_folder_gets_a_fair_share_of_the_file_budget(tmp_path: Path) -> None:
+    limits = dataclasses.replace(LIMITS, scan_max_files=20)
+    (tmp_path / "aaa").mkdir()
+    for i in range(100):
+        (tmp_path / "aaa" / f"{i:03}.md").write_text("filler\n")
+    for folder in ("notes", "zzz/deep"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "ordinary.md").write_text("unicornword\n")
+    (tmp_path / "MEMORY.md").write_text("unicornword\n")
+    res = search_scope(str(tmp_path), ("unicornword",), "", 5, limits)
+    assert sorted(m["path"] for m in res["matches"]) == ["MEMORY.md", "notes/ordinary.md", "zzz/deep/ordinary.md"]
+    assert res["scanned_files"] == 20 and res["incomplete_reasons"] == ["files"]
+
+
+def test_unreadable_folders_are_skipped_named_and_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hub.cache
+    import hub.listing
+    import hub.store
+    from hub.faults import MAX_REPORTED_PATH_CHARS, MAX_REPORTED_PATHS
+
+    for i in range(20):
+        (tmp_path / f"locked-{i:02}-{'x' * 200}").mkdir()
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "ok.md").write_text("unicornword\n")
+    real_scandir = os.scandir
+
+    def scandir(path: Any) -> Any:
+        if "locked-" in str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    for module in (hub.cache, hub.listing, hub.store):
+        monkeypatch.setattr(module.os, "scandir", scandir)
+    res = search_scope(str(tmp_path), ("unicornword",), "", 5, LIMITS)
+    assert [m["path"] for m in res["matches"]] == ["notes/ok.md"]
+    assert res["incomplete"] is True and res["incomplete_reasons"] == ["unreadable"]
+    assert len(res["unreadable"]) == MAX_REPORTED_PATHS
+    assert all(len(p) <= MAX_REPORTED_PATH_CHARS and p.startswith("locked-") for p in res["unreadable"])
+    listed = hub.listing.list_documents(str(tmp_path), "", "", LIMITS)
+    assert [e["path"] for e in listed["entries"]] == ["notes/ok.md"]
+    assert listed["incomplete"] is True and listed["incomplete_reasons"] == ["unreadable"]
+    assert len(listed["unreadable"]) == MAX_REPORTED_PATHS
+    usage = hub.store.Store(LIMITS).usage(str(tmp_path))
+    assert usage.documents == 1 and len(usage.unreadable) == MAX_REPORTED_PATHS

@@ -743,10 +743,12 @@ def test_failed_durable_write_leaves_nothing_behind(
         raise OSError(errno.EIO, "injected fsync failure")
 
     monkeypatch.setattr(fsio.os, "fsync", broken_fsync)
-    with pytest.raises(OSError):
-        store.upsert(str(scope), "brand/new/dirs/doc.md", b"never\n", "absent")
-    with pytest.raises(OSError):
-        store.upsert(str(scope), "keep.md", b"changed\n", sha(b"keep\n"))
+    for path, revision in (("brand/new/dirs/doc.md", "absent"), ("keep.md", sha(b"keep\n"))):
+        with pytest.raises(HubError) as failed:
+            store.upsert(str(scope), path, b"changed\n", revision)
+        assert failed.value.code is ErrorCode.STORAGE_ERROR
+        assert failed.value.data == {"errno": "EIO", "operation": "fsync", "path": path, "uncertain": False}
+        assert isinstance(failed.value.__cause__, OSError)  # kept for the Hub's log, never in the answer
     monkeypatch.undo()
     assert snapshot(tmp_path) == before  # no temp file, no half-made directories, old content intact
 

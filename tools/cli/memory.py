@@ -121,8 +121,9 @@ def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, al
 def list_documents(*, path_prefix: str = "") -> int:
     """List the documents in memory (path and size in bytes), sorted by path.
 
-    Prints {"entries": [{"path", "bytes"}], "incomplete"}; incomplete is true
-    when a directory-entry bound cut the walk short.
+    Prints {"entries": [{"path", "bytes"}], "incomplete", "incomplete_reasons",
+    "unreadable"}; incomplete is true when a directory-entry bound cut the walk
+    short or a folder could not be read (unreadable names it).
 
     Parameters
     ----------
@@ -130,14 +131,14 @@ def list_documents(*, path_prefix: str = "") -> int:
         Only documents whose path starts with this, e.g. feedback/.
     """
     from tools.client.blocking import HubClient
-    from tools.client.paging import list_all
+    from tools.client.paging import list_report
 
     try:
         with HubClient() as client:
-            entries, incomplete = list_all(client, path_prefix)
+            report = list_report(client, path_prefix)
     except HubError as exc:
         return fail(exc)
-    emit({"entries": entries, "incomplete": incomplete})
+    emit(report)
     return 0
 
 

@@ -42,7 +42,7 @@ def say(message: str) -> None:
 
 
 def fail(exc: HubError) -> int:
-    """Report ``exc`` the data-command way and return its exit status (2-13).
+    """Report ``exc`` the data-command way and return its exit status (that of its code).
 
     Prints ``{"error": exc.to_wire()}`` on stdout and one line on stderr.
     """

@@ -59,19 +59,37 @@ def list_all(client: Caller, path_prefix: str = "") -> tuple[list[dict[str, Any]
     """Every document under ``path_prefix``, from all ``list`` pages: ``([{"path", "bytes"}, ...], incomplete)``.
 
     Entries come sorted by path, as the Hub pages them; ``incomplete`` is true
-    when any page said a directory-entry bound cut the Hub's walk short.
-    Raises ``internal`` if a page's ``next_cursor`` repeats the cursor asked.
+    when any page said the Hub's walk missed something (an entry bound, an
+    unreadable folder).  Raises ``internal`` if a page's ``next_cursor``
+    repeats the cursor asked.
+    """
+    report = list_report(client, path_prefix)
+    return report["entries"], report["incomplete"]
+
+
+def list_report(client: Caller, path_prefix: str = "") -> dict[str, Any]:
+    """All ``list`` pages joined: ``{entries, incomplete, incomplete_reasons, unreadable}`` (DESIGN.md §5.8).
+
+    ``incomplete_reasons`` and ``unreadable`` (folders or files the Hub may
+    not read) are the union over the pages, in first-seen order.  Raises
+    ``internal`` if a page's ``next_cursor`` repeats the cursor asked, and
+    whatever the Hub answers.
     """
     entries: list[dict[str, Any]] = []
     incomplete = False
+    reasons: list[str] = []
+    unreadable: list[str] = []
     cursor = ""
     while True:
         page = client.call("list", list_params(path_prefix, cursor))
         entries.extend(page.get("entries", []))
         incomplete = incomplete or bool(page.get("incomplete"))
+        for into, key in ((reasons, "incomplete_reasons"), (unreadable, "unreadable")):
+            into.extend(str(x) for x in page.get(key) or [] if str(x) not in into)
         next_cursor = page.get("next_cursor")
         if not next_cursor:
-            return entries, incomplete
+            return {"entries": entries, "incomplete": incomplete, "incomplete_reasons": reasons,
+                    "unreadable": unreadable}
         if next_cursor == cursor:
             raise HubError(ErrorCode.INTERNAL, f"list made no progress after {cursor!r}")
         cursor = str(next_cursor)

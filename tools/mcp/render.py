@@ -56,6 +56,10 @@ def render_search(r: dict[str, Any]) -> str:
         reasons = ", ".join(str(x) for x in r.get("incomplete_reasons") or []) or "a scan limit"
         lines.append(f"The scan stopped early ({reasons}): a missing match is not proof of absence; "
                      "narrow path_prefix or change keywords.")
+        unreadable = r.get("unreadable") or []
+        if unreadable:
+            lines.append("The Hub may not read: " + ", ".join(str(x) for x in unreadable)
+                         + " (file permissions on the Hub's host; tell the user if it matters).")
     if r.get("truncated"):
         lines.append("More matches were left out: raise limit, narrow path_prefix or add keywords.")
     for m in matches:

@@ -47,6 +47,8 @@ SEARCH_SCHEMA = _obj({
     "incomplete": {"type": "boolean", "description": "The scan stopped before covering memory: "
                    "a missing match is not proof of absence."},
     "incomplete_reasons": {"type": "array", "items": _STR},
+    "unreadable": {"type": "array", "items": _STR,
+                   "description": "Folders or files the Hub may not read (reason unreadable), at most 8."},
     "scanned_files": _INT, "scanned_bytes": _INT,
     "truncated": {"type": "boolean", "description": "Matches were left out (limit or reply size)."},
     "elapsed_ms": {"type": "number"},

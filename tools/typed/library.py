@@ -237,8 +237,8 @@ class ProjectLibrary:
         from hub.listing import walk_documents
 
         self._check_no_symlinks()
-        found, _ = walk_documents(str(self.root), prefix, self._store.limits)
-        return sorted(path for path, _ in found)
+        walked = walk_documents(str(self.root), prefix, self._store.limits)
+        return sorted(path for path, _ in walked.found)
 
     def symlinks(self) -> list[str]:
         """Sorted paths (relative to the library) of the symbolic links in it, which are never followed."""
