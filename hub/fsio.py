@@ -134,7 +134,7 @@ def _open_root(root: str, create: bool, dir_mode: int = 0o700) -> int | None:
         if not create:
             return None
         with step("create scope directory", ""):
-            os.makedirs(root, mode=dir_mode, exist_ok=True)
+            make_directories(root, dir_mode)
             return os.open(root, _DIR_FLAGS)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
@@ -144,6 +144,40 @@ def _open_root(root: str, create: bool, dir_mode: int = 0o700) -> int | None:
                 "the Hub refuses to follow it — fix the memory root by hand",
             ) from None
         raise from_os_error(exc, "open scope directory", "") from exc
+
+
+def make_directories(path: str, mode: int = 0o700) -> list[str]:
+    """Create directory ``path`` and its missing ancestors durably, like ``os.makedirs(exist_ok=True)``.
+
+    One level at a time, outermost first: ``mkdir(name, mode)`` in the parent's descriptor, then
+    ``fsync`` of that parent, so the new name survives a crash before anything is written inside it
+    (DESIGN.md §4.5).  ``mode`` is masked by the umask.  A directory someone else makes meanwhile counts
+    as existing.  Returns the absolute paths created (empty when ``path`` already exists).
+    Raises :class:`OSError` (e.g. ``ENOTDIR`` when an ancestor is a file); callers map it with
+    :func:`hub.faults.step`.
+    """
+    head = os.path.abspath(path)
+    missing: list[str] = []
+    while not os.path.lexists(head):
+        head, name = os.path.split(head)
+        if not name:  # reached "/"
+            break
+        missing.append(name)
+    created: list[str] = []
+    for name in reversed(missing):
+        parent_fd = os.open(head, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            try:
+                os.mkdir(name, mode, dir_fd=parent_fd)
+            except FileExistsError:
+                pass
+            else:
+                os.fsync(parent_fd)
+                created.append(os.path.join(head, name))
+        finally:
+            os.close(parent_fd)
+        head = os.path.join(head, name)
+    return created
 
 
 def open_document(dir_fd: int, name: str, logical: str) -> int | None:

@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from hub.fsio import make_directories
 from hub.registry import RegistryFileError, read_registry, registry_path
 
 HOME_LOCK_NAME = "hub.lock"
@@ -73,17 +74,18 @@ class HomeLock:
 
 
 def prepare_memory_root(root: Path) -> None:
-    """Create ``memory/``, ``global/`` and ``users/`` as private (``0700``) directories.
+    """Create ``memory/``, ``global/`` and ``users/`` as private (``0700``) directories, durably
+    (:func:`hub.fsio.make_directories`: the parent of each new one is fsynced, DESIGN.md §4.5).
 
     Raises :class:`HubStartError` when ``global`` or ``users`` is a symlink or
     a file: the Hub never follows a symlink into a scope (DESIGN.md §4).
     """
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_directories(str(root), 0o700)
     os.chmod(root, 0o700)
     for sub in (root / "global", root / "users"):
         if sub.is_symlink() or (sub.exists() and not sub.is_dir()):
             raise HubStartError(f"{sub} must be a plain directory, not a symlink or file; fix it by hand")
-        sub.mkdir(exist_ok=True, mode=0o700)
+        make_directories(str(sub), 0o700)
 
 
 def check_registry(home: Path) -> None:

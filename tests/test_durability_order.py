@@ -1,4 +1,6 @@
-"""The Hub's syscalls for one upsert, recorded with strace: write → fsync(file) → rename → fsync(dir).
+"""The Hub's syscalls for one upsert, recorded with strace: write → fsync(file) → rename → fsync(dir),
+and the parent of every directory a first write creates (the scope directory among them) fsynced before
+the answer (DESIGN.md §4.5).
 
 Needs ``strace`` (installed by .ci/run); skips outside CI when it is missing.
 """
@@ -29,22 +31,30 @@ def _need_strace() -> str:
     return STRACE
 
 
-def test_upsert_syscall_order(tmp_path: Path) -> None:
+def _traced_hub(tmp_path: Path, calls: list[dict[str, object]], *, isolation: str = "off",
+                syscalls: str = "openat,write,fsync,fdatasync,rename,renameat,renameat2,mkdirat,mkdir",
+                decode_fds: bool = False) -> tuple[Path, list[str], list[dict[str, object]]]:
+    """Run ``amux hub serve`` under strace, make the upserts in ``calls`` and stop it.
+
+    Returns the home, the trace's lines (pids stripped) and the answers.  ``decode_fds`` adds
+    ``strace -y`` so each descriptor is printed with its path (``fsync(5</home/memory/users>)``).
+    """
     strace = _need_strace()
-    hub = make_hub(tmp_path, start=False)
+    hub = make_hub(tmp_path, isolation=isolation, start=False)
     trace = tmp_path / "trace.txt"
     proc = subprocess.Popen(
-        [strace, "-f", "-qq", "-e", "trace=openat,write,fsync,fdatasync,rename,renameat,renameat2,mkdirat,mkdir",
+        [strace, "-f", "-qq", *(["-y"] if decode_fds else []), "-e", f"trace={syscalls}",
          "-o", str(trace), *amux_argv(), "hub", "serve", "--home", str(hub.home)],
         env=hub.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
+    answers: list[dict[str, object]] = []
     try:
         deadline = time.monotonic() + 30
         while True:
             try:
                 with HubClient(hub.socket, timeout=5) as c:
-                    c.call("upsert", {"path": "topics/durable.md", "content": b"# kept\n",
-                                      "expected_revision": "absent"})
+                    for params in calls:
+                        answers.append(c.call("upsert", params))
                 break
             except Exception:
                 if time.monotonic() > deadline or proc.poll() is not None:
@@ -57,11 +67,16 @@ def test_upsert_syscall_order(tmp_path: Path) -> None:
         except (OSError, ValueError, IndexError):
             proc.kill()
         proc.wait(30)
-    lines = trace.read_text().splitlines()
+    lines = [line.split(None, 1)[1] if line[:1].isdigit() else line for line in trace.read_text().splitlines()]
+    return hub.home, lines, answers
+
+
+def test_upsert_syscall_order(tmp_path: Path) -> None:
+    home, lines, _ = _traced_hub(tmp_path, [{"path": "topics/durable.md", "content": b"# kept\n",
+                                              "expected_revision": "absent"}])
     events: list[tuple[str, str]] = []
     tmp_fd = dir_fd = None
-    for line in lines:
-        body = line.split(None, 1)[1] if line[:1].isdigit() else line
+    for body in lines:
         m = re.match(r'openat\(.*"(\.[0-9a-f]+\.amux-tmp)", O_WRONLY\|O_CREAT\|O_EXCL.*\) = (\d+)', body)
         if m:
             tmp_fd = m.group(2)
@@ -85,4 +100,76 @@ def test_upsert_syscall_order(tmp_path: Path) -> None:
     assert kinds[:1] == ["open-temp"], lines[-40:]
     order = [kinds.index(k) for k in ("write", "fsync-file", "rename", "fsync-dir")]
     assert order == sorted(order), kinds
-    assert (hub.home / "memory" / "global" / "topics" / "durable.md").read_bytes() == b"# kept\n"
+    assert (home / "memory" / "global" / "topics" / "durable.md").read_bytes() == b"# kept\n"
+
+
+def _new_directories(lines: list[str], within: str) -> list[tuple[int, str]]:
+    """``(line number, real path)`` of each directory a ``strace -y`` trace shows made at or under ``within``."""
+    made: list[tuple[int, str]] = []
+    for n, body in enumerate(lines):
+        m = re.match(r'mkdirat\((-?\d+|AT_FDCWD)<([^>]*)>, "([^"]+)", [0-7]+\) = 0', body)
+        m2 = re.match(r'mkdir\("([^"]+)", [0-7]+\) = 0', body)
+        if m:
+            made.append((n, os.path.realpath(os.path.join(m.group(2), m.group(3)))))
+        elif m2:
+            made.append((n, os.path.realpath(m2.group(1))))
+    return [(n, p) for n, p in made if p == within or p.startswith(within + os.sep)]
+
+
+def _assert_parents_fsynced(lines: list[str], made: list[tuple[int, str]], answered: int) -> None:
+    """Each new directory's parent is fsynced after the mkdir and before line ``answered`` (DESIGN.md §4.5)."""
+    for n, path in made:
+        parent = os.path.dirname(path)
+        fsynced = [k for k, body in enumerate(lines)
+                   if n < k < answered and re.match(rf"f(data)?sync\(\d+<{re.escape(parent)}>\) = 0", body)]
+        assert fsynced, f"{parent} (parent of the new {path}) was never fsynced before the answer:\n" + \
+            "\n".join(lines[n:answered + 1])
+
+
+def test_first_write_into_a_new_scope_fsyncs_every_new_directory_parent(tmp_path: Path) -> None:
+    """Under ``isolation = "user"`` the first upsert creates ``users/<key>/`` (and here ``topics/`` too), after
+    the Hub made ``memory/``, ``global/`` and ``users/`` at start-up: each mkdir is followed by an fsync of the
+    directory it was made in, before the answer."""
+    home, lines, answers = _traced_hub(
+        tmp_path, [{"path": "topics/first.md", "content": b"# first\n", "expected_revision": "absent"}],
+        isolation="user", syscalls="openat,fsync,fdatasync,rename,renameat,renameat2,mkdirat,mkdir,sendto,sendmsg",
+        decode_fds=True)
+    assert answers and answers[0]["revision"]
+    memory = os.path.realpath(home / "memory")
+    made = _new_directories(lines, memory)
+    users = os.path.join(memory, "users")
+    made_paths = [p for _, p in made]
+    assert {memory, users} <= set(made_paths), made
+    assert any(os.path.dirname(p) == users for p in made_paths), (made, lines[-60:])
+    topics = next(p for p in made_paths if p.endswith(os.sep + "topics"))
+    renamed = next(n for n, body in enumerate(lines) if re.match(r'rename(at2?)?\(.*"first\.md"', body))
+    # The answer is the first frame sent after the rename (trio's one-byte wake-up writes are not frames).
+    answered = next((n for n, body in enumerate(lines) if n > renamed
+                     and re.match(r'send(to|msg)\(\d+<socket:\[\d+\]>, "\\0\\0', body)), len(lines))
+    _assert_parents_fsynced(lines, made, answered)
+    assert Path(topics, "first.md").read_bytes() == b"# first\n"
+
+
+def test_first_write_into_a_project_library_fsyncs_every_new_directory_parent(tmp_path: Path) -> None:
+    """``amux memory new ... --project P`` on a project without ``.agent/``: ``.agent/``, ``.agent/memory/`` and
+    ``reference/`` are made, and each one's parent fsynced before the CLI prints its answer."""
+    strace = _need_strace()
+    project, home, trace = tmp_path / "proj", tmp_path / "home", tmp_path / "trace.txt"
+    project.mkdir()
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
+    env["AMUX_HOME"] = str(home)
+    proc = subprocess.run(
+        [strace, "-f", "-qq", "-y", "-e", "trace=mkdir,mkdirat,fsync,fdatasync,rename,renameat,renameat2,write",
+         "-o", str(trace), *amux_argv(), "memory", "new", "reference", "durable", "--tags", "a",
+         "--description", "kept", "--project", str(project)],
+        env=env, capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line.split(None, 1)[1] if line[:1].isdigit() else line for line in trace.read_text().splitlines()]
+    made = _new_directories(lines, os.path.realpath(project))
+    made_paths = [p for _, p in made]
+    library = os.path.realpath(project / ".agent" / "memory")
+    assert {os.path.dirname(library), library, os.path.join(library, "reference")} <= set(made_paths), made
+    printed = next((n for n, body in enumerate(lines) if re.match(r"write\(1<", body)), len(lines))
+    _assert_parents_fsynced(lines, made, printed)
+    assert (project / ".agent" / "memory" / "reference" / "durable.md").is_file()

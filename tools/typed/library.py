@@ -221,8 +221,11 @@ class ProjectLibrary:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        """Hold an exclusive ``flock`` on the library directory (creating it if needed)."""
-        os.makedirs(self.root, exist_ok=True)
+        """Hold an exclusive ``flock`` on the library directory, creating it (and ``.agent/``) if needed
+        with the parent of each new directory fsynced (:func:`hub.fsio.make_directories`, DESIGN.md §4.5)."""
+        from hub.fsio import make_directories
+
+        make_directories(str(self.root), 0o777)  # the umask applies, as for os.makedirs
         self._check_no_symlinks()
         fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
