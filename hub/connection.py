@@ -47,7 +47,9 @@ Result = dict[str, Any]
 MAX_IN_FLIGHT = 32
 """Requests one connection may have running at once; more are answered ``busy``."""
 HELLO_TIMEOUT_SECONDS = 10.0
-"""A new connection must complete ``hello`` within this, or it is closed."""
+"""A new connection must complete ``hello`` within this of being accepted, or it is closed.
+
+One deadline from accept (TLS handshake included): refused requests and failed hellos do not extend it."""
 IDLE_TIMEOUT_SECONDS = 600.0
 """A connection with nothing in flight and nothing received for this long is closed."""
 FRAME_TIMEOUT_SECONDS = 30.0
@@ -67,6 +69,8 @@ class Connection:
     ``transport`` is ``unix``, ``tcp`` or ``tls``.  ``in_flight`` counts requests
     started and not yet answered.  ``closer`` cancels the whole connection (set
     by :meth:`ConnectionSet.handle`); :meth:`send` uses it when the peer stops reading.
+    ``hello_deadline`` is the ``trio.current_time()`` by which ``hello`` must have
+    succeeded (accept + :data:`HELLO_TIMEOUT_SECONDS`).
     """
 
     stream: trio.abc.Stream
@@ -78,6 +82,7 @@ class Connection:
     in_flight: int = 0
     send_lock: trio.Lock = field(default_factory=trio.Lock)
     closer: trio.CancelScope | None = None
+    hello_deadline: float = float("inf")
 
     @property
     def principal(self) -> str | None:
@@ -154,10 +159,12 @@ class ConnectionSet:
 
         ``transport`` is ``unix`` (the kernel names the peer, ``SO_PEERCRED``),
         ``tcp`` or ``tls``; ``tls`` is the server context, and the handshake must
-        finish within :data:`TLS_HANDSHAKE_TIMEOUT_SECONDS`.  Never raises: a
+        finish within :data:`TLS_HANDSHAKE_TIMEOUT_SECONDS`; ``hello`` must then
+        succeed within :data:`HELLO_TIMEOUT_SECONDS` of the accept.  Never raises: a
         failure is logged and the connection closed.  On cancellation the
         connection's tasks are cancelled and the stream is closed (shielded).
         """
+        hello_deadline = trio.current_time() + HELLO_TIMEOUT_SECONDS  # one deadline from accept (DESIGN.md §6)
         self.count += 1
         conn_stream: trio.abc.Stream = stream
         try:
@@ -175,7 +182,7 @@ class ConnectionSet:
                     log.info("closing a TLS connection that did not finish its handshake in %g s",
                              TLS_HANDSHAKE_TIMEOUT_SECONDS)
                     return
-            conn = Connection(conn_stream, peer, transport)
+            conn = Connection(conn_stream, peer, transport, hello_deadline=hello_deadline)
             async with trio.open_nursery() as nursery:
                 conn.closer = nursery.cancel_scope
                 with trio.CancelScope() as reader:
@@ -199,8 +206,9 @@ class ConnectionSet:
         frame_deadline = float("inf")  # when the frame now arriving must be complete
         while True:
             data = b""
-            wait = IDLE_TIMEOUT_SECONDS if conn.helloed else HELLO_TIMEOUT_SECONDS
-            with trio.move_on_at(min(trio.current_time() + wait, frame_deadline)) as idle:
+            # After hello the idle wait restarts with every read; before it, the deadline stays fixed.
+            wait_until = trio.current_time() + IDLE_TIMEOUT_SECONDS if conn.helloed else conn.hello_deadline
+            with trio.move_on_at(min(wait_until, frame_deadline)) as idle:
                 try:
                     data = bytes(await conn.stream.receive_some(RECEIVE_BYTES))  # no copy when it already is bytes
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -216,7 +224,10 @@ class ConnectionSet:
                     return
                 if conn.in_flight:
                     continue  # still working for this peer; it is waiting, not idle
-                log.info("closing a connection that was %s", "idle" if conn.helloed else "silent before hello")
+                if conn.helloed:
+                    log.info("closing a connection that was idle for %g s", IDLE_TIMEOUT_SECONDS)
+                else:
+                    log.info("closing a connection that did not complete hello within %g s", HELLO_TIMEOUT_SECONDS)
                 return
             if not data:
                 return

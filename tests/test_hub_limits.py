@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from pathlib import Path
 
@@ -45,6 +46,41 @@ async def test_silent_connection_is_closed_after_the_hello_timeout(
         assert await _closed(client)
         waited = trio.current_time() - start
         assert connection.HELLO_TIMEOUT_SECONDS <= waited < connection.HELLO_TIMEOUT_SECONDS + 1
+
+
+@pytest.mark.parametrize("method", ["search", "hello"])
+async def test_chatty_connection_without_hello_is_closed_after_the_hello_timeout(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, method: str
+) -> None:
+    """A peer that keeps sending requests before hello (refused) or hellos that fail, one every 8 s, is still
+    closed once HELLO_TIMEOUT_SECONDS have passed since the connection was accepted: one deadline, not reset."""
+    hub = Hub(_config(tmp_path), LIMITS)
+    a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    client = trio.SocketStream(b)
+    params = {"query": "x"} if method == "search" else {"protocol": 999}
+    answers: list[ErrorCode | None] = []
+
+    async def chatter() -> None:
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            for rid in range(1, 100):
+                await client.send_all(encode_request(rid, method, params))
+                await trio.sleep(8)
+
+    async with trio.open_nursery() as nursery:
+        start = trio.current_time()
+        nursery.start_soon(hub.handle, trio.SocketStream(a))
+        nursery.start_soon(chatter)
+        decoder = FrameDecoder()
+        with trio.fail_after(10 * connection.HELLO_TIMEOUT_SECONDS):
+            while data := await client.receive_some(65536):
+                decoder.feed(data)
+                while (body := decoder.next_frame()) is not None:
+                    error = decode_response(body).error
+                    answers.append(error.code if error is not None else None)
+        waited = trio.current_time() - start
+        nursery.cancel_scope.cancel()
+    assert connection.HELLO_TIMEOUT_SECONDS <= waited < connection.HELLO_TIMEOUT_SECONDS + 1
+    assert len(answers) == 2 and all(code is not None for code in answers), answers  # at 0 s and 8 s, refused
 
 
 async def test_idle_connection_is_closed_after_the_idle_timeout(
