@@ -2,13 +2,13 @@
 
 Settings are read when the Hub starts; changing them (``amux system config
 set``) works while the Hub is stopped and takes effect at the next start.
-The file is TOML, read with :mod:`tomllib` and written with ``tomli_w``
+The file is TOML, read by :mod:`protocol.config_file` (the reader the clients
+use too, so both ends agree on ``hub.socket_path``) and written with ``tomli_w``
 atomically (temp file, fsync, rename, fsync of the directory).
 """
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,9 +16,8 @@ from typing import Any
 import tomli_w
 
 from hub import fsio
+from protocol.config_file import CONFIG_NAME, expand_path, read_config, setting_text, socket_path
 from protocol.errors import ErrorCode, HubError
-
-CONFIG_NAME = "config.toml"
 
 
 def _bool(text: str) -> bool:
@@ -72,7 +71,7 @@ def _listen(text: str) -> str:
 
 def _file_path(text: str) -> str:
     # Stored absolute: the Hub and every client must agree whatever their working directory.
-    return str(Path(text).expanduser().resolve()) if text else ""
+    return expand_path(text)
 
 
 def _group(text: str) -> str:
@@ -129,29 +128,19 @@ class HubConfig:
         return self.home / "memory"
 
 
-def _raw(home: Path) -> dict[str, Any]:
-    path = home / CONFIG_NAME
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        return {}
-    except tomllib.TOMLDecodeError as exc:
-        raise HubError(ErrorCode.BAD_REQUEST, f"{path} is not valid TOML: {exc}") from None
-
-
 def get_value(home: Path, key: str) -> Any:
     """A setting's current value (the default when unset); raises ``bad_request`` for an unknown key."""
-    return _value(home, _raw(home), key)
+    return _value(home, read_config(home), key)
 
 
 def _value(home: Path, raw: dict[str, Any], key: str) -> Any:
     """``key``'s value in the parsed file ``raw`` of ``home`` (the default when unset), parsed."""
     setting = _known(key)
-    section, name = key.split(".")
-    value = raw.get(section, {}).get(name, setting.default)
+    text = setting_text(raw, key)
+    if text is None:
+        text = str(setting.default).lower() if isinstance(setting.default, bool) else str(setting.default)
     try:
-        return setting.parse(str(value).lower() if isinstance(value, bool) else str(value))
+        return setting.parse(text)
     except ValueError as exc:
         raise HubError(ErrorCode.BAD_REQUEST, f"{key} in {home / CONFIG_NAME} is invalid: {exc}") from None
 
@@ -163,7 +152,7 @@ def set_value(home: Path, key: str, text: str) -> Any:
         value = setting.parse(text)
     except ValueError as exc:
         raise HubError(ErrorCode.BAD_REQUEST, f"invalid value {text!r} for {key}: {exc}", {"key": key}) from None
-    raw = _raw(home)
+    raw = read_config(home)
     section, name = key.split(".")
     raw.setdefault(section, {})[name] = value
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -182,18 +171,19 @@ def _known(key: str) -> Setting:
 
 
 def load(home: Path) -> HubConfig:
-    """Read every setting for a Hub on ``home``; raises ``bad_request`` for an invalid file."""
-    raw = _raw(home)
+    """Read every setting for a Hub on ``home``; raises ``bad_request`` for an invalid file
+    (not TOML, a top-level entry that is not a table, or a bad value; the message names it)."""
+    raw = read_config(home)
 
     def get(key: str) -> Any:
         return _value(home, raw, key)
 
-    socket_path = get("hub.socket_path")
+    get("hub.socket_path")  # checked like every setting; the place comes from the clients' rule too
     return HubConfig(
         home=home,
         memory_enabled=get("memory.enabled"),
         isolation=get("memory.isolation"),
-        socket_path=Path(socket_path) if socket_path else home / "hub.sock",
+        socket_path=socket_path(home, raw),
         socket_mode=int(get("hub.socket_mode"), 8),
         socket_group=get("hub.socket_group"),
         listen=get("hub.listen"),

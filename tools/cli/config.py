@@ -46,12 +46,13 @@ def config_set(key: str, value: str, /, *, home: Home = None) -> int:
         The new value.
     """
     from hub import config as hub_config
+    from protocol.config_file import CONFIG_NAME
 
     target = resolve_home(home)
     try:
         stored = hub_config.set_value(target, key, value)
     except HubError as exc:
         return fail(exc)
-    emit({"key": key, "value": stored, "file": str(target / hub_config.CONFIG_NAME), "restart_required": True})
+    emit({"key": key, "value": stored, "file": str(target / CONFIG_NAME), "restart_required": True})
     say(f"{key} = {json.dumps(stored)}; it takes effect when the Hub next starts")
     return 0

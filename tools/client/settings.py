@@ -29,7 +29,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from protocol.config_file import read_config, socket_path
 from protocol.endpoint import Endpoint, parse_endpoint, unix_endpoint
+from protocol.errors import HubError
 
 if TYPE_CHECKING:
     import ssl
@@ -56,8 +58,10 @@ def resolve_socket(environ: Mapping[str, str] | None = None) -> Path:
     """Where the local Hub's Unix socket is, as this process would find it.
 
     ``$AMUX_HUB`` when it is a socket path; else the ``hub.socket_path``
-    setting of the home's ``config.toml`` (an unreadable or malformed file
-    counts as unset); else ``<AMUX_HOME>/hub.sock``.  Never raises.
+    setting of the home's ``config.toml``, read and ``~``-expanded by
+    :func:`protocol.config_file.socket_path` exactly as the Hub reads it (an
+    unreadable or malformed file counts as unset); else ``<AMUX_HOME>/hub.sock``.
+    Never raises.
     """
     env = _environ(environ).get(HUB_ENV)
     if env and "://" not in env:
@@ -66,15 +70,10 @@ def resolve_socket(environ: Mapping[str, str] | None = None) -> Path:
         return path
     home = default_home(environ)
     try:
-        import tomllib
-
-        with open(home / "config.toml", "rb") as fh:
-            configured = tomllib.load(fh).get("hub", {}).get("socket_path")
-        if isinstance(configured, str) and configured:
-            return Path(configured)
-    except (OSError, ValueError, AttributeError):
-        pass
-    return home / "hub.sock"
+        raw = read_config(home)
+    except (OSError, HubError):
+        raw = {}  # the Hub refuses to start on such a file; look where it would be by default
+    return socket_path(home, raw)
 
 
 def resolve_endpoint(environ: Mapping[str, str] | None = None) -> Endpoint:

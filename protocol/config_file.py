@@ -1,0 +1,82 @@
+"""The one reader of ``<AMUX_HOME>/config.toml``, shared by the Hub and its clients (DESIGN.md §13.2).
+
+The Hub (:mod:`hub.config`) reads every setting through :func:`read_config` and
+:func:`setting_text`; the clients (:mod:`tools.client.settings`) read the
+socket's place through :func:`socket_path`, the same function the Hub uses,
+so both ends find the same socket (``~`` expanded the same way).
+
+Kept small on purpose: the CLI's start-up path imports it (DESIGN.md §13.6),
+so it imports nothing of the Hub, no ``tomli_w`` and no Trio, and
+:mod:`tomllib` only when ``config.toml`` exists.  It reads a file, the only
+I/O in :mod:`protocol`; parsing and checking a setting's value stay in
+:mod:`hub.config`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import ErrorCode, HubError
+
+CONFIG_NAME = "config.toml"
+"""The settings file's name under ``<AMUX_HOME>``."""
+SOCKET_NAME = "hub.sock"
+"""The Unix socket's name under ``<AMUX_HOME>`` when ``hub.socket_path`` is unset."""
+
+
+def read_config(home: Path) -> dict[str, dict[str, Any]]:
+    """``home``'s ``config.toml`` parsed: ``{section: {name: value}}``; ``{}`` when there is no file.
+
+    Raises :class:`HubError` ``bad_request`` when the file is not valid TOML, or
+    when a top-level entry is not a table (``hub = "oops"``; ``data.key`` names
+    it), and :class:`OSError` when the file exists but cannot be read.
+    """
+    path = home / CONFIG_NAME
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return {}
+    import tomllib  # only now: a CLI run on a home without settings never needs it
+
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise HubError(ErrorCode.BAD_REQUEST, f"{path} is not valid TOML: {exc}") from None
+    for key, value in raw.items():
+        if not isinstance(value, dict):
+            raise HubError(ErrorCode.BAD_REQUEST,
+                           f"{key} in {path} must be a table of settings ([{key}]), not a {type(value).__name__}",
+                           {"key": key, "path": str(path)})
+    return raw
+
+
+def setting_text(raw: Mapping[str, Mapping[str, Any]], key: str) -> str | None:
+    """The text of setting ``key`` (``section.name``) in a parsed file, as the setting's parser reads it.
+
+    ``None`` when it is not set.  A TOML boolean becomes ``true``/``false``,
+    any other value its ``str()``; checking it is the parser's job.
+    """
+    section, _, name = key.partition(".")
+    if name not in raw.get(section, {}):
+        return None
+    value = raw[section][name]
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def expand_path(text: str) -> str:
+    """A path setting as both ends use it: ``~`` expanded, made absolute and resolved; ``""`` stays ``""``.
+
+    A relative path is taken from the working directory (``amux system config
+    set`` stores the result, so the file holds absolute paths).
+    """
+    return str(Path(text).expanduser().resolve()) if text else ""
+
+
+def socket_path(home: Path, raw: Mapping[str, Mapping[str, Any]]) -> Path:
+    """Where the Hub of ``home`` listens: ``hub.socket_path`` of the parsed file ``raw`` through
+    :func:`expand_path`, else ``<home>/hub.sock``."""
+    configured = expand_path(setting_text(raw, "hub.socket_path") or "")
+    return Path(configured) if configured else home / SOCKET_NAME

@@ -1,0 +1,87 @@
+"""``config.toml`` read once, the same way, by the Hub and the CLI (``protocol/config_file.py``, DESIGN.md §13.2).
+
+Every check runs the real ``amux`` as a subprocess, as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
+from tests.conftest import REPO, HubProcess, amux_argv
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
+    env["HOME"] = str(tmp_path / "user")
+    env["AMUX_HOME"] = str(tmp_path / "home")
+    (tmp_path / "user").mkdir(exist_ok=True)
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return env
+
+
+def _amux(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*amux_argv(), *args], capture_output=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_a_tilde_socket_path_written_by_hand_is_where_the_cli_looks(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    home = Path(env["AMUX_HOME"])
+    (home / "config.toml").write_text('[memory]\nenabled = true\n\n[hub]\nsocket_path = "~/h2.sock"\n')
+    hub = HubProcess(home=home, socket=tmp_path / "user" / "h2.sock", log=tmp_path / "hub.log", env=env)
+    hub.start()
+    try:
+        status = _amux(env, "hub", "status")
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert json.loads(status.stdout)["memory_enabled"] is True
+        found = _amux(env, "memory", "search", "anything")
+        assert found.returncode == 0, found.stdout + found.stderr
+        assert not (home / "hub.sock").exists() and not (home / "~").exists()
+    finally:
+        hub.stop()
+
+
+def test_a_section_that_is_not_a_table_is_bad_request_and_serve_exits_21(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    home = Path(env["AMUX_HOME"])
+    (home / "config.toml").write_text('hub = "oops"\n')
+    serve = _amux(env, "hub", "serve", "--home", str(home))
+    assert serve.returncode == ExitStatus.HUB_START_FAILED, serve.stdout + serve.stderr
+    error = json.loads(serve.stdout)["error"]
+    assert error["code"] == "bad_request" and error["data"]["key"] == "hub", error
+    assert "Traceback" not in serve.stderr.decode()
+    for args in (("system", "config", "get", "hub.socket_path"),
+                 ("system", "config", "set", "hub.socket_mode", "0600")):
+        r = _amux(env, *args)
+        assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST], r.stdout + r.stderr
+        assert json.loads(r.stdout)["error"]["data"]["key"] == "hub"
+    assert (home / "config.toml").read_text() == 'hub = "oops"\n'  # nothing was rewritten
+
+
+def _imported(env: dict[str, str], *argv: str) -> set[str]:
+    """Top-level packages a CLI run imports, from ``python -X importtime``."""
+    code = f"import sys\nfrom tools.cli.app import main\nsys.exit(main({list(argv)!r}))\n"
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, env=env,
+                          cwd=REPO, timeout=60)
+    names = set()
+    for line in proc.stderr.decode().splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            names.add(name.split(".")[0])
+    assert names, proc.stderr.decode()[-2000:]
+    return names
+
+
+def test_the_cli_reads_config_toml_without_the_hubs_imports(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    home = Path(env["AMUX_HOME"])
+    heavy = {"tomli_w", "trio", "hub", "mcp"}
+    without = _imported(env, "memory", "search", "x")  # no Hub runs: unavailable, but the socket was looked up
+    assert not without & (heavy | {"tomllib"}), sorted(without & (heavy | {"tomllib"}))
+    (home / "config.toml").write_text('[hub]\nsocket_path = "~/h2.sock"\n')
+    with_file = _imported(env, "memory", "search", "x")
+    assert "tomllib" in with_file and not with_file & heavy, sorted(with_file & heavy)
