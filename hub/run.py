@@ -9,7 +9,7 @@ interrupted write left; listen; serve.  Any failure there is a
 
 Shutdown (SIGINT/SIGTERM): stop accepting, stop reading new requests, let
 the requests already running finish and answer (for at most
-:data:`SHUTDOWN_GRACE_SECONDS`), then exit 0.
+``Limits.shutdown_grace_seconds``), then exit 0.
 """
 
 from __future__ import annotations
@@ -38,10 +38,6 @@ from protocol.limits import Limits
 
 log = logging.getLogger("amux.hub")
 
-SHUTDOWN_GRACE_SECONDS = 10.0
-"""After a stop signal, how long requests already running may take to finish and answer."""
-
-
 async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStatus[Hub] = trio.TASK_STATUS_IGNORED,
                 service: MemoryService | None = None) -> None:
     """Run a Hub on ``config``'s home until SIGINT/SIGTERM or cancellation.
@@ -52,7 +48,7 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
     :class:`HubStartError` when the Hub cannot start; then nothing is left
     listening and the home lock is released.  On a signal or cancellation it
     stops accepting and reading, lets running requests finish for up to
-    :data:`SHUTDOWN_GRACE_SECONDS`, removes the socket and releases the lock.
+    ``limits.shutdown_grace_seconds``, removes the socket and releases the lock.
     """
     lock = HomeLock(config.home / HOME_LOCK_NAME)
     lock.acquire()
@@ -101,7 +97,7 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
                 for tcp in tcp_listeners:
                     await tcp.aclose()
                 hub.stop_reading()
-                conns.cancel_scope.deadline = trio.current_time() + SHUTDOWN_GRACE_SECONDS
+                conns.cancel_scope.deadline = trio.current_time() + limits.shutdown_grace_seconds
         config.socket_path.unlink(missing_ok=True)
     finally:
         lock.release()

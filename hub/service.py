@@ -57,9 +57,7 @@ class MemoryService:
         self.store = Store(limits)
         self.reader = reader
         self.cache = ContentCache(limits.cache_max_bytes)
-        # Scans hold the GIL; more parallel scans than this only queue inside
-        # Python, and would take worker threads from writes.
-        self._search_limiter = trio.CapacityLimiter(4)
+        self._search_limiter = trio.CapacityLimiter(limits.search_threads)
         self._locks: dict[str, trio.Lock] = {}
 
     def _lock(self, scope: Scope) -> trio.Lock:

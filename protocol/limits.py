@@ -44,6 +44,14 @@ class Limits:
     snippet_max_bytes: int = 240
     # The Hub's in-memory cache of scanned documents (raw + folded bytes, all scopes).
     cache_max_bytes: int = 64 * MIB
+    # Scans running at once, each in a worker thread: scans hold the GIL, so more would only queue
+    # inside Python and take worker threads from writes.
+    search_threads: int = 4
+    # Seconds a data request may wait for its scope's lock or a worker thread before it is answered
+    # ``busy`` with nothing done; once its file work has started it finishes.
+    request_start_seconds: float = 30.0
+    # Seconds the requests already running get to finish and answer after a stop signal.
+    shutdown_grace_seconds: float = 10.0
 
     def as_dict(self) -> dict[str, Any]:
         """The limits as a plain map (for the ``hello`` reply and JSON output)."""

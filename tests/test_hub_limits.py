@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import socket
 from pathlib import Path
 
@@ -13,12 +14,13 @@ import trio.testing
 import hub.connection as connection
 import hub.listeners as listeners
 from hub.config import HubConfig
+from hub.identity import GLOBAL
 from hub.run import serve
 from hub.server import Hub
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder
 from protocol.limits import LIMITS
-from protocol.messages import decode_response, encode_request
+from protocol.messages import Response, decode_response, encode_request
 
 
 def _config(tmp_path: Path) -> HubConfig:
@@ -124,4 +126,36 @@ async def test_connection_over_the_cap_is_told_busy(tmp_path: Path, monkeypatch:
             assert await _closed(stream)
         for h in held:
             await h.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_request_start_deadline_and_the_hello_reply_come_from_limits(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The Hub's time bounds live in ``Limits`` (DESIGN.md §6): a Hub made with another
+    ``request_start_seconds`` answers ``busy`` after that long and reports it in ``hello``."""
+    limits = dataclasses.replace(LIMITS, request_start_seconds=3.0)
+    hub = Hub(_config(tmp_path), limits)
+    (tmp_path / "memory" / "global").mkdir(parents=True)
+    a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    client = trio.SocketStream(b)
+    decoder = FrameDecoder()
+
+    async def call(rid: int, method: str, params: dict[str, object]) -> Response:
+        await client.send_all(encode_request(rid, method, params))
+        while (body := decoder.next_frame()) is None:
+            decoder.feed(await client.receive_some(65536))
+        return decode_response(body)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hub.handle, trio.SocketStream(a))
+        hello = await call(1, "hello", {"protocol": 1})
+        assert hello.result is not None and hello.result["limits"]["request_start_seconds"] == 3.0
+        assert hello.result["limits"]["search_threads"] == LIMITS.search_threads
+        async with hub.service._lock(GLOBAL):  # the scope is held, as by a stuck writer
+            start = trio.current_time()
+            resp = await call(2, "upsert", {"path": "a.md", "content": "x\n", "expected_revision": "absent"})
+            assert 3.0 <= trio.current_time() - start < 4.0
+        assert resp.error is not None and resp.error.code is ErrorCode.BUSY
+        assert resp.error.data == {"deadline_seconds": 3.0}
         nursery.cancel_scope.cancel()

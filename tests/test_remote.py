@@ -27,7 +27,6 @@ import trio.testing
 
 import hub.connection as connection
 import hub.listeners as listeners
-import hub.server as server
 from hub.config import HubConfig, parse_listen
 from hub.home import HubStartError
 from hub.identity import GLOBAL
@@ -423,9 +422,9 @@ async def test_request_deadline_answers_busy_and_changes_nothing(
         async with hub.service._lock(GLOBAL):  # the scope is held (e.g. by a stuck writer)
             start = trio.current_time()
             resp = await _call(client, decoder, 2, "upsert", upsert)
-            assert server.REQUEST_DEADLINE_SECONDS <= trio.current_time() - start < server.REQUEST_DEADLINE_SECONDS + 1
+            assert LIMITS.request_start_seconds <= trio.current_time() - start < LIMITS.request_start_seconds + 1
             assert resp.error is not None and resp.error.code is ErrorCode.BUSY
-            assert resp.error.data == {"deadline_seconds": server.REQUEST_DEADLINE_SECONDS}
+            assert resp.error.data == {"deadline_seconds": LIMITS.request_start_seconds}
             assert "nothing was done" in resp.error.message
             # Reads do not wait for the lock and are not affected.
             assert (await _call(client, decoder, 3, "get", {"path": "a.md"})).unwrap()["exists"] is False
@@ -467,7 +466,7 @@ async def test_request_deadline_frees_the_in_flight_slots(tmp_path: Path,
         assert all(r.error is not None and r.error.code is ErrorCode.BUSY for r in answers.values())
         # All slots are free again: a full batch is accepted (not refused as "in flight").
         resp = await _call(client, decoder, 500, "search", {"query": "x"})
-        assert resp.error is not None and resp.error.data.get("deadline_seconds") == server.REQUEST_DEADLINE_SECONDS
+        assert resp.error is not None and resp.error.data.get("deadline_seconds") == LIMITS.request_start_seconds
         assert service.calls == n + 1
         await client.aclose()
 
