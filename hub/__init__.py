@@ -13,4 +13,16 @@ Beside the path: ``run`` (start-up and shutdown, ``amux hub serve``),
 ``identity`` and ``registry`` (peer credentials, principals, tokens,
 scopes), ``cache`` (document contents for the scan) and ``rewrite_guard``
 (refusing lossy rewrites).
+
+How the pieces are wired: :func:`hub.run.serve` builds one
+:class:`~hub.server.Hub`, which owns a :class:`~hub.connection.ConnectionSet`
+(``Hub.open_connections``) made with the Hub itself as its
+:class:`~hub.connection.Session`, and a :class:`~hub.service.MemoryService`.
+``serve`` starts an accept loop per listener that passes every accepted stream
+to ``ConnectionSet.handle``.  The connection loop knows the Hub only through
+the ``Session`` protocol: it calls *up* into ``Session.hello`` for ``hello``
+and ``Session.call`` for each data request, and never imports
+:mod:`hub.server`, so :mod:`hub.connection` has no import cycle with it.
+``Hub.call`` then calls *down* into ``MemoryService.call``, which takes the
+scope's lock and runs the store's file work in a worker thread.
 """
