@@ -107,19 +107,53 @@ UNCERTAIN_NEXT_STEP = "Whether the write happened is unknown: read the document 
 """The next step for ``unavailable`` with ``data.uncertain``: the connection broke after a write was sent."""
 
 
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate replaced by a visible backslash escape (``'\\udcff'``).
+
+    Python decodes undecodable bytes in argv, environment variables and file
+    names to lone surrogates (``surrogateescape``), which strict UTF-8 cannot
+    encode.  Text that is valid UTF-8 comes back unchanged (the same object).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def encodable_value(value: Any) -> Any:
+    """``value`` with :func:`encodable` applied to every string in it (through dicts, lists and tuples)."""
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, dict):
+        return {encodable_value(k): encodable_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [encodable_value(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(encodable_value(v) for v in value)
+    return value
+
+
 class HubError(Exception):
     """An error with a wire code, a human message and the data a caller needs.
 
     ``data`` is a small map of plain values, e.g. ``{"observed_revision": ...}``
     for ``conflict`` or ``{"current": ..., "maximum": ..., "unit": "bytes"}``
     for ``quota_exceeded``.
+
+    The message and every string in ``data`` are made encodable on the way
+    in (:func:`encodable`): a caller's argument that is not valid UTF-8 (a
+    file name, a socket path) shows as ``\\udcff`` instead of making the
+    error unprintable, unsendable as msgpack and unserializable as MCP JSON.
     """
 
     def __init__(self, code: ErrorCode, message: str, data: dict[str, Any] | None = None) -> None:
+        message = encodable(message)
         super().__init__(message)
         self.code = code
         self.message = message
-        self.data: dict[str, Any] = dict(data or {})
+        self.data: dict[str, Any] = {encodable(k) if isinstance(k, str) else k: encodable_value(v)
+                                     for k, v in (data or {}).items()}
 
     def to_wire(self) -> dict[str, Any]:
         """The ``error`` member of a response: ``{code, message, data}``."""

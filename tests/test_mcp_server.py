@@ -621,3 +621,15 @@ async def test_async_client_retries_reads_once_and_never_resends_a_write(tmp_pat
                    for h in hellos)
         await client.aclose()
         nursery.cancel_scope.cancel()
+
+
+async def test_a_non_utf8_socket_path_is_a_clear_error_not_a_dead_server(tmp_path: Path) -> None:
+    # A home whose name is not UTF-8: the unavailable message holds the socket path, which must still
+    # serialize (shown as the visible escape \udcff), and the server must keep serving.
+    home = Path(os.fsdecode(bytes(tmp_path) + b"/home-\xff"))
+    home.mkdir()
+    with trio.fail_after(TIMEOUT):
+        async with mcp_session(home, tmp_path / "mcp.log") as s:
+            for _ in range(2):
+                error = err(await call(s, "memory_search", query="x"), ErrorCode.UNAVAILABLE)
+                assert "home-\\udcff" in error["message"] and "home-\\udcff" in error["data"]["socket"]
