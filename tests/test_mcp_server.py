@@ -200,6 +200,15 @@ async def test_unknown_tools_and_invalid_arguments_are_structured_bad_requests(h
                                    "allow_shrink": "perhaps"}, "allow_shrink", "valid boolean"),
                 ("memory_forget", {"path": "a.md"}, "expected_revision", "required argument missing"),
                 ("result_continue", {"token": ["a", "b"]}, "token", "valid string"),
+                # What the published schema refuses is refused: no lax coercion (a "yes" would pass the guard).
+                ("memory_upsert", {"path": "a.md", "content": "x\n", "expected_revision": "absent",
+                                   "allow_shrink": "yes"}, "allow_shrink", "valid boolean"),
+                ("memory_upsert", {"path": "a.md", "content": "x\n", "expected_revision": "absent",
+                                   "allow_shrink": 1}, "allow_shrink", "valid boolean"),
+                ("memory_search", {"query": "x", "limit": "3"}, "limit", "valid integer"),
+                ("memory_search", {"query": "x", "limit": 2.0}, "limit", "valid integer"),
+                ("memory_get", {"path": "a.md", "start_line": True}, "start_line", "valid integer"),
+                ("memory_get", {"path": "a.md", "end_line": "[1]"}, "end_line", "valid integer"),
             ]
             for tool, arguments, argument, problem in cases:
                 result = await call(s, tool, **arguments)  # checked against the tool's output schema too
