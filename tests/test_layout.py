@@ -7,6 +7,9 @@
   reaching into another object's private attribute.
 * The product cites its own design document, not tracker issues or the
   original design record.
+* Frontends (``tools/``) build Hub request params with :mod:`protocol.requests`,
+  never as a dict literal passed to ``call``/``forward``, so an optional field
+  is sent the same way by all of them (DESIGN.md §3).
 * Tests share helpers through ``tests/conftest.py`` and helper modules, never
   by importing from another test module, and no fixture is imported: shared
   fixtures live in ``conftest.py``.
@@ -192,6 +195,31 @@ def test_product_cites_design_md_only() -> None:
             if CITATION.search(line):
                 problems.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
     assert problems == []
+
+
+FRONTENDS = ("tools",)
+
+
+def hand_built_requests(source: str) -> list[str]:
+    """Calls ``x.call(method, {...})`` / ``x.forward(tool, method, {...})`` in ``source`` with a dict literal."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("call", "forward") and any(isinstance(a, ast.Dict) for a in node.args)):
+            found.append(f"line {node.lineno}: {ast.unparse(node)[:80]}")
+    return found
+
+
+def test_hand_built_request_finder() -> None:
+    sample = ('c.call("search", {"query": q})\nawait s.forward("t", "get", {"path": p})\n'
+              'c.call("search", search_params(q))\nd.get("x", {})\n')
+    assert len(hand_built_requests(sample)) == 2
+
+
+def test_frontends_build_requests_with_the_builders() -> None:
+    problems = {module: found for module, path in MODULES.items() if module.split(".")[0] in FRONTENDS
+                if (found := hand_built_requests(path.read_text(encoding="utf-8")))}
+    assert problems == {}
 
 
 TEST_CITATION = re.compile(r"issue #?\d|\bseed \d|design record|typed-memory spec", re.IGNORECASE)
