@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any
 
+from protocol.limits import ENTRY_NAME
+
 
 class ErrorCode(StrEnum):
     """Wire value of ``error.code`` in a response."""
@@ -59,19 +61,17 @@ class ErrorSpec:
     """What an agent should do next, given with every MCP tool error."""
 
 
-_ENTRY = "MEMORY.md"
-
 ERRORS: dict[ErrorCode, ErrorSpec] = {
     ErrorCode.INTERNAL: ErrorSpec(1, "The Hub failed; do not assume the call took effect. Tell the user."),
     ErrorCode.BAD_REQUEST: ErrorSpec(2, "Fix the arguments as the message says, then call again."),
-    ErrorCode.INVALID_PATH: ErrorSpec(3, f"Use a relative path ending in .md inside memory, such as {_ENTRY} or "
+    ErrorCode.INVALID_PATH: ErrorSpec(3, f"Use a relative path ending in .md inside memory, such as {ENTRY_NAME} or "
                                       "projects/NAME/notes.md (no '..', no absolute paths)."),
     ErrorCode.NOT_FOUND: ErrorSpec(4, "The document does not exist; search for the right path with memory_search."),
     ErrorCode.CONFLICT: ErrorSpec(5, "Nothing was changed. Read the document again with memory_get, merge your "
                                   "change into the current text, and retry with its revision "
                                   "(data.observed_revision)."),
     ErrorCode.QUOTA_EXCEEDED: ErrorSpec(6, "Nothing was written. Make it smaller (data.current vs data.maximum, in "
-                                        f"data.unit): keep {_ENTRY} short and move details into topic documents, "
+                                        f"data.unit): keep {ENTRY_NAME} short and move details into topic documents, "
                                         "or remove stale documents."),
     ErrorCode.DISABLED: ErrorSpec(7, "Memory is switched off on this Hub. Carry on without memory; if the user asked "
                                   "you to remember or recall something, tell them memory is off (they can enable it "

@@ -10,6 +10,9 @@
 * Frontends (``tools/``) build Hub request params with :mod:`protocol.requests`,
   never as a dict literal passed to ``call``/``forward``, so an optional field
   is sent the same way by all of them (DESIGN.md §3).
+* A constant is defined once: no two product modules bind the same
+  upper-case name to the same literal, and no two bind one literal string
+  (other than short words) under different names.
 * Tests share helpers through ``tests/conftest.py`` and helper modules, never
   by importing from another test module, and no fixture is imported: shared
   fixtures live in ``conftest.py``.
@@ -220,6 +223,52 @@ def test_frontends_build_requests_with_the_builders() -> None:
     problems = {module: found for module, path in MODULES.items() if module.split(".")[0] in FRONTENDS
                 if (found := hand_built_requests(path.read_text(encoding="utf-8")))}
     assert problems == {}
+
+
+SEPARATE_CONSTANTS = {
+    ("RECEIVE_BYTES", "hub.connection"): "the Hub's read size, not the clients'",
+    ("DEFAULT_TIMEOUT", "launch.codex_app_server"): "the codex app-server's answer time, not the Hub's",
+}
+"""Same name and value on purpose: ``(name, module)`` → why it is a different quantity."""
+
+
+def module_constants(source: str) -> Iterator[tuple[str, object]]:
+    """``(NAME, value)`` for each module-level upper-case name bound to a literal (a leading ``_`` dropped)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id.lstrip("_").isupper() and isinstance(value, ast.Constant):
+            yield target.id.lstrip("_"), value.value
+
+
+def repeated_constants(sources: dict[str, str]) -> list[str]:
+    """Constants defined in more than one module of ``sources`` (module → text): by name and value, and
+    strings of more than 8 characters by value alone."""
+    by_name: dict[tuple[str, str], list[str]] = {}
+    by_text: dict[str, list[str]] = {}
+    for module, source in sources.items():
+        for name, value in module_constants(source):
+            if (name, module) not in SEPARATE_CONSTANTS:
+                by_name.setdefault((name, repr(value)), []).append(module)
+            if isinstance(value, str) and len(value) > 8:
+                by_text.setdefault(value, []).append(f"{module}.{name}")
+    found = [f"{name} = {value} in {', '.join(where)}" for (name, value), where in by_name.items() if len(where) > 1]
+    found += [f"{value!r} in {', '.join(where)}" for value, where in by_text.items() if len(where) > 1]
+    return found
+
+
+def test_repeated_constant_finder() -> None:
+    found = repeated_constants({"a": 'ABSENT = "absent"\nE = "MEMORY.md"\n',
+                                "b": '_ABSENT = "absent"\n_ENTRY = "MEMORY.md"\nX = 1\n', "c": "X = 2\n"})
+    assert len(found) == 2, found
+
+
+def test_no_constant_is_defined_twice() -> None:
+    assert repeated_constants({m: p.read_text(encoding="utf-8") for m, p in MODULES.items()}) == []
 
 
 TEST_CITATION = re.compile(r"issue #?\d|\bseed \d|design record|typed-memory spec", re.IGNORECASE)

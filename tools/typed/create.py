@@ -24,9 +24,10 @@ from typing import Any
 
 from hub.cache import fold
 from protocol.errors import ErrorCode, HubError
+from protocol.params import ABSENT
 from tools.typed.catalog import Catalog, load_catalog, topic_from_doc
 from tools.typed.index import build_index, check_size, update_index
-from tools.typed.library import ABSENT, Doc, Library
+from tools.typed.library import Doc, Library
 from tools.typed.model import (
     CAPS,
     FEEDBACK_DEFAULT_DAYS,

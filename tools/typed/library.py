@@ -33,12 +33,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
+from protocol.params import ABSENT
 from protocol.requests import forget_params, search_params, upsert_params
 
 if TYPE_CHECKING:
     from tools.client.blocking import HubClient
-
-ABSENT = "absent"
 
 PROJECT_SUBDIR = Path(".agent") / "memory"
 """A project's library, relative to the project directory."""
