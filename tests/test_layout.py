@@ -2,11 +2,16 @@
 
 * No module-level import cycle in the product packages: module-level imports
   (outside functions and ``if TYPE_CHECKING:``) form a graph with no cycle.
-* No ``_private`` name crosses modules: no ``from M import _x`` and no
-  ``M._x`` for an imported product module ``M``, and no ``self.a._x``
-  reaching into another object's private attribute.
-* The product cites its own design document, not tracker issues or the
-  original design record.
+* No ``_private`` name crosses modules: no ``from M import _x``, no ``M._x``
+  for an imported product module (or class, or object) ``M``, no
+  ``getattr(x, "_y")`` (or ``setattr``/``hasattr``/``delattr``) with a
+  literal private name on anything but ``self``/``cls``, and no
+  ``self.a._x`` reaching into another object's private attribute.
+* Module-level imports are those in the module body and in every block run
+  at import time (``if``, ``try``, ``with``, ``for``, ``while``, ``match``,
+  class bodies, their ``async`` forms), not in functions.
+* The product cites its own design document, not tracker issues ("issue #6"
+  or "issue 11") or the original design record.
 * Frontends (``tools/``) build Hub request params with :mod:`protocol.requests`,
   never as a dict literal passed to ``call``/``forward``, so an optional field
   is sent the same way by all of them (DESIGN.md §3).
@@ -50,7 +55,12 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 def _module_level_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Imports executed when the module is imported (not in functions, not under TYPE_CHECKING)."""
+    """Imports executed when the module is imported (not in functions, not under TYPE_CHECKING).
+
+    Looks into every compound statement that runs at import time: ``if``,
+    ``try``, ``with``/``async with``, ``for``/``async for``, ``while``,
+    ``match`` and class bodies.
+    """
     stack: list[ast.stmt] = list(tree.body)
     while stack:
         node = stack.pop()
@@ -60,12 +70,17 @@ def _module_level_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportF
             if not _is_type_checking(node.test):
                 stack.extend(node.body)
             stack.extend(node.orelse)
-        elif isinstance(node, ast.Try):
+        elif isinstance(node, ast.Try | ast.TryStar):
             stack.extend(node.body + node.orelse + node.finalbody)
             for handler in node.handlers:
                 stack.extend(handler.body)
-        elif isinstance(node, ast.With):
+        elif isinstance(node, ast.With | ast.AsyncWith | ast.ClassDef):
             stack.extend(node.body)
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.While):
+            stack.extend(node.body + node.orelse)
+        elif isinstance(node, ast.Match):
+            for case in node.cases:
+                stack.extend(case.body)
 
 
 def _resolve_from(module: str, node: ast.ImportFrom, is_package: bool) -> str:
@@ -133,6 +148,16 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def test_module_level_import_finder_looks_into_every_block() -> None:
+    sample = ("import a\nif TYPE_CHECKING:\n    import no1\nelse:\n    import b\nfor x in y:\n    import c\n"
+              "else:\n    import d\nwhile w:\n    import e\nclass K:\n    import f\n    def m(self):\n"
+              "        import no2\nasync with z:\n    import g\nasync for q in r:\n    import h\n"
+              "match v:\n    case 1:\n        import i\ntry:\n    import j\nexcept* E:\n    import k\n"
+              "with u:\n    import l\ndef fn():\n    import no3\n")
+    names = sorted(alias.name for node in _module_level_imports(ast.parse(sample)) for alias in node.names)
+    assert names == list("abcdefghijkl"), names
+
+
 def test_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
@@ -163,9 +188,15 @@ def private_crossings(module: str, source: str) -> list[str]:
             for alias in node.names:
                 if _private(alias.name):
                     found.append(f"line {node.lineno}: from {source_module} import {alias.name}")
-                if f"{source_module}.{alias.name}" in MODULES:
-                    aliases[alias.asname or alias.name] = f"{source_module}.{alias.name}"
+                # A module, or an object (class, instance) of one: its private attributes are that module's.
+                aliases[alias.asname or alias.name] = f"{source_module}.{alias.name}"
     for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+                and _private(node.args[1].value)
+                and not (isinstance(node.args[0], ast.Name) and node.args[0].id in ("self", "cls"))):
+            found.append(f"line {node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
         if not isinstance(node, ast.Attribute) or not _private(node.attr):
             continue
         base = node.value
@@ -178,8 +209,10 @@ def private_crossings(module: str, source: str) -> list[str]:
 
 
 def test_private_crossing_finder() -> None:
-    sample = "from hub.store import _quota\nimport hub.store as s\ns._x\nclass A:\n  def f(self): self.a._b\n"
-    assert len(private_crossings("tools.x", sample)) == 3
+    sample = ("from hub.store import _quota\nimport hub.store as s\ns._x\nclass A:\n  def f(self): self.a._b\n"
+              "getattr(s, '_y')\ngetattr(obj, '_z', None)\nhasattr(o, '_w')\ngetattr(self, '_own')\n"
+              "getattr(o, '__dict__')\nfrom hub.store import Store\nStore._read\n")
+    assert len(private_crossings("tools.x", sample)) == 7
 
 
 def test_no_private_name_crosses_modules() -> None:
@@ -188,7 +221,13 @@ def test_no_private_name_crosses_modules() -> None:
     assert problems == {}
 
 
-CITATION = re.compile(r"issue #\d|\bseed \d|\bseeds/|design record|typed-memory spec", re.IGNORECASE)
+CITATION = re.compile(r"issue #?\d|\bseed \d|\bseeds/|design record|typed-memory spec", re.IGNORECASE)
+
+
+def test_citation_patterns() -> None:
+    for cited in ("issue #6", "issue 11", "Issue 7 item 7", "seed 004", "the design record", "typed-memory spec"):
+        assert CITATION.search(cited) and TEST_CITATION.search(cited), cited
+    assert not CITATION.search("an issue with 3 parts") and not TEST_CITATION.search("random seed = 5")
 
 
 def test_product_cites_design_md_only() -> None:
