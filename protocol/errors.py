@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any
 
+from protocol.limits import ENTRY_NAME
+
 
 class ErrorCode(StrEnum):
     """Wire value of ``error.code`` in a response."""
@@ -59,19 +61,17 @@ class ErrorSpec:
     """What an agent should do next, given with every MCP tool error."""
 
 
-_ENTRY = "MEMORY.md"
-
 ERRORS: dict[ErrorCode, ErrorSpec] = {
     ErrorCode.INTERNAL: ErrorSpec(1, "The Hub failed; do not assume the call took effect. Tell the user."),
     ErrorCode.BAD_REQUEST: ErrorSpec(2, "Fix the arguments as the message says, then call again."),
-    ErrorCode.INVALID_PATH: ErrorSpec(3, f"Use a relative path ending in .md inside memory, such as {_ENTRY} or "
+    ErrorCode.INVALID_PATH: ErrorSpec(3, f"Use a relative path ending in .md inside memory, such as {ENTRY_NAME} or "
                                       "projects/NAME/notes.md (no '..', no absolute paths)."),
     ErrorCode.NOT_FOUND: ErrorSpec(4, "The document does not exist; search for the right path with memory_search."),
     ErrorCode.CONFLICT: ErrorSpec(5, "Nothing was changed. Read the document again with memory_get, merge your "
                                   "change into the current text, and retry with its revision "
                                   "(data.observed_revision)."),
     ErrorCode.QUOTA_EXCEEDED: ErrorSpec(6, "Nothing was written. Make it smaller (data.current vs data.maximum, in "
-                                        f"data.unit): keep {_ENTRY} short and move details into topic documents, "
+                                        f"data.unit): keep {ENTRY_NAME} short and move details into topic documents, "
                                         "or remove stale documents."),
     ErrorCode.DISABLED: ErrorSpec(7, "Memory is switched off on this Hub. Carry on without memory; if the user asked "
                                   "you to remember or recall something, tell them memory is off (they can enable it "
@@ -107,19 +107,53 @@ UNCERTAIN_NEXT_STEP = "Whether the write happened is unknown: read the document 
 """The next step for ``unavailable`` with ``data.uncertain``: the connection broke after a write was sent."""
 
 
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate replaced by a visible backslash escape (``'\\udcff'``).
+
+    Python decodes undecodable bytes in argv, environment variables and file
+    names to lone surrogates (``surrogateescape``), which strict UTF-8 cannot
+    encode.  Text that is valid UTF-8 comes back unchanged (the same object).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def encodable_value(value: Any) -> Any:
+    """``value`` with :func:`encodable` applied to every string in it (through dicts, lists and tuples)."""
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, dict):
+        return {encodable_value(k): encodable_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [encodable_value(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(encodable_value(v) for v in value)
+    return value
+
+
 class HubError(Exception):
     """An error with a wire code, a human message and the data a caller needs.
 
     ``data`` is a small map of plain values, e.g. ``{"observed_revision": ...}``
     for ``conflict`` or ``{"current": ..., "maximum": ..., "unit": "bytes"}``
     for ``quota_exceeded``.
+
+    The message and every string in ``data`` are made encodable on the way
+    in (:func:`encodable`): a caller's argument that is not valid UTF-8 (a
+    file name, a socket path) shows as ``\\udcff`` instead of making the
+    error unprintable, unsendable as msgpack and unserializable as MCP JSON.
     """
 
     def __init__(self, code: ErrorCode, message: str, data: dict[str, Any] | None = None) -> None:
+        message = encodable(message)
         super().__init__(message)
         self.code = code
         self.message = message
-        self.data: dict[str, Any] = dict(data or {})
+        self.data: dict[str, Any] = {encodable(k) if isinstance(k, str) else k: encodable_value(v)
+                                     for k, v in (data or {}).items()}
 
     def to_wire(self) -> dict[str, Any]:
         """The ``error`` member of a response: ``{code, message, data}``."""

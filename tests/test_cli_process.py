@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -44,7 +45,6 @@ def test_two_writers_same_revision_exactly_one_wins(hub: HubProcess) -> None:
         outs = [p.communicate(f"writer {i} round {round_}\n".encode(), timeout=30) for i, p in enumerate(procs)]
         codes = sorted(p.returncode for p in procs)
         assert codes == [0, EXIT_CODES[ErrorCode.CONFLICT]], outs
-        import json
 
         results = [json.loads(o[0]) for o in outs]
         winner = next(r for r in results if "revision" in r)
@@ -92,6 +92,34 @@ def test_non_utf8_arguments_are_bad_request_not_a_traceback(hub: HubProcess) -> 
     export = hub.cli("memory", "export", f"{raw}.md")
     assert export.returncode == 2 and export.stdout == b"" and "bad_request" in export.stderr
     assert sorted(p.name for p in hub.scope_dir.iterdir()) == ["ok.md"]
+
+
+def test_non_utf8_text_in_errors_and_results_is_escaped_not_a_traceback(tmp_path: Path) -> None:
+    # Errors whose message or data hold the raw argument, and a success result holding a non-UTF-8 home:
+    # all print JSON with the visible escape \udcff (never a traceback), with the code's exit status.
+    raw = os.fsdecode(b"\xff")
+    home = Path(os.fsdecode(bytes(tmp_path) + b"/home-\xff"))
+    home.mkdir()
+    env = _plain_env(home)
+    for args, extra_env, code in [
+        (("system", "config", "get", raw), {}, ErrorCode.BAD_REQUEST),
+        (("memory", "upsert", "a.md", "--expected-revision", "absent", "--file", f"/tmp/{raw}"), {},
+         ErrorCode.BAD_REQUEST),
+        (("hub", "principal", "add", raw), {}, ErrorCode.BAD_REQUEST),
+        (("memory", "import", "--from", raw), {}, ErrorCode.BAD_REQUEST),
+        (("memory", "search", "x"), {"AMUX_HUB": f"/tmp/{raw}"}, ErrorCode.UNAVAILABLE),
+        (("memory", "search", "x"), {}, ErrorCode.UNAVAILABLE),  # the socket path under the home
+    ]:
+        proc = subprocess.run([*amux_argv(), *args], capture_output=True, env={**env, **extra_env}, timeout=60)
+        err = proc.stderr.decode()
+        assert proc.returncode == EXIT_CODES[code], (args, err)
+        assert "Traceback" not in err and err.startswith(f"amux: {code.value}: ") and "\\udcff" in err, err
+        error = json.loads(proc.stdout)["error"]
+        assert error["code"] == code.value and "\\udcff" in json.dumps(error), (args, error)
+    ok = subprocess.run([*amux_argv(), "system", "config", "set", "memory.enabled", "true", "--home", str(home)],
+                        capture_output=True, env=env, timeout=60)
+    assert ok.returncode == 0 and "Traceback" not in ok.stderr.decode(), ok.stderr.decode()
+    assert json.loads(ok.stdout)["file"] == str(Path("/".join([str(tmp_path), "home-\\udcff", "config.toml"])))
 
 
 def test_quota_error_carries_sizes(hub: HubProcess) -> None:
@@ -281,6 +309,20 @@ def test_broken_pipe_exits_141_without_a_traceback(tmp_path: Path) -> None:
         os.close(write_end)
     assert proc.returncode == ExitStatus.BROKEN_PIPE == 141
     assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+
+
+def test_help_into_a_reader_that_went_away_exits_141(tmp_path: Path) -> None:
+    # rich's console exits 1 on a broken pipe; `amux --help | head -1` is not a failure.
+    for args in (["--help"], ["memory", "--help"], ["memory"], ["hub", "principal", "add", "--help"], ["--version"]):
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            proc = subprocess.run([*amux_argv(), *args], stdout=write_end, stderr=subprocess.PIPE,
+                                  env=_plain_env(tmp_path), timeout=60)
+        finally:
+            os.close(write_end)
+        assert proc.returncode == ExitStatus.BROKEN_PIPE, (args, proc.returncode, proc.stderr.decode())
+        assert b"Traceback" not in proc.stderr, proc.stderr.decode()
 
 
 def test_help_documents_every_exit_status(tmp_path: Path) -> None:

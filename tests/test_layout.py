@@ -2,11 +2,22 @@
 
 * No module-level import cycle in the product packages: module-level imports
   (outside functions and ``if TYPE_CHECKING:``) form a graph with no cycle.
-* No ``_private`` name crosses modules: no ``from M import _x`` and no
-  ``M._x`` for an imported product module ``M``, and no ``self.a._x``
-  reaching into another object's private attribute.
-* The product cites its own design document, not tracker issues or the
-  original design record.
+* No ``_private`` name crosses modules: no ``from M import _x``, no ``M._x``
+  for an imported product module (or class, or object) ``M``, no
+  ``getattr(x, "_y")`` (or ``setattr``/``hasattr``/``delattr``) with a
+  literal private name on anything but ``self``/``cls``, and no
+  ``self.a._x`` reaching into another object's private attribute.
+* Module-level imports are those in the module body and in every block run
+  at import time (``if``, ``try``, ``with``, ``for``, ``while``, ``match``,
+  class bodies, their ``async`` forms), not in functions.
+* The product cites its own design document, not tracker issues ("issue #6"
+  or "issue 11") or the original design record.
+* Frontends (``tools/``) build Hub request params with :mod:`protocol.requests`,
+  never as a dict literal passed to ``call``/``forward``, so an optional field
+  is sent the same way by all of them (DESIGN.md §3).
+* A constant is defined once: no two product modules bind the same
+  upper-case name to the same literal, and no two bind one literal string
+  (other than short words) under different names.
 * Tests share helpers through ``tests/conftest.py`` and helper modules, never
   by importing from another test module, and no fixture is imported: shared
   fixtures live in ``conftest.py``.
@@ -44,7 +55,12 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 def _module_level_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Imports executed when the module is imported (not in functions, not under TYPE_CHECKING)."""
+    """Imports executed when the module is imported (not in functions, not under TYPE_CHECKING).
+
+    Looks into every compound statement that runs at import time: ``if``,
+    ``try``, ``with``/``async with``, ``for``/``async for``, ``while``,
+    ``match`` and class bodies.
+    """
     stack: list[ast.stmt] = list(tree.body)
     while stack:
         node = stack.pop()
@@ -54,12 +70,17 @@ def _module_level_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportF
             if not _is_type_checking(node.test):
                 stack.extend(node.body)
             stack.extend(node.orelse)
-        elif isinstance(node, ast.Try):
+        elif isinstance(node, ast.Try | ast.TryStar):
             stack.extend(node.body + node.orelse + node.finalbody)
             for handler in node.handlers:
                 stack.extend(handler.body)
-        elif isinstance(node, ast.With):
+        elif isinstance(node, ast.With | ast.AsyncWith | ast.ClassDef):
             stack.extend(node.body)
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.While):
+            stack.extend(node.body + node.orelse)
+        elif isinstance(node, ast.Match):
+            for case in node.cases:
+                stack.extend(case.body)
 
 
 def _resolve_from(module: str, node: ast.ImportFrom, is_package: bool) -> str:
@@ -127,6 +148,16 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def test_module_level_import_finder_looks_into_every_block() -> None:
+    sample = ("import a\nif TYPE_CHECKING:\n    import no1\nelse:\n    import b\nfor x in y:\n    import c\n"
+              "else:\n    import d\nwhile w:\n    import e\nclass K:\n    import f\n    def m(self):\n"
+              "        import no2\nasync with z:\n    import g\nasync for q in r:\n    import h\n"
+              "match v:\n    case 1:\n        import i\ntry:\n    import j\nexcept* E:\n    import k\n"
+              "with u:\n    import l\ndef fn():\n    import no3\n")
+    names = sorted(alias.name for node in _module_level_imports(ast.parse(sample)) for alias in node.names)
+    assert names == list("abcdefghijkl"), names
+
+
 def test_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
@@ -157,9 +188,15 @@ def private_crossings(module: str, source: str) -> list[str]:
             for alias in node.names:
                 if _private(alias.name):
                     found.append(f"line {node.lineno}: from {source_module} import {alias.name}")
-                if f"{source_module}.{alias.name}" in MODULES:
-                    aliases[alias.asname or alias.name] = f"{source_module}.{alias.name}"
+                # A module, or an object (class, instance) of one: its private attributes are that module's.
+                aliases[alias.asname or alias.name] = f"{source_module}.{alias.name}"
     for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+                and _private(node.args[1].value)
+                and not (isinstance(node.args[0], ast.Name) and node.args[0].id in ("self", "cls"))):
+            found.append(f"line {node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
         if not isinstance(node, ast.Attribute) or not _private(node.attr):
             continue
         base = node.value
@@ -172,8 +209,10 @@ def private_crossings(module: str, source: str) -> list[str]:
 
 
 def test_private_crossing_finder() -> None:
-    sample = "from hub.store import _quota\nimport hub.store as s\ns._x\nclass A:\n  def f(self): self.a._b\n"
-    assert len(private_crossings("tools.x", sample)) == 3
+    sample = ("from hub.store import _quota\nimport hub.store as s\ns._x\nclass A:\n  def f(self): self.a._b\n"
+              "getattr(s, '_y')\ngetattr(obj, '_z', None)\nhasattr(o, '_w')\ngetattr(self, '_own')\n"
+              "getattr(o, '__dict__')\nfrom hub.store import Store\nStore._read\n")
+    assert len(private_crossings("tools.x", sample)) == 7
 
 
 def test_no_private_name_crosses_modules() -> None:
@@ -182,7 +221,13 @@ def test_no_private_name_crosses_modules() -> None:
     assert problems == {}
 
 
-CITATION = re.compile(r"issue #\d|\bseed \d|\bseeds/|design record|typed-memory spec", re.IGNORECASE)
+CITATION = re.compile(r"issue #?\d|\bseed \d|\bseeds/|design record|typed-memory spec", re.IGNORECASE)
+
+
+def test_citation_patterns() -> None:
+    for cited in ("issue #6", "issue 11", "Issue 7 item 7", "seed 004", "the design record", "typed-memory spec"):
+        assert CITATION.search(cited) and TEST_CITATION.search(cited), cited
+    assert not CITATION.search("an issue with 3 parts") and not TEST_CITATION.search("random seed = 5")
 
 
 def test_product_cites_design_md_only() -> None:
@@ -192,6 +237,77 @@ def test_product_cites_design_md_only() -> None:
             if CITATION.search(line):
                 problems.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
     assert problems == []
+
+
+FRONTENDS = ("tools",)
+
+
+def hand_built_requests(source: str) -> list[str]:
+    """Calls ``x.call(method, {...})`` / ``x.forward(tool, method, {...})`` in ``source`` with a dict literal."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("call", "forward") and any(isinstance(a, ast.Dict) for a in node.args)):
+            found.append(f"line {node.lineno}: {ast.unparse(node)[:80]}")
+    return found
+
+
+def test_hand_built_request_finder() -> None:
+    sample = ('c.call("search", {"query": q})\nawait s.forward("t", "get", {"path": p})\n'
+              'c.call("search", search_params(q))\nd.get("x", {})\n')
+    assert len(hand_built_requests(sample)) == 2
+
+
+def test_frontends_build_requests_with_the_builders() -> None:
+    problems = {module: found for module, path in MODULES.items() if module.split(".")[0] in FRONTENDS
+                if (found := hand_built_requests(path.read_text(encoding="utf-8")))}
+    assert problems == {}
+
+
+SEPARATE_CONSTANTS = {
+    ("RECEIVE_BYTES", "hub.connection"): "the Hub's read size, not the clients'",
+    ("DEFAULT_TIMEOUT", "launch.codex_app_server"): "the codex app-server's answer time, not the Hub's",
+}
+"""Same name and value on purpose: ``(name, module)`` → why it is a different quantity."""
+
+
+def module_constants(source: str) -> Iterator[tuple[str, object]]:
+    """``(NAME, value)`` for each module-level upper-case name bound to a literal (a leading ``_`` dropped)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id.lstrip("_").isupper() and isinstance(value, ast.Constant):
+            yield target.id.lstrip("_"), value.value
+
+
+def repeated_constants(sources: dict[str, str]) -> list[str]:
+    """Constants defined in more than one module of ``sources`` (module → text): by name and value, and
+    strings of more than 8 characters by value alone."""
+    by_name: dict[tuple[str, str], list[str]] = {}
+    by_text: dict[str, list[str]] = {}
+    for module, source in sources.items():
+        for name, value in module_constants(source):
+            if (name, module) not in SEPARATE_CONSTANTS:
+                by_name.setdefault((name, repr(value)), []).append(module)
+            if isinstance(value, str) and len(value) > 8:
+                by_text.setdefault(value, []).append(f"{module}.{name}")
+    found = [f"{name} = {value} in {', '.join(where)}" for (name, value), where in by_name.items() if len(where) > 1]
+    found += [f"{value!r} in {', '.join(where)}" for value, where in by_text.items() if len(where) > 1]
+    return found
+
+
+def test_repeated_constant_finder() -> None:
+    found = repeated_constants({"a": 'ABSENT = "absent"\nE = "MEMORY.md"\n',
+                                "b": '_ABSENT = "absent"\n_ENTRY = "MEMORY.md"\nX = 1\n', "c": "X = 2\n"})
+    assert len(found) == 2, found
+
+
+def test_no_constant_is_defined_twice() -> None:
+    assert repeated_constants({m: p.read_text(encoding="utf-8") for m, p in MODULES.items()}) == []
 
 
 TEST_CITATION = re.compile(r"issue #?\d|\bseed \d|design record|typed-memory spec", re.IGNORECASE)

@@ -200,6 +200,15 @@ async def test_unknown_tools_and_invalid_arguments_are_structured_bad_requests(h
                                    "allow_shrink": "perhaps"}, "allow_shrink", "valid boolean"),
                 ("memory_forget", {"path": "a.md"}, "expected_revision", "required argument missing"),
                 ("result_continue", {"token": ["a", "b"]}, "token", "valid string"),
+                # What the published schema refuses is refused: no lax coercion (a "yes" would pass the guard).
+                ("memory_upsert", {"path": "a.md", "content": "x\n", "expected_revision": "absent",
+                                   "allow_shrink": "yes"}, "allow_shrink", "valid boolean"),
+                ("memory_upsert", {"path": "a.md", "content": "x\n", "expected_revision": "absent",
+                                   "allow_shrink": 1}, "allow_shrink", "valid boolean"),
+                ("memory_search", {"query": "x", "limit": "3"}, "limit", "valid integer"),
+                ("memory_search", {"query": "x", "limit": 2.0}, "limit", "valid integer"),
+                ("memory_get", {"path": "a.md", "start_line": True}, "start_line", "valid integer"),
+                ("memory_get", {"path": "a.md", "end_line": "[1]"}, "end_line", "valid integer"),
             ]
             for tool, arguments, argument, problem in cases:
                 result = await call(s, tool, **arguments)  # checked against the tool's output schema too
@@ -621,3 +630,15 @@ async def test_async_client_retries_reads_once_and_never_resends_a_write(tmp_pat
                    for h in hellos)
         await client.aclose()
         nursery.cancel_scope.cancel()
+
+
+async def test_a_non_utf8_socket_path_is_a_clear_error_not_a_dead_server(tmp_path: Path) -> None:
+    # A home whose name is not UTF-8: the unavailable message holds the socket path, which must still
+    # serialize (shown as the visible escape \udcff), and the server must keep serving.
+    home = Path(os.fsdecode(bytes(tmp_path) + b"/home-\xff"))
+    home.mkdir()
+    with trio.fail_after(TIMEOUT):
+        async with mcp_session(home, tmp_path / "mcp.log") as s:
+            for _ in range(2):
+                error = err(await call(s, "memory_search", query="x"), ErrorCode.UNAVAILABLE)
+                assert "home-\\udcff" in error["message"] and "home-\\udcff" in error["data"]["socket"]

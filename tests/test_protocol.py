@@ -771,3 +771,15 @@ def _check_params(params: dict[str, Any]) -> None:
 def test_property_params_parse_or_raise_bad_request_or_invalid_path(batch: list[dict[str, Any]]) -> None:
     for params in batch:
         _check_params(params)
+
+
+def test_hub_error_text_is_always_encodable() -> None:
+    # A lone surrogate (from a non-UTF-8 argument) anywhere in message or data becomes the visible \udcff.
+    raw = os.fsdecode(b"/tmp/\xff")
+    exc = HubError(ErrorCode.UNAVAILABLE, f"no Hub at {raw}", {"socket": raw, "nested": {raw: [raw, 1]}, "n": 3})
+    wire = exc.to_wire()
+    assert msgpack.packb(wire) and str(exc).encode("utf-8")
+    assert wire["message"] == "no Hub at /tmp/\\udcff" and wire["data"]["socket"] == "/tmp/\\udcff"
+    assert wire["data"]["nested"] == {"/tmp/\\udcff": ["/tmp/\\udcff", 1]} and wire["data"]["n"] == 3
+    fine = HubError(ErrorCode.NOT_FOUND, "plain ü", {"path": "a.md"})
+    assert fine.message == "plain ü" and fine.data == {"path": "a.md"}

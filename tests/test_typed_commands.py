@@ -196,6 +196,22 @@ def test_new_bad_input_changes_nothing(target: Target, args: list[str]) -> None:
     assert target.snapshot() == before
 
 
+@pytest.mark.parametrize(("args", "field"), [
+    (["reference", "x", "--tags", "a", "--description", "bad \udcff"], "description"),
+    (["reference", "x", "--tags", "a", "--description", "d", "--body", "\udcff"], "body"),
+    (["reference", "x", "--tags", "a,b\udcff", "--description", "d"], "tags[1]"),
+    (["feedback", "x", "--tags", "a", "--description", "d", "--expires", "2027\udcff"], "expires"),
+])
+def test_new_refuses_text_that_is_not_utf8_naming_the_field(target: Target, args: list[str], field: str) -> None:
+    # A shell's $'\xff' reaches Python as the lone surrogate U+DCFF: refused before anything is planned.
+    before = target.snapshot()
+    r = target.cli("memory", "new", *args)
+    assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST], r.stderr
+    assert r.json["error"]["code"] == "bad_request" and r.json["error"]["data"]["field"] == field, r.json
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert target.snapshot() == before
+
+
 def test_new_refuses_a_type_at_its_cap(target: Target) -> None:
     for i in range(10):
         target.put(f"user/pref-{i}.md", topic_text(f"pref-{i}", "user"))

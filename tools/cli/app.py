@@ -86,6 +86,35 @@ app.command("tools.cli.agent:mcp_serve", name="mcp")
 app.command("tools.cli.launch:launch", name="launch", help_flags=[], version_flags=[], end_of_options_delimiter="\0")
 
 HELP_FLAGS = ("--help", "-h")
+VERSION_FLAGS = ("--version",)
+GROUP_PATHS = {(), ("hub",), ("hub", "principal"), ("hub", "token"), ("memory",), ("system",), ("system", "config"),
+               ("protocol",)}
+"""Token lists that name a command group: cyclopts prints the group's help page for them."""
+
+
+def prints_help(tokens: list[str]) -> bool:
+    """Whether cyclopts will print a help page or the version for ``tokens`` (through rich, on stdout)."""
+    if tokens[:1] == ["launch"]:
+        return False  # the agent's own --help and --version
+    return tuple(tokens) in GROUP_PATHS or any(flag in tokens for flag in (*HELP_FLAGS, *VERSION_FLAGS))
+
+
+def use_pipe_aware_console() -> None:
+    """Make cyclopts' console exit with :attr:`ExitStatus.BROKEN_PIPE` when stdout's reader went away.
+
+    rich's ``Console.on_broken_pipe`` points stdout at ``/dev/null`` and
+    raises ``SystemExit(1)``, which would report ``amux --help | head -1`` as
+    a failure.  Imports rich, so only called when help is printed.
+    """
+    from rich.console import Console
+
+    class PipeAwareConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise SystemExit(int(ExitStatus.BROKEN_PIPE))
+
+    app.console = PipeAwareConsole()
 
 
 def resolve_commands(group: App) -> None:
@@ -113,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     tokens = sys.argv[1:] if argv is None else argv
     if any(flag in tokens for flag in HELP_FLAGS):
         resolve_commands(app)
+    if prints_help(tokens):
+        use_pipe_aware_console()
     try:
         result = app(tokens, result_action="return_value")
     except BrokenPipeError:

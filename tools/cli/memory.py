@@ -17,6 +17,8 @@ from typing import Annotated, Any
 from cyclopts import Parameter
 
 from protocol.errors import ErrorCode, HubError
+from protocol.limits import LIMITS
+from protocol.requests import forget_params, get_params, search_params
 from tools.cli.output import emit, fail, fail_quietly, write_bytes
 
 
@@ -37,7 +39,7 @@ def search(
     /,
     *,
     path_prefix: str = "",
-    limit: int = 5,
+    limit: int = LIMITS.search_default_limit,
 ) -> int:
     """Search memory for literal keywords (any keyword makes a candidate).
 
@@ -54,10 +56,7 @@ def search(
     limit
         Documents to return, 1-20.
     """
-    params: dict[str, Any] = {"query": " ".join(words), "limit": limit}
-    if path_prefix:
-        params["path_prefix"] = path_prefix
-    return call_hub("search", params)
+    return call_hub("search", search_params(" ".join(words), path_prefix=path_prefix, limit=limit))
 
 
 def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 0) -> int:
@@ -76,7 +75,7 @@ def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 
     offset
         Continue a truncated fragment from its next_offset (keep the same end line).
     """
-    return call_hub("get", {"path": path, "start_line": start_line, "end_line": end_line, "offset": offset})
+    return call_hub("get", get_params(path, start_line=start_line, end_line=end_line, offset=offset))
 
 
 def read_content(file: Path | None) -> bytes:
@@ -152,7 +151,7 @@ def forget(path: str, /, *, expected_revision: str) -> int:
     expected_revision
         The revision you last read.
     """
-    return call_hub("forget", {"path": path, "expected_revision": expected_revision})
+    return call_hub("forget", forget_params(path, expected_revision))
 
 
 def export(path: str, /) -> int:

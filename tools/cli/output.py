@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from protocol.errors import ERRORS, ExitStatus, HubError
+from protocol.errors import ERRORS, ExitStatus, HubError, encodable, encodable_value
 
 USAGE_STATUS = 2
 """Exit status of a usage error (cyclopts' own, and the ones commands detect); same as ``bad_request``."""
@@ -32,13 +32,22 @@ def write_bytes(data: bytes) -> None:
 
 
 def emit(obj: Any) -> None:
-    """Print ``obj`` as indented JSON (UTF-8, non-ASCII kept) and a newline on stdout."""
-    write_bytes(json.dumps(obj, ensure_ascii=False, indent=2).encode("utf-8") + b"\n")
+    """Print ``obj`` as indented JSON (UTF-8, non-ASCII kept) and a newline on stdout.
+
+    Never fails on text that is not valid UTF-8 (a lone surrogate from a
+    non-UTF-8 file name or argument): it is shown as the visible text
+    ``\\udcff`` (JSON ``"\\\\udcff"``), as :class:`HubError` shows it.
+    """
+    text = json.dumps(encodable_value(obj), ensure_ascii=False, indent=2)
+    write_bytes(text.encode("utf-8", "backslashreplace") + b"\n")
 
 
 def say(message: str) -> None:
-    """Print one ``amux: MESSAGE`` line on stderr (notices, warnings, the error line)."""
-    print(f"amux: {message}", file=sys.stderr)
+    """Print one ``amux: MESSAGE`` line on stderr (notices, warnings, the error line).
+
+    Text that is not valid UTF-8 is written as backslash escapes, never an error.
+    """
+    print(f"amux: {encodable(message)}", file=sys.stderr)
 
 
 def fail(exc: HubError) -> int:
@@ -63,7 +72,7 @@ def fail_quietly(exc: HubError) -> int:
 
 def usage_error(command: str, message: str) -> int:
     """A usage error a command found itself: one stderr line, status :data:`USAGE_STATUS`."""
-    print(f"amux {command}: {message} (see 'amux {command} --help')", file=sys.stderr)
+    print(encodable(f"amux {command}: {message} (see 'amux {command} --help')"), file=sys.stderr)
     return USAGE_STATUS
 
 

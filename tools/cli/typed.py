@@ -153,6 +153,6 @@ def memory_lint(*, project: Project = None, json: bool = False, today: str | Non
         emit({"problems": [p.as_dict() for p in problems], **counts, "library": label})
     else:
         out = "".join(p.render() + "\n" for p in problems)
-        write_bytes(out.encode("utf-8"))
+        write_bytes(out.encode("utf-8", "backslashreplace"))  # a lone surrogate shows as \udcff
         say(f"{label}: {counts['errors']} error(s), {counts['warnings']} warning(s), {counts['infos']} info(s)")
     return ExitStatus.PROBLEMS_FOUND if counts["errors"] else 0

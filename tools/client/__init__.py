@@ -8,6 +8,8 @@
   (cancellable, reconnects once).
 * :mod:`tools.client.paging`: ``export_document`` and ``list_all``, whole
   results from paged methods.
+* :mod:`tools.client.base`: ``ClientBase``, ``DEFAULT_TIMEOUT`` and
+  ``RECEIVE_BYTES``, what both clients share.
 * :mod:`tools.client.failures`: the one wording of "cannot reach / lost the
   Hub" both clients raise.
 

@@ -26,17 +26,12 @@ from typing import Any
 from protocol.connection import ClientConnection, ConnectionClosed
 from protocol.endpoint import Endpoint, parse_endpoint
 from protocol.errors import ErrorCode, HubError
+from tools.client.base import DEFAULT_TIMEOUT, RECEIVE_BYTES, ClientBase
 from tools.client.failures import connect_failed, lost, no_answer, tls_failed, where
 from tools.client.settings import ClientSettings
 
-DEFAULT_TIMEOUT = 30.0
-"""Seconds one socket operation may take before the Hub counts as not answering."""
 
-RECEIVE_BYTES = 65536
-"""Bytes asked of one ``recv``."""
-
-
-class HubClient:
+class HubClient(ClientBase):
     """One connection to the Hub; requests are sent one at a time.
 
     Where the Hub is: ``endpoint`` (an :class:`~protocol.endpoint.Endpoint`
@@ -75,21 +70,6 @@ class HubClient:
         self._sock: socket.socket | None = None
         self._conn = ClientConnection()
         self._deadline: float | None = None  # monotonic time connect() must finish by, while it runs
-
-    @property
-    def binding(self) -> str | None:
-        """The binding sent in ``hello`` (``None`` or ``""``: none)."""
-        return self.settings.binding
-
-    @property
-    def token(self) -> str | None:
-        """The bearer token sent in ``hello`` (``None`` or ``""``: none)."""
-        return self.settings.token
-
-    @property
-    def ca_file(self) -> str | None:
-        """The CA bundle for ``tls://`` (``None``: the system's)."""
-        return self.settings.ca_file
 
     @property
     def connect_deadline(self) -> float | None:

@@ -40,20 +40,14 @@ from protocol.connection import ClientConnection, ConnectionClosed
 from protocol.endpoint import Endpoint, parse_endpoint
 from protocol.errors import ErrorCode, HubError
 from protocol.messages import Response
+from tools.client.base import DEFAULT_TIMEOUT, RECEIVE_BYTES, ClientBase
 from tools.client.failures import RETRY_SAFE, connect_failed, lost, no_answer, tls_failed
 from tools.client.settings import ClientSettings, resolve_socket
 
-__all__ = ["CONNECT_TIMEOUT", "DEFAULT_TIMEOUT", "AsyncHubClient"]
-
-DEFAULT_TIMEOUT = 30.0
-"""Seconds one call may take before the connection is given up as dead."""
+__all__ = ["CONNECT_TIMEOUT", "AsyncHubClient"]
 
 CONNECT_TIMEOUT = 5.0
 """Seconds to connect and complete ``hello``: a Hub that takes longer is treated as unavailable."""
-
-RECEIVE_BYTES = 65536
-"""Bytes asked of one ``receive_some``."""
-
 
 class _Lost(Exception):
     """The connection failed; ``sent`` tells whether the request may have reached the Hub."""
@@ -64,7 +58,7 @@ class _Lost(Exception):
         self.sent = sent
 
 
-class AsyncHubClient:
+class AsyncHubClient(ClientBase):
     """One connection to the Hub for a long-lived Trio process.
 
     Where the Hub is and what ``hello`` carries are found like the blocking
@@ -108,21 +102,6 @@ class AsyncHubClient:
         self._raw: trio.SocketStream | None = None  # the socket under TLS, for the idle-EOF check
         self._conn = ClientConnection()
         self._lock = trio.Lock()
-
-    @property
-    def binding(self) -> str | None:
-        """The binding sent in ``hello`` (``None`` or ``""``: none)."""
-        return self.settings.binding
-
-    @property
-    def token(self) -> str | None:
-        """The bearer token sent in ``hello`` (``None`` or ``""``: none)."""
-        return self.settings.token
-
-    @property
-    def ca_file(self) -> str | None:
-        """The CA bundle for ``tls://`` (``None``: the system's)."""
-        return self.settings.ca_file
 
     @property
     def connected(self) -> bool:

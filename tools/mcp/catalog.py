@@ -9,7 +9,8 @@ the text (:func:`tools.mcp.render.error_result`):
 
 * an unknown tool name: ``bad_request``, ``data`` = ``{tool, tools}``;
 * arguments that fail the input schema (a wrong type, a missing required
-  argument, a value out of bounds): ``bad_request``, ``data`` =
+  argument, a value out of bounds), checked strictly (no coercion: ``"yes"``
+  is not ``true``, ``"3"`` and ``2.0`` are not integers): ``bad_request``, ``data`` =
   ``{tool, errors: [{argument, problem}]}``; the rejected values are not
   echoed (they are the caller's data, and can be a whole document);
 * a bug in the server itself: ``internal``, logged with its traceback.
@@ -128,7 +129,10 @@ class ToolCatalog:
             log.info("call to an unknown tool %r", name[:MAX_NAME_ECHO])
             return error_result(unknown_tool(name))
         try:
-            kwargs = tool.fn_metadata.validate_arguments(arguments or {})
+            # Strict: what the published schema refuses is refused ("yes" is not a boolean, "3" and 2.0 are not
+            # integers, true is not a line number).  The SDK's own validation is lax and also parses JSON
+            # inside strings, so it is not used.
+            kwargs = tool.fn_metadata.arg_model.model_validate(arguments or {}, strict=True).model_dump_one_level()
         except ValidationError as exc:
             refused = invalid_arguments(name, exc)
             log.info("tool %s rejected arguments: %s", name, [e["argument"] for e in refused.data["errors"]])

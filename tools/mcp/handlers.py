@@ -24,7 +24,7 @@ from pydantic import Field
 
 from protocol.errors import HubError
 from protocol.limits import ENTRY_NAME, KIB, LIMITS
-from protocol.requests import upsert_params
+from protocol.requests import forget_params, get_params, search_params, upsert_params
 from tools.client.trio_client import AsyncHubClient
 from tools.mcp.pager import DEFAULT_PAGE_TTL, Pager
 from tools.mcp.render import RENDERERS, error_result
@@ -137,10 +137,8 @@ class MemoryTools:
                          ] = LIMITS.search_default_limit,
     ) -> CallToolResult:
         """``memory_search`` → Hub ``search`` (DESIGN.md §5)."""
-        params: dict[str, Any] = {"query": query, "limit": limit}
-        if path_prefix:
-            params["path_prefix"] = path_prefix
-        return await self.forward("memory_search", "search", params)
+        return await self.forward("memory_search", "search",
+                                  search_params(query, path_prefix=path_prefix, limit=limit))
 
     async def memory_get(
         self,
@@ -152,8 +150,8 @@ class MemoryTools:
                                      "(keep path and end_line; leave start_line 0).")] = 0,
     ) -> CallToolResult:
         """``memory_get`` → Hub ``get`` (DESIGN.md §5); lines are 1-based, ``offset`` is in bytes."""
-        return await self.forward("memory_get", "get", {"path": path, "start_line": start_line,
-                                                        "end_line": end_line, "offset": offset})
+        return await self.forward("memory_get", "get",
+                                  get_params(path, start_line=start_line, end_line=end_line, offset=offset))
 
     async def memory_upsert(
         self,
@@ -179,7 +177,7 @@ class MemoryTools:
                                                 "with memory_get.")],
     ) -> CallToolResult:
         """``memory_forget`` → Hub ``forget`` (DESIGN.md §4)."""
-        return await self.forward("memory_forget", "forget", {"path": path, "expected_revision": expected_revision})
+        return await self.forward("memory_forget", "forget", forget_params(path, expected_revision))
 
     async def result_continue(
         self,

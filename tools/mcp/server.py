@@ -86,7 +86,7 @@ def server_instructions() -> str | None:
     ``amux launch`` puts the protocol into the agent's own instructions and
     turns this copy off, so the model sees one block, not two (clients show
     server instructions as a second block: Claude Code in a message, Codex
-    as the tool namespace's description).  DESIGN.md §10.
+    as the tool namespace's description).  DESIGN.md §9.2.
     """
     return None if os.environ.get("AMUX_MCP_INSTRUCTIONS", "").lower() == "off" else render_protocol("mcp")
 

@@ -36,8 +36,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol.errors import HubError
+from protocol.params import ABSENT
 from tools.typed.catalog import Catalog, Topic, load_catalog
-from tools.typed.library import ABSENT, Library
+from tools.typed.library import Library
 from tools.typed.model import ARCHIVE_DIR, feedback_expiry_of
 
 Hook = Callable[[str, str], None]

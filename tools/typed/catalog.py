@@ -3,7 +3,7 @@
 A *topic* here is any Markdown document of the library except ``MEMORY.md``;
 whether it is well placed (``<type>/<name>.md``), parses and validates is for
 the caller to judge (:mod:`tools.typed.lint`).  Reading is not a
-snapshot: documents are read one by one (DESIGN.md §4: searches and lists
+snapshot: documents are read one by one (DESIGN.md §5.8: searches and lists
 are not whole-directory snapshots), so a concurrent writer may be seen half
 way; every write made from a catalog is still a compare-and-swap.
 """

@@ -24,9 +24,10 @@ from typing import Any
 
 from hub.cache import fold
 from protocol.errors import ErrorCode, HubError
+from protocol.params import ABSENT
 from tools.typed.catalog import Catalog, load_catalog, topic_from_doc
 from tools.typed.index import build_index, check_size, update_index
-from tools.typed.library import ABSENT, Doc, Library
+from tools.typed.library import Doc, Library
 from tools.typed.model import (
     CAPS,
     FEEDBACK_DEFAULT_DAYS,
@@ -68,6 +69,15 @@ class NewTopic:
     text: str
 
 
+def is_encodable(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (it holds no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _bad(message: str, **data: Any) -> HubError:
     return HubError(ErrorCode.BAD_REQUEST, message, data)
 
@@ -80,8 +90,15 @@ def build_topic(type_: str, name: str, description: str, tags: list[str], *, tod
     unless given.  Feedback and project bodies get ``**Why:**`` and ``**How to
     apply:**`` placeholder sections for whichever of them ``body`` lacks; a
     missing body is the description.  The description must be one line: no
-    line breaks or other control characters.
+    line breaks or other control characters.  Text that is not valid UTF-8
+    (a lone surrogate from a non-UTF-8 argument) is refused as ``bad_request``
+    naming the field (``data.field``), before anything else is checked.
     """
+    fields = {"type": type_, "name": name, "description": description, "expires": expires, "body": body,
+              **{f"tags[{i}]": tag for i, tag in enumerate(tags)}}
+    for field, value in fields.items():
+        if value is not None and not is_encodable(value):
+            raise _bad(f"--{field.split('[')[0]} is not valid UTF-8 text", field=field)
     if type_ not in TYPES:
         raise _bad(f"type {type_!r} is not one of {', '.join(TYPES)}", field="type", allowed=list(TYPES))
     odd = next((c for c in description if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)

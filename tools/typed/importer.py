@@ -47,9 +47,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.errors import HubError
+from protocol.params import ABSENT
 from tools.typed.catalog import Catalog, Topic, load_catalog, topic_from_doc
 from tools.typed.hosts import Candidate, Discovery
-from tools.typed.library import ABSENT, Doc, Library
+from tools.typed.library import Doc, Library
 from tools.typed.model import (
     CAPS,
     TYPES,

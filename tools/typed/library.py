@@ -33,12 +33,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
-from protocol.requests import upsert_params
+from protocol.params import ABSENT
+from protocol.requests import forget_params, search_params, upsert_params
 
 if TYPE_CHECKING:
     from tools.client.blocking import HubClient
-
-ABSENT = "absent"
 
 PROJECT_SUBDIR = Path(".agent") / "memory"
 """A project's library, relative to the project directory."""
@@ -101,7 +100,7 @@ class Library(Protocol):
         """Delete the document if it still has ``expected_revision`` (missing: nothing to do)."""
         ...
 
-    def search(self, words: list[str], limit: int = 5) -> list[str]:
+    def search(self, words: list[str], limit: int = LIMITS.search_default_limit) -> list[str]:
         """Paths of documents containing any of ``words`` (case-insensitive), best first."""
         ...
 
@@ -149,9 +148,9 @@ class HubLibrary:
 
     def delete(self, path: str, expected_revision: str) -> None:
         """The Hub's ``forget``."""
-        self.client.call("forget", {"path": path, "expected_revision": expected_revision})
+        self.client.call("forget", forget_params(path, expected_revision))
 
-    def search(self, words: list[str], limit: int = 5) -> list[str]:
+    def search(self, words: list[str], limit: int = LIMITS.search_default_limit) -> list[str]:
         """The Hub's ``search`` for ``words``: cut to the Hub's query bounds (keyword count, then
         UTF-8 bytes, dropping words from the end) and ``limit`` clamped to 1..``search_max_limit``."""
         words = [w for w in words if w.strip()][:LIMITS.query_max_keywords]
@@ -161,7 +160,7 @@ class HubLibrary:
         while len(query.encode("utf-8")) > LIMITS.query_max_bytes and len(words) > 1:
             words = words[:-1]
             query = " ".join(words)
-        result = self.client.call("search", {"query": query, "limit": max(1, min(limit, LIMITS.search_max_limit))})
+        result = self.client.call("search", search_params(query, limit=max(1, min(limit, LIMITS.search_max_limit))))
         return [str(m["path"]) for m in result.get("matches", [])]
 
     def close(self) -> None:
@@ -300,7 +299,7 @@ class ProjectLibrary:
             except OSError as exc:
                 raise _os_error("delete", logical, self.root, exc) from None
 
-    def search(self, words: list[str], limit: int = 5) -> list[str]:
+    def search(self, words: list[str], limit: int = LIMITS.search_default_limit) -> list[str]:
         """Paths of documents containing any of ``words``, most distinct words first, then most in the
         path, then by path; at most ``limit``.  Words and text are folded as the Hub folds them
         (:func:`hub.cache.fold`: NFC, then casefold) and at most ``query_max_keywords`` words count.

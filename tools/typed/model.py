@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
 
+from protocol.limits import ENTRY_NAME
+
 TYPES = ("user", "feedback", "project", "reference")
 """The four memory types, in the order the index lists them."""
 
@@ -40,8 +42,8 @@ def cap_advice(type_: str) -> str:
 ARCHIVE_DIR = "feedback/_archive"
 """Where expired feedback goes; never indexed, never counted against the cap."""
 
-INDEX_PATH = "MEMORY.md"
-"""The library's index document."""
+INDEX_PATH = ENTRY_NAME
+"""The library's index document: the scope's entry document."""
 
 FIELD_ORDER = ("name", "description", "type", "created", "expires", "tags", "source", "related", "metadata")
 """Frontmatter keys in the order :func:`render_topic` writes them; any other key follows."""

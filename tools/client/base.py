@@ -1,0 +1,47 @@
+"""What both Hub clients share: their defaults and the settings they expose (DESIGN.md §3.6).
+
+:class:`ClientBase` is the common base of :class:`tools.client.blocking.HubClient`
+and :class:`tools.client.trio_client.AsyncHubClient`: both resolve a
+:class:`~tools.client.settings.ClientSettings` at construction and show its
+``binding``, ``token`` and ``ca_file`` read-only.  No I/O and no Trio here, so
+the blocking client's import path stays light.
+"""
+
+from __future__ import annotations
+
+from protocol.endpoint import Endpoint
+from tools.client.settings import ClientSettings
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds one socket operation (blocking client) or one call (Trio client) may take before the Hub counts
+as not answering."""
+
+RECEIVE_BYTES = 65536
+"""Bytes asked of one ``recv`` / ``receive_some``."""
+
+
+class ClientBase:
+    """The settings a Hub client was built with, and the endpoint they name.
+
+    Subclasses set :attr:`settings` and :attr:`endpoint` in ``__init__``.
+    """
+
+    settings: ClientSettings
+    """Where the Hub is and what ``hello`` carries."""
+    endpoint: Endpoint
+    """The Hub's address (``settings.endpoint``)."""
+
+    @property
+    def binding(self) -> str | None:
+        """The binding sent in ``hello`` (``None`` or ``""``: none)."""
+        return self.settings.binding
+
+    @property
+    def token(self) -> str | None:
+        """The bearer token sent in ``hello`` (``None`` or ``""``: none)."""
+        return self.settings.token
+
+    @property
+    def ca_file(self) -> str | None:
+        """The CA bundle for ``tls://`` (``None``: the system's)."""
+        return self.settings.ca_file
