@@ -108,60 +108,6 @@ def list_params(path_prefix: str = "", cursor: str = "") -> dict[str, Any]:
 
 
 def history_params(path: str, *, limit: int | None = None, cursor: str = "") -> dict[str, Any]:
-    """``history``: ``{"path", "cursor"}`` plus ``limit`` (versions per page, 1-100, Hub default 20) when given.
-
-    ``cursor`` is ``""`` for the newest page, then the previous page's
-    ``next_cursor``.  The result is ``{"path", "versions": [...], "next_cursor"}``,
-    newest first (DESIGN.md §15).
-    """
-    params: dict[str, Any] = {"path": path, "cursor": cursor}
-    if limit is not None:
-        params["limit"] = limit
-    return params
-
-
-def log_params(*, path_prefix: str = "", since: str | None = None, limit: int | None = None,
-               cursor: str = "") -> dict[str, Any]:
-    """``log``: ``{"cursor"}`` plus ``path_prefix`` when non-empty, ``since`` and ``limit`` when given.
-
-    ``since`` is an ISO 8601 UTC time with microseconds
-    (``"2026-12-01T08:40:37.123456Z"``): only changes at or after it;
-    ``limit`` is changes per page (1-200, Hub default 50).  The result is
-    ``{"changes": [...], "next_cursor"}``, newest first over the whole scope
-    (DESIGN.md §15).
-    """
-    params: dict[str, Any] = {"cursor": cursor}
-    if path_prefix:
-        params["path_prefix"] = path_prefix
-    if since is not None:
-        params["since"] = since
-    if limit is not None:
-        params["limit"] = limit
-    return params
-
-
-def restore_params(path: str, revision: str, expected_revision: str) -> dict[str, Any]:
-    """``restore``: ``{"path", "revision", "expected_revision"}``.
-
-    Writes the stored version ``revision`` back as the document, a normal
-    compare-and-swap write against ``expected_revision`` (``"absent"`` brings
-    back a forgotten document); the result is the upsert result plus
-    ``restored_from`` (DESIGN.md §4, §15).
-    """
-    return {"path": path, "revision": revision, "expected_revision": expected_revision}
-
-
-def purge_params(path: str, *, revision: str | None = None, everything: bool = False) -> dict[str, Any]:
-    """``purge``: ``{"path", "revision", "all"}``: one stored version (``revision``) or every one (``everything``).
-
-    The Hub refuses both or neither (``bad_request``).  The result is
-    ``{"path", "erased": [{"revision", "time", "action", "bytes"}]}``; the
-    live document is never touched (DESIGN.md §15).
-    """
-    return {"path": path, "revision": revision, "all": everything}
-
-
-def history_params(path: str, *, limit: int | None = None, cursor: str = "") -> dict[str, Any]:
     """``history``: ``{"path"}`` plus ``limit`` (1-100) when given and ``cursor`` when non-empty.  DESIGN.md §15."""
     params: dict[str, Any] = {"path": path}
     if limit is not None:
