@@ -241,7 +241,7 @@ def test_cli_changes_are_recorded_with_action_and_actor(hub: HubProcess) -> None
     assert create["actor"] == {"principal": me, "client": "amux-cli", "binding": None, "session": "sess-cli-1"}
     assert update["actor"] == {"principal": me, "client": "amux-cli", "binding": "global", "session": "sess-cli-1"}
     assert forget["actor"]["session"] is None and forget["actor"]["client"] == "amux-cli"
-    assert (create["bytes"], create["lines"], create["added"], create["removed"]) == (len(v1), 4, 0, 0)
+    assert (create["bytes"], create["lines"], create["added"], create["removed"]) == (len(v1), 4, 4, 0)  # vs nothing
     assert (update["bytes"], update["lines"], update["added"], update["removed"]) == (len(v2), 5, 2, 1)
     assert forget["bytes"] == 0
     times = [dt.datetime.fromisoformat(v["time"]) for v in versions]
@@ -430,11 +430,17 @@ def test_purge_erases_what_it_prints_and_never_the_live_document(hub: HubProcess
     gone = hub.cli("memory", "show", "keys.md", "--revision", r2)
     assert gone.returncode == EXIT_CODES[ErrorCode.NOT_FOUND] and gone.json["error"]["data"]["reason"] == "purged"
     assert every_file_holds(hub.home, marker) == []
-    # --all erases every version and tombstone, and still leaves the live document alone.
+    # --all would take the live document's version too: refused until the document is forgotten.
+    refused = hub.cli("memory", "purge", "keys.md", "--all")
+    assert refused.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST] and "forget" in refused.stderr
+    assert (hub.scope_dir / "keys.md").read_bytes() == clean + b"rotated monthly\n"
+    assert hub.cli("memory", "forget", "keys.md", "--expected-revision", r3).returncode == 0
     everything = hub.cli("memory", "purge", "keys.md", "--all")
     assert everything.returncode == 0, everything.stderr
-    assert (hub.scope_dir / "keys.md").read_bytes() == clean + b"rotated monthly\n"
-    assert r1 in [e["revision"] for e in everything.json["erased"]]
+    assert sorted(e["revision"] for e in everything.json["erased"]) == sorted([r1, r3, "absent"])
+    assert "erased 3 stored versions of keys.md" in everything.stderr
+    assert hub.cli("memory", "history", "keys.md").json["versions"] == []
+    assert not (hub.scope_dir / "keys.md").exists()
 
 
 async def test_mcp_changes_name_the_mcp_client_and_the_session(hub: HubProcess, tmp_path: Path) -> None:

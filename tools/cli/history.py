@@ -194,9 +194,11 @@ def purge(
     stored version and tombstone of PATH). The bytes are removed from every
     file of the history store, compressed or packed copies included; there is
     no undo. It never touches the live document: to get rid of the text
-    everywhere, first forget (or rewrite) the document, then purge its
-    history. Prints {"path", "erased": [{"revision", "time", "action",
-    "bytes"}]}, what was erased.
+    everywhere, first forget the document (or rewrite it without the text),
+    then purge its history. A version the document still holds is refused
+    (bad_request), so --all needs the document forgotten first. Prints
+    {"path", "erased": [{"revision", "time", "action", "bytes"}]}, what was
+    erased.
 
     Parameters
     ----------
