@@ -499,3 +499,16 @@ def test_one_principal_cannot_see_or_restore_anothers_history(hub_factory: Any, 
     assert (code == 0 and purged["erased"] == []) or code == EXIT_CODES[ErrorCode.NOT_FOUND], purged
     code, mine_after, _ = run_as(ALICE, h.socket, "memory", "history", "MEMORY.md")
     assert mine_after["versions"] == mine["versions"]
+
+
+def test_turning_history_off_says_how_to_delete_what_is_kept(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
+    env["AMUX_HOME"] = str(tmp_path)
+    proc = subprocess.run([*amux_argv(), "system", "config", "set", "memory.history", "false"], env=env,
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    err = proc.stderr.decode()
+    assert "is kept" in err and "amux memory purge PATH --all" in err and str(tmp_path / "history") in err
+    on = subprocess.run([*amux_argv(), "system", "config", "set", "memory.history", "true"], env=env,
+                        capture_output=True, timeout=60)
+    assert on.returncode == 0 and b"purge" not in on.stderr
