@@ -13,6 +13,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 from typing import Any
@@ -455,19 +456,36 @@ async def test_mcp_changes_name_the_mcp_client_and_the_session(hub: HubProcess, 
         assert v["actor"] == {"principal": me, "client": "amux-mcp", "binding": None, "session": "launch-42"}
 
 
-def test_a_launched_agents_writes_carry_the_launch_session(hub: HubProcess, tmp_path: Path) -> None:
-    # What `amux launch` gives Pi (its wrapper) and every agent (AMUX_SESSION_ID): the CLI's hello carries it.
-    from launch import plan
+AGENT_STANDIN = r"""#!{python}
+import json, os, subprocess, sys
+# Pi: the `amux` first on PATH is the launch's wrapper.  Claude: the MCP server entry, run with ONLY its own env.
+config = [a for a in sys.argv if a.startswith("--mcp-config=")]
+if config:
+    server = json.loads(config[0].split("=", 1)[1])["mcpServers"]["amux"]
+    cmd, env = [server["command"], *server["args"][:-1]], {"PATH": os.environ["PATH"], **server["env"]}
+else:
+    cmd, env = ["amux"], dict(os.environ)
+proc = subprocess.run([*cmd, "memory", "upsert", sys.argv[-1], "--expected-revision", "absent"],
+                      input=b"# Written by an agent\n", env=env, capture_output=True)
+sys.stderr.write(proc.stderr.decode())
+sys.exit(proc.returncode)
+"""
 
-    spec = plan("pi", [], binding="global", hub=str(hub.socket), amux_command=[amux_argv()[0]],
-                session_id="sess-launch-7", run_dir=str(tmp_path / "run"))
-    env = spec.environment({**hub.env, "PATH": os.environ.get("PATH", "")})
-    assert env["AMUX_SESSION_ID"] == "sess-launch-7"
-    r = subprocess.run([*amux_argv(), "memory", "upsert", "launched.md", "--expected-revision", "absent"],
-                       input=b"# From an agent\n", env=env, capture_output=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    (version,) = history(hub, "launched.md")
-    assert version["actor"]["session"] == "sess-launch-7" and version["actor"]["binding"] == "global"
+
+@pytest.mark.parametrize("agent", ["pi", "claude"])
+def test_a_launched_agents_writes_carry_the_launch_session(hub: HubProcess, tmp_path: Path, agent: str) -> None:
+    standin = tmp_path / agent
+    standin.write_text(AGENT_STANDIN.replace("{python}", sys.executable))
+    standin.chmod(0o755)
+    env = {**hub.env, f"AMUX_LAUNCH_{agent.upper()}": str(standin), "AMUX_SESSION_ID": "stale-outer-session"}
+    session = f"sess-launch-{agent}"
+    proc = subprocess.run([*amux_argv(), "launch", "--session-id", session, "--run-dir", str(tmp_path / "run"),
+                           agent, "-p", f"{agent}.md"], env=env, capture_output=True, stdin=subprocess.DEVNULL,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+    (version,) = history(hub, f"{agent}.md")
+    assert version["action"] == "create" and version["actor"]["binding"] == "global"
+    assert version["actor"]["session"] == session
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the CLI as other uids")
