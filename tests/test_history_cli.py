@@ -530,3 +530,21 @@ def test_turning_history_off_says_how_to_delete_what_is_kept(tmp_path: Path) -> 
     on = subprocess.run([*amux_argv(), "system", "config", "set", "memory.history", "true"], env=env,
                         capture_output=True, timeout=60)
     assert on.returncode == 0 and b"purge" not in on.stderr
+
+
+def test_history_commands_load_neither_trio_nor_mcp(tmp_path: Path) -> None:
+    # Agents without MCP run these as plain CLI calls: start-up time matters (DESIGN.md §13.6).
+    code = (
+        "import sys\n"
+        "from tools.cli.app import main\n"
+        "for argv in (['memory', 'log', '--since', '24h'], ['memory', 'history', 'a.md'],\n"
+        "             ['memory', 'diff', 'a.md', '--from', 'absent'], ['memory', 'purge', 'a.md', '--all'],\n"
+        "             ['memory', 'restore', 'a.md', '--revision', 'r', '--expected-revision', 'absent']):\n"
+        "    main(argv)\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('trio', 'mcp', 'hub'))\n"
+        "sys.stderr.write('LOADED=' + repr(loaded))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
+    env["AMUX_HOME"] = str(tmp_path)  # no Hub: every call is 'unavailable', after its imports
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=60)
+    assert "LOADED=[]" in proc.stderr.decode(), proc.stderr.decode()[-2000:]
