@@ -548,3 +548,20 @@ def test_history_commands_load_neither_trio_nor_mcp(tmp_path: Path) -> None:
     env["AMUX_HOME"] = str(tmp_path)  # no Hub: every call is 'unavailable', after its imports
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=60)
     assert "LOADED=[]" in proc.stderr.decode(), proc.stderr.decode()[-2000:]
+
+
+def test_with_history_off_nothing_new_is_recorded_and_the_cli_says_so(hub_factory: Any) -> None:
+    h: HubProcess = hub_factory()
+    r1 = upsert(h, "kept.md", b"# Kept\n", "absent")
+    on = h.cli("memory", "history", "kept.md")
+    assert "history is off" not in on.stderr
+    h.stop()
+    h.configure("memory.history", "false")
+    h.start()
+    upsert(h, "kept.md", b"# Kept\n\nchanged with history off\n", r1)
+    off = h.cli("memory", "history", "kept.md")
+    assert off.returncode == 0, off.stderr
+    assert "history is off" in off.stderr and "memory.history true" in off.stderr
+    assert [v["revision"] for v in off.json["versions"]][-1] == r1  # what was stored is still shown
+    log = h.cli("memory", "log")
+    assert log.returncode == 0 and "history is off" in log.stderr

@@ -25,6 +25,29 @@ if TYPE_CHECKING:
 ABSENT = "absent"
 """The revision of a document that does not exist (a forget's tombstone)."""
 
+HISTORY_OFF = ("history is off on this Hub (memory.history = false): nothing new is recorded, what is stored is "
+               "shown; 'amux system config set memory.history true' and a Hub restart turn it back on")
+"""The notice ``history`` and ``log`` print on stderr when the Hub's ``hello`` says ``history: false``."""
+
+
+def read_history(method: str, params: dict[str, Any]) -> int:
+    """One ``history`` or ``log`` call, printed as JSON; a notice on stderr when the Hub records no history.
+
+    Returns 0, or the error's exit status after :func:`tools.cli.output.fail`.
+    """
+    from tools.client.blocking import HubClient
+
+    try:
+        with HubClient() as client:
+            result = client.call(method, params)
+            recording = client.hello.get("history")
+    except HubError as exc:
+        return fail(exc)
+    emit(result)
+    if recording is False:
+        say(HISTORY_OFF)
+    return 0
+
 
 def history(path: str, /, *, limit: int = 20, cursor: str = "") -> int:
     """Every stored version of one document, newest first, with who made each change.
@@ -49,7 +72,7 @@ def history(path: str, /, *, limit: int = 20, cursor: str = "") -> int:
     """
     from protocol.requests import history_params
 
-    return call_hub("history", history_params(path, limit=limit, cursor=cursor))
+    return read_history("history", history_params(path, limit=limit, cursor=cursor))
 
 
 def log(*, path_prefix: str = "", since: str | None = None, limit: int = 50, cursor: str = "") -> int:
@@ -79,7 +102,7 @@ def log(*, path_prefix: str = "", since: str | None = None, limit: int = 50, cur
         since_wire = parse_since(since) if since is not None else None
     except HubError as exc:
         return fail(exc)
-    return call_hub("log", log_params(path_prefix=path_prefix, since=since_wire, limit=limit, cursor=cursor))
+    return read_history("log", log_params(path_prefix=path_prefix, since=since_wire, limit=limit, cursor=cursor))
 
 
 def read_version(client: Caller, path: str, revision: str | None) -> tuple[bytes, str]:
