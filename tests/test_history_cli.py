@@ -82,6 +82,21 @@ def test_bad_since_through_the_cli_exits_2_before_any_hub_is_asked(tmp_path: Pat
     assert b'"bad_request"' in proc.stdout and b"--since" in proc.stderr
 
 
+# -- the session in hello ----------------------------------------------------------------------------------
+
+
+def test_clients_send_the_session_from_amux_session_id_only_when_set() -> None:
+    from protocol.requests import hello_params
+    from tools.client.settings import ClientSettings
+
+    settings = ClientSettings.from_env({"AMUX_SESSION_ID": "sess-9", "AMUX_HUB": "/tmp/none.sock"})
+    assert settings.session == "sess-9"
+    assert ClientSettings.from_env({"AMUX_SESSION_ID": "", "AMUX_HUB": "/tmp/none.sock"}).session is None
+    assert settings.override(session="").session == ""
+    assert hello_params("amux-cli", session="sess-9")["session"] == "sess-9"
+    assert "session" not in hello_params("amux-cli", session="") and "session" not in hello_params("amux-cli")
+
+
 # -- the diff ----------------------------------------------------------------------------------------------
 
 
