@@ -580,3 +580,9 @@ def test_with_history_off_nothing_new_is_recorded_and_the_cli_says_so(hub_factor
     assert [v["revision"] for v in off.json["versions"]][-1] == r1  # what was stored is still shown
     log = h.cli("memory", "log")
     assert log.returncode == 0 and "history is off" in log.stderr
+
+
+def test_a_malformed_session_id_is_a_bad_request_naming_the_variable(hub: HubProcess) -> None:
+    r = hub.cli("memory", "history", "a.md", env={"AMUX_SESSION_ID": "has space"})
+    assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST]
+    assert r.json["error"]["data"].get("field") == "session" and "AMUX_SESSION_ID" in r.json["error"]["message"]
