@@ -13,7 +13,11 @@ tombstone) and, for a version whose bytes were removed, ``gone``
 (``pruned`` or ``purged``, body 0).  ``grep -a '^#amux-history' versions.log``
 lists the changes; the bodies are the plain Markdown.
 
-Writes append one record with one ``write`` and one ``fdatasync``.  A torn
+Writes append one record with one ``write`` and one ``fdatasync``.  The file is
+extended :data:`PREALLOCATE_BYTES` at a time by writing zeros and fsyncing
+them, so the ``fdatasync`` of an append into that space flushes data only (no
+size or extent change for the journal to commit); the zeros after the last
+record are free space, not records.  A torn
 record at the end (a kill during the append) is cut off when the file is
 next opened: its header does not parse, its body is short, its terminator is
 missing, or (last record) its body's SHA-256 is not its revision.  Pruning
@@ -53,6 +57,9 @@ MAGIC = b"#amux-history 1 "
 
 SEGMENT_NAME = "versions.log"
 """The one segment file in a scope's history folder."""
+
+PREALLOCATE_BYTES = 64 << 10
+"""The segment grows by this many zero bytes (fsynced) at a time; appends then overwrite them."""
 
 COMPACT_MIN_DEAD_BYTES = 256 << 10
 """Compaction waits until at least this many bytes (and as many as are live) belong to pruned versions."""
@@ -223,6 +230,7 @@ class ScopeHistory:
     live_bytes: int = 0
     dead_bytes: int = 0
     end: int = 0
+    allocated: int = 0
     next_seq: int = 1
     fd: int = -1
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -278,11 +286,11 @@ class ScopeHistory:
                         hashlib.sha256(mm[last.offset : last.offset + last.body]).hexdigest() != last.revision:
                     found.pop()
                     pos -= last.record
-        if pos < size:
+        if pos < size:  # free space after the last record, or a torn record: cut, and zero-fill again later
             with step("truncate history", ""):
                 os.ftruncate(fd, pos)
                 os.fsync(fd)
-        self.end = pos
+        self.end = self.allocated = pos
         for v in found:
             self._index(v)
         self.next_seq = (found[-1].seq + 1) if found else 1
@@ -372,11 +380,11 @@ class ScopeHistory:
             return out, None
 
     def stats(self) -> dict[str, int]:
-        """``{"versions", "live_bytes", "dead_bytes", "file_bytes"}`` of the loaded segment (for tests and bench)."""
+        """``{"versions", "live_bytes", "dead_bytes", "record_bytes", "file_bytes"}`` of the segment (tests, bench)."""
         with self.lock:
             self.load()
             return {"versions": sum(1 for v in self.versions if v.gone is None), "live_bytes": self.live_bytes,
-                    "dead_bytes": self.dead_bytes, "file_bytes": self.end}
+                    "dead_bytes": self.dead_bytes, "record_bytes": self.end, "file_bytes": self.allocated}
 
     # -- writing -------------------------------------------------------------
 
@@ -396,6 +404,8 @@ class ScopeHistory:
                         utc_time(epoch_ns), action, actor.as_dict(), len(body), count_lines(body) if body else 0,
                         added, removed, restored_from, body=len(body))
             data = _encode(v, body)
+            if self.end + len(data) > self.allocated:
+                self._preallocate(len(data), path)
             with step("write history", path):
                 view = memoryview(data)
                 pos = self.end
@@ -411,6 +421,17 @@ class ScopeHistory:
             self._index(v)
             self._prune_after(v)
             return v
+
+    def _preallocate(self, need: int, path: str) -> None:
+        """Write and fsync zeros after the last record, so the next appends change no metadata."""
+        grow = max(PREALLOCATE_BYTES, need)
+        with step("extend history", path):
+            written = 0
+            zeros = bytes(grow)
+            while written < grow:
+                written += os.pwrite(self.fd, zeros[written:], self.end + written)
+            os.fsync(self.fd)
+        self.allocated = self.end + grow
 
     def sync(self, path: str, current: bytes | None, mtime_ns: int) -> Version | None:
         """Record the on-disk bytes of ``path`` as ``external`` when they are not its newest recorded version.
@@ -548,7 +569,7 @@ class ScopeHistory:
             raise
         os.close(self.fd)
         self.fd = fd
-        self.end = pos
+        self.end = self.allocated = pos
         self.versions, self.by_path, self.live_bytes, self.dead_bytes = [], {}, 0, 0
         for nv in new_versions:
             self._index(nv)

@@ -162,7 +162,8 @@ def test_retention_caps_hold_under_500_rewrites(hub_factory: Any) -> None:
             c.call("get", {"path": "big.md", "revision": revs[-len(big) - 1]})  # the newest pruned one
         assert err.value.code is ErrorCode.NOT_FOUND and err.value.data["reason"] == "pruned"
     size = segment(h).stat().st_size
-    assert size <= 2 * (256 << 10) + (64 << 10), size  # live bytes capped, dead bytes compacted away
+    # Live bytes capped, dead bytes compacted away, at most 64 KiB of preallocated zeros after the records.
+    assert size <= 2 * (256 << 10) + (128 << 10), size
     # A restart scans the segment and finds the same versions.
     h.restart()
     with h.client() as c:
@@ -292,8 +293,9 @@ def test_torn_tail_is_cut_on_restart(hub: HubProcess) -> None:
         a = c.call("upsert", {"path": "a.md", "content": b"one\n", "expected_revision": "absent"})
     hub.stop()
     seg = segment(hub)
-    good = seg.read_bytes()
-    with open(seg, "ab") as fh:  # what a kill in the middle of an append leaves
+    good = seg.read_bytes().rstrip(b"\0")  # the records; zeros after them are preallocated free space
+    with open(seg, "r+b") as fh:  # what a kill in the middle of an append leaves
+        fh.seek(len(good))
         fh.write(b'#amux-history 1 {"seq":2,"path":"a.md","revision":"' + b"f" * 64 + b'","body":90}\nhalf')
     hub.start()
     t0 = time.monotonic()
