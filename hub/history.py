@@ -39,6 +39,7 @@ import datetime
 import difflib
 import hashlib
 import json
+import logging
 import mmap
 import os
 import secrets
@@ -51,6 +52,8 @@ from hub.faults import step
 from hub.rewrite_guard import count_lines
 from protocol.errors import ErrorCode, HubError
 from protocol.params import ABSENT
+
+log = logging.getLogger(__name__)
 
 MAGIC = b"#amux-history 1 "
 """Every record starts with this, then a one-line JSON header."""
@@ -389,12 +392,14 @@ class ScopeHistory:
     # -- writing -------------------------------------------------------------
 
     def record(self, path: str, content: bytes | None, action: str, actor: Actor, *, previous: bytes | None,
-               epoch_ns: int | None = None, restored_from: str | None = None) -> Version:
+               epoch_ns: int | None = None, restored_from: str | None = None, after_change: bool = False) -> Version:
         """Append one version durably (one write, one ``fdatasync``) and apply retention; returns it.
 
         ``content`` None is a tombstone.  ``previous`` is the version before
         (for ``added``/``removed``).  ``epoch_ns`` is the version's time (the
-        file's mtime for ``external``; now otherwise).  Raises ``storage_*``.
+        file's mtime for ``external``; now otherwise).  Raises ``storage_*``,
+        with ``uncertain`` when ``after_change`` (the document was already
+        written: it stands, and the next write records it as ``external``).
         """
         added, removed = line_changes(previous, content)
         body = content or b""
@@ -405,14 +410,14 @@ class ScopeHistory:
                         added, removed, restored_from, body=len(body))
             data = _encode(v, body)
             if self.end + len(data) > self.allocated:
-                self._preallocate(len(data), path)
-            with step("write history", path):
+                self._preallocate(len(data), path, after_change)
+            with step("write history", path, uncertain=after_change):
                 view = memoryview(data)
                 pos = self.end
                 while view:
                     n = os.pwrite(self.fd, view, pos)
                     view, pos = view[n:], pos + n
-            with step("fdatasync history", path):
+            with step("fdatasync history", path, uncertain=after_change):
                 os.fdatasync(self.fd)
             v.offset = self.end + len(data) - len(body) - 1
             v.record = len(data)
@@ -422,10 +427,10 @@ class ScopeHistory:
             self._prune_after(v)
             return v
 
-    def _preallocate(self, need: int, path: str) -> None:
+    def _preallocate(self, need: int, path: str, uncertain: bool) -> None:
         """Write and fsync zeros after the last record, so the next appends change no metadata."""
         grow = max(PREALLOCATE_BYTES, need)
-        with step("extend history", path):
+        with step("extend history", path, uncertain=uncertain):
             written = 0
             zeros = bytes(grow)
             while written < grow:
@@ -483,7 +488,10 @@ class ScopeHistory:
                     self._drop(v, "pruned")
         self._prune_old_and_big()
         if self.dead_bytes >= max(self.live_bytes, COMPACT_MIN_DEAD_BYTES):
-            self.compact_locked()
+            try:
+                self.compact_locked()
+            except (HubError, OSError) as exc:  # the version is already durable; compaction retries next time
+                log.warning("compacting the history in %s failed (retried on a later write): %s", self.directory, exc)
 
     def _prune_all(self) -> None:
         r = self.retention
@@ -557,22 +565,24 @@ class ScopeHistory:
             with step("compact history", ""):
                 os.fsync(fd)
                 os.rename(tmp, self._segment())
-                dfd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-                try:
-                    os.fsync(dfd)
-                finally:
-                    os.close(dfd)
         except BaseException:
             os.close(fd)
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
+        # The new file is the segment now: switch to it before anything else can fail.
         os.close(self.fd)
         self.fd = fd
         self.end = self.allocated = pos
         self.versions, self.by_path, self.live_bytes, self.dead_bytes = [], {}, 0, 0
         for nv in new_versions:
             self._index(nv)
+        with step("compact history", "", uncertain=True):
+            dfd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
 
     # -- purge ---------------------------------------------------------------
 

@@ -195,7 +195,7 @@ class MemoryService:
         if hist is not None:
             old = seen[0] if seen else None
             action = "restore" if restored_from is not None else "create" if old is None else "update"
-            hist.record(path, content, action, actor, previous=old, restored_from=restored_from)
+            hist.record(path, content, action, actor, previous=old, restored_from=restored_from, after_change=True)
         if restored_from is not None:
             result["restored_from"] = restored_from
         return result
@@ -221,7 +221,7 @@ class MemoryService:
             result = self.store.forget(self._dir(scope), p.path, p.expected_revision, before)
             if hist is not None:
                 if result["deleted"]:
-                    hist.record(p.path, None, "forget", actor, previous=seen[0] if seen else None)
+                    hist.record(p.path, None, "forget", actor, previous=seen[0] if seen else None, after_change=True)
                 else:
                     hist.sync(p.path, None, 0)  # deleted by hand: an external tombstone
             return result
