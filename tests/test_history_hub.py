@@ -305,3 +305,23 @@ def test_torn_tail_is_cut_on_restart(hub: HubProcess) -> None:
         assert len(all_versions(c, "a.md")) == 2
     assert time.monotonic() - t0 < 10
     assert seg.read_bytes().startswith(good) and b"half" not in seg.read_bytes()
+
+
+def test_versions_older_than_max_days_are_pruned(hub_factory: Any) -> None:
+    from hub.history import Actor, Retention, ScopeHistory, time_ns
+
+    h: HubProcess = hub_factory(start=False)
+    h.configure("memory.history_max_days", "30")
+    # A history written earlier (offline, as an older Hub would have): a.md's versions are 40 days old.
+    hist = ScopeHistory(str(h.home / "history" / "global"), Retention())
+    old = time_ns() - 40 * 86_400 * 10**9
+    hist.record("a.md", b"one\n", "create", Actor("root", "amux-cli"), previous=None, epoch_ns=old)
+    hist.record("a.md", b"two\n", "update", Actor("root", "amux-cli"), previous=b"one\n", epoch_ns=old + 1000)
+    hist.record("b.md", b"recent\n", "create", Actor("root", "amux-cli"), previous=None)
+    hist.close()
+    h.start()
+    with h.client() as c:
+        assert [v["revision"] for v in c.call("log", {})["changes"]] == [rev(b"recent\n")]
+        with pytest.raises(HubError) as err:  # even a document's newest version goes after max_days
+            c.call("get", {"path": "a.md", "revision": rev(b"two\n")})
+        assert err.value.data["reason"] == "pruned"
