@@ -16,6 +16,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 
 from protocol.errors import EXIT_CODES, ErrorCode, HubError
@@ -180,12 +181,15 @@ def test_history_pages_stay_within_the_response_budget(hub: HubProcess) -> None:
             c.call("upsert", {"path": f"n{i}.md", "content": b"n\n", "expected_revision": "absent"})
         page = c.call("log", {"limit": 200})
         assert page["next_cursor"] is not None and 0 < len(page["changes"]) < 80
+        assert len(msgpack.packb(page)) <= 8192 - 64
         seen = [e["revision"] for e in page["changes"]]
         while page["next_cursor"] is not None:
             page = c.call("log", {"limit": 200, "cursor": page["next_cursor"]})
             seen += [e["revision"] for e in page["changes"]]
         assert len(seen) == 80 and len(set(seen)) == 51  # 50 kept of deep/..., 30 times one revision
         assert len(all_versions(c, f"deep/{'x' * 200}.md")) == 50
+        first = c.call("history", {"path": f"deep/{'x' * 200}.md", "limit": 100})
+        assert first["next_cursor"] is not None and len(msgpack.packb(first)) <= 8192 - 64
 
 
 def test_history_off_records_nothing_new(hub_factory: Any) -> None:
