@@ -32,7 +32,7 @@ def _hub(ctx: Ctx, name: str, history: bool) -> HubProc:
 
 def _throughput(ctx: Ctx) -> dict[str, Any]:
     """Alternate blocks of upserts between a Hub with history and one without, on the same disk."""
-    n = 60 if ctx.quick else 1000
+    n = 40 if ctx.quick else 1000
     block = 10 if ctx.quick else 25
     on, off = _hub(ctx, "h-on", True), _hub(ctx, "h-off", False)
     with on, off, on.client() as c_on, off.client() as c_off:
@@ -61,7 +61,7 @@ def _throughput(ctx: Ctx) -> dict[str, Any]:
 
 def _latency(ctx: Ctx) -> dict[str, Any]:
     """``history`` (50 versions) and ``log`` (5,000 changes) p50 after a restart; the first call scans the segment."""
-    docs = 6 if ctx.quick else 100
+    docs = 2 if ctx.quick else 100
     per_doc = 50
     hub = _hub(ctx, "h-lat", True)
     with hub, hub.client() as c:
@@ -70,7 +70,7 @@ def _latency(ctx: Ctx) -> dict[str, Any]:
             for v in range(per_doc):
                 rev = c.call("upsert", {"path": f"notes/d{d}.md", "content": f"# d{d}\nversion {v}\n".encode(),
                                         "expected_revision": rev})["revision"]
-    reps = 40 if ctx.quick else 300
+    reps = 30 if ctx.quick else 300
     with hub, hub.client() as c:
         t0 = time.perf_counter()
         first = c.call("log", {"limit": 50})
@@ -91,8 +91,8 @@ def _latency(ctx: Ctx) -> dict[str, Any]:
 
 
 def _size(ctx: Ctx) -> dict[str, Any]:
-    """1,000 one-line edits (300 with ``--quick``) of one 4 KiB document: the store's bytes on disk (defaults)."""
-    edits = 300 if ctx.quick else 1000
+    """1,000 one-line edits (120 with ``--quick``) of one 4 KiB document: the store's bytes on disk (defaults)."""
+    edits = 120 if ctx.quick else 1000
     hub = _hub(ctx, "h-size", True)
     lines = [f"- line {k:02d}: a remembered fact about the project, kept short\n".encode() for k in range(69)]
     with hub, hub.client() as c:
@@ -125,7 +125,7 @@ def _append_options(ctx: Ctx) -> dict[str, Any]:
 
     The modes run interleaved, a block of writes each per round, so all see the same disk state.
     """
-    rounds, block = (4, 15) if ctx.quick else (16, 25)
+    rounds, block = (3, 10) if ctx.quick else (16, 25)
     n = rounds * block
     base = ctx.tmp / "h-raw"
     base.mkdir(exist_ok=True)
