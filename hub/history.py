@@ -67,7 +67,7 @@ PREALLOCATE_BYTES = 64 << 10
 COMPACT_MIN_DEAD_BYTES = 256 << 10
 """Compaction waits until at least this many bytes (and as many as are live) belong to pruned versions."""
 
-GONE_HEADERS_PER_PATH = 200
+GONE_HEADERS_PER_PATH = 50
 """At most this many headers of pruned or purged versions are kept per path (so ``get`` can say which)."""
 
 TEMP_SUFFIX = ".amux-tmp"
