@@ -66,14 +66,14 @@ class HelloParams:
     """The launcher's session id (``$AMUX_SESSION_ID``), recorded in history as ``actor.session`` (DESIGN.md §15)."""
 
 
-_SESSION = re.compile(r"^[\x21-\x7e]{1,128}$")
+_SESSION = re.compile(r"^[\x20-\x7e]{1,128}$")
 
 
 def parse_hello(params: dict[str, Any]) -> HelloParams:
-    """Validate ``hello`` params; ``session`` is 1-128 printable ASCII characters (no spaces)."""
+    """Validate ``hello`` params; ``session`` is 1-128 printable ASCII characters."""
     _only(params, {"protocol", "client", "binding", "token", "session"})
     session = params.get("session")
-    if session is not None and (not isinstance(session, str) or not _SESSION.match(session)):
+    if session is not None and (not isinstance(session, str) or not _SESSION.fullmatch(session)):
         raise _bad("session must be 1-128 printable ASCII characters (the value of AMUX_SESSION_ID)",
                    field="session")
     protocol = _int(params, "protocol", 1, 0, 2**31)
