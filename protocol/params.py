@@ -66,11 +66,11 @@ class HelloParams:
     """The launcher's session id (``$AMUX_SESSION_ID``), recorded in history as ``actor.session`` (DESIGN.md §15)."""
 
 
-_SESSION = re.compile(r"^[\x20-\x7e]{1,128}$")
+_SESSION = re.compile(r"^[\x21-\x7e]{1,128}$")
 
 
 def parse_hello(params: dict[str, Any]) -> HelloParams:
-    """Validate ``hello`` params; ``session`` is 1-128 printable ASCII characters."""
+    """Validate ``hello`` params; ``session`` is 1-128 printable ASCII characters, no spaces."""
     _only(params, {"protocol", "client", "binding", "token", "session"})
     session = params.get("session")
     if session is not None and (not isinstance(session, str) or not _SESSION.fullmatch(session)):
