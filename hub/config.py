@@ -35,6 +35,13 @@ def _isolation(text: str) -> str:
     return text
 
 
+def _positive(text: str) -> int:
+    value = int(text.strip())
+    if value < 1:
+        raise ValueError("expected a whole number of at least 1")
+    return value
+
+
 def _mode(text: str) -> str:
     mode = int(text, 8)
     if not 0 <= mode <= 0o777:
@@ -97,6 +104,12 @@ class Setting:
 SETTINGS: dict[str, Setting] = {
     "memory.enabled": Setting(False, _bool, "serve memory data calls (false: every data call fails with 'disabled')"),
     "memory.isolation": Setting("off", _isolation, "'off': everyone shares global; 'user': one scope per principal"),
+    "memory.history": Setting(True, _bool, "keep a version of every change in <AMUX_HOME>/history (false: record "
+                              "nothing new; what is stored stays until purged or deleted)"),
+    "memory.history_max_versions": Setting(50, _positive, "stored versions kept per document (oldest pruned first)"),
+    "memory.history_max_days": Setting(180, _positive, "days a stored version is kept at most"),
+    "memory.history_max_bytes": Setting(64 << 20, _positive,
+                                        "bytes of stored versions kept per scope (oldest pruned first)"),
     "hub.socket_path": Setting("", _file_path, "Unix socket path ('' = <AMUX_HOME>/hub.sock)"),
     "hub.socket_mode": Setting("0600", _mode,
                                "socket file mode, octal (0600 = single user; 0666 to serve other OS users)"),
@@ -121,6 +134,16 @@ class HubConfig:
     listen: str = ""
     tls_cert: str = ""
     tls_key: str = ""
+    history: bool = True
+    """Record a version of every change (DESIGN.md §15)."""
+    history_max_versions: int = 50
+    history_max_days: int = 180
+    history_max_bytes: int = 64 << 20
+
+    @property
+    def history_root(self) -> Path:
+        """``<AMUX_HOME>/history``: one folder per scope (DESIGN.md §15), outside the memory root."""
+        return self.home / "history"
 
     @property
     def memory_root(self) -> Path:
@@ -189,4 +212,8 @@ def load(home: Path) -> HubConfig:
         listen=get("hub.listen"),
         tls_cert=get("hub.tls_cert"),
         tls_key=get("hub.tls_key"),
+        history=get("memory.history"),
+        history_max_versions=get("memory.history_max_versions"),
+        history_max_days=get("memory.history_max_days"),
+        history_max_bytes=get("memory.history_max_bytes"),
     )

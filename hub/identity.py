@@ -62,6 +62,9 @@ class Identity:
     ``method`` is ``"os"`` (kernel credentials) or ``"token"``; ``kind`` is
     ``"user"`` or ``"service"``.  For a token: its id, expiry (epoch seconds or
     None) and, for a delegated credential, the binding it is tied to.
+    ``client``, ``binding`` and ``session`` are what the ``hello`` said (the
+    client's name, the binding it carried, the launcher's session id): claims,
+    not credentials, recorded as the actor of each change (DESIGN.md §15).
     """
 
     principal: str
@@ -71,6 +74,9 @@ class Identity:
     token_id: str | None = None
     expires: int | None = None
     delegated_binding: str | None = None
+    client: str = ""
+    binding: str | None = None
+    session: str | None = None
 
 
 def authenticate(registry: Registry, *, uid: int | None, os_name: str | None, token: str | None,

@@ -18,6 +18,7 @@ Listening, the home lock and start-up live in :mod:`hub.listeners`,
 
 from __future__ import annotations
 
+import dataclasses
 import ssl
 import time
 from collections.abc import Callable
@@ -89,8 +90,9 @@ class Hub:
         """Answer ``hello``: authenticate the caller, then report its scope, whether memory is on, and the limits.
 
         Returns ``{protocol, hub_version, principal, principal_kind, auth,
-        token_id, expires, transport, scope, binding, memory_enabled, isolation,
-        methods, limits}`` (DESIGN.md §3) and records the identity and scope on
+        token_id, expires, transport, scope, binding, memory_enabled, history,
+        isolation, methods, limits}`` (DESIGN.md §3; ``history`` says whether
+        changes are recorded, DESIGN.md §15) and records the identity and scope on
         ``conn``.  Raises ``bad_request`` for an unsupported protocol version,
         ``unauthorized`` when the caller cannot be authenticated (bad token,
         no token over the network, a delegated token without its binding) and
@@ -115,6 +117,7 @@ class Hub:
                 f"{scope.binding!r} (the isolation policy changed?); start a new conversation",
                 {"binding": p.binding, "current": scope.binding},
             )
+        identity = dataclasses.replace(identity, client=p.client, binding=p.binding, session=p.session)
         conn.identity, conn.scope, conn.helloed = identity, scope, True
         return {
             "protocol": PROTOCOL_VERSION,
@@ -128,6 +131,7 @@ class Hub:
             "scope": scope.kind,
             "binding": scope.binding,
             "memory_enabled": self.config.memory_enabled,
+            "history": self.config.history,
             "isolation": self.config.isolation,
             "methods": sorted(DATA_METHODS),
             "limits": self.limits.as_dict(),
@@ -169,7 +173,7 @@ class Hub:
         # worker thread cannot be cancelled, so once it runs, the call returns its result even past the
         # deadline (DESIGN.md §6).
         with trio.move_on_after(deadline):
-            result = await self.service.call(scope, request.method, request.params)
+            result = await self.service.call(scope, request.method, request.params, identity)
         if result is None:
             raise HubError(
                 ErrorCode.BUSY,

@@ -10,6 +10,12 @@ Writes to one scope are serialised by that scope's :class:`trio.Lock` (check
 revision → check quota → write; DESIGN.md §4); all file I/O runs in worker
 threads so the event loop keeps serving other connections.  The search scan
 runs under a Trio cancel scope with the 250 ms budget (DESIGN.md §5, §6).
+
+With ``memory.history`` on, every acknowledged ``upsert``, ``forget`` and
+``restore`` is recorded in the scope's history (:mod:`hub.history`) in this
+order, in one worker thread under the scope's lock: a hand edit found on disk
+is recorded as ``external``; the document is written durably; its version is
+appended durably; then the answer goes out (DESIGN.md §15).
 """
 
 from __future__ import annotations
@@ -23,14 +29,27 @@ import trio
 
 from hub.cache import ContentCache
 from hub.config import HubConfig
-from hub.identity import Scope
+from hub.history import Actor, HistoryStore, Retention, ScopeHistory
+from hub.identity import Identity, Scope
 from hub.listing import list_documents
 from hub.search import Reader, read_file_nofollow, search_scope
-from hub.store import Store
+from hub.store import Store, revision_of
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import Limits
 from protocol.messages import DATA_METHODS
-from protocol.params import parse_export, parse_forget, parse_get, parse_list, parse_search, parse_upsert
+from protocol.params import (
+    ABSENT,
+    parse_export,
+    parse_forget,
+    parse_get,
+    parse_history,
+    parse_list,
+    parse_log,
+    parse_purge,
+    parse_restore,
+    parse_search,
+    parse_upsert,
+)
 
 Result = dict[str, Any]
 
@@ -59,6 +78,8 @@ class MemoryService:
         self.cache = ContentCache(limits.cache_max_bytes)
         self._search_limiter = trio.CapacityLimiter(limits.search_threads)
         self._locks: dict[str, trio.Lock] = {}
+        self.history = HistoryStore(str(config.history_root), Retention(
+            config.history_max_versions, config.history_max_days, config.history_max_bytes))
 
     def _lock(self, scope: Scope) -> trio.Lock:
         lock = self._locks.get(scope.relpath)
@@ -69,8 +90,12 @@ class MemoryService:
     def _dir(self, scope: Scope) -> str:
         return scope.directory(str(self.config.memory_root))
 
-    async def call(self, scope: Scope, method: str, params: dict[str, Any]) -> Result:
+    async def call(self, scope: Scope, method: str, params: dict[str, Any], identity: Identity | None = None) -> Result:
         """Run one data method for ``scope``: ``params`` is the request's map, the result a map of plain values.
+
+        ``identity`` is the caller (its principal, and the client, binding and
+        session its ``hello`` named): the actor recorded in history for a
+        write (None: an in-process caller, recorded as client ``hub``).
 
         Raises ``bad_request`` for a name that is not a data method (or bad
         parameters), ``disabled`` when memory is off, and whatever the handler
@@ -88,12 +113,14 @@ class MemoryService:
                 "'amux system config set memory.enabled true' and restart the Hub",
                 {"setting": "memory.enabled"},
             )
-        return await handler(self, scope, params)
+        actor = Actor(None, "hub") if identity is None else Actor(
+            identity.principal, identity.client, identity.binding, identity.session)
+        return await handler(self, scope, params, actor)
 
     async def _run(self, fn: Callable[..., Result], *args: Any) -> Result:
         return await trio.to_thread.run_sync(functools.partial(fn, *args))
 
-    async def _search(self, scope: Scope, params: dict[str, Any]) -> Result:
+    async def _search(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_search(params)
         cache = self.cache.scope(scope.relpath)
         clock: list[float] = []
@@ -123,32 +150,144 @@ class MemoryService:
             return result
         raise HubError(ErrorCode.INTERNAL, "search was cancelled before it could start")
 
-    async def _get(self, scope: Scope, params: dict[str, Any]) -> Result:
+    def _recording(self, scope: Scope) -> ScopeHistory | None:
+        """The scope's history when changes are recorded (``memory.history``), else None."""
+        return self.history.scope(scope.relpath) if self.config.history else None
+
+    async def _get(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_get(params)
+        if p.revision is not None:
+            revision = p.revision
+
+            def stored() -> Result:
+                _, data = self.history.scope(scope.relpath).find(p.path, revision)
+                return self.store.fragment_of(p.path, data, p.start_line, p.end_line, p.offset)
+
+            return await self._run(stored)
         return await self._run(self.store.get, self._dir(scope), p.path, p.start_line, p.end_line, p.offset)
 
-    async def _export(self, scope: Scope, params: dict[str, Any]) -> Result:
+    async def _export(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_export(params)
+        if p.revision is not None:
+            revision = p.revision
+
+            def stored() -> Result:
+                _, data = self.history.scope(scope.relpath).find(p.path, revision)
+                return self.store.export_of(p.path, data, p.offset, p.expected_revision)
+
+            return await self._run(stored)
         return await self._run(self.store.export_page, self._dir(scope), p.path, p.offset, p.expected_revision)
 
-    async def _upsert(self, scope: Scope, params: dict[str, Any]) -> Result:
+    def _write(self, scope: Scope, path: str, content: bytes, expected_revision: str, allow_shrink: bool,
+               actor: Actor, restored_from: str | None = None) -> Result:
+        """Upsert (or restore) with history: external check → durable document → durable version (worker thread)."""
+        hist = self._recording(scope)
+        seen: list[bytes | None] = []
+
+        def before(old: bytes | None, mtime_ns: int) -> None:
+            seen.append(old)
+            if hist is not None:
+                hist.sync(path, old, mtime_ns)
+
+        result = self.store.upsert(self._dir(scope), path, content, expected_revision, allow_shrink, before)
+        if hist is not None:
+            old = seen[0] if seen else None
+            action = "restore" if restored_from is not None else "create" if old is None else "update"
+            hist.record(path, content, action, actor, previous=old, restored_from=restored_from, after_change=True)
+        if restored_from is not None:
+            result["restored_from"] = restored_from
+        return result
+
+    async def _upsert(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_upsert(params)
         async with self._lock(scope):
-            return await self._run(self.store.upsert, self._dir(scope), p.path, p.content, p.expected_revision,
-                                   p.allow_shrink)
+            return await self._run(self._write, scope, p.path, p.content, p.expected_revision, p.allow_shrink,
+                                   actor)
 
-    async def _forget(self, scope: Scope, params: dict[str, Any]) -> Result:
+    async def _forget(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_forget(params)
-        async with self._lock(scope):
-            return await self._run(self.store.forget, self._dir(scope), p.path, p.expected_revision)
 
-    async def _list(self, scope: Scope, params: dict[str, Any]) -> Result:
+        def work() -> Result:
+            hist = self._recording(scope)
+            seen: list[bytes | None] = []
+
+            def before(old: bytes | None, mtime_ns: int) -> None:
+                seen.append(old)
+                if hist is not None:
+                    hist.sync(p.path, old, mtime_ns)
+
+            result = self.store.forget(self._dir(scope), p.path, p.expected_revision, before)
+            if hist is not None:
+                if result["deleted"]:
+                    hist.record(p.path, None, "forget", actor, previous=seen[0] if seen else None, after_change=True)
+                else:
+                    hist.sync(p.path, None, 0)  # deleted by hand: an external tombstone
+            return result
+
+        async with self._lock(scope):
+            return await self._run(work)
+
+    async def _history(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        p = parse_history(params)
+        hist = self.history.scope(scope.relpath)
+
+        def work() -> Result:
+            if self.config.history:
+                current, mtime_ns = self.store.read_stat(self._dir(scope), p.path)
+                hist.sync(p.path, current, mtime_ns)
+            versions, cursor = hist.page(p.path, p.cursor, p.limit, self._page_budget({"path": p.path}))
+            return {"path": p.path, "versions": versions, "next_cursor": cursor}
+
+        async with self._lock(scope):
+            return await self._run(work)
+
+    async def _log(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        p = parse_log(params)
+        hist = self.history.scope(scope.relpath)
+
+        def work() -> Result:
+            changes, cursor = hist.page(None, p.cursor, p.limit, self._page_budget({}), path_prefix=p.path_prefix,
+                                        since=p.since)
+            return {"changes": changes, "next_cursor": cursor}
+
+        return await self._run(work)
+
+    def _page_budget(self, fixed: dict[str, Any]) -> int:
+        """Bytes left for a page's entries: the response budget minus the envelope, ``fixed`` and a cursor."""
+        from protocol.messages import packed_size
+
+        return (self.limits.response_max_bytes - self.limits.response_envelope_bytes
+                - packed_size({**fixed, "versions": [], "next_cursor": "9" * 18}) - 8)
+
+    async def _restore(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        p = parse_restore(params)
+
+        def work() -> Result:
+            _, data = self.history.scope(scope.relpath).find(p.path, p.revision)
+            return self._write(scope, p.path, data, p.expected_revision, True, actor, restored_from=p.revision)
+
+        async with self._lock(scope):
+            return await self._run(work)
+
+    async def _purge(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        p = parse_purge(params)
+
+        def work() -> Result:
+            current = self.store.read(self._dir(scope), p.path)
+            live = ABSENT if current is None else revision_of(current)
+            erased = self.history.scope(scope.relpath).purge(p.path, p.revision, live)
+            return {"path": p.path, "erased": erased}
+
+        async with self._lock(scope):
+            return await self._run(work)
+
+    async def _list(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_list(params)
         return await self._run(list_documents, self._dir(scope), p.path_prefix, p.cursor, self.limits)
 
 
-Handler = Callable[[MemoryService, Scope, dict[str, Any]], Awaitable[Result]]
-"""A data method's implementation: ``(service, caller scope, request params) -> result map``."""
+Handler = Callable[[MemoryService, Scope, dict[str, Any], Actor], Awaitable[Result]]
+"""A data method's implementation: ``(service, caller scope, request params, actor) -> result map``."""
 
 HANDLERS: Final[Mapping[str, Handler]] = {
     "search": MemoryService._search,
@@ -157,6 +296,10 @@ HANDLERS: Final[Mapping[str, Handler]] = {
     "upsert": MemoryService._upsert,
     "forget": MemoryService._forget,
     "list": MemoryService._list,
+    "history": MemoryService._history,
+    "log": MemoryService._log,
+    "restore": MemoryService._restore,
+    "purge": MemoryService._purge,
 }
 """The dispatch table: data method name → handler.  Its names are exactly :data:`DATA_METHODS`."""
 

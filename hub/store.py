@@ -16,11 +16,12 @@ import hashlib
 import os
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from hub import fsio
-from hub.faults import MAX_REPORTED_PATHS, short_path
+from hub.faults import MAX_REPORTED_PATHS, short_path, step
 from hub.rewrite_guard import check_rewrite, count_lines
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import ENTRY_NAME, Limits
@@ -28,6 +29,9 @@ from protocol.messages import packed_size
 from protocol.params import ABSENT
 
 Result = dict[str, Any]
+
+BeforeWrite = Callable[[bytes | None, int], None]
+"""Called with the document's current bytes (None: absent) and mtime (epoch ns) once a write is sure to go ahead."""
 
 USAGE_TTL = 5.0
 """Seconds a counted scope usage is trusted at most (then recounted; the Hub's own writes keep it exact)."""
@@ -137,15 +141,21 @@ class Store:
         regular file (nothing is followed), and :class:`OSError` for other
         file-system failures (permission denied, I/O errors).  DESIGN.md §4.
         """
+        return self.read_stat(scope_dir, path)[0]
+
+    def read_stat(self, scope_dir: str, path: str) -> tuple[bytes | None, int]:
+        """:meth:`read` plus the file's mtime in epoch nanoseconds (0 when it does not exist); same errors."""
         segments = path.split("/")
         with fsio.open_parent(scope_dir, segments, path, create=False) as parent:
             if parent is None:
-                return None
+                return None, 0
             fd = fsio.open_document(parent.fd, segments[-1], path)
             if fd is None:
-                return None
+                return None, 0
             try:
-                return fsio.read_all(fd, path)
+                with step("stat", path):
+                    mtime_ns = os.fstat(fd).st_mtime_ns
+                return fsio.read_all(fd, path), mtime_ns
             finally:
                 os.close(fd)
 
@@ -165,6 +175,10 @@ class Store:
                 "path": path, "exists": False, "revision": ABSENT, "content": "",
                 "truncated": False, "next_offset": None, "total_bytes": 0, "total_lines": 0,
             }
+        return self.fragment_of(path, data, start_line, end_line, offset)
+
+    def fragment_of(self, path: str, data: bytes, start_line: int = 0, end_line: int = 0, offset: int = 0) -> Result:
+        """:meth:`get`'s answer for the document bytes ``data`` (a stored version, DESIGN.md §15); same errors."""
         start = self._fragment_start(data, start_line, offset)
         end = self._line_end(data, end_line)
         return self._fragment(path, data, start, max(start, end))
@@ -233,6 +247,10 @@ class Store:
         data = self.read(scope_dir, path)
         if data is None:
             raise HubError(ErrorCode.NOT_FOUND, f"{path} does not exist", {"path": path})
+        return self.export_of(path, data, offset, expected_revision)
+
+    def export_of(self, path: str, data: bytes, offset: int, expected_revision: str | None) -> Result:
+        """:meth:`export_page`'s answer for the document bytes ``data`` (a stored version, DESIGN.md §15)."""
         observed = revision_of(data)
         if expected_revision is not None and expected_revision != observed:
             raise _conflict(path, expected_revision, observed)
@@ -373,7 +391,7 @@ class Store:
     # -- writes --------------------------------------------------------------
 
     def upsert(self, scope_dir: str, path: str, content: bytes, expected_revision: str,
-               allow_shrink: bool = False) -> Result:
+               allow_shrink: bool = False, before_write: BeforeWrite | None = None) -> Result:
         """Compare-and-swap replace (or create, with ``absent``) a whole document.
 
         Returns ``{path, revision, created, bytes}`` only after the data and the
@@ -387,14 +405,19 @@ class Store:
         (DESIGN.md §4.8); the old document is then untouched unless
         ``data.uncertain``.  When the quota count could not read some folders
         the result also has ``unreadable`` (their logical paths).
+        ``before_write(old, mtime_ns)`` runs once every check passed, just
+        before the write (the history's hand-edit check, DESIGN.md §15); if
+        it raises, nothing is written.
         """
-        old = self.read(scope_dir, path)
+        old, mtime_ns = self.read_stat(scope_dir, path)
         observed = ABSENT if old is None else revision_of(old)
         if observed != expected_revision:
             raise _conflict(path, expected_revision, observed)
         usage = self._check_quota(scope_dir, path, content, old)
         if old is not None and not allow_shrink:
             check_rewrite(path, old, content)
+        if before_write is not None:
+            before_write(old, mtime_ns)
         segments = path.split("/")
         with fsio.open_parent(scope_dir, segments, path, create=True, dir_mode=self.dir_mode) as parent:
             assert parent is not None
@@ -410,12 +433,14 @@ class Store:
             result["unreadable"] = list(usage.unreadable)  # folders the quota count could not read
         return result
 
-    def forget(self, scope_dir: str, path: str, expected_revision: str) -> Result:
+    def forget(self, scope_dir: str, path: str, expected_revision: str,
+               before_write: BeforeWrite | None = None) -> Result:
         """Compare-and-swap delete one document, then fsync its directory.
 
         Returns ``{path, deleted, already_absent, revision}``; a missing
         document is success with ``already_absent: True``.  Raises ``conflict``
-        when the document exists with another revision.
+        when the document exists with another revision.  ``before_write(old,
+        mtime_ns)`` runs just before the unlink (see :meth:`upsert`).
         """
         segments = path.split("/")
         with fsio.open_parent(scope_dir, segments, path, create=False) as parent:
@@ -423,12 +448,16 @@ class Store:
             if parent is None or fd is None:
                 return {"path": path, "deleted": False, "already_absent": True, "revision": ABSENT}
             try:
+                with step("stat", path):
+                    mtime_ns = os.fstat(fd).st_mtime_ns
                 data = fsio.read_all(fd, path)
             finally:
                 os.close(fd)
             observed = revision_of(data)
             if observed != expected_revision:
                 raise _conflict(path, expected_revision, observed)
+            if before_write is not None:
+                before_write(data, mtime_ns)
             fsio.unlink_durably(parent.fd, segments[-1], path)
         self._account(scope_dir, segments, -1, -len(data))
         return {"path": path, "deleted": True, "already_absent": False, "revision": ABSENT}

@@ -66,6 +66,7 @@ from launch.errors import LaunchError
 from launch.spec import DirSpec, FileSpec, LaunchSpec, RunAs
 from protocol.agent_protocol import render
 from protocol.errors import ErrorCode
+from tools.client.settings import SESSION_ENV
 
 AGENTS: Final = ("claude", "codex", "pi")
 """Agents ``amux launch`` can give memory to."""
@@ -79,7 +80,7 @@ DESIGN.md §10.
 """
 
 WRAPPER_NAME: Final = "amux"
-"""The connection wrapper: sets AMUX_HUB / AMUX_MEMORY_BINDING, then runs the amux entry point."""
+"""The connection wrapper: sets AMUX_HUB / AMUX_MEMORY_BINDING / AMUX_SESSION_ID, then runs the amux entry point."""
 
 ENTRY_NAME: Final = "amux-entry"
 """The copied CLI entry point inside the memory directory of an isolated launch (the wrapper runs it)."""
@@ -161,7 +162,11 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
     step ``agent``).  ``binding``: the memory binding (``global`` /
     ``principal:<id>``), or ``None`` to launch without memory (``off_reason``
     says why, for the notice).  ``hub``: the Hub address the agent's ``amux``
-    uses (``AMUX_HUB`` form); required with a binding.  ``amux_command``: how
+    uses (``AMUX_HUB`` form); required with a binding.  ``session_id``: the
+    amux session; with a binding it reaches the agent's environment, the MCP
+    server's ``env`` and Pi's wrapper as ``AMUX_SESSION_ID``, which the
+    clients send in ``hello`` so the Hub's history names the session of every
+    change the agent makes (DESIGN.md §15).  ``amux_command``: how
     to run ``amux`` (e.g. ``["/venv/bin/amux"]``); for an isolated launch a
     single program, which the spec copies into ``<run_dir>/agent-config/memory/``
     (``files`` entry with ``source``) unless it already lies there.
@@ -191,8 +196,10 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
                        env_set, env_unset)
     if not hub:
         raise LaunchError("agent", "a launch with a memory binding needs the Hub address", {"binding": binding})
-    memory = _memory_access(agent, amux_command, hub, binding, env, run_as, run_dir)
+    memory = _memory_access(agent, amux_command, hub, binding, env, run_as, run_dir, session_id)
     env_set.update({"AMUX_HUB": hub, "AMUX_MEMORY_BINDING": binding})
+    if session_id:
+        env_set[SESSION_ENV] = session_id
     if memory.path_dir is not None:
         base_path = SYSTEM_PATH if run_as is not None else env.get("PATH", os.defpath)
         env_set["PATH"] = _prepend_path(memory.path_dir, base_path)
@@ -281,12 +288,15 @@ def _isolation_env(run_as: RunAs | None, pass_env: Sequence[str]) -> tuple[dict[
 
 
 def _memory_access(agent: str, amux_command: Sequence[str], hub: str, binding: str, env: Mapping[str, str],
-                   run_as: RunAs | None, run_dir: str | None) -> _Memory:
+                   run_as: RunAs | None, run_dir: str | None, session_id: str | None) -> _Memory:
     """How the agent reaches amux: the MCP server command, the PATH entry, the wrapper (and copy) files."""
     if not amux_command:
         raise LaunchError("executable", "no amux command given", code=ErrorCode.NOT_FOUND)
     # The agent's instructions already carry the protocol: the MCP server must not add a second copy.
     mcp_env = {"AMUX_HUB": hub, "AMUX_MEMORY_BINDING": binding, "AMUX_MCP_INSTRUCTIONS": "off"}
+    if session_id:
+        # The MCP server's hello names the session, so the Hub's history can say which launch made a change.
+        mcp_env[SESSION_ENV] = session_id
     if env.get("AMUX_HUB_CA"):
         mcp_env["AMUX_HUB_CA"] = env["AMUX_HUB_CA"]
     command = list(amux_command)

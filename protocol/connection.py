@@ -154,13 +154,13 @@ class ClientConnection:
         return rid, frame
 
     def hello_request(self, client_name: str, binding: str | None = None, token: str | None = None,
-                      ) -> tuple[int, bytes]:
+                      *, session: str | None = None) -> tuple[int, bytes]:
         """The ``hello`` request (:func:`protocol.requests.hello_params`); its result is kept in :attr:`hello`.
 
-        ``binding`` and ``token`` are left out when empty (DESIGN.md §7).
-        Raises like :meth:`send_request`.
+        ``binding``, ``token`` and ``session`` are left out when empty
+        (DESIGN.md §7, §10).  Raises like :meth:`send_request`.
         """
-        return self.send_request("hello", hello_params(client_name, binding, token))
+        return self.send_request("hello", hello_params(client_name, binding, token, session=session))
 
     def abandon(self, request_id: int) -> None:
         """Stop waiting for ``request_id`` (after a timeout): its late response will be skipped."""

@@ -62,11 +62,20 @@ class HelloParams:
     client: str
     binding: str | None
     token: str | None = None
+    session: str | None = None
+    """The launcher's session id (``$AMUX_SESSION_ID``), recorded in history as ``actor.session`` (DESIGN.md §15)."""
+
+
+_SESSION = re.compile(r"^[\x21-\x7e]{1,128}$")
 
 
 def parse_hello(params: dict[str, Any]) -> HelloParams:
-    """Validate ``hello`` params."""
-    _only(params, {"protocol", "client", "binding", "token"})
+    """Validate ``hello`` params; ``session`` is 1-128 printable ASCII characters, no spaces."""
+    _only(params, {"protocol", "client", "binding", "token", "session"})
+    session = params.get("session")
+    if session is not None and (not isinstance(session, str) or not _SESSION.fullmatch(session)):
+        raise _bad("session must be 1-128 printable ASCII characters (the value of AMUX_SESSION_ID)",
+                   field="session")
     protocol = _int(params, "protocol", 1, 0, 2**31)
     client = params.get("client", "")
     binding = params.get("binding")
@@ -79,7 +88,7 @@ def parse_hello(params: dict[str, Any]) -> HelloParams:
         # Never echo the value: it is a secret.
         raise _bad("token must be a non-empty string of at most 256 characters (the value of AMUX_TOKEN)",
                    field="token")
-    return HelloParams(protocol, client, binding or None, token)
+    return HelloParams(protocol, client, binding or None, token, session)
 
 
 @dataclass(frozen=True)
@@ -136,11 +145,22 @@ class GetParams:
     start_line: int
     end_line: int
     offset: int
+    revision: str | None = None
+    """A stored version to read instead of the current document (DESIGN.md §15)."""
+
+
+def parse_stored_revision(value: object, field: str = "revision") -> str | None:
+    """An optional stored revision: None, or 64 hex digits (lowercase); raises ``bad_request``."""
+    if value is None:
+        return None
+    if isinstance(value, str) and _REVISION.match(value.strip().lower()):
+        return value.strip().lower()
+    raise _bad(f"{field} must be a 64-digit hex SHA-256 revision of a stored version", field=field)
 
 
 def parse_get(params: dict[str, Any]) -> GetParams:
     """Validate ``get`` params; a nonzero ``start_line`` with an ``offset`` is ``bad_request``."""
-    _only(params, {"path", "start_line", "end_line", "offset"})
+    _only(params, {"path", "start_line", "end_line", "offset", "revision"})
     path = normalize_path(params.get("path"))
     start = _int(params, "start_line", 0, 0, 2**31)
     end = _int(params, "end_line", 0, 0, 2**31)
@@ -149,7 +169,7 @@ def parse_get(params: dict[str, Any]) -> GetParams:
         raise _bad("give either start_line or offset, not both: offset continues a truncated fragment")
     if start and end and end < start:
         raise _bad("end_line must not be before start_line", field="end_line")
-    return GetParams(path, start, end, offset)
+    return GetParams(path, start, end, offset, parse_stored_revision(params.get("revision")))
 
 
 @dataclass(frozen=True)
@@ -214,15 +234,18 @@ class ExportParams:
     path: str
     offset: int
     expected_revision: str | None
+    revision: str | None = None
+    """A stored version to export instead of the current document (DESIGN.md §15)."""
 
 
 def parse_export(params: dict[str, Any]) -> ExportParams:
     """Validate ``export`` params."""
-    _only(params, {"path", "offset", "expected_revision"})
+    _only(params, {"path", "offset", "expected_revision", "revision"})
     path = normalize_path(params.get("path"))
     offset = _int(params, "offset", 0, 0, 2**62)
     rev = params.get("expected_revision")
-    return ExportParams(path, offset, None if rev is None else parse_revision(rev))
+    return ExportParams(path, offset, None if rev is None else parse_revision(rev),
+                        parse_stored_revision(params.get("revision")))
 
 
 @dataclass(frozen=True)
@@ -239,3 +262,101 @@ def parse_list(params: dict[str, Any]) -> ListParams:
     prefix = normalize_prefix(params.get("path_prefix"))
     cursor = normalize_prefix(params.get("cursor"))
     return ListParams(prefix, cursor)
+
+
+def _cursor(params: dict[str, Any]) -> int:
+    """A history/log cursor: ``""`` (first page) or the previous page's ``next_cursor`` (a decimal sequence)."""
+    value = params.get("cursor", "")
+    if value in ("", None):
+        return 0
+    if not isinstance(value, str) or not value.isdigit() or not value.isascii() or len(value) > 18:
+        raise _bad("cursor must be the next_cursor of the previous page", field="cursor")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class HistoryParams:
+    """``history``: the stored versions of one document, newest first; ``cursor`` 0 = from the newest."""
+
+    path: str
+    limit: int
+    cursor: int
+
+
+def parse_history(params: dict[str, Any]) -> HistoryParams:
+    """Validate ``history`` params: ``path``, ``limit`` (1-100, default 20), ``cursor``.  DESIGN.md §15."""
+    _only(params, {"path", "limit", "cursor"})
+    path = normalize_path(params.get("path"))
+    return HistoryParams(path, _int(params, "limit", 20, 1, 100), _cursor(params))
+
+
+@dataclass(frozen=True)
+class LogParams:
+    """``log``: the scope's recorded changes, newest first; ``since`` is an ISO 8601 time (None = all)."""
+
+    path_prefix: str
+    since: str | None
+    limit: int
+    cursor: int
+
+
+def parse_log(params: dict[str, Any]) -> LogParams:
+    """Validate ``log`` params: ``path_prefix``, ``since`` (ISO 8601 string), ``limit`` (1-200, default 50),
+    ``cursor``.  A ``since`` that is not ISO 8601 is ``bad_request``.  DESIGN.md §15."""
+    _only(params, {"path_prefix", "since", "limit", "cursor"})
+    prefix = normalize_prefix(params.get("path_prefix"))
+    since = params.get("since")
+    if since is not None:
+        import datetime
+
+        if not isinstance(since, str) or len(since) > 64:
+            raise _bad("since must be an ISO 8601 date or time", field="since")
+        try:
+            when = datetime.datetime.fromisoformat(since.replace("Z", "+00:00"))
+        except ValueError:
+            raise _bad("since must be an ISO 8601 date or time, e.g. 2026-12-01T08:00:00Z", field="since") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.UTC)
+        since = when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return LogParams(prefix, since, _int(params, "limit", 50, 1, 200), _cursor(params))
+
+
+@dataclass(frozen=True)
+class RestoreParams:
+    """``restore``: write stored version ``revision`` of ``path`` back, compare-and-swap on ``expected_revision``."""
+
+    path: str
+    revision: str
+    expected_revision: str
+
+
+def parse_restore(params: dict[str, Any]) -> RestoreParams:
+    """Validate ``restore`` params (``revision`` 64 hex digits; ``expected_revision`` may be ``absent``)."""
+    _only(params, {"path", "revision", "expected_revision"})
+    path = normalize_path(params.get("path"))
+    revision = parse_stored_revision(params.get("revision"))
+    if revision is None:
+        raise _bad("revision is required: the stored version to restore (see history)", field="revision")
+    return RestoreParams(path, revision, parse_revision(params.get("expected_revision")))
+
+
+@dataclass(frozen=True)
+class PurgeParams:
+    """``purge``: erase one stored version (``revision``) or every stored version of ``path`` (``all``)."""
+
+    path: str
+    revision: str | None
+    all: bool
+
+
+def parse_purge(params: dict[str, Any]) -> PurgeParams:
+    """Validate ``purge`` params: exactly one of ``revision`` and ``all: true``; else ``bad_request``."""
+    _only(params, {"path", "revision", "all"})
+    path = normalize_path(params.get("path"))
+    every = params.get("all", False)
+    if not isinstance(every, bool):
+        raise _bad("all must be true or false", field="all")
+    revision = parse_stored_revision(params.get("revision"))
+    if (revision is None) == (not every):
+        raise _bad("give exactly one of revision and all=true", field="revision")
+    return PurgeParams(path, revision, every)

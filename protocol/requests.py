@@ -19,17 +19,22 @@ from protocol.messages import PROTOCOL_VERSION
 
 
 def hello_params(client_name: str, binding: str | None = None, token: str | None = None,
-                 *, protocol: int = PROTOCOL_VERSION) -> dict[str, Any]:
-    """``hello``: ``{"protocol", "client"}`` plus ``binding`` and ``token`` when they are set (non-empty).
+                 *, session: str | None = None, protocol: int = PROTOCOL_VERSION) -> dict[str, Any]:
+    """``hello``: ``{"protocol", "client"}`` plus ``binding``, ``token`` and ``session`` when set (non-empty).
 
     ``binding`` is the frozen scope of the conversation (``$AMUX_MEMORY_BINDING``);
-    ``token`` the bearer secret (``$AMUX_TOKEN``).  DESIGN.md §7.
+    ``token`` the bearer secret (``$AMUX_TOKEN``), DESIGN.md §7; ``session``
+    the ``amux launch`` session id (``$AMUX_SESSION_ID``, 1-128 printable
+    ASCII characters, checked by the Hub), which the Hub records as the
+    actor's session of every change the connection makes (DESIGN.md §10).
     """
     params: dict[str, Any] = {"protocol": protocol, "client": client_name}
     if binding:
         params["binding"] = binding
     if token:
         params["token"] = token
+    if session:
+        params["session"] = session
     return params
 
 
@@ -47,10 +52,15 @@ def search_params(query: str, *, path_prefix: str = "", limit: int | None = None
     return params
 
 
-def get_params(path: str, *, start_line: int = 0, end_line: int = 0, offset: int = 0) -> dict[str, Any]:
+def get_params(path: str, *, start_line: int = 0, end_line: int = 0, offset: int = 0,
+               revision: str | None = None) -> dict[str, Any]:
     """``get``: ``{"path", "start_line", "end_line", "offset"}`` (lines 1-based inclusive, 0 = open end;
-    ``offset`` in bytes, the previous fragment's ``next_offset``).  DESIGN.md §5."""
-    return {"path": path, "start_line": start_line, "end_line": end_line, "offset": offset}
+    ``offset`` in bytes, the previous fragment's ``next_offset``), DESIGN.md §5; plus ``revision`` when
+    given: read that stored version from the history instead of the live document (DESIGN.md §15)."""
+    params: dict[str, Any] = {"path": path, "start_line": start_line, "end_line": end_line, "offset": offset}
+    if revision is not None:
+        params["revision"] = revision
+    return params
 
 
 def upsert_params(path: str, content: bytes | str, expected_revision: str, *,
@@ -73,16 +83,21 @@ def forget_params(path: str, expected_revision: str) -> dict[str, Any]:
     return {"path": path, "expected_revision": expected_revision}
 
 
-def export_params(path: str, *, offset: int = 0, expected_revision: str | None = None) -> dict[str, Any]:
-    """``export``: one page, ``{"path", "offset"}`` (bytes) plus ``expected_revision`` when pinned.
+def export_params(path: str, *, offset: int = 0, expected_revision: str | None = None,
+                  revision: str | None = None) -> dict[str, Any]:
+    """``export``: one page, ``{"path", "offset"}`` (bytes) plus ``expected_revision`` when pinned and
+    ``revision`` when reading a stored version.
 
-    Every page after the first passes the first page's revision, so the pages
-    join into one version of the document or the Hub answers ``conflict``
-    (DESIGN.md §5).
+    Every page of the live document after the first passes the first page's
+    revision, so the pages join into one version of the document or the Hub
+    answers ``conflict`` (DESIGN.md §5).  A stored version (``revision``, from
+    the history, DESIGN.md §15) never changes, so its pages need no pin.
     """
     params: dict[str, Any] = {"path": path, "offset": offset}
     if expected_revision is not None:
         params["expected_revision"] = expected_revision
+    if revision is not None:
+        params["revision"] = revision
     return params
 
 
@@ -90,3 +105,46 @@ def list_params(path_prefix: str = "", cursor: str = "") -> dict[str, Any]:
     """``list``: ``{"path_prefix", "cursor"}``; ``cursor`` is ``""`` for the first page, then the previous
     page's ``next_cursor`` (DESIGN.md §5)."""
     return {"path_prefix": path_prefix, "cursor": cursor}
+
+
+def history_params(path: str, *, limit: int | None = None, cursor: str = "") -> dict[str, Any]:
+    """``history``: ``{"path"}`` plus ``limit`` (1-100) when given and ``cursor`` when non-empty.  DESIGN.md §15."""
+    params: dict[str, Any] = {"path": path}
+    if limit is not None:
+        params["limit"] = limit
+    if cursor:
+        params["cursor"] = cursor
+    return params
+
+
+def log_params(*, path_prefix: str = "", since: str | None = None, limit: int | None = None,
+               cursor: str = "") -> dict[str, Any]:
+    """``log``: ``path_prefix`` when non-empty, ``since`` (ISO 8601 UTC string) when given, ``limit``
+    (1-200) when given, ``cursor`` when non-empty.  DESIGN.md §15."""
+    params: dict[str, Any] = {}
+    if path_prefix:
+        params["path_prefix"] = path_prefix
+    if since is not None:
+        params["since"] = since
+    if limit is not None:
+        params["limit"] = limit
+    if cursor:
+        params["cursor"] = cursor
+    return params
+
+
+def restore_params(path: str, revision: str, expected_revision: str) -> dict[str, Any]:
+    """``restore``: ``{"path", "revision", "expected_revision"}`` (a compare-and-swap write of a stored
+    version; ``absent`` re-creates a forgotten document).  DESIGN.md §15."""
+    return {"path": path, "revision": revision, "expected_revision": expected_revision}
+
+
+def purge_params(path: str, *, revision: str | None = None, all_versions: bool = False) -> dict[str, Any]:
+    """``purge``: ``{"path", "revision"}`` for one stored version, or ``{"path", "all": True}`` for every
+    stored version and tombstone of ``path``.  DESIGN.md §15."""
+    params: dict[str, Any] = {"path": path}
+    if revision is not None:
+        params["revision"] = revision
+    if all_versions:
+        params["all"] = True
+    return params

@@ -29,6 +29,9 @@ EXPECTED_TARGETS = (
     "c. get p50",
     "c. upsert throughput",
     "d. growth",
+    "h. upsert throughput with history on",
+    "h. `history` and `log` p50",
+    "h. history store size",
 )
 """Target rows the quick run reports, by the start of their name (thresholds may change)."""
 MUST_PASS = ("a. full scope complete", "b. over 1,024 files")

@@ -355,7 +355,8 @@ def test_hello_with_global_binding_and_isolation_off(hub: HubProcess) -> None:
         assert hello["binding"] == "global"
         assert hello["isolation"] == "off"
         assert hello["limits"]["max_frame_bytes"] == MAX
-        assert set(hello["methods"]) == {"search", "get", "upsert", "forget", "export", "list"}
+        assert set(hello["methods"]) == {"search", "get", "upsert", "forget", "export", "list", "history", "log",
+                                         "restore", "purge"}
         assert_works(conn)
 
 

@@ -43,7 +43,7 @@ HUB = "/srv/amux/hub.sock"
 AMUX = "/opt/amux/bin/amux"
 RUN = "/run/amux-1"
 SERVER = {"command": AMUX, "args": ["mcp"], "env": {"AMUX_HUB": HUB, "AMUX_MEMORY_BINDING": "global",
-                                                     "AMUX_MCP_INSTRUCTIONS": "off"}}
+                                                     "AMUX_MCP_INSTRUCTIONS": "off", "AMUX_SESSION_ID": "s1"}}
 
 
 def bound(agent: str, args: list[str] | None = None, **kw: Any) -> LaunchSpec:
@@ -182,6 +182,25 @@ def test_without_binding_the_agent_is_untouched_and_warned() -> None:
         assert spec.mcp_servers == {} and spec.files == [] and spec.env_inherit is None
         assert len(spec.notices) == 1 and spec.notices[0].startswith("amux: warning: session s9 ")
         assert "Hub unreachable" in spec.notices[0]
+
+
+def test_the_session_id_reaches_the_agent_the_mcp_server_and_the_pi_wrapper() -> None:
+    # The clients send AMUX_SESSION_ID in hello, so the Hub's history names the launch that made a change.
+    for agent in ("claude", "codex", "pi"):
+        spec = bound(agent, ["-p", "hi"] if agent != "codex" else ["exec", "hi"])
+        assert spec.env_set["AMUX_SESSION_ID"] == "s1"
+        assert spec.environment({"AMUX_SESSION_ID": "stale"})["AMUX_SESSION_ID"] == "s1"
+        if agent == "pi":
+            assert "AMUX_SESSION_ID=s1; export AMUX_SESSION_ID" in spec.files[-1].content
+        else:
+            assert spec.mcp_servers["amux"]["env"]["AMUX_SESSION_ID"] == "s1"
+    claude = bound("claude")
+    config = json.loads(option(claude.argv, "--mcp-config")[0])
+    assert config["mcpServers"]["amux"]["env"]["AMUX_SESSION_ID"] == "s1"
+    assert codex_overrides(bound("codex").argv)["mcp_servers.amux.env"]["AMUX_SESSION_ID"] == "s1"
+    unsessioned = plan("claude", [], binding="global", hub=HUB, amux_command=[AMUX])
+    assert "AMUX_SESSION_ID" not in unsessioned.env_set
+    assert "AMUX_SESSION_ID" not in unsessioned.mcp_servers["amux"]["env"]
 
 
 def test_env_unset_does_not_depend_on_the_environ_given_to_plan() -> None:

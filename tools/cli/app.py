@@ -40,8 +40,9 @@ token_app = App(
     help="Bearer tokens for callers the kernel cannot name (remote Runtimes, delegated agent credentials). "
     "Only a hash is stored; the token is shown once.",
 )
-memory_app = App(name="memory", help="Search, read, write and delete memory documents through the Hub; keep typed "
-                 "memories in shape (new, index, lint, archive, import — also on a project with --project DIR).")
+memory_app = App(name="memory", help="Search, read, write and delete memory documents through the Hub; see and undo "
+                 "what changed (history, log, diff, restore, purge); keep typed memories in shape (new, index, lint, "
+                 "archive, import — also on a project with --project DIR).")
 system_app = App(name="system", help="System settings.")
 config_app = App(name="config", help="Read and change Hub settings (applied when the Hub next starts).")
 protocol_app = App(name="protocol", help="The agent memory protocol: the short, fixed instructions agents get.")
@@ -73,6 +74,11 @@ memory_app.command("tools.cli.memory:upsert", name="upsert")
 memory_app.command("tools.cli.memory:list_documents", name="list")
 memory_app.command("tools.cli.memory:forget", name="forget")
 memory_app.command("tools.cli.memory:export", name="export")
+memory_app.command("tools.cli.history:history", name="history")
+memory_app.command("tools.cli.history:log", name="log")
+memory_app.command("tools.cli.history:diff", name="diff")
+memory_app.command("tools.cli.history:restore", name="restore")
+memory_app.command("tools.cli.history:purge", name="purge")
 memory_app.command("tools.cli.typed:memory_new", name="new")
 memory_app.command("tools.cli.typed:memory_index", name="index")
 memory_app.command("tools.cli.typed:memory_lint", name="lint")

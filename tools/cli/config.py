@@ -19,8 +19,9 @@ def config_get(key: str, /, *, home: Home = None) -> int:
     Parameters
     ----------
     key
-        memory.enabled, memory.isolation, hub.socket_path, hub.socket_mode, hub.socket_group,
-        hub.listen, hub.tls_cert or hub.tls_key.
+        memory.enabled, memory.isolation, memory.history, memory.history_max_versions,
+        memory.history_max_days, memory.history_max_bytes, hub.socket_path, hub.socket_mode,
+        hub.socket_group, hub.listen, hub.tls_cert or hub.tls_key.
     """
     from hub import config as hub_config
 
@@ -39,7 +40,8 @@ def config_set(key: str, value: str, /, *, home: Home = None) -> int:
     Parameters
     ----------
     key
-        memory.enabled (true|false), memory.isolation (off|user), hub.socket_path,
+        memory.enabled (true|false), memory.isolation (off|user), memory.history (true|false),
+        memory.history_max_versions, memory.history_max_days, memory.history_max_bytes, hub.socket_path,
         hub.socket_mode (octal, e.g. 0600), hub.socket_group, hub.listen (HOST:PORT),
         hub.tls_cert or hub.tls_key.
     value
@@ -55,4 +57,8 @@ def config_set(key: str, value: str, /, *, home: Home = None) -> int:
         return fail(exc)
     emit({"key": key, "value": stored, "file": str(target / CONFIG_NAME), "restart_required": True})
     say(f"{key} = {json.dumps(stored)}; it takes effect when the Hub next starts")
+    if key == "memory.history" and stored is False:
+        say(f"nothing new will be recorded, and the history already stored in {target / 'history'} is kept: "
+            "erase a document's with 'amux memory purge PATH --all' (forget the document first), or all of it "
+            f"by deleting {target / 'history'} while the Hub is stopped")
     return 0

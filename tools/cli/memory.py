@@ -59,10 +59,14 @@ def search(
     return call_hub("search", search_params(" ".join(words), path_prefix=path_prefix, limit=limit))
 
 
-def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 0) -> int:
+def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 0,
+         revision: str | None = None) -> int:
     """Read a bounded fragment of a document, with its whole-file revision.
 
-    A missing document prints exists: false and revision "absent".
+    A missing document prints exists: false and revision "absent". With
+    --revision it reads that old version from the history instead (see
+    'amux memory history'); one that was never stored, pruned or purged is
+    not_found, and data.reason says which.
 
     Parameters
     ----------
@@ -74,8 +78,11 @@ def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 
         Last line, inclusive (0: as far as the 8 KiB response allows).
     offset
         Continue a truncated fragment from its next_offset (keep the same end line).
+    revision
+        A stored version's revision, from 'amux memory history'.
     """
-    return call_hub("get", get_params(path, start_line=start_line, end_line=end_line, offset=offset))
+    return call_hub("get", get_params(path, start_line=start_line, end_line=end_line, offset=offset,
+                                      revision=revision))
 
 
 def read_content(file: Path | None) -> bytes:
@@ -154,24 +161,28 @@ def forget(path: str, /, *, expected_revision: str) -> int:
     return call_hub("forget", forget_params(path, expected_revision))
 
 
-def export(path: str, /) -> int:
+def export(path: str, /, *, revision: str | None = None) -> int:
     """Write one whole document to standard output, as raw Markdown.
 
     Pages are read at one revision; if the document changes meanwhile nothing
     at all is written to stdout (the error goes to stderr only) and the exit
-    status is that of 'conflict'.
+    status is that of 'conflict'. With --revision it writes that old version
+    from the history instead; one that was never stored, pruned or purged is
+    not_found (stderr says which).
 
     Parameters
     ----------
     path
         Logical path of the document.
+    revision
+        A stored version's revision, from 'amux memory history'.
     """
     from tools.client.blocking import HubClient
     from tools.client.paging import export_document
 
     try:
         with HubClient() as client:
-            data, _ = export_document(client, path)
+            data, _ = export_document(client, path, revision=revision)
     except HubError as exc:
         return fail_quietly(exc)
     write_bytes(data)

@@ -147,7 +147,8 @@ class HubClient(ClientBase):
             except TimeoutError:
                 raise no_answer(self.endpoint, "hello", limit if limit is not None else self.timeout) from None
             self._conn = ClientConnection()
-            rid, frame = self._conn.hello_request(self.client_name, self.binding, self.token)
+            rid, frame = self._conn.hello_request(self.client_name, self.binding, self.token,
+                                                   session=self.settings.session)
             self.hello = self._exchange("hello", rid, frame)
         finally:
             self._deadline = None

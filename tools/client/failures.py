@@ -13,7 +13,7 @@ from __future__ import annotations
 from protocol.endpoint import Endpoint
 from protocol.errors import ErrorCode, HubError
 
-RETRY_SAFE = frozenset({"search", "get", "export", "list"})
+RETRY_SAFE = frozenset({"search", "get", "export", "list", "history", "log"})
 """Methods that change nothing: resending one whose answer was lost is harmless."""
 
 

@@ -25,27 +25,31 @@ class Caller(Protocol):
         ...
 
 
-def export_document(client: Caller, path: str, *,
+def export_document(client: Caller, path: str, *, revision: str | None = None,
                     between_pages: Callable[[int], None] | None = None) -> tuple[bytes, str]:
     """Read one whole document in pages, all at the first page's revision.
 
     Returns ``(content bytes, revision)``.  Raises ``conflict`` if the
     document changed between pages (nothing is returned in that case),
     ``not_found`` if it does not exist, and ``internal`` if a page's
-    ``next_offset`` (bytes) does not move forward.  ``between_pages(n)`` is
-    called after page ``n`` (1-based) for every page but the last (a seam for
-    tests).
+    ``next_offset`` (bytes) does not move forward.  With ``revision`` it reads
+    that stored version from the history instead (DESIGN.md §15): every page
+    asks for it, and ``not_found`` (``data.reason``: ``unknown``, ``pruned``
+    or ``purged``) means it is not stored.  ``between_pages(n)`` is called
+    after page ``n`` (1-based) for every page but the last (a seam for tests).
     """
     parts: list[bytes] = []
-    revision: str | None = None
+    pinned: str | None = None
     offset = 0
     page = 0
     while True:
-        result = client.call("export", export_params(path, offset=offset, expected_revision=revision))
-        revision = str(result["revision"])
+        params = (export_params(path, offset=offset, revision=revision) if revision is not None
+                  else export_params(path, offset=offset, expected_revision=pinned))
+        result = client.call("export", params)
+        pinned = str(result["revision"])
         parts.append(result["content"])
         if not result["truncated"]:
-            return b"".join(parts), revision
+            return b"".join(parts), pinned
         next_offset = result["next_offset"]
         if not isinstance(next_offset, int) or next_offset <= offset:
             raise HubError(ErrorCode.INTERNAL, f"export of {path} made no progress at offset {offset}")

@@ -13,6 +13,9 @@ read their settings here, once, so they find the same Hub the same way:
 * ``AMUX_HUB_CA``: the CA bundle that checks a ``tls://`` Hub's certificate
   (unset: the system's CAs).
 * ``AMUX_MEMORY_BINDING``: the conversation's frozen scope, sent in ``hello``.
+* ``AMUX_SESSION_ID``: the ``amux launch`` session this process runs in, sent in
+  ``hello`` as ``session`` so the Hub's history names it as the actor's
+  session (DESIGN.md §10).
 * ``AMUX_CONNECT_DEADLINE``: seconds for connect plus ``hello`` as a whole
   (unset or not a positive number: no overall deadline).
 
@@ -41,6 +44,7 @@ HOME_ENV = "AMUX_HOME"
 TOKEN_ENV = "AMUX_TOKEN"
 CA_ENV = "AMUX_HUB_CA"
 BINDING_ENV = "AMUX_MEMORY_BINDING"
+SESSION_ENV = "AMUX_SESSION_ID"
 CONNECT_DEADLINE_ENV = "AMUX_CONNECT_DEADLINE"
 
 
@@ -101,9 +105,10 @@ def connect_deadline_from_env(environ: Mapping[str, str] | None = None) -> float
 class ClientSettings:
     """How one client reaches the Hub.
 
-    ``endpoint`` is where the Hub is; ``token`` and ``binding`` go in
-    ``hello`` when non-empty (``""`` means "send none", which an explicit
-    argument uses to override the environment); ``ca_file`` is the CA bundle
+    ``endpoint`` is where the Hub is; ``token``, ``binding`` and ``session``
+    (the launch session id) go in ``hello`` when non-empty (``""`` means
+    "send none", which an explicit argument uses to override the
+    environment); ``ca_file`` is the CA bundle
     for ``tls://`` (``None``: the system's); ``connect_deadline`` is seconds
     for connect plus ``hello`` as a whole (``None``: none).
     """
@@ -113,6 +118,7 @@ class ClientSettings:
     binding: str | None = None
     ca_file: str | None = None
     connect_deadline: float | None = None
+    session: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, endpoint: Endpoint | None = None,
@@ -131,10 +137,11 @@ class ClientSettings:
             binding=env.get(BINDING_ENV) or None,
             ca_file=env.get(CA_ENV) or None,
             connect_deadline=connect_deadline_from_env(env),
+            session=env.get(SESSION_ENV) or None,
         )
 
     def override(self, *, token: str | None = None, binding: str | None = None, ca_file: str | None = None,
-                 connect_deadline: float | None = None) -> ClientSettings:
+                 connect_deadline: float | None = None, session: str | None = None) -> ClientSettings:
         """A copy with each argument that is not ``None`` replacing the setting (``""`` replaces too)."""
         return replace(
             self,
@@ -142,6 +149,7 @@ class ClientSettings:
             binding=self.binding if binding is None else binding,
             ca_file=self.ca_file if ca_file is None else ca_file,
             connect_deadline=self.connect_deadline if connect_deadline is None else connect_deadline,
+            session=self.session if session is None else session,
         )
 
     @property

@@ -162,7 +162,8 @@ class AsyncHubClient(ClientBase):
         self._conn = ClientConnection()
         self.connects += 1
         try:
-            rid, frame = self._conn.hello_request(self.client_name, self.binding, self.token)
+            rid, frame = self._conn.hello_request(self.client_name, self.binding, self.token,
+                                                   session=self.settings.session)
             await self._send(stream, frame)
             self.hello = (await self._receive(stream, rid)).unwrap()
         except _Lost as gone:

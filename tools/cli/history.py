@@ -1,0 +1,250 @@
+"""``amux memory history|log|diff|restore|purge``: every change the Hub kept, and the way back (DESIGN.md §15).
+
+``history`` and ``log`` print one page of the Hub's answer as JSON (pass
+``next_cursor`` back as ``--cursor`` for the next); ``restore`` and
+``purge`` are one Hub call each; ``diff`` exports two versions and compares
+them here (:mod:`tools.cli.textdiff`).  Like :mod:`tools.cli.memory` these
+import only the blocking client, and print with :mod:`tools.cli.output`:
+JSON on stdout, errors from the closed set with their exit status (DESIGN.md
+§8).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+from cyclopts import Parameter
+
+from protocol.errors import ErrorCode, HubError
+from protocol.params import ABSENT
+from tools.cli.memory import call_hub
+from tools.cli.output import emit, fail, fail_quietly, say, write_bytes
+
+if TYPE_CHECKING:
+    from tools.client.paging import Caller
+
+
+HISTORY_OFF = ("history is off on this Hub (memory.history = false): nothing new is recorded, what is stored is "
+               "shown; 'amux system config set memory.history true' and a Hub restart turn it back on")
+"""The notice ``history`` and ``log`` print on stderr when the Hub's ``hello`` says ``history: false``."""
+
+
+def read_history(method: str, params: dict[str, Any]) -> int:
+    """One ``history`` or ``log`` call, printed as JSON; a notice on stderr when the Hub records no history.
+
+    Returns 0, or the error's exit status after :func:`tools.cli.output.fail`.
+    """
+    from tools.client.blocking import HubClient
+
+    try:
+        with HubClient() as client:
+            result = client.call(method, params)
+            recording = client.hello.get("history")
+    except HubError as exc:
+        return fail(exc)
+    emit(result)
+    if recording is False:
+        say(HISTORY_OFF)
+    return 0
+
+
+def history(path: str, /, *, limit: int = 20, cursor: str = "") -> int:
+    """Every stored version of one document, newest first, with who made each change.
+
+    Prints {"path", "versions": [{"revision", "time", "action", "actor":
+    {"principal", "client", "binding", "session"}, "bytes", "lines", "added",
+    "removed"}], "next_cursor"}. action is create, update, forget (a
+    tombstone: revision "absent"), restore (with restored_from) or external
+    (the file was edited by hand; the Hub records what is on disk first, so
+    the list always ends at the document as it is now). time is UTC; added and
+    removed count lines against the version before. Pages hold at most 8 KiB:
+    pass next_cursor back as --cursor for older versions.
+
+    Parameters
+    ----------
+    path
+        Logical path of the document, e.g. MEMORY.md.
+    limit
+        Versions per page, 1-100.
+    cursor
+        The next_cursor of the previous page ("" for the newest).
+    """
+    from protocol.requests import history_params
+
+    return read_history("history", history_params(path, limit=limit, cursor=cursor))
+
+
+def log(*, path_prefix: str = "", since: str | None = None, limit: int = 50, cursor: str = "") -> int:
+    """What changed in the whole memory scope, newest first: "what did my agents change today?".
+
+    Prints {"changes": [...], "next_cursor"}, each change shaped like a
+    history version plus its "path". Pages hold at most 8 KiB: pass
+    next_cursor back as --cursor for older changes.
+
+    Parameters
+    ----------
+    path_prefix
+        Only documents whose path starts with this, e.g. projects/amux/.
+    since
+        Only changes at or after WHEN: a duration back from now (24h, 7d,
+        30m, 1h30m; units w d h m s) or an ISO date/time (2026-12-01,
+        2026-12-01T08:00 local time, 2026-12-01T08:00Z UTC).
+    limit
+        Changes per page, 1-200.
+    cursor
+        The next_cursor of the previous page ("" for the newest).
+    """
+    from protocol.requests import log_params
+    from tools.cli.when import parse_since
+
+    try:
+        since_wire = parse_since(since) if since is not None else None
+    except HubError as exc:
+        return fail(exc)
+    return read_history("log", log_params(path_prefix=path_prefix, since=since_wire, limit=limit, cursor=cursor))
+
+
+def read_version(client: Caller, path: str, revision: str | None) -> tuple[bytes, str]:
+    """``(bytes, revision)`` of one version: a stored one (``revision``), else the live document.
+
+    ``"absent"`` (a tombstone, or "no document") is empty without asking the
+    Hub; a live document that does not exist is ``(b"", "absent")``.  Raises
+    ``not_found`` for a stored version the Hub does not hold (``data.reason``
+    says whether it was never stored, pruned or purged), and what the Hub
+    answers.
+    """
+    from tools.client.paging import export_document
+
+    if revision == ABSENT:
+        return b"", ABSENT
+    if revision is not None:
+        return export_document(client, path, revision=revision)
+    try:
+        return export_document(client, path)
+    except HubError as exc:
+        if exc.code is ErrorCode.NOT_FOUND:
+            return b"", ABSENT
+        raise
+
+
+def diff(
+    path: str,
+    /,
+    *,
+    from_revision: Annotated[str, Parameter(name="--from")],
+    to_revision: Annotated[str | None, Parameter(name="--to")] = None,
+    as_json: Annotated[bool, Parameter(name="--json", negative="")] = False,
+) -> int:
+    """A unified diff of one document from one version to another.
+
+    Both versions are read whole and compared here, line by line. The text
+    applies with patch ('amux memory export PATH --revision FROM > f; patch f
+    < the.diff' gives the newer version); it is empty when the versions are
+    equal. A stored version that was pruned or purged is not_found, saying
+    which. On error stdout stays empty (text) or holds {"error": ...}
+    (--json).
+
+    Parameters
+    ----------
+    path
+        Logical path of the document.
+    from_revision
+        The older version's revision (from 'amux memory history'); "absent"
+        compares from an empty document.
+    to_revision
+        The newer version's revision (default: the document as it is now;
+        "absent" if it was forgotten).
+    as_json
+        Print {"path", "from", "to", "added", "removed", "hunks": [{"old_start",
+        "old_lines", "new_start", "new_lines", "lines"}]} instead of the text.
+    """
+    from tools.cli.textdiff import diff_hunks, hunks_as_data, line_counts, render_unified
+    from tools.client.blocking import HubClient
+
+    try:
+        with HubClient() as client:
+            old, old_rev = read_version(client, path, from_revision)
+            new, new_rev = read_version(client, path, to_revision)
+    except HubError as exc:
+        return fail(exc) if as_json else fail_quietly(exc)
+    hunks = diff_hunks(old, new)
+    if as_json:
+        added, removed = line_counts(hunks)
+        emit({"path": path, "from": old_rev, "to": new_rev, "added": added, "removed": removed,
+              "hunks": hunks_as_data(hunks)})
+    else:
+        write_bytes(render_unified(hunks, f"a/{path}\t{old_rev}", f"b/{path}\t{new_rev}"))
+    return 0
+
+
+def restore(path: str, /, *, revision: str, expected_revision: str) -> int:
+    """Write an old version back as the document (undo), if it still has the expected revision.
+
+    A normal compare-and-swap write of that version's bytes, recorded in the
+    history as a restore with restored_from; a stale --expected-revision is a
+    conflict and changes nothing. The rewrite guard does not apply (bringing
+    back a long version over a short one is the point); quotas do. Prints the
+    upsert result plus "restored_from".
+
+    Parameters
+    ----------
+    path
+        Logical path of the document.
+    revision
+        The stored version to bring back (from 'amux memory history'); a
+        forget's tombstone ("absent") cannot be restored: forget the document
+        instead.
+    expected_revision
+        The document's current revision (from show or history), or "absent"
+        to bring back a forgotten document.
+    """
+    from protocol.requests import restore_params
+
+    return call_hub("restore", restore_params(path, revision, expected_revision))
+
+
+def purge(
+    path: str,
+    /,
+    *,
+    revision: str | None = None,
+    all_versions: Annotated[bool, Parameter(name="--all", negative="")] = False,
+) -> int:
+    """Erase stored versions of one document from the history, for good (a secret saved by mistake).
+
+    Give exactly one of --revision (one stored version) or --all (every
+    stored version and tombstone of PATH). The bytes are removed from every
+    file of the history store, compressed or packed copies included; there is
+    no undo. It never touches the live document: to get rid of the text
+    everywhere, first forget the document (or rewrite it without the text),
+    then purge its history. A version the document still holds is refused
+    (bad_request), so --all needs the document forgotten first. Prints
+    {"path", "erased": [{"revision", "time", "action", "bytes"}]}, what was
+    erased.
+
+    Parameters
+    ----------
+    path
+        Logical path of the document.
+    revision
+        Erase this one stored version. The document's current revision cannot
+        be purged while the document still holds it.
+    all_versions
+        Erase every stored version and tombstone of PATH.
+    """
+    if (revision is None) == (not all_versions):
+        return fail(HubError(ErrorCode.BAD_REQUEST, "memory purge: give exactly one of --revision REV or --all "
+                             "(see 'amux memory purge --help')", {"field": "revision"}))
+    from protocol.requests import purge_params
+    from tools.client.blocking import HubClient
+
+    try:
+        with HubClient() as client:
+            result = client.call("purge", purge_params(path, revision=revision, all_versions=all_versions))
+    except HubError as exc:
+        return fail(exc)
+    emit(result)
+    erased: list[Any] = result.get("erased") or []
+    say(f"erased {len(erased)} stored version{'s' if len(erased) != 1 else ''} of {path} from the history; "
+        "the live document was not touched")
+    return 0
