@@ -458,7 +458,7 @@ class _InstantService:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def call(self, scope: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, scope: Any, method: str, params: dict[str, Any], identity: Any = None) -> dict[str, Any]:
         self.calls += 1
         await trio.sleep(0)
         return {"blob": "x" * 7000}

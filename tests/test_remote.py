@@ -440,7 +440,7 @@ class _StuckService:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def call(self, scope: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, scope: Any, method: str, params: dict[str, Any], identity: Any = None) -> dict[str, Any]:
         self.calls += 1
         await trio.sleep_forever()
         raise AssertionError
@@ -472,7 +472,7 @@ async def test_request_deadline_frees_the_in_flight_slots(tmp_path: Path,
 
 
 class _BigAnswers:
-    async def call(self, scope: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, scope: Any, method: str, params: dict[str, Any], identity: Any = None) -> dict[str, Any]:
         return {"blob": "x" * 60_000}
 
 
