@@ -319,6 +319,52 @@ def test_a_crowded_folder_does_not_hide_the_rest_and_stray_files_cost_nothing(hu
         assert "unreadable" not in found.json["incomplete_reasons"]
 
 
+def crowd_many(scope: Path, folders: int, each: int, width: int = 3) -> None:
+    """``folders`` folders ``d000/``.. each with ``each`` small ``.md`` files."""
+    for d in range(folders):
+        crowd(scope / f"d{d:0{width}}", each, ".md")
+
+
+def test_many_ordinary_folders_do_not_hide_a_later_one(hub: HubProcess) -> None:
+    # 100 folders of 200 notes: 20,000 .md names, more than the 16,384 total entries, listed before notes/.
+    scope = hub.scope_dir
+    place(scope, "MEMORY.md", b"# Memory\ntopword\n")
+    place(scope, "notes/ordinary.md", b"# Ordinary\nneedle\n")
+    crowd_many(scope, 100, 200)
+    for word, path in (("needle", "notes/ordinary.md"), ("topword", "MEMORY.md")):
+        found = hub.cli("memory", "search", word)
+        assert found.returncode == 0, found.stderr
+        assert [m["path"] for m in found.json["matches"]] == [path], found.json
+        assert found.json["incomplete"] is True
+        assert set(found.json["incomplete_reasons"]) == {"total entries", "files"}
+
+
+def test_four_huge_folders_do_not_hide_a_later_one(hub: HubProcess) -> None:
+    scope = hub.scope_dir
+    place(scope, "notes/ordinary.md", b"# Ordinary\nneedle\n")
+    for d in range(4):
+        crowd(scope / f"a{d}", 5_000, ".md")
+    found = hub.cli("memory", "search", "needle")
+    assert found.returncode == 0, found.stderr
+    assert [m["path"] for m in found.json["matches"]] == ["notes/ordinary.md"], found.json
+
+
+def test_memory_md_is_scanned_when_the_top_level_listing_is_cut(hub: HubProcess) -> None:
+    # MEMORY.md made first: on tmpfs it is listed last, on ext4 at a hashed place; 28,000 names cut the listing.
+    scope = hub.scope_dir
+    place(scope, "MEMORY.md", b"# Memory\ntopword\n")
+    fd = os.open(scope, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i in range(28_000):
+            os.close(os.open(f"t{i:05}.md", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=fd))
+    finally:
+        os.close(fd)
+    found = hub.cli("memory", "search", "topword")
+    assert found.returncode == 0, found.stderr
+    assert [m["path"] for m in found.json["matches"]] == ["MEMORY.md"], found.json
+    assert "directory entries" in found.json["incomplete_reasons"]
+
+
 # -- quota after hand edits ---------------------------------------------------------------------
 
 
