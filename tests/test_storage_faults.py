@@ -31,7 +31,7 @@ import pytest
 import trio
 
 from protocol.errors import ERRORS, ErrorCode
-from tests.conftest import CliResult, HubProcess, make_hub
+from tests.conftest import CliResult, HubProcess, amux_argv, make_hub
 
 ROOT_CI = os.geteuid() == 0 and os.environ.get("CI") == "true"
 NO_DAC = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
@@ -192,6 +192,42 @@ async def test_read_only_mount_is_storage_read_only_and_writes_resume_after_remo
         assert hub.proc is not None and hub.proc.poll() is None and hub.proc.pid == pid
     finally:
         hub.stop()
+
+
+@root_ci("a read-only home at start-up (a read-only bind mount)")
+def test_a_read_only_home_is_a_start_failure_and_a_read_only_memory_root_serves_reads(tmp_path: Path) -> None:
+    need_tools()
+    hub = make_hub(tmp_path)
+    doc = b"# Ro\nunicornword kept\n"
+    assert upsert(hub, "notes/a.md", doc, "absent").returncode == 0
+    hub.stop()
+    home = hub.home
+    sh("mount", "--bind", str(home), str(home))
+    try:
+        sh("mount", "-o", "remount,bind,ro", str(home))
+        started = subprocess.run([*amux_argv(), "hub", "serve", "--home", str(home)], env=hub.env,
+                                 capture_output=True, text=True, timeout=30)
+        assert started.returncode == 21, started.stderr
+        assert "Traceback" not in started.stderr and "EROFS" in started.stderr and "hub.lock" in started.stderr
+        for argv in (("hub", "principal", "add", "bob"), ("hub", "token", "issue", "bob")):
+            denied = hub.cli(*argv)
+            assert "Traceback" not in denied.stderr, denied.stderr
+            error = check_error(denied, ErrorCode.STORAGE_READ_ONLY)
+            assert error["data"]["errno"] == "EROFS" and error["data"]["operation"] == "open"
+    finally:
+        subprocess.run(["umount", str(home)], capture_output=True)
+    memory = home / "memory"
+    sh("mount", "--bind", str(memory), str(memory))
+    try:
+        sh("mount", "-o", "remount,bind,ro", str(memory))
+        hub.start()
+        try:
+            serves_reads(hub, "notes/a.md", doc, "unicornword")
+            check_error(upsert(hub, "notes/b.md", b"new\n", "absent"), ErrorCode.STORAGE_READ_ONLY)
+        finally:
+            hub.stop()
+    finally:
+        subprocess.run(["umount", str(memory)], capture_output=True)
 
 
 # -- folders the Hub may not read or write ------------------------------------------------------
