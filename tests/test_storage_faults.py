@@ -452,6 +452,42 @@ def test_a_folder_made_readable_again_is_counted_on_the_next_write(tmp_path: Pat
         hub.stop()
 
 
+def no_dac_hub(tmp_path: Path) -> HubProcess:
+    """A started Hub that mode bits apply to (as root: without the DAC capabilities)."""
+    hub = make_hub(tmp_path, start=False)
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("EACCES as root needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+        hub.prefix = NO_DAC
+    hub.start()
+    return hub
+
+
+def test_a_document_or_folder_made_unreadable_is_not_served_from_the_cache(tmp_path: Path) -> None:
+    hub = no_dac_hub(tmp_path)
+    scope = hub.scope_dir
+    try:
+        place(scope, "notes/locked.md", b"# Locked\nunicornword\n")
+        place(scope, "deep/other.md", b"# Other\nunicornword\n")
+        old = time.time() - 60  # not racy: the cache trusts these entries
+        for p in (scope / "notes" / "locked.md", scope / "notes", scope / "deep" / "other.md", scope / "deep"):
+            os.utime(p, (old, old))
+        first = hub.cli("memory", "search", "unicornword").json
+        assert sorted(m["path"] for m in first["matches"]) == ["deep/other.md", "notes/locked.md"]
+        assert hub.cli("memory", "search", "unicornword").json["matches"] == first["matches"]  # now cached
+        (scope / "notes" / "locked.md").chmod(0o000)
+        (scope / "deep").chmod(0o000)
+        try:
+            found = hub.cli("memory", "search", "unicornword").json
+            assert found["matches"] == [] and found["incomplete_reasons"] == ["unreadable"], found
+            assert found["unreadable"] == ["deep/", "notes/locked.md"]
+        finally:
+            (scope / "notes" / "locked.md").chmod(0o600)
+            (scope / "deep").chmod(0o700)
+    finally:
+        hub.stop()
+
+
 def test_writes_stay_quick_in_a_scope_of_many_empty_folders(hub: HubProcess) -> None:
     scope = hub.scope_dir
     fd = os.open(scope, os.O_RDONLY | os.O_DIRECTORY)
