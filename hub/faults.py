@@ -39,6 +39,10 @@ MAX_REPORTED_PATH_CHARS = 120
 """A reported path longer than this is cut (with ``…``), so a hostile tree cannot fill an answer."""
 
 
+SCOPE_ROOT = "/"
+"""The logical path that names a scope's own folder in ``data.path`` and ``unreadable`` (DESIGN.md §4.8)."""
+
+
 def errno_name(exc: OSError) -> str:
     """The symbolic errno of ``exc`` (``"ENOSPC"``), or ``"E?"`` when it has none."""
     return errno.errorcode.get(exc.errno or 0, "E?")
@@ -69,7 +73,7 @@ def from_os_error(exc: OSError, operation: str, path: str, *, uncertain: bool = 
         code, what = ErrorCode.STORAGE_READ_ONLY, "the Hub's memory is on a read-only file system"
     elif exc.errno in _DENIED:
         code, what = ErrorCode.PERMISSION_DENIED, "the Hub's user may not access " + (
-            repr(short_path(path)) if path else "its memory")
+            "the scope's folder" if path == SCOPE_ROOT else repr(short_path(path)) if path else "its memory")
         where = operation
     else:
         code, what = ErrorCode.STORAGE_ERROR, "the Hub's file system failed"

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from hub.faults import from_os_error, step
+from hub.faults import SCOPE_ROOT, from_os_error, step
 from protocol.errors import ErrorCode, HubError
 
 TEMP_SUFFIX = ".amux-tmp"
@@ -133,7 +133,7 @@ def _open_root(root: str, create: bool, dir_mode: int = 0o700) -> int | None:
     except FileNotFoundError:
         if not create:
             return None
-        with step("create scope directory", ""):
+        with step("create scope directory", SCOPE_ROOT):
             os.makedirs(root, mode=dir_mode, exist_ok=True)
             return os.open(root, _DIR_FLAGS)
     except OSError as exc:
@@ -143,7 +143,7 @@ def _open_root(root: str, create: bool, dir_mode: int = 0o700) -> int | None:
                 f"the memory scope directory {root} is not a plain directory (a symlink?); "
                 "the Hub refuses to follow it — fix the memory root by hand",
             ) from None
-        raise from_os_error(exc, "open scope directory", "") from exc
+        raise from_os_error(exc, "open scope directory", SCOPE_ROOT) from exc
 
 
 def open_document(dir_fd: int, name: str, logical: str) -> int | None:

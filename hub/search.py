@@ -30,7 +30,7 @@ from typing import Any
 import ahocorasick_rs
 
 from hub.cache import DIR, MARKDOWN, CachedDoc, Haystack, ScopeCache, fold
-from hub.faults import MAX_REPORTED_PATHS, short_path
+from hub.faults import MAX_REPORTED_PATHS, SCOPE_ROOT, short_path
 from protocol.limits import ENTRY_NAME, Limits
 from protocol.messages import packed_size
 from protocol.paths import is_canonical_path
@@ -100,7 +100,9 @@ class _Walk:
                 self.storage_errors.append(name)
             return
         self.skip("unreadable")
-        if len(self.unreadable) < MAX_REPORTED_PATHS:
+        if logical == SCOPE_ROOT:
+            self.unreadable = [SCOPE_ROOT]  # the scope's own folder: nothing under it can be read either
+        elif len(self.unreadable) < MAX_REPORTED_PATHS and self.unreadable != [SCOPE_ROOT]:
             self.unreadable.append(short_path(logical))
 
     def cannot_list(self, logical: str, exc: OSError) -> None:
@@ -177,7 +179,7 @@ def _list_tree(root: str, prefix: str, walk: _Walk, cache: ScopeCache, seen_dirs
         except (FileNotFoundError, NotADirectoryError):
             continue  # gone (or replaced by a file or symlink) since its parent was listed
         except OSError as exc:
-            walk.cannot_list(rel or "/", exc)
+            walk.cannot_list(rel or SCOPE_ROOT, exc)
             continue
         seen_dirs.add(absdir)
         if listing.truncated:

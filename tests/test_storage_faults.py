@@ -488,6 +488,31 @@ def test_a_document_or_folder_made_unreadable_is_not_served_from_the_cache(tmp_p
         hub.stop()
 
 
+def test_an_unreadable_scope_folder_is_named_slash_everywhere(tmp_path: Path) -> None:
+    hub = no_dac_hub(tmp_path)
+    scope = hub.scope_dir
+    try:
+        place(scope, "MEMORY.md", b"# M\nunicornword\n")
+        place(scope, "notes/a.md", b"# A\nunicornword\n")
+        old = time.time() - 60
+        for p in (scope / "MEMORY.md", scope / "notes" / "a.md", scope / "notes", scope):
+            os.utime(p, (old, old))
+        assert len(hub.cli("memory", "search", "unicornword").json["matches"]) == 2  # cached now
+        scope.chmod(0o000)
+        try:
+            found = hub.cli("memory", "search", "unicornword").json
+            assert found["matches"] == [] and found["unreadable"] == ["/"], found
+            assert hub.cli("memory", "list").json["unreadable"] == ["/"]
+            shown = check_error(hub.cli("memory", "show", "notes/a.md"), ErrorCode.PERMISSION_DENIED)
+            assert shown["data"]["path"] == "/" and "the scope's folder" in shown["message"]
+            written = check_error(upsert(hub, "notes/b.md", b"b\n", "absent"), ErrorCode.PERMISSION_DENIED)
+            assert written["data"]["path"] == "/"
+        finally:
+            scope.chmod(0o700)
+    finally:
+        hub.stop()
+
+
 def test_writes_stay_quick_in_a_scope_of_many_empty_folders(hub: HubProcess) -> None:
     scope = hub.scope_dir
     fd = os.open(scope, os.O_RDONLY | os.O_DIRECTORY)
