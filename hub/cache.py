@@ -3,9 +3,9 @@
 The Hub is the only online writer of its memory root, but people may edit the
 files with a text editor, so every cached document is checked against the file
 on every search: size, ``mtime_ns``, ``ctime_ns`` (a ``chmod`` changes only
-that) and inode from the ``lstat`` the walk does anyway.  Any difference and the file is read again.  Nothing here is an index:
-a search still tests every document's full text, only without re-reading and
-re-folding unchanged files.
+that) and inode from the ``lstat`` the walk does anyway.  Any difference and
+the file is read again.  Nothing here is an index: a search still tests every
+document's full text, only without re-reading and re-folding unchanged files.
 
 Memory is bounded: each scope's entry holds the raw bytes and one folded copy
 (the scan's haystack), and whole scopes are evicted least-recently-used first
