@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 import trio
 
-from protocol.errors import ERRORS, ErrorCode
+from protocol.errors import ERRORS, ErrorCode, HubError
 from tests.conftest import CliResult, HubProcess, amux_argv, make_hub
 
 ROOT_CI = os.geteuid() == 0 and os.environ.get("CI") == "true"
@@ -509,6 +509,40 @@ def test_an_unreadable_scope_folder_is_named_slash_everywhere(tmp_path: Path) ->
             assert written["data"]["path"] == "/"
         finally:
             scope.chmod(0o700)
+    finally:
+        hub.stop()
+
+
+def test_running_out_of_descriptors_in_a_search_is_a_storage_error_not_unreadable(tmp_path: Path) -> None:
+    if shutil.which("prlimit") is None:
+        pytest.skip("needs prlimit (util-linux) to lower the Hub's descriptor limit")
+    from tools.client.blocking import HubClient
+
+    hub = make_hub(tmp_path, start=False)
+    hub.prefix = ["prlimit", "--nofile=48:48", "--"]
+    hub.start()
+    try:
+        for i in range(3):
+            place(hub.scope_dir, f"notes/n{i}.md", b"# N\nunicornword\n")
+        with hub.client() as first:
+            held: list[HubClient] = []
+            try:
+                for _ in range(60):  # take the Hub's descriptors until it can accept no more
+                    c = HubClient(hub.socket, timeout=1)
+                    held.append(c)
+                    c.connect()
+            except HubError:
+                pass
+            try:
+                found = first.call("search", {"query": "unicornword"})
+            finally:
+                for c in held:
+                    c.close()
+            assert found["incomplete"] is True and found["incomplete_reasons"] == ["storage_error"], found
+            assert found["storage_errors"] == ["EMFILE"] and found["unreadable"] == []
+            time.sleep(0.3)
+            again = first.call("search", {"query": "unicornword"})
+            assert again["incomplete"] is False and len(again["matches"]) == 3
     finally:
         hub.stop()
 
