@@ -225,10 +225,14 @@ def atomic_write(parent: OpenedParent, name: str, data: bytes, mode: int = 0o600
 
 def replace_file(path: str, data: bytes) -> None:
     """Durably replace the file at ``path`` (mode 0600) the same way documents are written:
-    temp file, fsync, rename, fsync(dir).  For the Hub's own settings and registry files."""
-    parent = OpenedParent(fd=os.open(os.path.dirname(path) or ".", _DIR_FLAGS))
+    temp file, fsync, rename, fsync(dir).  For the Hub's own settings and registry files.
+
+    A failure is the storage error of :func:`atomic_write` naming ``path`` (DESIGN.md §4.8)."""
+    folder = os.path.dirname(path) or "."
+    with step("open directory", folder):
+        parent = OpenedParent(fd=os.open(folder, _DIR_FLAGS))
     try:
-        atomic_write(parent, os.path.basename(path), data)
+        atomic_write(parent, os.path.basename(path), data, logical=path)
     finally:
         os.close(parent.fd)
 

@@ -215,6 +215,9 @@ def test_a_read_only_home_is_a_start_failure_and_a_read_only_memory_root_serves_
             assert "Traceback" not in denied.stderr, denied.stderr
             error = check_error(denied, ErrorCode.STORAGE_READ_ONLY)
             assert error["data"]["errno"] == "EROFS" and error["data"]["operation"] == "open"
+        configured = check_error(hub.cli("system", "config", "set", "memory.enabled", "true"),
+                                 ErrorCode.STORAGE_READ_ONLY)
+        assert configured["data"]["path"].endswith("config.toml") or "config.toml" in configured["message"]
     finally:
         subprocess.run(["umount", str(home)], capture_output=True)
     memory = home / "memory"
