@@ -12,7 +12,14 @@
   ``incomplete`` with ``unreadable`` and the folder's path.
 * 10,000 hand-placed files in a folder sorting first: ``.md`` ones do not hide
   a top-level or ``notes/`` document; ``.txt`` ones make nothing incomplete.
-* No create is acknowledged over the quota right after files were placed by hand.
+* 100 folders of 200 notes, or four of 5,000, do not hide ``notes/``; 28,000 top-level
+  names do not hide ``MEMORY.md``.
+* No create is acknowledged over the quota right after files were placed by hand, nor after an
+  unreadable folder was made readable again; 20,000 empty folders keep writes quick.
+* A read-only home fails start-up with 21 (no traceback) and makes principal, token and config
+  commands a storage error; a read-only ``memory/`` still starts and serves reads.
+* A file or folder made unreadable is not served from the cache; an unreadable scope folder is
+  ``/`` everywhere; running out of descriptors in a search is ``storage_error``, not ``unreadable``.
 """
 
 from __future__ import annotations
