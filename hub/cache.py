@@ -2,10 +2,10 @@
 
 The Hub is the only online writer of its memory root, but people may edit the
 files with a text editor, so every cached document is checked against the file
-on every search: size, ``mtime_ns`` and inode from the ``lstat`` the walk does
-anyway.  Any difference and the file is read again.  Nothing here is an index:
-a search still tests every document's full text, only without re-reading and
-re-folding unchanged files.
+on every search: size, ``mtime_ns``, ``ctime_ns`` (a ``chmod`` changes only
+that) and inode from the ``lstat`` the walk does anyway.  Any difference and
+the file is read again.  Nothing here is an index: a search still tests every
+document's full text, only without re-reading and re-folding unchanged files.
 
 Memory is bounded: each scope's entry holds the raw bytes and one folded copy
 (the scan's haystack), and whole scopes are evicted least-recently-used first
@@ -87,6 +87,7 @@ class CachedDoc:
     size: int
     mtime_ns: int
     inode: int
+    ctime_ns: int
     data: bytes
     folded: bytes | memoryview
     where: str
@@ -98,17 +99,19 @@ class CachedDoc:
         """Build an entry from a file's ``lstat`` and the bytes read after it."""
         text, folded = fold_document(data)
         where = fold(path) + "\n" + fold(title_line(text))
-        return cls(path, st.st_size, st.st_mtime_ns, st.st_ino, data, folded, where, racy=_racy(st.st_mtime_ns))
+        return cls(path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, data, folded, where,
+                   racy=_racy(st.st_mtime_ns))
 
     def fresh(self, st: os.stat_result) -> bool:
-        """True if the file still has the size, mtime and inode this entry was read with.
+        """True if the file still has the size, mtime, ctime and inode this entry was read with (a ``chmod``
+        changes only the ctime: a document made unreadable is read again, and reported, DESIGN.md §5.5).
 
         An entry read within :data:`RACY_NS` of the file's last change is never
         fresh: file timestamps are coarse, so a second same-size edit in the same
         tick would otherwise go unseen.
         """
         return (not self.racy and self.size == st.st_size and self.mtime_ns == st.st_mtime_ns
-                and self.inode == st.st_ino)
+                and self.inode == st.st_ino and self.ctime_ns == st.st_ctime_ns)
 
     @property
     def revision(self) -> str:
@@ -151,6 +154,7 @@ class Listing:
 
     mtime_ns: int
     inode: int
+    ctime_ns: int
     entries: list[tuple[str, int]]
     truncated: bool
     racy: bool
@@ -184,13 +188,14 @@ class Listing:
                     break
                 entries.append((name, kind))
         entries.sort()
-        return cls(st.st_mtime_ns, st.st_ino, entries, truncated, _racy(st.st_mtime_ns))
+        return cls(st.st_mtime_ns, st.st_ino, st.st_ctime_ns, entries, truncated, _racy(st.st_mtime_ns))
 
     def fresh(self, st: os.stat_result) -> bool:
-        """True while ``st`` (a new ``stat`` of the directory) shows the same inode and mtime, and the listing
+        """True while ``st`` (a new ``stat`` of the directory) shows the same inode, mtime and ctime (a ``chmod``
+        changes only the ctime), and the listing
         was not taken in the same timestamp tick as a change (``racy``): then it can be used as is."""
         return (not self.racy and self.mtime_ns == st.st_mtime_ns and self.inode == st.st_ino
-                and stat.S_ISDIR(st.st_mode))
+                and self.ctime_ns == st.st_ctime_ns and stat.S_ISDIR(st.st_mode))
 
 
 @dataclass

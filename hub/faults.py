@@ -39,6 +39,14 @@ MAX_REPORTED_PATH_CHARS = 120
 """A reported path longer than this is cut (with ``…``), so a hostile tree cannot fill an answer."""
 
 
+SCOPE_ROOT = "/"
+"""The logical path that names a scope's own folder in ``data.path`` and ``unreadable`` (DESIGN.md §4.8)."""
+
+
+READ_OPERATIONS = frozenset({"open scope directory", "open directory", "open", "stat", "read"})
+"""Steps a read does too: a message for them does not claim "nothing was changed" (a read changes nothing)."""
+
+
 def errno_name(exc: OSError) -> str:
     """The symbolic errno of ``exc`` (``"ENOSPC"``), or ``"E?"`` when it has none."""
     return errno.errorcode.get(exc.errno or 0, "E?")
@@ -54,26 +62,28 @@ def from_os_error(exc: OSError, operation: str, path: str, *, uncertain: bool = 
 
     ``uncertain`` says the step failed after the new content was already in
     place (the directory fsync after a rename, or after an unlink), so the
-    change may or may not last; otherwise nothing was changed.  ``data`` is
+    change may or may not last; otherwise nothing was changed (the message
+    says so, except after a step of :data:`READ_OPERATIONS`, which reads and
+    writes share: there nothing was read either).  ``data`` is
     ``{errno, operation, path, uncertain}``.  Never raises.
     """
     name = errno_name(exc)
     text = exc.strerror or os.strerror(exc.errno or 0)
     where = f"{operation} of {short_path(path)!r}" if path else operation
     data: dict[str, Any] = {"errno": name, "operation": operation, "path": short_path(path), "uncertain": uncertain}
-    outcome = ("the change was made but may not survive a crash; read it back" if uncertain
-               else "nothing was changed")
+    outcome = ("; the change was made but may not survive a crash; read it back" if uncertain
+               else "" if operation in READ_OPERATIONS else "; nothing was changed")
     if exc.errno in _FULL:
         code, what = ErrorCode.STORAGE_FULL, "the Hub's disk is full"
     elif exc.errno == errno.EROFS:
         code, what = ErrorCode.STORAGE_READ_ONLY, "the Hub's memory is on a read-only file system"
     elif exc.errno in _DENIED:
         code, what = ErrorCode.PERMISSION_DENIED, "the Hub's user may not access " + (
-            repr(short_path(path)) if path else "its memory")
+            "the scope's folder" if path == SCOPE_ROOT else repr(short_path(path)) if path else "its memory")
         where = operation
     else:
         code, what = ErrorCode.STORAGE_ERROR, "the Hub's file system failed"
-    return HubError(code, f"{what} ({name}: {text}) during {where}; {outcome}", data)
+    return HubError(code, f"{what} ({name}: {text}) during {where}{outcome}", data)
 
 
 class step:  # noqa: N801 - used like a function: ``with step("write", path):``

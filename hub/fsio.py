@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from hub.faults import from_os_error, step
+from hub.faults import SCOPE_ROOT, from_os_error, step
 from protocol.errors import ErrorCode, HubError
 
 TEMP_SUFFIX = ".amux-tmp"
@@ -133,7 +133,7 @@ def _open_root(root: str, create: bool, dir_mode: int = 0o700) -> int | None:
     except FileNotFoundError:
         if not create:
             return None
-        with step("create scope directory", ""):
+        with step("create scope directory", SCOPE_ROOT):
             make_directories(root, dir_mode)
             return os.open(root, _DIR_FLAGS)
     except OSError as exc:
@@ -143,7 +143,7 @@ def _open_root(root: str, create: bool, dir_mode: int = 0o700) -> int | None:
                 f"the memory scope directory {root} is not a plain directory (a symlink?); "
                 "the Hub refuses to follow it — fix the memory root by hand",
             ) from None
-        raise from_os_error(exc, "open scope directory", "") from exc
+        raise from_os_error(exc, "open scope directory", SCOPE_ROOT) from exc
 
 
 def make_directories(path: str, mode: int = 0o700) -> list[str]:
@@ -259,10 +259,14 @@ def atomic_write(parent: OpenedParent, name: str, data: bytes, mode: int = 0o600
 
 def replace_file(path: str, data: bytes) -> None:
     """Durably replace the file at ``path`` (mode 0600) the same way documents are written:
-    temp file, fsync, rename, fsync(dir).  For the Hub's own settings and registry files."""
-    parent = OpenedParent(fd=os.open(os.path.dirname(path) or ".", _DIR_FLAGS))
+    temp file, fsync, rename, fsync(dir).  For the Hub's own settings and registry files.
+
+    A failure is the storage error of :func:`atomic_write` naming ``path`` (DESIGN.md §4.8)."""
+    folder = os.path.dirname(path) or "."
+    with step("open directory", folder):
+        parent = OpenedParent(fd=os.open(folder, _DIR_FLAGS))
     try:
-        atomic_write(parent, os.path.basename(path), data)
+        atomic_write(parent, os.path.basename(path), data, logical=path)
     finally:
         os.close(parent.fd)
 

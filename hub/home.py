@@ -17,6 +17,7 @@ import fcntl
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
 from hub.fsio import make_directories
 from hub.registry import RegistryFileError, read_registry, registry_path
@@ -47,10 +48,14 @@ class HomeLock:
         """Take the lock (creating the home ``0700`` and the file ``0600``) and write our pid into it.
 
         Raises :class:`HubStartError` naming the holder's pid when another Hub
-        holds it; other ``OSError`` from opening or locking the file propagate.
+        holds it, and naming the errno and path when the home or the lock file
+        cannot be created, opened, locked or written (a read-only home, a full
+        disk: DESIGN.md §13.3).
         """
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        with start_step("create the home", self.path.parent):
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with start_step("open the lock file", self.path):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -61,9 +66,14 @@ class HomeLock:
                     f"another Hub (pid {holder}) is already serving {self.path.parent}; "
                     "one Hub is the only online writer of a memory root"
                 ) from None
+            raise start_error("lock", self.path, exc) from exc
+        try:
+            with start_step("write the pid into", self.path):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except HubStartError:
+            os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self.fd = fd
 
     def release(self) -> None:
@@ -78,14 +88,44 @@ def prepare_memory_root(root: Path) -> None:
     (:func:`hub.fsio.make_directories`: the parent of each new one is fsynced, DESIGN.md §4.5).
 
     Raises :class:`HubStartError` when ``global`` or ``users`` is a symlink or
-    a file: the Hub never follows a symlink into a scope (DESIGN.md §4).
+    a file: the Hub never follows a symlink into a scope (DESIGN.md §4); and,
+    naming the errno and path, when a missing one cannot be made or a wrong
+    mode cannot be fixed.  Nothing is written when all three exist with mode
+    ``0700``, so a Hub starts on a read-only memory root and serves reads
+    (writes then answer ``storage_read_only``, DESIGN.md §4.8).
     """
-    make_directories(str(root), 0o700)
-    os.chmod(root, 0o700)
+    with start_step("create", root):
+        make_directories(str(root), 0o700)
+        if os.stat(root).st_mode & 0o7777 != 0o700:
+            os.chmod(root, 0o700)
     for sub in (root / "global", root / "users"):
         if sub.is_symlink() or (sub.exists() and not sub.is_dir()):
             raise HubStartError(f"{sub} must be a plain directory, not a symlink or file; fix it by hand")
-        make_directories(str(sub), 0o700)
+        with start_step("create", sub):
+            make_directories(str(sub), 0o700)
+
+
+def start_error(operation: str, path: Path, exc: OSError) -> HubStartError:
+    """The :class:`HubStartError` for ``exc`` raised while doing ``operation`` on ``path`` at start-up:
+    one line naming the errno, its text and the path (DESIGN.md §13.3)."""
+    name = errno.errorcode.get(exc.errno or 0, "E?")
+    text = exc.strerror or os.strerror(exc.errno or 0)
+    return HubStartError(f"cannot {operation} {path} ({name}: {text})")
+
+
+class start_step:  # noqa: N801 - used like a function: ``with start_step("create", path):``
+    """Turn an ``OSError`` raised inside the block into :func:`start_error` (chained); others pass through."""
+
+    def __init__(self, operation: str, path: Path) -> None:
+        self.operation = operation
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if isinstance(exc, OSError):
+            raise start_error(self.operation, self.path, exc) from exc
 
 
 def check_registry(home: Path) -> None:

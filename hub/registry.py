@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 import tomli_w
 
 from hub import fsio
+from hub.faults import step
 from protocol.errors import ErrorCode, HubError
 
 REGISTRY_NAME = "principals.toml"
@@ -473,8 +474,12 @@ def stat_signature(path: Path) -> tuple[int, ...] | None:
 
 @contextmanager
 def _locked(home: Path) -> Iterator[None]:
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    # A read-only or full home is a storage error (storage_read_only, ...: DESIGN.md §4.8), not a traceback.
+    lock = home / LOCK_NAME
+    with step("create directory", str(home)):
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with step("open", str(lock)):
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -30,7 +30,7 @@ from typing import Any
 import ahocorasick_rs
 
 from hub.cache import DIR, MARKDOWN, CachedDoc, Haystack, ScopeCache, fold
-from hub.faults import MAX_REPORTED_PATHS, short_path
+from hub.faults import MAX_REPORTED_PATHS, SCOPE_ROOT, short_path
 from protocol.limits import ENTRY_NAME, Limits
 from protocol.messages import packed_size
 from protocol.paths import is_canonical_path
@@ -53,6 +53,10 @@ def read_file_nofollow(abspath: str) -> bytes:
         os.close(fd)
 
 
+RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+"""Errnos that say the Hub ran short of a resource, not that a file is unreadable (DESIGN.md §4.8)."""
+
+
 @dataclass
 class _Walk:
     """Traversal state against the scan budget.
@@ -70,6 +74,7 @@ class _Walk:
     halted: bool = False
     reasons: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
+    storage_errors: list[str] = field(default_factory=list)
 
     def skip(self, reason: str) -> None:
         self.incomplete = True
@@ -80,10 +85,29 @@ class _Walk:
         self.skip(reason)
         self.halted = True
 
-    def cannot_read(self, logical: str) -> None:
+    def cannot_read(self, logical: str, exc: OSError | None = None) -> None:
+        """Note that ``logical`` could not be read because of ``exc``.
+
+        Running out of descriptors or memory (``EMFILE``, ``ENFILE``,
+        ``ENOMEM``) is the Hub's condition, not the file's: it is reported as
+        the reason ``storage_error`` with the errno name in ``storage_errors``,
+        and the path is not named ``unreadable``.
+        """
+        if exc is not None and exc.errno in RESOURCE_ERRNOS:
+            self.skip("storage_error")
+            name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+            if name not in self.storage_errors:
+                self.storage_errors.append(name)
+            return
         self.skip("unreadable")
-        if len(self.unreadable) < MAX_REPORTED_PATHS:
+        if logical == SCOPE_ROOT:
+            self.unreadable = [SCOPE_ROOT]  # the scope's own folder: nothing under it can be read either
+        elif len(self.unreadable) < MAX_REPORTED_PATHS and self.unreadable != [SCOPE_ROOT]:
             self.unreadable.append(short_path(logical))
+
+    def cannot_list(self, logical: str, exc: OSError) -> None:
+        """Note that the folder ``logical`` could not be listed (see :meth:`cannot_read`)."""
+        self.cannot_read(logical, exc)
 
 
 FileEntry = tuple[str, str]
@@ -93,20 +117,56 @@ Batch = tuple[str, list[FileEntry]]
 """``(absolute directory, its files)``: the Markdown files of one directory, in name order."""
 
 
+LISTING_WORK_FACTOR = 4
+"""Step 1 of the scan lists at most this many times ``scan_max_total_entries`` candidate names in all
+(directories and ``*.md`` files, DESIGN.md §5.4.1); a hostile tree of huge folders stops there."""
+
+
+def fair_shares(sizes: list[int], budget: int) -> list[int]:
+    """Max-min fair shares of ``budget`` among items wanting ``sizes`` (same order, DESIGN.md §5.4.1).
+
+    Every item gets all it wants if that fits; otherwise the largest items get
+    equal shares of what remains, an odd unit going to the earlier item.
+    Returns one share per item, each at most its size; their sum is at most
+    ``max(budget, 0)``.
+    """
+    ordered = sorted(sizes)
+    share, extra, left = max(ordered, default=0), 0, max(budget, 0)
+    for i, size in enumerate(ordered):
+        remaining = len(ordered) - i
+        if size * remaining > left:
+            share, extra = divmod(left, remaining)
+            break
+        left -= size
+    takes: list[int] = []
+    for size in sizes:
+        take = min(size, share)
+        if take < size and extra > 0:
+            take += 1
+            extra -= 1
+        takes.append(take)
+    return takes
+
+
 def _list_tree(root: str, prefix: str, walk: _Walk, cache: ScopeCache, seen_dirs: set[str],
                out_of_time: Callable[[], bool]) -> list[Batch]:
     """Every directory's Markdown files, breadth-first (the top level first, then depth 1, ...).
 
     Symlinks are skipped, never followed; directories that cannot lead to a
     path starting with ``prefix`` are pruned.  Directory listings come from
-    the cache while the directory's mtime and inode are unchanged; only
-    directories and ``*.md`` names count toward the entry bounds (DESIGN.md
-    §5.4).  A directory that cannot be read is reported (``unreadable``) and
-    the rest is still listed.
+    the cache while the directory's mtime and inode are unchanged.  The folder
+    skeleton is listed first and only folders count toward the total-entry
+    bound while listing; the ``*.md`` names then get what is left of it, the
+    top level first and the rest shared max-min fairly per folder (DESIGN.md
+    §5.4.1), so many ordinary folders cannot hide a later one.  ``MEMORY.md``
+    is looked up directly (one ``lstat``) when the top-level listing was cut,
+    so it is always a candidate.  A directory that cannot be read is reported
+    (``unreadable``) and the rest is still listed.
     """
-    batches: list[Batch] = []
+    listed_dirs: list[tuple[str, list[FileEntry]]] = []
     queue: deque[tuple[str, str]] = deque([(root, "")])
     limits = walk.limits
+    work_left = limits.scan_max_total_entries * LISTING_WORK_FACTOR
     listed = 0
     while queue:
         absdir, rel = queue.popleft()
@@ -118,20 +178,16 @@ def _list_tree(root: str, prefix: str, walk: _Walk, cache: ScopeCache, seen_dirs
             listing = cache.listing(absdir, limits.scan_max_dir_entries)
         except (FileNotFoundError, NotADirectoryError):
             continue  # gone (or replaced by a file or symlink) since its parent was listed
-        except OSError:
-            walk.cannot_read(rel or "/")
+        except OSError as exc:
+            walk.cannot_list(rel or SCOPE_ROOT, exc)
             continue
         seen_dirs.add(absdir)
         if listing.truncated:
             walk.skip("directory entries")
+        work_left -= len(listing.entries)
         files: list[FileEntry] = []
         full = False
         for name, kind in listing.entries:
-            walk.entries += 1
-            if walk.entries > limits.scan_max_total_entries:
-                walk.skip("total entries")
-                full = True
-                break
             logical = rel + name
             if kind == MARKDOWN:
                 if logical.startswith(prefix):
@@ -139,14 +195,46 @@ def _list_tree(root: str, prefix: str, walk: _Walk, cache: ScopeCache, seen_dirs
             elif kind == DIR:
                 sub = logical + "/"
                 if sub.startswith(prefix) or prefix.startswith(sub):
+                    walk.entries += 1
+                    if walk.entries > limits.scan_max_total_entries:
+                        walk.skip("total entries")
+                        full = True
+                        break
                     queue.append((absdir + "/" + name, sub))
         if not rel:
+            if listing.truncated and ENTRY_NAME.startswith(prefix) and (ENTRY_NAME, ENTRY_NAME) not in files:
+                try:
+                    if stat.S_ISREG(os.lstat(root + "/" + ENTRY_NAME).st_mode):
+                        files.append((ENTRY_NAME, ENTRY_NAME))  # cut from the listing, but always scanned
+                except OSError:
+                    pass
             # MEMORY.md is read first of all: it is always scanned, whatever else the scope holds.
             files.sort(key=lambda f: f[0] != ENTRY_NAME)
-        if files:
-            batches.append((absdir, files))
+        listed_dirs.append((absdir, files))
         if full:
             break
+        if work_left <= 0 and queue:
+            walk.skip("total entries")
+            break
+    # Share what is left of the entry bound among the folders' *.md names: the top level first.
+    room = limits.scan_max_total_entries - walk.entries
+    batches: list[Batch] = []
+    rest = listed_dirs
+    if listed_dirs and listed_dirs[0][0] == root:
+        top = listed_dirs[0][1]
+        if len(top) > room:
+            walk.skip("total entries")
+        top = top[: max(room, 0)]
+        room -= len(top)
+        if top:
+            batches.append((root, top))
+        rest = listed_dirs[1:]
+    for (absdir, files), take in zip(rest, fair_shares([len(f) for _, f in rest], room), strict=True):
+        if take < len(files):
+            walk.skip("total entries")
+        if take:
+            batches.append((absdir, files[:take]))
+    walk.entries += sum(len(files) for _, files in batches)
     return batches
 
 
@@ -154,12 +242,12 @@ def _fair_plan(batches: list[Batch], root: str, max_files: int, walk: _Walk) -> 
     """Share the file budget among directories so one crowded folder cannot use it all (DESIGN.md §5.4).
 
     The top level (``MEMORY.md`` first) takes what it needs first.  The rest is
-    shared max-min fairly: every other directory gets all its files if that
-    fits, and the largest directories get equal shares of what remains
-    (earlier in breadth-first order first on a remainder).  The plan reads
-    the top level, then directories from the smallest share to the largest,
-    so the bytes and time budgets too run out in the crowded folders last.
-    A cut directory marks the result incomplete (``files``).
+    shared max-min fairly (:func:`fair_shares`): every other directory gets all
+    its files if that fits, and the largest directories get equal shares of
+    what remains (earlier in breadth-first order first on a remainder).  The
+    plan reads the top level, then directories from the smallest share to the
+    largest, so the bytes and time budgets too run out in the crowded folders
+    last.  A cut directory marks the result incomplete (``files``).
     """
     budget = max_files
     plan: list[Batch] = []
@@ -171,20 +259,9 @@ def _fair_plan(batches: list[Batch], root: str, max_files: int, walk: _Walk) -> 
             walk.skip("files")
         budget -= len(plan[0][1])
         rest = batches[1:]
-    sizes = sorted(len(files) for _, files in rest)
-    share, extra, left = max(sizes, default=0), 0, budget
-    for i, size in enumerate(sizes):
-        remaining = len(sizes) - i
-        if size * remaining > left:
-            share, extra = divmod(left, remaining)
-            break
-        left -= size
     shares: list[tuple[int, int, Batch]] = []
-    for index, (absdir, files) in enumerate(rest):
-        take = min(len(files), share)
-        if take < len(files) and extra > 0:
-            take += 1
-            extra -= 1
+    takes = fair_shares([len(files) for _, files in rest], budget)
+    for index, ((absdir, files), take) in enumerate(zip(rest, takes, strict=True)):
         if take < len(files):
             walk.skip("files")
         if take:
@@ -335,7 +412,7 @@ def _collect(
             dir_fd = os.open(absdir, _DIR_FLAGS)
         except OSError as exc:
             if exc.errno not in _GONE:
-                walk.cannot_read(batch[0][0].rpartition("/")[0] + "/")
+                walk.cannot_read(batch[0][0].rpartition("/")[0] + "/", exc)
             continue  # gone (or replaced by a symlink) since it was listed
         try:
             room = max(0, max_files - len(docs))
@@ -348,8 +425,8 @@ def _collect(
                     st = lstat_at(name, dir_fd=dir_fd, follow_symlinks=False)
                 except FileNotFoundError:
                     continue
-                except OSError:
-                    walk.cannot_read(logical)
+                except OSError as exc:
+                    walk.cannot_read(logical, exc)
                     continue
                 if not is_reg(st.st_mode):
                     continue
@@ -371,7 +448,7 @@ def _collect(
                         data = reader(absdir + "/" + name)
                     except OSError as exc:
                         if exc.errno is not None and exc.errno not in _GONE:
-                            walk.cannot_read(logical)  # EACCES, EIO: say so; a vanished or odd file is just absent
+                            walk.cannot_read(logical, exc)  # EACCES, EIO: say so; a vanished or odd file is just absent
                         continue
                     doc = CachedDoc.load(logical, st, data)
                     cache.put(doc)
@@ -436,6 +513,8 @@ def search_scope(
         "incomplete_reasons": walk.reasons, "unreadable": walk.unreadable, "scanned_files": len(docs),
         "scanned_bytes": scanned_bytes, "truncated": len(hits) > limit,
     }
+    if walk.storage_errors:
+        result["storage_errors"] = walk.storage_errors  # errno names, e.g. ["EMFILE"] (DESIGN.md §4.8)
     size = packed_size(result)
     for index, matched in _top(hits, docs, folded_str, limit):
         match = _match(hay, index, matched, keywords, folded_str, folded_kws, limits)

@@ -39,6 +39,14 @@ USAGE_TTL = 5.0
 NEAR_LIMIT_FRACTION = 16
 """A count within 1/16 of a scope quota (64 of 1,024 documents, 1 MiB of 16 MiB) is recounted before every write."""
 
+COUNT_MAX_ENTRIES = 65_536
+"""The quota count walks at most this many directory entries; past it the count is partial
+(``Usage.complete`` false, said in the answer) and redone on the next write (DESIGN.md §4.7)."""
+
+COUNT_MAX_CHECKED_FOLDERS = 1_024
+"""At most this many folders' mtimes are checked before a write; a count that walked more is trusted
+only for :data:`USAGE_TTL` and away from the limits (DESIGN.md §4.7)."""
+
 
 def revision_of(data: bytes) -> str:
     """The revision of a document: lowercase hex SHA-256 of all its bytes."""
@@ -57,6 +65,8 @@ class Usage:
     documents: int
     bytes: int
     unreadable: tuple[str, ...] = field(default=(), compare=False)
+    complete: bool = field(default=True, compare=False)
+    """False when the walk stopped at :data:`COUNT_MAX_ENTRIES` entries: what it saw is counted."""
 
 
 @dataclass
@@ -270,34 +280,39 @@ class Store:
 
     # -- quotas --------------------------------------------------------------
 
-    def _current_usage(self, scope_dir: str, adding_bytes: int = 0) -> Usage:
+    def _current_usage(self, scope_dir: str, adding_bytes: int = 0, creating: bool = True) -> Usage:
         """The scope's usage, recounted when the last count may be stale (DESIGN.md §4.7).
 
         A count is used as is only while it is younger than :data:`USAGE_TTL`,
-        no folder it walked has a new ``mtime_ns`` (a file added, removed or
-        renamed by hand changes its folder's mtime; one ``stat`` per folder)
-        and neither quota is within 1/:data:`NEAR_LIMIT_FRACTION` of its limit
-        after adding one document and ``adding_bytes``.  Otherwise the scope is
-        walked again, so a hand-placed file never lets a create through over
-        the quota.
+        it was complete and could read every folder, no folder it walked has a
+        new ``mtime_ns`` (a file added, removed or renamed by hand changes its
+        folder's mtime; one ``stat`` per folder, for at most
+        :data:`COUNT_MAX_CHECKED_FOLDERS` folders) and neither quota is within
+        1/:data:`NEAR_LIMIT_FRACTION` of its limit after this write
+        (``creating`` adds one document, ``adding_bytes`` the bytes).
+        Otherwise the scope is walked again, so a file added by hand never lets
+        a create through over the quota; a file grown in place by hand is seen
+        within :data:`USAGE_TTL` or once the count is near the limit.
         """
         cached = self._counts.get(scope_dir)
         now = time.monotonic()
-        if cached is not None and not self._stale(cached, now, adding_bytes):
+        if cached is not None and not self._stale(cached, now, adding_bytes, creating):
             return cached.usage
         usage, folders = self._count(scope_dir)
         self._counts[scope_dir] = _Count(usage, now, folders)
         return usage
 
-    def _stale(self, count: _Count, now: float, adding_bytes: int) -> bool:
+    def _stale(self, count: _Count, now: float, adding_bytes: int, creating: bool) -> bool:
         lim = self.limits
         usage = count.usage
-        if now - count.at >= USAGE_TTL:
-            return True
-        if usage.documents + 1 > lim.scope_max_documents - lim.scope_max_documents // NEAR_LIMIT_FRACTION:
+        if now - count.at >= USAGE_TTL or usage.unreadable or not usage.complete:
+            return True  # an unreadable folder made readable again changes only its ctime: count again
+        if creating and usage.documents + 1 > lim.scope_max_documents - lim.scope_max_documents // NEAR_LIMIT_FRACTION:
             return True
         if usage.bytes + adding_bytes > lim.scope_max_bytes - lim.scope_max_bytes // NEAR_LIMIT_FRACTION:
             return True
+        if len(count.folders) > COUNT_MAX_CHECKED_FOLDERS:
+            return False  # a hostile tree: trusted for USAGE_TTL, away from the limits (DESIGN.md §4.7)
         for absdir, mtime_ns in count.folders.items():
             try:
                 if os.stat(absdir, follow_symlinks=False).st_mtime_ns != mtime_ns:
@@ -312,7 +327,7 @@ class Store:
         if cached is None:
             return
         usage = cached.usage
-        cached.usage = Usage(usage.documents + documents, usage.bytes + size, usage.unreadable)
+        cached.usage = Usage(usage.documents + documents, usage.bytes + size, usage.unreadable, usage.complete)
         absdir = scope_dir
         for name in ["", *segments[:-1]]:
             absdir = absdir + "/" + name if name else absdir
@@ -326,6 +341,8 @@ class Store:
 
         Folders that cannot be read (``EACCES``, ``EIO``) are left out and
         named in :attr:`Usage.unreadable`; the count never raises for them.
+        At most :data:`COUNT_MAX_ENTRIES` directory entries are walked
+        (:attr:`Usage.complete` says whether the walk saw everything).
         """
         return self._count(scope_dir)[0]
 
@@ -334,7 +351,10 @@ class Store:
         unreadable: list[str] = []
         folders: dict[str, int] = {}
         stack = [(scope_dir, "")]
+        entries_left = COUNT_MAX_ENTRIES
         while stack:
+            if entries_left < 0:
+                break
             absdir, rel = stack.pop()
             try:
                 folders[absdir] = os.stat(absdir, follow_symlinks=False).st_mtime_ns
@@ -347,6 +367,11 @@ class Store:
                 continue
             with it:
                 for entry in it:
+                    entries_left -= 1
+                    if entries_left < 0:
+                        break
+                    if not entry.name.endswith(".md") and not entry.is_dir(follow_symlinks=False):
+                        continue  # a stray file (image, .txt, temporary): no stat, not counted
                     try:
                         st = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:
@@ -360,7 +385,7 @@ class Store:
                     elif stat.S_ISREG(st.st_mode) and entry.name.endswith(".md"):
                         documents += 1
                         total += st.st_size
-        return Usage(documents, total, tuple(unreadable)), folders
+        return Usage(documents, total, tuple(unreadable), complete=entries_left >= 0), folders
 
     def _check_quota(self, scope_dir: str, path: str, content: bytes, old: bytes | None) -> Usage:
         lim = self.limits
@@ -379,8 +404,10 @@ class Store:
         elif len(content) > lim.document_max_bytes:
             raise _quota("document size", len(content), lim.document_max_bytes, "bytes", path=path)
         old_size = len(old) if old is not None else 0
-        usage = self._current_usage(scope_dir, len(content) - old_size)
+        usage = self._current_usage(scope_dir, len(content) - old_size, creating=old is None)
         extra: dict[str, Any] = {"unreadable": list(usage.unreadable)} if usage.unreadable else {}
+        if not usage.complete:
+            extra["count_incomplete"] = True
         if old is None and usage.documents + 1 > lim.scope_max_documents:
             raise _quota("scope documents", usage.documents + 1, lim.scope_max_documents, "documents", **extra)
         new_total = usage.bytes - old_size + len(content)
@@ -431,6 +458,8 @@ class Store:
                           "bytes": len(content)}
         if usage.unreadable:
             result["unreadable"] = list(usage.unreadable)  # folders the quota count could not read
+        if not usage.complete:
+            result["count_incomplete"] = True  # the quota count stopped at COUNT_MAX_ENTRIES entries
         return result
 
     def forget(self, scope_dir: str, path: str, expected_revision: str,

@@ -12,7 +12,14 @@
   ``incomplete`` with ``unreadable`` and the folder's path.
 * 10,000 hand-placed files in a folder sorting first: ``.md`` ones do not hide
   a top-level or ``notes/`` document; ``.txt`` ones make nothing incomplete.
-* No create is acknowledged over the quota right after files were placed by hand.
+* 100 folders of 200 notes, or four of 5,000, do not hide ``notes/``; 28,000 top-level
+  names do not hide ``MEMORY.md``.
+* No create is acknowledged over the quota right after files were placed by hand, nor after an
+  unreadable folder was made readable again; 20,000 empty folders keep writes quick.
+* A read-only home fails start-up with 21 (no traceback) and makes principal, token and config
+  commands a storage error; a read-only ``memory/`` still starts and serves reads.
+* A file or folder made unreadable is not served from the cache; an unreadable scope folder is
+  ``/`` everywhere; running out of descriptors in a search is ``storage_error``, not ``unreadable``.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,8 +38,8 @@ from typing import Any
 import pytest
 import trio
 
-from protocol.errors import ERRORS, ErrorCode
-from tests.conftest import CliResult, HubProcess, make_hub
+from protocol.errors import ERRORS, ErrorCode, HubError
+from tests.conftest import CliResult, HubProcess, amux_argv, make_hub
 
 ROOT_CI = os.geteuid() == 0 and os.environ.get("CI") == "true"
 NO_DAC = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
@@ -194,6 +202,45 @@ async def test_read_only_mount_is_storage_read_only_and_writes_resume_after_remo
         hub.stop()
 
 
+@root_ci("a read-only home at start-up (a read-only bind mount)")
+def test_a_read_only_home_is_a_start_failure_and_a_read_only_memory_root_serves_reads(tmp_path: Path) -> None:
+    need_tools()
+    hub = make_hub(tmp_path)
+    doc = b"# Ro\nunicornword kept\n"
+    assert upsert(hub, "notes/a.md", doc, "absent").returncode == 0
+    hub.stop()
+    home = hub.home
+    sh("mount", "--bind", str(home), str(home))
+    try:
+        sh("mount", "-o", "remount,bind,ro", str(home))
+        started = subprocess.run([*amux_argv(), "hub", "serve", "--home", str(home)], env=hub.env,
+                                 capture_output=True, text=True, timeout=30)
+        assert started.returncode == 21, started.stderr
+        assert "Traceback" not in started.stderr and "EROFS" in started.stderr and "hub.lock" in started.stderr
+        for argv in (("hub", "principal", "add", "bob"), ("hub", "token", "issue", "bob")):
+            denied = hub.cli(*argv)
+            assert "Traceback" not in denied.stderr, denied.stderr
+            error = check_error(denied, ErrorCode.STORAGE_READ_ONLY)
+            assert error["data"]["errno"] == "EROFS" and error["data"]["operation"] == "open"
+        configured = check_error(hub.cli("system", "config", "set", "memory.enabled", "true"),
+                                 ErrorCode.STORAGE_READ_ONLY)
+        assert configured["data"]["path"].endswith("config.toml") or "config.toml" in configured["message"]
+    finally:
+        subprocess.run(["umount", str(home)], capture_output=True)
+    memory = home / "memory"
+    sh("mount", "--bind", str(memory), str(memory))
+    try:
+        sh("mount", "-o", "remount,bind,ro", str(memory))
+        hub.start()
+        try:
+            serves_reads(hub, "notes/a.md", doc, "unicornword")
+            check_error(upsert(hub, "notes/b.md", b"new\n", "absent"), ErrorCode.STORAGE_READ_ONLY)
+        finally:
+            hub.stop()
+    finally:
+        subprocess.run(["umount", str(memory)], capture_output=True)
+
+
 # -- folders the Hub may not read or write ------------------------------------------------------
 
 
@@ -319,6 +366,52 @@ def test_a_crowded_folder_does_not_hide_the_rest_and_stray_files_cost_nothing(hu
         assert "unreadable" not in found.json["incomplete_reasons"]
 
 
+def crowd_many(scope: Path, folders: int, each: int, width: int = 3) -> None:
+    """``folders`` folders ``d000/``.. each with ``each`` small ``.md`` files."""
+    for d in range(folders):
+        crowd(scope / f"d{d:0{width}}", each, ".md")
+
+
+def test_many_ordinary_folders_do_not_hide_a_later_one(hub: HubProcess) -> None:
+    # 100 folders of 200 notes: 20,000 .md names, more than the 16,384 total entries, listed before notes/.
+    scope = hub.scope_dir
+    place(scope, "MEMORY.md", b"# Memory\ntopword\n")
+    place(scope, "notes/ordinary.md", b"# Ordinary\nneedle\n")
+    crowd_many(scope, 100, 200)
+    for word, path in (("needle", "notes/ordinary.md"), ("topword", "MEMORY.md")):
+        found = hub.cli("memory", "search", word)
+        assert found.returncode == 0, found.stderr
+        assert [m["path"] for m in found.json["matches"]] == [path], found.json
+        assert found.json["incomplete"] is True
+        assert set(found.json["incomplete_reasons"]) == {"total entries", "files"}
+
+
+def test_four_huge_folders_do_not_hide_a_later_one(hub: HubProcess) -> None:
+    scope = hub.scope_dir
+    place(scope, "notes/ordinary.md", b"# Ordinary\nneedle\n")
+    for d in range(4):
+        crowd(scope / f"a{d}", 5_000, ".md")
+    found = hub.cli("memory", "search", "needle")
+    assert found.returncode == 0, found.stderr
+    assert [m["path"] for m in found.json["matches"]] == ["notes/ordinary.md"], found.json
+
+
+def test_memory_md_is_scanned_when_the_top_level_listing_is_cut(hub: HubProcess) -> None:
+    # MEMORY.md made first: on tmpfs it is listed last, on ext4 at a hashed place; 28,000 names cut the listing.
+    scope = hub.scope_dir
+    place(scope, "MEMORY.md", b"# Memory\ntopword\n")
+    fd = os.open(scope, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i in range(28_000):
+            os.close(os.open(f"t{i:05}.md", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=fd))
+    finally:
+        os.close(fd)
+    found = hub.cli("memory", "search", "topword")
+    assert found.returncode == 0, found.stderr
+    assert [m["path"] for m in found.json["matches"]] == ["MEMORY.md"], found.json
+    assert "directory entries" in found.json["incomplete_reasons"]
+
+
 # -- quota after hand edits ---------------------------------------------------------------------
 
 
@@ -343,6 +436,146 @@ def test_no_create_is_acknowledged_over_the_quota_right_after_hand_placed_files(
     refused = check_error(upsert(hub, "notes/fourth.md", b"fourth line\n", "absent"), ErrorCode.QUOTA_EXCEEDED)
     assert refused["data"]["limit"] == "scope size"
     assert not (scope / "notes" / "fourth.md").exists()
+
+
+def test_a_folder_made_readable_again_is_counted_on_the_next_write(tmp_path: Path) -> None:
+    hub = make_hub(tmp_path, start=False)
+    if os.geteuid() == 0:  # root ignores mode bits: run the Hub without the DAC capabilities
+        if shutil.which("setpriv") is None:
+            pytest.skip("EACCES as root needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+        hub.prefix = NO_DAC
+    hub.start()
+    scope = hub.scope_dir
+    try:
+        crowd(scope / "private", 1023, ".md")
+        (scope / "private").chmod(0o000)
+        try:
+            first = upsert(hub, "notes/a.md", b"a\n", "absent")
+            assert first.returncode == 0, first.stdout
+            assert first.json["unreadable"] == ["private/"]
+        finally:
+            (scope / "private").chmod(0o700)  # changes only the folder's ctime, not its mtime
+        refused = check_error(upsert(hub, "notes/b.md", b"b\n", "absent"), ErrorCode.QUOTA_EXCEEDED)
+        assert refused["data"]["limit"] == "scope documents" and refused["data"]["current"] == 1025
+        assert not (scope / "notes" / "b.md").exists()
+    finally:
+        hub.stop()
+
+
+def no_dac_hub(tmp_path: Path) -> HubProcess:
+    """A started Hub that mode bits apply to (as root: without the DAC capabilities)."""
+    hub = make_hub(tmp_path, start=False)
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("EACCES as root needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+        hub.prefix = NO_DAC
+    hub.start()
+    return hub
+
+
+def test_a_document_or_folder_made_unreadable_is_not_served_from_the_cache(tmp_path: Path) -> None:
+    hub = no_dac_hub(tmp_path)
+    scope = hub.scope_dir
+    try:
+        place(scope, "notes/locked.md", b"# Locked\nunicornword\n")
+        place(scope, "deep/other.md", b"# Other\nunicornword\n")
+        old = time.time() - 60  # not racy: the cache trusts these entries
+        for p in (scope / "notes" / "locked.md", scope / "notes", scope / "deep" / "other.md", scope / "deep"):
+            os.utime(p, (old, old))
+        first = hub.cli("memory", "search", "unicornword").json
+        assert sorted(m["path"] for m in first["matches"]) == ["deep/other.md", "notes/locked.md"]
+        assert hub.cli("memory", "search", "unicornword").json["matches"] == first["matches"]  # now cached
+        (scope / "notes" / "locked.md").chmod(0o000)
+        (scope / "deep").chmod(0o000)
+        try:
+            found = hub.cli("memory", "search", "unicornword").json
+            assert found["matches"] == [] and found["incomplete_reasons"] == ["unreadable"], found
+            assert found["unreadable"] == ["deep/", "notes/locked.md"]
+        finally:
+            (scope / "notes" / "locked.md").chmod(0o600)
+            (scope / "deep").chmod(0o700)
+    finally:
+        hub.stop()
+
+
+def test_an_unreadable_scope_folder_is_named_slash_everywhere(tmp_path: Path) -> None:
+    hub = no_dac_hub(tmp_path)
+    scope = hub.scope_dir
+    try:
+        place(scope, "MEMORY.md", b"# M\nunicornword\n")
+        place(scope, "notes/a.md", b"# A\nunicornword\n")
+        old = time.time() - 60
+        for p in (scope / "MEMORY.md", scope / "notes" / "a.md", scope / "notes", scope):
+            os.utime(p, (old, old))
+        assert len(hub.cli("memory", "search", "unicornword").json["matches"]) == 2  # cached now
+        scope.chmod(0o000)
+        try:
+            found = hub.cli("memory", "search", "unicornword").json
+            assert found["matches"] == [] and found["unreadable"] == ["/"], found
+            assert hub.cli("memory", "list").json["unreadable"] == ["/"]
+            shown = check_error(hub.cli("memory", "show", "notes/a.md"), ErrorCode.PERMISSION_DENIED)
+            assert shown["data"]["path"] == "/" and "the scope's folder" in shown["message"]
+            written = check_error(upsert(hub, "notes/b.md", b"b\n", "absent"), ErrorCode.PERMISSION_DENIED)
+            assert written["data"]["path"] == "/"
+        finally:
+            scope.chmod(0o700)
+    finally:
+        hub.stop()
+
+
+def test_running_out_of_descriptors_in_a_search_is_a_storage_error_not_unreadable(tmp_path: Path) -> None:
+    if shutil.which("prlimit") is None:
+        pytest.skip("needs prlimit (util-linux) to lower the Hub's descriptor limit")
+    from tools.client.blocking import HubClient
+
+    hub = make_hub(tmp_path, start=False)
+    hub.prefix = ["prlimit", "--nofile=48:48", "--"]
+    hub.start()
+    try:
+        for i in range(3):
+            place(hub.scope_dir, f"notes/n{i}.md", b"# N\nunicornword\n")
+        with hub.client() as first:
+            held: list[HubClient] = []
+            try:
+                for _ in range(60):  # take the Hub's descriptors until it can accept no more
+                    c = HubClient(hub.socket, timeout=1)
+                    held.append(c)
+                    c.connect()
+            except HubError:
+                pass
+            try:
+                found = first.call("search", {"query": "unicornword"})
+            finally:
+                for c in held:
+                    c.close()
+            assert found["incomplete"] is True and found["incomplete_reasons"] == ["storage_error"], found
+            assert found["storage_errors"] == ["EMFILE"] and found["unreadable"] == []
+            time.sleep(0.3)
+            again = first.call("search", {"query": "unicornword"})
+            assert again["incomplete"] is False and len(again["matches"]) == 3
+    finally:
+        hub.stop()
+
+
+def test_writes_stay_quick_in_a_scope_of_many_empty_folders(hub: HubProcess) -> None:
+    scope = hub.scope_dir
+    fd = os.open(scope, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i in range(20_000):
+            os.mkdir(f"e{i:05}", 0o700, dir_fd=fd)
+    finally:
+        os.close(fd)
+    with hub.client() as c:
+        revision = c.call("upsert", {"path": "notes/a.md", "content": "a\n", "expected_revision": "absent"})
+        times = []
+        for i in range(15):
+            began = time.perf_counter()
+            content = "a\n" * (i + 2)
+            revision = c.call("upsert", {"path": "notes/a.md", "content": content,
+                                         "expected_revision": revision["revision"]})
+            times.append(time.perf_counter() - began)
+    times.sort()
+    assert times[len(times) // 2] < 0.02, times  # 20,000 folders stat-ed per write took ~55 ms
 
 
 def test_errno_mapping_covers_the_documented_cases() -> None:

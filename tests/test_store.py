@@ -828,3 +828,28 @@ def test_scope_usage_tracks_the_hubs_writes_and_recounts_hand_edits(
     (scope / "hand.md").write_bytes(b"z" * 7)  # edited by hand while the Hub runs
     monkeypatch.setattr(store_module, "USAGE_TTL", 0.0)
     assert store._current_usage(str(scope)) == store_module.Usage(2, 17)
+
+
+def test_quota_count_is_bounded_and_replacing_near_the_document_limit_does_not_recount(
+    store: Store, scope: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hub.store as store_module
+
+    for i in range(970):  # within 1/16 of the 1,024 documents
+        (scope / f"n{i:04}.md").write_bytes(b"x\n")
+    made = store.upsert(str(scope), "a.md", b"a\n", "absent")
+    counts = []
+    real = store._count
+    monkeypatch.setattr(store, "_count", lambda d: counts.append(d) or real(d))
+    for i in range(3):  # replacing adds no document: no walk per write
+        made = store.upsert(str(scope), "a.md", b"a\n" * (i + 2), made["revision"])
+    assert counts == []
+    store.upsert(str(scope), "b.md", b"b\n", "absent")  # a create near the limit is recounted
+    assert len(counts) == 1
+    # A walk cut at its entry bound counts what it saw, says so, and is redone on the next write.
+    monkeypatch.setattr(store_module, "COUNT_MAX_ENTRIES", 100)
+    store._counts.clear()
+    cut = store.upsert(str(scope), "c.md", b"c\n", "absent")
+    assert cut["count_incomplete"] is True and len(counts) == 2
+    store.upsert(str(scope), "d.md", b"d\n", "absent")
+    assert len(counts) == 3
