@@ -150,8 +150,10 @@ def test_overlong_segment_is_invalid_path_and_creates_nothing(hub: HubProcess) -
     assert r.returncode == EXIT_CODES[ErrorCode.INVALID_PATH]
     ok = hub.cli("memory", "upsert", "y" * 252 + ".md", "--expected-revision", "absent", input=b"hi\n")
     assert ok.returncode == 0, ok.stderr  # the longest legal name still fits beside its temp file
-    after = sorted(p.name for p in hub.home.rglob("*"))
+    # The history store (DESIGN.md §15) records the acknowledged create; nothing else is new.
+    after = sorted(p.name for p in hub.home.rglob("*") if p.relative_to(hub.home).parts[0] != "history")
     assert [n for n in after if n not in before] == ["y" * 252 + ".md"]
+    assert any((hub.home / "history").rglob("versions.log"))
 
 
 def _serve(home: Path, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
