@@ -149,6 +149,9 @@ class Version:
     ``size`` is the version's bytes (0 for a tombstone), ``offset``/``body``
     where its bytes are in the segment, ``gone`` ``None``, ``"pruned"`` or
     ``"purged"``; ``record`` is the record's whole length in the file.
+    ``time`` is the version's time (the file's mtime for ``external``);
+    ``recorded`` is when the Hub recorded it (header ``recorded``, written
+    only when it differs from ``time``): retention ages versions by it.
     """
 
     seq: int
@@ -166,12 +169,19 @@ class Version:
     body: int = 0
     record: int = 0
     gone: str | None = None
+    recorded: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.recorded:
+            self.recorded = self.time
 
     def header(self) -> dict[str, Any]:
         """The record's JSON header."""
         h: dict[str, Any] = {"seq": self.seq, "path": self.path, "revision": self.revision, "time": self.time,
                              "action": self.action, "actor": self.actor, "bytes": self.size, "lines": self.lines,
                              "added": self.added, "removed": self.removed, "body": self.body}
+        if self.recorded != self.time:
+            h["recorded"] = self.recorded
         if self.restored_from is not None:
             h["restored_from"] = self.restored_from
         if self.gone is not None:
@@ -206,7 +216,7 @@ def _version_from(h: dict[str, Any], offset: int, record: int) -> Version:
         action=str(h["action"]), actor=dict(h.get("actor") or EXTERNAL.as_dict()), size=int(h["bytes"]),
         lines=int(h.get("lines", 0)), added=int(h.get("added", 0)), removed=int(h.get("removed", 0)),
         restored_from=h.get("restored_from"), offset=offset, body=int(h["body"]), record=record,
-        gone=h.get("gone"),
+        gone=h.get("gone"), recorded=str(h.get("recorded") or h["time"]),
     )
 
 
@@ -392,22 +402,26 @@ class ScopeHistory:
     # -- writing -------------------------------------------------------------
 
     def record(self, path: str, content: bytes | None, action: str, actor: Actor, *, previous: bytes | None,
-               epoch_ns: int | None = None, restored_from: str | None = None, after_change: bool = False) -> Version:
+               epoch_ns: int | None = None, restored_from: str | None = None, after_change: bool = False,
+               recorded_ns: int | None = None) -> Version:
         """Append one version durably (one write, one ``fdatasync``) and apply retention; returns it.
 
         ``content`` None is a tombstone.  ``previous`` is the version before
         (for ``added``/``removed``).  ``epoch_ns`` is the version's time (the
-        file's mtime for ``external``; now otherwise).  Raises ``storage_*``,
+        file's mtime for ``external``; now otherwise), ``recorded_ns`` when it
+        was recorded (now; retention ages by it).  Raises ``storage_*``,
         with ``uncertain`` when ``after_change`` (the document was already
         written: it stands, and the next write records it as ``external``).
         """
         added, removed = line_changes(previous, content)
         body = content or b""
+        now = time_ns()
         with self.lock:
             self.load()
             v = Version(self.next_seq, path, ABSENT if content is None else hashlib.sha256(body).hexdigest(),
-                        utc_time(epoch_ns), action, actor.as_dict(), len(body), count_lines(body) if body else 0,
-                        added, removed, restored_from, body=len(body))
+                        utc_time(now if epoch_ns is None else epoch_ns), action, actor.as_dict(), len(body),
+                        count_lines(body) if body else 0, added, removed, restored_from, body=len(body),
+                        recorded=utc_time(now if recorded_ns is None else recorded_ns))
             data = _encode(v, body)
             if self.end + len(data) > self.allocated:
                 self._preallocate(len(data), path, after_change)
@@ -481,12 +495,14 @@ class ScopeHistory:
     def _prune_after(self, new: Version) -> None:
         r = self.retention
         live = [v for v in self.by_path[new.path] if v.gone is None]
+        # The version this write replaced is never pruned by the write itself (DESIGN.md §15.5).
+        replaced = {live[-2].seq} if len(live) >= 2 and live[-1] is new else set()
         if len(live) > r.max_versions:
-            keep = self._protected(new.path)
+            keep = self._protected(new.path) | replaced
             for v in live[: len(live) - r.max_versions]:
                 if v.seq not in keep:
                     self._drop(v, "pruned")
-        self._prune_old_and_big()
+        self._prune_old_and_big(new.path, replaced)
         if self.dead_bytes >= max(self.live_bytes, COMPACT_MIN_DEAD_BYTES):
             try:
                 self.compact_locked()
@@ -503,14 +519,25 @@ class ScopeHistory:
                     self._drop(v, "pruned")
         self._prune_old_and_big()
 
-    def _prune_old_and_big(self) -> None:
+    def _prune_old_and_big(self, path: str = "", replaced: set[int] | None = None) -> None:
+        """Drop versions recorded more than ``max_days`` ago, then the oldest while over ``max_bytes``.
+
+        Ages by ``recorded`` (when the Hub recorded the version; records are
+        appended in that order), never by ``time``: an ``external`` version's
+        time is the file's mtime, which may be years old.  ``replaced`` (seqs
+        of ``path``) are never dropped here.
+        """
         r = self.retention
         cutoff = utc_time(time_ns() - r.max_days * 86_400 * 10**9)
         protected: dict[str, set[int]] = {}
+        if path and replaced:
+            protected[path] = self._protected(path) | replaced
         for v in self.versions:
             if v.gone is not None:
                 continue
-            old = v.time < cutoff
+            if v.path == path and replaced and v.seq in replaced:
+                continue
+            old = v.recorded < cutoff
             if not old and self.live_bytes <= r.max_bytes:
                 break
             if not old:
@@ -611,7 +638,9 @@ class ScopeHistory:
                                f"{path} still holds version {current_revision[:12]}: forget the document or "
                                "change it first, then purge", {"path": path, "revision": current_revision})
             for v in targets:
-                if v.gone is None and v.body:
+                # Every target whose bytes are still in this file, pruned-not-yet-compacted ones too: compaction
+                # only frees the old file's blocks, so zeroing here is what erases them (DESIGN.md §15.6).
+                if v.body:
                     with step("purge history", path):
                         os.pwrite(self.fd, b"\0" * v.body, v.offset)
             with step("purge history", path):

@@ -586,3 +586,46 @@ def test_a_malformed_session_id_is_a_bad_request_naming_the_variable(hub: HubPro
     r = hub.cli("memory", "history", "a.md", env={"AMUX_SESSION_ID": "has space"})
     assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST]
     assert r.json["error"]["data"].get("field") == "session" and "AMUX_SESSION_ID" in r.json["error"]["message"]
+
+
+# -- review fixes ---------------------------------------------------------------------------------------------
+
+
+def test_overwriting_a_document_untouched_for_200_days_can_be_undone(hub: HubProcess) -> None:
+    old = b"# Old\n\nwritten long ago by hand\n"
+    path = hub.scope_dir / "old.md"
+    path.write_bytes(old)
+    long_ago = dt.datetime.now(dt.UTC).timestamp() - 200 * 86_400
+    os.utime(path, (long_ago, long_ago))
+    new = upsert(hub, "old.md", b"# Old\n\nrewritten\n", sha(old))
+    versions = history(hub, "old.md")
+    assert [(v["action"], v["revision"]) for v in versions] == [("update", new), ("external", sha(old))]
+    # The external version keeps the file's own (old) time; it is aged by when the Hub recorded it.
+    assert dt.datetime.fromisoformat(versions[1]["time"]).timestamp() < long_ago + 5
+    back = hub.cli("memory", "restore", "old.md", "--revision", sha(old), "--expected-revision", new)
+    assert back.returncode == 0, back.stderr
+    assert path.read_bytes() == old
+    # And after a restart (a fresh scan of the segment) it is still there.
+    hub.stop()
+    hub.start()
+    assert sha(old) in [v["revision"] for v in history(hub, "old.md")]
+
+
+def test_purging_a_pruned_version_zeroes_its_bytes_before_compaction_frees_them(hub_factory: Any) -> None:
+    h: HubProcess = hub_factory(start=False)
+    h.configure("memory.history_max_versions", "2")
+    h.start()
+    marker = b"sk-pruned-5e1d0c9b8a7f6e5d"
+    r1 = upsert(h, "k.md", b"# K\n\nkey " + marker + b"\n", "absent")
+    r2 = upsert(h, "k.md", b"# K\n\nno key\n", r1)
+    upsert(h, "k.md", b"# K\n\nstill no key\n", r2)  # r1 is now pruned, its bytes not yet compacted away
+    assert r1 not in [v["revision"] for v in history(h, "k.md")]
+    segment = h.home / "history" / "global" / "versions.log"
+    link = h.home.parent / "versions.link"
+    os.link(segment, link)  # the old file's inode: compaction renames a new file over the segment
+    assert marker in link.read_bytes()
+    erased = h.cli("memory", "purge", "k.md", "--revision", r1)
+    assert erased.returncode == 0, erased.stderr
+    assert [e["revision"] for e in erased.json["erased"]] == [r1]
+    assert marker not in link.read_bytes()
+    assert every_file_holds(h.home, marker) == []

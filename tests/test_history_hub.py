@@ -319,8 +319,10 @@ def test_versions_older_than_max_days_are_pruned(hub_factory: Any) -> None:
     # A history written earlier (offline, as an older Hub would have): a.md's versions are 40 days old.
     hist = ScopeHistory(str(h.home / "history" / "global"), Retention())
     old = time_ns() - 40 * 86_400 * 10**9
-    hist.record("a.md", b"one\n", "create", Actor("root", "amux-cli"), previous=None, epoch_ns=old)
-    hist.record("a.md", b"two\n", "update", Actor("root", "amux-cli"), previous=b"one\n", epoch_ns=old + 1000)
+    hist.record("a.md", b"one\n", "create", Actor("root", "amux-cli"), previous=None, epoch_ns=old,
+                recorded_ns=old)
+    hist.record("a.md", b"two\n", "update", Actor("root", "amux-cli"), previous=b"one\n", epoch_ns=old + 1000,
+                recorded_ns=old + 1000)
     hist.record("b.md", b"recent\n", "create", Actor("root", "amux-cli"), previous=None)
     hist.close()
     h.start()
