@@ -44,7 +44,7 @@ import mmap
 import os
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -247,6 +247,8 @@ class ScopeHistory:
     next_seq: int = 1
     fd: int = -1
     lock: threading.Lock = field(default_factory=threading.Lock)
+    observed: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """path → ``(bytes, mtime_ns)`` of the file when :meth:`reconcile` last checked it (in memory only)."""
 
     # -- opening -------------------------------------------------------------
 
@@ -471,6 +473,44 @@ class ScopeHistory:
             previous = self.find(path, newest.revision)[1]
         return self.record(path, current, "external", EXTERNAL, previous=previous,
                            epoch_ns=mtime_ns if current is not None and mtime_ns else None)
+
+    def reconcile(self, found: list[tuple[str, int]], mtimes: dict[str, int], complete: bool,
+                  read: Callable[[str], tuple[bytes | None, int]]) -> None:
+        """Record the hand edits, new files and deletions of a scope walk as ``external`` (DESIGN.md §15.1).
+
+        ``found`` is ``(path, bytes)`` of every document the walk saw and
+        ``mtimes`` their mtimes (ns); only a document whose size or mtime
+        differs from when it was last checked is read (``read(path)`` →
+        ``(bytes or None, mtime_ns)``) and hashed.  When the walk was
+        ``complete``, a recorded path with no file gets an ``external``
+        tombstone.  Caller holds the scope's write lock.
+        """
+        present: set[str] = set()
+        for path, size in found:
+            present.add(path)
+            key = (size, mtimes.get(path, 0))
+            if self.observed.get(path) == key:
+                continue
+            try:
+                current, mtime_ns = read(path)
+            except HubError as exc:  # unreadable now: checked again next time
+                log.warning("history could not check %s: %s", path, exc)
+                continue
+            self.sync(path, current, mtime_ns)
+            self.observed[path] = key
+        if complete:
+            with self.lock:
+                self.load()
+                missing = [p for p, vs in self.by_path.items() if p not in present and not vs[-1].tombstone
+                           and vs[-1].gone is None]
+            for path in missing:
+                try:
+                    current, mtime_ns = read(path)
+                except HubError as exc:
+                    log.warning("history could not check %s: %s", path, exc)
+                    continue
+                self.sync(path, current, mtime_ns)
+                self.observed.pop(path, None)
 
     # -- retention -----------------------------------------------------------
 

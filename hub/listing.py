@@ -40,6 +40,8 @@ class Walked:
     found: list[tuple[str, int]] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
+    mtimes: dict[str, int] = field(default_factory=dict)
+    """Each found document's mtime in epoch nanoseconds (the history's reconcile, DESIGN.md §15.1)."""
 
     def miss(self, reason: str, path: str | None = None) -> None:
         """Record that the walk missed something (``reason``), naming ``path`` if it was unreadable."""
@@ -103,6 +105,7 @@ def walk_documents(root: str, prefix: str, limits: Limits) -> Walked:
                 elif (stat.S_ISREG(st.st_mode) and name.endswith(".md")
                       and logical.startswith(prefix) and is_canonical_path(logical)):
                     walked.found.append((logical, st.st_size))
+                    walked.mtimes[logical] = st.st_mtime_ns
         if seen > limits.scan_max_total_entries:
             break
     return walked

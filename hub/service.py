@@ -31,7 +31,7 @@ from hub.cache import ContentCache
 from hub.config import HubConfig
 from hub.history import Actor, HistoryStore, Retention, ScopeHistory
 from hub.identity import Identity, Scope
-from hub.listing import list_documents
+from hub.listing import list_documents, walk_documents
 from hub.search import Reader, read_file_nofollow, search_scope
 from hub.store import Store, revision_of
 from protocol.errors import ErrorCode, HubError
@@ -246,11 +246,17 @@ class MemoryService:
         hist = self.history.scope(scope.relpath)
 
         def work() -> Result:
+            if self.config.history:  # hand edits, new files and deletions first, as history does (DESIGN.md §15.1)
+                root = self._dir(scope)
+                walked = walk_documents(root, "", self.limits)
+                hist.reconcile(walked.found, walked.mtimes, not walked.reasons,
+                               lambda path: self.store.read_stat(root, path))
             changes, cursor = hist.page(None, p.cursor, p.limit, self._page_budget({}), path_prefix=p.path_prefix,
                                         since=p.since)
             return {"changes": changes, "next_cursor": cursor}
 
-        return await self._run(work)
+        async with self._lock(scope):
+            return await self._run(work)
 
     def _page_budget(self, fixed: dict[str, Any]) -> int:
         """Bytes left for a page's entries: the response budget minus the envelope, ``fixed`` and a cursor."""

@@ -629,3 +629,22 @@ def test_purging_a_pruned_version_zeroes_its_bytes_before_compaction_frees_them(
     assert [e["revision"] for e in erased.json["erased"]] == [r1]
     assert marker not in link.read_bytes()
     assert every_file_holds(h.home, marker) == []
+
+
+def test_log_shows_hand_edits_new_files_and_deletions(hub: HubProcess) -> None:
+    r_a = upsert(hub, "a.md", b"# A\n\nby the hub\n", "absent")
+    r_b = upsert(hub, "b.md", b"# B\n\nby the hub\n", "absent")
+    assert [c["action"] for c in hub.cli("memory", "log").json["changes"]] == ["create", "create"]
+    edited = b"# A\n\nby an editor\n"
+    (hub.scope_dir / "a.md").write_bytes(edited)
+    (hub.scope_dir / "b.md").unlink()
+    (hub.scope_dir / "sub").mkdir()
+    (hub.scope_dir / "sub" / "new.md").write_bytes(b"# New\n\nmade by hand\n")
+    log = hub.cli("memory", "log", "--since", "24h")
+    assert log.returncode == 0, log.stderr
+    changes = [(c["path"], c["action"], c["revision"]) for c in log.json["changes"]]
+    assert set(changes[:3]) == {("a.md", "external", sha(edited)), ("b.md", "external", "absent"),
+                                ("sub/new.md", "external", sha(b"# New\n\nmade by hand\n"))}
+    assert changes[3:] == [("b.md", "create", r_b), ("a.md", "create", r_a)]
+    # Nothing changed since: the next log records nothing new.
+    assert len(hub.cli("memory", "log").json["changes"]) == 5

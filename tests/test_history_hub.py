@@ -325,6 +325,9 @@ def test_versions_older_than_max_days_are_pruned(hub_factory: Any) -> None:
                 recorded_ns=old + 1000)
     hist.record("b.md", b"recent\n", "create", Actor("root", "amux-cli"), previous=None)
     hist.close()
+    h.scope_dir.mkdir(parents=True, exist_ok=True)  # the documents as that Hub left them (log checks the disk)
+    (h.scope_dir / "a.md").write_bytes(b"two\n")
+    (h.scope_dir / "b.md").write_bytes(b"recent\n")
     h.start()
     with h.client() as c:
         assert [v["revision"] for v in c.call("log", {})["changes"]] == [rev(b"recent\n")]
