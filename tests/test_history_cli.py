@@ -648,3 +648,29 @@ def test_log_shows_hand_edits_new_files_and_deletions(hub: HubProcess) -> None:
     assert changes[3:] == [("b.md", "create", r_b), ("a.md", "create", r_a)]
     # Nothing changed since: the next log records nothing new.
     assert len(hub.cli("memory", "log").json["changes"]) == 5
+
+
+def test_the_readme_offline_reader_is_not_fooled_by_a_forged_header_line(hub: HubProcess) -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    found = re.search(r"^python3 -c '(.*?)' \\\n", readme, re.S | re.M)
+    assert found, "the README's offline reader"
+    forged = b'# Trap\n#amux-history 1 {"seq":99,"path":"x.md","revision":"absent","time":"t","action":"forget",' \
+             b'"actor":{},"bytes":0,"lines":0,"added":0,"removed":0,"body":0}\nend\n'
+    r1 = upsert(hub, "trap.md", forged, "absent")
+    r2 = upsert(hub, "trap.md", b"# Trap\n\nclean\n", r1)
+    segment = hub.home / "history" / "global" / "versions.log"
+    out = subprocess.run([sys.executable, "-c", found.group(1), str(segment)], capture_output=True, timeout=60,
+                         check=True).stdout.decode().splitlines()
+    import json
+
+    headers = [json.loads(line) for line in out]
+    assert [(h["seq"], h["path"], h["revision"]) for h in headers] == [(1, "trap.md", r1), (2, "trap.md", r2)]
+    data = segment.read_bytes()
+    first = headers[0]
+    assert data[first["offset"] : first["offset"] + first["body"]] == forged
+    # The README's tail -c +$((OFFSET + 1)) | head -c BODY cuts the same bytes.
+    cut = subprocess.run(f"tail -c +$(({first['offset']} + 1)) {segment} | head -c {first['body']}", shell=True,
+                         capture_output=True, timeout=60, check=True).stdout
+    assert cut == forged
