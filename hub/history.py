@@ -238,6 +238,8 @@ class ScopeHistory:
 
     directory: str
     retention: Retention
+    root: str = ""
+    """The history root (``<AMUX_HOME>/history``): its folders down to ``directory`` are kept ``0700``."""
     versions: list[Version] = field(default_factory=list)
     by_path: dict[str, list[Version]] = field(default_factory=dict)
     live_bytes: int = 0
@@ -255,12 +257,18 @@ class ScopeHistory:
     def _segment(self) -> str:
         return os.path.join(self.directory, SEGMENT_NAME)
 
-    def load(self) -> None:
-        """Open (creating ``0700``/``0600``) and scan the segment; cut off a torn last record.  Idempotent."""
+    def load(self, create: bool = True) -> None:
+        """Open (creating ``0700``/``0600``) and scan the segment; cut off a torn last record.  Idempotent.
+
+        With ``create`` False (a read) a missing segment is not created: the
+        index stays empty and the next call looks again.
+        """
         if self.fd >= 0:
             return
+        if not create and not os.path.exists(self._segment()):
+            return
         with step("create history directory", ""):
-            make_private_dirs(self.directory)
+            make_private_dirs(self.directory, self.root)
         for name in os.listdir(self.directory):
             if name.endswith(TEMP_SUFFIX):  # a compaction that did not finish
                 os.unlink(os.path.join(self.directory, name))
@@ -332,7 +340,7 @@ class ScopeHistory:
     def newest(self, path: str) -> Version | None:
         """The newest recorded version of ``path`` (pruned or purged ones included), or None."""
         with self.lock:
-            self.load()
+            self.load(create=False)
             versions = self.by_path.get(path)
             return versions[-1] if versions else None
 
@@ -342,7 +350,7 @@ class ScopeHistory:
         Raises ``not_found`` with ``data.reason`` ``unknown``, ``pruned`` or ``purged``.
         """
         with self.lock:
-            self.load()
+            self.load(create=False)
             reason = "unknown"
             for v in reversed(self.by_path.get(path, [])):
                 if v.revision != revision:
@@ -366,7 +374,7 @@ class ScopeHistory:
         from protocol.messages import packed_size
 
         with self.lock:
-            self.load()
+            self.load(create=False)
             pool = self.by_path.get(path, []) if path is not None else self.versions
             start = _bisect_seq(pool, cursor) if cursor else len(pool)
             out: list[dict[str, Any]] = []
@@ -397,7 +405,7 @@ class ScopeHistory:
     def stats(self) -> dict[str, int]:
         """``{"versions", "live_bytes", "dead_bytes", "record_bytes", "file_bytes"}`` of the segment (tests, bench)."""
         with self.lock:
-            self.load()
+            self.load(create=False)
             return {"versions": sum(1 for v in self.versions if v.gone is None), "live_bytes": self.live_bytes,
                     "dead_bytes": self.dead_bytes, "record_bytes": self.end, "file_bytes": self.allocated}
 
@@ -454,14 +462,19 @@ class ScopeHistory:
             os.fsync(self.fd)
         self.allocated = self.end + grow
 
-    def sync(self, path: str, current: bytes | None, mtime_ns: int) -> Version | None:
+    def sync(self, path: str, current: bytes | None, mtime_ns: int, create: bool = True) -> Version | None:
         """Record the on-disk bytes of ``path`` as ``external`` when they are not its newest recorded version.
 
         ``current`` None means the file is absent (recorded as an ``external``
         tombstone if the newest version is not one; nothing if ``path`` was
         never recorded).  ``mtime_ns`` is the file's mtime (the version's time).
-        Returns the new version or None.
+        Returns the new version or None.  ``create`` False (a read): a
+        missing segment is created only if a version is recorded; True (a
+        write, before the document changes) opens or creates it now.
         """
+        if create:
+            with self.lock:
+                self.load()
         newest = self.newest(path)
         revision = ABSENT if current is None else hashlib.sha256(current).hexdigest()
         if newest is None and current is None:
@@ -496,11 +509,11 @@ class ScopeHistory:
             except HubError as exc:  # unreadable now: checked again next time
                 log.warning("history could not check %s: %s", path, exc)
                 continue
-            self.sync(path, current, mtime_ns)
+            self.sync(path, current, mtime_ns, create=False)
             self.observed[path] = key
         if complete:
             with self.lock:
-                self.load()
+                self.load(create=False)
                 missing = [p for p, vs in self.by_path.items() if p not in present and not vs[-1].tombstone
                            and vs[-1].gone is None]
             for path in missing:
@@ -509,7 +522,7 @@ class ScopeHistory:
                 except HubError as exc:
                     log.warning("history could not check %s: %s", path, exc)
                     continue
-                self.sync(path, current, mtime_ns)
+                self.sync(path, current, mtime_ns, create=False)
                 self.observed.pop(path, None)
 
     # -- retention -----------------------------------------------------------
@@ -696,8 +709,23 @@ class ScopeHistory:
             return erased
 
 
-def make_private_dirs(directory: str) -> None:
-    """Create ``directory`` and every missing parent with mode ``0700`` (``os.makedirs`` gives only the leaf it)."""
+def make_private_dirs(directory: str, top: str = "") -> None:
+    """Create ``directory`` and every missing parent with mode ``0700`` (``os.makedirs`` gives only the leaf it).
+
+    Existing folders from ``top`` down to ``directory`` (``top`` a parent of
+    it, or empty for none) that are looser than ``0700`` are tightened to it.
+    """
+    if top:
+        rel = os.path.relpath(directory, top)
+        d = top
+        for part in [] if rel.startswith("..") else [""] + ([] if rel == "." else rel.split(os.sep)):
+            d = os.path.join(d, part) if part else d
+            try:
+                st = os.stat(d, follow_symlinks=False)
+            except FileNotFoundError:
+                break
+            if (st.st_mode & 0o077) and os.path.isdir(d) and not os.path.islink(d):
+                os.chmod(d, 0o700)
     missing: list[str] = []
     d = directory
     while not os.path.isdir(d):
@@ -747,7 +775,8 @@ class HistoryStore:
         with self._lock:
             h = self._scopes.get(relpath)
             if h is None:
-                h = self._scopes[relpath] = ScopeHistory(os.path.join(self.root, relpath), self.retention)
+                h = self._scopes[relpath] = ScopeHistory(os.path.join(self.root, relpath), self.retention,
+                                                                 self.root)
             return h
 
     def scopes(self) -> Iterator[ScopeHistory]:

@@ -190,8 +190,8 @@ class MemoryService:
                 hist.sync(path, old, mtime_ns)
 
         result = self.store.upsert(self._dir(scope), path, content, expected_revision, allow_shrink, before)
-        if hist is not None:
-            old = seen[0] if seen else None
+        old = seen[0] if seen else None
+        if hist is not None and not (old is not None and old == content):  # same bytes: no new version
             action = "restore" if restored_from is not None else "create" if old is None else "update"
             hist.record(path, content, action, actor, previous=old, restored_from=restored_from, after_change=True)
         if restored_from is not None:
@@ -221,7 +221,7 @@ class MemoryService:
                 if result["deleted"]:
                     hist.record(p.path, None, "forget", actor, previous=seen[0] if seen else None, after_change=True)
                 else:
-                    hist.sync(p.path, None, 0)  # deleted by hand: an external tombstone
+                    hist.sync(p.path, None, 0, create=False)  # deleted by hand: an external tombstone
             return result
 
         async with self._lock(scope):
@@ -234,7 +234,7 @@ class MemoryService:
         def work() -> Result:
             if self.config.history:
                 current, mtime_ns = self.store.read_stat(self._dir(scope), p.path)
-                hist.sync(p.path, current, mtime_ns)
+                hist.sync(p.path, current, mtime_ns, create=False)
             versions, cursor = hist.page(p.path, p.cursor, p.limit, self._page_budget({"path": p.path}))
             return {"path": p.path, "versions": versions, "next_cursor": cursor}
 

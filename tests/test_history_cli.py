@@ -674,3 +674,26 @@ def test_the_readme_offline_reader_is_not_fooled_by_a_forged_header_line(hub: Hu
     cut = subprocess.run(f"tail -c +$(({first['offset']} + 1)) {segment} | head -c {first['body']}", shell=True,
                          capture_output=True, timeout=60, check=True).stdout
     assert cut == forged
+
+
+def test_writing_the_same_bytes_again_records_no_version(hub: HubProcess) -> None:
+    body = b"# Same\n\nunchanged\n"
+    r1 = upsert(hub, "same.md", body, "absent")
+    assert upsert(hub, "same.md", body, r1) == r1
+    back = hub.cli("memory", "restore", "same.md", "--revision", r1, "--expected-revision", r1)
+    assert back.returncode == 0, back.stderr
+    assert [v["action"] for v in history(hub, "same.md")] == ["create"]
+
+
+def test_reading_history_creates_no_file_and_a_loose_history_folder_is_tightened(hub: HubProcess) -> None:
+    assert history(hub, "nothing.md") == []
+    assert hub.cli("memory", "log").json["changes"] == []
+    segment = hub.home / "history" / "global" / "versions.log"
+    assert not segment.exists()
+    root = hub.home / "history"
+    root.mkdir(exist_ok=True)
+    root.chmod(0o755)
+    upsert(hub, "first.md", b"# First\n", "absent")
+    assert segment.exists()
+    assert root.stat().st_mode & 0o777 == 0o700
+    assert (root / "global").stat().st_mode & 0o777 == 0o700
