@@ -10,8 +10,11 @@ where the header holds ``seq``, ``path``, ``revision``, ``time``, ``action``,
 ``actor``, ``bytes``, ``lines``, ``added``, ``removed`` (``restored_from`` for
 a restore), ``body`` (the stored body length: the version's bytes, 0 for a
 tombstone) and, for a version whose bytes were removed, ``gone``
-(``pruned`` or ``purged``, body 0).  ``grep -a '^#amux-history' versions.log``
-lists the changes; the bodies are the plain Markdown.
+(``pruned`` or ``purged``, body 0) and, when it differs from ``time`` (an
+``external`` version's time is the file's mtime), ``recorded`` (when the Hub
+recorded it; retention ages by it).  The bodies are the plain Markdown;
+``grep -a '^#amux-history' versions.log`` is only a quick look (a body line
+may start the same way): a reader follows the ``body`` lengths (DESIGN.md §15.2).
 
 Writes append one record with one ``write`` and one ``fdatasync``.  The file is
 extended :data:`PREALLOCATE_BYTES` at a time by writing zeros and fsyncing
