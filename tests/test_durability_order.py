@@ -9,70 +9,15 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import amux_argv, make_hub
-from tools.client.blocking import HubClient
-
-STRACE = shutil.which("strace")
-
-
-def _need_strace() -> str:
-    if STRACE is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("strace is required in CI (.ci/run installs it)")
-        pytest.skip("strace is not installed")
-    return STRACE
-
-
-def _traced_hub(tmp_path: Path, calls: list[dict[str, object]], *, isolation: str = "off",
-                syscalls: str = "openat,write,fsync,fdatasync,rename,renameat,renameat2,mkdirat,mkdir",
-                decode_fds: bool = False) -> tuple[Path, list[str], list[dict[str, object]]]:
-    """Run ``amux hub serve`` under strace, make the upserts in ``calls`` and stop it.
-
-    Returns the home, the trace's lines (pids stripped) and the answers.  ``decode_fds`` adds
-    ``strace -y`` so each descriptor is printed with its path (``fsync(5</home/memory/users>)``).
-    """
-    strace = _need_strace()
-    hub = make_hub(tmp_path, isolation=isolation, start=False)
-    trace = tmp_path / "trace.txt"
-    proc = subprocess.Popen(
-        [strace, "-f", "-qq", *(["-y"] if decode_fds else []), "-e", f"trace={syscalls}",
-         "-o", str(trace), *amux_argv(), "hub", "serve", "--home", str(hub.home)],
-        env=hub.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    answers: list[dict[str, object]] = []
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with HubClient(hub.socket, timeout=5) as c:
-                    for params in calls:
-                        answers.append(c.call("upsert", params))
-                break
-            except Exception:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.1)
-    finally:
-        # Signal the Hub itself (its pid is in the home's lock file), not strace.
-        try:
-            os.kill(int((hub.home / "hub.lock").read_text().split()[0]), signal.SIGTERM)
-        except (OSError, ValueError, IndexError):
-            proc.kill()
-        proc.wait(30)
-    lines = [line.split(None, 1)[1] if line[:1].isdigit() else line for line in trace.read_text().splitlines()]
-    return hub.home, lines, answers
+from tests.conftest import amux_argv
+from tests.strace_hub import need_strace, traced_hub
 
 
 def test_upsert_syscall_order(tmp_path: Path) -> None:
-    home, lines, _ = _traced_hub(tmp_path, [{"path": "topics/durable.md", "content": b"# kept\n",
+    home, lines, _ = traced_hub(tmp_path, [{"path": "topics/durable.md", "content": b"# kept\n",
                                               "expected_revision": "absent"}])
     events: list[tuple[str, str]] = []
     tmp_fd = dir_fd = None
@@ -130,7 +75,7 @@ def test_first_write_into_a_new_scope_fsyncs_every_new_directory_parent(tmp_path
     """Under ``isolation = "user"`` the first upsert creates ``users/<key>/`` (and here ``topics/`` too), after
     the Hub made ``memory/``, ``global/`` and ``users/`` at start-up: each mkdir is followed by an fsync of the
     directory it was made in, before the answer."""
-    home, lines, answers = _traced_hub(
+    home, lines, answers = traced_hub(
         tmp_path, [{"path": "topics/first.md", "content": b"# first\n", "expected_revision": "absent"}],
         isolation="user", syscalls="openat,fsync,fdatasync,rename,renameat,renameat2,mkdirat,mkdir,sendto,sendmsg",
         decode_fds=True)
@@ -153,7 +98,7 @@ def test_first_write_into_a_new_scope_fsyncs_every_new_directory_parent(tmp_path
 def test_first_write_into_a_project_library_fsyncs_every_new_directory_parent(tmp_path: Path) -> None:
     """``amux memory new ... --project P`` on a project without ``.agent/``: ``.agent/``, ``.agent/memory/`` and
     ``reference/`` are made, and each one's parent fsynced before the CLI prints its answer."""
-    strace = _need_strace()
+    strace = need_strace()
     project, home, trace = tmp_path / "proj", tmp_path / "home", tmp_path / "trace.txt"
     project.mkdir()
     home.mkdir()

@@ -22,6 +22,7 @@ import pytest
 from protocol.errors import EXIT_CODES, ErrorCode, HubError
 from tests.conftest import HubProcess
 from tests.other_users import ALICE, BOB, run_as, shared_input
+from tests.strace_hub import traced_hub
 from tools.client.blocking import HubClient
 
 
@@ -338,46 +339,14 @@ def test_versions_older_than_max_days_are_pruned(hub_factory: Any) -> None:
 
 def test_version_is_made_durable_after_the_document(tmp_path: Path) -> None:
     """strace of one upsert: fsync(temp) → rename → fsync(dir) → pwrite(segment) → fdatasync(segment)."""
-    import shutil
-    import signal
-    import subprocess
-
-    from tests.conftest import amux_argv, make_hub
-
-    strace = shutil.which("strace")
-    if strace is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("strace is required in CI (.ci/run installs it)")
-        pytest.skip("strace is not installed")
-    hub = make_hub(tmp_path, start=False)
-    trace = tmp_path / "trace.txt"
-    proc = subprocess.Popen(
-        [strace, "-f", "-qq", "-e", "trace=openat,pwrite64,fsync,fdatasync,rename,renameat,renameat2",
-         "-o", str(trace), *amux_argv(), "hub", "serve", "--home", str(hub.home)],
-        env=hub.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with HubClient(hub.socket, timeout=5) as c:
-                    first = c.call("upsert", {"path": "a.md", "content": b"one\n", "expected_revision": "absent"})
-                    c.call("upsert", {"path": "a.md", "content": b"two\n", "expected_revision": first["revision"]})
-                break
-            except Exception:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.1)
-    finally:
-        try:
-            os.kill(int((hub.home / "hub.lock").read_text().split()[0]), signal.SIGTERM)
-        except (OSError, ValueError, IndexError):
-            proc.kill()
-        proc.wait(30)
+    calls: list[dict[str, object]] = [
+        {"path": "a.md", "content": b"one\n", "expected_revision": "absent"},
+        {"path": "a.md", "content": b"two\n", "expected_revision": rev(b"one\n")},
+    ]
+    _, lines, _ = traced_hub(tmp_path, calls, syscalls="openat,pwrite64,fsync,fdatasync,rename,renameat,renameat2")
     events: list[str] = []
     seg_fd = tmp_fd = dir_fd = None
-    for line in trace.read_text().splitlines():
-        body = line.split(None, 1)[1] if line[:1].isdigit() else line
+    for body in lines:
         if (m := re.match(r'openat\(.*"[^"]*versions\.log", .*\) = (\d+)', body)):
             seg_fd = m.group(1)
         elif (m := re.match(r'openat\(.*"(\.[0-9a-f]+\.amux-tmp)", O_WRONLY\|O_CREAT\|O_EXCL.*\) = (\d+)', body)):
