@@ -650,12 +650,12 @@ def test_log_shows_hand_edits_new_files_and_deletions(hub: HubProcess) -> None:
     assert len(hub.cli("memory", "log").json["changes"]) == 5
 
 
-def test_the_readme_offline_reader_is_not_fooled_by_a_forged_header_line(hub: HubProcess) -> None:
+def test_the_documented_offline_reader_is_not_fooled_by_a_forged_header_line(hub: HubProcess) -> None:
     import re
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    found = re.search(r"^python3 -c '(.*?)' \\\n", readme, re.S | re.M)
-    assert found, "the README's offline reader"
+    page = (Path(__file__).resolve().parent.parent / "docs" / "operations.md").read_text()
+    found = re.search(r"^python3 -c '(.*?)' \\\n", page, re.S | re.M)
+    assert found, "the offline reader in docs/operations.md"
     forged = b'# Trap\n#amux-history 1 {"seq":99,"path":"x.md","revision":"absent","time":"t","action":"forget",' \
              b'"actor":{},"bytes":0,"lines":0,"added":0,"removed":0,"body":0}\nend\n'
     r1 = upsert(hub, "trap.md", forged, "absent")
@@ -670,7 +670,7 @@ def test_the_readme_offline_reader_is_not_fooled_by_a_forged_header_line(hub: Hu
     data = segment.read_bytes()
     first = headers[0]
     assert data[first["offset"] : first["offset"] + first["body"]] == forged
-    # The README's tail -c +$((OFFSET + 1)) | head -c BODY cuts the same bytes.
+    # The page's tail -c +$((OFFSET + 1)) | head -c BODY cuts the same bytes.
     cut = subprocess.run(f"tail -c +$(({first['offset']} + 1)) {segment} | head -c {first['body']}", shell=True,
                          capture_output=True, timeout=60, check=True).stdout
     assert cut == forged

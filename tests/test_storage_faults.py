@@ -595,10 +595,10 @@ def test_errno_mapping_covers_the_documented_cases() -> None:
                                             ErrorCode.STORAGE_ERROR, ErrorCode.PERMISSION_DENIED)] == [14, 15, 16, 17]
 
 
-def test_the_readme_and_design_error_tables_list_every_code() -> None:
+def test_the_reference_and_design_error_tables_list_every_code() -> None:
     from tests.conftest import REPO
 
-    for doc in ("README.md", "DESIGN.md"):
+    for doc in ("docs/reference.md", "DESIGN.md"):
         text = (REPO / doc).read_text(encoding="utf-8")
         for code, spec in ERRORS.items():
             assert f"| {spec.exit_status} | `{code.value}` |" in text, (doc, code)

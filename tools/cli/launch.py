@@ -85,7 +85,7 @@ def launch_options(
         Run the agent as this user (name or uid; the launcher must be root): a
         private copy of the amux CLI in RUN_DIR/agent-config/memory/, the
         binding the Hub gives the user, and only an allow-list of the
-        launcher's environment (see the README).
+        launcher's environment (see docs/agents.md).
     pass_env
         With --as-user: also pass these variables (comma-separated names or
         PREFIX*; may be repeated).
