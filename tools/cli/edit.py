@@ -279,7 +279,12 @@ def edit_loop(session: Session, on_conflict: OnConflict | None, allow_shrink: bo
         if problem is not None:
             session.kept(problem)
             return int(ExitStatus.NOT_SAVED)
-        content = session.file.read_bytes()
+        try:
+            content = session.file.read_bytes()
+        except FileNotFoundError:
+            say(f"the editor removed {session.file}; nothing was written")
+            session.finish()
+            return int(ExitStatus.NOT_SAVED)
         if session.merged and has_markers(content):
             if decide(on_conflict if on_conflict == "abort" else None,
                       "the file still has conflict markers.") == "reopen":
