@@ -407,10 +407,11 @@ def test_absent_on_an_existing_document_says_it_already_exists(hub: HubProcess) 
     assert " changed: " in stale["message"]
 
 
-@pytest.mark.parametrize("command", ["upsert", "forget"])
+@pytest.mark.parametrize("command", ["upsert", "forget", "restore"])
 def test_a_missing_expected_revision_says_where_to_get_one(hub: HubProcess, command: str) -> None:
-    put(hub, "a.md", b"one\n")
-    r = hub.cli("memory", command, "a.md", input=b"two\n")
+    rev = put(hub, "a.md", b"one\n")
+    extra = ("--revision", rev) if command == "restore" else ()
+    r = hub.cli("memory", command, "a.md", *extra, input=b"two\n")
     wire = error(r, ErrorCode.BAD_REQUEST)
     assert wire["data"] == {"field": "expected_revision"}
     assert "`amux memory show a.md`" in wire["message"] and "requires an argument" not in r.stderr

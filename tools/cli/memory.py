@@ -103,7 +103,8 @@ def missing_revision(command: str, path: str) -> HubError:
     """
     import shlex
 
-    create = ", or 'absent' to create a new document" if command == "upsert" else ""
+    create = {"upsert": ", or 'absent' to create a new document",
+              "restore": ", or 'absent' to bring back a forgotten document"}.get(command, "")
     return HubError(ErrorCode.BAD_REQUEST,
                     f"memory {command} needs --expected-revision: the document's current revision, which "
                     f"`amux memory show {shlex.quote(path)}` prints (its first 12 characters are enough){create}",
