@@ -208,6 +208,16 @@ def test_edit_conflict_non_overlapping_changes_merge_cleanly(hub: HubProcess, ed
     assert current(hub, "doc.md") == b"A mine\nb\nc\nd\ne\nF theirs\n"
 
 
+def test_edit_of_a_new_path_created_meanwhile_is_a_conflict(hub: HubProcess, editor: Editor) -> None:
+    r = editor.edit("race", "fresh.md", "--on-conflict", "abort", EDIT_TEST_PATH="fresh.md",
+                    EDIT_TEST_THEIRS="# Theirs\n", EDIT_TEST_MINE="# Mine\n")
+    wire = error(r, ErrorCode.CONFLICT)
+    assert wire["data"]["expected_revision"] == "absent" and "already exists" in wire["message"]
+    assert "it did not exist" in r.stderr and "+# Theirs" in r.stderr
+    assert current(hub, "fresh.md") == b"# Theirs\n"
+    assert Path(wire["data"]["kept_file"]).read_text() == "# Mine\n"
+
+
 def test_edit_markers_left_after_reopen_write_nothing(hub: HubProcess, editor: Editor) -> None:
     put(hub, "doc.md", b"# Doc\nold\n")
     r = editor.edit("race-keep-markers", "doc.md", "--on-conflict", "reopen", EDIT_TEST_PATH="doc.md",
