@@ -55,7 +55,7 @@ from hub.faults import step
 from hub.fsio import TEMP_SUFFIX
 from hub.rewrite_guard import count_lines
 from protocol.errors import ErrorCode, HubError
-from protocol.params import ABSENT
+from protocol.params import ABSENT, REVISION_DIGITS
 
 log = logging.getLogger(__name__)
 
@@ -347,13 +347,38 @@ class ScopeHistory:
             versions = self.by_path.get(path)
             return versions[-1] if versions else None
 
-    def find(self, path: str, revision: str) -> tuple[Version, bytes]:
-        """The newest stored version of ``path`` with ``revision`` and its bytes.
+    def resolve(self, path: str, revision: str) -> str:
+        """The full revision a stored-version ``revision`` of ``path`` names: itself, or the one its prefix starts.
 
-        Raises ``not_found`` with ``data.reason`` ``unknown``, ``pruned`` or ``purged``.
+        A prefix (12-63 hex digits, :func:`protocol.params.parse_stored_revision`)
+        must start exactly one recorded revision of ``path`` (pruned and
+        purged versions count, so the answer can say why one is missing);
+        none is ``not_found`` (``reason`` ``unknown``), several are
+        ``bad_request`` naming them.  A full revision is returned as is.  Call
+        with :attr:`lock` held and the index loaded.  DESIGN.md §15.
+        """
+        if len(revision) >= REVISION_DIGITS:
+            return revision
+        matches = list(dict.fromkeys(v.revision for v in self.by_path.get(path, [])
+                                     if v.revision != ABSENT and v.revision.startswith(revision)))
+        if not matches:
+            raise _not_found(path, revision, "unknown")
+        if len(matches) > 1:
+            raise HubError(ErrorCode.BAD_REQUEST,
+                           f"ambiguous: {len(matches)} versions of {path} start with {revision}; give more of the "
+                           "revision (see `amux memory history`)",
+                           {"field": "revision", "path": path, "revision": revision, "matches": matches[:10]})
+        return matches[0]
+
+    def find(self, path: str, revision: str) -> tuple[Version, bytes]:
+        """The newest stored version of ``path`` with ``revision`` (full, or a prefix: :meth:`resolve`) and its bytes.
+
+        Raises ``not_found`` with ``data.reason`` ``unknown``, ``pruned`` or
+        ``purged``, and ``bad_request`` for a prefix several versions start.
         """
         with self.lock:
             self.load(create=False)
+            revision = self.resolve(path, revision)
             reason = "unknown"
             for v in reversed(self.by_path.get(path, [])):
                 if v.revision != revision:
@@ -678,10 +703,12 @@ class ScopeHistory:
         with zeros in place and fdatasynced, then the segment is compacted,
         so no file of the store holds them.  Returns what was erased
         (``[{revision, time, action, bytes}]``); raises ``not_found`` when
-        nothing matches.
+        nothing matches.  ``revision`` may be a prefix (:meth:`resolve`).
         """
         with self.lock:
             self.load()
+            if revision is not None:
+                revision = self.resolve(path, revision)
             targets = [v for v in self.by_path.get(path, [])
                        if v.gone != "purged" and (revision is None or v.revision == revision)]
             if revision is not None and not targets:

@@ -269,8 +269,8 @@ class MemoryService:
         p = parse_restore(params)
 
         def work() -> Result:
-            _, data = self.history.scope(scope.relpath).find(p.path, p.revision)
-            return self._write(scope, p.path, data, p.expected_revision, True, actor, restored_from=p.revision)
+            version, data = self.history.scope(scope.relpath).find(p.path, p.revision)  # a prefix: the full one
+            return self._write(scope, p.path, data, p.expected_revision, True, actor, restored_from=version.revision)
 
         async with self._lock(scope):
             return await self._run(work)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import stat
 import time
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from hub.rewrite_guard import check_rewrite, count_lines
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import ENTRY_NAME, Limits
 from protocol.messages import packed_size
-from protocol.params import ABSENT
+from protocol.params import ABSENT, revision_matches
 
 Result = dict[str, Any]
 
@@ -87,11 +88,24 @@ def _quota(what: str, current: int, maximum: int, unit: str, **extra: Any) -> Hu
 
 
 def _conflict(path: str, expected: str, observed: str) -> HubError:
+    """The ``conflict`` of a compare-and-swap on ``path``; data ``{path, expected_revision, observed_revision}``.
+
+    The message says "already exists" when the caller expected ``absent``
+    (it meant to create), else "changed"; the data is the same either way.
+    """
+    data = {"path": path, "expected_revision": expected, "observed_revision": observed}
+    if expected == ABSENT:
+        return HubError(
+            ErrorCode.CONFLICT,
+            f"{path} already exists (revision {observed[:12]}): read it first with "
+            f"`amux memory show {shlex.quote(path)}`, then retry with its revision; nothing was written",
+            data,
+        )
     return HubError(
         ErrorCode.CONFLICT,
         f"{path} changed: expected revision {expected[:12]}, found {observed[:12]}; "
         "read it again, merge, and retry with the new revision",
-        {"path": path, "expected_revision": expected, "observed_revision": observed},
+        data,
     )
 
 
@@ -262,7 +276,7 @@ class Store:
     def export_of(self, path: str, data: bytes, offset: int, expected_revision: str | None) -> Result:
         """:meth:`export_page`'s answer for the document bytes ``data`` (a stored version, DESIGN.md §15)."""
         observed = revision_of(data)
-        if expected_revision is not None and expected_revision != observed:
+        if expected_revision is not None and not revision_matches(expected_revision, observed):
             raise _conflict(path, expected_revision, observed)
         if offset > len(data):
             raise HubError(ErrorCode.BAD_REQUEST, f"offset {offset} is past the end ({len(data)} bytes)")
@@ -421,6 +435,9 @@ class Store:
                allow_shrink: bool = False, before_write: BeforeWrite | None = None) -> Result:
         """Compare-and-swap replace (or create, with ``absent``) a whole document.
 
+        ``expected_revision`` is ``absent``, a full revision or a prefix of at
+        least 12 hex digits (:func:`protocol.params.revision_matches`).
+
         Returns ``{path, revision, created, bytes}`` only after the data and the
         directory entry are on disk.  Raises ``conflict`` (with
         ``observed_revision``) on a revision mismatch and ``quota_exceeded``
@@ -438,7 +455,7 @@ class Store:
         """
         old, mtime_ns = self.read_stat(scope_dir, path)
         observed = ABSENT if old is None else revision_of(old)
-        if observed != expected_revision:
+        if not revision_matches(expected_revision, observed):
             raise _conflict(path, expected_revision, observed)
         usage = self._check_quota(scope_dir, path, content, old)
         if old is not None and not allow_shrink:
@@ -483,7 +500,7 @@ class Store:
             finally:
                 os.close(fd)
             observed = revision_of(data)
-            if observed != expected_revision:
+            if not revision_matches(expected_revision, observed):
                 raise _conflict(path, expected_revision, observed)
             if before_write is not None:
                 before_write(data, mtime_ns)

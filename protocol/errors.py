@@ -47,6 +47,8 @@ class ExitStatus(IntEnum):
     """A check ran and found problems (``amux memory lint``, ``index --check``): not a failure of the tool."""
     HUB_START_FAILED = 21
     """``amux hub serve`` could not start (home locked by another Hub, socket in use, bad settings)."""
+    NOT_SAVED = 22
+    """``amux memory edit`` wrote nothing: the editor failed or conflict markers were left; the text is kept."""
     BROKEN_PIPE = 141
     """The reader of standard output went away (``| head``): 128 + SIGPIPE, as a shell reports it."""
 

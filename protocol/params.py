@@ -20,7 +20,13 @@ from protocol.paths import normalize_path, normalize_prefix
 ABSENT = "absent"
 """The ``expected_revision`` that means "create; the document must not exist"."""
 
-_REVISION = re.compile(r"^[0-9a-f]{64}$")
+REVISION_PREFIX_MIN = 12
+"""The fewest hex digits of a revision accepted in its place (the 12 that messages show), DESIGN.md §4.3."""
+
+REVISION_DIGITS = 64
+"""Hex digits of a full revision (a SHA-256)."""
+
+_REVISION = re.compile(rf"^[0-9a-f]{{{REVISION_PREFIX_MIN},{REVISION_DIGITS}}}$")
 
 
 def _bad(message: str, **data: Any) -> HubError:
@@ -45,13 +51,32 @@ def _int(params: dict[str, Any], name: str, default: int, lo: int, hi: int) -> i
 
 
 def parse_revision(value: object, field: str = "expected_revision") -> str:
-    """``absent`` or 64 hex digits (returned lowercase); raises ``bad_request``."""
+    """``absent``, or a revision or its first 12-63 hex digits (returned lowercase, stripped).
+
+    A prefix stands for the revision it starts (:func:`revision_matches`);
+    ``absent`` is never abbreviated.  Raises ``bad_request`` (``data.field``)
+    otherwise.  DESIGN.md §4.3.
+    """
     if not isinstance(value, str):
         raise _bad(f"{field} is required: the document's current revision, or 'absent' to create", field=field)
     low = value.strip().lower()
     if low == ABSENT or _REVISION.match(low):
         return low
-    raise _bad(f"{field} must be 'absent' or a 64-digit hex SHA-256 revision", field=field)
+    raise _bad(f"{field} must be 'absent', or a revision: 64 hex digits or at least their first "
+               f"{REVISION_PREFIX_MIN}", field=field, minimum=REVISION_PREFIX_MIN, maximum=REVISION_DIGITS)
+
+
+def revision_matches(expected: str, observed: str) -> bool:
+    """Whether the revision ``observed`` (full, or ``absent``) is the one ``expected`` names.
+
+    ``expected`` comes from :func:`parse_revision`: ``absent`` matches only
+    ``absent``; a full revision matches itself; a prefix (12-63 hex digits)
+    matches every full revision that starts with it.  DESIGN.md §4.4.
+    """
+    if expected == observed:
+        return True
+    return expected != ABSENT and observed != ABSENT and len(expected) < REVISION_DIGITS \
+        and observed.startswith(expected)
 
 
 @dataclass(frozen=True)
@@ -150,12 +175,18 @@ class GetParams:
 
 
 def parse_stored_revision(value: object, field: str = "revision") -> str | None:
-    """An optional stored revision: None, or 64 hex digits (lowercase); raises ``bad_request``."""
+    """An optional stored revision: None, or 64 hex digits or at least their first 12 (lowercase).
+
+    A prefix must name exactly one stored version of the document; the
+    history resolves it (:meth:`hub.history.ScopeHistory.resolve`).  Raises
+    ``bad_request`` (``data.field``).  DESIGN.md §15.
+    """
     if value is None:
         return None
     if isinstance(value, str) and _REVISION.match(value.strip().lower()):
         return value.strip().lower()
-    raise _bad(f"{field} must be a 64-digit hex SHA-256 revision of a stored version", field=field)
+    raise _bad(f"{field} must be the revision of a stored version: 64 hex digits or at least their first "
+               f"{REVISION_PREFIX_MIN}", field=field, minimum=REVISION_PREFIX_MIN, maximum=REVISION_DIGITS)
 
 
 def parse_get(params: dict[str, Any]) -> GetParams:
@@ -180,18 +211,29 @@ class UpsertParams:
     content: bytes
     expected_revision: str
     allow_shrink: bool = False
+    allow_empty: bool = False
+
+
+EMPTY_CONTENT = ("content is empty (0 bytes); nothing was written. A document needs some text: to delete one, "
+                 "forget it; to store an empty document on purpose, pass allow_empty (--allow-empty)")
+"""The ``bad_request`` message for a 0-byte upsert without ``allow_empty`` (DESIGN.md §18)."""
 
 
 def parse_upsert(params: dict[str, Any]) -> UpsertParams:
     """Validate ``upsert`` params; ``content`` may be str or bin but must be valid UTF-8.
 
     ``allow_shrink`` (bool, default false) lets a write through the
-    destructive-rewrite guard (:mod:`hub.rewrite_guard`).
+    destructive-rewrite guard (:mod:`hub.rewrite_guard`).  Empty content
+    (0 bytes) is ``bad_request`` (``data.field`` ``content``) unless
+    ``allow_empty`` (bool, default false), DESIGN.md §18.
     """
-    _only(params, {"path", "content", "expected_revision", "allow_shrink"})
+    _only(params, {"path", "content", "expected_revision", "allow_shrink", "allow_empty"})
     allow_shrink = params.get("allow_shrink", False)
     if not isinstance(allow_shrink, bool):
         raise _bad("allow_shrink must be true or false", field="allow_shrink")
+    allow_empty = params.get("allow_empty", False)
+    if not isinstance(allow_empty, bool):
+        raise _bad("allow_empty must be true or false", field="allow_empty")
     path = normalize_path(params.get("path"))
     revision = parse_revision(params.get("expected_revision"))
     content = params.get("content")
@@ -208,7 +250,9 @@ def parse_upsert(params: dict[str, Any]) -> UpsertParams:
             raise _bad(f"content is not valid UTF-8 (byte {exc.start})", field="content", byte=exc.start) from None
     else:
         raise _bad("content is required: the complete UTF-8 Markdown document", field="content")
-    return UpsertParams(path, raw, revision, allow_shrink)
+    if not raw and not allow_empty:
+        raise _bad(EMPTY_CONTENT, field="content", path=path)
+    return UpsertParams(path, raw, revision, allow_shrink, allow_empty)
 
 
 @dataclass(frozen=True)
@@ -331,7 +375,8 @@ class RestoreParams:
 
 
 def parse_restore(params: dict[str, Any]) -> RestoreParams:
-    """Validate ``restore`` params (``revision`` 64 hex digits; ``expected_revision`` may be ``absent``)."""
+    """Validate ``restore`` params (``revision`` a stored version, 64 hex digits or a prefix of at least 12;
+    ``expected_revision`` as :func:`parse_revision`, ``absent`` included)."""
     _only(params, {"path", "revision", "expected_revision"})
     path = normalize_path(params.get("path"))
     revision = parse_stored_revision(params.get("revision"))

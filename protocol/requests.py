@@ -64,17 +64,22 @@ def get_params(path: str, *, start_line: int = 0, end_line: int = 0, offset: int
 
 
 def upsert_params(path: str, content: bytes | str, expected_revision: str, *,
-                  allow_shrink: bool = False) -> dict[str, Any]:
-    """``upsert``: ``{"path", "content", "expected_revision"}`` plus ``"allow_shrink": True`` when set.
+                  allow_shrink: bool = False, allow_empty: bool = False) -> dict[str, Any]:
+    """``upsert``: ``{"path", "content", "expected_revision"}`` plus ``"allow_shrink": True`` and
+    ``"allow_empty": True`` when set.
 
     ``content`` is the whole new document (UTF-8 ``bytes``, or ``str``);
-    ``expected_revision`` is the revision last read, or ``"absent"`` to
-    create (DESIGN.md §4).  ``allow_shrink`` lets a deliberate cut through the
-    rewrite guard (DESIGN.md §12); when false the field is left out.
+    ``expected_revision`` is the revision last read (or its first 12 or more
+    hex digits), or ``"absent"`` to create (DESIGN.md §4).  ``allow_shrink``
+    lets a deliberate cut through the rewrite guard (DESIGN.md §12);
+    ``allow_empty`` lets a 0-byte document through (DESIGN.md §18); each is
+    left out when false.
     """
     params: dict[str, Any] = {"path": path, "content": content, "expected_revision": expected_revision}
     if allow_shrink:
         params["allow_shrink"] = True
+    if allow_empty:
+        params["allow_empty"] = True
     return params
 
 

@@ -331,7 +331,7 @@ def test_help_documents_every_exit_status(tmp_path: Path) -> None:
     text = proc.stdout.decode()
     for code, status in EXIT_CODES.items():
         assert f"{status}: {code.value}" in text, (code, text)
-    for status in (ExitStatus.PROBLEMS_FOUND, ExitStatus.HUB_START_FAILED, ExitStatus.BROKEN_PIPE):
+    for status in (s for s in ExitStatus if s is not ExitStatus.OK):
         assert f"{int(status)}: " in text, (status, text)
     # Lazily registered commands still show their descriptions in a group's help.
     memory = subprocess.run([*amux_argv(), "memory", "--help"], capture_output=True, env=_plain_env(tmp_path),

@@ -682,7 +682,8 @@ def test_property_decode_request_arbitrary_objects(obj: Any, mutation_sets: list
 
 
 # Param maps aimed at every parser's fields, with values that get past the first checks.
-REVISIONS = st.sampled_from(["absent", "ABSENT", " absent ", "a" * 64, "A" * 64, "a" * 63, "g" * 64, "a" * 64 + "\n"])
+REVISIONS = st.sampled_from(["absent", "ABSENT", " absent ", "a" * 64, "A" * 64, "a" * 63, "g" * 64, "a" * 64 + "\n",
+                             "a" * 12, "a" * 11, "a" * 65, "absen", "abs"])
 PATHS = st.sampled_from([
     "MEMORY.md", "notes/a.md", "a/b/c.md", "../x.md", "/abs.md", "a//b.md", "a/./b.md", ".md", "x.txt",
     "C:/x.md", "a\\b.md", "%2e%2e/x.md", "a%2fb.md", "caf\u00e9.md", "cafe\u0301.md", "a\x00.md",
@@ -754,7 +755,7 @@ def _check_params(params: dict[str, Any]) -> None:
             assert normalize_path(path) == path  # normalization is idempotent
         rev = getattr(out, "expected_revision", None)
         if rev is not None:
-            assert rev == "absent" or (len(rev) == 64 and set(rev) <= set("0123456789abcdef"))
+            assert rev == "absent" or (12 <= len(rev) <= 64 and set(rev) <= set("0123456789abcdef"))
         if isinstance(out, P.SearchParams):
             assert 1 <= len(out.keywords) <= LIMITS.query_max_keywords
             assert 1 <= out.limit <= LIMITS.search_max_limit

@@ -812,7 +812,7 @@ def test_parse_upsert_accepts_str_and_bytes() -> None:
     assert a.content == b.content == text.encode()
     assert a.expected_revision == b.expected_revision == "absent"
     rev = sha(b"x")
-    assert parse_upsert({"path": "a.md", "content": "", "expected_revision": rev.upper()}).expected_revision == rev
+    assert parse_upsert({"path": "a.md", "content": "x", "expected_revision": rev.upper()}).expected_revision == rev
 
 
 def test_scope_usage_tracks_the_hubs_writes_and_recounts_hand_edits(

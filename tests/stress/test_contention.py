@@ -32,7 +32,8 @@ def _token(n: int) -> str:
 def test_read_modify_write_loses_no_update(hub: HubProcess) -> None:
     clients, rounds = pick(8, 32), pick(40, 500)
     with hub.client() as c:
-        base = c.call("upsert", {"path": "shared.md", "content": b"", "expected_revision": "absent"})["revision"]
+        base = c.call("upsert", {"path": "shared.md", "content": b"", "expected_revision": "absent",
+                                 "allow_empty": True})["revision"]
     chain: list[tuple[str, str, str]] = []  # (expected revision, new revision, line)
     errors: list[str] = []
     conflicts = [0]

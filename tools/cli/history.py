@@ -177,7 +177,7 @@ def diff(
     return 0
 
 
-def restore(path: str, /, *, revision: str, expected_revision: str) -> int:
+def restore(path: str, /, *, revision: str, expected_revision: str | None = None) -> int:
     """Write an old version back as the document (undo), if it still has the expected revision.
 
     A normal compare-and-swap write of that version's bytes, recorded in the
@@ -195,9 +195,13 @@ def restore(path: str, /, *, revision: str, expected_revision: str) -> int:
         forget's tombstone ("absent") cannot be restored: forget the document
         instead.
     expected_revision
-        The document's current revision (from show or history), or "absent"
-        to bring back a forgotten document.
+        Required: the document's current revision (from show or history), or
+        "absent" to bring back a forgotten document.
     """
+    if expected_revision is None:
+        from tools.cli.memory import missing_revision
+
+        return fail(missing_revision("restore", path))
     from protocol.requests import restore_params
 
     return call_hub("restore", restore_params(path, revision, expected_revision))

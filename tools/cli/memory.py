@@ -96,7 +96,23 @@ def read_content(file: Path | None) -> bytes:
         raise HubError(ErrorCode.BAD_REQUEST, f"cannot read {file}: {exc.strerror}") from None
 
 
-def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, allow_shrink: bool = False) -> int:
+def missing_revision(command: str, path: str) -> HubError:
+    """The ``bad_request`` for ``amux memory COMMAND PATH`` without ``--expected-revision``: where to get one.
+
+    DESIGN.md §18.
+    """
+    import shlex
+
+    create = {"upsert": ", or 'absent' to create a new document",
+              "restore": ", or 'absent' to bring back a forgotten document"}.get(command, "")
+    return HubError(ErrorCode.BAD_REQUEST,
+                    f"memory {command} needs --expected-revision: the document's current revision, which "
+                    f"`amux memory show {shlex.quote(path)}` prints (its first 12 characters are enough){create}",
+                    {"field": "expected_revision"})
+
+
+def upsert(path: str, /, *, expected_revision: str | None = None, file: Path | None = None,
+           allow_shrink: bool = False, allow_empty: bool = False) -> int:
     """Replace (or create) a whole document, if it still has the expected revision.
 
     The new content is raw UTF-8 Markdown from --file, or standard input.
@@ -106,7 +122,8 @@ def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, al
     path
         Logical path of the document.
     expected_revision
-        The revision you last read (from show/search), or 'absent' to create.
+        Required: the revision you last read (from show/search; its first 12
+        hex digits are enough), or 'absent' to create.
     file
         Read the content from this file instead of standard input.
     allow_shrink
@@ -114,14 +131,20 @@ def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, al
         dropping more than half of a document's lines (and over 20 lines) or
         bytes (and over 2 KiB), or one that adds an elision placeholder such
         as '[rest unchanged]'.
+    allow_empty
+        Store empty (0-byte) content; without it an empty stdin or file is
+        refused (to delete a document, use 'amux memory forget').
     """
+    if expected_revision is None:
+        return fail(missing_revision("upsert", path))
     try:
         content = read_content(file)
     except HubError as exc:
         return fail(exc)
     from protocol.requests import upsert_params
 
-    return call_hub("upsert", upsert_params(path, content, expected_revision, allow_shrink=allow_shrink))
+    return call_hub("upsert", upsert_params(path, content, expected_revision, allow_shrink=allow_shrink,
+                                            allow_empty=allow_empty))
 
 
 def list_documents(*, path_prefix: str = "") -> int:
@@ -148,7 +171,7 @@ def list_documents(*, path_prefix: str = "") -> int:
     return 0
 
 
-def forget(path: str, /, *, expected_revision: str) -> int:
+def forget(path: str, /, *, expected_revision: str | None = None) -> int:
     """Delete one document, if it still has the expected revision.
 
     Parameters
@@ -156,8 +179,10 @@ def forget(path: str, /, *, expected_revision: str) -> int:
     path
         Logical path of the document.
     expected_revision
-        The revision you last read.
+        Required: the revision you last read (its first 12 hex digits are enough).
     """
+    if expected_revision is None:
+        return fail(missing_revision("forget", path))
     return call_hub("forget", forget_params(path, expected_revision))
 
 
