@@ -183,6 +183,44 @@ def set_value(home: Path, key: str, text: str) -> Any:
     return value
 
 
+def describe(home: Path) -> list[dict[str, Any]]:
+    """Every known setting of ``home``, in :data:`SETTINGS` order, for ``amux system config list`` (DESIGN.md §13.2).
+
+    Each row is ``{key, value, default, source, description}``: ``value`` parsed
+    as the Hub would read it, ``source`` ``"config.toml"`` when the file sets
+    it, else ``"default"``.  A setting added to :data:`SETTINGS` appears here
+    with no other change.  Raises ``bad_request`` for an invalid file or
+    value (the message names it), ``OSError`` for an unreadable file.
+    """
+    raw = read_config(home)
+    return [
+        {"key": key, "value": _value(home, raw, key), "default": setting.default,
+         "source": "default" if setting_text(raw, key) is None else CONFIG_NAME, "description": setting.help}
+        for key, setting in SETTINGS.items()
+    ]
+
+
+def home_option(home: Path) -> str:
+    """`` --home HOME`` (shell-quoted) for a command suggested to a person, or ``""`` for the default home.
+
+    The default is ``~/.amux`` of the user running this code; a Hub or
+    command on any other home spells it out, so the suggestion changes that
+    home and not ``~/.amux`` (DESIGN.md §13.2).
+    """
+    import shlex
+
+    try:
+        default = (Path.home() / ".amux").resolve()
+    except RuntimeError:  # no home directory known
+        default = None
+    return "" if default is not None and home.expanduser().resolve() == default else f" --home {shlex.quote(str(home))}"
+
+
+def enable_command(home: Path) -> str:
+    """The command that turns memory on for ``home``: ``amux system config set memory.enabled true [--home HOME]``."""
+    return f"amux system config set memory.enabled true{home_option(home)}"
+
+
 def _known(key: str) -> Setting:
     if key not in SETTINGS:
         raise HubError(

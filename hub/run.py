@@ -15,14 +15,17 @@ the requests already running finish and answer (for at most
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import stat
 import sys
+import time
 from collections.abc import AsyncIterator
 
 import trio
 
 from hub import fsio
-from hub.config import HubConfig
+from hub.config import HubConfig, enable_command
 from hub.home import HOME_LOCK_NAME, HomeLock, HubStartError, check_registry, prepare_memory_root
 from hub.listeners import (
     accept_loop,
@@ -52,6 +55,8 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
     """
     lock = HomeLock(config.home / HOME_LOCK_NAME)
     lock.acquire()
+    started = time.monotonic()
+    why = ["cancelled"]  # what stopped the Hub, for the last log line; a signal's name replaces it
     try:
         network = network_settings(config)
         check_registry(config.home)
@@ -78,10 +83,11 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
                         assert network is not None
                         accept.start_soon(accept_loop, tcp, hub.open_connections, conns, network.transport,
                                           network.tls)
-                    accept.start_soon(_wait_signal, signals, accept.cancel_scope)
+                    accept.start_soon(_wait_signal, signals, accept.cancel_scope, why)
                     log.info(
-                        "Hub listening on %s (memory %s, isolation %s)", config.socket_path,
-                        "enabled" if config.memory_enabled else "disabled", config.isolation,
+                        "Hub listening on %s (memory %s, isolation %s, pid %d, home %s)", config.socket_path,
+                        "enabled" if config.memory_enabled else "disabled", config.isolation, os.getpid(),
+                        config.home,
                     )
                     for tcp in tcp_listeners:
                         assert network is not None
@@ -91,7 +97,7 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
                                  "" if network.tls else " (plaintext: loopback only; callers need a token)")
                     if not config.memory_enabled:
                         log.warning("memory is disabled: data calls fail with 'disabled' until "
-                                    "'amux system config set memory.enabled true' and a restart")
+                                    "'%s' and a restart", enable_command(config.home))
                     task_status.started(hub)
                 await listener.aclose()
                 for tcp in tcp_listeners:
@@ -99,14 +105,28 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
                 hub.stop_reading()
                 conns.cancel_scope.deadline = trio.current_time() + limits.shutdown_grace_seconds
         config.socket_path.unlink(missing_ok=True)
+        log.info("Hub stopped (%s) after %s; pid %d", why[0], uptime_text(time.monotonic() - started), os.getpid())
     finally:
         lock.release()
 
 
-async def _wait_signal(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
-    """Cancel ``scope`` (the accept loops) at the first SIGINT/SIGTERM."""
+def uptime_text(seconds: float) -> str:
+    """``seconds`` as a short duration for people: ``42 s``, ``5 min 3 s``, ``2 h 5 min``, ``3 d 4 h``."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+async def _wait_signal(signals: AsyncIterator[int], scope: trio.CancelScope, why: list[str]) -> None:
+    """Cancel ``scope`` (the accept loops) at the first SIGINT/SIGTERM; its name goes into ``why[0]``."""
     async for signum in signals:
-        log.info("received %s: stopping (in-flight requests finish first)", signal.Signals(signum).name)
+        why[0] = signal.Signals(signum).name
+        log.info("received %s: stopping (in-flight requests finish first)", why[0])
         scope.cancel()
         return
 
@@ -117,12 +137,22 @@ def run(config: HubConfig, limits: Limits) -> int:
     ``ExitStatus.OK`` (0) after a clean stop; ``ExitStatus.HUB_START_FAILED``
     (21) when the Hub could not start (home locked, socket in use, bad TLS
     files, an unusable setting or registry), with one line on stderr.
-    Logs go to stderr, prefixed ``amux hub:``.
+    Logs go to stderr, prefixed ``amux hub:``; when stderr is a regular file
+    (``amux hub start``'s ``hub.log``) each line also starts with its local
+    time, which a terminal or the service manager's journal adds itself.
     """
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="amux hub: %(message)s")
+    stamp = "%(asctime)s " if _stderr_is_file() else ""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=f"{stamp}amux hub: %(message)s")
     try:
         trio.run(serve, config, limits)
     except HubStartError as exc:
         print(f"amux hub: {exc}", file=sys.stderr)
         return ExitStatus.HUB_START_FAILED
     return ExitStatus.OK
+
+
+def _stderr_is_file() -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(sys.stderr.fileno()).st_mode)
+    except (OSError, ValueError):
+        return False

@@ -28,7 +28,7 @@ from typing import Any, Final
 import trio
 
 from hub.cache import ContentCache
-from hub.config import HubConfig
+from hub.config import HubConfig, enable_command, home_option
 from hub.history import Actor, HistoryStore, Retention, ScopeHistory
 from hub.identity import Identity, Scope
 from hub.listing import list_documents, walk_documents
@@ -110,7 +110,8 @@ class MemoryService:
             raise HubError(
                 ErrorCode.DISABLED,
                 "memory is disabled on this Hub; the files are kept. Enable it with "
-                "'amux system config set memory.enabled true' and restart the Hub",
+                f"'{enable_command(self.config.home)}' and restart the Hub "
+                f"('amux hub restart{home_option(self.config.home)}')",
                 {"setting": "memory.enabled"},
             )
         actor = Actor(None, "hub") if identity is None else Actor(
