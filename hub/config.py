@@ -200,27 +200,6 @@ def describe(home: Path) -> list[dict[str, Any]]:
     ]
 
 
-def home_option(home: Path) -> str:
-    """`` --home HOME`` (shell-quoted) for a command suggested to a person, or ``""`` for the default home.
-
-    The default is ``~/.amux`` of the user running this code; a Hub or
-    command on any other home spells it out, so the suggestion changes that
-    home and not ``~/.amux`` (DESIGN.md §13.2).
-    """
-    import shlex
-
-    try:
-        default = (Path.home() / ".amux").resolve()
-    except RuntimeError:  # no home directory known
-        default = None
-    return "" if default is not None and home.expanduser().resolve() == default else f" --home {shlex.quote(str(home))}"
-
-
-def enable_command(home: Path) -> str:
-    """The command that turns memory on for ``home``: ``amux system config set memory.enabled true [--home HOME]``."""
-    return f"amux system config set memory.enabled true{home_option(home)}"
-
-
 def _known(key: str) -> Setting:
     if key not in SETTINGS:
         raise HubError(

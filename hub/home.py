@@ -23,12 +23,9 @@ from types import TracebackType
 from hub.fsio import make_directories
 from hub.registry import RegistryFileError, read_registry, registry_path
 
-HOME_LOCK_NAME = "hub.lock"
-"""The lock file's name under ``<AMUX_HOME>``; it holds the serving Hub's pid."""
-
 LOCK_RETRY_SECONDS = 0.25
-"""How long :meth:`HomeLock.acquire` retries a held lock before refusing: a :func:`serving_hub` probe holds
-it (shared) for microseconds, and must never make a starting Hub refuse (DESIGN.md §19)."""
+"""How long :meth:`HomeLock.acquire` retries a held lock before refusing: the clients' lock probe (``amux hub
+status``) holds it, shared, for microseconds, and must never make a starting Hub refuse (DESIGN.md §19.1)."""
 
 
 class HubStartError(Exception):
@@ -103,42 +100,6 @@ def lock_with_retry(fd: int) -> None:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN) or time.monotonic() >= deadline:
                 raise
         time.sleep(0.01)
-
-
-@dataclass(frozen=True)
-class ServingHub:
-    """The Hub that holds a home's lock: its ``pid`` and when it took the lock (``started``, Unix seconds)."""
-
-    pid: int
-    started: float
-
-
-def serving_hub(home: Path) -> ServingHub | None:
-    """The Hub serving ``home`` (it holds ``hub.lock``), or ``None`` when none does (DESIGN.md §19).
-
-    Asks the kernel, not the pid in the file: it tries a shared, non-blocking
-    ``flock`` on ``hub.lock`` and drops it at once, so a stale pid left by a
-    killed Hub never counts.  ``started`` is the file's modification time (the
-    Hub writes its pid there when it takes the lock).  ``pid`` is 0 when the
-    holder wrote none yet.  Never creates the file; an unreadable home or lock
-    file counts as no Hub.  Blocking, microseconds.
-    """
-    try:
-        fd = os.open(home / HOME_LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                return None
-            text = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            return ServingHub(int(text) if text.isdigit() else 0, os.fstat(fd).st_mtime)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
 
 
 def prepare_memory_root(root: Path) -> None:

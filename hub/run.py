@@ -25,8 +25,8 @@ from collections.abc import AsyncIterator
 import trio
 
 from hub import fsio
-from hub.config import HubConfig, enable_command
-from hub.home import HOME_LOCK_NAME, HomeLock, HubStartError, check_registry, prepare_memory_root
+from hub.config import HubConfig
+from hub.home import HomeLock, HubStartError, check_registry, prepare_memory_root
 from hub.listeners import (
     accept_loop,
     listener_address,
@@ -36,6 +36,7 @@ from hub.listeners import (
 )
 from hub.server import Hub
 from hub.service import MemoryService
+from protocol.config_file import LOCK_NAME, enable_command
 from protocol.errors import ExitStatus
 from protocol.limits import Limits
 
@@ -53,7 +54,7 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
     stops accepting and reading, lets running requests finish for up to
     ``limits.shutdown_grace_seconds``, removes the socket and releases the lock.
     """
-    lock = HomeLock(config.home / HOME_LOCK_NAME)
+    lock = HomeLock(config.home / LOCK_NAME)
     lock.acquire()
     started = time.monotonic()
     why = ["cancelled"]  # what stopped the Hub, for the last log line; a signal's name replaces it
@@ -105,21 +106,9 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
                 hub.stop_reading()
                 conns.cancel_scope.deadline = trio.current_time() + limits.shutdown_grace_seconds
         config.socket_path.unlink(missing_ok=True)
-        log.info("Hub stopped (%s) after %s; pid %d", why[0], uptime_text(time.monotonic() - started), os.getpid())
+        log.info("Hub stopped (%s) after %.0f s; pid %d", why[0], time.monotonic() - started, os.getpid())
     finally:
         lock.release()
-
-
-def uptime_text(seconds: float) -> str:
-    """``seconds`` as a short duration for people: ``42 s``, ``5 min 3 s``, ``2 h 5 min``, ``3 d 4 h``."""
-    s = int(seconds)
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60} min"
-    return f"{s // 86400} d {s % 86400 // 3600} h"
 
 
 async def _wait_signal(signals: AsyncIterator[int], scope: trio.CancelScope, why: list[str]) -> None:

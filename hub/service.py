@@ -28,12 +28,13 @@ from typing import Any, Final
 import trio
 
 from hub.cache import ContentCache
-from hub.config import HubConfig, enable_command, home_option
+from hub.config import HubConfig
 from hub.history import Actor, HistoryStore, Retention, ScopeHistory
 from hub.identity import Identity, Scope
 from hub.listing import list_documents, walk_documents
 from hub.search import Reader, read_file_nofollow, search_scope
 from hub.store import Store, revision_of
+from protocol.config_file import enable_command, home_option
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import Limits
 from protocol.messages import DATA_METHODS

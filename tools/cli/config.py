@@ -50,9 +50,8 @@ def config_set(key: str, value: str, /, *, home: Home = None) -> int:
         The new value.
     """
     from hub import config as hub_config
-    from hub.config import home_option
-    from hub.home import serving_hub
-    from protocol.config_file import CONFIG_NAME
+    from protocol.config_file import CONFIG_NAME, home_option
+    from tools.client.running import serving_hub
 
     target = resolve_home(home)
     try:

@@ -108,9 +108,10 @@ def check_cli(ctx: Context) -> Check:
 
 def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
     """The home and socket, the Hub answering, memory enabled, principal and scope."""
-    from hub.config import enable_command, get_value
-    from hub.home import serving_hub
+    from hub.config import get_value
+    from protocol.config_file import enable_command
     from tools.client.blocking import HubClient
+    from tools.client.running import serving_hub
 
     where = remote or str(socket)
     checks = [Check("home", "ok" if ctx.home.is_dir() else "warn",
@@ -301,7 +302,7 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
     when stdout is not a terminal.  Exit status 0 when nothing failed
     (warnings allowed), 20 when a check failed.
     """
-    from hub.config import home_option
+    from protocol.config_file import home_option
     from tools.cli.hub import home_socket
     from tools.cli.service import amux_command
     from tools.client.settings import HUB_ENV

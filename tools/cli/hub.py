@@ -5,7 +5,7 @@ and ask it who you are (DESIGN.md §13, §19).
 runs in the foreground until SIGINT/SIGTERM.  ``start`` runs ``serve`` as a
 detached process logging to ``<home>/hub.log`` and returns once the socket
 answers a ``hello``; ``stop`` sends SIGTERM to the process that holds the
-home's lock (:func:`hub.home.serving_hub`) and waits until it has let go.
+home's lock (:func:`tools.client.running.serving_hub`) and waits until it has let go.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ LOG_NAME = "hub.log"
 
 LOG_ROTATE_BYTES = 1 << 20
 """At start, a ``hub.log`` over this many bytes is renamed ``hub.log.1`` (replacing the previous one)."""
+
+EXIT_WAIT_SECONDS = 2.0
+"""After a stopped Hub has let go of its lock, how long ``stop`` waits for its process to be gone."""
 
 LOG_TAIL_LINES = 20
 """Lines of the log shown when a background start fails."""
@@ -110,8 +113,8 @@ def status(*, home: Home = None, json: Json = False) -> int:
     error's status otherwise (11 unavailable when no Hub runs, 8 unauthorized
     when it refuses this caller).
     """
-    from hub.home import serving_hub
     from tools.client.blocking import HubClient
+    from tools.client.running import serving_hub
     from tools.client.settings import HUB_ENV
 
     target = resolve_home(home)
@@ -144,12 +147,11 @@ def status(*, home: Home = None, json: Json = False) -> int:
 
 
 def _status_lines(doc: dict[str, Any]) -> list[str]:
-    from hub.run import uptime_text
-    from tools.cli.plain import clean, table
+    from tools.cli.plain import clean, duration, table
 
     head = "Hub running"
     if doc["pid"] is not None:
-        head += f": pid {doc['pid']}, up {uptime_text(doc['uptime_seconds'])}"
+        head += f": pid {doc['pid']}, up {duration(doc['uptime_seconds'])}"
     memory = "enabled" if doc.get("memory_enabled") else "DISABLED (data calls fail with 'disabled')"
     rows: list[list[object]] = [
         ["home", doc["home"] or "(remote)"],
@@ -163,7 +165,7 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
 
 
 def _home_flag(home: Path) -> str:
-    from hub.config import home_option
+    from protocol.config_file import home_option
 
     return home_option(home)
 
@@ -213,8 +215,8 @@ def start(*, home: Home = None, listen: str | None = None, timeout: float = 15.0
     timeout
         Seconds to wait for the socket to answer.
     """
-    from hub.home import serving_hub
     from tools.cli.service import amux_command
+    from tools.client.running import serving_hub
 
     target = resolve_home(home).resolve()
     sock = home_socket(target)
@@ -294,7 +296,7 @@ def stop_hub(target: Path, timeout: float) -> dict[str, Any]:
     ``timeout``, ``permission_denied`` when it is another user's, ``internal``
     when the lock holder wrote no pid.
     """
-    from hub.home import serving_hub
+    from tools.client.running import serving_hub
 
     holder = serving_hub(target)
     if holder is None:
@@ -317,7 +319,28 @@ def stop_hub(target: Path, timeout: float) -> dict[str, Any]:
                            f"SIGTERM; 'kill -KILL {holder.pid}' ends it at once (every write is atomic)",
                            {"home": str(target), "pid": holder.pid, "deadline_seconds": timeout})
         time.sleep(0.05)
+    # The lock goes a moment before the process: give it EXIT_WAIT_SECONDS to be gone too (a zombie whose
+    # parent has not reaped it yet stays visible; it serves nothing).
+    gone_by = time.monotonic() + EXIT_WAIT_SECONDS
+    while time.monotonic() < gone_by:
+        try:
+            os.kill(holder.pid, 0)
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            break
+        if _zombie(holder.pid):
+            break
+        time.sleep(0.02)
     return {"stopped": True, "running": False, "home": str(target), "pid": holder.pid}
+
+
+def _zombie(pid: int) -> bool:
+    """True when ``pid`` has exited and waits to be reaped (Linux ``/proc``; elsewhere always False)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def restart(*, home: Home = None, listen: str | None = None, timeout: float = 15.0, json: Json = False) -> int:

@@ -44,6 +44,18 @@ def clean(text: object) -> str:
     return "".join(out)
 
 
+def duration(seconds: float) -> str:
+    """``seconds`` as a short duration for people: ``42 s``, ``5 min 3 s``, ``2 h 5 min``, ``3 d 4 h``."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
 def table(rows: Sequence[Sequence[object]]) -> list[str]:
     """``rows`` as left-aligned columns separated by two spaces (every cell :func:`clean`-ed)."""
     cells = [[clean(c) for c in row] for row in rows]
