@@ -44,9 +44,11 @@ class ExitStatus(IntEnum):
 
     OK = 0
     PROBLEMS_FOUND = 20
-    """A check ran and found problems (``amux memory lint``, ``index --check``): not a failure of the tool."""
+    """A check ran and found problems (``amux memory lint``, ``index --check``, ``amux doctor``): not a failure of the
+    tool."""
     HUB_START_FAILED = 21
-    """``amux hub serve`` could not start (home locked by another Hub, socket in use, bad settings)."""
+    """``amux hub serve`` or ``amux hub start`` could not start the Hub (home locked by another Hub, socket in use, bad
+    settings; ``start``: it exited or did not answer in time)."""
     BROKEN_PIPE = 141
     """The reader of standard output went away (``| head``): 128 + SIGPIPE, as a shell reports it."""
 
