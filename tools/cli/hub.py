@@ -247,8 +247,8 @@ def start(*, home: Home = None, listen: str | None = None, timeout: float = 15.0
         if code is not None:
             return _start_failed(f"the Hub exited with status {code} before answering; see {log}",
                                  {**data, "exit_status": code, "log_tail": _tail(log, offset)})
-        if _answers(sock) is not None:
-            break
+        if _answers(sock) is not None and getattr(serving_hub(target), "pid", None) == proc.pid:
+            break  # our child answers (not another home's Hub on a shared socket path)
         if time.monotonic() >= deadline:
             proc.terminate()
             try:
