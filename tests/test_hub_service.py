@@ -247,3 +247,19 @@ def test_human_status_in_a_terminal(home: Home) -> None:
     assert "memory   enabled" in text and "{" not in text, text
     piped = home.amux("hub", "status", "--json")
     assert json.loads(piped.stdout)["pid"] == pid
+
+
+def test_stop_of_a_hub_that_does_not_exit_is_busy(home: Home) -> None:
+    pid = ok(home.amux("hub", "start"))["pid"]
+    os.kill(pid, signal.SIGSTOP)  # a Hub that cannot act on SIGTERM
+    try:
+        r = home.amux("hub", "stop", "--timeout", "0.5")
+        assert r.returncode == EXIT_CODES[ErrorCode.BUSY], (r.stdout, r.stderr)
+        error = r.json["error"]
+        assert error["data"]["pid"] == pid and f"kill -KILL {pid}" in error["message"], error
+        assert home.lock_pid() == pid  # still the Hub serving the home
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    # The pending SIGTERM is handled once it runs again: a second stop finds it stopping or gone.
+    assert ok(home.amux("hub", "stop"))["running"] is False
+    assert home.amux("hub", "status").json["error"]["data"]["running"] is False
