@@ -135,3 +135,28 @@ def test_disabled_names_the_home_it_applies_to(hub_factory: Any) -> None:
     assert f"'amux system config set memory.enabled true --home {hub.home}'" in message, message
     assert f"amux hub restart --home {hub.home}" in message
     assert hub.log is not None and f"memory.enabled true --home {hub.home}'" in hub.log.read_text()
+
+
+def test_doctor_reads_what_the_real_agents_write(hub: HubProcess, bin_dir: Path, tmp_path: Path) -> None:
+    """Registrations made by the real ``claude mcp add`` and ``codex mcp add`` are found, and Codex's own
+    ``features list`` decides whether its memories are on."""
+    user = tmp_path / "real-user"
+    (user / ".codex").mkdir(parents=True)
+    env = {k: v for k, v in hub.env.items() if not k.startswith(("ANTHROPIC_", "CLAUDE", "CODEX_", "OPENAI_"))}
+    env.update(HOME=str(user), PATH=f"{BIN}:{bin_dir}:/usr/bin:/bin")
+    amux = amux_argv()[0]
+    for argv in ([str(bin_dir / "claude"), "mcp", "add", "-s", "user", "amux", "--", amux, "mcp"],
+                 [str(bin_dir / "codex"), "mcp", "add", "amux", "--", amux, "mcp"]):
+        added = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
+        assert added.returncode == 0, added.stdout + added.stderr
+    r, checks = _doctor(hub, env)
+    assert r.returncode == 0, r.stdout
+    assert checks["claude_mcp"]["status"] == "ok" and amux in checks["claude_mcp"]["summary"]
+    assert checks["codex_mcp"]["status"] == "ok" and amux in checks["codex_mcp"]["summary"]
+    assert checks["claude_memory"]["status"] == "warn"  # Claude Code's auto memory is on by default
+    assert checks["codex_memory"]["status"] == "ok" and "codex features list" in checks["codex_memory"]["summary"]
+    with open(user / ".codex" / "config.toml", "a") as fh:
+        fh.write("\n[features]\nmemories = true\n")
+    (user / ".claude" / "settings.json").write_text(json.dumps({"autoMemoryEnabled": False}))
+    r, checks = _doctor(hub, env)
+    assert checks["codex_memory"]["status"] == "warn" and checks["claude_memory"]["status"] == "ok", checks

@@ -273,20 +273,39 @@ def check_codex(ctx: Context) -> list[Check]:
             checks.append(Check("codex_mcp", "ok", f"amux is registered in {path}: {_server_summary(server)}"))
     feature = _table(config, "features", "memories")
     use, generate = _table(config, "memories", "use_memories"), _table(config, "memories", "generate_memories")
-    off = feature is False or (use is False and generate is False)
+    effective = codex_memories_feature()
+    source = "codex features list" if effective is not None else str(path)
+    enabled = effective if effective is not None else feature is True
     fix = f"use 'amux launch codex' (it switches them off), or set memories = false under [features] in {path}"
-    if off:
-        checks.append(Check("codex_memory", "ok", f"Codex's native memories are off for plain runs ({path})"))
+    if not enabled or (use is False and generate is False):
+        checks.append(Check("codex_memory", "ok", f"Codex's native memories are off for plain runs ({source})"))
     elif server is None:
-        checks.append(Check("codex_memory", "ok", "Codex's native memories are not switched off, but amux is not "
+        checks.append(Check("codex_memory", "ok", f"Codex's native memories are on ({source}), but amux is not "
                             "registered there ('amux launch codex' switches them off)"))
-    elif feature is True:
-        checks.append(Check("codex_memory", "warn", "Codex's native memories are on (features.memories = true): "
-                            "with amux registered it gets two competing memories", fix))
     else:
-        checks.append(Check("codex_memory", "warn", f"Codex's native memories are not switched off in {path} "
-                            "(Codex's own default applies): with amux registered it may get two memories", fix))
+        checks.append(Check("codex_memory", "warn", f"Codex's native memories are on for plain 'codex' runs "
+                            f"({source}): with amux registered it gets two competing memories", fix))
     return checks
+
+
+def codex_memories_feature() -> bool | None:
+    """Whether Codex's ``memories`` feature is on, as ``codex features list`` reports it (its default, the user's
+    ``config.toml`` and profile applied); ``None`` when ``codex`` is not on ``PATH`` or does not say within 10 s."""
+    import subprocess
+
+    codex = shutil.which("codex")
+    if codex is None:
+        return None
+    try:
+        proc = subprocess.run([codex, "features", "list"], capture_output=True, text=True, timeout=10,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in proc.stdout.splitlines():
+        words = line.split()
+        if words and words[0] == "memories" and words[-1] in ("true", "false"):
+            return words[-1] == "true"
+    return None
 
 
 MARK: dict[str, str] = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "--  "}
