@@ -53,11 +53,14 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
     listening and the home lock is released.  On a signal or cancellation it
     stops accepting and reading, lets running requests finish for up to
     ``limits.shutdown_grace_seconds``, removes the socket and releases the lock.
+    Once it has served, its last log line says what stopped it (the signal,
+    ``cancelled``, or the error's type) and after how long (DESIGN.md §19.2).
     """
     lock = HomeLock(config.home / LOCK_NAME)
     lock.acquire()
     started = time.monotonic()
-    why = ["cancelled"]  # what stopped the Hub, for the last log line; a signal's name replaces it
+    why = ["stopped"]  # what stopped the Hub, for the last log line: a signal's name, "cancelled" or the error
+    serving = False
     try:
         network = network_settings(config)
         check_registry(config.home)
@@ -100,15 +103,28 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
                         log.warning("memory is disabled: data calls fail with 'disabled' until "
                                     "'%s' and a restart", enable_command(config.home))
                     task_status.started(hub)
+                    serving = True
                 await listener.aclose()
                 for tcp in tcp_listeners:
                     await tcp.aclose()
                 hub.stop_reading()
                 conns.cancel_scope.deadline = trio.current_time() + limits.shutdown_grace_seconds
         config.socket_path.unlink(missing_ok=True)
-        log.info("Hub stopped (%s) after %.0f s; pid %d", why[0], time.monotonic() - started, os.getpid())
+    except BaseException as exc:
+        if why[0] == "stopped":  # not a signal: cancelled by the caller, or a failure
+            why[0] = "cancelled" if _only_cancelled(exc) else f"error: {type(exc).__name__}"
+        raise
     finally:
+        if serving:
+            log.info("Hub stopped (%s) after %.0f s; pid %d", why[0], time.monotonic() - started, os.getpid())
         lock.release()
+
+
+def _only_cancelled(exc: BaseException) -> bool:
+    """True for ``trio.Cancelled``, or an exception group holding nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1] is None
+    return isinstance(exc, trio.Cancelled)
 
 
 async def _wait_signal(signals: AsyncIterator[int], scope: trio.CancelScope, why: list[str]) -> None:
