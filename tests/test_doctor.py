@@ -36,6 +36,25 @@ def _user(tmp_path: Path, hub: HubProcess, *, healthy: bool) -> dict[str, str]:
     return env
 
 
+def _in_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run the CLI with stdout on a pseudo-terminal; its exit status and what it printed there."""
+    main, sub = pty.openpty()
+    proc = subprocess.Popen([*amux_argv(), *args], stdout=sub, stderr=subprocess.DEVNULL, env=env,
+                            stdin=subprocess.DEVNULL)
+    os.close(sub)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # EIO: the other end closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(main)
+    return proc.wait(60), out.decode(errors="replace")
+
+
 def _doctor(hub: HubProcess, env: dict[str, str], *args: str) -> tuple[CliResult, dict[str, Any]]:
     r = hub.cli("doctor", *args, env=env)
     doc = r.json
@@ -52,22 +71,8 @@ def test_doctor_on_a_healthy_setup(hub: HubProcess, tmp_path: Path) -> None:
     assert str(hub.socket) in checks["home"]["summary"] and "global" in checks["identity"]["summary"]
     assert amux_argv()[0] in checks["claude_mcp"]["summary"]
     # In a terminal: one line per check, no JSON.
-    main, sub = pty.openpty()
-    proc = subprocess.Popen([*amux_argv(), "doctor"], stdout=sub, stderr=subprocess.PIPE, env={**hub.env, **env},
-                            stdin=subprocess.DEVNULL)
-    os.close(sub)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(main)
-    assert proc.wait(60) == 0
-    text = out.decode()
+    status, text = _in_terminal(["doctor"], {**hub.env, **env})
+    assert status == 0
     assert "{" not in text and text.rstrip().endswith("all good"), text
     assert all(line.startswith("ok ") for line in text.splitlines()[:-1]), text
 
@@ -160,3 +165,14 @@ def test_doctor_reads_what_the_real_agents_write(hub: HubProcess, bin_dir: Path,
     (user / ".claude" / "settings.json").write_text(json.dumps({"autoMemoryEnabled": False}))
     r, checks = _doctor(hub, env)
     assert checks["codex_memory"]["status"] == "warn" and checks["claude_memory"]["status"] == "ok", checks
+
+
+def test_doctor_escapes_terminal_controls_from_agent_files(hub: HubProcess, tmp_path: Path) -> None:
+    env = _user(tmp_path, hub, healthy=True)
+    hostile = "/tmp/\x1b]0;owned\x07\x1b[2J/amux"
+    (Path(env["HOME"]) / ".claude.json").write_text(json.dumps(
+        {"mcpServers": {"amux": {"type": "stdio", "command": hostile, "args": ["mcp"]}}}))
+    status, text = _in_terminal(["doctor"], {**hub.env, **env})
+    assert status == ExitStatus.PROBLEMS_FOUND
+    assert "\x1b" not in text and "\x07" not in text, repr(text)
+    assert "\\x1b]0;owned\\x07" in text, text
