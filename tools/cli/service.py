@@ -189,6 +189,9 @@ def service_install(*, home: Home = None, user: UserOption = False, print_: Anno
     except OSError as exc:
         return fail(HubError(ErrorCode.STORAGE_ERROR, f"cannot write {path}: {exc}", {"path": str(path)}))
     except HubError as exc:
+        if exc.code is ErrorCode.PERMISSION_DENIED and not user:
+            exc = HubError(exc.code, f"{exc.message}; a system-wide service needs root: use --user for yours",
+                           exc.data)
         return fail(exc)
     hint = enable_hint(kind, user, path)
     doc = {"installed": str(path), "replaced": replaced, "manager": kind, "user": user, "home": str(target),
