@@ -157,8 +157,8 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
         ["home", doc["home"] or "(remote)"],
         ["socket", doc["socket"]],
         ["memory", f"{memory}; isolation {doc.get('isolation')}; history {'on' if doc.get('history') else 'off'}"],
-        ["you", f"{doc.get('principal')} ({doc.get('principal_kind')}, {doc.get('auth')}), scope {doc.get('scope')}"
-                f", binding {doc.get('binding')}"],
+        ["you", f"principal {doc.get('principal')} ({doc.get('principal_kind')}, {doc.get('auth')}), "
+                f"scope {doc.get('scope')}, binding {doc.get('binding')}"],
         ["version", doc.get("hub_version")],
     ]
     return [clean(head), *(f"  {line}" for line in table(rows))]
