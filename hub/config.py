@@ -183,6 +183,23 @@ def set_value(home: Path, key: str, text: str) -> Any:
     return value
 
 
+def describe(home: Path) -> list[dict[str, Any]]:
+    """Every known setting of ``home``, in :data:`SETTINGS` order, for ``amux system config list`` (DESIGN.md §13.2).
+
+    Each row is ``{key, value, default, source, description}``: ``value`` parsed
+    as the Hub would read it, ``source`` ``"config.toml"`` when the file sets
+    it, else ``"default"``.  A setting added to :data:`SETTINGS` appears here
+    with no other change.  Raises ``bad_request`` for an invalid file or
+    value (the message names it), ``OSError`` for an unreadable file.
+    """
+    raw = read_config(home)
+    return [
+        {"key": key, "value": _value(home, raw, key), "default": setting.default,
+         "source": "default" if setting_text(raw, key) is None else CONFIG_NAME, "description": setting.help}
+        for key, setting in SETTINGS.items()
+    ]
+
+
 def _known(key: str) -> Setting:
     if key not in SETTINGS:
         raise HubError(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -22,8 +23,9 @@ from types import TracebackType
 from hub.fsio import make_directories
 from hub.registry import RegistryFileError, read_registry, registry_path
 
-HOME_LOCK_NAME = "hub.lock"
-"""The lock file's name under ``<AMUX_HOME>``; it holds the serving Hub's pid."""
+LOCK_RETRY_SECONDS = 0.25
+"""How long :meth:`HomeLock.acquire` retries a held lock before refusing: the clients' lock probe (``amux hub
+status``) holds it, shared, for microseconds, and must never make a starting Hub refuse (DESIGN.md §19.1)."""
 
 
 class HubStartError(Exception):
@@ -57,7 +59,7 @@ class HomeLock:
         with start_step("open the lock file", self.path):
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            lock_with_retry(fd)
         except OSError as exc:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
@@ -81,6 +83,23 @@ class HomeLock:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def lock_with_retry(fd: int) -> None:
+    """``flock(fd, LOCK_EX | LOCK_NB)``, retried every 10 ms for :data:`LOCK_RETRY_SECONDS` while it is held.
+
+    Raises the last ``OSError`` (``EWOULDBLOCK`` when another process still
+    holds it; any other errno at once).
+    """
+    deadline = time.monotonic() + LOCK_RETRY_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.01)
 
 
 def prepare_memory_root(root: Path) -> None:

@@ -15,15 +15,18 @@ the requests already running finish and answer (for at most
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import stat
 import sys
+import time
 from collections.abc import AsyncIterator
 
 import trio
 
 from hub import fsio
 from hub.config import HubConfig
-from hub.home import HOME_LOCK_NAME, HomeLock, HubStartError, check_registry, prepare_memory_root
+from hub.home import HomeLock, HubStartError, check_registry, prepare_memory_root
 from hub.listeners import (
     accept_loop,
     listener_address,
@@ -33,6 +36,7 @@ from hub.listeners import (
 )
 from hub.server import Hub
 from hub.service import MemoryService
+from protocol.config_file import LOCK_NAME, enable_command
 from protocol.errors import ExitStatus
 from protocol.limits import Limits
 
@@ -49,9 +53,14 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
     listening and the home lock is released.  On a signal or cancellation it
     stops accepting and reading, lets running requests finish for up to
     ``limits.shutdown_grace_seconds``, removes the socket and releases the lock.
+    Once it has served, its last log line says what stopped it (the signal,
+    ``cancelled``, or the error's type) and after how long (DESIGN.md §19.2).
     """
-    lock = HomeLock(config.home / HOME_LOCK_NAME)
+    lock = HomeLock(config.home / LOCK_NAME)
     lock.acquire()
+    started = time.monotonic()
+    why = ["stopped"]  # what stopped the Hub, for the last log line: a signal's name, "cancelled" or the error
+    serving = False
     try:
         network = network_settings(config)
         check_registry(config.home)
@@ -78,10 +87,11 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
                         assert network is not None
                         accept.start_soon(accept_loop, tcp, hub.open_connections, conns, network.transport,
                                           network.tls)
-                    accept.start_soon(_wait_signal, signals, accept.cancel_scope)
+                    accept.start_soon(_wait_signal, signals, accept.cancel_scope, why)
                     log.info(
-                        "Hub listening on %s (memory %s, isolation %s)", config.socket_path,
-                        "enabled" if config.memory_enabled else "disabled", config.isolation,
+                        "Hub listening on %s (memory %s, isolation %s, pid %d, home %s)", config.socket_path,
+                        "enabled" if config.memory_enabled else "disabled", config.isolation, os.getpid(),
+                        config.home,
                     )
                     for tcp in tcp_listeners:
                         assert network is not None
@@ -91,22 +101,37 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
                                  "" if network.tls else " (plaintext: loopback only; callers need a token)")
                     if not config.memory_enabled:
                         log.warning("memory is disabled: data calls fail with 'disabled' until "
-                                    "'amux system config set memory.enabled true' and a restart")
+                                    "'%s' and a restart", enable_command(config.home))
                     task_status.started(hub)
+                    serving = True
                 await listener.aclose()
                 for tcp in tcp_listeners:
                     await tcp.aclose()
                 hub.stop_reading()
                 conns.cancel_scope.deadline = trio.current_time() + limits.shutdown_grace_seconds
         config.socket_path.unlink(missing_ok=True)
+    except BaseException as exc:
+        if why[0] == "stopped":  # not a signal: cancelled by the caller, or a failure
+            why[0] = "cancelled" if _only_cancelled(exc) else f"error: {type(exc).__name__}"
+        raise
     finally:
+        if serving:
+            log.info("Hub stopped (%s) after %.0f s; pid %d", why[0], time.monotonic() - started, os.getpid())
         lock.release()
 
 
-async def _wait_signal(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
-    """Cancel ``scope`` (the accept loops) at the first SIGINT/SIGTERM."""
+def _only_cancelled(exc: BaseException) -> bool:
+    """True for ``trio.Cancelled``, or an exception group holding nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1] is None
+    return isinstance(exc, trio.Cancelled)
+
+
+async def _wait_signal(signals: AsyncIterator[int], scope: trio.CancelScope, why: list[str]) -> None:
+    """Cancel ``scope`` (the accept loops) at the first SIGINT/SIGTERM; its name goes into ``why[0]``."""
     async for signum in signals:
-        log.info("received %s: stopping (in-flight requests finish first)", signal.Signals(signum).name)
+        why[0] = signal.Signals(signum).name
+        log.info("received %s: stopping (in-flight requests finish first)", why[0])
         scope.cancel()
         return
 
@@ -117,12 +142,22 @@ def run(config: HubConfig, limits: Limits) -> int:
     ``ExitStatus.OK`` (0) after a clean stop; ``ExitStatus.HUB_START_FAILED``
     (21) when the Hub could not start (home locked, socket in use, bad TLS
     files, an unusable setting or registry), with one line on stderr.
-    Logs go to stderr, prefixed ``amux hub:``.
+    Logs go to stderr, prefixed ``amux hub:``; when stderr is a regular file
+    (``amux hub start``'s ``hub.log``) each line also starts with its local
+    time, which a terminal or the service manager's journal adds itself.
     """
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="amux hub: %(message)s")
+    stamp = "%(asctime)s " if _stderr_is_file() else ""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=f"{stamp}amux hub: %(message)s")
     try:
         trio.run(serve, config, limits)
     except HubStartError as exc:
         print(f"amux hub: {exc}", file=sys.stderr)
         return ExitStatus.HUB_START_FAILED
     return ExitStatus.OK
+
+
+def _stderr_is_file() -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(sys.stderr.fileno()).st_mode)
+    except (OSError, ValueError):
+        return False

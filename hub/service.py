@@ -34,6 +34,7 @@ from hub.identity import Identity, Scope
 from hub.listing import list_documents, walk_documents
 from hub.search import Reader, read_file_nofollow, search_scope
 from hub.store import Store, revision_of
+from protocol.config_file import enable_command, home_option
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import Limits
 from protocol.messages import DATA_METHODS
@@ -110,7 +111,8 @@ class MemoryService:
             raise HubError(
                 ErrorCode.DISABLED,
                 "memory is disabled on this Hub; the files are kept. Enable it with "
-                "'amux system config set memory.enabled true' and restart the Hub",
+                f"'{enable_command(self.config.home)}' and restart the Hub "
+                f"('amux hub restart{home_option(self.config.home)}')",
                 {"setting": "memory.enabled"},
             )
         actor = Actor(None, "hub") if identity is None else Actor(

@@ -59,6 +59,22 @@ def hub_address() -> str:
     return str(endpoint)
 
 
+def _enable_hint(hub: str) -> str:
+    """The command that enables memory for ``hub``: with ``--home`` when it is AMUX_HOME's own socket and that home
+    is not ``~/.amux`` (DESIGN.md §13.2); for any other Hub, the command without a home, run on the Hub's host."""
+    from protocol.config_file import enable_command, read_config, socket_path
+    from tools.client.settings import default_home
+
+    home = default_home()
+    try:
+        own = os.path.abspath(socket_path(home, read_config(home)))
+    except (OSError, HubError):
+        own = os.path.abspath(home / "hub.sock")
+    if own == hub:
+        return enable_command(home)
+    return "amux system config set memory.enabled true on the Hub's home"
+
+
 def hub_hello(hub: str, *, timeout: float = HELLO_TIMEOUT) -> HelloFn:
     """A :data:`HelloFn` that connects to ``hub`` from this process (``AMUX_TOKEN`` and ``AMUX_HUB_CA`` as usual)."""
     from tools.client.blocking import HubClient
@@ -91,8 +107,8 @@ def resolve_fresh(hub: str, hello: HelloFn) -> Resolution:
             return Resolution(None, hub, f"Hub unreachable: {exc.message}")
         return Resolution(None, hub, f"the Hub refused this launch: {exc.code.value}: {exc.message}")
     if not reply.get("memory_enabled"):
-        return Resolution(None, hub, "memory is disabled on the Hub (amux system config set memory.enabled true, "
-                          "then restart the Hub; new sessions get memory after that)")
+        return Resolution(None, hub, f"memory is disabled on the Hub ({_enable_hint(hub)}, then restart the Hub; "
+                          "new sessions get memory after that)")
     binding = reply.get("binding")
     if not _valid_binding(binding):
         return Resolution(None, hub, f"the Hub answered an unusable binding {binding!r}")

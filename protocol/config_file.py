@@ -24,6 +24,9 @@ CONFIG_NAME = "config.toml"
 """The settings file's name under ``<AMUX_HOME>``."""
 SOCKET_NAME = "hub.sock"
 """The Unix socket's name under ``<AMUX_HOME>`` when ``hub.socket_path`` is unset."""
+LOCK_NAME = "hub.lock"
+"""The lock file's name under ``<AMUX_HOME>``: the serving Hub holds an exclusive ``flock`` on it and writes its
+pid there (DESIGN.md §13.3, §19.1)."""
 
 
 def read_config(home: Path) -> dict[str, dict[str, Any]]:
@@ -80,3 +83,24 @@ def socket_path(home: Path, raw: Mapping[str, Mapping[str, Any]]) -> Path:
     :func:`expand_path`, else ``<home>/hub.sock``."""
     configured = expand_path(setting_text(raw, "hub.socket_path") or "")
     return Path(configured) if configured else home / SOCKET_NAME
+
+
+def home_option(home: Path) -> str:
+    """`` --home HOME`` (shell-quoted) for a command suggested to a person, or ``""`` for the default home.
+
+    The default is ``~/.amux`` of the user running this code; a Hub or
+    command on any other home spells it out, so the suggestion changes that
+    home and not ``~/.amux`` (DESIGN.md §13.2).
+    """
+    import shlex
+
+    try:
+        default = (Path.home() / ".amux").resolve()
+    except RuntimeError:  # no home directory known
+        default = None
+    return "" if default is not None and home.expanduser().resolve() == default else f" --home {shlex.quote(str(home))}"
+
+
+def enable_command(home: Path) -> str:
+    """The command that turns memory on for ``home``: ``amux system config set memory.enabled true [--home HOME]``."""
+    return f"amux system config set memory.enabled true{home_option(home)}"

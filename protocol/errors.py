@@ -44,9 +44,11 @@ class ExitStatus(IntEnum):
 
     OK = 0
     PROBLEMS_FOUND = 20
-    """A check ran and found problems (``amux memory lint``, ``index --check``): not a failure of the tool."""
+    """A check ran and found problems (``amux memory lint``, ``index --check``, ``amux doctor``): not a failure of the
+    tool."""
     HUB_START_FAILED = 21
-    """``amux hub serve`` could not start (home locked by another Hub, socket in use, bad settings)."""
+    """``amux hub serve`` or ``amux hub start`` could not start the Hub (home locked by another Hub, socket in use, bad
+    settings; ``start``: it exited or did not answer in time)."""
     NOT_SAVED = 22
     """``amux memory edit`` wrote nothing: the editor failed or conflict markers were left; the text is kept."""
     BROKEN_PIPE = 141
@@ -76,14 +78,14 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
                                         f"data.unit): keep {ENTRY_NAME} short and move details into topic documents, "
                                         "or remove stale documents."),
     ErrorCode.DISABLED: ErrorSpec(7, "Memory is switched off on this Hub. Carry on without memory; if the user asked "
-                                  "you to remember or recall something, tell them memory is off (they can enable it "
-                                  "with 'amux system config set memory.enabled true' and restart the Hub)."),
+                                  "you to remember or recall something, tell them memory is off (the message names the "
+                                  "command that enables it; then the Hub is restarted)."),
     ErrorCode.UNAUTHORIZED: ErrorSpec(8, "This caller may not use this memory; tell the user."),
     ErrorCode.BINDING_MISMATCH: ErrorSpec(9, "This conversation's memory no longer matches the Hub's: tell the user "
                                           "to start a new conversation."),
     ErrorCode.FRAME_TOO_LARGE: ErrorSpec(10, "The request is too large; send less content."),
     ErrorCode.UNAVAILABLE: ErrorSpec(11, "The memory Hub cannot be reached. Carry on without memory and tell the "
-                                     "user if it matters (a Hub is started with 'amux hub serve')."),
+                                     "user if it matters (a Hub is started with 'amux hub start')."),
     ErrorCode.BUSY: ErrorSpec(12, "The Hub is busy with this connection's other calls; wait and call again."),
     ErrorCode.DESTRUCTIVE_REWRITE: ErrorSpec(13, "Nothing was written: the content looked like a lossy rewrite (a "
                                              "placeholder such as '[rest unchanged]', or most lines dropped). Read "

@@ -11,10 +11,11 @@ import pytest
 import trio
 
 from hub.config import HubConfig
-from hub.home import HOME_LOCK_NAME, HomeLock
+from hub.home import HomeLock
 from hub.run import run
 from hub.server import Hub
 from hub.service import HANDLERS
+from protocol.config_file import LOCK_NAME
 from protocol.errors import ExitStatus
 from protocol.framing import FrameDecoder
 from protocol.limits import LIMITS
@@ -60,7 +61,7 @@ def test_canonical_path_is_a_valid_path_in_its_nfc_spelling() -> None:
 def test_run_exits_hub_start_failed_when_another_hub_holds_the_home(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    holder = HomeLock(tmp_path / HOME_LOCK_NAME)
+    holder = HomeLock(tmp_path / LOCK_NAME)
     holder.acquire()
     try:
         assert run(_config(tmp_path), LIMITS) == ExitStatus.HUB_START_FAILED

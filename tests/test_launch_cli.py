@@ -189,6 +189,7 @@ def test_disabled_hub_launches_without_memory_and_a_stored_null_stays_null(hub_f
     assert "warning" in line and "disabled" in line and "s-off" in line
     state = launch.session("s-off")
     assert state["binding"] is None and "disabled" in state["reason"]
+    assert f"memory.enabled true --home {hub.home}" in state["reason"], state  # the fix names this home
     hub.configure("memory.enabled", "true")
     hub.restart()
     r = launch("--resume", "s-off", "claude", "-p", "again")

@@ -45,6 +45,8 @@ memory_app = App(name="memory", help="Search, read, write and delete memory docu
                  "archive, import — also on a project with --project DIR).")
 system_app = App(name="system", help="System settings.")
 config_app = App(name="config", help="Read and change Hub settings (applied when the Hub next starts).")
+service_app = App(name="service", help="Run the Hub under systemd (Linux) or launchd (macOS): write or remove "
+                  "the service file; it says how to enable it.")
 protocol_app = App(name="protocol", help="The agent memory protocol: the short, fixed instructions agents get.")
 
 app.command(hub_app)
@@ -54,9 +56,15 @@ app.command(protocol_app)
 system_app.command(config_app)
 hub_app.command(principal_app)
 hub_app.command(token_app)
+hub_app.command(service_app)
 
 hub_app.command("tools.cli.hub:serve", name="serve")
 hub_app.command("tools.cli.hub:status", name="status")
+hub_app.command("tools.cli.hub:start", name="start")
+hub_app.command("tools.cli.hub:stop", name="stop")
+hub_app.command("tools.cli.hub:restart", name="restart")
+service_app.command("tools.cli.service:service_install", name="install")
+service_app.command("tools.cli.service:service_uninstall", name="uninstall")
 principal_app.command("tools.cli.admin:principal_add", name="add")
 principal_app.command("tools.cli.admin:principal_remove", name="remove")
 principal_app.command("tools.cli.admin:principal_alias", name="alias")
@@ -67,6 +75,7 @@ token_app.command("tools.cli.admin:token_list", name="list")
 token_app.command("tools.cli.admin:token_revoke", name="revoke")
 config_app.command("tools.cli.config:config_get", name="get")
 config_app.command("tools.cli.config:config_set", name="set")
+config_app.command("tools.cli.config:config_list", name="list")
 
 memory_app.command("tools.cli.memory:search", name="search")
 memory_app.command("tools.cli.memory:show", name="show")
@@ -88,14 +97,15 @@ memory_app.command("tools.cli.typed_ops:import_command", name="import")
 
 protocol_app.command("tools.cli.agent:protocol_show", name="show")
 app.command("tools.cli.agent:mcp_serve", name="mcp")
+app.command("tools.cli.doctor:doctor", name="doctor")
 # Its tokens go to tools.cli.launch raw: the agent's own --help, --version and -- must reach the agent.  The
 # delimiter is a NUL (no argv token can contain one), not "": cyclopts would take an empty argument for it.
 app.command("tools.cli.launch:launch", name="launch", help_flags=[], version_flags=[], end_of_options_delimiter="\0")
 
 HELP_FLAGS = ("--help", "-h")
 VERSION_FLAGS = ("--version",)
-GROUP_PATHS = {(), ("hub",), ("hub", "principal"), ("hub", "token"), ("memory",), ("system",), ("system", "config"),
-               ("protocol",)}
+GROUP_PATHS = {(), ("hub",), ("hub", "principal"), ("hub", "token"), ("hub", "service"), ("memory",), ("system",),
+               ("system", "config"), ("protocol",)}
 """Token lists that name a command group: cyclopts prints the group's help page for them."""
 
 

@@ -1,16 +1,18 @@
-"""``amux system config get|set``: read and change ``<home>/config.toml`` (DESIGN.md §13).
+"""``amux system config get|set|list``: read and change ``<home>/config.toml`` (DESIGN.md §13).
 
-Both work whether or not a Hub runs; a running Hub keeps its settings until
-it is restarted.
+All work whether or not a Hub runs, on ``--home``, else ``AMUX_HOME``, else
+``~/.amux``; a running Hub keeps its settings until it is restarted, and
+``set`` says so only when a Hub runs for that home.
 """
 
 from __future__ import annotations
 
 import json
 
-from protocol.errors import HubError
+from protocol.errors import ErrorCode, HubError
 from tools.cli.options import Home, resolve_home
 from tools.cli.output import emit, fail, say
+from tools.cli.plain import Json, show
 
 
 def config_get(key: str, /, *, home: Home = None) -> int:
@@ -48,17 +50,64 @@ def config_set(key: str, value: str, /, *, home: Home = None) -> int:
         The new value.
     """
     from hub import config as hub_config
-    from protocol.config_file import CONFIG_NAME
+    from protocol.config_file import CONFIG_NAME, home_option
+    from tools.client.running import serving_hub
 
     target = resolve_home(home)
     try:
         stored = hub_config.set_value(target, key, value)
     except HubError as exc:
         return fail(exc)
-    emit({"key": key, "value": stored, "file": str(target / CONFIG_NAME), "restart_required": True})
-    say(f"{key} = {json.dumps(stored)}; it takes effect when the Hub next starts")
+    holder = serving_hub(target)
+    emit({"key": key, "value": stored, "file": str(target / CONFIG_NAME), "restart_required": holder is not None})
+    if holder is not None:
+        say(f"{key} = {json.dumps(stored)}; the Hub running for {target} (pid {holder.pid}) keeps the old value "
+            f"until it restarts: 'amux hub restart{home_option(target)}'")
+    else:
+        say(f"{key} = {json.dumps(stored)}; it takes effect when the Hub next starts")
     if key == "memory.history" and stored is False:
         say(f"nothing new will be recorded, and the history already stored in {target / 'history'} is kept: "
             "erase a document's with 'amux memory purge PATH --all' (forget the document first), or all of it "
             f"by deleting {target / 'history'} while the Hub is stopped")
     return 0
+
+
+def config_list(*, home: Home = None, json: Json = False) -> int:
+    """Show every setting: its value, its default, where the value comes from (config.toml or the default)
+    and what it does.
+
+    JSON ({"file", "settings": [{key, value, default, source, description}]})
+    with --json or when stdout is not a terminal.  Exit status 0; 2
+    bad_request for an invalid config.toml (the message names the entry).
+    """
+    from hub import config as hub_config
+    from protocol.config_file import CONFIG_NAME
+    from tools.cli.plain import table
+
+    target = resolve_home(home)
+    try:
+        rows = hub_config.describe(target)
+    except HubError as exc:
+        return fail(exc)
+    except OSError as exc:
+        return fail(HubError(ErrorCode.PERMISSION_DENIED if isinstance(exc, PermissionError)
+                             else ErrorCode.STORAGE_ERROR, f"cannot read {target / CONFIG_NAME}: {exc.strerror}",
+                             {"path": str(target / CONFIG_NAME)}))
+    doc = {"file": str(target / CONFIG_NAME), "settings": rows}
+
+    def text(value: object) -> str:
+        return _shown(value) if value != "" else "''"
+
+    lines = [f"settings of {target / CONFIG_NAME} (applied when the Hub starts)", *table(
+        [["KEY", "VALUE", "FROM", "DEFAULT"]]
+        + [[r["key"], text(r["value"]), r["source"], text(r["default"])] for r in rows])]
+    lines += ["", *(f"{r['key']}: {r['description']}" for r in rows)]
+    show(doc, lines, json_flag=json)
+    return 0
+
+
+def _shown(value: object) -> str:
+    """A setting's value as a person types it: ``true``/``false``, a number, a bare string."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

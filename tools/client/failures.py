@@ -27,7 +27,8 @@ def where(endpoint: Endpoint) -> dict[str, str]:
 
 def not_listening(endpoint: Endpoint, why: str) -> HubError:
     """Nothing listens at ``endpoint`` (no socket file, connection refused); ``why`` is the OS's reason."""
-    hint = ("start one with 'amux hub serve' or point AMUX_HOME / AMUX_HUB at a running Hub"
+    hint = ("start one with 'amux hub start' (or 'amux hub serve' in the foreground) or point AMUX_HOME / AMUX_HUB "
+            "at a running Hub"
             if endpoint.kind == "unix" else "check AMUX_HUB and that the Hub runs with hub.listen")
     return HubError(ErrorCode.UNAVAILABLE, f"no Hub is listening at {endpoint} ({why}); {hint}", where(endpoint))
 

@@ -1,0 +1,344 @@
+"""``amux doctor``: check the whole set-up and say how to fix each problem (DESIGN.md §19).
+
+Checks, in order, each ``ok``, ``warn``, ``fail`` or ``skip`` with a one-line
+summary and, unless ``ok``, a fix command: the ``amux`` CLI on ``PATH``; the
+home and socket; the Hub answering a ``hello``; memory enabled; the caller's
+principal and scope; the ``amux`` MCP server registered in Claude Code
+(``~/.claude.json``, ``~/.claude/settings.json``; ``$CLAUDE_CONFIG_DIR`` moves
+both) and Codex (``$CODEX_HOME/config.toml``, default ``~/.codex``); and
+whether those agents' own memory is on for a plain run (one not started by
+``amux launch``, which switches it off, DESIGN.md §10).  Agent files are only
+read, never written.  Exit status 0 when nothing failed (warnings allowed),
+``ExitStatus.PROBLEMS_FOUND`` (20) otherwise.
+"""
+
+from __future__ import annotations
+
+import json as jsonlib
+import os
+import shlex
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from protocol.errors import ErrorCode, ExitStatus, HubError
+from tools.cli.options import Home, resolve_home
+from tools.cli.plain import Json, clean, show
+
+Status = Literal["ok", "warn", "fail", "skip"]
+
+TRUE_TEXT = ("1", "true", "yes", "on")
+"""Values of an environment switch such as ``CLAUDE_CODE_DISABLE_AUTO_MEMORY`` that mean "on"."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One finding: ``name`` (stable, for scripts), ``status``, ``summary`` (one line) and ``fix`` (a command or
+    an instruction; ``""`` when nothing needs doing)."""
+
+    name: str
+    status: Status
+    summary: str
+    fix: str = ""
+
+
+@dataclass
+class Context:
+    """What the checks share: the home, the CLI command, the Hub's hello (``None`` when it did not answer)."""
+
+    home: Path
+    home_flag: str
+    amux: str
+    hello: dict[str, Any] | None = None
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """``path`` parsed as a JSON object; ``None`` when missing; raises ``ValueError`` when unreadable or not one."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        value = jsonlib.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} is not a JSON object")
+    return value
+
+
+def _read_toml(path: Path) -> dict[str, Any] | None:
+    """``path`` parsed as TOML; ``None`` when missing; raises ``ValueError`` when unreadable or invalid."""
+    import tomllib
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not valid TOML ({exc})") from None
+
+
+def _table(value: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def check_cli(ctx: Context) -> Check:
+    """The ``amux`` on ``PATH`` (what MCP registrations naming ``amux`` start)."""
+    found = shutil.which("amux")
+    if found is None:
+        return Check("cli", "warn", "no 'amux' on PATH: agents registered with a bare 'amux' cannot start it",
+                     f"register the absolute path ({ctx.amux}), or add {Path(ctx.amux).parent} to PATH")
+    if Path(found).resolve() != Path(ctx.amux).resolve():
+        return Check("cli", "warn", f"'amux' on PATH is {found}, not this installation ({ctx.amux})",
+                     f"put {Path(ctx.amux).parent} first on PATH, or register {ctx.amux} with your agents")
+    return Check("cli", "ok", f"'amux' on PATH is {found}")
+
+
+def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
+    """The home and socket, the Hub answering, memory enabled, principal and scope."""
+    from hub.config import get_value
+    from protocol.config_file import enable_command
+    from tools.client.blocking import HubClient
+    from tools.client.running import serving_hub
+
+    where = remote or str(socket)
+    checks = [Check("home", "ok" if ctx.home.is_dir() else "warn",
+                    f"home {ctx.home}, socket {where}" if ctx.home.is_dir()
+                    else f"home {ctx.home} does not exist yet (socket {where})",
+                    "" if ctx.home.is_dir() else f"amux hub start{ctx.home_flag}")]
+    start = f"amux hub start{ctx.home_flag}"
+    try:
+        with (HubClient() if remote else HubClient(socket)) as client:
+            ctx.hello = dict(client.hello)
+    except HubError as exc:
+        holder = None if remote else serving_hub(ctx.home)
+        if exc.code is not ErrorCode.UNAVAILABLE:
+            checks.append(Check("hub", "fail", f"the Hub at {where} refused this caller: {exc.code.value}: "
+                                f"{exc.message}", "ask the Hub's operator for access (amux hub principal, "
+                                "amux hub token issue)"))
+        elif holder is not None:
+            checks.append(Check("hub", "fail", f"a Hub (pid {holder.pid}) holds {ctx.home} but does not answer at "
+                                f"{where}", f"amux hub restart{ctx.home_flag}"))
+        else:
+            checks.append(Check("hub", "fail", f"no Hub answers at {where}: {exc.message}" if remote else
+                                f"no Hub is running for {ctx.home} (nothing answers at {where})",
+                                f"amux hub start{ctx.home_flag}   (or: amux hub service install --user)"))
+    else:
+        checks.append(Check("hub", "ok", f"the Hub answers at {where} (version {ctx.hello.get('hub_version')})"))
+    restart = f"amux hub restart{ctx.home_flag}"
+    if ctx.hello is not None:
+        if ctx.hello.get("memory_enabled"):
+            checks.append(Check("memory", "ok", "memory is enabled"))
+        else:
+            checks.append(Check("memory", "fail", "memory is disabled on this Hub: every data call fails",
+                                f"{enable_command(ctx.home)} && {restart}"))
+        checks.append(Check("identity", "ok", f"you are principal {ctx.hello.get('principal')} "
+                            f"({ctx.hello.get('principal_kind')}, by {ctx.hello.get('auth')}); scope "
+                            f"{ctx.hello.get('scope')}, binding {ctx.hello.get('binding')}, isolation "
+                            f"{ctx.hello.get('isolation')}"))
+        return checks
+    if remote:
+        checks.append(Check("memory", "skip", "no answer from the Hub: whether memory is on is unknown"))
+    else:
+        try:
+            enabled = get_value(ctx.home, "memory.enabled")
+        except HubError as exc:
+            checks.append(Check("memory", "fail", exc.message, f"fix {ctx.home / 'config.toml'}"))
+        else:
+            checks.append(Check("memory", "ok", "memory.enabled is true in the settings (the Hub is not running)")
+                          if enabled else Check("memory", "fail", "memory.enabled is false: a Hub on this home "
+                                                "would refuse every data call", f"{enable_command(ctx.home)} && "
+                                                f"{start}"))
+    checks.append(Check("identity", "skip", "no answer from the Hub: principal and scope unknown"))
+    return checks
+
+
+def _server_summary(server: Any) -> str:
+    if not isinstance(server, dict):
+        return "?"
+    argv = [str(server.get("command", ""))] + [str(a) for a in server.get("args") or []]
+    text = shlex.join(a for a in argv if a)
+    env = server.get("env")
+    if isinstance(env, dict):
+        pinned = [f"{k}={v}" for k, v in env.items() if k in ("AMUX_HOME", "AMUX_HUB")]
+        if pinned:
+            text += " (" + ", ".join(pinned) + ")"
+    return text
+
+
+def _command_problem(server: Any) -> str | None:
+    """Why a registered MCP server's command cannot run, or ``None``."""
+    if not isinstance(server, dict) or not server.get("command"):
+        return None if isinstance(server, dict) and server.get("url") else "it has no command"
+    command = str(server["command"])
+    if os.sep in command:
+        return None if os.access(command, os.X_OK) else f"{command} does not exist or is not executable"
+    return None if shutil.which(command) else f"'{command}' is not on PATH"
+
+
+def claude_files() -> tuple[Path, Path]:
+    """Claude Code's user state file and user settings file: ``~/.claude.json`` and ``~/.claude/settings.json``
+    (both under ``$CLAUDE_CONFIG_DIR`` when it is set)."""
+    config_dir = os.environ.get("CLAUDE_CONFIG_DIR")
+    if config_dir:
+        return Path(config_dir) / ".claude.json", Path(config_dir) / "settings.json"
+    return Path.home() / ".claude.json", Path.home() / ".claude" / "settings.json"
+
+
+def check_claude(ctx: Context) -> list[Check]:
+    """The ``amux`` server in Claude Code's user (or this project's) MCP servers; its auto memory for plain runs."""
+    state_path, settings_path = claude_files()
+    try:
+        state = _read_json(state_path)
+        settings = _read_json(settings_path)
+    except ValueError as exc:
+        return [Check("claude_mcp", "warn", str(exc), "fix or remove the file")]
+    installed = shutil.which("claude") is not None
+    if state is None and settings is None and not installed:
+        return [Check("claude_mcp", "skip", "Claude Code not found (no claude on PATH, no ~/.claude.json)")]
+    cwd = str(Path.cwd())
+    found = [(f"{state_path} (user)", _table(state, "mcpServers", "amux")),
+             (f"{state_path} (project {cwd})", _table(state, "projects", cwd, "mcpServers", "amux")),
+             (f"{settings_path}", _table(settings, "mcpServers", "amux"))]
+    registered = [(where, server) for where, server in found if server is not None]
+    add = f"claude mcp add -s user amux -- {shlex.quote(ctx.amux)} mcp"
+    checks = []
+    if not registered:
+        checks.append(Check("claude_mcp", "warn", "the amux MCP server is not registered in Claude Code (fine if "
+                            "you only use 'amux launch claude')", add))
+    else:
+        where, server = registered[0]
+        problem = _command_problem(server)
+        checks.append(Check("claude_mcp", "fail", f"amux is registered in {where} but {problem}",
+                            f"claude mcp remove -s user amux && {add}") if problem else
+                      Check("claude_mcp", "ok", f"amux is registered in {where}: {_server_summary(server)}"))
+    env_off = os.environ.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY", "").strip().lower() in TRUE_TEXT
+    settings_env = _table(settings, "env", "CLAUDE_CODE_DISABLE_AUTO_MEMORY")
+    file_off = str(settings_env).strip().lower() in TRUE_TEXT if settings_env is not None else False
+    setting = _table(settings, "autoMemoryEnabled")
+    if env_off or file_off or setting is False:
+        which = "env.CLAUDE_CODE_DISABLE_AUTO_MEMORY" if file_off else "autoMemoryEnabled false"
+        how = "CLAUDE_CODE_DISABLE_AUTO_MEMORY in this environment" if env_off else f"{settings_path}: {which}"
+        checks.append(Check("claude_memory", "ok", f"Claude Code's own auto memory is off for plain runs ({how})"))
+    elif registered:
+        checks.append(Check("claude_memory", "warn", "Claude Code's own auto memory is on for plain 'claude' runs: "
+                            "with amux registered it gets two competing memories", "use 'amux launch claude' (it "
+                            f"switches it off), or set \"autoMemoryEnabled\": false in {settings_path}"))
+    else:
+        checks.append(Check("claude_memory", "ok", "Claude Code's own auto memory is on for plain runs (amux is not "
+                            "registered there; 'amux launch claude' switches it off)"))
+    return checks
+
+
+def codex_config_path() -> Path:
+    """Codex's user ``config.toml``: ``$CODEX_HOME/config.toml``, default ``~/.codex/config.toml``."""
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "config.toml"
+
+
+def check_codex(ctx: Context) -> list[Check]:
+    """The ``amux`` server in Codex's ``mcp_servers``; its native memories for plain runs."""
+    path = codex_config_path()
+    try:
+        config = _read_toml(path)
+    except ValueError as exc:
+        return [Check("codex_mcp", "warn", str(exc), f"fix {path}")]
+    if config is None and shutil.which("codex") is None:
+        return [Check("codex_mcp", "skip", f"Codex not found (no codex on PATH, no {path})")]
+    server = _table(config, "mcp_servers", "amux")
+    add = f"codex mcp add amux -- {shlex.quote(ctx.amux)} mcp"
+    checks = []
+    if server is None:
+        checks.append(Check("codex_mcp", "warn", f"the amux MCP server is not registered in {path} (fine if you only "
+                            "use 'amux launch codex')", add))
+    else:
+        problem = _command_problem(server)
+        disabled = isinstance(server, dict) and server.get("enabled") is False
+        if problem or disabled:
+            checks.append(Check("codex_mcp", "fail", f"amux is registered in {path} but "
+                                f"{problem or 'it is disabled (enabled = false)'}",
+                                f"codex mcp remove amux && {add}"))
+        else:
+            checks.append(Check("codex_mcp", "ok", f"amux is registered in {path}: {_server_summary(server)}"))
+    feature = _table(config, "features", "memories")
+    use, generate = _table(config, "memories", "use_memories"), _table(config, "memories", "generate_memories")
+    effective = codex_memories_feature()
+    source = "codex features list" if effective is not None else str(path)
+    enabled = effective if effective is not None else feature is True
+    fix = f"use 'amux launch codex' (it switches them off), or set memories = false under [features] in {path}"
+    if not enabled or (use is False and generate is False):
+        checks.append(Check("codex_memory", "ok", f"Codex's native memories are off for plain runs ({source})"))
+    elif server is None:
+        checks.append(Check("codex_memory", "ok", f"Codex's native memories are on ({source}), but amux is not "
+                            "registered there ('amux launch codex' switches them off)"))
+    else:
+        checks.append(Check("codex_memory", "warn", f"Codex's native memories are on for plain 'codex' runs "
+                            f"({source}): with amux registered it gets two competing memories", fix))
+    return checks
+
+
+def codex_memories_feature() -> bool | None:
+    """Whether Codex's ``memories`` feature is on, as ``codex features list`` reports it (its default, the user's
+    ``config.toml`` and profile applied); ``None`` when ``codex`` is not on ``PATH`` or does not say within 10 s."""
+    import subprocess
+
+    codex = shutil.which("codex")
+    if codex is None:
+        return None
+    try:
+        proc = subprocess.run([codex, "features", "list"], capture_output=True, text=True, timeout=10,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in proc.stdout.splitlines():
+        words = line.split()
+        if words and words[0] == "memories" and words[-1] in ("true", "false"):
+            return words[-1] == "true"
+    return None
+
+
+MARK: dict[str, str] = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "--  "}
+
+
+def doctor(*, home: Home = None, json: Json = False) -> int:
+    """Check the set-up: the CLI, the Hub, memory, who you are, and the agents' MCP and own-memory settings.
+
+    Each check says ok, WARN, FAIL or skipped, with the command that fixes
+    it.  Without --home the Hub is the one the data commands use (AMUX_HUB,
+    else AMUX_HOME's socket).  Agent configuration files are only read.
+    JSON ({"ok", "checks": [{name, status, summary, fix}]}) with --json or
+    when stdout is not a terminal.  Exit status 0 when nothing failed
+    (warnings allowed), 20 when a check failed.
+    """
+    from protocol.config_file import home_option
+    from tools.cli.hub import home_socket
+    from tools.cli.service import amux_command
+    from tools.client.settings import HUB_ENV
+
+    target = resolve_home(home)
+    remote = None if home is not None else (os.environ.get(HUB_ENV) or None)
+    command = amux_command()
+    ctx = Context(home=target, home_flag=home_option(target), amux=command[0] if len(command) == 1
+                  else shlex.join(command))
+    checks = [check_cli(ctx), *check_hub(ctx, home_socket(target), remote), *check_claude(ctx), *check_codex(ctx)]
+    healthy = all(c.status != "fail" for c in checks)
+    doc = {"ok": healthy, "checks": [asdict(c) for c in checks]}
+    lines = []
+    for c in checks:
+        lines.append(f"{MARK[c.status]}  {c.name:<14} {clean(c.summary)}")
+        if c.fix and c.status != "ok":
+            lines.append(f"{'':6}{'':<14} fix: {clean(c.fix)}")
+    lines.append("all good" if healthy else "problems found: run the fix commands above")
+    show(doc, lines, json_flag=json)
+    return 0 if healthy else ExitStatus.PROBLEMS_FOUND
