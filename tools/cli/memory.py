@@ -3,7 +3,8 @@
 Each command builds the method's parameters from its options, makes one
 blocking call through :class:`tools.client.HubClient` (``list`` and
 ``export`` page through several) and prints the result with
-:mod:`tools.cli.output`.  These are the commands agents without MCP use, so
+:mod:`tools.cli.output`: JSON when piped or with ``--json``, else its
+:mod:`tools.cli.human` renderer (DESIGN.md §17).  These are the commands agents without MCP use, so
 they import only the blocking client: no Trio, no ``mcp``, no typed-memory
 machinery (DESIGN.md §2, §5).
 """
@@ -19,18 +20,23 @@ from cyclopts import Parameter
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
 from protocol.requests import forget_params, get_params, search_params
-from tools.cli.output import emit, fail, fail_quietly, write_bytes
+from tools.cli import human
+from tools.cli.options import AsJson
+from tools.cli.output import Renderer, emit, fail, fail_quietly, write_bytes
 
 
-def call_hub(method: str, params: dict[str, Any]) -> int:
-    """Make one Hub call and print its result as JSON; return 0, or the error's exit status after :func:`fail`."""
+def call_hub(method: str, params: dict[str, Any], render: Renderer | None = None, *, as_json: bool = False) -> int:
+    """Make one Hub call and print its result (:func:`tools.cli.output.emit`: JSON, or ``render`` in a terminal).
+
+    Returns 0, or the error's exit status after :func:`tools.cli.output.fail`.
+    """
     from tools.client.blocking import HubClient
 
     try:
         with HubClient() as client:
-            emit(client.call(method, params))
+            emit(client.call(method, params), render, as_json=as_json)
     except HubError as exc:
-        return fail(exc)
+        return fail(exc, as_json=as_json)
     return 0
 
 
@@ -40,6 +46,7 @@ def search(
     *,
     path_prefix: str = "",
     limit: int = LIMITS.search_default_limit,
+    as_json: AsJson = False,
 ) -> int:
     """Search memory for literal keywords (any keyword makes a candidate).
 
@@ -56,11 +63,12 @@ def search(
     limit
         Documents to return, 1-20.
     """
-    return call_hub("search", search_params(" ".join(words), path_prefix=path_prefix, limit=limit))
+    return call_hub("search", search_params(" ".join(words), path_prefix=path_prefix, limit=limit),
+                    lambda r: human.render_search(r, words), as_json=as_json)
 
 
 def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 0,
-         revision: str | None = None) -> int:
+         revision: str | None = None, as_json: AsJson = False) -> int:
     """Read a bounded fragment of a document, with its whole-file revision.
 
     A missing document prints exists: false and revision "absent". With
@@ -82,7 +90,9 @@ def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 
         A stored version's revision, from 'amux memory history'.
     """
     return call_hub("get", get_params(path, start_line=start_line, end_line=end_line, offset=offset,
-                                      revision=revision))
+                                      revision=revision),
+                    lambda r: human.render_get(r, start_line=start_line, end_line=end_line, offset=offset),
+                    as_json=as_json)
 
 
 def read_content(file: Path | None) -> bytes:
@@ -96,7 +106,8 @@ def read_content(file: Path | None) -> bytes:
         raise HubError(ErrorCode.BAD_REQUEST, f"cannot read {file}: {exc.strerror}") from None
 
 
-def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, allow_shrink: bool = False) -> int:
+def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, allow_shrink: bool = False,
+           as_json: AsJson = False) -> int:
     """Replace (or create) a whole document, if it still has the expected revision.
 
     The new content is raw UTF-8 Markdown from --file, or standard input.
@@ -118,13 +129,14 @@ def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, al
     try:
         content = read_content(file)
     except HubError as exc:
-        return fail(exc)
+        return fail(exc, as_json=as_json)
     from protocol.requests import upsert_params
 
-    return call_hub("upsert", upsert_params(path, content, expected_revision, allow_shrink=allow_shrink))
+    return call_hub("upsert", upsert_params(path, content, expected_revision, allow_shrink=allow_shrink),
+                    human.render_upsert, as_json=as_json)
 
 
-def list_documents(*, path_prefix: str = "") -> int:
+def list_documents(*, path_prefix: str = "", as_json: AsJson = False) -> int:
     """List the documents in memory (path and size in bytes), sorted by path.
 
     Prints {"entries": [{"path", "bytes"}], "incomplete", "incomplete_reasons",
@@ -143,12 +155,12 @@ def list_documents(*, path_prefix: str = "") -> int:
         with HubClient() as client:
             report = list_report(client, path_prefix)
     except HubError as exc:
-        return fail(exc)
-    emit(report)
+        return fail(exc, as_json=as_json)
+    emit(report, human.render_list, as_json=as_json)
     return 0
 
 
-def forget(path: str, /, *, expected_revision: str) -> int:
+def forget(path: str, /, *, expected_revision: str, as_json: AsJson = False) -> int:
     """Delete one document, if it still has the expected revision.
 
     Parameters
@@ -158,7 +170,7 @@ def forget(path: str, /, *, expected_revision: str) -> int:
     expected_revision
         The revision you last read.
     """
-    return call_hub("forget", forget_params(path, expected_revision))
+    return call_hub("forget", forget_params(path, expected_revision), human.render_forget, as_json=as_json)
 
 
 def export(path: str, /, *, revision: str | None = None) -> int:
