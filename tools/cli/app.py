@@ -14,13 +14,24 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 from cyclopts import App
 
 from protocol.errors import ExitStatus
 from protocol.version import package_version
 from tools.cli.output import exit_status_help
-from tools.cli.suggest import format_usage_error
+
+if TYPE_CHECKING:
+    from cyclopts.exceptions import CycloptsError
+
+
+def usage_error_panel(error: CycloptsError) -> Any:
+    """What cyclopts prints for a usage error: :func:`tools.cli.suggest.format_usage_error`, imported only then."""
+    from tools.cli.suggest import format_usage_error
+
+    return format_usage_error(error)
+
 
 app = App(
     name="amux",
@@ -32,7 +43,7 @@ app = App(
     "restore, purge) and an error once on stderr with its next step. Piped, with --json or with "
     "AMUX_OUTPUT=json they print JSON; on error, {\"error\": {code, message, data}} on stdout and one line "
     "on stderr. Exit status:\n\n" + exit_status_help(),
-    error_formatter=format_usage_error,
+    error_formatter=usage_error_panel,
 )
 hub_app = App(name="hub", help="Run and inspect the Hub, the one process that owns the memory files.")
 principal_app = App(
@@ -95,6 +106,8 @@ app.command("tools.cli.agent:mcp_serve", name="mcp")
 # Its tokens go to tools.cli.launch raw: the agent's own --help, --version and -- must reach the agent.  The
 # delimiter is a NUL (no argv token can contain one), not "": cyclopts would take an empty argument for it.
 app.command("tools.cli.launch:launch", name="launch", help_flags=[], version_flags=[], end_of_options_delimiter="\0")
+
+
 
 HELP_FLAGS = ("--help", "-h")
 VERSION_FLAGS = ("--version",)

@@ -18,10 +18,9 @@ from cyclopts import Parameter
 
 from protocol.errors import ErrorCode, HubError
 from protocol.params import ABSENT
-from tools.cli import human
 from tools.cli.memory import call_hub
 from tools.cli.options import AsJson
-from tools.cli.output import Renderer, emit, fail, fail_quietly, human_output, say, write_bytes
+from tools.cli.output import View, emit, fail, fail_quietly, human_output, say, write_bytes
 
 if TYPE_CHECKING:
     from tools.client.paging import Caller
@@ -32,8 +31,8 @@ HISTORY_OFF = ("history is off on this Hub (memory.history = false): nothing new
 """The notice ``history`` and ``log`` print on stderr when the Hub's ``hello`` says ``history: false``."""
 
 
-def read_history(method: str, params: dict[str, Any], render: Renderer, *, as_json: bool = False) -> int:
-    """One ``history`` or ``log`` call, printed (JSON, or ``render`` in a terminal); a notice on stderr when the
+def read_history(method: str, params: dict[str, Any], view: View, *, as_json: bool = False) -> int:
+    """One ``history`` or ``log`` call, printed (JSON, or ``view`` in a terminal); a notice on stderr when the
     Hub records no history.
 
     Returns 0, or the error's exit status after :func:`tools.cli.output.fail`.
@@ -46,7 +45,7 @@ def read_history(method: str, params: dict[str, Any], render: Renderer, *, as_js
             recording = client.hello.get("history")
     except HubError as exc:
         return fail(exc, as_json=as_json)
-    emit(result, render, as_json=as_json)
+    emit(result, view, as_json=as_json)
     if recording is False:
         say(HISTORY_OFF)
     return 0
@@ -75,7 +74,7 @@ def history(path: str, /, *, limit: int = 20, cursor: str = "", as_json: AsJson 
     """
     from protocol.requests import history_params
 
-    return read_history("history", history_params(path, limit=limit, cursor=cursor), human.render_history,
+    return read_history("history", history_params(path, limit=limit, cursor=cursor), View("history"),
                         as_json=as_json)
 
 
@@ -108,7 +107,7 @@ def log(*, path_prefix: str = "", since: str | None = None, limit: int = 50, cur
     except HubError as exc:
         return fail(exc, as_json=as_json)
     return read_history("log", log_params(path_prefix=path_prefix, since=since_wire, limit=limit, cursor=cursor),
-                        human.render_log, as_json=as_json)
+                        View("log"), as_json=as_json)
 
 
 def read_version(client: Caller, path: str, revision: str | None) -> tuple[bytes, str]:
@@ -207,7 +206,7 @@ def restore(path: str, /, *, revision: str, expected_revision: str, as_json: AsJ
     """
     from protocol.requests import restore_params
 
-    return call_hub("restore", restore_params(path, revision, expected_revision), human.render_upsert,
+    return call_hub("restore", restore_params(path, revision, expected_revision), View("upsert"),
                     as_json=as_json)
 
 
@@ -252,7 +251,7 @@ def purge(
             result = client.call("purge", purge_params(path, revision=revision, all_versions=all_versions))
     except HubError as exc:
         return fail(exc, as_json=as_json)
-    emit(result, human.render_purge, as_json=as_json)
+    emit(result, View("purge"), as_json=as_json)
     if human_output(as_json):
         return 0  # the rendered line already says it
     erased: list[Any] = result.get("erased") or []

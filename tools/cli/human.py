@@ -1,11 +1,11 @@
 """Readable terminal output: one renderer per result shape, and the one error view (DESIGN.md §17).
 
-:func:`tools.cli.output.emit` calls a renderer only when stdout is a
-terminal and no ``--json`` was given; piped output never comes here.  This
-module imports only the standard library at import time, so a command can
-name its renderer without loading rich: each renderer imports rich when it
-runs, and returns a rich renderable built from :class:`rich.text.Text`
-objects (never markup strings, so ``[red]`` in a note is just text).
+:func:`tools.cli.output.emit` imports this module and calls a renderer
+(by its name in :data:`RENDERERS`, from a :class:`tools.cli.output.View`)
+only when stdout is a terminal and no ``--json`` was given; piped output
+never comes here.  Each renderer imports rich when it runs and returns a
+rich renderable built from :class:`rich.text.Text` objects (never markup
+strings, so ``[red]`` in a note is just text).
 
 Everything shown from memory (paths, snippets, content, actors, error
 messages) was written by an agent and is hostile: it goes through
@@ -17,7 +17,7 @@ of letting the terminal act on them.  Colour follows rich's rules:
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from protocol.errors import HubError, encodable
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.table import Table
     from rich.text import Text
+
+    from tools.cli.output import View
 
 SHORT_REVISION = 12
 """Hex digits of a revision shown in tables and headers (the full one is in ``--json``)."""
@@ -294,6 +296,24 @@ def render_purge(r: dict[str, Any]) -> RenderableType:
                 " from the history", (f" ({revisions})" if revisions else ""),
                 ("; the live document was not touched", "dim"))
     return line
+
+
+RENDERERS: dict[str, Callable[..., RenderableType]] = {
+    "search": render_search,
+    "get": render_get,
+    "list": render_list,
+    "history": render_history,
+    "log": render_log,
+    "upsert": render_upsert,
+    "forget": render_forget,
+    "purge": render_purge,
+}
+"""Renderer name (a :class:`tools.cli.output.View`'s) → the function: result map and options in, renderable out."""
+
+
+def render(view: View, result: Any) -> RenderableType:
+    """``result`` rendered as ``view`` says.  Raises ``KeyError`` for a name not in :data:`RENDERERS` (a bug)."""
+    return RENDERERS[view.renderer](result, **view.options)
 
 
 TOOL_COMMANDS = {

@@ -4,7 +4,7 @@ Each command builds the method's parameters from its options, makes one
 blocking call through :class:`tools.client.HubClient` (``list`` and
 ``export`` page through several) and prints the result with
 :mod:`tools.cli.output`: JSON when piped or with ``--json``, else its
-:mod:`tools.cli.human` renderer (DESIGN.md §17).  These are the commands agents without MCP use, so
+:mod:`tools.cli.human` view (DESIGN.md §17).  These are the commands agents without MCP use, so
 they import only the blocking client: no Trio, no ``mcp``, no typed-memory
 machinery (DESIGN.md §2, §5).
 """
@@ -20,13 +20,12 @@ from cyclopts import Parameter
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
 from protocol.requests import forget_params, get_params, search_params
-from tools.cli import human
 from tools.cli.options import AsJson
-from tools.cli.output import Renderer, emit, fail, fail_quietly, write_bytes
+from tools.cli.output import View, emit, fail, fail_quietly, write_bytes
 
 
-def call_hub(method: str, params: dict[str, Any], render: Renderer | None = None, *, as_json: bool = False) -> int:
-    """Make one Hub call and print its result (:func:`tools.cli.output.emit`: JSON, or ``render`` in a terminal).
+def call_hub(method: str, params: dict[str, Any], view: View | None = None, *, as_json: bool = False) -> int:
+    """Make one Hub call and print its result (:func:`tools.cli.output.emit`: JSON, or ``view`` in a terminal).
 
     Returns 0, or the error's exit status after :func:`tools.cli.output.fail`.
     """
@@ -34,7 +33,7 @@ def call_hub(method: str, params: dict[str, Any], render: Renderer | None = None
 
     try:
         with HubClient() as client:
-            emit(client.call(method, params), render, as_json=as_json)
+            emit(client.call(method, params), view, as_json=as_json)
     except HubError as exc:
         return fail(exc, as_json=as_json)
     return 0
@@ -64,7 +63,7 @@ def search(
         Documents to return, 1-20.
     """
     return call_hub("search", search_params(" ".join(words), path_prefix=path_prefix, limit=limit),
-                    lambda r: human.render_search(r, words), as_json=as_json)
+                    View("search", {"words": words}), as_json=as_json)
 
 
 def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 0,
@@ -91,7 +90,7 @@ def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 
     """
     return call_hub("get", get_params(path, start_line=start_line, end_line=end_line, offset=offset,
                                       revision=revision),
-                    lambda r: human.render_get(r, start_line=start_line, end_line=end_line, offset=offset),
+                    View("get", {"start_line": start_line, "end_line": end_line, "offset": offset}),
                     as_json=as_json)
 
 
@@ -133,7 +132,7 @@ def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, al
     from protocol.requests import upsert_params
 
     return call_hub("upsert", upsert_params(path, content, expected_revision, allow_shrink=allow_shrink),
-                    human.render_upsert, as_json=as_json)
+                    View("upsert"), as_json=as_json)
 
 
 def list_documents(*, path_prefix: str = "", as_json: AsJson = False) -> int:
@@ -156,7 +155,7 @@ def list_documents(*, path_prefix: str = "", as_json: AsJson = False) -> int:
             report = list_report(client, path_prefix)
     except HubError as exc:
         return fail(exc, as_json=as_json)
-    emit(report, human.render_list, as_json=as_json)
+    emit(report, View("list"), as_json=as_json)
     return 0
 
 
@@ -170,7 +169,7 @@ def forget(path: str, /, *, expected_revision: str, as_json: AsJson = False) -> 
     expected_revision
         The revision you last read.
     """
-    return call_hub("forget", forget_params(path, expected_revision), human.render_forget, as_json=as_json)
+    return call_hub("forget", forget_params(path, expected_revision), View("forget"), as_json=as_json)
 
 
 def export(path: str, /, *, revision: str | None = None) -> int:

@@ -9,8 +9,8 @@ stdout, so a script can read e.g. ``data.observed_revision``, one
 :class:`protocol.errors.ExitStatus`.  DESIGN.md §8.
 
 When stdout is a terminal and JSON was not asked for (:func:`human_output`),
-a command that passes a renderer prints readable text instead (the renderers
-are :mod:`tools.cli.human`, which imports rich only when one runs), and an
+a command that passes a :class:`View` prints readable text instead (the
+renderers are :mod:`tools.cli.human`, imported only then, with rich), and an
 error is printed once, on stderr, with its next step; stdout stays empty.
 DESIGN.md §17.
 """
@@ -20,16 +20,23 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from protocol.errors import ERRORS, ExitStatus, HubError, encodable, encodable_value
 
-if TYPE_CHECKING:
-    from rich.console import RenderableType
 
-Renderer = Callable[[Any], "RenderableType"]
-"""A human renderer: one result map in, a rich renderable out (:mod:`tools.cli.human`)."""
+@dataclass(frozen=True)
+class View:
+    """How a result is shown in a terminal: a renderer's name in :data:`tools.cli.human.RENDERERS` and its options.
+
+    A name, not the function, so a JSON call imports neither
+    :mod:`tools.cli.human` nor rich.  ``options`` are the renderer's keyword
+    arguments (e.g. the search words to highlight).
+    """
+
+    renderer: str
+    options: dict[str, Any] = field(default_factory=dict)
 
 OUTPUT_ENV = "AMUX_OUTPUT"
 """``AMUX_OUTPUT=json`` makes every command print JSON even in a terminal, as ``--json`` does."""
@@ -63,19 +70,19 @@ def human_output(as_json: bool = False) -> bool:
         return False
 
 
-def emit(obj: Any, human: Renderer | None = None, *, as_json: bool = False) -> None:
-    """Print ``obj`` on stdout: as indented JSON (UTF-8, non-ASCII kept) and a newline, or rendered by ``human``.
+def emit(obj: Any, view: View | None = None, *, as_json: bool = False) -> None:
+    """Print ``obj`` on stdout: as indented JSON (UTF-8, non-ASCII kept) and a newline, or as ``view`` says.
 
-    ``human`` renders it instead when :func:`human_output` says so (a
-    terminal, no ``--json``); without one the output is JSON everywhere.
+    ``view``'s renderer shows it instead when :func:`human_output` says so
+    (a terminal, no ``--json``); without one the output is JSON everywhere.
     Never fails on text that is not valid UTF-8 (a lone surrogate from a
     non-UTF-8 file name or argument): it is shown as the visible text
     ``\\udcff`` (JSON ``"\\\\udcff"``), as :class:`HubError` shows it.
     """
-    if human is not None and human_output(as_json):
-        from tools.cli.human import print_out
+    if view is not None and human_output(as_json):
+        from tools.cli.human import print_out, render
 
-        print_out(human(obj))
+        print_out(render(view, obj))
         return
     text = json.dumps(encodable_value(obj), ensure_ascii=False, indent=2)
     write_bytes(text.encode("utf-8", "backslashreplace") + b"\n")
