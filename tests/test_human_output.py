@@ -182,7 +182,8 @@ def test_hostile_content_is_shown_inert(hub: HubProcess) -> None:
                "bidi \u202eevil\u202c \u2066x\u2069 c1 \x9b31m bell \x07 trio\n"
                "markup [bold red]loud[/bold red] :skull: trio\n").encode()
     put(hub, "evil.md", hostile)
-    for args in (("memory", "show", "evil.md"), ("memory", "search", "trio"), ("memory", "log")):
+    for args in (("memory", "show", "evil.md"), ("memory", "search", "trio"), ("memory", "log"),
+                 ("memory", "export", "evil.md"), ("memory", "diff", "evil.md", "--from", "absent")):
         for colour in ({"TERM": "xterm-256color"}, {"TERM": "dumb"}):
             r = term(hub, *args, **colour)
             assert r.returncode == 0, r.stderr
@@ -195,6 +196,12 @@ def test_hostile_content_is_shown_inert(hub: HubProcess) -> None:
     for visible in ("\\x1b[2J", "\\x1b]52;c;aGVsbG8=\\x07", "\\u202eevil", "\\x9b31m",
                     "[bold red]loud[/bold red] :skull:"):
         assert visible in r.plain, visible
+    assert term(hub, "memory", "export", "evil.md").plain == r.plain.split("\n", 1)[1]
+    diff = term(hub, "memory", "diff", "evil.md", "--from", "absent").plain.splitlines()
+    assert diff[0].startswith("--- a/evil.md") and "+clear \\x1b[2J\\x1b[H screen and trio" in diff
+    # Piped, export and diff stay the exact bytes (a backup, a patch).
+    assert hub.cli("memory", "export", "evil.md").stdout == hostile
+    assert b"+clear \x1b[2J" in hub.cli("memory", "diff", "evil.md", "--from", "absent").stdout
     # An error quoting hostile input (a path the Hub refuses) is inert too.
     r = term(hub, "memory", "show", "a\u202eb\x1b[2J.md")
     assert r.returncode == 3 and r.screen == ""

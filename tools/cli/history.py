@@ -20,7 +20,7 @@ from protocol.errors import ErrorCode, HubError
 from protocol.params import ABSENT
 from tools.cli.memory import call_hub
 from tools.cli.options import AsJson
-from tools.cli.output import View, emit, fail, fail_quietly, human_output, say, write_bytes
+from tools.cli.output import View, emit, fail, fail_quietly, human_output, say, write_shown
 
 if TYPE_CHECKING:
     from tools.client.paging import Caller
@@ -179,7 +179,7 @@ def diff(
         emit({"path": path, "from": old_rev, "to": new_rev, "added": added, "removed": removed,
               "hunks": hunks_as_data(hunks)})
     else:
-        write_bytes(render_unified(hunks, f"a/{path}\t{old_rev}", f"b/{path}\t{new_rev}"))
+        write_shown(render_unified(hunks, f"a/{path}\t{old_rev}", f"b/{path}\t{new_rev}"), View("diff"))
     return 0
 
 

@@ -298,7 +298,29 @@ def render_purge(r: dict[str, Any]) -> RenderableType:
     return line
 
 
+def render_document(data: bytes) -> RenderableType:
+    """A whole document (``export`` to a terminal): its text, decoded, control sequences made visible."""
+    return text(inert(data.decode("utf-8", "replace").removesuffix("\n"), multiline=True))
+
+
+DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
+"""How a unified diff line is coloured, by its first characters (the first match wins)."""
+
+
+def render_diff(data: bytes) -> RenderableType:
+    """A unified diff (``diff`` to a terminal): headers bold, hunk heads cyan, added green, removed red; inert."""
+    out = text()
+    for line in data.decode("utf-8", "replace").splitlines():
+        style = next((s for prefix, s in DIFF_STYLES if line.startswith(prefix)), "")
+        if len(out):
+            out.append("\n")
+        out.append(inert(line.replace("\t", "  ")), style=style)
+    return out
+
+
 RENDERERS: dict[str, Callable[..., RenderableType]] = {
+    "document": render_document,
+    "diff": render_diff,
     "search": render_search,
     "get": render_get,
     "list": render_list,

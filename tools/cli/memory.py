@@ -21,7 +21,7 @@ from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
 from protocol.requests import forget_params, get_params, search_params
 from tools.cli.options import AsJson
-from tools.cli.output import View, emit, fail, fail_quietly, write_bytes
+from tools.cli.output import View, emit, fail, fail_quietly, write_shown
 
 
 def call_hub(method: str, params: dict[str, Any], view: View | None = None, *, as_json: bool = False) -> int:
@@ -173,7 +173,7 @@ def forget(path: str, /, *, expected_revision: str, as_json: AsJson = False) -> 
 
 
 def export(path: str, /, *, revision: str | None = None) -> int:
-    """Write one whole document to standard output, as raw Markdown.
+    """Write one whole document to standard output, as raw Markdown (in a terminal: control sequences made visible).
 
     Pages are read at one revision; if the document changes meanwhile nothing
     at all is written to stdout (the error goes to stderr only) and the exit
@@ -196,5 +196,5 @@ def export(path: str, /, *, revision: str | None = None) -> int:
             data, _ = export_document(client, path, revision=revision)
     except HubError as exc:
         return fail_quietly(exc)
-    write_bytes(data)
+    write_shown(data, View("document"))
     return 0

@@ -88,6 +88,21 @@ def emit(obj: Any, view: View | None = None, *, as_json: bool = False) -> None:
     write_bytes(text.encode("utf-8", "backslashreplace") + b"\n")
 
 
+def write_shown(data: bytes, view: View) -> None:
+    """Write raw bytes (a document, a diff) to stdout; in a terminal (:func:`human_output`) show them via ``view``.
+
+    Piped, the bytes are written unchanged (``export > backup.md``, ``diff |
+    patch``); a person's terminal gets them decoded (invalid UTF-8 replaced)
+    with control sequences made visible, never executed (DESIGN.md §17).
+    """
+    if human_output():
+        from tools.cli.human import print_out, render
+
+        print_out(render(view, data))
+        return
+    write_bytes(data)
+
+
 def say(message: str) -> None:
     """Print one ``amux: MESSAGE`` line on stderr (notices, warnings, the error line).
 
