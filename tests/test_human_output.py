@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -307,3 +309,15 @@ def test_root_help_tells_the_truth_about_output(hub: HubProcess) -> None:
     assert "In a terminal, data commands print readable text" in text
     assert "--json" in text and "AMUX_OUTPUT=json" in text
     assert "Data commands print JSON;" not in text
+
+
+def test_no_hub_in_a_terminal_says_how_to_start_one(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_") and k != "NO_COLOR"}
+    r = run_in_terminal([*amux_argv(), "memory", "search", "x"],
+                        env={**env, "AMUX_HOME": str(tmp_path), "TERM": "dumb"})
+    assert (r.returncode, r.screen) == (11, "")
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("amux: unavailable: no Hub is listening at ")
+    assert lines[1] == ("  next: Start a Hub with 'amux hub serve' (or point AMUX_HOME / AMUX_HUB at a running one), "
+                        "then run the command again.")
+    assert f"  socket: {tmp_path / 'hub.sock'}" in lines

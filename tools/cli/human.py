@@ -16,11 +16,13 @@ of letting the terminal act on them.  Colour follows rich's rules:
 
 from __future__ import annotations
 
+import io
 import shlex
+import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import HubError, encodable
+from protocol.errors import ERRORS, ErrorCode, HubError, encodable
 from protocol.params import ABSENT
 
 if TYPE_CHECKING:
@@ -70,10 +72,14 @@ def console(*, stderr: bool = False) -> Console:
     """A rich console for stdout (or stderr): no markup, emoji codes or highlighting of our text.
 
     rich decides colour: none with ``NO_COLOR`` set, and no escape sequence
-    at all with ``TERM=dumb``.
+    at all with ``TERM=dumb``.  A stream whose encoding cannot show a
+    character gets a backslash escape for it instead of an error.
     """
     from rich.console import Console
 
+    stream = sys.stderr if stderr else sys.stdout
+    if isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(errors="backslashreplace")  # a terminal that is not UTF-8 gets escapes, not a crash
     return Console(stderr=stderr, highlight=False, markup=False, emoji=False)
 
 
@@ -348,8 +354,26 @@ TOOL_COMMANDS = {
 """MCP tool names in a next step (:attr:`HubError.next_step`) and the CLI command a person types instead."""
 
 
+PERSON_NEXT_STEPS = {
+    ErrorCode.INTERNAL: "The Hub failed; do not assume the call took effect: check with 'amux memory show' "
+                        "and see the Hub's log.",
+    ErrorCode.DISABLED: "Memory is switched off on this Hub: 'amux system config set memory.enabled true' "
+                        "(with the Hub's --home if it is not the default), then restart the Hub.",
+    ErrorCode.UNAUTHORIZED: "This caller may not use this memory: check AMUX_TOKEN, or ask the Hub's operator "
+                            "('amux hub principal list', 'amux hub token list').",
+    ErrorCode.BINDING_MISMATCH: "AMUX_MEMORY_BINDING no longer matches the scope the Hub gives you: unset it, or "
+                                "start the agent again with 'amux launch'.",
+    ErrorCode.UNAVAILABLE: "Start a Hub with 'amux hub serve' (or point AMUX_HOME / AMUX_HUB at a running one), "
+                           "then run the command again.",
+}
+"""Next steps for a person where the MCP one (:data:`protocol.errors.ERRORS`) speaks to an agent ("tell the user")."""
+
+
 def terminal_next_step(exc: HubError) -> str:
-    """The MCP next step of ``exc`` with tool names spelled as the commands a person types."""
+    """What a person should do after ``exc``: :data:`PERSON_NEXT_STEPS`, else the MCP next step with tool names
+    spelled as the commands a person types (``memory_get`` → ``'amux memory show'``)."""
+    if exc.code in PERSON_NEXT_STEPS and exc.next_step == ERRORS[exc.code].next_step:
+        return PERSON_NEXT_STEPS[exc.code]
     step = exc.next_step
     for tool, cli in TOOL_COMMANDS.items():
         step = step.replace(tool, cli)
