@@ -103,7 +103,7 @@ def test_a_cut_fragment_says_how_to_continue_and_that_command_continues_it(hub: 
     assert piped["truncated"] and int(match.group(2)) == piped["next_offset"]
     again = term(hub, *match.group(1).split()[1:])
     assert again.returncode == 0, again.stderr
-    assert f"from byte {piped['next_offset']}" in again.plain.splitlines()[0]
+    assert f"continued from byte {piped['next_offset']}" in again.plain.splitlines()[0]
     shown = piped["content"] + "\n".join(again.plain.splitlines()[1:])
     assert shown.startswith(big.decode()[: len(shown) - 200])
 
@@ -321,3 +321,26 @@ def test_no_hub_in_a_terminal_says_how_to_start_one(tmp_path: Path) -> None:
     assert lines[1] == ("  next: Start a Hub with 'amux hub serve' (or point AMUX_HOME / AMUX_HUB at a running one), "
                         "then run the command again.")
     assert f"  socket: {tmp_path / 'hub.sock'}" in lines
+
+
+def test_inert_escapes_every_terminal_control_and_keeps_text() -> None:
+    from tools.cli.human import inert
+
+    controls = [*map(chr, range(0x20)), "\x7f", *map(chr, range(0x80, 0xA0)), "\u061c", "\u200e", "\u200f",
+                *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A)), "\u2028", "\u2029"]
+    for ch in controls:
+        shown = inert(f"a{ch}b")
+        assert ch not in shown and shown.startswith("a\\") and shown.endswith("b"), repr(ch)
+    assert inert("line\n\tindented\x1b[2J\n", multiline=True) == "line\n\tindented\\x1b[2J\n"
+    assert inert("a\nb") == "a\\x0ab"
+    assert inert("café [red]x[/red] :skull: 日本") == "café [red]x[/red] :skull: 日本"
+    assert inert("\udcff") == "\\udcff"
+
+
+def test_show_of_a_stored_version_says_so(filled: HubProcess) -> None:
+    put(filled, "MEMORY.md", NOTE + b"- newer\n", revision(NOTE))
+    r = term(filled, "memory", "show", "MEMORY.md", "--revision", revision(NOTE))
+    assert r.returncode == 0, r.stderr
+    head, *body = r.plain.splitlines()
+    assert f"rev {revision(NOTE)[:12]}" in head and "a stored version, from the history" in head
+    assert "\n".join(body) + "\n" == NOTE.decode()

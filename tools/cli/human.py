@@ -156,17 +156,19 @@ def fragment_lines(content: str, start_line: int, offset: int) -> str:
     first = max(start_line, 1)
     count = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
     if offset:
-        return f"from byte {offset} of line {first} on"
+        return f"continued from byte {offset}"
     if count == 0:
         return "no lines"
     return f"lines {first}-{first + count - 1}"
 
 
-def render_get(r: dict[str, Any], *, start_line: int = 0, end_line: int = 0, offset: int = 0) -> RenderableType:
+def render_get(r: dict[str, Any], *, start_line: int = 0, end_line: int = 0, offset: int = 0,
+               revision: str | None = None) -> RenderableType:
     """A ``show`` result: one header line (path, line range of total, short revision, bytes), then the fragment.
 
     A missing document says how to create it; a cut fragment ends with the
-    exact command that continues it (``--offset``, same lines).
+    exact command that continues it (``--offset``, same lines, same
+    ``--revision``); a stored version (``revision``) says so in the header.
     """
     path = r.get("path")
     if not r.get("exists"):
@@ -176,7 +178,8 @@ def render_get(r: dict[str, Any], *, start_line: int = 0, end_line: int = 0, off
     head = text((inert(path), "bold cyan"),
                 f"  {fragment_lines(content, start_line, offset)} of {r.get('total_lines')}",
                 ("  rev ", "dim"), (short_revision(r.get("revision")), "bold"),
-                (f"  {r.get('total_bytes')} bytes", "dim"))
+                (f"  {r.get('total_bytes')} bytes", "dim"),
+                ("  (a stored version, from the history)" if revision is not None else "", "yellow"))
     parts: list[RenderableType] = [head, text(inert(content.removesuffix("\n"), multiline=True))]
     if r.get("truncated"):
         again = ["amux", "memory", "show", path]
@@ -184,6 +187,8 @@ def render_get(r: dict[str, Any], *, start_line: int = 0, end_line: int = 0, off
             again += ["--start-line", str(start_line)]
         if end_line:
             again += ["--end-line", str(end_line)]
+        if revision is not None:
+            again += ["--revision", revision]
         again += ["--offset", str(r.get("next_offset"))]
         parts.append(notice(f"cut at the response limit; continue with: {command(*again)}"))
     return group(parts)

@@ -90,7 +90,8 @@ def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 
     """
     return call_hub("get", get_params(path, start_line=start_line, end_line=end_line, offset=offset,
                                       revision=revision),
-                    View("get", {"start_line": start_line, "end_line": end_line, "offset": offset}),
+                    View("get", {"start_line": start_line, "end_line": end_line, "offset": offset,
+                                 "revision": revision}),
                     as_json=as_json)
 
 
