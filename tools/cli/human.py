@@ -17,6 +17,7 @@ of letting the terminal act on them.  Colour follows rich's rules:
 from __future__ import annotations
 
 import io
+import json
 import shlex
 import sys
 from collections.abc import Callable, Iterable
@@ -309,6 +310,28 @@ def render_purge(r: dict[str, Any]) -> RenderableType:
     return line
 
 
+def render_typed_new(r: dict[str, Any]) -> RenderableType:
+    """A ``memory new`` result, one line: the topic created, its short revision, and the index's update."""
+    index = r.get("index") or {}
+    how = "updated" if index.get("changed") else "unchanged"
+    return text("created ", (inert(r.get("created")), "bold cyan"), "; revision now ",
+                (short_revision(r.get("revision")), "bold"), f"; index {inert(index.get('path'))} {how}",
+                (f" (revision {short_revision(index.get('revision'))})" if index.get("revision") else "", "dim"))
+
+
+def render_typed_index(r: dict[str, Any]) -> RenderableType:
+    """A ``memory index`` result, one line: rebuilt, already up to date, or (``--check``) out of date."""
+    path = (inert(r.get("path")), "bold cyan")
+    topics = ", ".join(f"{inert(kind)} {count}" for kind, count in (r.get("topics") or {}).items()) or "no topics"
+    if not r.get("up_to_date"):
+        return text(path, (" is out of date", "yellow"), f" ({topics}); rebuild it with: ",
+                    (command("amux", "memory", "index"), "bold"))
+    if not r.get("changed"):
+        return text(path, f" is up to date ({topics}); nothing written")
+    return text("rebuilt ", path, f" ({r.get('bytes')} bytes, {r.get('lines')} lines; {topics}); revision now ",
+                (short_revision(r.get("revision")), "bold"))
+
+
 def render_document(data: bytes) -> RenderableType:
     """A whole document (``export`` to a terminal): its text, decoded, control sequences made visible."""
     return text(inert(data.decode("utf-8", "replace").removesuffix("\n"), multiline=True))
@@ -340,6 +363,8 @@ RENDERERS: dict[str, Callable[..., RenderableType]] = {
     "upsert": render_upsert,
     "forget": render_forget,
     "purge": render_purge,
+    "typed_new": render_typed_new,
+    "typed_index": render_typed_index,
 }
 """Renderer name (a :class:`tools.cli.output.View`'s) → the function: result map and options in, renderable out."""
 
@@ -386,7 +411,8 @@ def terminal_next_step(exc: HubError) -> str:
 
 
 def print_error(exc: HubError) -> None:
-    """Print ``exc`` once on stderr: ``amux: CODE: MESSAGE``, the next step, then each ``data`` member.
+    """Print ``exc`` once on stderr: ``amux: CODE: MESSAGE``, the next step, then each ``data`` member (lists and
+    maps as compact JSON).
 
     The message and data come from the Hub and may quote hostile input, so
     they are made :func:`inert`; long values are cut to 200 characters.
@@ -396,7 +422,7 @@ def print_error(exc: HubError) -> None:
         text(("  next: ", "bold"), terminal_next_step(exc)),
     ]
     for key, value in exc.data.items():
-        shown = inert(value)
+        shown = inert(json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, dict | list) else value)
         lines.append(text((f"  {inert(key)}: ", "dim"), shown if len(shown) <= 200 else shown[:200] + "…"))
     console(stderr=True).print(group(lines), soft_wrap=True)
 
