@@ -70,10 +70,11 @@ def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 
          revision: str | None = None, as_json: AsJson = False) -> int:
     """Read a bounded fragment of a document, with its whole-file revision.
 
-    A missing document prints exists: false and revision "absent". With
-    --revision it reads that old version from the history instead (see
-    'amux memory history'); one that was never stored, pruned or purged is
-    not_found, and data.reason says which.
+    In a terminal, a header line (path, lines, short revision) and the text;
+    piped or with --json, the JSON result. A missing document is exists:
+    false and revision "absent". With --revision it reads that old version
+    from the history instead (see 'amux memory history'); one that was never
+    stored, pruned or purged is not_found, and data.reason says which.
 
     Parameters
     ----------
@@ -139,9 +140,10 @@ def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, al
 def list_documents(*, path_prefix: str = "", as_json: AsJson = False) -> int:
     """List the documents in memory (path and size in bytes), sorted by path.
 
-    Prints {"entries": [{"path", "bytes"}], "incomplete", "incomplete_reasons",
-    "unreadable"}; incomplete is true when a directory-entry bound cut the walk
-    short or a folder could not be read (unreadable names it).
+    In a terminal, an aligned table; piped or with --json, {"entries":
+    [{"path", "bytes"}], "incomplete", "incomplete_reasons", "unreadable"};
+    incomplete is true when a directory-entry bound cut the walk short or a
+    folder could not be read (unreadable names it).
 
     Parameters
     ----------
