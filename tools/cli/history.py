@@ -54,9 +54,10 @@ def read_history(method: str, params: dict[str, Any], view: View, *, as_json: bo
 def history(path: str, /, *, limit: int = 20, cursor: str = "", as_json: AsJson = False) -> int:
     """Every stored version of one document, newest first, with who made each change.
 
-    In a terminal, an aligned table; piped or with --json, {"path", "versions": [{"revision", "time", "action", "actor":
-    {"principal", "client", "binding", "session"}, "bytes", "lines", "added",
-    "removed"}], "next_cursor"}. action is create, update, forget (a
+    In a terminal, an aligned table; piped or with --json, {"path",
+    "versions": [{"revision", "time", "action", "actor": {"principal",
+    "client", "binding", "session"}, "bytes", "lines", "added", "removed"}],
+    "next_cursor"}. action is create, update, forget (a
     tombstone: revision "absent"), restore (with restored_from) or external
     (the file was edited by hand; the Hub records what is on disk first, so
     the list always ends at the document as it is now). time is UTC; added and
@@ -82,8 +83,9 @@ def log(*, path_prefix: str = "", since: str | None = None, limit: int = 50, cur
         as_json: AsJson = False) -> int:
     """What changed in the whole memory scope, newest first: "what did my agents change today?".
 
-    In a terminal, an aligned table; piped or with --json, {"changes": [...], "next_cursor"}, each change shaped like a
-    history version plus its "path". Pages hold at most 8 KiB: pass
+    In a terminal, an aligned table; piped or with --json, {"changes":
+    [...], "next_cursor"}, each change shaped like a history version plus
+    its "path". Pages hold at most 8 KiB: pass
     next_cursor back as --cursor for older changes.
 
     Parameters
