@@ -4,15 +4,17 @@ This module is the command table.  Every command is registered by import
 path (cyclopts' lazy registration), so ``amux memory search`` imports
 :mod:`tools.cli.memory` and the blocking client only: no Trio, no ``mcp``,
 no typed-memory machinery.  Command modules never import this one, so
-there is no import cycle.  The output contract (JSON, errors, exit
-statuses) is :mod:`tools.cli.output`; shared options are
-:mod:`tools.cli.options` (DESIGN.md §2, §8).
+there is no import cycle.  The output contract (JSON, terminal text,
+errors, exit statuses) is :mod:`tools.cli.output`; shared options are
+:mod:`tools.cli.options`; what a mistyped command suggests is
+:mod:`tools.cli.suggest` (DESIGN.md §2, §8, §17).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 from cyclopts import App
 
@@ -20,14 +22,28 @@ from protocol.errors import ExitStatus
 from protocol.version import package_version
 from tools.cli.output import exit_status_help
 
+if TYPE_CHECKING:
+    from cyclopts.exceptions import CycloptsError
+
+
+def usage_error_panel(error: CycloptsError) -> Any:
+    """What cyclopts prints for a usage error: :func:`tools.cli.suggest.format_usage_error`, imported only then."""
+    from tools.cli.suggest import format_usage_error
+
+    return format_usage_error(error)
+
+
 app = App(
     name="amux",
     version=package_version,
     help="amux-memory: on-demand long-term memory for coding agents, kept as plain Markdown by one Hub.\n\n"
     "The CLI finds the Hub from AMUX_HUB (a socket path, tls://HOST:PORT or loopback tcp://HOST:PORT) or "
     "AMUX_HOME (default ~/.amux).\n"
-    "Data commands print JSON; on error, {\"error\": {code, message, data}} on stdout and one line "
+    "In a terminal, data commands print readable text (search, show, list, history, log, upsert, forget, "
+    "restore, purge) and an error once on stderr with its next step. Piped, with --json or with "
+    "AMUX_OUTPUT=json they print JSON; on error, {\"error\": {code, message, data}} on stdout and one line "
     "on stderr. Exit status:\n\n" + exit_status_help(),
+    error_formatter=usage_error_panel,
 )
 hub_app = App(name="hub", help="Run and inspect the Hub, the one process that owns the memory files.")
 principal_app = App(
@@ -78,7 +94,7 @@ config_app.command("tools.cli.config:config_set", name="set")
 config_app.command("tools.cli.config:config_list", name="list")
 
 memory_app.command("tools.cli.memory:search", name="search")
-memory_app.command("tools.cli.memory:show", name="show")
+memory_app.command("tools.cli.memory:show", name="show", alias="get")
 memory_app.command("tools.cli.memory:upsert", name="upsert")
 memory_app.command("tools.cli.memory:list_documents", name="list")
 memory_app.command("tools.cli.memory:forget", name="forget")
@@ -101,6 +117,8 @@ app.command("tools.cli.doctor:doctor", name="doctor")
 # Its tokens go to tools.cli.launch raw: the agent's own --help, --version and -- must reach the agent.  The
 # delimiter is a NUL (no argv token can contain one), not "": cyclopts would take an empty argument for it.
 app.command("tools.cli.launch:launch", name="launch", help_flags=[], version_flags=[], end_of_options_delimiter="\0")
+
+
 
 HELP_FLAGS = ("--help", "-h")
 VERSION_FLAGS = ("--version",)

@@ -1,12 +1,13 @@
 """``amux memory history|log|diff|restore|purge``: every change the Hub kept, and the way back (DESIGN.md §15).
 
-``history`` and ``log`` print one page of the Hub's answer as JSON (pass
+``history`` and ``log`` print one page of the Hub's answer (pass
 ``next_cursor`` back as ``--cursor`` for the next); ``restore`` and
 ``purge`` are one Hub call each; ``diff`` exports two versions and compares
 them here (:mod:`tools.cli.textdiff`).  Like :mod:`tools.cli.memory` these
 import only the blocking client, and print with :mod:`tools.cli.output`:
-JSON on stdout, errors from the closed set with their exit status (DESIGN.md
-§8).
+JSON when piped or with ``--json``, aligned tables in a terminal
+(:mod:`tools.cli.human`, DESIGN.md §17), errors from the closed set with
+their exit status (DESIGN.md §8).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from cyclopts import Parameter
 from protocol.errors import ErrorCode, HubError
 from protocol.params import ABSENT
 from tools.cli.memory import call_hub
-from tools.cli.output import emit, fail, fail_quietly, say, write_bytes
+from tools.cli.options import AsJson
+from tools.cli.output import View, emit, fail, fail_quietly, human_output, say, write_shown
 
 if TYPE_CHECKING:
     from tools.client.paging import Caller
@@ -29,8 +31,9 @@ HISTORY_OFF = ("history is off on this Hub (memory.history = false): nothing new
 """The notice ``history`` and ``log`` print on stderr when the Hub's ``hello`` says ``history: false``."""
 
 
-def read_history(method: str, params: dict[str, Any]) -> int:
-    """One ``history`` or ``log`` call, printed as JSON; a notice on stderr when the Hub records no history.
+def read_history(method: str, params: dict[str, Any], view: View, *, as_json: bool = False) -> int:
+    """One ``history`` or ``log`` call, printed (JSON, or ``view`` in a terminal); a notice on stderr when the
+    Hub records no history.
 
     Returns 0, or the error's exit status after :func:`tools.cli.output.fail`.
     """
@@ -41,19 +44,20 @@ def read_history(method: str, params: dict[str, Any]) -> int:
             result = client.call(method, params)
             recording = client.hello.get("history")
     except HubError as exc:
-        return fail(exc)
-    emit(result)
+        return fail(exc, as_json=as_json)
+    emit(result, view, as_json=as_json)
     if recording is False:
         say(HISTORY_OFF)
     return 0
 
 
-def history(path: str, /, *, limit: int = 20, cursor: str = "") -> int:
+def history(path: str, /, *, limit: int = 20, cursor: str = "", as_json: AsJson = False) -> int:
     """Every stored version of one document, newest first, with who made each change.
 
-    Prints {"path", "versions": [{"revision", "time", "action", "actor":
-    {"principal", "client", "binding", "session"}, "bytes", "lines", "added",
-    "removed"}], "next_cursor"}. action is create, update, forget (a
+    In a terminal, an aligned table; piped or with --json, {"path",
+    "versions": [{"revision", "time", "action", "actor": {"principal",
+    "client", "binding", "session"}, "bytes", "lines", "added", "removed"}],
+    "next_cursor"}. action is create, update, forget (a
     tombstone: revision "absent"), restore (with restored_from) or external
     (the file was edited by hand; the Hub records what is on disk first, so
     the list always ends at the document as it is now). time is UTC; added and
@@ -71,14 +75,17 @@ def history(path: str, /, *, limit: int = 20, cursor: str = "") -> int:
     """
     from protocol.requests import history_params
 
-    return read_history("history", history_params(path, limit=limit, cursor=cursor))
+    return read_history("history", history_params(path, limit=limit, cursor=cursor), View("history"),
+                        as_json=as_json)
 
 
-def log(*, path_prefix: str = "", since: str | None = None, limit: int = 50, cursor: str = "") -> int:
+def log(*, path_prefix: str = "", since: str | None = None, limit: int = 50, cursor: str = "",
+        as_json: AsJson = False) -> int:
     """What changed in the whole memory scope, newest first: "what did my agents change today?".
 
-    Prints {"changes": [...], "next_cursor"}, each change shaped like a
-    history version plus its "path". Pages hold at most 8 KiB: pass
+    In a terminal, an aligned table; piped or with --json, {"changes":
+    [...], "next_cursor"}, each change shaped like a history version plus
+    its "path". Pages hold at most 8 KiB: pass
     next_cursor back as --cursor for older changes.
 
     Parameters
@@ -100,8 +107,9 @@ def log(*, path_prefix: str = "", since: str | None = None, limit: int = 50, cur
     try:
         since_wire = parse_since(since) if since is not None else None
     except HubError as exc:
-        return fail(exc)
-    return read_history("log", log_params(path_prefix=path_prefix, since=since_wire, limit=limit, cursor=cursor))
+        return fail(exc, as_json=as_json)
+    return read_history("log", log_params(path_prefix=path_prefix, since=since_wire, limit=limit, cursor=cursor),
+                        View("log"), as_json=as_json)
 
 
 def read_version(client: Caller, path: str, revision: str | None) -> tuple[bytes, str]:
@@ -166,18 +174,18 @@ def diff(
             old, old_rev = read_version(client, path, from_revision)
             new, new_rev = read_version(client, path, to_revision)
     except HubError as exc:
-        return fail(exc) if as_json else fail_quietly(exc)
+        return fail(exc, as_json=True) if as_json else fail_quietly(exc)
     hunks = diff_hunks(old, new)
     if as_json:
         added, removed = line_counts(hunks)
         emit({"path": path, "from": old_rev, "to": new_rev, "added": added, "removed": removed,
               "hunks": hunks_as_data(hunks)})
     else:
-        write_bytes(render_unified(hunks, f"a/{path}\t{old_rev}", f"b/{path}\t{new_rev}"))
+        write_shown(render_unified(hunks, f"a/{path}\t{old_rev}", f"b/{path}\t{new_rev}"), View("diff"))
     return 0
 
 
-def restore(path: str, /, *, revision: str, expected_revision: str | None = None) -> int:
+def restore(path: str, /, *, revision: str, expected_revision: str | None = None, as_json: AsJson = False) -> int:
     """Write an old version back as the document (undo), if it still has the expected revision.
 
     A normal compare-and-swap write of that version's bytes, recorded in the
@@ -201,10 +209,11 @@ def restore(path: str, /, *, revision: str, expected_revision: str | None = None
     if expected_revision is None:
         from tools.cli.memory import missing_revision
 
-        return fail(missing_revision("restore", path))
+        return fail(missing_revision("restore", path), as_json=as_json)
     from protocol.requests import restore_params
 
-    return call_hub("restore", restore_params(path, revision, expected_revision))
+    return call_hub("restore", restore_params(path, revision, expected_revision), View("upsert"),
+                    as_json=as_json)
 
 
 def purge(
@@ -213,6 +222,7 @@ def purge(
     *,
     revision: str | None = None,
     all_versions: Annotated[bool, Parameter(name="--all", negative="")] = False,
+    as_json: AsJson = False,
 ) -> int:
     """Erase stored versions of one document from the history, for good (a secret saved by mistake).
 
@@ -238,7 +248,7 @@ def purge(
     """
     if (revision is None) == (not all_versions):
         return fail(HubError(ErrorCode.BAD_REQUEST, "memory purge: give exactly one of --revision REV or --all "
-                             "(see 'amux memory purge --help')", {"field": "revision"}))
+                             "(see 'amux memory purge --help')", {"field": "revision"}), as_json=as_json)
     from protocol.requests import purge_params
     from tools.client.blocking import HubClient
 
@@ -246,8 +256,10 @@ def purge(
         with HubClient() as client:
             result = client.call("purge", purge_params(path, revision=revision, all_versions=all_versions))
     except HubError as exc:
-        return fail(exc)
-    emit(result)
+        return fail(exc, as_json=as_json)
+    emit(result, View("purge"), as_json=as_json)
+    if human_output(as_json):
+        return 0  # the rendered line already says it
     erased: list[Any] = result.get("erased") or []
     say(f"erased {len(erased)} stored version{'s' if len(erased) != 1 else ''} of {path} from the history; "
         "the live document was not touched")

@@ -3,7 +3,8 @@
 Each command builds the method's parameters from its options, makes one
 blocking call through :class:`tools.client.HubClient` (``list`` and
 ``export`` page through several) and prints the result with
-:mod:`tools.cli.output`.  These are the commands agents without MCP use, so
+:mod:`tools.cli.output`: JSON when piped or with ``--json``, else its
+:mod:`tools.cli.human` view (DESIGN.md §17).  These are the commands agents without MCP use, so
 they import only the blocking client: no Trio, no ``mcp``, no typed-memory
 machinery (DESIGN.md §2, §5).
 """
@@ -19,18 +20,22 @@ from cyclopts import Parameter
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
 from protocol.requests import forget_params, get_params, search_params
-from tools.cli.output import emit, fail, fail_quietly, write_bytes
+from tools.cli.options import AsJson
+from tools.cli.output import View, emit, fail, fail_quietly, write_shown
 
 
-def call_hub(method: str, params: dict[str, Any]) -> int:
-    """Make one Hub call and print its result as JSON; return 0, or the error's exit status after :func:`fail`."""
+def call_hub(method: str, params: dict[str, Any], view: View | None = None, *, as_json: bool = False) -> int:
+    """Make one Hub call and print its result (:func:`tools.cli.output.emit`: JSON, or ``view`` in a terminal).
+
+    Returns 0, or the error's exit status after :func:`tools.cli.output.fail`.
+    """
     from tools.client.blocking import HubClient
 
     try:
         with HubClient() as client:
-            emit(client.call(method, params))
+            emit(client.call(method, params), view, as_json=as_json)
     except HubError as exc:
-        return fail(exc)
+        return fail(exc, as_json=as_json)
     return 0
 
 
@@ -40,6 +45,7 @@ def search(
     *,
     path_prefix: str = "",
     limit: int = LIMITS.search_default_limit,
+    as_json: AsJson = False,
 ) -> int:
     """Search memory for literal keywords (any keyword makes a candidate).
 
@@ -56,17 +62,19 @@ def search(
     limit
         Documents to return, 1-20.
     """
-    return call_hub("search", search_params(" ".join(words), path_prefix=path_prefix, limit=limit))
+    return call_hub("search", search_params(" ".join(words), path_prefix=path_prefix, limit=limit),
+                    View("search", {"words": words}), as_json=as_json)
 
 
 def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 0,
-         revision: str | None = None) -> int:
+         revision: str | None = None, as_json: AsJson = False) -> int:
     """Read a bounded fragment of a document, with its whole-file revision.
 
-    A missing document prints exists: false and revision "absent". With
-    --revision it reads that old version from the history instead (see
-    'amux memory history'); one that was never stored, pruned or purged is
-    not_found, and data.reason says which.
+    In a terminal, a header line (path, lines, short revision) and the text;
+    piped or with --json, the JSON result. A missing document is exists:
+    false and revision "absent". With --revision it reads that old version
+    from the history instead (see 'amux memory history'); one that was never
+    stored, pruned or purged is not_found, and data.reason says which.
 
     Parameters
     ----------
@@ -82,7 +90,10 @@ def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 
         A stored version's revision, from 'amux memory history'.
     """
     return call_hub("get", get_params(path, start_line=start_line, end_line=end_line, offset=offset,
-                                      revision=revision))
+                                      revision=revision),
+                    View("get", {"start_line": start_line, "end_line": end_line, "offset": offset,
+                                 "revision": revision}),
+                    as_json=as_json)
 
 
 def read_content(file: Path | None) -> bytes:
@@ -112,7 +123,7 @@ def missing_revision(command: str, path: str) -> HubError:
 
 
 def upsert(path: str, /, *, expected_revision: str | None = None, file: Path | None = None,
-           allow_shrink: bool = False, allow_empty: bool = False) -> int:
+           allow_shrink: bool = False, allow_empty: bool = False, as_json: AsJson = False) -> int:
     """Replace (or create) a whole document, if it still has the expected revision.
 
     The new content is raw UTF-8 Markdown from --file, or standard input.
@@ -136,23 +147,24 @@ def upsert(path: str, /, *, expected_revision: str | None = None, file: Path | N
         refused (to delete a document, use 'amux memory forget').
     """
     if expected_revision is None:
-        return fail(missing_revision("upsert", path))
+        return fail(missing_revision("upsert", path), as_json=as_json)
     try:
         content = read_content(file)
     except HubError as exc:
-        return fail(exc)
+        return fail(exc, as_json=as_json)
     from protocol.requests import upsert_params
 
     return call_hub("upsert", upsert_params(path, content, expected_revision, allow_shrink=allow_shrink,
-                                            allow_empty=allow_empty))
+                                            allow_empty=allow_empty), View("upsert"), as_json=as_json)
 
 
-def list_documents(*, path_prefix: str = "") -> int:
+def list_documents(*, path_prefix: str = "", as_json: AsJson = False) -> int:
     """List the documents in memory (path and size in bytes), sorted by path.
 
-    Prints {"entries": [{"path", "bytes"}], "incomplete", "incomplete_reasons",
-    "unreadable"}; incomplete is true when a directory-entry bound cut the walk
-    short or a folder could not be read (unreadable names it).
+    In a terminal, an aligned table; piped or with --json, {"entries":
+    [{"path", "bytes"}], "incomplete", "incomplete_reasons", "unreadable"};
+    incomplete is true when a directory-entry bound cut the walk short or a
+    folder could not be read (unreadable names it).
 
     Parameters
     ----------
@@ -166,12 +178,12 @@ def list_documents(*, path_prefix: str = "") -> int:
         with HubClient() as client:
             report = list_report(client, path_prefix)
     except HubError as exc:
-        return fail(exc)
-    emit(report)
+        return fail(exc, as_json=as_json)
+    emit(report, View("list"), as_json=as_json)
     return 0
 
 
-def forget(path: str, /, *, expected_revision: str | None = None) -> int:
+def forget(path: str, /, *, expected_revision: str | None = None, as_json: AsJson = False) -> int:
     """Delete one document, if it still has the expected revision.
 
     Parameters
@@ -182,12 +194,12 @@ def forget(path: str, /, *, expected_revision: str | None = None) -> int:
         Required: the revision you last read (its first 12 hex digits are enough).
     """
     if expected_revision is None:
-        return fail(missing_revision("forget", path))
-    return call_hub("forget", forget_params(path, expected_revision))
+        return fail(missing_revision("forget", path), as_json=as_json)
+    return call_hub("forget", forget_params(path, expected_revision), View("forget"), as_json=as_json)
 
 
 def export(path: str, /, *, revision: str | None = None) -> int:
-    """Write one whole document to standard output, as raw Markdown.
+    """Write one whole document to standard output, as raw Markdown (in a terminal: control sequences made visible).
 
     Pages are read at one revision; if the document changes meanwhile nothing
     at all is written to stdout (the error goes to stderr only) and the exit
@@ -210,5 +222,5 @@ def export(path: str, /, *, revision: str | None = None) -> int:
             data, _ = export_document(client, path, revision=revision)
     except HubError as exc:
         return fail_quietly(exc)
-    write_bytes(data)
+    write_shown(data, View("document"))
     return 0

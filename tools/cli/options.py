@@ -1,4 +1,4 @@
-"""Parameters several commands share, defined once: ``--home``, ``--project``, ``--today``.
+"""Parameters several commands share, defined once: ``--home``, ``--project``, ``--today``, ``--json``.
 
 Each is an ``Annotated`` type carrying its cyclopts :class:`Parameter`
 (name and help), so a command declares ``home: Home = None`` and gets the
@@ -21,6 +21,12 @@ Home = Annotated[Path | None, Parameter(name="--home", help="The Hub's home (def
 Project = Annotated[Path | None, Parameter(
     name="--project", help="Work on DIR/.agent/memory/ (a project library, no Hub needed) instead of the Hub scope.")]
 """``--project DIR``: a project library instead of the caller's Hub scope (DESIGN.md §11)."""
+
+
+AsJson = Annotated[bool, Parameter(
+    name="--json", negative="",
+    help="Print JSON even when stdout is a terminal (piped output always is JSON; so is AMUX_OUTPUT=json).")]
+"""``--json``: JSON on stdout whatever stdout is (:func:`tools.cli.output.human_output`, DESIGN.md §17)."""
 
 
 def resolve_home(home: Path | None) -> Path:

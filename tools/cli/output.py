@@ -1,20 +1,45 @@
-"""The CLI's output contract: JSON on stdout, errors as JSON plus one stderr line, one exit status each.
+"""The CLI's output contract: JSON for scripts, readable text in a terminal, one exit status each.
 
-Data commands print one JSON document on stdout (UTF-8 whatever the locale
-says, with the Hub's field names).  On failure they print ``{"error": {code,
-message, data}}`` on stdout, so a script can read e.g.
-``data.observed_revision``, one ``amux: CODE: MESSAGE`` line on stderr, and
-exit with the code's status from :data:`protocol.errors.ERRORS`.  Statuses
-that are not an error's are :class:`protocol.errors.ExitStatus`.  DESIGN.md §8.
+Piped (or with ``--json``, or ``AMUX_OUTPUT=json``) data commands print one
+JSON document on stdout (UTF-8 whatever the locale says, with the Hub's
+field names).  On failure they print ``{"error": {code, message, data}}`` on
+stdout, so a script can read e.g. ``data.observed_revision``, one
+``amux: CODE: MESSAGE`` line on stderr, and exit with the code's status from
+:data:`protocol.errors.ERRORS`.  Statuses that are not an error's are
+:class:`protocol.errors.ExitStatus`.  DESIGN.md §8.
+
+When stdout is a terminal and JSON was not asked for (:func:`human_output`),
+a command that passes a :class:`View` prints readable text instead (the
+renderers are :mod:`tools.cli.human`, imported only then, with rich), and an
+error is printed once, on stderr, with its next step; stdout stays empty.
+DESIGN.md §17.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.errors import ERRORS, ExitStatus, HubError, encodable, encodable_value
+
+
+@dataclass(frozen=True)
+class View:
+    """How a result is shown in a terminal: a renderer's name in :data:`tools.cli.human.RENDERERS` and its options.
+
+    A name, not the function, so a JSON call imports neither
+    :mod:`tools.cli.human` nor rich.  ``options`` are the renderer's keyword
+    arguments (e.g. the search words to highlight).
+    """
+
+    renderer: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+OUTPUT_ENV = "AMUX_OUTPUT"
+"""``AMUX_OUTPUT=json`` makes every command print JSON even in a terminal, as ``--json`` does."""
 
 USAGE_STATUS = 2
 """Exit status of a usage error (cyclopts' own, and the ones commands detect); same as ``bad_request``."""
@@ -31,15 +56,51 @@ def write_bytes(data: bytes) -> None:
     sys.stdout.buffer.flush()
 
 
-def emit(obj: Any) -> None:
-    """Print ``obj`` as indented JSON (UTF-8, non-ASCII kept) and a newline on stdout.
+def human_output(as_json: bool = False) -> bool:
+    """Whether to print readable text: stdout is a terminal, no ``--json``, no ``AMUX_OUTPUT=json``.
 
+    ``as_json`` is the command's ``--json`` flag (:data:`tools.cli.options.AsJson`).
+    A stdout that is closed or not a real file counts as not a terminal.
+    """
+    if as_json or os.environ.get(OUTPUT_ENV, "").strip().lower() == "json":
+        return False
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def emit(obj: Any, view: View | None = None, *, as_json: bool = False) -> None:
+    """Print ``obj`` on stdout: as indented JSON (UTF-8, non-ASCII kept) and a newline, or as ``view`` says.
+
+    ``view``'s renderer shows it instead when :func:`human_output` says so
+    (a terminal, no ``--json``); without one the output is JSON everywhere.
     Never fails on text that is not valid UTF-8 (a lone surrogate from a
     non-UTF-8 file name or argument): it is shown as the visible text
     ``\\udcff`` (JSON ``"\\\\udcff"``), as :class:`HubError` shows it.
     """
+    if view is not None and human_output(as_json):
+        from tools.cli.human import print_out, render
+
+        print_out(render(view, obj))
+        return
     text = json.dumps(encodable_value(obj), ensure_ascii=False, indent=2)
     write_bytes(text.encode("utf-8", "backslashreplace") + b"\n")
+
+
+def write_shown(data: bytes, view: View) -> None:
+    """Write raw bytes (a document, a diff) to stdout; in a terminal (:func:`human_output`) show them via ``view``.
+
+    Piped, the bytes are written unchanged (``export > backup.md``, ``diff |
+    patch``); a person's terminal gets them decoded (invalid UTF-8 replaced)
+    with control sequences made visible, never executed (DESIGN.md §17).
+    """
+    if human_output():
+        from tools.cli.human import print_out, render
+
+        print_out(render(view, data))
+        return
+    write_bytes(data)
 
 
 def say(message: str) -> None:
@@ -50,11 +111,18 @@ def say(message: str) -> None:
     print(f"amux: {encodable(message)}", file=sys.stderr)
 
 
-def fail(exc: HubError) -> int:
+def fail(exc: HubError, *, as_json: bool = False) -> int:
     """Report ``exc`` the data-command way and return its exit status (that of its code).
 
-    Prints ``{"error": exc.to_wire()}`` on stdout and one line on stderr.
+    Prints ``{"error": exc.to_wire()}`` on stdout and one line on stderr; in
+    a terminal without ``--json`` (:func:`human_output`) only stderr, once:
+    the code, the message, the next step and the data (DESIGN.md §17).
     """
+    if human_output(as_json):
+        from tools.cli.human import print_error
+
+        print_error(exc)
+        return exc.exit_code
     emit({"error": exc.to_wire()})
     say(f"{exc.code.value}: {exc.message}")
     return exc.exit_code

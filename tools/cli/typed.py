@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import ErrorCode, ExitStatus, HubError
-from tools.cli.options import Project, parse_today
-from tools.cli.output import emit, fail, say, write_bytes
+from tools.cli.options import AsJson, Project, parse_today
+from tools.cli.output import View, emit, fail, human_output, say, write_bytes
 
 
 def _library(project: Path | None) -> Any:
@@ -36,6 +36,7 @@ def memory_new(
     file: Path | None = None,
     project: Project = None,
     today: str | None = None,
+    as_json: AsJson = False,
 ) -> int:
     """Create a typed topic TYPE/NAME.md with valid frontmatter, then add it to MEMORY.md.
 
@@ -83,14 +84,14 @@ def memory_new(
         finally:
             lib.close()
     except HubError as exc:
-        return fail(exc)
+        return fail(exc, as_json=as_json)
     for warning in result["warnings"]:
         say(f"warning: {warning['message']}")
-    emit(result)
+    emit(result, View("typed_new"), as_json=as_json)
     return 0
 
 
-def memory_index(*, project: Project = None, check: bool = False) -> int:
+def memory_index(*, project: Project = None, check: bool = False, as_json: AsJson = False) -> int:
     """Rebuild MEMORY.md from the typed topics: one group per type with (count/cap), one line per topic.
 
     Lines outside the generated groups (a preamble, your own sections) are
@@ -112,10 +113,11 @@ def memory_index(*, project: Project = None, check: bool = False) -> int:
         finally:
             lib.close()
     except HubError as exc:
-        return fail(exc)
-    emit(result)
+        return fail(exc, as_json=as_json)
+    emit(result, View("typed_index"), as_json=as_json)
     if check and not result["up_to_date"]:
-        say("MEMORY.md is out of date; run 'amux memory index'")
+        if not human_output(as_json):  # the rendered text already says it
+            say("MEMORY.md is out of date; run 'amux memory index'")
         return ExitStatus.PROBLEMS_FOUND
     return 0
 

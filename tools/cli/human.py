@@ -1,0 +1,428 @@
+"""Readable terminal output: one renderer per result shape, and the one error view (DESIGN.md §17).
+
+:func:`tools.cli.output.emit` imports this module and calls a renderer
+(by its name in :data:`RENDERERS`, from a :class:`tools.cli.output.View`)
+only when stdout is a terminal and no ``--json`` was given; piped output
+never comes here.  Each renderer imports rich when it runs and returns a
+rich renderable built from :class:`rich.text.Text` objects (never markup
+strings, so ``[red]`` in a note is just text).
+
+Everything shown from memory (paths, snippets, content, actors, error
+messages) was written by an agent and is hostile: it goes through
+:func:`inert` first, which makes terminal control sequences visible instead
+of letting the terminal act on them.  Colour follows rich's rules:
+``NO_COLOR`` turns it off, ``TERM=dumb`` prints no escape sequences at all.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import sys
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from protocol.errors import ERRORS, ErrorCode, HubError, encodable
+from protocol.params import ABSENT
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.table import Table
+    from rich.text import Text
+
+    from tools.cli.output import View
+
+SHORT_REVISION = 12
+"""Hex digits of a revision shown in tables and headers (the full one is in ``--json``)."""
+
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_CONTROLS = (*range(0x20), 0x7F, *range(0x80, 0xA0), *_BIDI, 0x2028, 0x2029)
+_INERT = {code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" for code in _CONTROLS}
+_INERT_MULTILINE = {code: escape for code, escape in _INERT.items() if code not in (0x09, 0x0A)}
+
+
+def inert(text: Any, *, multiline: bool = False) -> str:
+    """``text`` (made a string) with every terminal control character replaced by a visible escape.
+
+    C0 controls (ESC, BEL, CR, backspace...), DEL, C1 controls (including
+    the 8-bit CSI and OSC), the bidirectional overrides, embeddings, isolates
+    and marks (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C) and the
+    Unicode line and paragraph separators become ``\\x1b``-style or
+    ``\\u202e``-style text, so ``ESC[2J``, an OSC 52 clipboard write or an
+    OSC 8 link is shown, never acted on.  With ``multiline`` newline and tab
+    are kept (a document's content); otherwise they are escaped too (a path,
+    a snippet, a table cell).  Lone surrogates become ``\\udcff``.
+    """
+    table = _INERT_MULTILINE if multiline else _INERT
+    return encodable(str(text)).translate(table)
+
+
+def short_revision(revision: Any) -> str:
+    """The first :data:`SHORT_REVISION` characters of a revision; ``absent`` (or a non-string) as it is."""
+    text = inert(revision)
+    return text if text == ABSENT else text[:SHORT_REVISION]
+
+
+def command(*words: Any) -> str:
+    """A command line a user can paste: each word made inert and shell-quoted (``'a b.md'``)."""
+    return " ".join(shlex.quote(inert(word)) for word in words)
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A rich console for stdout (or stderr): no markup, emoji codes or highlighting of our text.
+
+    rich decides colour: none with ``NO_COLOR`` set, and no escape sequence
+    at all with ``TERM=dumb``.  A stream whose encoding cannot show a
+    character gets a backslash escape for it instead of an error.
+    """
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    if isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(errors="backslashreplace")  # a terminal that is not UTF-8 gets escapes, not a crash
+    return Console(stderr=stderr, highlight=False, markup=False, emoji=False)
+
+
+def print_out(renderable: RenderableType) -> None:
+    """Print a renderer's result on stdout.  Raises ``BrokenPipeError`` when the reader went away."""
+    console().print(renderable, soft_wrap=True)
+
+
+def text(*parts: str | tuple[str, str]) -> Text:
+    """A :class:`rich.text.Text` from plain parts and ``(text, style)`` pairs (the text is used as is)."""
+    from rich.text import Text
+
+    out = Text()
+    for part in parts:
+        if isinstance(part, tuple):
+            out.append(part[0], style=part[1])
+        else:
+            out.append(part)
+    return out
+
+
+def group(items: Iterable[RenderableType]) -> RenderableType:
+    """Several renderables printed one after the other."""
+    from rich.console import Group
+
+    return Group(*items)
+
+
+def notice(message: str) -> Text:
+    """A warning line (yellow): incomplete results, cut fragments, how to go on."""
+    return text((message, "yellow"))
+
+
+def render_search(r: dict[str, Any], words: list[str] | None = None) -> RenderableType:
+    """A search result: one line per ranked document (path, line, matched keywords), its snippet below.
+
+    Says plainly when the scan was incomplete (a missing match is no proof
+    of absence) and when more matches were left out; ``words`` are
+    highlighted in the snippets, ignoring case.
+    """
+    matches = r.get("matches") or []
+    lines: list[RenderableType] = []
+    scanned = f"scanned {r.get('scanned_files', 0)} files"
+    if not matches:
+        lines.append(text(("no matches", "bold"), f" ({scanned})"))
+    else:
+        lines.append(text((f"{len(matches)} of {r.get('candidates', len(matches))} matching documents", "bold"),
+                          f" ({scanned})"))
+    for rank, m in enumerate(matches, 1):
+        matched = ", ".join(inert(word) for word in m.get("matched") or [])
+        lines.append(text(f"{rank:>2}. ", (inert(m.get("path")), "bold cyan"), (f":{m.get('line')}", "cyan"),
+                          (f"  rev {short_revision(m.get('revision'))}", "dim"), (f"  matched: {matched}", "dim")))
+        snippet = text("    ", inert(m.get("snippet", "")), ("…" if m.get("truncated") else ""))
+        if words:
+            snippet.highlight_words([inert(word) for word in words], style="bold yellow", case_sensitive=False)
+        lines.append(snippet)
+    if r.get("incomplete"):
+        reasons = ", ".join(inert(x) for x in r.get("incomplete_reasons") or []) or "a scan limit"
+        lines.append(notice(f"incomplete: the scan stopped early ({reasons}); a missing match is not proof of "
+                            "absence: narrow --path-prefix or change the keywords"))
+        for name in r.get("unreadable") or []:
+            lines.append(notice(f"unreadable: {inert(name)} (file permissions on the Hub's host)"))
+    if r.get("truncated"):
+        lines.append(notice("more matches were left out: raise --limit (at most 20), narrow --path-prefix or add "
+                            "keywords"))
+    if matches:
+        lines.append(text(("read one with: ", "dim"), (command("amux", "memory", "show", matches[0].get("path")),
+                                                       "dim")))
+    return group(lines)
+
+
+def fragment_lines(content: str, start_line: int, offset: int) -> str:
+    """The ``lines A-B`` (or ``from byte N``) part of a ``show`` header, from the request and the content."""
+    first = max(start_line, 1)
+    count = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+    if offset:
+        return f"continued from byte {offset}"
+    if count == 0:
+        return "no lines"
+    return f"lines {first}-{first + count - 1}"
+
+
+def render_get(r: dict[str, Any], *, start_line: int = 0, end_line: int = 0, offset: int = 0,
+               revision: str | None = None) -> RenderableType:
+    """A ``show`` result: one header line (path, line range of total, short revision, bytes), then the fragment.
+
+    A missing document says how to create it; a cut fragment ends with the
+    exact command that continues it (``--offset``, same lines, same
+    ``--revision``); a stored version (``revision``) says so in the header.
+    """
+    path = r.get("path")
+    if not r.get("exists"):
+        return text((inert(path), "bold cyan"), " does not exist (revision \"absent\"); create it with: ",
+                    (command("amux", "memory", "upsert", path, "--expected-revision", ABSENT), "bold"))
+    content = str(r.get("content", ""))
+    head = text((inert(path), "bold cyan"),
+                f"  {fragment_lines(content, start_line, offset)} of {r.get('total_lines')}",
+                ("  rev ", "dim"), (short_revision(r.get("revision")), "bold"),
+                (f"  {r.get('total_bytes')} bytes", "dim"),
+                ("  (a stored version, from the history)" if revision is not None else "", "yellow"))
+    parts: list[RenderableType] = [head, text(inert(content.removesuffix("\n"), multiline=True))]
+    if r.get("truncated"):
+        again = ["amux", "memory", "show", path]
+        if start_line:
+            again += ["--start-line", str(start_line)]
+        if end_line:
+            again += ["--end-line", str(end_line)]
+        if revision is not None:
+            again += ["--revision", revision]
+        again += ["--offset", str(r.get("next_offset"))]
+        parts.append(notice(f"cut at the response limit; continue with: {command(*again)}"))
+    return group(parts)
+
+
+def render_list(r: dict[str, Any]) -> RenderableType:
+    """A ``list`` result: an aligned table of path and bytes, a total, and whether the walk was incomplete."""
+    entries = r.get("entries") or []
+    table = new_table(("path", "left"), ("bytes", "right"))
+    for entry in entries:
+        table.add_row(text((inert(entry.get("path")), "cyan")), text(str(entry.get("bytes"))))
+    total = sum(int(entry.get("bytes") or 0) for entry in entries)
+    parts: list[RenderableType] = [table, text((f"{len(entries)} documents, {total} bytes", "dim"))]
+    if r.get("incomplete"):
+        reasons = ", ".join(inert(x) for x in r.get("incomplete_reasons") or []) or "a bound"
+        parts.append(notice(f"incomplete: the listing stopped early ({reasons}); narrow --path-prefix"))
+    for name in r.get("unreadable") or []:
+        parts.append(notice(f"unreadable: {inert(name)} (file permissions on the Hub's host)"))
+    return group(parts)
+
+
+def new_table(*columns: tuple[str, str]) -> Table:
+    """A borderless aligned table with a bold header row: ``(header, "left"|"right")`` per column."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+    for header, justify in columns:
+        table.add_column(header, justify="right" if justify == "right" else "left", no_wrap=header != "path")
+    return table
+
+
+def actor(version: dict[str, Any]) -> str:
+    """Who made a change, in one cell: ``principal via client`` and the session when there is one."""
+    who = version.get("actor") or {}
+    parts = [inert(who.get("principal") or "-")]
+    if who.get("client"):
+        parts.append(f"via {inert(who.get('client'))}")
+    if who.get("session"):
+        parts.append(f"session {inert(who.get('session'))}")
+    return " ".join(parts)
+
+
+def when(version: dict[str, Any]) -> str:
+    """A version's UTC time to the second, ``2026-12-01 08:40:37Z``."""
+    stamp = inert(version.get("time") or "")
+    return stamp[:19].replace("T", " ") + "Z" if len(stamp) >= 19 else stamp
+
+
+def version_table(versions: list[dict[str, Any]], *, with_path: bool) -> Table:
+    """The rows of ``history`` or ``log``: time, (path,) action, short revision, actor, size, lines changed."""
+    columns = [("time (UTC)", "left"), *([("path", "left")] if with_path else []), ("action", "left"),
+               ("revision", "left"), ("by", "left"), ("bytes", "right"), ("+/-", "right")]
+    table = new_table(*columns)
+    for v in versions:
+        action = inert(v.get("action"))
+        if v.get("restored_from"):
+            action += f" of {short_revision(v.get('restored_from'))}"
+        cells = [text(when(v)), *([text((inert(v.get("path")), "cyan"))] if with_path else []), text(action),
+                 text((short_revision(v.get("revision")), "bold")), text(actor(v)), text(str(v.get("bytes"))),
+                 text((f"+{v.get('added', 0)}", "green"), " ", (f"-{v.get('removed', 0)}", "red"))]
+        table.add_row(*cells)
+    return table
+
+
+def more(next_cursor: Any, *words: str) -> list[RenderableType]:
+    """The "older entries: COMMAND --cursor C" line of a paged history view, when there is a next page."""
+    if not next_cursor:
+        return []
+    return [notice(f"older entries: {command(*words, '--cursor', next_cursor)}")]
+
+
+def render_history(r: dict[str, Any]) -> RenderableType:
+    """A ``history`` result: the path, then an aligned table of its versions, newest first, and the next page."""
+    versions = r.get("versions") or []
+    plural = "s" if len(versions) != 1 else ""
+    head = text((inert(r.get("path")), "bold cyan"), f": {len(versions)} version{plural} shown, newest first")
+    return group([head, version_table(versions, with_path=False),
+                  *more(r.get("next_cursor"), "amux", "memory", "history", str(r.get("path")))])
+
+
+def render_log(r: dict[str, Any]) -> RenderableType:
+    """A ``log`` result: an aligned table of changes across the scope, newest first, and the next page."""
+    changes = r.get("changes") or []
+    if not changes:
+        return text(("no changes", "bold"))
+    return group([version_table(changes, with_path=True), *more(r.get("next_cursor"), "amux", "memory", "log")])
+
+
+def render_upsert(r: dict[str, Any]) -> RenderableType:
+    """An ``upsert`` (or ``restore``) result, one line: created/replaced/restored, bytes, the new short revision."""
+    if r.get("restored_from"):
+        how = f"restored {short_revision(r.get('restored_from'))} as"
+    else:
+        how = "created" if r.get("created") else "replaced"
+    return text(f"{how} ", (inert(r.get("path")), "bold cyan"), f" ({r.get('bytes')} bytes); revision now ",
+                (short_revision(r.get("revision")), "bold"))
+
+
+def render_forget(r: dict[str, Any]) -> RenderableType:
+    """A ``forget`` result, one line: deleted (undo with restore), or already absent."""
+    path = r.get("path")
+    if r.get("already_absent"):
+        return text((inert(path), "bold cyan"), " was already absent; nothing was deleted")
+    return text("deleted ", (inert(path), "bold cyan"), ("; its versions stay in the history (",
+                                                         "dim"), (command("amux", "memory", "history", path), "dim"),
+                (")", "dim"))
+
+
+def render_purge(r: dict[str, Any]) -> RenderableType:
+    """A ``purge`` result: how many stored versions were erased for good, with their short revisions."""
+    erased = r.get("erased") or []
+    revisions = ", ".join(short_revision(v.get("revision")) for v in erased)
+    plural = "s" if len(erased) != 1 else ""
+    line = text(f"erased {len(erased)} stored version{plural} of ", (inert(r.get("path")), "bold cyan"),
+                " from the history", (f" ({revisions})" if revisions else ""),
+                ("; the live document was not touched", "dim"))
+    return line
+
+
+def render_typed_new(r: dict[str, Any]) -> RenderableType:
+    """A ``memory new`` result, one line: the topic created, its short revision, and the index's update."""
+    index = r.get("index") or {}
+    how = "updated" if index.get("changed") else "unchanged"
+    return text("created ", (inert(r.get("created")), "bold cyan"), "; revision now ",
+                (short_revision(r.get("revision")), "bold"), f"; index {inert(index.get('path'))} {how}",
+                (f" (revision {short_revision(index.get('revision'))})" if index.get("revision") else "", "dim"))
+
+
+def render_typed_index(r: dict[str, Any]) -> RenderableType:
+    """A ``memory index`` result, one line: rebuilt, already up to date, or (``--check``) out of date."""
+    path = (inert(r.get("path")), "bold cyan")
+    topics = ", ".join(f"{inert(kind)} {count}" for kind, count in (r.get("topics") or {}).items()) or "no topics"
+    if not r.get("up_to_date"):
+        return text(path, (" is out of date", "yellow"), f" ({topics}); rebuild it with: ",
+                    (command("amux", "memory", "index"), "bold"))
+    if not r.get("changed"):
+        return text(path, f" is up to date ({topics}); nothing written")
+    return text("rebuilt ", path, f" ({r.get('bytes')} bytes, {r.get('lines')} lines; {topics}); revision now ",
+                (short_revision(r.get("revision")), "bold"))
+
+
+def render_document(data: bytes) -> RenderableType:
+    """A whole document (``export`` to a terminal): its text, decoded, control sequences made visible."""
+    return text(inert(data.decode("utf-8", "replace").removesuffix("\n"), multiline=True))
+
+
+DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
+"""How a unified diff line is coloured, by its first characters (the first match wins)."""
+
+
+def render_diff(data: bytes) -> RenderableType:
+    """A unified diff (``diff`` to a terminal): headers bold, hunk heads cyan, added green, removed red; inert."""
+    out = text()
+    for line in data.decode("utf-8", "replace").splitlines():
+        style = next((s for prefix, s in DIFF_STYLES if line.startswith(prefix)), "")
+        if len(out):
+            out.append("\n")
+        out.append(inert(line.replace("\t", "  ")), style=style)
+    return out
+
+
+RENDERERS: dict[str, Callable[..., RenderableType]] = {
+    "document": render_document,
+    "diff": render_diff,
+    "search": render_search,
+    "get": render_get,
+    "list": render_list,
+    "history": render_history,
+    "log": render_log,
+    "upsert": render_upsert,
+    "forget": render_forget,
+    "purge": render_purge,
+    "typed_new": render_typed_new,
+    "typed_index": render_typed_index,
+}
+"""Renderer name (a :class:`tools.cli.output.View`'s) → the function: result map and options in, renderable out."""
+
+
+def render(view: View, result: Any) -> RenderableType:
+    """``result`` rendered as ``view`` says.  Raises ``KeyError`` for a name not in :data:`RENDERERS` (a bug)."""
+    return RENDERERS[view.renderer](result, **view.options)
+
+
+TOOL_COMMANDS = {
+    "memory_get": "'amux memory show'",
+    "memory_search": "'amux memory search'",
+    "memory_upsert": "'amux memory upsert'",
+    "memory_forget": "'amux memory forget'",
+    "allow_shrink=true": "--allow-shrink",
+}
+"""MCP tool names in a next step (:attr:`HubError.next_step`) and the CLI command a person types instead."""
+
+
+PERSON_NEXT_STEPS = {
+    ErrorCode.INTERNAL: "The Hub failed; do not assume the call took effect: check with 'amux memory show' "
+                        "and see the Hub's log.",
+    ErrorCode.DISABLED: "Memory is switched off on this Hub: 'amux system config set memory.enabled true' "
+                        "(with the Hub's --home if it is not the default), then restart the Hub.",
+    ErrorCode.UNAUTHORIZED: "This caller may not use this memory: check AMUX_TOKEN, or ask the Hub's operator "
+                            "('amux hub principal list', 'amux hub token list').",
+    ErrorCode.BINDING_MISMATCH: "AMUX_MEMORY_BINDING no longer matches the scope the Hub gives you: unset it, or "
+                                "start the agent again with 'amux launch'.",
+    ErrorCode.UNAVAILABLE: "Start a Hub with 'amux hub serve' (or point AMUX_HOME / AMUX_HUB at a running one), "
+                           "then run the command again.",
+}
+"""Next steps for a person where the MCP one (:data:`protocol.errors.ERRORS`) speaks to an agent ("tell the user")."""
+
+
+def terminal_next_step(exc: HubError) -> str:
+    """What a person should do after ``exc``: :data:`PERSON_NEXT_STEPS`, else the MCP next step with tool names
+    spelled as the commands a person types (``memory_get`` → ``'amux memory show'``)."""
+    if exc.code in PERSON_NEXT_STEPS and exc.next_step == ERRORS[exc.code].next_step:
+        return PERSON_NEXT_STEPS[exc.code]
+    step = exc.next_step
+    for tool, cli in TOOL_COMMANDS.items():
+        step = step.replace(tool, cli)
+    return step
+
+
+def print_error(exc: HubError) -> None:
+    """Print ``exc`` once on stderr: ``amux: CODE: MESSAGE``, the next step, then each ``data`` member (lists and
+    maps as compact JSON).
+
+    The message and data come from the Hub and may quote hostile input, so
+    they are made :func:`inert`; long values are cut to 200 characters.
+    """
+    lines: list[RenderableType] = [
+        text("amux: ", (exc.code.value, "bold red"), ": ", inert(exc.message)),
+        text(("  next: ", "bold"), terminal_next_step(exc)),
+    ]
+    for key, value in exc.data.items():
+        shown = inert(json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, dict | list) else value)
+        lines.append(text((f"  {inert(key)}: ", "dim"), shown if len(shown) <= 200 else shown[:200] + "…"))
+    console(stderr=True).print(group(lines), soft_wrap=True)
+
