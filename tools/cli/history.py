@@ -177,7 +177,7 @@ def diff(
     return 0
 
 
-def restore(path: str, /, *, revision: str, expected_revision: str) -> int:
+def restore(path: str, /, *, revision: str, expected_revision: str, allow_secret: bool = False) -> int:
     """Write an old version back as the document (undo), if it still has the expected revision.
 
     A normal compare-and-swap write of that version's bytes, recorded in the
@@ -197,10 +197,13 @@ def restore(path: str, /, *, revision: str, expected_revision: str) -> int:
     expected_revision
         The document's current revision (from show or history), or "absent"
         to bring back a forgotten document.
+    allow_secret
+        Restore even though the version holds a credential (the Hub otherwise
+        refuses with secret_detected); the history records the override.
     """
     from protocol.requests import restore_params
 
-    return call_hub("restore", restore_params(path, revision, expected_revision))
+    return call_hub("restore", restore_params(path, revision, expected_revision, allow_secret=allow_secret))
 
 
 def purge(

@@ -96,7 +96,8 @@ def read_content(file: Path | None) -> bytes:
         raise HubError(ErrorCode.BAD_REQUEST, f"cannot read {file}: {exc.strerror}") from None
 
 
-def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, allow_shrink: bool = False) -> int:
+def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, allow_shrink: bool = False,
+           allow_secret: bool = False) -> int:
     """Replace (or create) a whole document, if it still has the expected revision.
 
     The new content is raw UTF-8 Markdown from --file, or standard input.
@@ -114,6 +115,10 @@ def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, al
         dropping more than half of a document's lines (and over 20 lines) or
         bytes (and over 2 KiB), or one that adds an elision placeholder such
         as '[rest unchanged]'.
+    allow_secret
+        Write even though the Hub finds a credential in the content (it
+        otherwise refuses with secret_detected). For a person who means it,
+        e.g. an example key in documentation; the history records the override.
     """
     try:
         content = read_content(file)
@@ -121,7 +126,8 @@ def upsert(path: str, /, *, expected_revision: str, file: Path | None = None, al
         return fail(exc)
     from protocol.requests import upsert_params
 
-    return call_hub("upsert", upsert_params(path, content, expected_revision, allow_shrink=allow_shrink))
+    return call_hub("upsert", upsert_params(path, content, expected_revision, allow_shrink=allow_shrink,
+                                            allow_secret=allow_secret))
 
 
 def list_documents(*, path_prefix: str = "") -> int:
