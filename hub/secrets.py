@@ -152,6 +152,23 @@ def _private_key() -> Finder:
     return find
 
 
+def _jwt() -> Finder:
+    """``detect-secrets``' JWT pattern made greedy, so the value is the whole token (its pattern stops after the
+    payload), checked with its ``is_formally_valid`` (header and payload are base64 JSON)."""
+    from detect_secrets.plugins.jwt import JwtTokenDetector
+
+    (lazy,) = JwtTokenDetector.denylist
+    greedy = re.compile(lazy.pattern.removesuffix("*?") + "*")
+
+    def find(line: str, after: str) -> Iterator[str]:
+        for m in greedy.finditer(line):
+            token = m.group(0).rstrip(".")
+            if JwtTokenDetector.is_formally_valid(".".join(token.split(".")[:2])):
+                yield token
+
+    return find
+
+
 def _keyword() -> Finder:
     from detect_secrets.filters import heuristic
     from detect_secrets.plugins.keyword import CONFIG_DENYLIST_REGEX_TO_GROUP, KeywordDetector
@@ -213,7 +230,6 @@ def rules() -> tuple[Rule, ...]:
     from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
     from detect_secrets.plugins.github_token import GitHubTokenDetector
     from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
-    from detect_secrets.plugins.jwt import JwtTokenDetector
     from detect_secrets.plugins.npm import NpmDetector
     from detect_secrets.plugins.openai import OpenAIDetector
     from detect_secrets.plugins.pypi_token import PypiTokenDetector
@@ -247,7 +263,7 @@ def rules() -> tuple[Rule, ...]:
         Rule("npm-token", ("_authtoken",), _plugin(NpmDetector)),
         Rule("npm-access-token", ("npm_",), _regexes(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])")),
         Rule("pypi-token", ("pypi-ag",), _plugin(PypiTokenDetector)),
-        Rule("jwt", ("eyj",), _plugin(JwtTokenDetector, JwtTokenDetector.is_formally_valid)),
+        Rule("jwt", ("eyj",), _jwt()),
         Rule("url-password", ("://",), _basic_auth()),
         Rule("keyword-assignment", ("key", "pass", "pwd", "secret", "contrase"), _keyword(), KEYWORD_TAIL),
     )
