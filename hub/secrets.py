@@ -207,9 +207,14 @@ def _basic_auth() -> Finder:
     return find
 
 
-KEYWORD_TAIL: Final = re.compile(rb"\w*['\"\]]{0,2}\s*[:=]")
+KEYWORD_TAIL: Final = re.compile(rb"\w*['\"\]]{0,2}\s*[:=]+\s*['\"`]?[^\s'\"`]{12}")
 """What must follow a keyword literal (``password``, ``secret_key``) for the keyword rule to look at its line:
-an assignment (matched at the literal's end, in the ASCII-lowercased bytes)."""
+an assignment of a token of at least :data:`KEYWORD_MIN_LENGTH` characters (matched at the literal's end, in
+the ASCII-lowercased bytes; a shorter or spaced value is never a finding)."""
+
+URL_PASSWORD_TAIL: Final = re.compile(rb"[^\s:/?#\[\]@!$&'()*+,;=]+:[^\s:/?#\[\]@!$&'()*+,;=]+@")
+"""What must follow ``://`` for the URL rule to look at its line: ``user:password@``, as ``detect-secrets``'
+``BasicAuthDetector`` pattern requires it."""
 
 
 @dataclass(frozen=True)
@@ -264,7 +269,7 @@ def rules() -> tuple[Rule, ...]:
         Rule("npm-access-token", ("npm_",), _regexes(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])")),
         Rule("pypi-token", ("pypi-ag",), _plugin(PypiTokenDetector)),
         Rule("jwt", ("eyj",), _jwt()),
-        Rule("url-password", ("://",), _basic_auth()),
+        Rule("url-password", ("://",), _basic_auth(), URL_PASSWORD_TAIL),
         Rule("keyword-assignment", ("key", "pass", "pwd", "secret", "contrase"), _keyword(), KEYWORD_TAIL),
     )
 
