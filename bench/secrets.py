@@ -95,8 +95,8 @@ def _scan_cost(ctx: Ctx) -> dict[str, Any]:
 def run(ctx: Ctx) -> dict[str, Any]:
     """Section s: the check's throughput cost on two note sizes (PASS/FAIL) and its µs per KiB (a figure)."""
     big, big_name = _big_note()
-    out: dict[str, Any] = {"small": _throughput(ctx, DOC, "small"), "large": _throughput(ctx, big, "large"), "large_note": big_name,
-                           "scan": _scan_cost(ctx)}
+    out: dict[str, Any] = {"small": _throughput(ctx, DOC, "small"), "large": _throughput(ctx, big, "large"),
+                           "large_note": big_name, "scan": _scan_cost(ctx)}
     small, large, cost = out["small"], out["large"], out["scan"]
     ctx.log(f"s. secret scan on/off: {small['doc_bytes']} B {small['ratio']}, {large['doc_bytes']} B "
             f"{large['ratio']}; {cost['us_per_kib']} µs/KiB on {cost['files']} {cost['source']} files")
