@@ -294,10 +294,11 @@ LITERAL_SEARCH: Final = ahocorasick_rs.BytesAhoCorasick([literal.encode("utf-8")
 
 
 @functools.cache
-def _rules_by_literal() -> tuple[tuple[int, ...], ...]:
-    """For each index into :data:`LITERALS`, the indexes into :func:`rules` of the rules that use it."""
+def _rules_by_literal() -> tuple[tuple[tuple[int, re.Pattern[bytes] | None], ...], ...]:
+    """For each index into :data:`LITERALS`, ``(index into rules(), its tail)`` of the rules that use it."""
     all_rules = rules()
-    return tuple(tuple(i for i, rule in enumerate(all_rules) if literal in rule.literals) for literal in LITERALS)
+    return tuple(tuple((i, rule.tail) for i, rule in enumerate(all_rules) if literal in rule.literals)
+                 for literal in LITERALS)
 
 
 def candidate_lines(content: bytes) -> Iterator[tuple[int, int, int, set[int]]]:
@@ -305,29 +306,29 @@ def candidate_lines(content: bytes) -> Iterator[tuple[int, int, int, set[int]]]:
 
     One :data:`LITERAL_SEARCH` pass over ``content.lower()`` (ASCII-only
     lowercasing keeps byte offsets); a hit of a rule with a ``tail`` counts
-    only when the tail matches after it.
+    only when the tail matches right after it.  Line bounds and numbers are
+    worked out only for lines with a hit that counts.
     """
     low = content.lower()
     by_literal = _rules_by_literal()
-    all_rules = rules()
     line_no, last, begin, line_end = 1, 0, -1, -1
     wanted: set[int] = set()
     for literal, start, stop in LITERAL_SEARCH.find_matches_as_indexes(low, overlapping=True):
+        hits = [i for i, tail in by_literal[literal] if tail is None or tail.match(low, stop)]
+        if not hits:
+            continue
         if start > line_end:
             if wanted:
+                line_no += low.count(b"\n", last, begin)
+                last = begin
                 yield line_no, begin, line_end, wanted
             begin = low.rfind(b"\n", 0, start) + 1
             end = low.find(b"\n", start)
             line_end = len(low) if end < 0 else end
-            line_no += low.count(b"\n", last, begin)
-            last = begin
             wanted = set()
-        for i in by_literal[literal]:
-            tail = all_rules[i].tail
-            if tail is None or tail.match(low, stop):
-                wanted.add(i)
+        wanted.update(hits)
     if wanted:
-        yield line_no, begin, line_end, wanted
+        yield line_no + low.count(b"\n", last, begin), begin, line_end, wanted
 
 
 def find_secrets(content: bytes, allowed: frozenset[str] = frozenset()) -> list[Finding]:
