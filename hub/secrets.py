@@ -1,10 +1,11 @@
 """Credential detection for memory writes and for ``scan``: the rules and the scan (DESIGN.md §16).
 
-:func:`find_secrets` takes a document's text and returns the credentials in
-it as :class:`Finding` s (rule name, 1-based line, redacted preview, SHA-256
-of the exact value for ``memory.secret_allow``).  The rules are those of
-Yelp's ``detect-secrets`` (its plugin classes' own patterns, called through
-``analyze_string``) for AWS, Azure storage, URLs with a password, GitHub,
+:func:`find_secrets` takes a document's UTF-8 bytes and returns the
+credentials in it as :class:`Finding` s (rule name, 1-based line, redacted
+preview, SHA-256 of the exact value for ``memory.secret_allow``).  The rules
+are those of Yelp's ``detect-secrets`` (its plugin classes' own ``denylist``
+patterns and filters, called directly: no baseline, no network verification)
+for AWS, Azure storage, URLs with a password, GitHub,
 GitLab, Slack, Stripe, OpenAI, npm, PyPI, private keys and JWTs, plus the
 few it lacks, each a named rule here: Anthropic keys, GitHub fine-grained
 tokens, OpenAI project keys, bare npm tokens, unquoted AWS secret access
@@ -45,6 +46,7 @@ KEYWORD_MIN_LENGTH: Final = 12
 
 KEYWORD_MIN_ENTROPY: Final = 3.5
 """Shannon entropy (bits per character) a keyword-assigned value needs to count as a credential."""
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -113,8 +115,8 @@ def _regexes(*patterns: str, flags: int = 0) -> Finder:
     return find
 
 
-def _plugin(cls: Any, check: Callable[[str], bool] | None = None, whole: bool = False) -> Finder:
-    """A ``detect-secrets`` regex plugin's own ``denylist`` patterns (and its validity check, e.g. JWT's).
+def _plugin(cls: Any, whole: bool = False) -> Finder:
+    """A ``detect-secrets`` regex plugin's own ``denylist`` patterns.
 
     ``whole``: the value is the whole match (the plugin's groups only mark a prefix, e.g. ``ghp``)."""
     denylist = list(cls.denylist)
@@ -122,9 +124,7 @@ def _plugin(cls: Any, check: Callable[[str], bool] | None = None, whole: bool = 
     def find(line: str, after: str) -> Iterator[str]:
         for rx in denylist:
             for m in rx.finditer(line):
-                value = _value(m, whole)
-                if check is None or check(value):
-                    yield value
+                yield _value(m, whole)
 
     return find
 
