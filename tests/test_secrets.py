@@ -133,6 +133,12 @@ async def test_mcp_is_refused_with_a_next_step_and_cannot_override(hub: HubProce
             assert "1Password" in error["next_step"]
             assert [f["rule"] for f in error["data"]["findings"]] == [sample.rule]
             assert_no_leak(sample, json.dumps(result.structured_content), repr(result.content))
+            for other in samples(13):  # every rule family, through MCP too
+                refused = await call(session, "memory_upsert", path="m.md", content=note(other).decode(),
+                                     expected_revision="absent")
+                assert [f["rule"] for f in err(refused, ErrorCode.SECRET_DETECTED)["data"]["findings"]] == [
+                    other.rule]
+                assert_no_leak(other, json.dumps(refused.structured_content), repr(refused.content))
             # the argument does not exist for the tool: schema error, nothing written
             result = await session.call_tool("memory_upsert", {
                 "path": "m.md", "content": note(sample).decode(), "expected_revision": "absent",
