@@ -158,7 +158,7 @@ async def test_mcp_is_refused_with_a_next_step_and_cannot_override(hub: HubProce
     assert (hub.scope_dir / "m.md").read_bytes() == CLEAN
 
 
-def test_warn_writes_and_reports_redacted_findings(hub_factory: Any) -> None:
+async def test_warn_writes_and_reports_redacted_findings(hub_factory: Any, tmp_path: Path) -> None:
     hub: HubProcess = hub_factory(settings={"memory.secret_scan": "warn"})
     sample = samples(4)[1]
     r = hub.cli("memory", "upsert", "w.md", "--expected-revision", "absent", input=note(sample))
@@ -171,6 +171,14 @@ def test_warn_writes_and_reports_redacted_findings(hub_factory: Any) -> None:
     log = hub.log.read_text()
     assert "memory.secret_scan = warn" in log and redact(sample.secret) in log
     assert_no_leak(sample, r.stdout, r.stderr, log)
+    with trio.fail_after(TIMEOUT):
+        async with mcp_session(hub.home, tmp_path / "mcp.log") as session:
+            result = await call(session, "memory_upsert", path="agent.md", content=note(sample).decode(),
+                                expected_revision="absent")
+    answer = ok(result)
+    assert [f["rule"] for f in answer["secret_findings"]] == [sample.rule]
+    assert "Warning: it holds credentials" in repr(result.content)
+    assert_no_leak(sample, json.dumps(answer), repr(result.content))
 
 
 def test_off_does_not_look(hub_factory: Any) -> None:
@@ -245,3 +253,15 @@ def test_prose_about_passwords_and_documented_placeholders_are_not_credentials()
         b"secret_key = 0123456789abcdef\n"
     )
     assert find_secrets(prose) == []
+
+
+def test_scan_answer_stays_within_the_response_budget_and_says_when_it_is_cut(hub: HubProcess) -> None:
+    many = [s for seed in range(20, 24) for s in samples(seed)]  # 72 documents holding credentials
+    for i, sample in enumerate(many):
+        (hub.scope_dir / f"leak{i:02d}.md").write_bytes(note(sample) * 2)  # by hand: no check ran
+    r = hub.cli("memory", "scan")
+    assert r.returncode == 0, r.stderr
+    assert r.json["truncated"] is True and 0 < len(r.json["documents"]) <= 40
+    assert all(len(d["findings"]) <= 3 for d in r.json["documents"])
+    for sample in many:
+        assert_no_leak(sample, r.stdout)
