@@ -81,6 +81,24 @@ def _file_path(text: str) -> str:
     return expand_path(text)
 
 
+def _secret_scan(text: str) -> str:
+    if text not in ("block", "warn", "off"):
+        raise ValueError("expected block, warn or off")
+    return text
+
+
+def _sha256_list(text: str) -> str:
+    """A comma- or space-separated list of SHA-256 hex digests, stored as one comma-separated string."""
+    import re
+
+    digests = [d.lower() for d in re.split(r"[\s,\[\]'\"]+", text) if d]
+    bad = [d for d in digests if len(d) != 64 or any(c not in "0123456789abcdef" for c in d)]
+    if bad:
+        raise ValueError("expected SHA-256 hex digests (64 hex digits each, e.g. from "
+                         "'printf %s VALUE | sha256sum'), separated by commas")
+    return ",".join(digests)
+
+
 def _group(text: str) -> str:
     if text:
         import grp
@@ -110,6 +128,10 @@ SETTINGS: dict[str, Setting] = {
     "memory.history_max_days": Setting(180, _positive, "days a stored version is kept at most"),
     "memory.history_max_bytes": Setting(64 << 20, _positive,
                                         "bytes of stored versions kept per scope (oldest pruned first)"),
+    "memory.secret_scan": Setting("block", _secret_scan, "credentials in a write: 'block' refuses it "
+                                  "(secret_detected), 'warn' accepts it with a warning, 'off' does not look"),
+    "memory.secret_allow": Setting("", _sha256_list, "SHA-256 hex digests (comma-separated) of exact values the "
+                                   "credential check lets through, e.g. example keys in documentation"),
     "hub.socket_path": Setting("", _file_path, "Unix socket path ('' = <AMUX_HOME>/hub.sock)"),
     "hub.socket_mode": Setting("0600", _mode,
                                "socket file mode, octal (0600 = single user; 0666 to serve other OS users)"),
@@ -139,6 +161,10 @@ class HubConfig:
     history_max_versions: int = 50
     history_max_days: int = 180
     history_max_bytes: int = 64 << 20
+    secret_scan: str = "block"
+    """What a write holding a credential gets: ``block``, ``warn`` or ``off`` (DESIGN.md §16)."""
+    secret_allow: frozenset[str] = frozenset()
+    """SHA-256 hex digests of exact values the credential check lets through (DESIGN.md §16)."""
 
     @property
     def history_root(self) -> Path:
@@ -233,4 +259,6 @@ def load(home: Path) -> HubConfig:
         history_max_versions=get("memory.history_max_versions"),
         history_max_days=get("memory.history_max_days"),
         history_max_bytes=get("memory.history_max_bytes"),
+        secret_scan=get("memory.secret_scan"),
+        secret_allow=frozenset(d for d in get("memory.secret_allow").split(",") if d),
     )

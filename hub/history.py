@@ -10,7 +10,9 @@ where the header holds ``seq``, ``path``, ``revision``, ``time``, ``action``,
 ``actor``, ``bytes``, ``lines``, ``added``, ``removed`` (``restored_from`` for
 a restore), ``body`` (the stored body length: the version's bytes, 0 for a
 tombstone) and, for a version whose bytes were removed, ``gone``
-(``pruned`` or ``purged``, body 0) and, when it differs from ``time`` (an
+(``pruned`` or ``purged``, body 0), for a write a person let through the
+credential check (``--allow-secret``, DESIGN.md §16), ``secret_override``
+(the names of the rules it tripped) and, when it differs from ``time`` (an
 ``external`` version's time is the file's mtime), ``recorded`` (when the Hub
 recorded it; retention ages by it).  The bodies are the plain Markdown;
 ``grep -a '^#amux-history' versions.log`` is only a quick look (a body line
@@ -173,6 +175,8 @@ class Version:
     record: int = 0
     gone: str | None = None
     recorded: str = ""
+    secret_override: list[str] | None = None
+    """The rules a person overrode with ``--allow-secret`` to write this version (DESIGN.md §16)."""
 
     def __post_init__(self) -> None:
         if not self.recorded:
@@ -189,6 +193,8 @@ class Version:
             h["restored_from"] = self.restored_from
         if self.gone is not None:
             h["gone"] = self.gone
+        if self.secret_override is not None:
+            h["secret_override"] = self.secret_override
         return h
 
     def wire(self, with_path: bool = False) -> dict[str, Any]:
@@ -198,6 +204,8 @@ class Version:
                              "removed": self.removed}
         if self.restored_from is not None:
             w["restored_from"] = self.restored_from
+        if self.secret_override is not None:
+            w["secret_override"] = self.secret_override
         if with_path:
             w = {"path": self.path, **w}
         return w
@@ -220,6 +228,7 @@ def _version_from(h: dict[str, Any], offset: int, record: int) -> Version:
         lines=int(h.get("lines", 0)), added=int(h.get("added", 0)), removed=int(h.get("removed", 0)),
         restored_from=h.get("restored_from"), offset=offset, body=int(h["body"]), record=record,
         gone=h.get("gone"), recorded=str(h.get("recorded") or h["time"]),
+        secret_override=[str(r) for r in h["secret_override"]] if isinstance(h.get("secret_override"), list) else None,
     )
 
 
@@ -391,6 +400,17 @@ class ScopeHistory:
                     reason = v.gone
             raise _not_found(path, revision, reason)
 
+    def stored(self) -> Iterator[tuple[Version, bytes]]:
+        """Every stored version that still has its bytes (not a tombstone, pruned or purged), oldest first,
+        with those bytes (DESIGN.md §16's ``scan``).  Holds the lock while it iterates: consume it promptly."""
+        with self.lock:
+            self.load(create=False)
+            for v in list(self.versions):
+                if v.gone is None and not v.tombstone:
+                    with step("read history", v.path):
+                        data = os.pread(self.fd, v.body, v.offset)
+                    yield v, data
+
     def page(self, path: str | None, cursor: int, limit: int, budget: int, *, path_prefix: str = "",
              since: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
         """Wire entries newest first, ``seq`` below ``cursor`` (0 = from the newest), within ``budget`` bytes.
@@ -441,13 +461,14 @@ class ScopeHistory:
 
     def record(self, path: str, content: bytes | None, action: str, actor: Actor, *, previous: bytes | None,
                epoch_ns: int | None = None, restored_from: str | None = None, after_change: bool = False,
-               recorded_ns: int | None = None) -> Version:
+               recorded_ns: int | None = None, secret_override: list[str] | None = None) -> Version:
         """Append one version durably (one write, one ``fdatasync``) and apply retention; returns it.
 
         ``content`` None is a tombstone.  ``previous`` is the version before
         (for ``added``/``removed``).  ``epoch_ns`` is the version's time (the
         file's mtime for ``external``; now otherwise), ``recorded_ns`` when it
-        was recorded (now; retention ages by it).  Raises ``storage_*``,
+        was recorded (now; retention ages by it); ``secret_override`` the
+        rules a person overrode to write it (DESIGN.md §16).  Raises ``storage_*``,
         with ``uncertain`` when ``after_change`` (the document was already
         written: it stands, and the next write records it as ``external``).
         """
@@ -459,7 +480,8 @@ class ScopeHistory:
             v = Version(self.next_seq, path, ABSENT if content is None else hashlib.sha256(body).hexdigest(),
                         utc_time(now if epoch_ns is None else epoch_ns), action, actor.as_dict(), len(body),
                         count_lines(body) if body else 0, added, removed, restored_from, body=len(body),
-                        recorded=utc_time(now if recorded_ns is None else recorded_ns))
+                        recorded=utc_time(now if recorded_ns is None else recorded_ns),
+                        secret_override=secret_override)
             data = _encode(v, body)
             if self.end + len(data) > self.allocated:
                 self._preallocate(len(data), path, after_change)

@@ -16,11 +16,20 @@ With ``memory.history`` on, every acknowledged ``upsert``, ``forget`` and
 order, in one worker thread under the scope's lock: a hand edit found on disk
 is recorded as ``external``; the document is written durably; its version is
 appended durably; then the answer goes out (DESIGN.md §15).
+
+Before an ``upsert`` or ``restore`` is written, under the scope's lock, its
+content is checked for credentials (:func:`hub.secrets.find_secrets`,
+``memory.secret_scan``): ``block`` refuses it with ``secret_detected``
+(nothing written, nothing recorded), ``warn`` writes it and says so in the
+answer; a person's ``allow_secret`` writes it and the history version records
+the override.  The secret itself is never in an answer, a log line or an
+exception: only rule names, line numbers and redacted previews (DESIGN.md §16).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
@@ -33,6 +42,7 @@ from hub.history import Actor, HistoryStore, Retention, ScopeHistory
 from hub.identity import Identity, Scope
 from hub.listing import list_documents, walk_documents
 from hub.search import Reader, read_file_nofollow, search_scope
+from hub.secrets import Finding, find_secrets
 from hub.store import Store, revision_of
 from protocol.config_file import enable_command, home_option
 from protocol.errors import ErrorCode, HubError
@@ -48,11 +58,23 @@ from protocol.params import (
     parse_log,
     parse_purge,
     parse_restore,
+    parse_scan,
     parse_search,
     parse_upsert,
 )
 
 Result = dict[str, Any]
+
+log = logging.getLogger("amux.hub")
+
+MCP_CLIENT = "amux-mcp"
+"""The ``hello`` client name of ``amux mcp``: a caller that may never override the credential check."""
+
+SCAN_MAX_ENTRIES = 40
+"""At most this many documents plus stored versions in one ``scan`` answer (it must fit the response budget)."""
+
+SCAN_MAX_FINDINGS = 3
+"""At most this many findings per document or version in a ``scan`` answer."""
 
 
 def _stop_when_cancelled() -> bool:
@@ -180,9 +202,43 @@ class MemoryService:
             return await self._run(stored)
         return await self._run(self.store.export_page, self._dir(scope), p.path, p.offset, p.expected_revision)
 
+    def _check_secrets(self, path: str, content: bytes, allow_secret: bool, actor: Actor) -> list[Finding]:
+        """The credential check of a write (DESIGN.md §16): its findings when the write may go ahead.
+
+        Raises ``secret_detected`` (``data.findings``: rule, line, redacted
+        preview) when ``memory.secret_scan`` is ``block`` and no person passed
+        ``allow_secret``; ``bad_request`` when ``amux mcp`` passes
+        ``allow_secret`` (an agent cannot switch the check off).
+        """
+        if allow_secret and actor.client == MCP_CLIENT:
+            raise HubError(ErrorCode.BAD_REQUEST, "allow_secret is a person's override at the command line "
+                           "('amux memory upsert --allow-secret'); an MCP client cannot pass it",
+                           {"field": "allow_secret"})
+        if self.config.secret_scan == "off":
+            return []
+        findings = find_secrets(content, self.config.secret_allow)
+        if not findings:
+            return []
+        shown = "; ".join(f"line {f.line} {f.rule} {f.preview}" for f in findings)
+        if self.config.secret_scan == "block" and not allow_secret:
+            log.info("refused a write of %s holding %d credential(s): %s", path, len(findings), shown)
+            raise HubError(
+                ErrorCode.SECRET_DETECTED,
+                f"nothing was written: {path} would hold {len(findings)} credential(s) ("
+                f"{', '.join(sorted({f.rule for f in findings}))}); remove them and write again, and store "
+                "where the credential lives instead (e.g. 'the deploy token is in 1Password, item X')",
+                {"path": path, "findings": [f.wire() for f in findings]},
+            )
+        how = "overridden by --allow-secret" if allow_secret else "memory.secret_scan = warn"
+        log.warning("wrote %s holding %d credential(s) (%s): %s", path, len(findings), how, shown)
+        return findings
+
     def _write(self, scope: Scope, path: str, content: bytes, expected_revision: str, allow_shrink: bool,
-               actor: Actor, restored_from: str | None = None) -> Result:
-        """Upsert (or restore) with history: external check → durable document → durable version (worker thread)."""
+               actor: Actor, restored_from: str | None = None, allow_secret: bool = False) -> Result:
+        """Upsert (or restore) with history: credential check → external check → durable document → durable
+        version (worker thread)."""
+        findings = self._check_secrets(path, content, allow_secret, actor)
+        override = sorted({f.rule for f in findings}) if findings and allow_secret else None
         hist = self._recording(scope)
         seen: list[bytes | None] = []
 
@@ -195,16 +251,22 @@ class MemoryService:
         old = seen[0] if seen else None
         if hist is not None and not (old is not None and old == content):  # same bytes: no new version
             action = "restore" if restored_from is not None else "create" if old is None else "update"
-            hist.record(path, content, action, actor, previous=old, restored_from=restored_from, after_change=True)
+            hist.record(path, content, action, actor, previous=old, restored_from=restored_from, after_change=True,
+                        secret_override=override)
         if restored_from is not None:
             result["restored_from"] = restored_from
+        if findings:
+            result["secret_findings"] = [f.wire() for f in findings]
+            result["warnings"] = [f"{path} holds {len(findings)} credential(s) (secret_findings); "
+                                  + ("written because --allow-secret overrode the check"
+                                     if allow_secret else "written because memory.secret_scan is warn")]
         return result
 
     async def _upsert(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_upsert(params)
         async with self._lock(scope):
             return await self._run(self._write, scope, p.path, p.content, p.expected_revision, p.allow_shrink,
-                                   actor)
+                                   actor, None, p.allow_secret)
 
     async def _forget(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_forget(params)
@@ -272,7 +334,8 @@ class MemoryService:
 
         def work() -> Result:
             version, data = self.history.scope(scope.relpath).find(p.path, p.revision)  # a prefix: the full one
-            return self._write(scope, p.path, data, p.expected_revision, True, actor, restored_from=version.revision)
+            return self._write(scope, p.path, data, p.expected_revision, True, actor, restored_from=version.revision,
+                               allow_secret=p.allow_secret)
 
         async with self._lock(scope):
             return await self._run(work)
@@ -285,6 +348,62 @@ class MemoryService:
             live = ABSENT if current is None else revision_of(current)
             erased = self.history.scope(scope.relpath).purge(p.path, p.revision, live)
             return {"path": p.path, "erased": erased}
+
+        async with self._lock(scope):
+            return await self._run(work)
+
+    async def _scan(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        """``scan``: the documents (and with ``history`` the stored versions) holding credentials (DESIGN.md §16).
+
+        Result ``{"documents": [{"path", "revision", "findings", "commands"}],
+        "versions": [{"path", "revision", "time", "action", "findings",
+        "commands"}], "truncated", "rules"}``; findings are ``{rule, line,
+        preview}`` (never the value), at most :data:`SCAN_MAX_FINDINGS` each,
+        :data:`SCAN_MAX_ENTRIES` entries in all (``truncated`` when more were
+        found).  ``memory.secret_allow`` applies; ``memory.secret_scan`` does
+        not (a scan is always asked for).  Runs under the scope's lock.
+        """
+        from hub.secrets import rule_names
+        from protocol.messages import packed_size
+
+        p = parse_scan(params)
+        allowed = self.config.secret_allow
+
+        def work() -> Result:
+            root = self._dir(scope)
+            documents: list[Result] = []
+            versions: list[Result] = []
+            truncated = False
+            walked = walk_documents(root, "", self.limits)
+            for path, _ in sorted(walked.found):
+                data = self.store.read(root, path)
+                found = [] if data is None else find_secrets(data, allowed)
+                if found:
+                    rev = revision_of(data or b"")
+                    documents.append({"path": path, "revision": rev,
+                                      "findings": [f.wire() for f in found[:SCAN_MAX_FINDINGS]],
+                                      "commands": [f"amux memory export {path} > doc.md",
+                                                   f"amux memory upsert {path} --expected-revision {rev} "
+                                                   "--file doc.md  (after removing the credential from doc.md)"]})
+            if p.history:
+                for v, body in self.history.scope(scope.relpath).stored():
+                    found = find_secrets(body, allowed)
+                    if found:
+                        versions.append({"path": v.path, "revision": v.revision, "time": v.time,
+                                         "action": v.action, "findings": [f.wire() for f in found[:SCAN_MAX_FINDINGS]],
+                                         "commands": [f"amux memory purge {v.path} --revision {v.revision}"]})
+            entries = len(documents) + len(versions)
+            if entries > SCAN_MAX_ENTRIES:
+                truncated = True
+                documents = documents[:SCAN_MAX_ENTRIES]
+                versions = versions[:max(0, SCAN_MAX_ENTRIES - len(documents))]
+            result: Result = {"documents": documents, "versions": versions, "truncated": truncated,
+                              "rules": rule_names()}
+            budget = self.limits.response_max_bytes - self.limits.response_envelope_bytes
+            while packed_size(result) > budget and (result["versions"] or result["documents"]):
+                (result["versions"] or result["documents"]).pop()
+                result["truncated"] = True
+            return result
 
         async with self._lock(scope):
             return await self._run(work)
@@ -308,6 +427,7 @@ HANDLERS: Final[Mapping[str, Handler]] = {
     "log": MemoryService._log,
     "restore": MemoryService._restore,
     "purge": MemoryService._purge,
+    "scan": MemoryService._scan,
 }
 """The dispatch table: data method name → handler.  Its names are exactly :data:`DATA_METHODS`."""
 

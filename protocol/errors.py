@@ -36,6 +36,7 @@ class ErrorCode(StrEnum):
     STORAGE_READ_ONLY = "storage_read_only"
     STORAGE_ERROR = "storage_error"
     PERMISSION_DENIED = "permission_denied"
+    SECRET_DETECTED = "secret_detected"
     INTERNAL = "internal"
 
 
@@ -101,6 +102,10 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
                                        "it persists."),
     ErrorCode.PERMISSION_DENIED: ErrorSpec(17, "The Hub may not read or write data.path (file permissions on the "
                                            "Hub's host). Nothing was changed; use other documents and tell the user."),
+    ErrorCode.SECRET_DETECTED: ErrorSpec(18, "Nothing was written: the content holds a credential (data.findings: "
+                                         "rule, line, redacted preview). Remove the credential and write again; "
+                                         "store where it lives instead, e.g. 'the deploy token is in 1Password, "
+                                         "item X'. Never try to get around the check."),
 }
 """The closed set, with each code's exit status and next step (DESIGN.md §8)."""
 

@@ -212,6 +212,8 @@ class UpsertParams:
     expected_revision: str
     allow_shrink: bool = False
     allow_empty: bool = False
+    allow_secret: bool = False
+    """Write even though the content holds a credential (a person's override, DESIGN.md §16)."""
 
 
 EMPTY_CONTENT = ("content is empty (0 bytes); nothing was written. A document needs some text: to delete one, "
@@ -223,17 +225,21 @@ def parse_upsert(params: dict[str, Any]) -> UpsertParams:
     """Validate ``upsert`` params; ``content`` may be str or bin but must be valid UTF-8.
 
     ``allow_shrink`` (bool, default false) lets a write through the
-    destructive-rewrite guard (:mod:`hub.rewrite_guard`).  Empty content
+    destructive-rewrite guard (:mod:`hub.rewrite_guard`); ``allow_secret``
+    (bool, default false) through the credential check (DESIGN.md §16).  Empty content
     (0 bytes) is ``bad_request`` (``data.field`` ``content``) unless
     ``allow_empty`` (bool, default false), DESIGN.md §18.
     """
-    _only(params, {"path", "content", "expected_revision", "allow_shrink", "allow_empty"})
+    _only(params, {"path", "content", "expected_revision", "allow_shrink", "allow_empty", "allow_secret"})
     allow_shrink = params.get("allow_shrink", False)
     if not isinstance(allow_shrink, bool):
         raise _bad("allow_shrink must be true or false", field="allow_shrink")
     allow_empty = params.get("allow_empty", False)
     if not isinstance(allow_empty, bool):
         raise _bad("allow_empty must be true or false", field="allow_empty")
+    allow_secret = params.get("allow_secret", False)
+    if not isinstance(allow_secret, bool):
+        raise _bad("allow_secret must be true or false", field="allow_secret")
     path = normalize_path(params.get("path"))
     revision = parse_revision(params.get("expected_revision"))
     content = params.get("content")
@@ -252,7 +258,7 @@ def parse_upsert(params: dict[str, Any]) -> UpsertParams:
         raise _bad("content is required: the complete UTF-8 Markdown document", field="content")
     if not raw and not allow_empty:
         raise _bad(EMPTY_CONTENT, field="content", path=path)
-    return UpsertParams(path, raw, revision, allow_shrink, allow_empty)
+    return UpsertParams(path, raw, revision, allow_shrink, allow_empty, allow_secret)
 
 
 @dataclass(frozen=True)
@@ -372,17 +378,39 @@ class RestoreParams:
     path: str
     revision: str
     expected_revision: str
+    allow_secret: bool = False
+    """Restore even though the version holds a credential (a person's override, DESIGN.md §16)."""
 
 
 def parse_restore(params: dict[str, Any]) -> RestoreParams:
     """Validate ``restore`` params (``revision`` a stored version, 64 hex digits or a prefix of at least 12;
-    ``expected_revision`` as :func:`parse_revision`, ``absent`` included)."""
-    _only(params, {"path", "revision", "expected_revision"})
+    ``expected_revision`` as :func:`parse_revision`, ``absent`` included; ``allow_secret`` bool, default
+    false)."""
+    _only(params, {"path", "revision", "expected_revision", "allow_secret"})
     path = normalize_path(params.get("path"))
     revision = parse_stored_revision(params.get("revision"))
     if revision is None:
         raise _bad("revision is required: the stored version to restore (see history)", field="revision")
-    return RestoreParams(path, revision, parse_revision(params.get("expected_revision")))
+    allow_secret = params.get("allow_secret", False)
+    if not isinstance(allow_secret, bool):
+        raise _bad("allow_secret must be true or false", field="allow_secret")
+    return RestoreParams(path, revision, parse_revision(params.get("expected_revision")), allow_secret)
+
+
+@dataclass(frozen=True)
+class ScanParams:
+    """``scan``: look for credentials in the scope's documents, and in its stored versions when ``history``."""
+
+    history: bool
+
+
+def parse_scan(params: dict[str, Any]) -> ScanParams:
+    """Validate ``scan`` params: ``history`` (bool, default false).  DESIGN.md §16."""
+    _only(params, {"history"})
+    history = params.get("history", False)
+    if not isinstance(history, bool):
+        raise _bad("history must be true or false", field="history")
+    return ScanParams(history)
 
 
 @dataclass(frozen=True)

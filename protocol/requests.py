@@ -64,22 +64,26 @@ def get_params(path: str, *, start_line: int = 0, end_line: int = 0, offset: int
 
 
 def upsert_params(path: str, content: bytes | str, expected_revision: str, *,
-                  allow_shrink: bool = False, allow_empty: bool = False) -> dict[str, Any]:
-    """``upsert``: ``{"path", "content", "expected_revision"}`` plus ``"allow_shrink": True`` and
-    ``"allow_empty": True`` when set.
+                  allow_shrink: bool = False, allow_empty: bool = False,
+                  allow_secret: bool = False) -> dict[str, Any]:
+    """``upsert``: ``{"path", "content", "expected_revision"}`` plus ``"allow_shrink": True``,
+    ``"allow_empty": True`` and ``"allow_secret": True`` when set.
 
     ``content`` is the whole new document (UTF-8 ``bytes``, or ``str``);
     ``expected_revision`` is the revision last read (or its first 12 or more
     hex digits), or ``"absent"`` to create (DESIGN.md §4).  ``allow_shrink``
     lets a deliberate cut through the rewrite guard (DESIGN.md §12);
-    ``allow_empty`` lets a 0-byte document through (DESIGN.md §18); each is
-    left out when false.
+    ``allow_empty`` lets a 0-byte document through (DESIGN.md §18);
+    ``allow_secret`` is a person's write of content holding a credential
+    (DESIGN.md §16; the CLI only, never MCP).  Each is left out when false.
     """
     params: dict[str, Any] = {"path": path, "content": content, "expected_revision": expected_revision}
     if allow_shrink:
         params["allow_shrink"] = True
     if allow_empty:
         params["allow_empty"] = True
+    if allow_secret:
+        params["allow_secret"] = True
     return params
 
 
@@ -138,10 +142,19 @@ def log_params(*, path_prefix: str = "", since: str | None = None, limit: int | 
     return params
 
 
-def restore_params(path: str, revision: str, expected_revision: str) -> dict[str, Any]:
+def restore_params(path: str, revision: str, expected_revision: str, *, allow_secret: bool = False) -> dict[str, Any]:
     """``restore``: ``{"path", "revision", "expected_revision"}`` (a compare-and-swap write of a stored
-    version; ``absent`` re-creates a forgotten document).  DESIGN.md §15."""
-    return {"path": path, "revision": revision, "expected_revision": expected_revision}
+    version; ``absent`` re-creates a forgotten document), plus ``"allow_secret": True`` when set (a person's
+    override of the credential check, DESIGN.md §16).  DESIGN.md §15."""
+    params: dict[str, Any] = {"path": path, "revision": revision, "expected_revision": expected_revision}
+    if allow_secret:
+        params["allow_secret"] = True
+    return params
+
+
+def scan_params(*, history: bool = False) -> dict[str, Any]:
+    """``scan``: ``{}``, or ``{"history": True}`` to look in stored versions too.  DESIGN.md §16."""
+    return {"history": True} if history else {}
 
 
 def purge_params(path: str, *, revision: str | None = None, all_versions: bool = False) -> dict[str, Any]:

@@ -32,6 +32,7 @@ EXPECTED_TARGETS = (
     "h. upsert throughput with history on",
     "h. `history` and `log` p50",
     "h. history store size",
+    "s. upsert throughput, secret scan on vs off",
 )
 """Target rows the quick run reports, by the start of their name (thresholds may change)."""
 MUST_PASS = ("a. full scope complete", "b. over 1,024 files")

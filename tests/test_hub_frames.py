@@ -356,7 +356,7 @@ def test_hello_with_global_binding_and_isolation_off(hub: HubProcess) -> None:
         assert hello["isolation"] == "off"
         assert hello["limits"]["max_frame_bytes"] == MAX
         assert set(hello["methods"]) == {"search", "get", "upsert", "forget", "export", "list", "history", "log",
-                                         "restore", "purge"}
+                                         "restore", "purge", "scan"}
         assert_works(conn)
 
 

@@ -185,7 +185,8 @@ def diff(
     return 0
 
 
-def restore(path: str, /, *, revision: str, expected_revision: str | None = None, as_json: AsJson = False) -> int:
+def restore(path: str, /, *, revision: str, expected_revision: str | None = None, allow_secret: bool = False,
+            as_json: AsJson = False) -> int:
     """Write an old version back as the document (undo), if it still has the expected revision.
 
     A normal compare-and-swap write of that version's bytes, recorded in the
@@ -205,6 +206,9 @@ def restore(path: str, /, *, revision: str, expected_revision: str | None = None
     expected_revision
         Required: the document's current revision (from show or history), or
         "absent" to bring back a forgotten document.
+    allow_secret
+        Restore even though the version holds a credential (the Hub otherwise
+        refuses with secret_detected); the history records the override.
     """
     if expected_revision is None:
         from tools.cli.memory import missing_revision
@@ -212,8 +216,8 @@ def restore(path: str, /, *, revision: str, expected_revision: str | None = None
         return fail(missing_revision("restore", path), as_json=as_json)
     from protocol.requests import restore_params
 
-    return call_hub("restore", restore_params(path, revision, expected_revision), View("upsert"),
-                    as_json=as_json)
+    return call_hub("restore", restore_params(path, revision, expected_revision, allow_secret=allow_secret),
+                    View("upsert"), as_json=as_json)
 
 
 def purge(

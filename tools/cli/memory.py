@@ -123,7 +123,8 @@ def missing_revision(command: str, path: str) -> HubError:
 
 
 def upsert(path: str, /, *, expected_revision: str | None = None, file: Path | None = None,
-           allow_shrink: bool = False, allow_empty: bool = False, as_json: AsJson = False) -> int:
+           allow_shrink: bool = False, allow_empty: bool = False, allow_secret: bool = False,
+           as_json: AsJson = False) -> int:
     """Replace (or create) a whole document, if it still has the expected revision.
 
     The new content is raw UTF-8 Markdown from --file, or standard input.
@@ -145,6 +146,10 @@ def upsert(path: str, /, *, expected_revision: str | None = None, file: Path | N
     allow_empty
         Store empty (0-byte) content; without it an empty stdin or file is
         refused (to delete a document, use 'amux memory forget').
+    allow_secret
+        Write even though the Hub finds a credential in the content (it
+        otherwise refuses with secret_detected). For a person who means it,
+        e.g. an example key in documentation; the history records the override.
     """
     if expected_revision is None:
         return fail(missing_revision("upsert", path), as_json=as_json)
@@ -155,7 +160,8 @@ def upsert(path: str, /, *, expected_revision: str | None = None, file: Path | N
     from protocol.requests import upsert_params
 
     return call_hub("upsert", upsert_params(path, content, expected_revision, allow_shrink=allow_shrink,
-                                            allow_empty=allow_empty), View("upsert"), as_json=as_json)
+                                            allow_empty=allow_empty, allow_secret=allow_secret), View("upsert"),
+                    as_json=as_json)
 
 
 def list_documents(*, path_prefix: str = "", as_json: AsJson = False) -> int:

@@ -86,9 +86,15 @@ def render_get(r: dict[str, Any]) -> str:
 
 
 def render_upsert(r: dict[str, Any]) -> str:
-    """The text of an ``upsert`` result: created or replaced, size in bytes, the new revision."""
+    """The text of an ``upsert`` result: created or replaced, size in bytes, the new revision, and a warning
+    when the Hub found credentials it wrote anyway (``secret_findings``, DESIGN.md §16)."""
     how = "Created" if r.get("created") else "Replaced"
-    return f"{how} {r.get('path')} ({r.get('bytes')} bytes); its revision is now {r.get('revision')}."
+    text = f"{how} {r.get('path')} ({r.get('bytes')} bytes); its revision is now {r.get('revision')}."
+    if r.get("secret_findings"):  # memory.secret_scan = warn (DESIGN.md §16): written, but say so
+        rules = ", ".join(sorted({str(f.get("rule")) for f in r["secret_findings"]}))
+        text += (f" Warning: it holds credentials ({rules}); remove them and say where they live instead "
+                 "(e.g. 'the deploy token is in 1Password, item X').")
+    return text
 
 
 def render_forget(r: dict[str, Any]) -> str:

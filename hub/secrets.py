@@ -1,0 +1,360 @@
+"""Credential detection for memory writes and for ``scan``: the rules and the scan (DESIGN.md §16).
+
+:func:`find_secrets` takes a document's UTF-8 bytes and returns the
+credentials in it as :class:`Finding` s (rule name, 1-based line, redacted
+preview, SHA-256 of the exact value for ``memory.secret_allow``).  The rules
+are those of Yelp's ``detect-secrets`` (its plugin classes' own ``denylist``
+patterns and filters, called directly: no baseline, no network verification)
+for AWS, Azure storage, URLs with a password, GitHub,
+GitLab, Slack, Stripe, OpenAI, npm, PyPI, private keys and JWTs, plus the
+few it lacks, each a named rule here: Anthropic keys, GitHub fine-grained
+tokens, OpenAI project keys, bare npm tokens, unquoted AWS secret access
+keys, GCP service-account keys and Azure connection-string keys.
+Keyword assignments (``password=``, ``secret:``) count only when the value
+is one high-entropy token that ``detect-secrets``' heuristic filters do not
+dismiss (templates, ``$VARS``, UUIDs, sequences), so prose about passwords
+never trips it.
+
+Cost: one Aho-Corasick pass (:data:`LITERAL_SEARCH`) over the
+ASCII-lowercased bytes finds the lines holding a rule's literal (``ghp_``,
+``akia``, ``://``, ``key``...); only those lines are decoded, and on each
+only the rules whose literals it holds run, so a document without a
+candidate costs one pass of a few µs per KiB.  ``detect-secrets`` is
+imported on the first candidate line, not at Hub start.  Everything here is
+pure and blocking (called from the write's worker thread); nothing raises.
+A secret value never leaves this module except as its SHA-256 and the
+redacted :attr:`Finding.preview`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+import ahocorasick_rs
+
+MAX_FINDINGS: Final = 20
+"""At most this many findings are reported per document (the answer stays small)."""
+
+KEYWORD_MIN_LENGTH: Final = 12
+"""A keyword-assigned value shorter than this (characters) is never a finding."""
+
+KEYWORD_MIN_ENTROPY: Final = 3.5
+"""Shannon entropy (bits per character) a keyword-assigned value needs to count as a credential."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One credential found: ``rule`` name, 1-based ``line``, redacted ``preview``, ``sha256`` of the value."""
+
+    rule: str
+    line: int
+    preview: str
+    sha256: str
+
+    def wire(self) -> dict[str, Any]:
+        """The entry of ``data.findings`` / ``secret_findings``: ``{rule, line, preview}`` (never the value)."""
+        return {"rule": self.rule, "line": self.line, "preview": self.preview}
+
+
+def redact(value: str) -> str:
+    """A preview that identifies a credential without revealing it: ``ghp_…9f2c``.
+
+    Shows the first 4 and last 4 characters of a value of 24 characters or
+    more, the first 2 and last 2 of one of 12-23, and only ``…`` for a
+    shorter one (so at most a third of any value is shown).
+    """
+    if len(value) >= 24:
+        return f"{value[:4]}…{value[-4:]}"
+    if len(value) >= 12:
+        return f"{value[:2]}…{value[-2:]}"
+    return "…"
+
+
+def entropy(value: str) -> float:
+    """Shannon entropy of ``value`` in bits per character (0.0 for ``""``)."""
+    if not value:
+        return 0.0
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in (value.count(ch) for ch in set(value)))
+
+
+Finder = Callable[[str, str], Iterable[str]]
+"""A rule's matcher: ``(line, the text after it)`` → the raw secret values in the line."""
+
+PLACEHOLDER_MARKS: Final = ("...", "…", "xxxx", "example", "abc123", "your_", "your-", "changeme", "<", "${")
+"""Substrings (lowercase) that make a value a documented placeholder, not a credential."""
+
+
+def is_placeholder(value: str) -> bool:
+    """True for a value that documentation uses as a stand-in: ``AKIAIOSFODNN7EXAMPLE``, ``wh_abc123...``,
+    ``ghp_XXXX…``, ``<your-token>`` (a marker of :data:`PLACEHOLDER_MARKS`, or fewer than 6 distinct characters)."""
+    low = value.lower()
+    return any(mark in low for mark in PLACEHOLDER_MARKS) or len(set(low)) < 6
+
+
+def _value(m: re.Match[str], whole: bool = False) -> str:
+    """The secret in a match: all of it when ``whole``, else its longest group (e.g. a URL's password) if any."""
+    groups = [g for g in m.groups() if g]
+    return m.group(0) if whole or not groups else max(groups, key=len)
+
+
+def _regexes(*patterns: str, flags: int = 0) -> Finder:
+    compiled = [re.compile(p, flags) for p in patterns]
+
+    def find(line: str, after: str) -> Iterator[str]:
+        for rx in compiled:
+            for m in rx.finditer(line):
+                yield _value(m)
+
+    return find
+
+
+def _plugin(cls: Any, whole: bool = False) -> Finder:
+    """A ``detect-secrets`` regex plugin's own ``denylist`` patterns.
+
+    ``whole``: the value is the whole match (the plugin's groups only mark a prefix, e.g. ``ghp``)."""
+    denylist = list(cls.denylist)
+
+    def find(line: str, after: str) -> Iterator[str]:
+        for rx in denylist:
+            for m in rx.finditer(line):
+                yield _value(m, whole)
+
+    return find
+
+
+KEY_MATERIAL: Final = re.compile(r"(?:\\n|\s|^)([A-Za-z0-9+/]{40,}={0,2})")
+"""Base64 key material after a private-key header (on its line, JSON ``\\n`` escaped, or on the next lines)."""
+
+
+def _private_key() -> Finder:
+    from detect_secrets.plugins.private_key import PrivateKeyDetector
+
+    headers = list(PrivateKeyDetector.denylist)
+
+    def find(line: str, after: str) -> Iterator[str]:
+        for rx in headers:
+            m = rx.search(line)
+            if m is None:
+                continue
+            # A header alone is documentation ("expects -----BEGIN PRIVATE KEY-----"): a key has material.
+            material = KEY_MATERIAL.search(line, m.end()) or KEY_MATERIAL.search(after[:600])
+            if material is not None:
+                yield material.group(1)
+            return
+
+    return find
+
+
+def _jwt() -> Finder:
+    """``detect-secrets``' JWT pattern made greedy, so the value is the whole token (its pattern stops after the
+    payload), checked with its ``is_formally_valid`` (header and payload are base64 JSON)."""
+    from detect_secrets.plugins.jwt import JwtTokenDetector
+
+    (lazy,) = JwtTokenDetector.denylist
+    greedy = re.compile(lazy.pattern.removesuffix("*?") + "*")
+
+    def find(line: str, after: str) -> Iterator[str]:
+        for m in greedy.finditer(line):
+            token = m.group(0).rstrip(".")
+            if JwtTokenDetector.is_formally_valid(".".join(token.split(".")[:2])):
+                yield token
+
+    return find
+
+
+def _keyword() -> Finder:
+    from detect_secrets.filters import heuristic
+    from detect_secrets.plugins.keyword import CONFIG_DENYLIST_REGEX_TO_GROUP, KeywordDetector
+
+    plugin = KeywordDetector()
+
+    def find(line: str, after: str) -> Iterator[str]:
+        if heuristic.is_indirect_reference(line):
+            return
+        for raw in plugin.analyze_string(line, denylist_regex_to_group=CONFIG_DENYLIST_REGEX_TO_GROUP):
+            value = raw.strip().split("&")[0].strip("`'\",;")
+            if (len(value) < KEYWORD_MIN_LENGTH or any(c.isspace() for c in value)
+                    or entropy(value) < KEYWORD_MIN_ENTROPY or heuristic.is_templated_secret(value)
+                    or heuristic.is_prefixed_with_dollar_sign(value) or heuristic.is_sequential_string(value)
+                    or heuristic.is_potential_uuid(value) or heuristic.is_not_alphanumeric_string(value)
+                    or not any(c.isdigit() for c in value) or "://" in value or "(" in value):
+                continue
+            yield value
+
+    return find
+
+
+def _basic_auth() -> Finder:
+    from detect_secrets.plugins.basic_auth import BasicAuthDetector
+
+    plain = _plugin(BasicAuthDetector)
+    placeholders = {"password", "pass", "passwd", "pwd", "secret", "token", "changeme", "example", "xxx", "pw"}
+
+    def find(line: str, after: str) -> Iterator[str]:
+        for value in plain(line, after):
+            low = value.lower()
+            if low in placeholders or any(c in value for c in ">$*%{}[]") or low.startswith(("your", "my", "user")):
+                continue  # a documented placeholder, not a credential
+            yield value
+
+    return find
+
+
+KEYWORD_TAIL: Final = re.compile(rb"\w*['\"\]]{0,2}\s*[:=]+\s*['\"`]?[^\s'\"`]{12}")
+"""What must follow a keyword literal (``password``, ``secret_key``) for the keyword rule to look at its line:
+an assignment of a token of at least :data:`KEYWORD_MIN_LENGTH` characters (matched at the literal's end, in
+the ASCII-lowercased bytes; a shorter or spaced value is never a finding)."""
+
+URL_PASSWORD_TAIL: Final = re.compile(rb"[^\s:/?#\[\]@!$&'()*+,;=]+:[^\s:/?#\[\]@!$&'()*+,;=]+@")
+"""What must follow ``://`` for the URL rule to look at its line: ``user:password@``, as ``detect-secrets``'
+``BasicAuthDetector`` pattern requires it."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One named rule: the lowercase ``literals`` a line must hold for it to run, an optional ``tail`` regex
+    that must match right after the literal (in the ASCII-lowercased bytes), and its ``finder``."""
+
+    name: str
+    literals: tuple[str, ...]
+    finder: Finder
+    tail: re.Pattern[bytes] | None = None
+
+
+@functools.cache
+def rules() -> tuple[Rule, ...]:
+    """The named rules, built once (this imports ``detect-secrets``), in report order (DESIGN.md §16)."""
+    from detect_secrets.plugins.aws import AWSKeyDetector
+    from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+    from detect_secrets.plugins.github_token import GitHubTokenDetector
+    from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+    from detect_secrets.plugins.npm import NpmDetector
+    from detect_secrets.plugins.openai import OpenAIDetector
+    from detect_secrets.plugins.pypi_token import PypiTokenDetector
+    from detect_secrets.plugins.slack import SlackDetector
+    from detect_secrets.plugins.stripe import StripeDetector
+
+    gitlab = ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-",
+              "gr1348941")
+    return (
+        Rule("private-key", ("private key", "putty-user-key"), _private_key()),
+        Rule("gcp-service-account", ('"private_key',),
+             _regexes(r'"private_key(?:_id)?"\s*:\s*"((?:-----BEGIN|[0-9a-f]{40})[^"]*)"')),
+        Rule("aws-access-key", ("akia", "asia", "abia", "acca", "a3t", "aws"), _plugin(AWSKeyDetector)),
+        Rule("aws-secret-access-key", ("aws",), _regexes(
+            r"aws_?secret_?(?:access_?)?key\w*['\"]?\s*[:=]\s*['\"]?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
+            flags=re.IGNORECASE)),
+        Rule("azure-storage-key", ("accountkey=",), _plugin(AzureStorageKeyDetector)),
+        Rule("azure-connection-string", ("sharedaccesskey=", "accountkey=", "sig="), _regexes(
+            r"(?:SharedAccessKey|AccountKey)=([A-Za-z0-9+/]{40,}={0,2})",
+            r"[?&]sig=([A-Za-z0-9%+/]{40,}(?:=|%3D){0,2})",
+            flags=re.IGNORECASE)),
+        Rule("github-token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), _plugin(GitHubTokenDetector, whole=True)),
+        Rule("github-fine-grained-token", ("github_pat_",), _regexes(r"github_pat_[A-Za-z0-9_]{60,}")),
+        Rule("gitlab-token", gitlab, _plugin(GitLabTokenDetector, whole=True)),
+        Rule("slack-token", ("xox", "hooks.slack.com"), _plugin(SlackDetector)),
+        Rule("stripe-key", ("k_live_",), _plugin(StripeDetector)),
+        Rule("anthropic-key", ("sk-ant-",), _regexes(r"sk-ant-[a-z]{2,8}\d{0,3}-[A-Za-z0-9_-]{32,}")),
+        Rule("openai-key", ("t3blbkfj",), _plugin(OpenAIDetector)),
+        Rule("openai-project-key", ("sk-proj-", "sk-svcacct-", "sk-admin-"),
+             _regexes(r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}")),
+        Rule("npm-token", ("_authtoken",), _plugin(NpmDetector)),
+        Rule("npm-access-token", ("npm_",), _regexes(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])")),
+        Rule("pypi-token", ("pypi-ag",), _plugin(PypiTokenDetector)),
+        Rule("jwt", ("eyj",), _jwt()),
+        Rule("url-password", ("://",), _basic_auth(), URL_PASSWORD_TAIL),
+        Rule("keyword-assignment", ("key", "pass", "pwd", "secret", "contrase"), _keyword(), KEYWORD_TAIL),
+    )
+
+
+LITERALS: Final = tuple(dict.fromkeys([
+    "private key", "putty-user-key", '"private_key', "akia", "asia", "abia", "acca", "a3t", "aws", "accountkey=",
+    "sharedaccesskey=", "sig=", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "gldt-", "glft-",
+    "glsoat-", "glrt-", "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-", "gr1348941", "xox", "hooks.slack.com",
+    "k_live_", "sk-ant-", "t3blbkfj", "sk-proj-", "sk-svcacct-", "sk-admin-", "_authtoken", "npm_", "pypi-ag", "eyj",
+    "://", "key", "pass", "pwd", "secret", "contrase",
+]))
+"""Every rule's literals (lowercase ASCII): a line holding none of them is not looked at again."""
+
+
+def rule_names() -> list[str]:
+    """The names of every rule, in report order (DESIGN.md §16)."""
+    return [rule.name for rule in rules()]
+
+
+LITERAL_SEARCH: Final = ahocorasick_rs.BytesAhoCorasick([literal.encode("utf-8") for literal in LITERALS])
+""":data:`LITERALS` as one Aho-Corasick automaton, run over the ASCII-lowercased content (the first pass)."""
+
+
+@functools.cache
+def _rules_by_literal() -> tuple[tuple[tuple[int, re.Pattern[bytes] | None], ...], ...]:
+    """For each index into :data:`LITERALS`, ``(index into rules(), its tail)`` of the rules that use it."""
+    all_rules = rules()
+    return tuple(tuple((i, rule.tail) for i, rule in enumerate(all_rules) if literal in rule.literals)
+                 for literal in LITERALS)
+
+
+def candidate_lines(content: bytes) -> Iterator[tuple[int, int, int, set[int]]]:
+    """``(1-based line number, start, end, rule indexes)`` for each line where a rule's literal is, once each.
+
+    One :data:`LITERAL_SEARCH` pass over ``content.lower()`` (ASCII-only
+    lowercasing keeps byte offsets); a hit of a rule with a ``tail`` counts
+    only when the tail matches right after it.  Line bounds and numbers are
+    worked out only for lines with a hit that counts.
+    """
+    low = content.lower()
+    by_literal = _rules_by_literal()
+    line_no, last, begin, line_end = 1, 0, -1, -1
+    wanted: set[int] = set()
+    for literal, start, stop in LITERAL_SEARCH.find_matches_as_indexes(low, overlapping=True):
+        hits = [i for i, tail in by_literal[literal] if tail is None or tail.match(low, stop)]
+        if not hits:
+            continue
+        if start > line_end:
+            if wanted:
+                line_no += low.count(b"\n", last, begin)
+                last = begin
+                yield line_no, begin, line_end, wanted
+            begin = low.rfind(b"\n", 0, start) + 1
+            end = low.find(b"\n", start)
+            line_end = len(low) if end < 0 else end
+            wanted = set()
+        wanted.update(hits)
+    if wanted:
+        yield line_no + low.count(b"\n", last, begin), begin, line_end, wanted
+
+
+def find_secrets(content: bytes, allowed: frozenset[str] = frozenset()) -> list[Finding]:
+    """The credentials in UTF-8 ``content`` (at most :data:`MAX_FINDINGS`), one per value per line, in line order.
+
+    ``allowed`` holds lowercase SHA-256 hex digests of the UTF-8 bytes of
+    exact values known not to be credentials (``memory.secret_allow``); those
+    are skipped, as are documented placeholders (:func:`is_placeholder`).
+    Undecodable bytes are replaced before the rules see a line.
+    """
+    found: list[Finding] = []
+    all_rules = rules()
+    for line_no, begin, end, wanted in candidate_lines(content):
+        text = content[begin:end].decode("utf-8", "replace")
+        after = content[end + 1:end + 1025].decode("utf-8", "replace")
+        seen: set[str] = set()
+        for i in sorted(wanted):
+            rule = all_rules[i]
+            for value in rule.finder(text, after):
+                if not value or any(value in s or s in value for s in seen) or is_placeholder(value):
+                    continue
+                seen.add(value)
+                digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+                if digest in allowed:
+                    continue
+                found.append(Finding(rule.name, line_no, redact(value), digest))
+                if len(found) >= MAX_FINDINGS:
+                    return found
+    return found

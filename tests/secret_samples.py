@@ -1,0 +1,73 @@
+"""Fake but format-valid credentials, assembled at run time (DESIGN.md §16's rule families).
+
+Nothing here is a literal credential, so the repository trips neither push
+protection nor the Hub's own scan: every value is built from a seeded random
+generator when :func:`samples` is called.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import string
+from dataclasses import dataclass
+
+ALNUM = string.ascii_letters + string.digits
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One credential in a line of a note: the ``rule`` expected to find it, the ``line`` and the ``secret``."""
+
+    rule: str
+    line: str
+    secret: str
+
+    @property
+    def middle(self) -> str:
+        """The distinctive middle third of the secret (a leak of part of it shows here too)."""
+        n = len(self.secret)
+        return self.secret[n // 3: 2 * n // 3]
+
+
+def _rand(rng: random.Random, n: int, alphabet: str = ALNUM) -> str:
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+def samples(seed: int = 14) -> list[Sample]:
+    """One :class:`Sample` per rule family, fresh values for each ``seed``."""
+    r = random.Random(seed)
+    upper = string.ascii_uppercase + string.digits
+    b64 = ALNUM + "+/"
+    aws_id = "AKIA" + _rand(r, 16, upper)
+    aws_secret = _rand(r, 40, b64)
+    jwt_head = base64.urlsafe_b64encode(json.dumps({"alg": "HS256", "typ": "JWT"}).encode()).decode().rstrip("=")
+    jwt_body = base64.urlsafe_b64encode(json.dumps({"sub": _rand(r, 12)}).encode()).decode().rstrip("=")
+    jwt = f"{jwt_head}.{jwt_body}.{_rand(r, 43, ALNUM + '-_')}"
+    key_material = _rand(r, 64, b64)
+    gcp = _rand(r, 40, "0123456789abcdef")
+    out = [
+        Sample("github-token", "the deploy token is {}", "gh" + "p_" + _rand(r, 36)),
+        Sample("github-fine-grained-token", "ci uses {}", "github" + "_pat_11" + _rand(r, 20) + "_" + _rand(r, 59)),
+        Sample("gitlab-token", "gitlab: {}", "gl" + "pat-" + _rand(r, 20)),
+        Sample("aws-access-key", "aws id {}", aws_id),
+        Sample("aws-secret-access-key", "aws_secret_access_key = {}", aws_secret),
+        Sample("slack-token", "slack bot {}", "xo" + "xb-" + _rand(r, 12, string.digits) + "-"
+               + _rand(r, 12, string.digits) + "-" + _rand(r, 24, string.ascii_lowercase + string.digits)),
+        Sample("stripe-key", "stripe {}", "sk" + "_live_" + _rand(r, 24)),
+        Sample("openai-key", "OPENAI_API_KEY {}", "sk-" + _rand(r, 20) + "T3Blbk" + "FJ" + _rand(r, 20)),
+        Sample("openai-project-key", "openai {}", "sk-" + "proj-" + _rand(r, 48, ALNUM + "_-")),
+        Sample("anthropic-key", "anthropic {}", "sk-" + "ant-api03-" + _rand(r, 93, ALNUM + "_-") + "AA"),
+        Sample("npm-access-token", "npm publish token {}", "np" + "m_" + _rand(r, 36)),
+        Sample("pypi-token", "pypi upload {}", "pypi-" + "AgEIcHlwaS5vcmc" + _rand(r, 80, ALNUM + "-_")),
+        Sample("jwt", "session cookie {}", jwt),
+        Sample("url-password", "db is postgres://app:{}@db.internal:5432/app", _rand(r, 18)),
+        Sample("keyword-assignment", "password = {}", _rand(r, 10) + "7#" + _rand(r, 8)),
+        Sample("azure-connection-string", "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=root;"
+               "SharedAccessKey={}", _rand(r, 43, b64) + "="),
+        Sample("gcp-service-account", '{{"type": "service_account", "private_key_id": "{}"}}', gcp),
+        Sample("private-key", "-----BEGIN RSA " + "PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY-----",
+               key_material),
+    ]
+    return [Sample(s.rule, s.line.format(s.secret), s.secret) for s in out]
