@@ -21,7 +21,7 @@ import pytest
 
 from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
 from tests.conftest import CliResult, HubProcess, amux_argv
-from tools.typed.model import parse_topic, render_topic
+from tools.typed.model import INDEX_POINTER, parse_topic, render_topic
 
 TODAY = "2026-03-01"
 
@@ -35,6 +35,7 @@ class Target:
     hub: HubProcess | None = None
     project: Path | None = None
     env: dict[str, str] | None = None
+    index: str = "MEMORY.md"  # the index document: index.md in a Hub scope, MEMORY.md in a project
 
     def cli(self, *args: str) -> CliResult:
         extra = ["--project", str(self.project)] if self.project is not None else []
@@ -77,7 +78,7 @@ class Target:
 def target(request: pytest.FixtureRequest, tmp_path: Path, hub_factory: Callable[..., HubProcess]) -> Target:
     if request.param == "hub":
         hub = hub_factory()
-        return Target("hub", hub.scope_dir, hub=hub)
+        return Target("hub", hub.scope_dir, hub=hub, index="index.md")
     project = tmp_path / "proj"
     project.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
@@ -127,8 +128,8 @@ def test_new_writes_topic_then_index(target: Target) -> None:
     assert meta == {"name": "deploy-retries", "description": "Retry flaky staging deploys twice before paging",
                     "type": "feedback", "created": TODAY, "expires": "2026-05-30", "tags": ["deploy", "ci"]}
     assert "**Why:**" in body and "**How to apply:**" in body
-    index = target.read("MEMORY.md")
-    assert out["index"] == {"path": "MEMORY.md", "revision": sha(index), "changed": True}
+    index = target.read(target.index)
+    assert out["index"] == {"path": target.index, "revision": sha(index), "changed": True}
     assert index == (b"## feedback (1/30)\n- [deploy-retries](feedback/deploy-retries.md) \xe2\x80\x94 "
                      b"Retry flaky staging deploys twice before paging\n")
     # A body with its own sections keeps them; user topics get no sections; --expires wins.
@@ -141,7 +142,7 @@ def test_new_writes_topic_then_index(target: Target) -> None:
     assert "**Why:**" not in (target.read("user/terse.md") or b"").decode()
     r = new(target, "feedback", "short-lived", "Temporary workaround for the CI cache", "ci", "--expires", "2026-03-15")
     assert parse_topic((target.read("feedback/short-lived.md") or b"").decode())[0]["expires"] == "2026-03-15"
-    assert (target.read("MEMORY.md") or b"").decode().splitlines()[0:1] == ["## user (1/10)"]
+    assert (target.read(target.index) or b"").decode().splitlines()[0:1] == ["## user (1/10)"]
 
 
 def test_new_body_from_file(target: Target, tmp_path: Path) -> None:
@@ -241,8 +242,8 @@ def test_new_warns_about_likely_duplicates(target: Target) -> None:
 
 def test_new_refuses_a_topic_the_full_index_cannot_list(target: Target) -> None:
     """The index size is checked before the topic is written: a refusal leaves nothing behind."""
-    limit = 2048 if target.kind == "hub" else 25 * 1024
-    target.put("MEMORY.md", "# Mine\n\n" + "x" * (limit - 20) + "\n")
+    limit = 64 * 1024 if target.kind == "hub" else 25 * 1024
+    target.put(target.index, "# Mine\n\n" + "x" * (limit - 20) + "\n")
     before = target.snapshot()
     r = new(target, "user", "pushes-over", "This entry pushes the index over its limit")
     assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED], r.stderr
@@ -253,19 +254,26 @@ def test_new_refuses_a_topic_the_full_index_cannot_list(target: Target) -> None:
     assert target.snapshot() == before
 
 
-def test_new_stops_cleanly_when_the_hub_index_fills_up(hub: HubProcess) -> None:
-    t = Target("hub", hub.scope_dir, hub=hub)
-    results = []
-    for i in range(12):
-        r = new(t, "reference", f"long-{i}", f"Pointer number {i} to a long document " + "w" * 150)
-        results.append(r.returncode)
-        if r.returncode:
-            assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED], r.stderr
-            assert t.read(f"reference/long-{i}.md") is None  # refused whole, not written half
-            break
-    assert results[-1] == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED] and results[:-1] == [0] * (len(results) - 1)
+def test_a_hub_scope_indexes_every_topic_its_caps_allow_in_index_md(hub: HubProcess) -> None:
+    """60 topics (far more than MEMORY.md's 2 KiB) are stored and indexed; the counters end where the caps do."""
+    t = Target("hub", hub.scope_dir, hub=hub, index="index.md")
+    for type_, count in (("user", 10), ("reference", 50)):
+        for i in range(count):
+            r = new(t, type_, f"{type_}-{i:02}", f"Pointer number {i} to a long document about {type_} " + "w" * 120)
+            assert r.returncode == 0, r.stdout.decode() + r.stderr
+            assert r.json["index"]["path"] == "index.md"
+    index = (t.read("index.md") or b"").decode()
+    assert len(index.encode()) > 8 * 1024 and "## user (10/10)" in index and "## reference (50/50)" in index
+    assert all(f"](reference/reference-{i:02}.md)" in index for i in range(50))
+    entry = (t.read("MEMORY.md") or b"").decode()
+    assert entry == INDEX_POINTER + "\n"  # a pointer, not the index
+    # The counter says the cap is reached, and it is the cap (not a size limit) that refuses the next one.
+    r = new(t, "reference", "one-more", "One pointer too many")
+    assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED], r.stderr
+    assert r.json["error"]["data"]["limit"] == "reference cap" and t.read("reference/one-more.md") is None
     out = lint(t)
-    assert out["errors"] == 0, out["problems"]
+    assert out["errors"] == 0 and out["warnings"] == 0, out["problems"]
+    assert t.cli("memory", "index", "--check").returncode == 0
 
 
 def test_concurrent_new_calls_all_succeed_and_all_are_indexed(target: Target) -> None:
@@ -279,7 +287,7 @@ def test_concurrent_new_calls_all_succeed_and_all_are_indexed(target: Target) ->
     outs = [(p.wait(timeout=120), p.stdout.read().decode(), p.stderr.read().decode())  # type: ignore[union-attr]
             for p in procs]
     assert [o[0] for o in outs] == [0] * 6, outs
-    index = (target.read("MEMORY.md") or b"").decode()
+    index = (target.read(target.index) or b"").decode()
     assert "## reference (6/50)" in index
     assert all(f"](reference/par-{i}.md)" in index for i in range(6)), index
     assert lint(target)["errors"] == 0
@@ -336,7 +344,7 @@ def test_index_rebuild_is_idempotent_and_the_second_run_writes_nothing(target: T
     assert first.returncode == 0, first.stderr
     assert first.json["changed"] is True and first.json["up_to_date"] is True  # as it stands after the write
     assert first.json["topics"] == {"user": 1, "feedback": 0, "project": 0, "reference": 1}
-    text = (target.read("MEMORY.md") or b"").decode()
+    text = (target.read(target.index) or b"").decode()
     assert text == ("## user (1/10)\n- [tabs](user/tabs.md) — Indent with tabs\n\n"
                     "## reference (1/50)\n- [api](reference/api.md) — Where the API docs are\n")
     before = target.snapshot()
@@ -351,11 +359,11 @@ def test_index_rebuild_is_idempotent_and_the_second_run_writes_nothing(target: T
 def test_index_keeps_lines_a_person_wrote(target: Target) -> None:
     target.put("user/tabs.md", topic_text("tabs", "user", "Indent with tabs"))
     target.put("project/ci.md", topic_text("ci", "project", "CI runs on every push"))
-    target.put("MEMORY.md", "# Team memory\n\nAsk before deleting anything.\n\n## user (7/10)\n"
+    target.put(target.index, "# Team memory\n\nAsk before deleting anything.\n\n## user (7/10)\n"
                             "- [gone](user/gone.md) — a removed topic\n\n## Links\n- https://example.com/wiki\n")
     r = target.cli("memory", "index")
     assert r.returncode == 0, r.stderr
-    assert (target.read("MEMORY.md") or b"").decode() == (
+    assert (target.read(target.index) or b"").decode() == (
         "# Team memory\n\nAsk before deleting anything.\n\n"
         "## user (1/10)\n- [tabs](user/tabs.md) — Indent with tabs\n\n"
         "## project (1/20)\n- [ci](project/ci.md) — CI runs on every push\n\n"
@@ -374,18 +382,18 @@ def test_index_check_reports_stale_without_writing(target: Target) -> None:
 
 
 def test_index_over_the_entry_limit_is_refused_and_nothing_written(target: Target) -> None:
-    many = 12 if target.kind == "hub" else 50
-    for i in range(many):
+    for i in range(12 if target.kind == "hub" else 50):
         target.put(f"reference/ref-{i:02}.md", topic_text(f"ref-{i:02}", "reference", f"Pointer {i} " + "w" * 170))
-    if target.kind == "project":  # 50 entries fit in 25 KiB: a long hand-written preamble pushes it over
-        target.put("MEMORY.md", "# Mine\n\n" + ("A person's long note line.\n" * 150))
+    # Every entry fits (110 lines of 200 characters): a long hand-written preamble pushes the index over.
+    target.put(target.index, "# Mine\n\n" + ("A person's long note line.\n" * (150 if target.kind == "project" else
+                                                                               (64 * 1024 - 1500) // 27)))
     before = target.snapshot()
     r = target.cli("memory", "index")
     assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED], r.stderr
     data = r.json["error"]["data"]
-    limits = (2048, 64) if target.kind == "hub" else (25 * 1024, 200)
+    limits = (64 * 1024, None) if target.kind == "hub" else (25 * 1024, 200)
     assert (data["max_bytes"], data["max_lines"]) == limits
-    assert data["bytes"] > limits[0] or data["lines"] > limits[1]
+    assert data["bytes"] > limits[0] or data["lines"] > (limits[1] or data["lines"])
     assert data["current"] > data["maximum"]
     assert "nothing was written" in r.json["error"]["message"]
     assert target.snapshot() == before
@@ -399,7 +407,7 @@ def test_index_is_a_fixed_point_for_paths_with_link_syntax(target: Target) -> No
     for _ in range(2):
         again = target.cli("memory", "index")
         assert again.returncode == 0 and again.json["changed"] is False and again.json["lines"] == 5
-    index = (target.read("MEMORY.md") or b"").decode()
+    index = (target.read(target.index) or b"").decode()
     assert "- [odd](<reference/a(b).md>) — Odd path reference/a\\(b\\).md" in index
     assert "(reference/e%2541%23f.md)" in index
     codes = {p["code"] for p in lint(target)["problems"]}
@@ -409,7 +417,7 @@ def test_index_is_a_fixed_point_for_paths_with_link_syntax(target: Target) -> No
 def test_a_description_that_looks_like_a_link_stays_text(target: Target) -> None:
     r = new(target, "reference", "link-odd", "See [docs](reference/missing.md)", "a")
     assert r.returncode == 0, r.stderr
-    index = (target.read("MEMORY.md") or b"").decode()
+    index = (target.read(target.index) or b"").decode()
     assert index == ("## reference (1/50)\n"
                      "- [link-odd](reference/link-odd.md) — See \\[docs\\]\\(reference/missing.md\\)\n")
     out = lint(target)
@@ -478,14 +486,14 @@ def test_files_that_are_not_utf8_are_reported_and_never_rewritten(target: Target
     assert skip["path"] == "feedback/latin.md" and "not valid UTF-8" in skip["reason"]
     assert target.read("feedback/latin.md") == latin and target.read("feedback/_archive/latin.md") is None
 
-    index = (target.read("MEMORY.md") or b"") + b"caf\xe9 (a person's note)\n"
-    target.put("MEMORY.md", index)
+    index = (target.read(target.index) or b"") + b"caf\xe9 (a person's note)\n"
+    target.put(target.index, index)
     target.put("user/more.md", topic_text("more", "user"))
     before = target.snapshot()
     for args in (["index"], ["new", "user", "another", "--description", "d", "--tags", "x"]):
         r = target.cli("memory", *args)
         assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST], r.stderr
-        assert "MEMORY.md is not valid UTF-8 (line" in r.json["error"]["message"]
+        assert f"{target.index} is not valid UTF-8 (line" in r.json["error"]["message"]
         assert target.snapshot() == before
 
 
@@ -638,20 +646,22 @@ def test_lint_warns_about_symlinks_in_a_project_library(tmp_path: Path) -> None:
 
 
 def test_lint_on_a_hub_scope_reports_lines_and_exit_status(target: Target) -> None:
-    target.put("MEMORY.md", GOOD_INDEX + "- [lost](feedback/lost.md) — gone\n")
+    if target.kind == "hub":
+        target.put("MEMORY.md", INDEX_POINTER + "\n")  # as 'amux memory index' leaves it
+    target.put(target.index, GOOD_INDEX + "- [lost](feedback/lost.md) — gone\n")
     target.put("user/ok.md", topic_text("ok", "user", tags=["A B"]))
     target.put("feedback/fb.md", topic_text("fb", "feedback", expires="2026-02-01", body="\nsee [[nothing-here]]\n"))
     target.put("notes/free-form.md", "# Free-form notes are not typed topics\n")
     out = lint(target)
     found = {(p["severity"], p["code"], p["path"], p["line"]) for p in out["problems"]}
-    assert {("error", "schema", "user/ok.md", 6), ("error", "index_missing_file", "MEMORY.md", 3),
+    assert {("error", "schema", "user/ok.md", 6), ("error", "index_missing_file", target.index, 3),
             ("error", "index_missing_topic", "feedback/fb.md", None), ("warning", "expired", "feedback/fb.md", 6),
             ("info", "broken_link", "feedback/fb.md", 11)} <= found
     assert not any(p["path"] == "notes/free-form.md" for p in out["problems"])
     assert (out["errors"], out["warnings"], out["infos"]) == (3, 1, 1)
     # Only warnings and infos left: exit 0.
     target.put("user/ok.md", topic_text("ok", "user"))
-    target.put("MEMORY.md",
+    target.put(target.index,
                "## user (1/10)\n- [ok](user/ok.md) — d\n\n## feedback (1/30)\n- [fb](feedback/fb.md) — d\n")
     out = lint(target)
     assert out["errors"] == 0 and out["warnings"] == 1 and out["infos"] == 1
