@@ -674,3 +674,97 @@ def test_commands_without_a_hub_say_unavailable(tmp_path: Path) -> None:
         proc = subprocess.run([*amux_argv(), "memory", *args], capture_output=True, env=env, timeout=60)
         assert proc.returncode == EXIT_CODES[ErrorCode.UNAVAILABLE], proc.stderr
         assert json.loads(proc.stdout)["error"]["code"] == "unavailable"
+
+
+# -- remove, and what forget leaves behind ---------------------------------------------------------------
+
+
+def test_remove_deletes_the_topic_and_its_index_line(target: Target) -> None:
+    for name in ("keep-me", "drop-me"):
+        assert new(target, "reference", name, f"Pointer {name}").returncode == 0
+    before = target.snapshot()
+    r = target.cli("memory", "remove", "no-such-topic")
+    assert r.returncode == EXIT_CODES[ErrorCode.NOT_FOUND] and target.snapshot() == before, r.stderr
+    stale = "0" * 64
+    r = target.cli("memory", "remove", "drop-me", "--expected-revision", stale)
+    assert r.returncode == EXIT_CODES[ErrorCode.CONFLICT] and target.snapshot() == before, r.stderr
+    revision = sha(target.read("reference/drop-me.md"))
+    r = target.cli("memory", "remove", "drop-me", "--expected-revision", revision)
+    assert r.returncode == 0, r.stdout.decode() + r.stderr
+    assert r.json["removed"] == "reference/drop-me.md" and r.json["revision"] == revision
+    assert r.json["index"]["path"] == target.index and r.json["index"]["changed"] is True
+    assert target.read("reference/drop-me.md") is None
+    index = (target.read(target.index) or b"").decode()
+    assert "## reference (1/50)" in index and "drop-me" not in index and "keep-me" in index
+    out = lint(target)
+    assert out["errors"] == 0 and out["warnings"] == 0, out["problems"]
+
+
+def test_a_plain_forget_leaves_a_dead_link_that_lint_says_index_fixes(target: Target) -> None:
+    for name in ("stays", "goes"):
+        assert new(target, "user", name, f"Preference {name}").returncode == 0
+    if target.hub is not None:
+        r = target.cli("memory", "forget", "user/goes.md", "--expected-revision", sha(target.read("user/goes.md")))
+        assert r.returncode == 0, r.stderr
+    else:
+        (target.root / "user" / "goes.md").unlink()
+    human = target.cli("memory", "lint", "--today", TODAY)
+    assert human.returncode == ExitStatus.PROBLEMS_FOUND
+    assert (f"{target.index}:2: error: links to user/goes.md, which does not exist; fix: amux memory index"
+            in human.stdout.decode())
+    assert target.cli("memory", "index").returncode == 0
+    out = lint(target)
+    assert out["errors"] == 0 and out["warnings"] == 0, out["problems"]
+
+
+def test_every_lint_finding_names_its_fix(tmp_path: Path, hub: HubProcess) -> None:
+    t = Target("hub", hub.scope_dir, hub=hub, index="index.md")
+    t.put("user/ok.md", topic_text("ok", "user", tags=["A B"]))
+    t.put("user/Bad Name.md", topic_text("bad", "user"))
+    t.put("feedback/fb.md", topic_text("fb", "feedback", expires="2026-02-01", body="\nsee [[nothing-here]]\n"))
+    t.put("project/p.md", topic_text("p", "project", body="\nno sections\n", extra="x"))
+    t.put("project/sub/deep.md", topic_text("deep", "project"))
+    t.put("index.md", GOOD_INDEX + "- [lost](feedback/lost.md) — gone\n")
+    out = lint(t)
+    assert out["problems"], out
+    fixes = {p["code"]: p["message"].rsplit("; fix: ", 1)[1] for p in out["problems"] if "; fix: " in p["message"]}
+    assert {p["code"] for p in out["problems"]} == set(fixes), out["problems"]  # every finding has one
+    assert fixes["index_missing_file"] == fixes["index_missing_topic"] == fixes["index_pointer"] == "amux memory index"
+    assert fixes["expired"] == "amux memory archive"
+    assert fixes["schema"] == "amux memory edit user/ok.md"
+    assert "amux memory forget" in fixes["path_nested"] and "amux memory new" in fixes["path_nested"]
+
+
+def test_an_old_memory_md_index_in_a_hub_scope_moves_to_index_md(hub: HubProcess) -> None:
+    """The layout before index.md: the index in MEMORY.md; the next 'index' moves it and keeps the person's lines."""
+    t = Target("hub", hub.scope_dir, hub=hub, index="index.md")
+    t.put("user/tabs.md", topic_text("tabs", "user", "Indent with tabs"))
+    t.put("project/ci.md", topic_text("ci", "project", "CI runs on every push"))
+    t.put("MEMORY.md", "# Team memory\n\nAsk before deleting anything.\n\n## user (1/10)\n"
+                       "- [tabs](user/tabs.md) — Indent with tabs\n\n## project (1/20)\n"
+                       "- [ci](project/ci.md) — CI runs on every push\n\n## Links\n- https://example.com/wiki\n")
+    found = {(p["code"], p["path"], p["line"]): p["message"] for p in lint(t)["problems"]}
+    assert found.keys() == {("index_in_entry", "MEMORY.md", 5), ("index_missing", "index.md", None)}
+    assert all(m.endswith("fix: amux memory index") for m in found.values())
+    check = t.cli("memory", "index", "--check")
+    assert check.returncode == ExitStatus.PROBLEMS_FOUND and check.json["pointer"]["up_to_date"] is False
+    r = t.cli("memory", "index")
+    assert r.returncode == 0, r.stdout.decode() + r.stderr
+    assert r.json["changed"] is True and r.json["pointer"]["changed"] is True
+    assert (t.read("index.md") or b"").decode() == (
+        "## user (1/10)\n- [tabs](user/tabs.md) — Indent with tabs\n\n"
+        "## project (1/20)\n- [ci](project/ci.md) — CI runs on every push\n")
+    assert (t.read("MEMORY.md") or b"").decode() == (
+        f"# Team memory\n\nAsk before deleting anything.\n\n{INDEX_POINTER}\n\n## Links\n- https://example.com/wiki\n")
+    assert r.json["pointer"]["revision"] == sha(t.read("MEMORY.md"))
+    before = t.snapshot()
+    again = t.cli("memory", "index")
+    assert again.json["changed"] is False and again.json["pointer"]["changed"] is False and t.snapshot() == before
+    out = lint(t)
+    assert out["errors"] == 0 and out["warnings"] == 0, out["problems"]
+    # The last topic removed: the index and the pointer go, the person's lines stay.
+    for name in ("tabs", "ci"):
+        assert t.cli("memory", "remove", name).returncode == 0
+    assert t.read("index.md") is None
+    assert (t.read("MEMORY.md") or b"").decode() == (
+        "# Team memory\n\nAsk before deleting anything.\n\n## Links\n- https://example.com/wiki\n")

@@ -193,7 +193,7 @@ def create(lib: Library, new: NewTopic) -> dict[str, Any]:
                                     "if one says the same, update it and forget this one"})
     revision = lib.write(new.path, new.text.encode("utf-8"), ABSENT)
     try:
-        index = _update_index_retrying(lib)
+        index = update_index_retrying(lib)
     except HubError as exc:
         raise HubError(exc.code, f"created {new.path}, but updating {lib.index_path} failed: {exc.message} — "
                        "the topic exists; fix that and run 'amux memory index'",
@@ -225,8 +225,12 @@ def _check_room(lib: Library, catalog: Catalog, new: NewTopic) -> None:
                        {**exc.data, "topic": new.path}) from None
 
 
-def _update_index_retrying(lib: Library) -> dict[str, Any]:
-    """:func:`update_index` on a fresh read, again after each ``conflict`` (the index is rebuilt whole)."""
+def update_index_retrying(lib: Library) -> dict[str, Any]:
+    """:func:`update_index` on a fresh read, again after each ``conflict`` (the index is rebuilt whole).
+
+    Returns :func:`update_index`'s result; raises its errors (``conflict``
+    only when :data:`INDEX_ATTEMPTS` rebuilds all met another writer).
+    """
     for attempt in range(1, INDEX_ATTEMPTS + 1):
         try:
             return update_index(lib)
