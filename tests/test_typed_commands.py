@@ -768,3 +768,20 @@ def test_an_old_memory_md_index_in_a_hub_scope_moves_to_index_md(hub: HubProcess
     assert t.read("index.md") is None
     assert (t.read("MEMORY.md") or b"").decode() == (
         "# Team memory\n\nAsk before deleting anything.\n\n## Links\n- https://example.com/wiki\n")
+
+
+def test_memory_md_without_typed_memories_is_never_touched_and_a_full_one_refuses_the_pointer(
+        hub: HubProcess) -> None:
+    t = Target("hub", hub.scope_dir, hub=hub, index="index.md")
+    t.put("MEMORY.md", "# Prefs\n- tabs\n\n\n")  # trailing blank lines a rebuild would tidy away
+    before = t.snapshot()
+    r = t.cli("memory", "index")
+    assert r.returncode == 0 and r.json["changed"] is False and r.json["pointer"]["changed"] is False, r.stderr
+    assert t.snapshot() == before
+    # MEMORY.md one line short of its 64: the pointer the first topic needs would not fit, so nothing is written.
+    t.put("MEMORY.md", "".join(f"- pref {i}\n" for i in range(63)) + "- last line\n")
+    before = t.snapshot()
+    r = new(t, "user", "first", "The first typed topic")
+    assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED], r.stderr
+    assert r.json["error"]["data"]["path"] == "MEMORY.md" and r.json["error"]["data"]["unit"] == "lines"
+    assert "user/first.md was not created" in r.json["error"]["message"] and t.snapshot() == before

@@ -26,7 +26,7 @@ from hub.cache import fold
 from protocol.errors import ErrorCode, HubError
 from protocol.params import ABSENT
 from tools.typed.catalog import Catalog, load_catalog, topic_from_doc
-from tools.typed.index import build_index, check_index_size, update_index
+from tools.typed.index import build_index, build_pointer, check_index_size, check_size, update_index
 from tools.typed.library import Doc, Library
 from tools.typed.model import (
     CAPS,
@@ -219,7 +219,12 @@ def _check_room(lib: Library, catalog: Catalog, new: NewTopic) -> None:
                        {"current": count + 1, "maximum": CAPS[new.type], "unit": "topics", "limit": f"{new.type} cap"})
     planned = topic_from_doc(Doc(new.path, new.text.encode("utf-8"), "planned"))
     try:
-        check_index_size(build_index(Catalog(catalog.index, [*catalog.topics, planned], catalog.pointer)), lib)
+        trial = Catalog(catalog.index, [*catalog.topics, planned], catalog.pointer)
+        index = build_index(trial)
+        check_index_size(index, lib)
+        pointer = build_pointer(trial, index)
+        if pointer is not None and lib.pointer_path is not None:  # the first topic adds MEMORY.md's pointer
+            check_size(pointer, lib.pointer_path, lib.pointer_max_bytes, lib.pointer_max_lines, lib.label)
     except HubError as exc:
         raise HubError(exc.code, f"{new.path} was not created: {exc.message}",
                        {**exc.data, "topic": new.path}) from None

@@ -240,12 +240,16 @@ def build_pointer(catalog: Catalog, index: str) -> str | None:
 
     Generated lines (an index kept there before, an old pointer) are removed;
     the pointer line takes the place of the first of them (at the end when
-    there was none) while ``index`` has any text; every other line stays.
+    there was none) while ``index`` has any text; every other line stays.  A
+    scope without typed memories keeps its ``MEMORY.md`` byte for byte.
     Raises ``bad_request`` for a ``MEMORY.md`` that is not UTF-8.
     """
     if catalog.pointer is None:
         return None
-    return merge(index_text(catalog.pointer), [INDEX_POINTER] if index else [], is_pointer_generated)
+    text = index_text(catalog.pointer)
+    if not index and not any(is_pointer_generated(line) for line in text.split("\n")):
+        return text  # nothing of ours in it: never reformat a person's MEMORY.md
+    return merge(text, [INDEX_POINTER] if index else [], is_pointer_generated)
 
 
 def count_lines(text: str) -> int:
