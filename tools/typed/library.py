@@ -4,8 +4,10 @@ Both are a *library*: a set of Markdown documents addressed by logical paths
 (:func:`protocol.paths.normalize_path`), each read with its revision (SHA-256
 hex of the whole file, ``"absent"`` when missing) and written or deleted by
 compare-and-swap on that revision (DESIGN.md §4).  The typed-memory commands
-(``new``, ``index``, ``lint``, ``archive``, ``import``) are written once
-against :class:`Library` and run on either (DESIGN.md §11).
+(``new``, ``remove``, ``index``, ``lint``, ``archive``, ``import``) are written
+once against :class:`Library` and run on either (DESIGN.md §11).  A Hub
+scope's index is ``index.md`` (the document limit) with a pointer in
+``MEMORY.md``; a project's index is its ``MEMORY.md``.
 
 * :class:`HubLibrary` talks to the Hub through a connected
   :class:`tools.client.blocking.HubClient` (methods ``list``, ``export``, ``upsert``,

@@ -6,7 +6,7 @@ document's logical path and, where one applies, a 1-based line.  Codes:
 =======================  ========  ===========================================================
 code                     severity  meaning
 =======================  ========  ===========================================================
-``encoding``             error     a topic or ``MEMORY.md`` that is not UTF-8 (line of the first bad byte)
+``encoding``             error     a topic or the index that is not UTF-8 (line of the first bad byte)
 ``parse``                error     the frontmatter is not readable YAML / not a mapping
 ``no_frontmatter``       error     a file in a type directory without frontmatter
 ``schema``               error     a frontmatter field breaks ``memory.schema.json`` (one per field)
@@ -24,9 +24,9 @@ code                     severity  meaning
 ``expired``              warning   feedback past ``expires`` (or ``created`` + 90 days): archive it
 ``unfilled_section``     info      a ``**Why:**``/``**How to apply:**`` still holding ``new``'s TODO placeholder
 ``broken_link``          info      ``[[name]]`` naming no topic (a loose reference, never an error)
-``index_missing``        error     topics exist but ``MEMORY.md`` does not
-``index_frontmatter``    error     ``MEMORY.md`` has frontmatter (the index has none)
-``index_too_large``      error     ``MEMORY.md`` over the library's entry limit (bytes or lines)
+``index_missing``        error     topics exist but the index does not
+``index_frontmatter``    error     the index has frontmatter (it has none)
+``index_too_large``      error     the index over the library's limit (bytes, and lines in a project)
 ``index_line_length``    error     an index entry line over 200 characters (warning for other lines)
 ``index_missing_file``   error     an index link to a document that does not exist
 ``index_missing_topic``  error     a topic the index does not link to
