@@ -66,7 +66,11 @@ def misplaced_options(agent: str, args: Sequence[str], amux_options: Mapping[str
 
 
 def moved_before_agent(head: Sequence[str], agent: str, args: Sequence[str], found: Sequence[Misplaced]) -> list[str]:
-    """The launch tokens with every ``found`` option (and its values) moved from ``args`` to just before AGENT."""
+    """The launch tokens with every ``found`` option (and its values) moved from ``args`` to just before AGENT.
+
+    A flag already given before AGENT (the same token) is dropped, not repeated.
+    """
     taken = {j for m in found for j in range(m.start, m.stop)}
-    moved = [args[j] for m in found for j in range(m.start, m.stop)]
+    moved = [args[j] for m in found if not (m.stop - m.start == 1 and args[m.start] in head)
+             for j in range(m.start, m.stop)]
     return [*head, *moved, agent, *(tok for j, tok in enumerate(args) if j not in taken)]

@@ -284,6 +284,7 @@ def test_agent_arguments_pass_through_unchanged(launcher: Launcher) -> None:
     (["pi", "--run-dir", "/tmp/r", "-p", "hi"], "--run-dir", "amux launch --run-dir /tmp/r pi -p hi"),
     (["claude", "--pass-env", "A,B", "-p", "hi"], "--pass-env", "amux launch --pass-env A,B claude -p hi"),
     (["--session-id", "s2", "pi", "--print-spec"], "--print-spec", "amux launch --session-id s2 --print-spec pi"),
+    (["--print-spec", "claude", "--print-spec", "-p", "hi"], "--print-spec", "amux launch --print-spec claude -p hi"),
 ])
 def test_amux_options_after_the_agent_are_refused_with_the_fixed_command(
         launcher: Launcher, args: list[str], option: str, fixed: str) -> None:
