@@ -459,3 +459,27 @@ def test_codex_as_another_user_gets_its_own_codex_home_and_reaches_the_hub(
         assert any((user_home / ".codex").iterdir()), "Codex really ran there"
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+# -- amux options after AGENT --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "pi"])
+def test_the_agents_own_options_named_like_amux_options_are_the_ones_that_pass_through(
+        agents: Path, hub: HubProcess, tmp_path: Path, agent: str) -> None:
+    from launch.misplaced import AGENT_OWN_OPTIONS
+    from tools.cli.launch import option_arities
+
+    env = launch_env(agents, hub, tmp_path / "home")
+    helps = [subprocess.run([str(agents / agent), *sub, "--help"], capture_output=True, text=True, env=env,
+                            cwd=tmp_path, timeout=60, stdin=subprocess.DEVNULL)
+             for sub in ([], ["exec"], ["resume"]) if agent == "codex" or not sub]
+    texts = [proc.stdout + proc.stderr for proc in helps]  # Pi prints its help on stderr
+    assert all("--help" in text or "-h" in text for text in texts)
+    mentioned = {name for name in option_arities() if any(re.search(rf"(?<![\w-]){name}(?![\w-])", t) for t in texts)}
+    assert mentioned == AGENT_OWN_OPTIONS[agent]
+    # The real agent never sees a misplaced amux option: refused, nothing stored.
+    proc = launch(env, tmp_path / "work", agent, "--print-spec", "-p", "hi")
+    assert proc.returncode == 2, proc.stderr
+    assert f"put it before the agent: amux launch --print-spec {agent} -p hi" in proc.stderr
+    assert not (hub.home / "sessions").exists()

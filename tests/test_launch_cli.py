@@ -275,6 +275,55 @@ def test_agent_arguments_pass_through_unchanged(launcher: Launcher) -> None:
     assert r.returncode == 2 and "Unknown option: --bogus" in r.stderr and not launcher.ran
 
 
+@pytest.mark.parametrize(("args", "option", "fixed"), [
+    (["claude", "--print-spec", "-p", "hi"], "--print-spec", "amux launch --print-spec claude -p hi"),
+    (["codex", "exec", "--session-id", "s1", "hi"], "--session-id", "amux launch --session-id s1 codex exec hi"),
+    (["codex", "--resume=s1", "exec", "hi"], "--resume", "amux launch --resume=s1 codex exec hi"),
+    (["pi", "-p", "hi", "--session-id", "s1"], "--session-id", "amux launch --session-id s1 pi -p hi"),
+    (["claude", "--new-session", "-p", "hi"], "--new-session", "amux launch --new-session claude -p hi"),
+    (["claude", "-p", "hi", "--as-user", "bob"], "--as-user", "amux launch --as-user bob claude -p hi"),
+    (["pi", "--run-dir", "/tmp/r", "-p", "hi"], "--run-dir", "amux launch --run-dir /tmp/r pi -p hi"),
+    (["claude", "--pass-env", "A,B", "-p", "hi"], "--pass-env", "amux launch --pass-env A,B claude -p hi"),
+    (["--session-id", "s2", "pi", "--print-spec"], "--print-spec", "amux launch --session-id s2 --print-spec pi"),
+    (["--print-spec", "claude", "--print-spec", "-p", "hi"], "--print-spec", "amux launch --print-spec claude -p hi"),
+])
+def test_amux_options_after_the_agent_are_refused_with_the_fixed_command(
+        launcher: Launcher, args: list[str], option: str, fixed: str) -> None:
+    r = launcher(*args)
+    assert r.returncode == 2, r.stderr
+    assert f"amux launch: {option} is an amux option; put it before the agent: {fixed}" in r.stderr
+    assert not launcher.ran  # no agent started
+    assert not (launcher.hub.home / "sessions").exists()  # no session stored
+    assert r.stdout == b""
+
+
+def test_several_misplaced_options_are_named_together(launcher: Launcher, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    r = launcher("pi", "--print-spec", "-p", "hi", "--run-dir", str(run_dir))
+    assert r.returncode == 2
+    assert (f"--print-spec, --run-dir are amux options; put them before the agent: amux launch --print-spec "
+            f"--run-dir {run_dir} pi -p hi") in r.stderr
+    assert not launcher.ran and not run_dir.exists() and not (launcher.hub.home / "sessions").exists()
+
+
+def test_agents_own_options_of_the_same_name_and_anything_after_a_double_dash_pass_through(
+        launcher: Launcher) -> None:
+    # Claude Code has its own --session-id (and --resume, which is its native resume: refused below).
+    r = launcher("--session-id", "s-own", "claude", "--session-id", "0f3c0d5e-1111-4222-8333-444455556666",
+                 "-p", "hi")
+    assert r.returncode == 0, r.stderr
+    assert launcher.record["argv"][-3:] == ["0f3c0d5e-1111-4222-8333-444455556666", "-p", "hi"]
+    r = launcher("claude", "--resume", "0f3c0d5e-1111-4222-8333-444455556666")
+    assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST] and "--resume SESSION" in r.stderr
+    r = launcher("pi", "--resume")
+    assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST] and "--resume SESSION" in r.stderr
+    assert not launcher.ran
+    # After a bare '--' the agent gets everything verbatim, amux option names included.
+    r = launcher("--session-id", "s-dash", "codex", "exec", "--", "--print-spec", "--as-user", "x")
+    assert r.returncode == 0, r.stderr
+    assert launcher.record["argv"][-4:] == ["--", "--print-spec", "--as-user", "x"]
+
+
 def test_sigterm_to_the_launcher_reaches_the_agent(launcher: Launcher) -> None:
     proc = subprocess.Popen([*launcher.argv, "launch", "pi", "-p", "hi"],
                             env={**launcher.env, "STANDIN_SLEEP": "60"}, stdin=subprocess.DEVNULL,

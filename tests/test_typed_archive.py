@@ -58,6 +58,7 @@ class Scope:
     root: Path
     flags: list[str]
     project: Path | None
+    index: str = "MEMORY.md"  # the index document: index.md in a Hub scope (whose MEMORY.md points at it)
 
     def cli(self, *args: str) -> CliResult:
         return self.hub.cli(*args, *self.flags)
@@ -92,8 +93,8 @@ class Scope:
 def scope(request: pytest.FixtureRequest, hub: HubProcess, tmp_path: Path) -> Scope:
     """A library seeded with :data:`START`, a hand-written preamble and a built index."""
     if request.param == "hub":
-        s = Scope(hub, hub.scope_dir, [], None)
-        for path, content in {"MEMORY.md": PREAMBLE.encode(), **START}.items():
+        s = Scope(hub, hub.scope_dir, [], None, "index.md")
+        for path, content in {s.index: PREAMBLE.encode(), **START}.items():
             r = hub.cli("memory", "upsert", path, "--expected-revision", "absent", input=content)
             assert r.returncode == 0, r.stderr
     else:
@@ -116,13 +117,13 @@ def run_archive(scope: Scope, on_step: Callable[[str, str], None] | None = None)
 
 
 def index_paths(scope: Scope) -> list[str]:
-    text = (scope.root / "MEMORY.md").read_text()
+    text = (scope.root / scope.index).read_text()
     return sorted(line.split("](", 1)[1].split(")", 1)[0] for line in text.splitlines() if line.startswith("- ["))
 
 
 def assert_whole(scope: Scope, expected: dict[str, bytes]) -> None:
     """Every topic file holds exactly the bytes expected of it (nothing half-written, lost or left over)."""
-    assert {p: c for p, c in scope.files().items() if p != "MEMORY.md"} == expected
+    assert {p: c for p, c in scope.files().items() if p not in ("MEMORY.md", scope.index)} == expected
 
 
 # -- the normal run -----------------------------------------------------------------------------------------
@@ -145,7 +146,7 @@ def test_exactly_the_expired_feedback_moves_and_the_index_follows(scope: Scope) 
         if path not in EXPIRED:
             assert after[path] == before[path]
     assert index_paths(scope) == sorted(p for p in START if p not in EXPIRED)
-    index = after["MEMORY.md"].decode()
+    index = after[scope.index].decode()
     assert index.startswith(PREAMBLE) and "## feedback (2/30)" in index and "_archive" not in index
 
     # A second run has nothing to do and changes nothing.
@@ -237,15 +238,15 @@ def test_a_writer_changing_feedback_mid_archive_stops_it_and_leaves_every_file_w
 def test_an_index_conflict_is_reported_and_the_next_run_repairs_the_index(scope: Scope) -> None:
     def second_writer(step: str, path: str) -> None:
         if step == "index":
-            current = (scope.root / "MEMORY.md").read_bytes()
-            scope.write("MEMORY.md", current + b"\nA note a person added meanwhile.\n")
+            current = (scope.root / scope.index).read_bytes()
+            scope.write(scope.index, current + b"\nA note a person added meanwhile.\n")
 
     report = run_archive(scope, second_writer)
     assert [m["from"] for m in report["moved"]] == EXPIRED
     (error,) = report["errors"]
-    assert (error["path"], error["step"], error["code"]) == ("MEMORY.md", "index", "conflict")
+    assert (error["path"], error["step"], error["code"]) == (scope.index, "index", "conflict")
     assert "feedback/old-explicit.md" in error["state"]
-    index = (scope.root / "MEMORY.md").read_text()
+    index = (scope.root / scope.index).read_text()
     assert index.endswith("A note a person added meanwhile.\n")  # the other writer's file is whole
     assert "feedback/old-explicit.md" in index_paths(scope)  # stale until the next run
     assert_whole(scope, {**{p: c for p, c in START.items() if p not in EXPIRED},
@@ -255,7 +256,7 @@ def test_an_index_conflict_is_reported_and_the_next_run_repairs_the_index(scope:
     assert r.returncode == 0, r.stdout.decode() + r.stderr
     assert r.json["moved"] == [] and r.json["index"]["changed"] is True
     assert index_paths(scope) == sorted(p for p in START if p not in EXPIRED)
-    index = (scope.root / "MEMORY.md").read_text()
+    index = (scope.root / scope.index).read_text()
     assert "A note a person added meanwhile." in index and index.startswith(PREAMBLE)
 
 

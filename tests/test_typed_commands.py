@@ -21,7 +21,7 @@ import pytest
 
 from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
 from tests.conftest import CliResult, HubProcess, amux_argv
-from tools.typed.model import parse_topic, render_topic
+from tools.typed.model import INDEX_POINTER, parse_topic, render_topic
 
 TODAY = "2026-03-01"
 
@@ -35,6 +35,7 @@ class Target:
     hub: HubProcess | None = None
     project: Path | None = None
     env: dict[str, str] | None = None
+    index: str = "MEMORY.md"  # the index document: index.md in a Hub scope, MEMORY.md in a project
 
     def cli(self, *args: str) -> CliResult:
         extra = ["--project", str(self.project)] if self.project is not None else []
@@ -77,7 +78,7 @@ class Target:
 def target(request: pytest.FixtureRequest, tmp_path: Path, hub_factory: Callable[..., HubProcess]) -> Target:
     if request.param == "hub":
         hub = hub_factory()
-        return Target("hub", hub.scope_dir, hub=hub)
+        return Target("hub", hub.scope_dir, hub=hub, index="index.md")
     project = tmp_path / "proj"
     project.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
@@ -127,8 +128,8 @@ def test_new_writes_topic_then_index(target: Target) -> None:
     assert meta == {"name": "deploy-retries", "description": "Retry flaky staging deploys twice before paging",
                     "type": "feedback", "created": TODAY, "expires": "2026-05-30", "tags": ["deploy", "ci"]}
     assert "**Why:**" in body and "**How to apply:**" in body
-    index = target.read("MEMORY.md")
-    assert out["index"] == {"path": "MEMORY.md", "revision": sha(index), "changed": True}
+    index = target.read(target.index)
+    assert out["index"] == {"path": target.index, "revision": sha(index), "changed": True}
     assert index == (b"## feedback (1/30)\n- [deploy-retries](feedback/deploy-retries.md) \xe2\x80\x94 "
                      b"Retry flaky staging deploys twice before paging\n")
     # A body with its own sections keeps them; user topics get no sections; --expires wins.
@@ -141,7 +142,7 @@ def test_new_writes_topic_then_index(target: Target) -> None:
     assert "**Why:**" not in (target.read("user/terse.md") or b"").decode()
     r = new(target, "feedback", "short-lived", "Temporary workaround for the CI cache", "ci", "--expires", "2026-03-15")
     assert parse_topic((target.read("feedback/short-lived.md") or b"").decode())[0]["expires"] == "2026-03-15"
-    assert (target.read("MEMORY.md") or b"").decode().splitlines()[0:1] == ["## user (1/10)"]
+    assert (target.read(target.index) or b"").decode().splitlines()[0:1] == ["## user (1/10)"]
 
 
 def test_new_body_from_file(target: Target, tmp_path: Path) -> None:
@@ -241,8 +242,8 @@ def test_new_warns_about_likely_duplicates(target: Target) -> None:
 
 def test_new_refuses_a_topic_the_full_index_cannot_list(target: Target) -> None:
     """The index size is checked before the topic is written: a refusal leaves nothing behind."""
-    limit = 2048 if target.kind == "hub" else 25 * 1024
-    target.put("MEMORY.md", "# Mine\n\n" + "x" * (limit - 20) + "\n")
+    limit = 64 * 1024 if target.kind == "hub" else 25 * 1024
+    target.put(target.index, "# Mine\n\n" + "x" * (limit - 20) + "\n")
     before = target.snapshot()
     r = new(target, "user", "pushes-over", "This entry pushes the index over its limit")
     assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED], r.stderr
@@ -253,19 +254,26 @@ def test_new_refuses_a_topic_the_full_index_cannot_list(target: Target) -> None:
     assert target.snapshot() == before
 
 
-def test_new_stops_cleanly_when_the_hub_index_fills_up(hub: HubProcess) -> None:
-    t = Target("hub", hub.scope_dir, hub=hub)
-    results = []
-    for i in range(12):
-        r = new(t, "reference", f"long-{i}", f"Pointer number {i} to a long document " + "w" * 150)
-        results.append(r.returncode)
-        if r.returncode:
-            assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED], r.stderr
-            assert t.read(f"reference/long-{i}.md") is None  # refused whole, not written half
-            break
-    assert results[-1] == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED] and results[:-1] == [0] * (len(results) - 1)
+def test_a_hub_scope_indexes_every_topic_its_caps_allow_in_index_md(hub: HubProcess) -> None:
+    """60 topics (far more than MEMORY.md's 2 KiB) are stored and indexed; the counters end where the caps do."""
+    t = Target("hub", hub.scope_dir, hub=hub, index="index.md")
+    for type_, count in (("user", 10), ("reference", 50)):
+        for i in range(count):
+            r = new(t, type_, f"{type_}-{i:02}", f"Pointer number {i} to a long document about {type_} " + "w" * 120)
+            assert r.returncode == 0, r.stdout.decode() + r.stderr
+            assert r.json["index"]["path"] == "index.md"
+    index = (t.read("index.md") or b"").decode()
+    assert len(index.encode()) > 8 * 1024 and "## user (10/10)" in index and "## reference (50/50)" in index
+    assert all(f"](reference/reference-{i:02}.md)" in index for i in range(50))
+    entry = (t.read("MEMORY.md") or b"").decode()
+    assert entry == INDEX_POINTER + "\n"  # a pointer, not the index
+    # The counter says the cap is reached, and it is the cap (not a size limit) that refuses the next one.
+    r = new(t, "reference", "one-more", "One pointer too many")
+    assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED], r.stderr
+    assert r.json["error"]["data"]["limit"] == "reference cap" and t.read("reference/one-more.md") is None
     out = lint(t)
-    assert out["errors"] == 0, out["problems"]
+    assert out["errors"] == 0 and out["warnings"] == 0, out["problems"]
+    assert t.cli("memory", "index", "--check").returncode == 0
 
 
 def test_concurrent_new_calls_all_succeed_and_all_are_indexed(target: Target) -> None:
@@ -279,7 +287,7 @@ def test_concurrent_new_calls_all_succeed_and_all_are_indexed(target: Target) ->
     outs = [(p.wait(timeout=120), p.stdout.read().decode(), p.stderr.read().decode())  # type: ignore[union-attr]
             for p in procs]
     assert [o[0] for o in outs] == [0] * 6, outs
-    index = (target.read("MEMORY.md") or b"").decode()
+    index = (target.read(target.index) or b"").decode()
     assert "## reference (6/50)" in index
     assert all(f"](reference/par-{i}.md)" in index for i in range(6)), index
     assert lint(target)["errors"] == 0
@@ -336,7 +344,7 @@ def test_index_rebuild_is_idempotent_and_the_second_run_writes_nothing(target: T
     assert first.returncode == 0, first.stderr
     assert first.json["changed"] is True and first.json["up_to_date"] is True  # as it stands after the write
     assert first.json["topics"] == {"user": 1, "feedback": 0, "project": 0, "reference": 1}
-    text = (target.read("MEMORY.md") or b"").decode()
+    text = (target.read(target.index) or b"").decode()
     assert text == ("## user (1/10)\n- [tabs](user/tabs.md) — Indent with tabs\n\n"
                     "## reference (1/50)\n- [api](reference/api.md) — Where the API docs are\n")
     before = target.snapshot()
@@ -351,11 +359,11 @@ def test_index_rebuild_is_idempotent_and_the_second_run_writes_nothing(target: T
 def test_index_keeps_lines_a_person_wrote(target: Target) -> None:
     target.put("user/tabs.md", topic_text("tabs", "user", "Indent with tabs"))
     target.put("project/ci.md", topic_text("ci", "project", "CI runs on every push"))
-    target.put("MEMORY.md", "# Team memory\n\nAsk before deleting anything.\n\n## user (7/10)\n"
+    target.put(target.index, "# Team memory\n\nAsk before deleting anything.\n\n## user (7/10)\n"
                             "- [gone](user/gone.md) — a removed topic\n\n## Links\n- https://example.com/wiki\n")
     r = target.cli("memory", "index")
     assert r.returncode == 0, r.stderr
-    assert (target.read("MEMORY.md") or b"").decode() == (
+    assert (target.read(target.index) or b"").decode() == (
         "# Team memory\n\nAsk before deleting anything.\n\n"
         "## user (1/10)\n- [tabs](user/tabs.md) — Indent with tabs\n\n"
         "## project (1/20)\n- [ci](project/ci.md) — CI runs on every push\n\n"
@@ -374,18 +382,18 @@ def test_index_check_reports_stale_without_writing(target: Target) -> None:
 
 
 def test_index_over_the_entry_limit_is_refused_and_nothing_written(target: Target) -> None:
-    many = 12 if target.kind == "hub" else 50
-    for i in range(many):
+    for i in range(12 if target.kind == "hub" else 50):
         target.put(f"reference/ref-{i:02}.md", topic_text(f"ref-{i:02}", "reference", f"Pointer {i} " + "w" * 170))
-    if target.kind == "project":  # 50 entries fit in 25 KiB: a long hand-written preamble pushes it over
-        target.put("MEMORY.md", "# Mine\n\n" + ("A person's long note line.\n" * 150))
+    # Every entry fits (110 lines of 200 characters): a long hand-written preamble pushes the index over.
+    target.put(target.index, "# Mine\n\n" + ("A person's long note line.\n" * (150 if target.kind == "project" else
+                                                                               (64 * 1024 - 1500) // 27)))
     before = target.snapshot()
     r = target.cli("memory", "index")
     assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED], r.stderr
     data = r.json["error"]["data"]
-    limits = (2048, 64) if target.kind == "hub" else (25 * 1024, 200)
+    limits = (64 * 1024, None) if target.kind == "hub" else (25 * 1024, 200)
     assert (data["max_bytes"], data["max_lines"]) == limits
-    assert data["bytes"] > limits[0] or data["lines"] > limits[1]
+    assert data["bytes"] > limits[0] or data["lines"] > (limits[1] or data["lines"])
     assert data["current"] > data["maximum"]
     assert "nothing was written" in r.json["error"]["message"]
     assert target.snapshot() == before
@@ -399,7 +407,7 @@ def test_index_is_a_fixed_point_for_paths_with_link_syntax(target: Target) -> No
     for _ in range(2):
         again = target.cli("memory", "index")
         assert again.returncode == 0 and again.json["changed"] is False and again.json["lines"] == 5
-    index = (target.read("MEMORY.md") or b"").decode()
+    index = (target.read(target.index) or b"").decode()
     assert "- [odd](<reference/a(b).md>) — Odd path reference/a\\(b\\).md" in index
     assert "(reference/e%2541%23f.md)" in index
     codes = {p["code"] for p in lint(target)["problems"]}
@@ -409,7 +417,7 @@ def test_index_is_a_fixed_point_for_paths_with_link_syntax(target: Target) -> No
 def test_a_description_that_looks_like_a_link_stays_text(target: Target) -> None:
     r = new(target, "reference", "link-odd", "See [docs](reference/missing.md)", "a")
     assert r.returncode == 0, r.stderr
-    index = (target.read("MEMORY.md") or b"").decode()
+    index = (target.read(target.index) or b"").decode()
     assert index == ("## reference (1/50)\n"
                      "- [link-odd](reference/link-odd.md) — See \\[docs\\]\\(reference/missing.md\\)\n")
     out = lint(target)
@@ -478,14 +486,14 @@ def test_files_that_are_not_utf8_are_reported_and_never_rewritten(target: Target
     assert skip["path"] == "feedback/latin.md" and "not valid UTF-8" in skip["reason"]
     assert target.read("feedback/latin.md") == latin and target.read("feedback/_archive/latin.md") is None
 
-    index = (target.read("MEMORY.md") or b"") + b"caf\xe9 (a person's note)\n"
-    target.put("MEMORY.md", index)
+    index = (target.read(target.index) or b"") + b"caf\xe9 (a person's note)\n"
+    target.put(target.index, index)
     target.put("user/more.md", topic_text("more", "user"))
     before = target.snapshot()
     for args in (["index"], ["new", "user", "another", "--description", "d", "--tags", "x"]):
         r = target.cli("memory", *args)
         assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST], r.stderr
-        assert "MEMORY.md is not valid UTF-8 (line" in r.json["error"]["message"]
+        assert f"{target.index} is not valid UTF-8 (line" in r.json["error"]["message"]
         assert target.snapshot() == before
 
 
@@ -638,20 +646,22 @@ def test_lint_warns_about_symlinks_in_a_project_library(tmp_path: Path) -> None:
 
 
 def test_lint_on_a_hub_scope_reports_lines_and_exit_status(target: Target) -> None:
-    target.put("MEMORY.md", GOOD_INDEX + "- [lost](feedback/lost.md) — gone\n")
+    if target.kind == "hub":
+        target.put("MEMORY.md", INDEX_POINTER + "\n")  # as 'amux memory index' leaves it
+    target.put(target.index, GOOD_INDEX + "- [lost](feedback/lost.md) — gone\n")
     target.put("user/ok.md", topic_text("ok", "user", tags=["A B"]))
     target.put("feedback/fb.md", topic_text("fb", "feedback", expires="2026-02-01", body="\nsee [[nothing-here]]\n"))
     target.put("notes/free-form.md", "# Free-form notes are not typed topics\n")
     out = lint(target)
     found = {(p["severity"], p["code"], p["path"], p["line"]) for p in out["problems"]}
-    assert {("error", "schema", "user/ok.md", 6), ("error", "index_missing_file", "MEMORY.md", 3),
+    assert {("error", "schema", "user/ok.md", 6), ("error", "index_missing_file", target.index, 3),
             ("error", "index_missing_topic", "feedback/fb.md", None), ("warning", "expired", "feedback/fb.md", 6),
             ("info", "broken_link", "feedback/fb.md", 11)} <= found
     assert not any(p["path"] == "notes/free-form.md" for p in out["problems"])
     assert (out["errors"], out["warnings"], out["infos"]) == (3, 1, 1)
     # Only warnings and infos left: exit 0.
     target.put("user/ok.md", topic_text("ok", "user"))
-    target.put("MEMORY.md",
+    target.put(target.index,
                "## user (1/10)\n- [ok](user/ok.md) — d\n\n## feedback (1/30)\n- [fb](feedback/fb.md) — d\n")
     out = lint(target)
     assert out["errors"] == 0 and out["warnings"] == 1 and out["infos"] == 1
@@ -664,3 +674,114 @@ def test_commands_without_a_hub_say_unavailable(tmp_path: Path) -> None:
         proc = subprocess.run([*amux_argv(), "memory", *args], capture_output=True, env=env, timeout=60)
         assert proc.returncode == EXIT_CODES[ErrorCode.UNAVAILABLE], proc.stderr
         assert json.loads(proc.stdout)["error"]["code"] == "unavailable"
+
+
+# -- remove, and what forget leaves behind ---------------------------------------------------------------
+
+
+def test_remove_deletes_the_topic_and_its_index_line(target: Target) -> None:
+    for name in ("keep-me", "drop-me"):
+        assert new(target, "reference", name, f"Pointer {name}").returncode == 0
+    before = target.snapshot()
+    r = target.cli("memory", "remove", "no-such-topic")
+    assert r.returncode == EXIT_CODES[ErrorCode.NOT_FOUND] and target.snapshot() == before, r.stderr
+    stale = "0" * 64
+    r = target.cli("memory", "remove", "drop-me", "--expected-revision", stale)
+    assert r.returncode == EXIT_CODES[ErrorCode.CONFLICT] and target.snapshot() == before, r.stderr
+    revision = sha(target.read("reference/drop-me.md"))
+    r = target.cli("memory", "remove", "drop-me", "--expected-revision", revision)
+    assert r.returncode == 0, r.stdout.decode() + r.stderr
+    assert r.json["removed"] == "reference/drop-me.md" and r.json["revision"] == revision
+    assert r.json["index"]["path"] == target.index and r.json["index"]["changed"] is True
+    assert target.read("reference/drop-me.md") is None
+    index = (target.read(target.index) or b"").decode()
+    assert "## reference (1/50)" in index and "drop-me" not in index and "keep-me" in index
+    out = lint(target)
+    assert out["errors"] == 0 and out["warnings"] == 0, out["problems"]
+
+
+def test_a_plain_forget_leaves_a_dead_link_that_lint_says_index_fixes(target: Target) -> None:
+    for name in ("stays", "goes"):
+        assert new(target, "user", name, f"Preference {name}").returncode == 0
+    if target.hub is not None:
+        r = target.cli("memory", "forget", "user/goes.md", "--expected-revision", sha(target.read("user/goes.md")))
+        assert r.returncode == 0, r.stderr
+    else:
+        (target.root / "user" / "goes.md").unlink()
+    human = target.cli("memory", "lint", "--today", TODAY)
+    assert human.returncode == ExitStatus.PROBLEMS_FOUND
+    assert (f"{target.index}:2: error: links to user/goes.md, which does not exist; fix: amux memory index"
+            in human.stdout.decode())
+    assert target.cli("memory", "index").returncode == 0
+    out = lint(target)
+    assert out["errors"] == 0 and out["warnings"] == 0, out["problems"]
+
+
+def test_every_lint_finding_names_its_fix(tmp_path: Path, hub: HubProcess) -> None:
+    t = Target("hub", hub.scope_dir, hub=hub, index="index.md")
+    t.put("user/ok.md", topic_text("ok", "user", tags=["A B"]))
+    t.put("user/Bad Name.md", topic_text("bad", "user"))
+    t.put("feedback/fb.md", topic_text("fb", "feedback", expires="2026-02-01", body="\nsee [[nothing-here]]\n"))
+    t.put("project/p.md", topic_text("p", "project", body="\nno sections\n", extra="x"))
+    t.put("project/sub/deep.md", topic_text("deep", "project"))
+    t.put("index.md", GOOD_INDEX + "- [lost](feedback/lost.md) — gone\n")
+    out = lint(t)
+    assert out["problems"], out
+    fixes = {p["code"]: p["message"].rsplit("; fix: ", 1)[1] for p in out["problems"] if "; fix: " in p["message"]}
+    assert {p["code"] for p in out["problems"]} == set(fixes), out["problems"]  # every finding has one
+    assert fixes["index_missing_file"] == fixes["index_missing_topic"] == fixes["index_pointer"] == "amux memory index"
+    assert fixes["expired"] == "amux memory archive"
+    assert fixes["schema"] == "amux memory edit user/ok.md"
+    assert "amux memory forget" in fixes["path_nested"] and "amux memory new" in fixes["path_nested"]
+
+
+def test_an_old_memory_md_index_in_a_hub_scope_moves_to_index_md(hub: HubProcess) -> None:
+    """The layout before index.md: the index in MEMORY.md; the next 'index' moves it and keeps the person's lines."""
+    t = Target("hub", hub.scope_dir, hub=hub, index="index.md")
+    t.put("user/tabs.md", topic_text("tabs", "user", "Indent with tabs"))
+    t.put("project/ci.md", topic_text("ci", "project", "CI runs on every push"))
+    t.put("MEMORY.md", "# Team memory\n\nAsk before deleting anything.\n\n## user (1/10)\n"
+                       "- [tabs](user/tabs.md) — Indent with tabs\n\n## project (1/20)\n"
+                       "- [ci](project/ci.md) — CI runs on every push\n\n## Links\n- https://example.com/wiki\n")
+    found = {(p["code"], p["path"], p["line"]): p["message"] for p in lint(t)["problems"]}
+    assert found.keys() == {("index_in_entry", "MEMORY.md", 5), ("index_missing", "index.md", None)}
+    assert all(m.endswith("fix: amux memory index") for m in found.values())
+    check = t.cli("memory", "index", "--check")
+    assert check.returncode == ExitStatus.PROBLEMS_FOUND and check.json["pointer"]["up_to_date"] is False
+    r = t.cli("memory", "index")
+    assert r.returncode == 0, r.stdout.decode() + r.stderr
+    assert r.json["changed"] is True and r.json["pointer"]["changed"] is True
+    assert (t.read("index.md") or b"").decode() == (
+        "## user (1/10)\n- [tabs](user/tabs.md) — Indent with tabs\n\n"
+        "## project (1/20)\n- [ci](project/ci.md) — CI runs on every push\n")
+    assert (t.read("MEMORY.md") or b"").decode() == (
+        f"# Team memory\n\nAsk before deleting anything.\n\n{INDEX_POINTER}\n\n## Links\n- https://example.com/wiki\n")
+    assert r.json["pointer"]["revision"] == sha(t.read("MEMORY.md"))
+    before = t.snapshot()
+    again = t.cli("memory", "index")
+    assert again.json["changed"] is False and again.json["pointer"]["changed"] is False and t.snapshot() == before
+    out = lint(t)
+    assert out["errors"] == 0 and out["warnings"] == 0, out["problems"]
+    # The last topic removed: the index and the pointer go, the person's lines stay.
+    for name in ("tabs", "ci"):
+        assert t.cli("memory", "remove", name).returncode == 0
+    assert t.read("index.md") is None
+    assert (t.read("MEMORY.md") or b"").decode() == (
+        "# Team memory\n\nAsk before deleting anything.\n\n## Links\n- https://example.com/wiki\n")
+
+
+def test_memory_md_without_typed_memories_is_never_touched_and_a_full_one_refuses_the_pointer(
+        hub: HubProcess) -> None:
+    t = Target("hub", hub.scope_dir, hub=hub, index="index.md")
+    t.put("MEMORY.md", "# Prefs\n- tabs\n\n\n")  # trailing blank lines a rebuild would tidy away
+    before = t.snapshot()
+    r = t.cli("memory", "index")
+    assert r.returncode == 0 and r.json["changed"] is False and r.json["pointer"]["changed"] is False, r.stderr
+    assert t.snapshot() == before
+    # MEMORY.md one line short of its 64: the pointer the first topic needs would not fit, so nothing is written.
+    t.put("MEMORY.md", "".join(f"- pref {i}\n" for i in range(63)) + "- last line\n")
+    before = t.snapshot()
+    r = new(t, "user", "first", "The first typed topic")
+    assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED], r.stderr
+    assert r.json["error"]["data"]["path"] == "MEMORY.md" and r.json["error"]["data"]["unit"] == "lines"
+    assert "user/first.md was not created" in r.json["error"]["message"] and t.snapshot() == before

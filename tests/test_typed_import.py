@@ -249,7 +249,8 @@ def test_apply_on_the_hub_creates_valid_topics_and_index_and_reimport_skips(hub:
                                          "reference/reference-linear-ingest.md",
                                          "reference/reference-oncall-dashboard.md", "user/user-role.md"]
     assert claude["index"]["changed"] is True
-    index = (hub.scope_dir / "MEMORY.md").read_text()
+    index = (hub.scope_dir / "index.md").read_text()
+    assert claude["index"]["path"] == "index.md" and claude["index"]["pointer"]["path"] == "MEMORY.md"
     for path in claude["created"]:
         assert f"]({path})" in index
     meta, body = parse_topic_file((hub.scope_dir / "feedback" / "feedback-testing.md").read_text())
@@ -269,12 +270,12 @@ def test_apply_on_the_hub_creates_valid_topics_and_index_and_reimport_skips(hub:
     lint_ok(hub, home)
 
     # Again: everything is already there (matched on source); the index is not touched.
-    index_before = (hub.scope_dir / "MEMORY.md").read_bytes()
+    index_before = (hub.scope_dir / "index.md").read_bytes()
     for host in ("claude-code", "codex"):
         again = do_import(hub, home, work, host, "--apply")
         assert again["created"] == [] and again["index"] is None
         assert {i["reason"] for i in again["items"]} == {"duplicate: already imported from this source"}
-    assert (hub.scope_dir / "MEMORY.md").read_bytes() == index_before
+    assert (hub.scope_dir / "index.md").read_bytes() == index_before
 
     # A plain directory holding the same feedback (exact and nearly) is recognised across sources.
     plain = by_source(do_import(hub, home, work, str(FIXTURES / "plain"), "--apply"))
@@ -314,7 +315,7 @@ def test_apply_into_a_project_from_every_host(hub: HubProcess, tmp_path: Path) -
 # -- limits ------------------------------------------------------------------------------------------------------
 
 
-def test_caps_and_the_hub_index_limit_are_respected(hub: HubProcess, tmp_path: Path) -> None:
+def test_caps_are_respected_and_the_hub_index_holds_every_capped_topic(hub: HubProcess, tmp_path: Path) -> None:
     notes = tmp_path / "notes"
     notes.mkdir()
     for n in range(14):
@@ -327,15 +328,16 @@ def test_caps_and_the_hub_index_limit_are_respected(hub: HubProcess, tmp_path: P
     reasons = [i["reason"] for i in r.json["items"]]
     assert reasons.count("new") == 10 and reasons[10:] == ["cap: user already has 10 of 10 topics"] * 4
 
-    # The Hub's MEMORY.md holds 2 KiB: the import stops planning topics whose line would not fit.
+    # The Hub scope's index is index.md (64 KiB), not MEMORY.md (2 KiB): the reference cap is what stops it.
     for n in range(40):
         (notes / f"long-{n:02}.md").write_text(f"# A rather long title for reference note {n}\n\n"
                                                f"Reference body {n} with details that differ: {'x' * n}\n")
     r = cli(hub, tmp_path, "memory", "import", "--from", str(notes), "--apply")
     assert r.returncode == 0, r.stdout.decode() + r.stderr
-    items = r.json["items"]
-    full = [i for i in items if i["reason"].startswith("index full")]
-    assert full and r.json["created"], items
+    reasons = [i["reason"] for i in r.json["items"]]
+    assert len(r.json["created"]) == 50 and reasons.count("cap: reference already has 50 of 50 topics") == 4, reasons
+    index = (hub.scope_dir / "index.md").read_text()
+    assert "## reference (50/50)" in index and all(f"]({path})" in index for path in r.json["created"])
     assert len((hub.scope_dir / "MEMORY.md").read_bytes()) <= 2048
     lint_ok(hub, tmp_path)
 
@@ -391,7 +393,7 @@ def test_a_conflict_mid_import_stops_and_reports_what_was_done(hub: HubProcess, 
     assert outcome["error"]["step"] == "create" and outcome["error"]["path"] == targets[2]
     assert outcome["error"]["code"] == "conflict" and outcome["index"] is None
     assert (hub.scope_dir / targets[2]).read_bytes() == racer  # the other writer's file is whole
-    assert not (hub.scope_dir / "MEMORY.md").exists()
+    assert not (hub.scope_dir / "index.md").exists() and not (hub.scope_dir / "MEMORY.md").exists()
     for path in targets[:2]:
         parse_topic_file((hub.scope_dir / path).read_text())
 

@@ -57,8 +57,8 @@ token_app = App(
     "Only a hash is stored; the token is shown once.",
 )
 memory_app = App(name="memory", help="Search, read, write and delete memory documents through the Hub; see and undo "
-                 "what changed (history, log, diff, restore, purge); keep typed memories in shape (new, index, lint, "
-                 "archive, import — also on a project with --project DIR).")
+                 "what changed (history, log, diff, restore, purge); keep typed memories in shape (new, remove, index, "
+                 "lint, archive, import — also on a project with --project DIR).")
 system_app = App(name="system", help="System settings.")
 config_app = App(name="config", help="Read and change Hub settings (applied when the Hub next starts).")
 service_app = App(name="service", help="Run the Hub under systemd (Linux) or launchd (macOS): write or remove "
@@ -107,6 +107,7 @@ memory_app.command("tools.cli.history:restore", name="restore")
 memory_app.command("tools.cli.history:purge", name="purge")
 memory_app.command("tools.cli.scan:scan", name="scan")
 memory_app.command("tools.cli.typed:memory_new", name="new")
+memory_app.command("tools.cli.typed:memory_remove", name="remove")
 memory_app.command("tools.cli.typed:memory_index", name="index")
 memory_app.command("tools.cli.typed:memory_lint", name="lint")
 memory_app.command("tools.cli.typed_ops:archive_command", name="archive")

@@ -332,6 +332,14 @@ def render_typed_index(r: dict[str, Any]) -> RenderableType:
                 (short_revision(r.get("revision")), "bold"))
 
 
+def render_typed_remove(r: dict[str, Any]) -> RenderableType:
+    """A ``memory remove`` result, one line: the topic deleted and what became of the index."""
+    index = r.get("index") or {}
+    how = "updated" if index.get("changed") else "unchanged"
+    return text("removed ", (inert(r.get("removed")), "bold cyan"), f"; index {inert(index.get('path'))} {how}",
+                (f" (revision {short_revision(index.get('revision'))})" if index.get("revision") else "", "dim"))
+
+
 def render_document(data: bytes) -> RenderableType:
     """A whole document (``export`` to a terminal): its text, decoded, control sequences made visible."""
     return text(inert(data.decode("utf-8", "replace").removesuffix("\n"), multiline=True))
@@ -365,6 +373,7 @@ RENDERERS: dict[str, Callable[..., RenderableType]] = {
     "purge": render_purge,
     "typed_new": render_typed_new,
     "typed_index": render_typed_index,
+    "typed_remove": render_typed_remove,
 }
 """Renderer name (a :class:`tools.cli.output.View`'s) → the function: result map and options in, renderable out."""
 

@@ -5,7 +5,9 @@ options come before AGENT; everything from AGENT on goes to the agent
 unchanged, its own ``--help``, ``-p`` and ``--`` included.  So the command
 takes its tokens raw, cuts them at AGENT (:func:`split_at_agent`, which asks
 the cyclopts parameters below which options take a value), and lets cyclopts
-parse, check and document the options in front (:data:`options_app`).
+parse, check and document the options in front (:data:`options_app`).  An
+amux option after AGENT (``amux launch claude --print-spec``) is refused
+before anything runs (:func:`refuse_misplaced`).
 """
 
 from __future__ import annotations
@@ -56,7 +58,11 @@ def launch_options(
     CLI on PATH for Pi), the memory protocol merged into its instructions,
     and its own automatic memory switched off for this process only.
     Everything after AGENT goes to the agent unchanged; options go before
-    AGENT ('--' ends them: the next token is AGENT).
+    AGENT ('--' ends them: the next token is AGENT). An amux option written
+    after AGENT is refused with the corrected command, unless the agent has
+    an option of that name itself (claude --resume and --session-id, pi
+    --resume stay the agent's); after a '--' following AGENT nothing is
+    checked.
 
     A new session asks the Hub once (AMUX_HUB / AMUX_HOME, at most 2.5 s) for
     the memory binding (global or principal:NAME) and stores it in
@@ -129,6 +135,32 @@ def split_at_agent(tokens: list[str]) -> tuple[list[str], str | None, list[str]]
     return tokens, None, []
 
 
+def option_arities() -> dict[str, int]:
+    """Every ``amux launch`` option name and how many value tokens it takes, from :data:`options_app`'s parameters."""
+    return {name: argument.token_count()[0]
+            for argument in options_app.assemble_argument_collection() for name in argument.names}
+
+
+def refuse_misplaced(head: list[str], agent: str, args: list[str]) -> int | None:
+    """Refuse amux options written after AGENT (:func:`launch.misplaced.misplaced_options`), before anything runs.
+
+    Returns the usage-error status (one stderr line naming the option and
+    the corrected command) or None when there is none.  Nothing is stored,
+    the Hub is not asked and no agent starts (DESIGN.md §10).
+    """
+    import shlex
+
+    from launch.misplaced import misplaced_options, moved_before_agent
+
+    found = misplaced_options(agent, args, option_arities())
+    if not found:
+        return None
+    names = ", ".join(dict.fromkeys(m.name for m in found))
+    verb, it = ("is an amux option", "it") if len(found) == 1 else ("are amux options", "them")
+    fixed = shlex.join(["amux", "launch", *moved_before_agent(head, agent, args, found)])
+    return usage_error("launch", f"{names} {verb}; put {it} before the agent: {fixed} (nothing was run or stored)")
+
+
 def launch(*tokens: Annotated[str, Parameter(allow_leading_hyphen=True)]) -> int:
     """Start claude, codex or pi with amux memory (amux launch --help for the options)."""
     from launch.orchestrate import LaunchRequest, Terminated
@@ -140,6 +172,9 @@ def launch(*tokens: Annotated[str, Parameter(allow_leading_hyphen=True)]) -> int
         return 0
     if agent is None:
         return usage_error("launch", "AGENT is missing (claude, codex or pi)")
+    misplaced = refuse_misplaced(head, agent, args)
+    if misplaced is not None:
+        return misplaced
     if options["resume"] is not None and (options["session_id"] is not None or options["new_session"]):
         return usage_error("launch", "--session-id and --new-session start a new session; --resume continues "
                            "one: give one")

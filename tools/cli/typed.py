@@ -1,4 +1,4 @@
-"""``amux memory new|index|lint``: typed memories (DESIGN.md §11).
+"""``amux memory new|remove|index|lint``: typed memories (DESIGN.md §11).
 
 Each works on the caller's Hub scope, or with ``--project DIR`` on
 ``DIR/.agent/memory/`` directly.  Output and errors follow the data commands
@@ -38,13 +38,13 @@ def memory_new(
     today: str | None = None,
     as_json: AsJson = False,
 ) -> int:
-    """Create a typed topic TYPE/NAME.md with valid frontmatter, then add it to MEMORY.md.
+    """Create a typed topic TYPE/NAME.md with valid frontmatter, then add it to the index.
 
     Feedback and project topics get '**Why:**' and '**How to apply:**'
     sections (placeholders to fill in, unless the body has them); feedback
     expires 90 days after today unless --expires says otherwise.  Refuses a
     name that exists in any type (exit 5, conflict), a type at its cap and
-    a topic MEMORY.md has no room for (exit 6), writing nothing; warns on
+    a topic the index has no room for (exit 6), writing nothing; warns on
     stderr about similar topics.  Prints {created, revision, index, warnings}.
 
     Parameters
@@ -91,18 +91,52 @@ def memory_new(
     return 0
 
 
-def memory_index(*, project: Project = None, check: bool = False, as_json: AsJson = False) -> int:
-    """Rebuild MEMORY.md from the typed topics: one group per type with (count/cap), one line per topic.
+def memory_remove(name: str, /, *, expected_revision: str | None = None, project: Project = None,
+                  as_json: AsJson = False) -> int:
+    """Delete the typed topic NAME (any type, archived feedback too) and rebuild the index.
 
-    Lines outside the generated groups (a preamble, your own sections) are
-    kept.  Nothing is written when the result is identical ("changed": false)
-    or when it would pass the library's entry limit (exit 6, quota_exceeded,
-    with the sizes).  Archived feedback is not listed.
+    The topic is deleted at the revision read (or --expected-revision), so a
+    concurrent change is a conflict (exit 5) and nothing is deleted; an
+    unknown name exits 4 (not_found), a name several topics share exits 2.
+    Use this rather than 'amux memory forget', which would leave a dead
+    index link. Prints {removed, revision, index}.
+
+    Parameters
+    ----------
+    name
+        The topic's name (its file name without .md).
+    expected_revision
+        Delete only if the topic still has this revision (64 hex characters).
+    """
+    from tools.typed.remove import remove
+
+    try:
+        lib = _library(project)
+        try:
+            result = remove(lib, name, expected_revision)
+        finally:
+            lib.close()
+    except HubError as exc:
+        return fail(exc, as_json=as_json)
+    emit(result, View("typed_remove"), as_json=as_json)
+    return 0
+
+
+def memory_index(*, project: Project = None, check: bool = False, as_json: AsJson = False) -> int:
+    """Rebuild the typed index: one group per type with (count/cap), one line per topic.
+
+    In a Hub scope the index is index.md and MEMORY.md keeps one pointer line
+    to it (an index MEMORY.md still holds is moved there, its other lines
+    kept); with --project it is DIR/.agent/memory/MEMORY.md. Lines outside
+    the generated groups (a preamble, your own sections) are kept. Nothing
+    is written when the result is identical ("changed": false) or when it
+    would pass the index's size limit (exit 6, quota_exceeded, with the
+    sizes).  Archived feedback is not listed.
 
     Parameters
     ----------
     check
-        Only report whether MEMORY.md is up to date ("up_to_date"); exit 20 when it is not.
+        Only report whether the index (and its pointer) is up to date ("up_to_date"); exit 20 when it is not.
     """
     from tools.typed.index import update_index
 
@@ -117,15 +151,16 @@ def memory_index(*, project: Project = None, check: bool = False, as_json: AsJso
     emit(result, View("typed_index"), as_json=as_json)
     if check and not result["up_to_date"]:
         if not human_output(as_json):  # the rendered text already says it
-            say("MEMORY.md is out of date; run 'amux memory index'")
+            say(f"{result['path']} is out of date; run 'amux memory index'")
         return ExitStatus.PROBLEMS_FOUND
     return 0
 
 
 def memory_lint(*, project: Project = None, json: bool = False, today: str | None = None) -> int:
-    """Check the typed topics and MEMORY.md: schema, caps, index, sections, expiry, links, paths.
+    """Check the typed topics and the index: schema, caps, index, sections, expiry, links, paths.
 
-    Prints one line per problem ('path:line: severity: message'), or with
+    Prints one line per problem ('path:line: severity: message; fix: what to
+    run or edit'), or with
     --json {problems, errors, warnings, infos}.  Exit 20 when there is an
     error; warnings (missing Why/How, expired feedback, unknown fields) and
     infos ([[name]] links to no topic) alone exit 0.  A Hub or input failure

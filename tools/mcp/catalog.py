@@ -51,7 +51,8 @@ DESCRIPTIONS = {
     "still has that revision. On a conflict, read again, merge and retry. Keep MEMORY.md small and put details "
     "in topic documents. Never store secrets. Say something is saved only after this succeeds.",
     "memory_forget": "Delete one memory document if it still has expected_revision. To forget a single fact, "
-    "rewrite the documents that mention it with memory_upsert instead, and remove stale pointers from MEMORY.md.",
+    "rewrite the documents that mention it with memory_upsert instead, and remove stale pointers from MEMORY.md "
+    "and from any index that links to the document (such as index.md).",
     "result_continue": "Fetch the next page of a tool result that was too large for one reply. Pass the "
     "continuation token of the previous page; the pages' data joined in order is the full result.",
 }

@@ -15,7 +15,7 @@ reason, and left as it is.  Each move is three steps, each a compare-and-swap:
    content, ``<file>-2.md``, ``-3``, ...; when it already holds the same
    bytes, a previous run stopped after this step and the copy is reused);
 2. ``delete``: delete the original at the revision that was read;
-3. after all moves, ``index``: rebuild ``MEMORY.md`` (at the revision read
+3. after all moves, ``index``: rebuild the index (at the revision read
    just before), which drops the moved topics' lines.
 
 A conflict or error stops the moves (the index is still rebuilt for the
@@ -24,7 +24,7 @@ so the worst state is one topic in both places: when step 2 fails, step 1's
 copy is deleted again (at its own revision) and the report says whether that
 worked; a copy that could not be removed is resolved by the next run, which
 finds the identical copy and only finishes the delete.  An index write that
-failed is redone by the next run, which sees ``MEMORY.md`` linking to
+failed is redone by the next run, which sees the index linking to
 feedback that is gone.
 """
 
@@ -107,7 +107,7 @@ def archive(lib: Library, *, today: _dt.date, dry_run: bool = False, on_step: Ho
 
 
 def _lists_missing_feedback(catalog: Catalog) -> bool:
-    """Whether MEMORY.md links to feedback that is gone (an earlier run moved it, then its index write failed)."""
+    """Whether the index links to feedback that is gone (an earlier run moved it, then its index write failed)."""
     from tools.typed.index import index_links
 
     present = {t.path for t in catalog.topics}
@@ -175,12 +175,12 @@ def _reindex(lib: Library, report: dict[str, Any], on_step: Hook | None) -> None
 
     try:
         catalog = load_catalog(lib, everything=False)
-        _step(on_step, "index", "MEMORY.md")
+        _step(on_step, "index", lib.index_path)
         report["index"] = update_index(lib, catalog)
     except HubError as exc:
         moved = ", ".join(m["from"] for m in report["moved"]) or "nothing"
-        report["errors"].append(_failure("MEMORY.md", "index", exc, f"moved: {moved}; MEMORY.md was not rebuilt "
-                                         "and may still list moved feedback; 'amux memory index' (or the next "
+        report["errors"].append(_failure(lib.index_path, "index", exc, f"moved: {moved}; {lib.index_path} was not "
+                                         "rebuilt and may still list moved feedback; 'amux memory index' (or the next "
                                          "archive run) rebuilds it"))
 
 

@@ -1,6 +1,8 @@
 """A library read as typed topics: every document parsed once, for index, lint and new.
 
-A *topic* here is any Markdown document of the library except ``MEMORY.md``;
+A *topic* here is any Markdown document of the library except its index
+document and the entry document pointing at it (``index.md`` and ``MEMORY.md``
+in a Hub scope, ``MEMORY.md`` in a project);
 whether it is well placed (``<type>/<name>.md``), parses and validates is for
 the caller to judge (:mod:`tools.typed.lint`).  Reading is not a
 snapshot: documents are read one by one (DESIGN.md §5.8: searches and lists
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools.typed.library import Doc, Library
-from tools.typed.model import ARCHIVE_DIR, INDEX_PATH, TYPES, TopicError, parse_topic
+from tools.typed.model import ARCHIVE_DIR, TYPES, TopicError, parse_topic
 
 
 @dataclass(frozen=True)
@@ -123,10 +125,15 @@ def topic_from_doc(doc: Doc) -> Topic:
 
 @dataclass
 class Catalog:
-    """The library's index document and its topics, sorted by path."""
+    """The library's index document, its topics (sorted by path) and the entry document pointing at the index.
+
+    ``pointer`` is the Hub scope's ``MEMORY.md`` as read (None for a project
+    library, whose ``MEMORY.md`` is the index itself).
+    """
 
     index: Doc
     topics: list[Topic] = field(default_factory=list)
+    pointer: Doc | None = None
 
     def indexable(self) -> list[Topic]:
         """Topics ``MEMORY.md`` lists (in type directories, not archived), sorted by path."""
@@ -146,18 +153,21 @@ class Catalog:
 
 
 def load_catalog(lib: Library, *, everything: bool = True) -> Catalog:
-    """Read the library: ``MEMORY.md`` plus every other document (``everything``), or only
-    the documents under the type directories (enough for ``new`` and ``index``).
+    """Read the library: the index document, the entry document pointing at it (a Hub scope's
+    ``MEMORY.md``), plus every other document (``everything``), or only the documents under
+    the type directories (enough for ``new`` and ``index``).
 
-    ``MEMORY.md`` is read first: a topic created after that read also changes
-    ``MEMORY.md``, so a later compare-and-swap on the index revision read here
-    fails instead of writing an index that misses the new topic (DESIGN.md §11).
+    The index is read first: a topic created after that read also changes the
+    index, so a later compare-and-swap on the index revision read here fails
+    instead of writing an index that misses the new topic (DESIGN.md §11).
     """
-    index = lib.read(INDEX_PATH)
+    index = lib.read(lib.index_path)
+    pointer = lib.read(lib.pointer_path) if lib.pointer_path is not None else None
+    skip = {lib.index_path, lib.pointer_path}
     if everything:
-        paths = [p for p in lib.list_paths() if p != INDEX_PATH]
+        paths = [p for p in lib.list_paths() if p not in skip]
     else:
         paths = sorted(p for t in TYPES for p in lib.list_paths(t + "/"))
     docs = [lib.read(p) for p in paths]
     topics = [topic_from_doc(d) for d in docs if d.exists]  # one deleted meanwhile is simply gone
-    return Catalog(index, topics)
+    return Catalog(index, topics, pointer)

@@ -2,9 +2,9 @@
 
 Order (topic first, index second): check the input without touching the library; refuse a name
 that exists (any type, archived too: the name is the identity), a type at
-its cap, and a topic whose line would push ``MEMORY.md`` over the library's
+its cap, and a topic whose line would push the index over the library's
 index limit; warn about likely duplicates found by a keyword search; write
-the topic (create-only: ``absent``), then rebuild ``MEMORY.md``
+the topic (create-only: ``absent``), then rebuild the index
 (compare-and-swap).  A ``conflict`` on the index (another writer, often a
 concurrent ``new``, changed it) is retried on a fresh read, since the index
 is rebuilt whole; if the index step still fails the topic stays and the
@@ -26,13 +26,12 @@ from hub.cache import fold
 from protocol.errors import ErrorCode, HubError
 from protocol.params import ABSENT
 from tools.typed.catalog import Catalog, load_catalog, topic_from_doc
-from tools.typed.index import build_index, check_size, update_index
+from tools.typed.index import build_index, build_pointer, check_index_size, check_size, update_index
 from tools.typed.library import Doc, Library
 from tools.typed.model import (
     CAPS,
     FEEDBACK_DEFAULT_DAYS,
     HOW_SECTION,
-    INDEX_PATH,
     TYPES,
     WHY_SECTION,
     cap_advice,
@@ -55,7 +54,7 @@ STOPWORDS = frozenset((
 ))
 MAX_KEYWORDS = 8
 INDEX_ATTEMPTS = 8
-"""How often ``create`` rebuilds ``MEMORY.md`` when other writers keep changing it meanwhile."""
+"""How often ``create`` rebuilds the index when other writers keep changing it meanwhile."""
 
 
 @dataclass(frozen=True)
@@ -163,7 +162,7 @@ def likely_duplicates(lib: Library, catalog: Catalog, new: NewTopic) -> list[str
     found = []
     for path in lib.search(words, limit=10):
         topic = by_path.get(path)
-        if topic is None or path in (new.path, INDEX_PATH) or topic.archived:
+        if topic is None or path in (new.path, catalog.index.path) or topic.archived:
             continue
         haystack = fold(" ".join([topic.name, topic.description, *topic.tags]))
         own = set(re.findall(r"\w+", haystack))
@@ -194,13 +193,13 @@ def create(lib: Library, new: NewTopic) -> dict[str, Any]:
                                     "if one says the same, update it and forget this one"})
     revision = lib.write(new.path, new.text.encode("utf-8"), ABSENT)
     try:
-        index = _update_index_retrying(lib)
+        index = update_index_retrying(lib)
     except HubError as exc:
-        raise HubError(exc.code, f"created {new.path}, but updating {INDEX_PATH} failed: {exc.message} — "
+        raise HubError(exc.code, f"created {new.path}, but updating {lib.index_path} failed: {exc.message} — "
                        "the topic exists; fix that and run 'amux memory index'",
                        {**exc.data, "created": new.path, "revision": revision, "step": "index"}) from None
     return {"created": new.path, "revision": revision,
-            "index": {"path": INDEX_PATH, "revision": index["revision"], "changed": index["changed"]},
+            "index": {"path": index["path"], "revision": index["revision"], "changed": index["changed"]},
             "warnings": warnings}
 
 
@@ -220,14 +219,23 @@ def _check_room(lib: Library, catalog: Catalog, new: NewTopic) -> None:
                        {"current": count + 1, "maximum": CAPS[new.type], "unit": "topics", "limit": f"{new.type} cap"})
     planned = topic_from_doc(Doc(new.path, new.text.encode("utf-8"), "planned"))
     try:
-        check_size(build_index(Catalog(catalog.index, [*catalog.topics, planned])), lib)
+        trial = Catalog(catalog.index, [*catalog.topics, planned], catalog.pointer)
+        index = build_index(trial)
+        check_index_size(index, lib)
+        pointer = build_pointer(trial, index)
+        if pointer is not None and lib.pointer_path is not None:  # the first topic adds MEMORY.md's pointer
+            check_size(pointer, lib.pointer_path, lib.pointer_max_bytes, lib.pointer_max_lines, lib.label)
     except HubError as exc:
         raise HubError(exc.code, f"{new.path} was not created: {exc.message}",
                        {**exc.data, "topic": new.path}) from None
 
 
-def _update_index_retrying(lib: Library) -> dict[str, Any]:
-    """:func:`update_index` on a fresh read, again after each ``conflict`` (the index is rebuilt whole)."""
+def update_index_retrying(lib: Library) -> dict[str, Any]:
+    """:func:`update_index` on a fresh read, again after each ``conflict`` (the index is rebuilt whole).
+
+    Returns :func:`update_index`'s result; raises its errors (``conflict``
+    only when :data:`INDEX_ATTEMPTS` rebuilds all met another writer).
+    """
     for attempt in range(1, INDEX_ATTEMPTS + 1):
         try:
             return update_index(lib)

@@ -33,8 +33,9 @@ costly one, comes after the limits below):
 
 **Limits**: per-type caps (10/30/20/50) count existing plus planned topics;
 a topic over the library's document size, the scope's document count or
-bytes, or one whose index line would push ``MEMORY.md`` over the library's
-index limits is skipped with that reason.
+bytes, or one whose index line would push the index (``index.md`` in a Hub
+scope, ``MEMORY.md`` in a project) over the library's index limits is skipped
+with that reason.
 """
 
 from __future__ import annotations
@@ -323,8 +324,9 @@ def library_limits(lib: Library) -> tuple[int, int, int]:
 
 def _room(lib: Library, catalog: Catalog) -> _Room:
     doc_max, max_docs, max_bytes = library_limits(lib)
-    docs = len(catalog.topics) + 1  # the index, which an import creates if it is missing
-    used = sum(len(t.content) for t in catalog.topics) + len(catalog.index.content or b"")
+    docs = len(catalog.topics) + 1 + (catalog.pointer is not None)  # the index (and pointer) an import may create
+    used = sum(len(t.content) for t in catalog.topics) + len(catalog.index.content or b"") \
+        + len(catalog.pointer.content or b"" if catalog.pointer is not None else b"")
     return _Room(doc_max, max_docs - docs, max_bytes - used, catalog.counts())
 
 
@@ -338,7 +340,7 @@ def plan_import(lib: Library, discovery: Discovery, *, default_type: str = "refe
     Reads the whole library once (``catalog`` may be passed in); writes
     nothing.  Raises :class:`HubError` when the library cannot be read.
     """
-    from tools.typed.index import build_index, check_size
+    from tools.typed.index import build_index, check_index_size
 
     catalog = catalog if catalog is not None else load_catalog(lib)
     known = KnownTopics.from_catalog(catalog)
@@ -350,11 +352,11 @@ def plan_import(lib: Library, discovery: Discovery, *, default_type: str = "refe
         if item.action == "create":
             assert item.target is not None and item.content is not None
             topic = topic_from_doc(Doc(item.target, item.content, "planned"))
-            trial = Catalog(catalog.index, catalog.topics + planned + [topic])
+            trial = Catalog(catalog.index, catalog.topics + planned + [topic], catalog.pointer)
             try:
-                check_size(build_index(trial), lib)
+                check_index_size(build_index(trial), lib)
             except HubError as exc:
-                item.action, item.reason = "skip", f"index full: {exc.data.get('limit', 'MEMORY.md')} " \
+                item.action, item.reason = "skip", f"index full: {exc.data.get('limit', lib.index_path)} " \
                                                    f"would exceed {exc.data.get('maximum')}"
             else:
                 planned.append(topic)
@@ -434,10 +436,10 @@ def apply_plan(lib: Library, plan: Plan, *, on_step: Callable[[str, str], None] 
         return report
     try:
         if on_step is not None:
-            on_step("index", "MEMORY.md")
+            on_step("index", lib.index_path)
         report["index"] = update_index(lib)
     except HubError as exc:
-        report["error"] = _error("index", "MEMORY.md", exc)
+        report["error"] = _error("index", lib.index_path, exc)
     return report
 
 

@@ -1,4 +1,12 @@
-"""The generated part of ``MEMORY.md``: topics grouped by type (DESIGN.md §11).
+"""The generated topic index: topics grouped by type (DESIGN.md §11).
+
+It lives in the library's index document: ``index.md`` in a Hub scope (an
+ordinary document, up to the 64 KiB document limit), whose ``MEMORY.md``
+keeps one pointer line to it (:data:`~tools.typed.model.INDEX_POINTER`), and
+``MEMORY.md`` itself in a project library.  A Hub scope whose ``MEMORY.md``
+still holds an index (the layout before ``index.md``) has it moved by the
+next rebuild: the generated lines leave ``MEMORY.md``, every other line stays,
+and the pointer takes the place of the first generated line.
 
 Layout of the generated block (no frontmatter; groups in the order of
 :data:`~tools.typed.model.TYPES`; a type without topics has no group)::
@@ -31,13 +39,14 @@ result is a fixed point: rebuilding again changes nothing.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
 from protocol.errors import ErrorCode, HubError
 from tools.typed.catalog import Catalog, Topic, load_catalog
 from tools.typed.library import Doc, Library
-from tools.typed.model import CAPS, INDEX_PATH, TYPES
+from tools.typed.model import CAPS, INDEX_POINTER, INDEX_POINTER_LINE, TYPES
 
 LINE_MAX = 200
 """Most characters on one index line (DESIGN.md §11)."""
@@ -139,8 +148,13 @@ def is_generated(line: str) -> bool:
     return bool(GROUP_HEADING.match(line) or ENTRY_LINE.match(line))
 
 
-def merge(existing: str, block: list[str]) -> str:
-    """``existing`` with its generated lines replaced by ``block`` (see the module docstring).
+def is_pointer_generated(line: str) -> bool:
+    """Whether a Hub scope's ``MEMORY.md`` line is ours: the pointer line, or a line of an index kept there before."""
+    return bool(INDEX_POINTER_LINE.match(line)) or is_generated(line)
+
+
+def merge(existing: str, block: list[str], generated_line: Callable[[str], bool] = is_generated) -> str:
+    """``existing`` with its generated lines (``generated_line``) replaced by ``block`` (see the module docstring).
 
     Returns the new text: ``\\n`` line ends, exactly one final newline, or ""
     when there is nothing at all to write.
@@ -148,7 +162,7 @@ def merge(existing: str, block: list[str]) -> str:
     lines = existing.split("\n") if existing else []
     if lines and lines[-1] == "":
         lines.pop()
-    generated = [is_generated(line) for line in lines]
+    generated = [generated_line(line) for line in lines]
     first = next((i for i, g in enumerate(generated) if g), len(lines))
     before = lines[:first]
     after: list[str] = []
@@ -201,24 +215,41 @@ def _strip_leading_blanks(lines: list[str]) -> list[str]:
     return lines[start:]
 
 
-def index_text(index: Doc) -> str:
-    """The index document's text ("" when absent).
+def index_text(doc: Doc) -> str:
+    """The text of the index document or of the entry document pointing at it ("" when absent).
 
     Raises ``bad_request`` when it is not UTF-8: a rebuild would replace the
     bytes it cannot read, so a person has to fix them first.
     """
     try:
-        return (index.content or b"").decode("utf-8")
+        return (doc.content or b"").decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = (index.content or b"")[: exc.start].count(b"\n") + 1
-        raise HubError(ErrorCode.BAD_REQUEST, f"{INDEX_PATH} is not valid UTF-8 (line {line}, byte {exc.start}); "
+        line = (doc.content or b"")[: exc.start].count(b"\n") + 1
+        raise HubError(ErrorCode.BAD_REQUEST, f"{doc.path} is not valid UTF-8 (line {line}, byte {exc.start}); "
                        "nothing was written: fix that line by hand first, since a rebuild would replace it",
-                       {"path": INDEX_PATH, "line": line, "byte": exc.start}) from None
+                       {"path": doc.path, "line": line, "byte": exc.start}) from None
 
 
 def build_index(catalog: Catalog) -> str:
-    """The complete new ``MEMORY.md`` text for ``catalog``; raises ``bad_request`` (see :func:`index_text`)."""
+    """The complete new index text for ``catalog``; raises ``bad_request`` (see :func:`index_text`)."""
     return merge(index_text(catalog.index), render_block(catalog))
+
+
+def build_pointer(catalog: Catalog, index: str) -> str | None:
+    """The new text of a Hub scope's ``MEMORY.md`` next to the rebuilt ``index``; None for a project library.
+
+    Generated lines (an index kept there before, an old pointer) are removed;
+    the pointer line takes the place of the first of them (at the end when
+    there was none) while ``index`` has any text; every other line stays.  A
+    scope without typed memories keeps its ``MEMORY.md`` byte for byte.
+    Raises ``bad_request`` for a ``MEMORY.md`` that is not UTF-8.
+    """
+    if catalog.pointer is None:
+        return None
+    text = index_text(catalog.pointer)
+    if not index and not any(is_pointer_generated(line) for line in text.split("\n")):
+        return text  # nothing of ours in it: never reformat a person's MEMORY.md
+    return merge(text, [INDEX_POINTER] if index else [], is_pointer_generated)
 
 
 def count_lines(text: str) -> int:
@@ -226,57 +257,95 @@ def count_lines(text: str) -> int:
     return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
-def check_size(text: str, lib: Library) -> None:
-    """Raise ``quota_exceeded`` (nothing written) when ``text`` is over the library's index limits.
+def check_size(text: str, path: str, max_bytes: int, max_lines: int | None, label: str) -> None:
+    """Raise ``quota_exceeded`` (nothing written) when ``text`` is over ``path``'s limits in library ``label``.
 
-    ``data`` has ``current``/``maximum``/``unit`` for the first limit passed,
-    plus ``bytes``/``lines`` and ``max_bytes``/``max_lines`` for both.
+    ``max_lines`` None means no line limit.  ``data`` has
+    ``current``/``maximum``/``unit`` for the first limit passed, plus
+    ``bytes``/``lines`` and ``max_bytes``/``max_lines``.
     """
     size, lines = len(text.encode("utf-8")), count_lines(text)
-    over = [(size, lib.index_max_bytes, "bytes")] if size > lib.index_max_bytes else []
-    if lines > lib.index_max_lines:
-        over.append((lines, lib.index_max_lines, "lines"))
+    over = [(size, max_bytes, "bytes")] if size > max_bytes else []
+    if max_lines is not None and lines > max_lines:
+        over.append((lines, max_lines, "lines"))
     if not over:
         return
     current, maximum, unit = over[0]
+    allowed = f"{max_bytes} bytes" + (f" and {max_lines} lines" if max_lines is not None else "")
     raise HubError(
         ErrorCode.QUOTA_EXCEEDED,
-        f"the rebuilt {INDEX_PATH} would need {size} bytes and {lines} lines; {lib.label} allows "
-        f"{lib.index_max_bytes} bytes and {lib.index_max_lines} lines; nothing was written "
-        "(shorten descriptions, archive or merge topics, or trim the hand-written part)",
-        {"path": INDEX_PATH, "current": current, "maximum": maximum, "unit": unit, "limit": f"{INDEX_PATH} {unit}",
-         "bytes": size, "lines": lines, "max_bytes": lib.index_max_bytes, "max_lines": lib.index_max_lines},
+        f"the rebuilt {path} would need {size} bytes and {lines} lines; {label} allows {allowed} there; "
+        "nothing was written (shorten descriptions, archive or remove topics with 'amux memory archive' or "
+        "'amux memory remove NAME', or trim the hand-written part)",
+        {"path": path, "current": current, "maximum": maximum, "unit": unit, "limit": f"{path} {unit}",
+         "bytes": size, "lines": lines, "max_bytes": max_bytes, "max_lines": max_lines},
     )
 
 
+def check_index_size(text: str, lib: Library) -> None:
+    """:func:`check_size` of an index text against the library's index limits."""
+    check_size(text, lib.index_path, lib.index_max_bytes, lib.index_max_lines, lib.label)
+
+
+def _same(doc: Doc, text: str) -> bool:
+    data = text.encode("utf-8")
+    return doc.content == data or (not doc.exists and not data)
+
+
+def _store(lib: Library, doc: Doc, text: str) -> str:
+    """Write ``text`` over ``doc`` at the revision read (compare-and-swap); delete it when ``text`` is empty."""
+    if not text:
+        lib.delete(doc.path, doc.revision)
+        return "absent"
+    return lib.write(doc.path, text.encode("utf-8"), doc.revision, allow_shrink=True)
+
+
 def update_index(lib: Library, catalog: Catalog | None = None, *, check: bool = False) -> dict[str, Any]:
-    """Rebuild ``MEMORY.md`` from the library and write it if it changed.
+    """Rebuild the index document from the library and write it if it changed; in a Hub scope also its pointer.
 
     Returns ``{path, changed, up_to_date, revision, bytes, lines, topics:
-    {type: count}, library}``; ``changed`` is False (and nothing is written)
-    when the bytes are already identical; ``up_to_date`` is whether MEMORY.md
-    matches the library once the call returns (so True after a write; with
-    ``check`` it is the state found).  With ``check`` nothing is ever
-    written (``revision`` is the current one).  The write passes the revision
-    read (a concurrent edit is a ``conflict``) and ``allow_shrink``: the text
-    is computed whole from the listing, not elided.  Raises
-    ``quota_exceeded`` (see :func:`check_size`), or ``bad_request`` for an
-    index that is not UTF-8, without writing.
+    {type: count}, library}`` for the index, plus, in a Hub scope,
+    ``pointer: {path, changed, up_to_date, revision}`` for ``MEMORY.md``.
+    ``changed`` is False (and nothing is written) when the bytes are already
+    identical; ``up_to_date`` is whether the documents match the library once
+    the call returns (so True after a write; with ``check`` it is the state
+    found, of both documents).  With ``check`` nothing is ever written.
+    Writes pass the revision read (a concurrent edit is a ``conflict``) and
+    ``allow_shrink``: the text is computed whole, not elided.  The index is
+    written first, then ``MEMORY.md`` (so a failure in between leaves the
+    topics indexed; the next run finishes the move); a document whose new
+    text is empty is deleted instead.  Raises ``quota_exceeded`` (see
+    :func:`check_size`) before writing anything, or ``bad_request`` for a
+    document that is not UTF-8.
     """
     catalog = catalog if catalog is not None else load_catalog(lib, everything=False)
     new_text = build_index(catalog)
+    pointer_text = build_pointer(catalog, new_text)
     current = catalog.index
-    new_bytes = new_text.encode("utf-8")
-    up_to_date = current.content == new_bytes or (not current.exists and not new_bytes)
+    index_same = _same(current, new_text)
+    pointer_same = catalog.pointer is None or pointer_text is None or _same(catalog.pointer, pointer_text)
     result: dict[str, Any] = {
-        "path": INDEX_PATH, "changed": False, "up_to_date": up_to_date, "revision": current.revision,
-        "bytes": len(new_bytes), "lines": count_lines(new_text), "topics": catalog.counts(), "library": lib.label,
+        "path": lib.index_path, "changed": False, "up_to_date": index_same and pointer_same,
+        "revision": current.revision, "bytes": len(new_text.encode("utf-8")), "lines": count_lines(new_text),
+        "topics": catalog.counts(), "library": lib.label,
     }
-    if up_to_date or check:
+    pointer: dict[str, Any] | None = None
+    if catalog.pointer is not None:
+        pointer = {"path": catalog.pointer.path, "changed": False, "up_to_date": pointer_same,
+                   "revision": catalog.pointer.revision}
+        result["pointer"] = pointer
+    if check or (index_same and pointer_same):
         return result
-    check_size(new_text, lib)
-    result["revision"] = lib.write(INDEX_PATH, new_bytes, current.revision, allow_shrink=True)
-    result["changed"] = result["up_to_date"] = True
+    check_index_size(new_text, lib)
+    if pointer is not None and pointer_text is not None and catalog.pointer is not None:
+        check_size(pointer_text, catalog.pointer.path, lib.pointer_max_bytes, lib.pointer_max_lines, lib.label)
+    if not index_same:
+        result["revision"] = _store(lib, current, new_text)
+        result["changed"] = True
+    if pointer is not None and catalog.pointer is not None and pointer_text is not None and not pointer_same:
+        pointer["revision"] = _store(lib, catalog.pointer, pointer_text)
+        pointer["changed"] = pointer["up_to_date"] = True
+    result["up_to_date"] = True
     return result
 
 

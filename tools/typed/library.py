@@ -4,8 +4,10 @@ Both are a *library*: a set of Markdown documents addressed by logical paths
 (:func:`protocol.paths.normalize_path`), each read with its revision (SHA-256
 hex of the whole file, ``"absent"`` when missing) and written or deleted by
 compare-and-swap on that revision (DESIGN.md §4).  The typed-memory commands
-(``new``, ``index``, ``lint``, ``archive``, ``import``) are written once
-against :class:`Library` and run on either (DESIGN.md §11).
+(``new``, ``remove``, ``index``, ``lint``, ``archive``, ``import``) are written
+once against :class:`Library` and run on either (DESIGN.md §11).  A Hub
+scope's index is ``index.md`` (the document limit) with a pointer in
+``MEMORY.md``; a project's index is its ``MEMORY.md``.
 
 * :class:`HubLibrary` talks to the Hub through a connected
   :class:`tools.client.blocking.HubClient` (methods ``list``, ``export``, ``upsert``,
@@ -35,6 +37,7 @@ from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
 from protocol.params import ABSENT
 from protocol.requests import forget_params, search_params, upsert_params
+from tools.typed.model import ENTRY_PATH, HUB_INDEX_PATH
 
 if TYPE_CHECKING:
     from tools.client.blocking import HubClient
@@ -81,8 +84,18 @@ class Library(Protocol):
 
     label: str
     """Human name of the library, e.g. ``hub scope global`` or ``/x/.agent/memory``."""
+    index_path: str
+    """The document holding the generated topic index (``index.md`` in a Hub scope, ``MEMORY.md`` in a project)."""
+    pointer_path: str | None
+    """The entry document that points at ``index_path`` (``MEMORY.md`` in a Hub scope), or None (a project)."""
     index_max_bytes: int
-    index_max_lines: int
+    """Largest index document, in bytes."""
+    index_max_lines: int | None
+    """Most lines in the index document, or None for no line limit."""
+    pointer_max_bytes: int
+    """Largest entry document holding the pointer, in bytes (unused without ``pointer_path``)."""
+    pointer_max_lines: int
+    """Most lines in that entry document."""
 
     def list_paths(self, prefix: str = "") -> list[str]:
         """Sorted logical paths of every ``.md`` document starting with ``prefix``."""
@@ -116,8 +129,12 @@ class HubLibrary:
         hello = client.hello or {}
         limits = hello.get("limits") or {}
         self.label = f"hub scope {hello.get('binding') or hello.get('scope') or 'global'}"
-        self.index_max_bytes = int(limits.get("entry_max_bytes", LIMITS.entry_max_bytes))
-        self.index_max_lines = int(limits.get("entry_max_lines", LIMITS.entry_max_lines))
+        self.index_path = HUB_INDEX_PATH
+        self.pointer_path: str | None = ENTRY_PATH
+        self.index_max_bytes = int(limits.get("document_max_bytes", LIMITS.document_max_bytes))
+        self.index_max_lines: int | None = None
+        self.pointer_max_bytes = int(limits.get("entry_max_bytes", LIMITS.entry_max_bytes))
+        self.pointer_max_lines = int(limits.get("entry_max_lines", LIMITS.entry_max_lines))
 
     def list_paths(self, prefix: str = "") -> list[str]:
         """All pages of the Hub's ``list``; raises ``quota_exceeded`` if the Hub says the walk was cut short."""
@@ -194,8 +211,12 @@ class ProjectLibrary:
         self.root = self.project / PROJECT_SUBDIR
         self._check_no_symlinks()
         self.label = str(self.root)
+        self.index_path = ENTRY_PATH
+        self.pointer_path: str | None = None
         self.index_max_bytes = PROJECT_INDEX_MAX_BYTES
-        self.index_max_lines = PROJECT_INDEX_MAX_LINES
+        self.index_max_lines: int | None = PROJECT_INDEX_MAX_LINES
+        self.pointer_max_bytes = PROJECT_INDEX_MAX_BYTES
+        self.pointer_max_lines = PROJECT_INDEX_MAX_LINES
         self._store = Store(Limits(entry_max_bytes=PROJECT_INDEX_MAX_BYTES, entry_max_lines=PROJECT_INDEX_MAX_LINES,
                                    document_max_bytes=PROJECT_DOCUMENT_MAX_BYTES), file_mode=0o666, dir_mode=0o777)
 

@@ -42,8 +42,18 @@ def cap_advice(type_: str) -> str:
 ARCHIVE_DIR = "feedback/_archive"
 """Where expired feedback goes; never indexed, never counted against the cap."""
 
-INDEX_PATH = ENTRY_NAME
-"""The library's index document: the scope's entry document."""
+ENTRY_PATH = ENTRY_NAME
+"""The scope's entry document ``MEMORY.md``: a project library's index; in a Hub scope it holds a pointer."""
+
+HUB_INDEX_PATH = "index.md"
+"""A Hub scope's index document: an ordinary document (the 64 KiB document limit), so ``MEMORY.md``
+stays within its entry limit of a few preferences and pointers (DESIGN.md §11)."""
+
+INDEX_POINTER = f"Typed memory index: [{HUB_INDEX_PATH}]({HUB_INDEX_PATH}) (topics: user, feedback, project, reference)"
+"""The line ``amux memory index`` keeps in a Hub scope's ``MEMORY.md`` while the scope has typed topics."""
+
+INDEX_POINTER_LINE = re.compile(r"^Typed memory index: ")
+"""Recognises the pointer line (whatever follows), so a rebuild replaces it in place."""
 
 FIELD_ORDER = ("name", "description", "type", "created", "expires", "tags", "source", "related", "metadata")
 """Frontmatter keys in the order :func:`render_topic` writes them; any other key follows."""
