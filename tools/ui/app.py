@@ -84,6 +84,7 @@ class UiApp:
             Route("/log", self.log),
             Route("/search", self.search),
             Route("/settings", self.settings, methods=["GET", "POST"]),
+            Route("/favicon.ico", self.favicon),
             Mount("/static", StaticFiles(directory=str(static)), name="static"),
         ])
 
@@ -122,6 +123,12 @@ class UiApp:
         return RedirectResponse(url, status_code=303)
 
     # -- pages -------------------------------------------------------------------------------
+
+    async def favicon(self, request: Request) -> Response:
+        """The icon browsers ask for on their own (the pages name ``/static/favicon.svg``)."""
+        from starlette.responses import FileResponse
+
+        return FileResponse(Path(__file__).resolve().parent / "static" / "favicon.svg", media_type="image/svg+xml")
 
     async def overview(self, request: Request) -> Response:
         try:
@@ -165,9 +172,12 @@ class UiApp:
         return self.see(self.env.filters["docurl"](path) + "?saved=1")
 
     async def save_failed(self, path: str, content: str, expected: str, exc: HubError) -> Response:
-        """The edit page again, the user's text kept; after a conflict, the other version and a diff."""
+        """The edit page again, the user's text kept; after a conflict, the other version and a diff.
+
+        Answered 200: the page is the answer a person needs (the error is on it), not a failed load.
+        """
         if expected == ABSENT and exc.code is not ErrorCode.CONFLICT:
-            return self.page("new.html", status=409, title="New document", path=path, draft=content, error=exc)
+            return self.page("new.html", title="New document", path=path, draft=content, error=exc)
         try:
             data = await self.hub(pages.document, path)
         except HubError:
@@ -179,7 +189,7 @@ class UiApp:
             conflict = {"theirs": data["text"], "revision": data["revision"],
                         **pages.text_diff(data["text"], content)}
             expected = data["revision"]
-        return self.page("doc.html", status=409, title=path, path=path, draft=content, expected=expected,
+        return self.page("doc.html", title=path, path=path, draft=content, expected=expected,
                          conflict=conflict, error=exc, **data)
 
     async def forget(self, request: Request) -> Response:

@@ -48,7 +48,7 @@ def _validate(url: str) -> bool:
     return safe_url(url)
 
 
-def _image_as_link(tokens: Any, idx: int, options: Any, env: Any) -> str:
+def _image_as_link(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
     token = tokens[idx]
     src = str(token.attrs.get("src", ""))
     alt = escape(token.content or "image")

@@ -14,7 +14,9 @@ app, applied to every request before any route runs:
    the URL ``amux ui`` printed.  ``/static/`` (our CSS and JS, nothing
    secret) is served without it so that page is styled.
 4. Only ``GET``/``HEAD`` (which change nothing) and ``POST`` are allowed.  A
-   ``POST`` whose ``Origin`` is present and not the page's own is 403, and so
+   ``POST`` whose ``Origin`` is present and not the page's own is 403 (``null``,
+   which browsers send for the page's own forms under ``no-referrer``, passes on
+   to the token check), and so
    is one whose form lacks the CSRF token (:attr:`Guard.csrf`, checked by the
    routes with :func:`check_csrf` since the form body is theirs to read).
 
@@ -144,7 +146,9 @@ class Guard:
             return
         if method == "POST":
             origin = headers.get("origin")
-            if origin is not None and origin not in self.origins:
+            # "null" is what browsers send for our own forms under Referrer-Policy: no-referrer; the
+            # CSRF token and the SameSite=Strict cookie still stand between it and a foreign page.
+            if origin is not None and origin != "null" and origin not in self.origins:
                 await self._plain(send, 403, "cross-origin request refused (nothing was changed)\n")
                 return
         await self.app(scope, receive, self._with_headers(send))
