@@ -22,6 +22,7 @@ import pytest
 
 from tests.conftest import REPO, HubProcess, make_hub
 from tests.ui_helpers import UiProcess, chromium, request, start_ui
+from tools.ui.render import SHOWN_MAX_CHARS
 
 SHOTS = REPO / "tools" / "ui" / "screenshots"
 
@@ -99,12 +100,12 @@ def test_overview_shows_index_documents_types_and_state(signed_in: Any, ui: UiPr
     assert d.find_element(by("LINK_TEXT"), "notes/plan.md")
     types = d.find_element(by("CSS_SELECTOR"), "table").text
     assert "user 1 10" in types.replace("\n", " ")
+    shot(d, "overview.png")
     assert d.execute_script("return document.activeElement === document.body")
     from selenium.webdriver.common.keys import Keys
 
     d.find_element(by("TAG_NAME"), "body").send_keys(Keys.TAB)
     assert d.execute_script("return document.activeElement.textContent") == "Skip to content"
-    shot(d, "overview.png")
     assert console_errors(d) == []
 
 
@@ -243,13 +244,17 @@ def test_hostile_note_renders_as_text_and_runs_nothing(signed_in: Any, ui: UiPro
         links = d.execute_script("return [...document.querySelectorAll('#rendered a')].map(a => a.href)")
         assert links == ["https://example.org/x", f"{elsewhere}/md-img"]  # the image became a link
         d.get(ui.base + "/doc/big.md")
-        assert d.execute_script("return document.getElementById('raw').textContent.length") > 1_000_000
+        shown = d.execute_script("return document.getElementById('raw').textContent")
+        assert shown.startswith("<script>window.pwned = 5</script>AAAA") and len(shown) == SHOWN_MAX_CHARS
+        assert "too large to edit" in d.find_element(by("ID"), "main").text
+        assert d.find_elements(by("ID"), "content") == []
         assert Recorder.hits == []
         status, headers, _ = request(ui, "GET", "/doc/hostile.md", cookie=ui.sign_in())
         assert status == 200 and "default-src 'self'" in headers["content-security-policy"]
         assert console_errors(d) == []
     finally:
         other.shutdown()
+        (hub.scope_dir / "big.md").unlink()
 
 
 def test_narrow_and_wide_layouts_fit_and_controls_are_labelled(signed_in: Any, ui: UiProcess) -> None:

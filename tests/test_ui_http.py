@@ -78,6 +78,8 @@ def test_state_changing_requests_need_cookie_same_origin_and_csrf_token(hub: Hub
     assert status == 403  # cross-origin even with the token
     status, _, body = request(ui, "POST", "/save", cookie=cookie, origin=ui.base, form=form)
     assert status == 403 and "CSRF" in body  # same origin, no token
+    status, _, _ = request(ui, "POST", "/save", cookie=cookie, origin="null", form=form)
+    assert status == 403  # an opaque origin (a sandboxed frame) without the token
     status, _, _ = request(ui, "POST", "/save", cookie=cookie, form={**form, "csrf": csrf + "x"})
     assert status == 403
     status, _, _ = request(ui, "PUT", "/save", cookie=cookie, origin=ui.base, form={**form, "csrf": csrf})

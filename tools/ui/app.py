@@ -150,7 +150,8 @@ class UiApp:
             data = await self.hub(pages.document, path)
         except HubError as exc:
             return self.error_page(exc, 404 if exc.code is ErrorCode.INVALID_PATH else 400)
-        return self.page("doc.html", title=path, path=path, draft=data["text"], expected=data["revision"],
+        return self.page("doc.html", title=path, path=path, draft=data["text"] if data["editable"] else "",
+                         expected=data["revision"],
                          conflict=None, error=None, **data)
 
     async def new(self, request: Request) -> Response:
@@ -181,8 +182,8 @@ class UiApp:
         try:
             data = await self.hub(pages.document, path)
         except HubError:
-            data = {"text": "", "bytes": 0, "revision": ABSENT, "exists": False, "versions": [],
-                    "history_next": None}
+            data = {"text": "", "shown": "", "cut": False, "editable": True, "max_bytes": 0, "bytes": 0, "revision": ABSENT,
+                    "exists": False, "versions": [], "history_next": None}
         conflict = None
         if exc.code is ErrorCode.CONFLICT:
             # The textarea keeps the user's text; saving again now overwrites the version shown.

@@ -99,15 +99,27 @@ def lint(client: HubClient) -> list[dict[str, Any]]:
 
 
 def document(client: HubClient, path: str) -> dict[str, Any]:
-    """``{text, raw_bytes, revision, exists, versions, history_next}``: the live document and its newest versions."""
+    """``{text, shown, cut, editable, max_bytes, bytes, revision, exists, versions, history_next}``: the live document
+    and its newest versions.
+
+    ``shown`` is the first ``SHOWN_MAX_CHARS`` characters of ``text`` (``cut`` when that is not all of
+    it); ``editable`` is false for a document over the Hub's ``document_max_bytes`` (put there by hand:
+    no save of it could succeed, so the page offers no editor).
+    """
+    from protocol.limits import LIMITS
+    from tools.ui.render import SHOWN_MAX_CHARS
+
     data, revision = read_live(client, path)
+    text = data.decode("utf-8", "replace")
     try:
         page = client.call("history", history_params(path, limit=20))
     except HubError as exc:
         if exc.code is not ErrorCode.NOT_FOUND:
             raise
         page = {"versions": [], "next_cursor": None}
-    return {"text": data.decode("utf-8", "replace"), "bytes": len(data), "revision": revision,
+    return {"text": text, "shown": text[:SHOWN_MAX_CHARS], "cut": len(text) > SHOWN_MAX_CHARS,
+            "editable": len(data) <= LIMITS.document_max_bytes,
+            "max_bytes": LIMITS.document_max_bytes, "bytes": len(data), "revision": revision,
             "exists": revision != ABSENT, "versions": page.get("versions", []),
             "history_next": page.get("next_cursor")}
 

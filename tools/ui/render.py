@@ -23,9 +23,9 @@ from markupsafe import Markup, escape
 SAFE_SCHEMES = ("http", "https", "mailto")
 """URL schemes a rendered link may use; a link without a scheme (relative) is allowed too."""
 
-RENDER_MAX_CHARS = 262_144
-"""Characters of a document rendered as Markdown; the rest is shown in the raw view only (a 1 MB line
-would make a rendered page that helps nobody)."""
+SHOWN_MAX_CHARS = 262_144
+"""Characters of a document rendered as Markdown and shown raw; the page says when it cut (a document
+put there by hand can be any size, and a 1 MB line makes a page that helps nobody)."""
 
 
 def safe_url(url: str) -> bool:
@@ -70,8 +70,8 @@ MARKDOWN = _markdown()
 
 
 def render_markdown(text: str) -> Markup:
-    """``text`` (a document decoded as UTF-8) as HTML; only the first :data:`RENDER_MAX_CHARS` characters."""
-    return Markup(MARKDOWN.render(text[:RENDER_MAX_CHARS]))
+    """``text`` (a document decoded as UTF-8) as HTML; only the first :data:`SHOWN_MAX_CHARS` characters."""
+    return Markup(MARKDOWN.render(text[:SHOWN_MAX_CHARS]))
 
 
 def highlight(text: str, keywords: list[str]) -> Markup:
