@@ -97,6 +97,8 @@ def test_overview_shows_index_documents_types_and_state(signed_in: Any, ui: UiPr
     assert d.find_element(by("ID"), "memory-state").text == "on"
     rendered = d.find_element(by("CSS_SELECTOR"), ".markdown").text
     assert "what we ship next" in rendered
+    plan = d.find_element(by("LINK_TEXT"), "Plan").get_attribute("href")
+    assert plan == ui.base + "/doc/notes/plan.md"  # a relative link in a note opens that note's page
     assert d.find_element(by("LINK_TEXT"), "notes/plan.md")
     types = d.find_element(by("CSS_SELECTOR"), "table").text
     assert "user 1 10" in types.replace("\n", " ")

@@ -182,8 +182,8 @@ class UiApp:
         try:
             data = await self.hub(pages.document, path)
         except HubError:
-            data = {"text": "", "shown": "", "cut": False, "editable": True, "max_bytes": 0, "bytes": 0, "revision": ABSENT,
-                    "exists": False, "versions": [], "history_next": None}
+            data = {"text": "", "shown": "", "cut": False, "editable": True, "max_bytes": 0, "bytes": 0,
+                    "revision": ABSENT, "exists": False, "versions": [], "history_next": None}
         conflict = None
         if exc.code is ErrorCode.CONFLICT:
             # The textarea keeps the user's text; saving again now overwrites the version shown.

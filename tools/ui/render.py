@@ -13,9 +13,10 @@ are escaped first, then marked up.  Pure functions: text in, ``markupsafe``
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
@@ -57,11 +58,34 @@ def _image_as_link(renderer: Any, tokens: Any, idx: int, options: Any, env: Any)
     return f"[image: {alt}]"
 
 
+def page_href(href: str, document: str) -> str:
+    """A link target as the page serves it: a relative link to a ``.md`` file (``notes/a.md``,
+    ``../b.md#x``) resolved against ``document``'s folder to ``/doc/PATH``; anything else unchanged."""
+    split = urlsplit(href)
+    if split.scheme or split.netloc or href.startswith(("/", "#")) or not split.path.endswith(".md"):
+        return href
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(document), split.path))
+    if target.startswith("../") or target == "..":
+        return href
+    return "/doc/" + quote(target, safe="/") + ("#" + split.fragment if split.fragment else "")
+
+
+def _link_open(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    token = tokens[idx]
+    href = token.attrs.get("href")
+    if isinstance(href, str):
+        token.attrs["href"] = page_href(href, str(env.get("document", "")))
+        if urlsplit(href).scheme in SAFE_SCHEMES:
+            token.attrs["rel"] = "noopener noreferrer"
+    return str(renderer.renderToken(tokens, idx, options, env))
+
+
 def _markdown() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable("table")
     md.validateLink = _validate  # type: ignore[method-assign]
     md.add_render_rule("image", _image_as_link)
+    md.add_render_rule("link_open", _link_open)
     return md
 
 
@@ -69,9 +93,13 @@ MARKDOWN = _markdown()
 """The one configured renderer (raw HTML off, links validated by :func:`safe_url`, images as links)."""
 
 
-def render_markdown(text: str) -> Markup:
-    """``text`` (a document decoded as UTF-8) as HTML; only the first :data:`SHOWN_MAX_CHARS` characters."""
-    return Markup(MARKDOWN.render(text[:SHOWN_MAX_CHARS]))
+def render_markdown(text: str, document: str = "") -> Markup:
+    """``text`` (a document decoded as UTF-8) as HTML; only the first :data:`SHOWN_MAX_CHARS` characters.
+
+    ``document`` is the logical path the text belongs to, against which relative ``.md`` links are
+    resolved (:func:`page_href`).
+    """
+    return Markup(MARKDOWN.render(text[:SHOWN_MAX_CHARS], {"document": document}))
 
 
 def highlight(text: str, keywords: list[str]) -> Markup:
