@@ -99,6 +99,25 @@ class UiApp:
 
         return await trio.to_thread.run_sync(run)
 
+    async def together(self, first: Callable[[HubClient], T], second: Callable[[HubClient], Any]) -> tuple[T, Any]:
+        """:meth:`hub` for two functions at once, each on its own connection; raises the first one's
+        :class:`HubError` if either failed (the other is left to finish)."""
+        out: dict[int, Any] = {}
+
+        async def run(key: int, fn: Callable[[HubClient], Any]) -> None:
+            try:
+                out[key] = await self.hub(fn)
+            except HubError as exc:
+                out[key] = exc
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, 0, first)
+            nursery.start_soon(run, 1, second)
+        for key in (0, 1):
+            if isinstance(out[key], HubError):
+                raise out[key]
+        return out[0], out[1]
+
     def page(self, name: str, status: int = 200, **values: Any) -> HTMLResponse:
         """Render template ``name`` with ``values`` plus the CSRF token."""
         assert self.guard is not None
@@ -132,10 +151,10 @@ class UiApp:
 
     async def overview(self, request: Request) -> Response:
         try:
-            data = await self.hub(pages.overview)
+            data, changes = await self.together(pages.overview, pages.recent_changes)
         except HubError as exc:
             return self.error_page(exc, 503 if exc.code is ErrorCode.UNAVAILABLE else 400)
-        return self.page("overview.html", title="Overview", **data)
+        return self.page("overview.html", title="Overview", **pages.with_changes(data, changes))
 
     async def lint(self, request: Request) -> Response:
         try:

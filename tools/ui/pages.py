@@ -54,12 +54,10 @@ def read_version(client: HubClient, path: str, revision: str | None) -> tuple[by
 
 
 def overview(client: HubClient) -> dict[str, Any]:
-    """``{hello, index, index_revision, entries, incomplete, reasons, counts, recent}``.
+    """``{hello, index, index_revision, entries, incomplete, reasons, counts, index_path}``.
 
-    ``entries`` are ``{path, bytes, last}`` sorted by path, ``last`` the newest
-    of the scope's last :data:`OVERVIEW_LOG_LIMIT` changes to that path (or
-    ``None``); ``counts`` maps each typed-memory type to ``(count, cap)``;
-    ``recent`` the 10 newest changes.
+    ``entries`` are ``{path, bytes}`` sorted by path (:func:`with_changes` adds each one's last change);
+    ``counts`` maps each typed-memory type to ``(count, cap)``.
     """
     from tools.typed.catalog import topic_from_doc
     from tools.typed.library import Doc
@@ -68,21 +66,35 @@ def overview(client: HubClient) -> dict[str, Any]:
     hello = dict(client.hello)
     index, index_revision = read_live(client, INDEX_PATH)
     report = list_report(client)
-    changes = log_page(client, limit=OVERVIEW_LOG_LIMIT)["changes"] if hello.get("history", True) else []
-    last: dict[str, dict[str, Any]] = {}
-    for change in changes:
-        last.setdefault(str(change["path"]), change)
-    entries = [{"path": e["path"], "bytes": e.get("bytes", 0), "last": last.get(str(e["path"]))}
-               for e in report["entries"]]
+    entries = [{"path": e["path"], "bytes": e.get("bytes", 0)} for e in report["entries"]]
     counts = dict.fromkeys(TYPES, 0)
     for e in entries:
-        topic = topic_from_doc(Doc(str(e["path"]), b"", ""))
+        path = str(e["path"])
+        if path.split("/", 1)[0] not in TYPES:
+            continue  # only a path under a type directory can hold a typed topic
+        topic = topic_from_doc(Doc(path, b"", ""))
         if topic.indexable and topic.dir_type is not None:
             counts[topic.dir_type] += 1
     return {"hello": hello, "index": index.decode("utf-8", "replace"), "index_revision": index_revision,
             "entries": entries, "incomplete": report["incomplete"], "reasons": report["incomplete_reasons"],
-            "counts": {t: (counts[t], CAPS[t]) for t in TYPES}, "recent": changes[:10],
-            "index_path": INDEX_PATH}
+            "counts": {t: (counts[t], CAPS[t]) for t in TYPES}, "index_path": INDEX_PATH}
+
+
+def with_changes(data: dict[str, Any], changes: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`overview`'s ``data`` plus ``recent`` (the 10 newest of ``changes``) and each entry's ``last``:
+    the newest change to its path among ``changes`` (``None`` when older than all of them)."""
+    last: dict[str, dict[str, Any]] = {}
+    for change in changes:
+        last.setdefault(str(change["path"]), change)
+    entries = [{**e, "last": last.get(str(e["path"]))} for e in data["entries"]]
+    return {**data, "entries": entries, "recent": changes[:10]}
+
+
+def recent_changes(client: HubClient) -> list[dict[str, Any]]:
+    """The scope's newest :data:`OVERVIEW_LOG_LIMIT` changes (one ``log`` page; ``[]`` when history is off)."""
+    if client.hello.get("history") is False:
+        return []
+    return list(log_page(client, limit=OVERVIEW_LOG_LIMIT)["changes"])
 
 
 def lint(client: HubClient) -> list[dict[str, Any]]:
