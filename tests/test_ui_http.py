@@ -161,3 +161,53 @@ def test_overview_and_search_timing_on_1024_documents(hub: HubProcess, ui: UiPro
     print(f"\namux ui on 1,024 documents: overview p50 {figures['overview']:.1f} ms, "
           f"search p50 {figures['search']:.1f} ms (goal 50 ms); the Hub's own list + log for the overview "
           f"p50 {statistics.median(hub_only):.1f} ms; load average {os.getloadavg()[0]:.1f}")
+
+
+def test_rewrite_guard_message_shown_text_kept_then_allow_shrink(hub: HubProcess, ui: UiProcess) -> None:
+    long_note = "".join(f"- fact number {i}, worth keeping\n" for i in range(60))
+    r = hub.cli("memory", "upsert", "notes/long.md", "--expected-revision", "absent", input=long_note.encode())
+    revision = r.json["revision"]
+    cookie = ui.sign_in()
+    _, _, page = request(ui, "GET", "/doc/notes/long.md", cookie=cookie)
+    form = {"csrf": csrf_of(page), "path": "notes/long.md", "expected_revision": revision,
+            "content": "- fact number 0\n[rest of the content unchanged]\n"}
+    status, _, body = request(ui, "POST", "/save", cookie=cookie, form=form)
+    assert status == 200 and "destructive_rewrite" in body and "rest of the content unchanged" in body
+    assert "- fact number 0\n[rest of the content unchanged]\n</textarea>" in body  # what was typed stays in the editor
+    assert hub.cli("memory", "export", "notes/long.md").stdout.decode() == long_note
+    status, _, _ = request(ui, "POST", "/save", cookie=cookie, form={**form, "content": "- just one\n",
+                                                                      "allow_shrink": "on"})
+    assert status == 303
+    assert hub.cli("memory", "export", "notes/long.md").stdout == b"- just one\n"
+
+
+def test_forget_and_purge_need_their_confirmation_box(hub: HubProcess, ui: UiProcess) -> None:
+    r = hub.cli("memory", "upsert", "notes/old.md", "--expected-revision", "absent", input=b"first\n")
+    first = r.json["revision"]
+    r = hub.cli("memory", "upsert", "notes/old.md", "--expected-revision", first, input=b"second\n")
+    second = r.json["revision"]
+    cookie = ui.sign_in()
+    _, _, page = request(ui, "GET", "/doc/notes/old.md", cookie=cookie)
+    csrf = csrf_of(page)
+    forget = {"csrf": csrf, "path": "notes/old.md", "expected_revision": second}
+    status, _, body = request(ui, "POST", "/forget", cookie=cookie, form=forget)
+    assert status == 400 and "confirmation" in body
+    assert hub.cli("memory", "export", "notes/old.md").stdout == b"second\n"
+    purge = {"csrf": csrf, "path": "notes/old.md", "revision": first}
+    status, _, body = request(ui, "POST", "/purge", cookie=cookie, form=purge)
+    assert status == 400 and "confirmation" in body
+    assert hub.cli("memory", "export", "notes/old.md", "--revision", first).stdout == b"first\n"
+    status, _, _ = request(ui, "POST", "/purge", cookie=cookie, form={**purge, "confirm": "on"})
+    assert status == 303
+    gone = hub.cli("memory", "export", "notes/old.md", "--revision", first)
+    assert gone.returncode != 0 and "purged" in gone.stderr
+    status, headers, _ = request(ui, "POST", "/forget", cookie=cookie, form={**forget, "confirm": "on"})
+    assert status == 303 and headers["location"] == "/history/notes/old.md?forgotten=1"
+    assert hub.cli("memory", "show", "notes/old.md").json["exists"] is False
+    _, _, history = request(ui, "GET", "/history/notes/old.md", cookie=cookie)
+    assert "forget" in history and "Restore" in history and first not in history  # purged: not listed
+    status, _, _ = request(ui, "POST", "/restore", cookie=cookie,
+                           form={"csrf": csrf, "path": "notes/old.md", "revision": second,
+                                 "expected_revision": "absent"})
+    assert status == 303
+    assert hub.cli("memory", "export", "notes/old.md").stdout == b"second\n"
