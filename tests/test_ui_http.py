@@ -211,3 +211,15 @@ def test_forget_and_purge_need_their_confirmation_box(hub: HubProcess, ui: UiPro
                                  "expected_revision": "absent"})
     assert status == 303
     assert hub.cli("memory", "export", "notes/old.md").stdout == b"second\n"
+
+
+def test_memory_off_says_how_to_turn_it_on_and_sigterm_stops_cleanly(hub_factory: Any, tmp_path: Path) -> None:
+    h: HubProcess = hub_factory(enabled=False)
+    u = start_ui(h.env, tmp=tmp_path)
+    try:
+        status, _, body = request(u, "GET", "/", cookie=u.sign_in())
+        assert "disabled" in body and "memory.enabled" in body and 'href="/settings"' in body, status
+    finally:
+        u.proc.terminate()
+        assert u.proc.wait(15) == 0
+    assert u.stderr_path is not None and "amux ui: stopped" in u.stderr_path.read_text()

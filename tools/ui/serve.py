@@ -4,15 +4,17 @@
 port whose number is known before the URL is printed, and a taken port is a
 clear ``bad_request`` before anything starts), then hands it to Hypercorn's
 Trio worker (``fd://``).  Ctrl-C or SIGTERM stop it: Hypercorn finishes the
-open requests and returns.
+open requests and returns (``shutdown_trigger``), and the command exits 0.
 """
 
 from __future__ import annotations
 
 import errno
 import secrets
+import signal
 import socket
 import sys
+from functools import partial
 from pathlib import Path
 
 from protocol.errors import ErrorCode, HubError
@@ -97,7 +99,10 @@ def serve_ui(host: str, port: int, *, open_browser: bool, home: Path) -> None:
         import webbrowser
 
         webbrowser.open(url)
-    try:
-        trio.run(serve, guard, config)  # type: ignore[arg-type]
-    except KeyboardInterrupt:
-        print("amux ui: stopped", file=sys.stderr)
+    async def until_signalled() -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                return
+
+    trio.run(partial(serve, guard, config, shutdown_trigger=until_signalled))  # type: ignore[arg-type]
+    print("amux ui: stopped", file=sys.stderr)
