@@ -44,3 +44,15 @@ def test_highlight_escapes_before_marking() -> None:
     assert out == ("a <mark>&lt;b</mark>&gt;<mark>bold</mark>&lt;/b&gt; <mark>&amp;</mark> "
                    "<mark>BOLD</mark> claim")
     assert highlight("<x>", []) == "&lt;x&gt;"
+
+
+def test_data_commands_do_not_import_the_web_stack() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from tools.cli.app import main; main(['memory', 'search', 'x']); "
+            "print(sorted(m for m in ('starlette', 'hypercorn', 'jinja2', 'markdown_it', 'tools.ui') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={"AMUX_HOME": "/nonexistent-amux-home", "PATH": "/usr/bin:/bin"})
+    assert out.stdout.strip().splitlines()[-1] == "[]", (out.stdout, out.stderr)
