@@ -116,6 +116,7 @@ memory_app.command("tools.cli.typed_ops:import_command", name="import")
 protocol_app.command("tools.cli.agent:protocol_show", name="show")
 app.command("tools.cli.agent:mcp_serve", name="mcp")
 app.command("tools.cli.doctor:doctor", name="doctor")
+app.command("tools.cli.ui:ui", name="ui")
 # Its tokens go to tools.cli.launch raw: the agent's own --help, --version and -- must reach the agent.  The
 # delimiter is a NUL (no argv token can contain one), not "": cyclopts would take an empty argument for it.
 app.command("tools.cli.launch:launch", name="launch", help_flags=[], version_flags=[], end_of_options_delimiter="\0")

@@ -1,0 +1,225 @@
+"""``amux ui`` over raw HTTP against a real Hub and a real ``amux ui`` process (DESIGN.md §20).
+
+The front door: no token or a wrong cookie is 401, a wrong ``Host`` is 421,
+a cross-origin or CSRF-less ``POST`` is 403, and in each case nothing is
+written; the headers; port errors; isolation between two principals; and the
+overview and search timings on a 1,024-document scope (printed, not asserted).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocol.requests import log_params, upsert_params
+from tests.conftest import HubProcess
+from tests.ui_helpers import UiProcess, csrf_of, request, start_ui
+
+
+@pytest.fixture
+def ui(hub: HubProcess, tmp_path: Path) -> Any:
+    u = start_ui(hub.env, tmp=tmp_path)
+    yield u
+    u.stop()
+
+
+def not_written(hub: HubProcess, path: str) -> None:
+    r = hub.cli("memory", "show", path)
+    assert r.json["exists"] is False, r.stdout
+
+
+def test_token_is_traded_for_a_strict_httponly_cookie_and_the_headers_are_set(hub: HubProcess, ui: UiProcess) -> None:
+    status, _, body = request(ui, "GET", "/")
+    assert status == 401 and "amux ui" in body and "printed" in body
+    status, _, _ = request(ui, "GET", "/", cookie="amux_ui=wrong")
+    assert status == 401
+    status, _, _ = request(ui, "GET", "/?token=wrong" + ui.token)
+    assert status == 401
+    status, headers, _ = request(ui, "GET", "/doc/MEMORY.md?token=" + ui.token)
+    assert status == 303 and headers["location"] == "/doc/MEMORY.md"  # the token leaves the URL
+    cookie = headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    assert ui.token not in cookie
+    status, headers, body = request(ui, "GET", "/", cookie=cookie.split(";")[0])
+    assert status == 200 and "Overview" in body
+    csp = headers["content-security-policy"]
+    assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp
+    assert headers["x-content-type-options"] == "nosniff" and headers["referrer-policy"] == "no-referrer"
+    status, _, _ = request(ui, "GET", "/", cookie=cookie.split(";")[0], host=f"localhost:{ui.port}")
+    assert status == 200  # bound to 127.0.0.1: localhost:PORT names it too
+
+
+def test_wrong_host_is_refused_before_anything_runs(hub: HubProcess, ui: UiProcess) -> None:
+    cookie = ui.sign_in()
+    for host in ("evil.example", f"evil.example:{ui.port}", f"127.0.0.1:{ui.port + 1}", ""):
+        status, _, body = request(ui, "GET", "/", cookie=cookie, host=host)
+        assert status == 421, (host, status)
+        assert "Overview" not in body
+    status, _, _ = request(ui, "GET", "/?token=" + ui.token, host="rebound.example:80")
+    assert status == 421
+
+
+def test_state_changing_requests_need_cookie_same_origin_and_csrf_token(hub: HubProcess, ui: UiProcess) -> None:
+    cookie = ui.sign_in()
+    _, _, page = request(ui, "GET", "/new", cookie=cookie)
+    csrf = csrf_of(page)
+    form = {"path": "notes/x.md", "content": "hello\n", "expected_revision": "absent"}
+    status, _, _ = request(ui, "POST", "/save", form={**form, "csrf": csrf})
+    assert status == 401  # no cookie
+    status, _, _ = request(ui, "POST", "/save", cookie=cookie, origin="http://evil.example", form=form)
+    assert status == 403  # cross-origin, no CSRF token
+    status, _, _ = request(ui, "POST", "/save", cookie=cookie, origin="http://evil.example",
+                           form={**form, "csrf": csrf})
+    assert status == 403  # cross-origin even with the token
+    status, _, body = request(ui, "POST", "/save", cookie=cookie, origin=ui.base, form=form)
+    assert status == 403 and "CSRF" in body  # same origin, no token
+    status, _, _ = request(ui, "POST", "/save", cookie=cookie, origin="null", form=form)
+    assert status == 403  # an opaque origin (a sandboxed frame) without the token
+    status, _, _ = request(ui, "POST", "/save", cookie=cookie, form={**form, "csrf": csrf + "x"})
+    assert status == 403
+    status, _, _ = request(ui, "PUT", "/save", cookie=cookie, origin=ui.base, form={**form, "csrf": csrf})
+    assert status == 405
+    status, _, _ = request(ui, "GET", "/save?path=notes/x.md&content=x&expected_revision=absent", cookie=cookie)
+    assert status == 405  # GET never changes anything
+    not_written(hub, "notes/x.md")
+    status, headers, _ = request(ui, "POST", "/save", cookie=cookie, origin=ui.base, form={**form, "csrf": csrf})
+    assert status == 303, status
+    assert hub.cli("memory", "export", "notes/x.md").stdout == b"hello\n"
+
+
+def test_taken_port_and_network_host_without_tls_are_clear_errors(hub: HubProcess, tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        r = hub.cli("ui", "--port", str(port), "--no-open")
+    assert r.returncode == 2 and "already in use" in r.stderr and "--port 0" in r.stderr, r.stderr
+    r = hub.cli("ui", "--port", "0", "--no-open", "--host", "0.0.0.0")
+    assert r.returncode == 2 and "TLS" in r.stderr and "hub.tls_cert" in r.stderr, r.stderr
+
+
+def test_isolation_each_principal_sees_only_its_own_scope(hub_factory: Any, tmp_path: Path) -> None:
+    h: HubProcess = hub_factory(isolation="user")
+    tokens = {}
+    for name in ("ana", "bo"):
+        assert h.cli("hub", "principal", "add", name).returncode == 0
+        tokens[name] = h.cli("hub", "token", "issue", name).json["token"]
+        r = h.cli("memory", "upsert", f"only-{name}.md", "--expected-revision", "absent",
+                  input=f"secret of {name}\n".encode(), env={"AMUX_TOKEN": tokens[name]})
+        assert r.returncode == 0, r.stderr
+    seen = {}
+    for name in ("ana", "bo"):
+        u = start_ui({**h.env, "AMUX_TOKEN": tokens[name]}, tmp=tmp_path)
+        try:
+            cookie = u.sign_in()
+            _, _, overview = request(u, "GET", "/", cookie=cookie)
+            _, _, found = request(u, "GET", "/search?q=secret", cookie=cookie)
+            status, _, other = request(u, "GET", f"/doc/only-{'bo' if name == 'ana' else 'ana'}.md", cookie=cookie)
+        finally:
+            u.stop()
+        seen[name] = overview
+        assert f"only-{name}.md" in overview and f"<mark>secret</mark> of {name}" in found
+        other_name = "bo" if name == "ana" else "ana"
+        assert f"only-{other_name}.md" not in overview and f"of {other_name}" not in found
+        assert f"secret of {other_name}" not in other and "does not exist" in other
+    assert seen["ana"] != seen["bo"]
+
+
+def test_overview_and_search_timing_on_1024_documents(hub: HubProcess, ui: UiProcess) -> None:
+    with hub.client() as client:
+        for i in range(1024):
+            body = f"# Topic {i}\n\nNotes about component{i % 64} and the build cache {i}.\n"
+            client.call("upsert", upsert_params(f"topics/t{i:04d}.md", body, "absent"))
+    cookie = ui.sign_in()
+    figures = {}
+    for name, path in (("overview", "/"), ("search", "/search?q=component7+cache")):
+        status, _, body = request(ui, "GET", path, cookie=cookie)  # warm: first log reconcile, caches
+        assert status == 200
+        samples = []
+        for _ in range(15):
+            start = time.perf_counter()
+            status, _, body = request(ui, "GET", path, cookie=cookie)
+            samples.append((time.perf_counter() - start) * 1000)
+            assert status == 200
+        figures[name] = statistics.median(samples)
+    assert "topics/t1023.md" in body or "topics/t0007.md" in body
+    from tools.client.paging import list_report
+
+    hub_only = []
+    with hub.client() as client:
+        for _ in range(15):
+            start = time.perf_counter()
+            list_report(client)
+            client.call("log", log_params(limit=200))
+            hub_only.append((time.perf_counter() - start) * 1000)
+    print(f"\namux ui on 1,024 documents: overview p50 {figures['overview']:.1f} ms, "
+          f"search p50 {figures['search']:.1f} ms (goal 50 ms); the Hub's own list + log for the overview "
+          f"p50 {statistics.median(hub_only):.1f} ms; load average {os.getloadavg()[0]:.1f}")
+
+
+def test_rewrite_guard_message_shown_text_kept_then_allow_shrink(hub: HubProcess, ui: UiProcess) -> None:
+    long_note = "".join(f"- fact number {i}, worth keeping\n" for i in range(60))
+    r = hub.cli("memory", "upsert", "notes/long.md", "--expected-revision", "absent", input=long_note.encode())
+    revision = r.json["revision"]
+    cookie = ui.sign_in()
+    _, _, page = request(ui, "GET", "/doc/notes/long.md", cookie=cookie)
+    form = {"csrf": csrf_of(page), "path": "notes/long.md", "expected_revision": revision,
+            "content": "- fact number 0\n[rest of the content unchanged]\n"}
+    status, _, body = request(ui, "POST", "/save", cookie=cookie, form=form)
+    assert status == 200 and "destructive_rewrite" in body and "rest of the content unchanged" in body
+    assert "- fact number 0\n[rest of the content unchanged]\n</textarea>" in body  # what was typed stays in the editor
+    assert hub.cli("memory", "export", "notes/long.md").stdout.decode() == long_note
+    status, _, _ = request(ui, "POST", "/save", cookie=cookie, form={**form, "content": "- just one\n",
+                                                                      "allow_shrink": "on"})
+    assert status == 303
+    assert hub.cli("memory", "export", "notes/long.md").stdout == b"- just one\n"
+
+
+def test_forget_and_purge_need_their_confirmation_box(hub: HubProcess, ui: UiProcess) -> None:
+    r = hub.cli("memory", "upsert", "notes/old.md", "--expected-revision", "absent", input=b"first\n")
+    first = r.json["revision"]
+    r = hub.cli("memory", "upsert", "notes/old.md", "--expected-revision", first, input=b"second\n")
+    second = r.json["revision"]
+    cookie = ui.sign_in()
+    _, _, page = request(ui, "GET", "/doc/notes/old.md", cookie=cookie)
+    csrf = csrf_of(page)
+    forget = {"csrf": csrf, "path": "notes/old.md", "expected_revision": second}
+    status, _, body = request(ui, "POST", "/forget", cookie=cookie, form=forget)
+    assert status == 400 and "confirmation" in body
+    assert hub.cli("memory", "export", "notes/old.md").stdout == b"second\n"
+    purge = {"csrf": csrf, "path": "notes/old.md", "revision": first}
+    status, _, body = request(ui, "POST", "/purge", cookie=cookie, form=purge)
+    assert status == 400 and "confirmation" in body
+    assert hub.cli("memory", "export", "notes/old.md", "--revision", first).stdout == b"first\n"
+    status, _, _ = request(ui, "POST", "/purge", cookie=cookie, form={**purge, "confirm": "on"})
+    assert status == 303
+    gone = hub.cli("memory", "export", "notes/old.md", "--revision", first)
+    assert gone.returncode != 0 and "purged" in gone.stderr
+    status, headers, _ = request(ui, "POST", "/forget", cookie=cookie, form={**forget, "confirm": "on"})
+    assert status == 303 and headers["location"] == "/history/notes/old.md?forgotten=1"
+    assert hub.cli("memory", "show", "notes/old.md").json["exists"] is False
+    _, _, history = request(ui, "GET", "/history/notes/old.md", cookie=cookie)
+    assert "forget" in history and "Restore" in history and first not in history  # purged: not listed
+    status, _, _ = request(ui, "POST", "/restore", cookie=cookie,
+                           form={"csrf": csrf, "path": "notes/old.md", "revision": second,
+                                 "expected_revision": "absent"})
+    assert status == 303
+    assert hub.cli("memory", "export", "notes/old.md").stdout == b"second\n"
+
+
+def test_memory_off_says_how_to_turn_it_on_and_sigterm_stops_cleanly(hub_factory: Any, tmp_path: Path) -> None:
+    h: HubProcess = hub_factory(enabled=False)
+    u = start_ui(h.env, tmp=tmp_path)
+    try:
+        status, _, body = request(u, "GET", "/", cookie=u.sign_in())
+        assert "disabled" in body and "memory.enabled" in body and 'href="/settings"' in body, status
+    finally:
+        u.proc.terminate()
+        assert u.proc.wait(15) == 0
+    assert u.stderr_path is not None and "amux ui: stopped" in u.stderr_path.read_text()

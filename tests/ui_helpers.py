@@ -1,0 +1,146 @@
+"""Helpers for the ``amux ui`` tests: a real ``amux ui`` subprocess, raw HTTP, headless Chromium.
+
+:func:`start_ui` runs ``amux ui --port 0 --no-open`` and reads the one line
+it prints (printed once the socket listens, so it is the readiness signal);
+:func:`request` sends one request with full control over ``Host``, ``Cookie``
+and ``Origin``; :func:`chromium` starts Debian's headless Chromium through
+Selenium with the system chromedriver (no download), or skips when it is
+absent, except under ``CI=true`` where its absence fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from http.client import HTTPConnection
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import pytest
+
+from tests.conftest import amux_argv
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-dev-shm-usage"]
+
+
+@dataclass
+class UiProcess:
+    """A running ``amux ui``: its process, the printed URL (with the token) and its parts."""
+
+    proc: subprocess.Popen[bytes]
+    url: str
+    base: str = ""
+    host: str = ""
+    port: int = 0
+    token: str = ""
+    cookie: str = ""
+    stderr_path: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def sign_in(self) -> str:
+        """Trade the token for the session cookie over raw HTTP; returns ``name=value``."""
+        status, headers, _ = request(self, "GET", "/?token=" + self.token)
+        assert status == 303, status
+        cookie = headers["set-cookie"]
+        self.cookie = cookie.split(";", 1)[0]
+        return self.cookie
+
+
+def start_ui(env: dict[str, str], *args: str, tmp: Path, timeout: float = 20.0) -> UiProcess:
+    """Start ``amux ui --port 0 --no-open ARGS`` with ``env``; returns once its URL line is printed."""
+    err = tmp / f"ui-{time.monotonic_ns()}.err"
+    with open(err, "wb") as err_file:
+        proc = subprocess.Popen([*amux_argv(), "ui", "--port", "0", "--no-open", *args], env=env,
+                                stdout=subprocess.PIPE, stderr=err_file, stdin=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    line = b""
+    while not line.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError(f"amux ui printed no URL: {line!r}\n{err.read_text()}")
+        ready, _, _ = select.select([proc.stdout], [], [], left)
+        if ready:
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:
+                continue
+            line += chunk
+    match = re.fullmatch(r"amux ui: open (http://([^/]+)/\?token=(\S+))\n", line.decode())
+    assert match, line
+    split = urlsplit(match.group(1))
+    assert split.hostname is not None and split.port is not None
+    return UiProcess(proc, match.group(1), f"http://{match.group(2)}", split.hostname, split.port, match.group(3),
+                     stderr_path=err)
+
+
+def request(ui: UiProcess, method: str, path: str, *, cookie: str | None = None, host: str | None = None,
+         origin: str | None = None, form: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+    """One raw request to ``ui``; returns ``(status, headers (lower-case names), body text)``."""
+    conn = HTTPConnection(ui.host, ui.port, timeout=30)
+    headers = {"Host": host if host is not None else f"{ui.host}:{ui.port}"}
+    if cookie:
+        headers["Cookie"] = cookie
+    if origin:
+        headers["Origin"] = origin
+    body = None
+    if form is not None:
+        body = urlencode(form)
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
+    conn.putrequest(method, path, skip_host=True)
+    for k, v in headers.items():
+        conn.putheader(k, v)
+    encoded = body.encode() if body is not None else b""
+    conn.putheader("Content-Length", str(len(encoded)))
+    conn.endheaders(encoded)
+    response = conn.getresponse()
+    text = response.read().decode("utf-8", "replace")
+    found = {k.lower(): v for k, v in response.getheaders()}
+    conn.close()
+    return response.status, found, text
+
+
+def csrf_of(html: str) -> str:
+    """The CSRF token in a page's forms."""
+    match = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert match, "no CSRF field on the page"
+    return match.group(1)
+
+
+def chromium(width: int = 1280, height: int = 900) -> Any:
+    """A headless Chromium WebDriver (fresh profile, browser console logged); skips when not installed."""
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists() and shutil.which("chromedriver")):
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but chromium/chromium-driver are not installed (.ci/run installs them)")
+        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={tempfile.mkdtemp(prefix='amux-ui-chromium-')}",
+                 f"--window-size={width},{height}"]:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    os.environ.setdefault("SE_AVOID_STATS", "true")
+    return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)

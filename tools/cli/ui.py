@@ -1,0 +1,39 @@
+"""``amux ui``: the local web page over the caller's memory (DESIGN.md §20); the work is in :mod:`tools.ui`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from cyclopts import Parameter
+
+from protocol.errors import HubError
+from tools.cli.options import Home, resolve_home
+from tools.cli.output import fail
+
+NoOpen = Annotated[bool, Parameter(negative="")]
+
+
+def ui(*, port: int = 8787, host: str = "127.0.0.1", no_open: NoOpen = False, home: Home = None) -> int:
+    """Serve a web page to see, search, edit and undo your memory, and open it in the browser.
+
+    Prints one line with the URL to open (it holds a one-time token that the
+    page trades for a cookie). The page acts as you, like the CLI (AMUX_HUB
+    and AMUX_TOKEN for a remote Hub), and runs until Ctrl-C.
+
+    Parameters
+    ----------
+    port
+        TCP port (0: a free one).
+    host
+        Address to listen on; loopback by default. Any other address needs
+        TLS (hub.tls_cert and hub.tls_key).
+    no_open
+        Print the URL without opening a browser.
+    """
+    from tools.ui.serve import serve_ui
+
+    try:
+        serve_ui(host, port, open_browser=not no_open, home=resolve_home(home))
+    except HubError as exc:
+        return fail(exc)
+    return 0

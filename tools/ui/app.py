@@ -1,0 +1,331 @@
+"""The page's routes: a Starlette app whose handlers render Jinja2 templates (DESIGN.md §20).
+
+Request path: browser → :class:`tools.ui.security.Guard` (Host, cookie,
+Origin; headers) → a route here (the CSRF token of a POST) → a function of
+:mod:`tools.ui.pages` run with ``trio.to_thread.run_sync`` on a fresh blocking
+:class:`~tools.client.blocking.HubClient` (``client_name`` ``amux-ui``, the
+environment's Hub and identity, as the CLI) → the Hub.  On cancellation (the
+browser went away, shutdown) the worker thread finishes its Hub call and its
+result is dropped; a write it made stays made, as with a CLI killed after
+sending.  GET never changes anything; every change is a POST form with the
+CSRF token and, for a document, its ``expected_revision`` (compare-and-swap).
+A :class:`~protocol.errors.HubError` is shown with its code and message on
+the page it came from, keeping what the user typed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import trio
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from protocol.errors import ErrorCode, HubError
+from protocol.params import ABSENT
+from tools.client.blocking import HubClient
+from tools.ui import pages
+from tools.ui.render import diff_rows, highlight, render_markdown
+from tools.ui.security import CSRF_FIELD, Guard, check_csrf
+
+T = TypeVar("T")
+
+RESTART_HINT = "stop 'amux hub serve' (Ctrl-C or SIGTERM) and start it again"
+"""What the settings page says to do to apply a change (no service manager in this build)."""
+
+
+def templates() -> Environment:
+    """The Jinja2 environment: the package's templates, autoescape on for every file (a field the Hub
+    left out of an answer, such as a version's ``gone``, renders as empty)."""
+    env = Environment(loader=PackageLoader("tools.ui", "templates"), autoescape=select_autoescape(default=True))
+    env.filters["markdown"] = render_markdown
+    env.filters["highlight"] = highlight
+    env.filters["quotepath"] = lambda path: quote(str(path), safe="/")
+    env.filters["docurl"] = lambda path: "/doc/" + quote(str(path), safe="/")
+    env.filters["short"] = lambda rev: str(rev)[:12]
+    return env
+
+
+class UiApp:
+    """The routes, bound to one :class:`Guard` (for the CSRF token) and a client factory.
+
+    ``client_factory`` makes an unconnected :class:`HubClient`; ``home`` is
+    the local Hub's home for the settings page (``None`` when the Hub is
+    remote, ``AMUX_HUB``: its settings are on its own machine).
+    """
+
+    def __init__(self, client_factory: Callable[[], HubClient], home: Path | None) -> None:
+        self.client_factory = client_factory
+        self.home = home
+        self.env = templates()
+        self.guard: Guard | None = None
+
+    def starlette(self) -> Starlette:
+        """The Starlette application (wrap it in :class:`Guard` and set :attr:`guard` before serving)."""
+        static = Path(__file__).resolve().parent / "static"
+        return Starlette(routes=[
+            Route("/", self.overview),
+            Route("/lint", self.lint),
+            Route("/doc/{path:path}", self.document),
+            Route("/new", self.new),
+            Route("/save", self.save, methods=["POST"]),
+            Route("/forget", self.forget, methods=["POST"]),
+            Route("/history/{path:path}", self.history),
+            Route("/diff/{path:path}", self.diff),
+            Route("/restore", self.restore, methods=["POST"]),
+            Route("/purge", self.purge, methods=["POST"]),
+            Route("/log", self.log),
+            Route("/search", self.search),
+            Route("/settings", self.settings, methods=["GET", "POST"]),
+            Route("/favicon.ico", self.favicon),
+            Mount("/static", StaticFiles(directory=str(static)), name="static"),
+        ])
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    async def hub(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(client, *args, **kwargs)`` in a worker thread on a fresh connection; raises what the Hub
+        answers."""
+        def run() -> T:
+            with self.client_factory() as client:
+                return fn(client, *args, **kwargs)
+
+        return await trio.to_thread.run_sync(run)
+
+    async def together(self, first: Callable[[HubClient], T], second: Callable[[HubClient], Any]) -> tuple[T, Any]:
+        """:meth:`hub` for two functions at once, each on its own connection; raises the first one's
+        :class:`HubError` if either failed (the other is left to finish)."""
+        out: dict[int, Any] = {}
+
+        async def run(key: int, fn: Callable[[HubClient], Any]) -> None:
+            try:
+                out[key] = await self.hub(fn)
+            except HubError as exc:
+                out[key] = exc
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, 0, first)
+            nursery.start_soon(run, 1, second)
+        for key in (0, 1):
+            if isinstance(out[key], HubError):
+                raise out[key]
+        return out[0], out[1]
+
+    def page(self, name: str, status: int = 200, **values: Any) -> HTMLResponse:
+        """Render template ``name`` with ``values`` plus the CSRF token."""
+        assert self.guard is not None
+        html = self.env.get_template(name).render(csrf=self.guard.csrf, csrf_field=CSRF_FIELD, **values)
+        return HTMLResponse(html, status_code=status)
+
+    def error_page(self, exc: HubError, status: int = 400) -> HTMLResponse:
+        """A page showing one Hub error (code, message)."""
+        return self.page("error.html", status=status, error=exc, title="Error")
+
+    async def form(self, request: Request) -> dict[str, str]:
+        """The POST form's fields as text; raises ``unauthorized`` (→ 403) when the CSRF token is wrong."""
+        data = await request.form(max_fields=64, max_part_size=16 << 20)
+        fields = {k: v for k, v in data.items() if isinstance(v, str)}
+        assert self.guard is not None
+        check_csrf(self.guard, fields.get(CSRF_FIELD))
+        return fields
+
+    @staticmethod
+    def see(url: str) -> RedirectResponse:
+        """303 to ``url`` (after a successful POST)."""
+        return RedirectResponse(url, status_code=303)
+
+    # -- pages -------------------------------------------------------------------------------
+
+    async def favicon(self, request: Request) -> Response:
+        """The icon browsers ask for on their own (the pages name ``/static/favicon.svg``)."""
+        from starlette.responses import FileResponse
+
+        return FileResponse(Path(__file__).resolve().parent / "static" / "favicon.svg", media_type="image/svg+xml")
+
+    async def overview(self, request: Request) -> Response:
+        try:
+            data, changes = await self.together(pages.overview, pages.recent_changes)
+        except HubError as exc:
+            return self.error_page(exc, 503 if exc.code is ErrorCode.UNAVAILABLE else 400)
+        return self.page("overview.html", title="Overview", **pages.with_changes(data, changes))
+
+    async def lint(self, request: Request) -> Response:
+        try:
+            problems = await self.hub(pages.lint)
+        except HubError as exc:
+            return self.error_page(exc)
+        return self.page("lint.html", title="Lint", problems=problems)
+
+    async def document(self, request: Request) -> Response:
+        path = request.path_params["path"]
+        try:
+            data = await self.hub(pages.document, path)
+        except HubError as exc:
+            return self.error_page(exc, 404 if exc.code is ErrorCode.INVALID_PATH else 400)
+        return self.page("doc.html", title=path, path=path, draft=data["text"] if data["editable"] else "",
+                         expected=data["revision"],
+                         conflict=None, error=None, **data)
+
+    async def new(self, request: Request) -> Response:
+        path = request.query_params.get("path", "")
+        return self.page("new.html", title="New document", path=path, draft="", error=None)
+
+    async def save(self, request: Request) -> Response:
+        try:
+            fields = await self.form(request)
+        except HubError as exc:
+            return self.error_page(exc, 403)
+        path = fields.get("path", "").strip()
+        content = fields.get("content", "").replace("\r\n", "\n")
+        expected = fields.get("expected_revision", ABSENT)
+        try:
+            await self.hub(pages.save, path, content, expected, fields.get("allow_shrink") == "on")
+        except HubError as exc:
+            return await self.save_failed(path, content, expected, exc)
+        return self.see(self.env.filters["docurl"](path) + "?saved=1")
+
+    async def save_failed(self, path: str, content: str, expected: str, exc: HubError) -> Response:
+        """The edit page again, the user's text kept; after a conflict, the other version and a diff.
+
+        Answered 200: the page is the answer a person needs (the error is on it), not a failed load.
+        """
+        if expected == ABSENT and exc.code is not ErrorCode.CONFLICT:
+            return self.page("new.html", title="New document", path=path, draft=content, error=exc)
+        try:
+            data = await self.hub(pages.document, path)
+        except HubError:
+            data = {"text": "", "shown": "", "cut": False, "editable": True, "max_bytes": 0, "bytes": 0,
+                    "revision": ABSENT, "exists": False, "versions": [], "history_next": None}
+        conflict = None
+        if exc.code is ErrorCode.CONFLICT:
+            # The textarea keeps the user's text; saving again now overwrites the version shown.
+            conflict = {"theirs": data["text"], "revision": data["revision"],
+                        **pages.text_diff(data["text"], content)}
+            expected = data["revision"]
+        return self.page("doc.html", title=path, path=path, draft=content, expected=expected,
+                         conflict=conflict, error=exc, **data)
+
+    async def forget(self, request: Request) -> Response:
+        try:
+            fields = await self.form(request)
+        except HubError as exc:
+            return self.error_page(exc, 403)
+        path = fields.get("path", "")
+        if fields.get("confirm") != "on":
+            return self.error_page(HubError(ErrorCode.BAD_REQUEST, "tick the confirmation box to forget "
+                                            f"{path} (nothing was changed)", {"field": "confirm"}))
+        try:
+            await self.hub(pages.forget, path, fields.get("expected_revision", ""))
+        except HubError as exc:
+            return self.error_page(exc, 409)
+        return self.see("/history/" + quote(path, safe="/") + "?forgotten=1")
+
+    async def history(self, request: Request) -> Response:
+        path = request.path_params["path"]
+        try:
+            data = await self.hub(pages.history, path, request.query_params.get("cursor", ""))
+        except HubError as exc:
+            return self.error_page(exc)
+        return self.page("history.html", title=f"History of {path}", path=path, **data)
+
+    async def diff(self, request: Request) -> Response:
+        path = request.path_params["path"]
+        old = request.query_params.get("from") or None
+        new = request.query_params.get("to") or None
+        try:
+            data = await self.hub(pages.diff, path, old or ABSENT, new)
+        except HubError as exc:
+            return self.error_page(exc)
+        return self.page("diff.html", title=f"Diff of {path}", path=path, rows=diff_rows(data["hunks"]),
+                         **data)
+
+    async def restore(self, request: Request) -> Response:
+        try:
+            fields = await self.form(request)
+        except HubError as exc:
+            return self.error_page(exc, 403)
+        path = fields.get("path", "")
+        try:
+            await self.hub(pages.restore, path, fields.get("revision", ""), fields.get("expected_revision", ""))
+        except HubError as exc:
+            return self.error_page(exc, 409)
+        return self.see(self.env.filters["docurl"](path) + "?restored=1")
+
+    async def purge(self, request: Request) -> Response:
+        try:
+            fields = await self.form(request)
+        except HubError as exc:
+            return self.error_page(exc, 403)
+        path = fields.get("path", "")
+        if fields.get("confirm") != "on":
+            return self.error_page(HubError(ErrorCode.BAD_REQUEST, "tick the confirmation box to purge "
+                                            "(nothing was changed)", {"field": "confirm"}))
+        revision = fields.get("revision") or None
+        try:
+            await self.hub(pages.purge, path, revision, revision is None)
+        except HubError as exc:
+            return self.error_page(exc)
+        return self.see("/history/" + quote(path, safe="/") + "?purged=1")
+
+    async def log(self, request: Request) -> Response:
+        since = request.query_params.get("since") or None
+        try:
+            if since is not None:
+                from tools.cli.when import parse_since
+
+                since = parse_since(since)
+            data = await self.hub(pages.log_page, since=since, cursor=request.query_params.get("cursor", ""))
+        except HubError as exc:
+            return self.error_page(exc)
+        return self.page("log.html", title="Activity", since=request.query_params.get("since", ""), **data)
+
+    async def search(self, request: Request) -> Response:
+        query = request.query_params.get("q", "").strip()
+        fragment = request.query_params.get("fragment") == "1"
+        result: dict[str, Any] | None = None
+        error: HubError | None = None
+        if query:
+            try:
+                result = await self.hub(pages.search, query)
+            except HubError as exc:
+                error = exc
+        name = "search_results.html" if fragment else "search.html"
+        return self.page(name, title="Search", q=query, keywords=query.split(), result=result, error=error)
+
+    async def settings(self, request: Request) -> Response:
+        from hub import config as hub_config
+
+        message: str | None = None
+        error: HubError | None = None
+        if request.method == "POST":
+            try:
+                fields = await self.form(request)
+            except HubError as exc:
+                return self.error_page(exc, 403)
+            if self.home is None:
+                return self.error_page(HubError(ErrorCode.BAD_REQUEST, "this page talks to a remote Hub "
+                                                "(AMUX_HUB): change its settings on its machine"))
+            key, value = fields.get("key", ""), fields.get("value", "")
+            try:
+                stored = await trio.to_thread.run_sync(hub_config.set_value, self.home, key, value)
+                message = f"{key} = {stored!r} saved; it takes effect when the Hub restarts"
+            except HubError as exc:
+                error = exc
+        rows: list[dict[str, Any]] = []
+        if self.home is not None:
+            for key, setting in hub_config.SETTINGS.items():
+                try:
+                    value = hub_config.get_value(self.home, key)
+                except HubError as exc:
+                    value = f"(invalid: {exc.message})"
+                rows.append({"key": key, "value": value, "help": setting.help,
+                             "bool": isinstance(setting.default, bool)})
+        return self.page("settings.html", title="Settings", rows=rows, home=self.home, message=message,
+                         error=error, restart=RESTART_HINT)

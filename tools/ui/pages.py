@@ -1,0 +1,197 @@
+"""What each page asks the Hub, as blocking functions of one connected client (DESIGN.md §20).
+
+The page handlers in :mod:`tools.ui.app` run these in a Trio worker thread
+with a fresh :class:`tools.client.blocking.HubClient` per page view, so they
+share the request builders (:mod:`protocol.requests`), the paging helpers
+(:mod:`tools.client.paging`), the typed library's counts and lint
+(:mod:`tools.typed`) and the diff (:mod:`tools.cli.textdiff`) with the CLI,
+and a Hub restart between two page views costs nothing.  Each returns plain
+values for the templates and raises :class:`~protocol.errors.HubError` as the
+Hub answers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from protocol.errors import ErrorCode, HubError
+from protocol.params import ABSENT
+from protocol.requests import (
+    forget_params,
+    history_params,
+    log_params,
+    purge_params,
+    restore_params,
+    search_params,
+    upsert_params,
+)
+from tools.client.blocking import HubClient
+from tools.client.paging import export_document, list_report
+
+OVERVIEW_LOG_LIMIT = 200
+"""Changes of the scope's log read for the overview's "last change" column (newest first; older documents
+show no last change)."""
+
+
+def read_live(client: HubClient, path: str) -> tuple[bytes, str]:
+    """``(bytes, revision)`` of the live document; ``(b"", "absent")`` when there is none."""
+    try:
+        return export_document(client, path)
+    except HubError as exc:
+        if exc.code is ErrorCode.NOT_FOUND:
+            return b"", ABSENT
+        raise
+
+
+def read_version(client: HubClient, path: str, revision: str | None) -> tuple[bytes, str]:
+    """A stored version (``revision``), ``"absent"`` (empty), or the live document (``None``)."""
+    if revision == ABSENT:
+        return b"", ABSENT
+    if revision:
+        return export_document(client, path, revision=revision)
+    return read_live(client, path)
+
+
+def overview(client: HubClient) -> dict[str, Any]:
+    """``{hello, index, index_revision, entries, incomplete, reasons, counts, index_path}``.
+
+    ``entries`` are ``{path, bytes}`` sorted by path (:func:`with_changes` adds each one's last change);
+    ``counts`` maps each typed-memory type to ``(count, cap)``.
+    """
+    from tools.typed.catalog import topic_from_doc
+    from tools.typed.library import Doc
+    from tools.typed.model import CAPS, INDEX_PATH, TYPES
+
+    hello = dict(client.hello)
+    index, index_revision = read_live(client, INDEX_PATH)
+    report = list_report(client)
+    entries = [{"path": e["path"], "bytes": e.get("bytes", 0)} for e in report["entries"]]
+    counts = dict.fromkeys(TYPES, 0)
+    for e in entries:
+        path = str(e["path"])
+        if path.split("/", 1)[0] not in TYPES:
+            continue  # only a path under a type directory can hold a typed topic
+        topic = topic_from_doc(Doc(path, b"", ""))
+        if topic.indexable and topic.dir_type is not None:
+            counts[topic.dir_type] += 1
+    return {"hello": hello, "index": index.decode("utf-8", "replace"), "index_revision": index_revision,
+            "entries": entries, "incomplete": report["incomplete"], "reasons": report["incomplete_reasons"],
+            "counts": {t: (counts[t], CAPS[t]) for t in TYPES}, "index_path": INDEX_PATH}
+
+
+def with_changes(data: dict[str, Any], changes: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`overview`'s ``data`` plus ``recent`` (the 10 newest of ``changes``) and each entry's ``last``:
+    the newest change to its path among ``changes`` (``None`` when older than all of them)."""
+    last: dict[str, dict[str, Any]] = {}
+    for change in changes:
+        last.setdefault(str(change["path"]), change)
+    entries = [{**e, "last": last.get(str(e["path"]))} for e in data["entries"]]
+    return {**data, "entries": entries, "recent": changes[:10]}
+
+
+def recent_changes(client: HubClient) -> list[dict[str, Any]]:
+    """The scope's newest :data:`OVERVIEW_LOG_LIMIT` changes (one ``log`` page; ``[]`` when history is off)."""
+    if client.hello.get("history") is False:
+        return []
+    return list(log_page(client, limit=OVERVIEW_LOG_LIMIT)["changes"])
+
+
+def lint(client: HubClient) -> list[dict[str, Any]]:
+    """``amux memory lint``'s findings for the caller's scope: ``[{severity, code, path, line, message}]``.
+
+    Reads every document once (the typed library's catalog), so it is its own page, not the overview's.
+    """
+    from tools.typed.library import HubLibrary
+    from tools.typed.lint import lint_library
+
+    problems = lint_library(HubLibrary(client), dt.date.today())
+    return [{"severity": p.severity, "code": p.code, "path": p.path, "line": p.line, "message": p.message}
+            for p in problems]
+
+
+def document(client: HubClient, path: str) -> dict[str, Any]:
+    """``{text, shown, cut, editable, max_bytes, bytes, revision, exists, versions, history_next}``: the live document
+    and its newest versions.
+
+    ``shown`` is the first ``SHOWN_MAX_CHARS`` characters of ``text`` (``cut`` when that is not all of
+    it); ``editable`` is false for a document over the Hub's ``document_max_bytes`` (put there by hand:
+    no save of it could succeed, so the page offers no editor).
+    """
+    from protocol.limits import LIMITS
+    from tools.ui.render import SHOWN_MAX_CHARS
+
+    data, revision = read_live(client, path)
+    text = data.decode("utf-8", "replace")
+    try:
+        page = client.call("history", history_params(path, limit=20))
+    except HubError as exc:
+        if exc.code is not ErrorCode.NOT_FOUND:
+            raise
+        page = {"versions": [], "next_cursor": None}
+    return {"text": text, "shown": text[:SHOWN_MAX_CHARS], "cut": len(text) > SHOWN_MAX_CHARS,
+            "editable": len(data) <= LIMITS.document_max_bytes,
+            "max_bytes": LIMITS.document_max_bytes, "bytes": len(data), "revision": revision,
+            "exists": revision != ABSENT, "versions": page.get("versions", []),
+            "history_next": page.get("next_cursor")}
+
+
+def history(client: HubClient, path: str, cursor: str = "") -> dict[str, Any]:
+    """One page of the document's history (``{versions, next_cursor}``, newest first) and its live revision."""
+    page = client.call("history", history_params(path, limit=50, cursor=cursor))
+    _, revision = read_live(client, path)
+    return {"versions": page.get("versions", []), "next_cursor": page.get("next_cursor"), "revision": revision}
+
+
+def diff(client: HubClient, path: str, old_revision: str | None, new_revision: str | None) -> dict[str, Any]:
+    """``{old, new, hunks, added, removed}``: the unified diff between two versions (``None``: the live one)."""
+    from tools.cli.textdiff import diff_hunks, hunks_as_data, line_counts
+
+    old, old_rev = read_version(client, path, old_revision)
+    new, new_rev = read_version(client, path, new_revision)
+    hunks = diff_hunks(old, new)
+    added, removed = line_counts(hunks)
+    return {"old": old_rev, "new": new_rev, "hunks": hunks_as_data(hunks), "added": added, "removed": removed}
+
+
+def text_diff(old: str, new: str) -> dict[str, Any]:
+    """The diff of two texts, shaped like :func:`diff` without revisions (for a conflict)."""
+    from tools.cli.textdiff import diff_hunks, hunks_as_data, line_counts
+
+    hunks = diff_hunks(old.encode("utf-8"), new.encode("utf-8"))
+    added, removed = line_counts(hunks)
+    return {"hunks": hunks_as_data(hunks), "added": added, "removed": removed}
+
+
+def log_page(client: HubClient, *, since: str | None = None, limit: int = 100, cursor: str = "") -> dict[str, Any]:
+    """One page of the scope's activity log: ``{changes, next_cursor}``, newest first."""
+    return client.call("log", log_params(since=since, limit=limit, cursor=cursor))
+
+
+def search(client: HubClient, query: str) -> dict[str, Any]:
+    """The Hub's ``search`` for ``query`` (keywords separated by spaces), as many matches as it allows
+    (``LIMITS.search_max_limit``)."""
+    from protocol.limits import LIMITS
+
+    return client.call("search", search_params(query, limit=LIMITS.search_max_limit))
+
+
+def save(client: HubClient, path: str, content: str, expected_revision: str, allow_shrink: bool) -> dict[str, Any]:
+    """``upsert``: ``{path, revision, created, bytes}``; raises ``conflict``, ``destructive_rewrite``, ...."""
+    return client.call("upsert", upsert_params(path, content.encode("utf-8"), expected_revision,
+                                               allow_shrink=allow_shrink))
+
+
+def forget(client: HubClient, path: str, expected_revision: str) -> dict[str, Any]:
+    """``forget`` (compare-and-swap delete)."""
+    return client.call("forget", forget_params(path, expected_revision))
+
+
+def restore(client: HubClient, path: str, revision: str, expected_revision: str) -> dict[str, Any]:
+    """``restore`` one stored version (compare-and-swap)."""
+    return client.call("restore", restore_params(path, revision, expected_revision))
+
+
+def purge(client: HubClient, path: str, revision: str | None, all_versions: bool) -> dict[str, Any]:
+    """``purge`` one stored version or all of a path's."""
+    return client.call("purge", purge_params(path, revision=revision, all_versions=all_versions))
