@@ -61,10 +61,10 @@ def overview(client: HubClient) -> dict[str, Any]:
     """
     from tools.typed.catalog import topic_from_doc
     from tools.typed.library import Doc
-    from tools.typed.model import CAPS, INDEX_PATH, TYPES
+    from tools.typed.model import CAPS, ENTRY_PATH, TYPES
 
     hello = dict(client.hello)
-    index, index_revision = read_live(client, INDEX_PATH)
+    index, index_revision = read_live(client, ENTRY_PATH)
     report = list_report(client)
     entries = [{"path": e["path"], "bytes": e.get("bytes", 0)} for e in report["entries"]]
     counts = dict.fromkeys(TYPES, 0)
@@ -77,7 +77,7 @@ def overview(client: HubClient) -> dict[str, Any]:
             counts[topic.dir_type] += 1
     return {"hello": hello, "index": index.decode("utf-8", "replace"), "index_revision": index_revision,
             "entries": entries, "incomplete": report["incomplete"], "reasons": report["incomplete_reasons"],
-            "counts": {t: (counts[t], CAPS[t]) for t in TYPES}, "index_path": INDEX_PATH}
+            "counts": {t: (counts[t], CAPS[t]) for t in TYPES}, "index_path": ENTRY_PATH}
 
 
 def with_changes(data: dict[str, Any], changes: list[dict[str, Any]]) -> dict[str, Any]:
