@@ -23,14 +23,14 @@ import trio
 
 # Imported before any fork to another uid: the child cannot read root's site-packages (tests/other_users.py).
 import tools.cli.history  # noqa: F401
-import tools.cli.textdiff  # noqa: F401
-import tools.cli.when  # noqa: F401
+import tools.client.textdiff  # noqa: F401
+import tools.client.when  # noqa: F401
 from protocol.errors import EXIT_CODES, ErrorCode, HubError
 from tests.conftest import HubProcess, amux_argv
 from tests.mcp_session import call, mcp_session, ok
 from tests.other_users import ALICE, BOB, run_as, shared_input
-from tools.cli.textdiff import diff_hunks, hunks_as_data, render_unified, split_lines
-from tools.cli.when import parse_since
+from tools.client.textdiff import diff_hunks, hunks_as_data, render_unified, split_lines
+from tools.client.when import parse_since
 
 NOW = dt.datetime(2026, 12, 1, 8, 40, 37, 123456, tzinfo=dt.UTC)
 TIMEOUT = 60

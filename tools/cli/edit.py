@@ -5,7 +5,7 @@ The command exports the document whole (a missing one is empty, revision
 private (``0700``) temporary folder, runs the editor on it and, if the bytes
 changed, upserts them at the revision it read.  When someone else changed
 the document meanwhile the Hub answers ``conflict``: the command shows what
-changed (a unified diff, :mod:`tools.cli.textdiff`) and either stops, keeping
+changed (a unified diff, :mod:`tools.client.textdiff`) and either stops, keeping
 the edited file, or re-opens the editor on a three-way merge of the version
 read, the user's text and the current version (``merge3``, the merge of
 Breezy), with git-style markers around the parts that clash.  The user's text
@@ -98,7 +98,7 @@ def merge_versions(base: bytes, yours: bytes, theirs: bytes, theirs_label: bytes
     """
     from merge3 import Merge3
 
-    from tools.cli.textdiff import split_lines
+    from tools.client.textdiff import split_lines
 
     merger = Merge3(split_lines(base), split_lines(yours), split_lines(theirs))
     conflicts = sum(1 for region in merger.merge_regions() if region[0] == "conflict")
@@ -184,7 +184,7 @@ def decide(on_conflict: OnConflict | None, question: str) -> OnConflict:
 
 def show_changes(session: Session, current: bytes, current_rev: str) -> None:
     """Print on stderr what changed in memory since the edit started: a unified diff, terminal-safe."""
-    from tools.cli.textdiff import diff_hunks, render_unified
+    from tools.client.textdiff import diff_hunks, render_unified
 
     if current_rev == ABSENT:
         say(f"{session.path} was deleted while you edited it (it had revision {session.revision[:12]})")

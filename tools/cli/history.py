@@ -3,7 +3,7 @@
 ``history`` and ``log`` print one page of the Hub's answer (pass
 ``next_cursor`` back as ``--cursor`` for the next); ``restore`` and
 ``purge`` are one Hub call each; ``diff`` exports two versions and compares
-them here (:mod:`tools.cli.textdiff`).  Like :mod:`tools.cli.memory` these
+them here (:mod:`tools.client.textdiff`).  Like :mod:`tools.cli.memory` these
 import only the blocking client, and print with :mod:`tools.cli.output`:
 JSON when piped or with ``--json``, aligned tables in a terminal
 (:mod:`tools.cli.human`, DESIGN.md §17), errors from the closed set with
@@ -102,7 +102,7 @@ def log(*, path_prefix: str = "", since: str | None = None, limit: int = 50, cur
         The next_cursor of the previous page ("" for the newest).
     """
     from protocol.requests import log_params
-    from tools.cli.when import parse_since
+    from tools.client.when import parse_since
 
     try:
         since_wire = parse_since(since) if since is not None else None
@@ -166,7 +166,7 @@ def diff(
         Print {"path", "from", "to", "added", "removed", "hunks": [{"old_start",
         "old_lines", "new_start", "new_lines", "lines"}]} instead of the text.
     """
-    from tools.cli.textdiff import diff_hunks, hunks_as_data, line_counts, render_unified
+    from tools.client.textdiff import diff_hunks, hunks_as_data, line_counts, render_unified
     from tools.client.blocking import HubClient
 
     try:

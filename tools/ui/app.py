@@ -278,7 +278,7 @@ class UiApp:
         since = request.query_params.get("since") or None
         try:
             if since is not None:
-                from tools.cli.when import parse_since
+                from tools.client.when import parse_since
 
                 since = parse_since(since)
             data = await self.hub(pages.log_page, since=since, cursor=request.query_params.get("cursor", ""))

@@ -4,7 +4,7 @@ The page handlers in :mod:`tools.ui.app` run these in a Trio worker thread
 with a fresh :class:`tools.client.blocking.HubClient` per page view, so they
 share the request builders (:mod:`protocol.requests`), the paging helpers
 (:mod:`tools.client.paging`), the typed library's counts and lint
-(:mod:`tools.typed`) and the diff (:mod:`tools.cli.textdiff`) with the CLI,
+(:mod:`tools.typed`) and the diff (:mod:`tools.client.textdiff`) with the CLI,
 and a Hub restart between two page views costs nothing.  Each returns plain
 values for the templates and raises :class:`~protocol.errors.HubError` as the
 Hub answers.
@@ -145,7 +145,7 @@ def history(client: HubClient, path: str, cursor: str = "") -> dict[str, Any]:
 
 def diff(client: HubClient, path: str, old_revision: str | None, new_revision: str | None) -> dict[str, Any]:
     """``{old, new, hunks, added, removed}``: the unified diff between two versions (``None``: the live one)."""
-    from tools.cli.textdiff import diff_hunks, hunks_as_data, line_counts
+    from tools.client.textdiff import diff_hunks, hunks_as_data, line_counts
 
     old, old_rev = read_version(client, path, old_revision)
     new, new_rev = read_version(client, path, new_revision)
@@ -156,7 +156,7 @@ def diff(client: HubClient, path: str, old_revision: str | None, new_revision: s
 
 def text_diff(old: str, new: str) -> dict[str, Any]:
     """The diff of two texts, shaped like :func:`diff` without revisions (for a conflict)."""
-    from tools.cli.textdiff import diff_hunks, hunks_as_data, line_counts
+    from tools.client.textdiff import diff_hunks, hunks_as_data, line_counts
 
     hunks = diff_hunks(old.encode("utf-8"), new.encode("utf-8"))
     added, removed = line_counts(hunks)

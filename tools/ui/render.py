@@ -123,7 +123,7 @@ def highlight(text: str, keywords: list[str]) -> Markup:
 
 
 def diff_rows(hunks: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """Unified-diff hunks as data (``tools.cli.textdiff.hunks_as_data``) → rows ``{"kind", "text"}`` to
+    """Unified-diff hunks as data (``tools.client.textdiff.hunks_as_data``) → rows ``{"kind", "text"}`` to
     display, ``kind`` being ``hunk``, ``add``, ``del`` or ``ctx``; the template escapes ``text``."""
     rows: list[dict[str, str]] = []
     for hunk in hunks:
