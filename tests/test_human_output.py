@@ -351,10 +351,10 @@ def test_typed_new_and_index_print_one_line_and_stay_json_when_piped(hub: HubPro
              "--body", "Use spaces.", "--today", "2026-12-01", NO_COLOR="1")
     assert r.returncode == 0, r.stderr
     piped = hub.cli("memory", "show", "feedback/tabs.md").json
-    index = hub.cli("memory", "show", "MEMORY.md").json
-    assert r.plain == (f"created feedback/tabs.md; revision now {piped['revision'][:12]}; index MEMORY.md updated "
+    index = hub.cli("memory", "show", "index.md").json  # a Hub scope's typed index (DESIGN.md §11)
+    assert r.plain == (f"created feedback/tabs.md; revision now {piped['revision'][:12]}; index index.md updated "
                        f"(revision {index['revision'][:12]})\n")
     r = term(hub, "memory", "index", "--check", NO_COLOR="1")
-    assert r.returncode == 0 and r.plain.startswith("MEMORY.md is up to date (") and "feedback 1" in r.plain
+    assert r.returncode == 0 and r.plain.startswith("index.md is up to date (") and "feedback 1" in r.plain
     assert hub.cli("memory", "index", "--check").stdout == hub.cli("memory", "index", "--check", "--json").stdout
     assert json.loads(hub.cli("memory", "index", "--check").stdout)["up_to_date"] is True
