@@ -420,6 +420,19 @@ def render_upsert(r: dict[str, Any]) -> RenderableType:
                 (short_revision(r.get("revision")), "bold"))
 
 
+def render_edit(r: dict[str, Any]) -> RenderableType:
+    """An ``edit`` result, one line: saved (created or updated) with the new short revision, or no change."""
+    path = (inert(r.get("path")), "bold cyan")
+    if not r.get("changed"):
+        if r.get("revision") == ABSENT:
+            return text("no change: ", path, " does not exist and was not created; nothing written")
+        return text("no change: nothing written (", path, " stays at revision ",
+                    (short_revision(r.get("revision")), "bold"), ")")
+    how = "created" if r.get("created") else "saved"
+    return text(f"{how} ", path, f" ({r.get('bytes')} bytes); revision now ",
+                (short_revision(r.get("revision")), "bold"))
+
+
 def render_forget(r: dict[str, Any]) -> RenderableType:
     """A ``forget`` result, one line: deleted (undo with restore), or already absent."""
     path = r.get("path")
@@ -500,6 +513,7 @@ RENDERERS: dict[str, Callable[..., RenderableType]] = {
     "history": render_history,
     "log": render_log,
     "upsert": render_upsert,
+    "edit": render_edit,
     "forget": render_forget,
     "purge": render_purge,
     "typed_new": render_typed_new,
