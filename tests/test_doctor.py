@@ -240,3 +240,24 @@ def test_doctor_warnings_are_not_all_good_and_project_settings_count(hub: HubPro
     assert status == 0
     last = text.rstrip().splitlines()[-1]
     assert "all good" not in text and last.startswith("no failures, 1 warning"), text
+
+
+def test_amux_output_json_is_honoured_by_the_operating_commands(hub: HubProcess, tmp_path: Path) -> None:
+    env = {**hub.env, **_user(tmp_path, hub, healthy=True), "AMUX_OUTPUT": "json"}
+    for args in (["hub", "status"], ["doctor"], ["system", "config", "list"]):
+        status, text = _in_terminal(args, env)
+        assert status == 0, text
+        doc = json.loads(text)  # JSON in a terminal, as --json gives
+        assert isinstance(doc, dict) and doc, args
+    status, text = _in_terminal(["hub", "status"], {k: v for k, v in env.items() if k != "AMUX_OUTPUT"})
+    assert status == 0 and not text.lstrip().startswith("{"), "text for a person without it"
+
+
+def test_config_list_in_a_terminal_is_a_table_like_the_others(hub: HubProcess) -> None:
+    status, text = _in_terminal(["system", "config", "list"], {**hub.env, "COLUMNS": "120", "NO_COLOR": "1"})
+    assert status == 0, text
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in text.replace("\r\n", "\n").splitlines()]
+    header = next(line for line in lines if line.startswith("key"))
+    assert header.split() == ["key", "value", "from", "default"], header
+    assert lines[lines.index(header) + 1].startswith("─"), "the rule under the header, as list and log have"
+    assert any(line.split()[:3] == ["memory.enabled", "true", "config.toml"] for line in lines), lines

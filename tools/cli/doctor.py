@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from protocol.errors import ErrorCode, ExitStatus, HubError
 from tools.cli.options import Home, resolve_home
-from tools.cli.plain import Json, clean, show
+from tools.cli.plain import Json, show
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
@@ -441,6 +441,7 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
     """
     from protocol.config_file import home_option
     from tools.cli.hub import home_socket
+    from tools.cli.human import inert
     from tools.cli.service import amux_command
     from tools.client.settings import HUB_ENV
 
@@ -461,9 +462,9 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
     doc = {"ok": healthy, "checks": [asdict(c) for c in checks]}
     lines = []
     for c in checks:
-        lines.append(f"{MARK[c.status]}  {c.name:<14} {clean(c.summary)}")
+        lines.append(f"{MARK[c.status]}  {c.name:<14} {inert(c.summary)}")
         if c.fix and c.status != "ok":
-            lines.append(f"{'':6}{'':<14} fix: {clean(c.fix)}")
+            lines.append(f"{'':6}{'':<14} fix: {inert(c.fix)}")
     warnings = sum(1 for c in checks if c.status == "warn")
     plural = "s" if warnings != 1 else ""
     if not healthy:
