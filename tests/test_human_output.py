@@ -347,7 +347,7 @@ def usage_error(hub: HubProcess, *args: str) -> str:
     return text
 
 
-@pytest.mark.parametrize("typo", ["gte", "geet", "gett", "forgt", "purg", "restor", "fetch", "read", "cat"])
+@pytest.mark.parametrize("typo", ["gte", "geet", "gett", "frget", "fetch", "read", "cat", "histroy", "shw"])
 def test_no_suggestion_proposes_a_destructive_command_for_a_read(hub: HubProcess, typo: str) -> None:
     text = usage_error(hub, "memory", typo, "MEMORY.md")
     suggested = re.search(r'Did you mean "([^"]+)"\?', text)
@@ -357,6 +357,20 @@ def test_no_suggestion_proposes_a_destructive_command_for_a_read(hub: HubProcess
         assert suggested and suggested.group(1) == "get", text
     if typo in ("fetch", "read", "cat"):
         assert suggested and suggested.group(1) == "show", text
+
+
+@pytest.mark.parametrize(("typo", "meant"), [("restor", "restore"), ("purg", "purge"), ("remov", "remove"),
+                                             ("forgt", "forget"), ("rmeove", "remove")])
+def test_a_misspelt_destructive_command_suggests_itself(hub: HubProcess, typo: str, meant: str) -> None:
+    assert f'Did you mean "{meant}"?' in usage_error(hub, "memory", typo, "MEMORY.md")
+
+
+def test_expected_revision_without_a_value_gets_the_hint(hub: HubProcess) -> None:
+    r = hub.cli("memory", "upsert", "MEMORY.md", "--expected-revision", env={"COLUMNS": "300"})
+    text = " ".join(r.stderr.split())
+    assert r.returncode == 2 and (hub.scope_dir / "MEMORY.md").exists() is False, text
+    assert "requires an argument" not in text and "amux memory show PATH" in text, text
+    assert "first 12 characters" in text and "'absent' to create" in text
 
 
 def test_a_word_that_asks_to_delete_still_finds_forget(hub: HubProcess) -> None:
