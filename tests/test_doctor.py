@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -176,3 +177,87 @@ def test_doctor_escapes_terminal_controls_from_agent_files(hub: HubProcess, tmp_
     assert status == ExitStatus.PROBLEMS_FOUND
     assert "\x1b" not in text and "\x07" not in text, repr(text)
     assert "\\x1b]0;owned\\x07" in text, text
+
+
+def _register(user: Path, claude_env: dict[str, str], codex_env: dict[str, str]) -> None:
+    """Point the amux registrations in ``user``'s Claude Code and Codex configs at the Hub ``*_env`` names."""
+    state = json.loads((user / ".claude.json").read_text())
+    state["mcpServers"]["amux"]["env"] = claude_env
+    (user / ".claude.json").write_text(json.dumps(state))
+    codex = re.sub(r"\[mcp_servers\.amux\.env\]\n(?:\w+ = .*\n)*", "", (user / ".codex" / "config.toml").read_text())
+    if codex_env:
+        table = "".join(f'{k} = "{v}"\n' for k, v in codex_env.items())
+        codex = codex.replace('args = ["mcp"]\n', f'args = ["mcp"]\n[mcp_servers.amux.env]\n{table}')
+    (user / ".codex" / "config.toml").write_text(codex)
+
+
+def test_doctor_checks_the_hub_each_registration_points_at(hub: HubProcess, tmp_path: Path) -> None:
+    env = _user(tmp_path, hub, healthy=True)
+    user = Path(env["HOME"])
+    nowhere = tmp_path / "nothere"
+    _register(user, {"AMUX_HOME": str(nowhere), "OTHER": "kept"}, {"AMUX_HUB": str(tmp_path / "nothere.sock")})
+    r, checks = _doctor(hub, env)
+    assert r.returncode == ExitStatus.PROBLEMS_FOUND and r.json["ok"] is False, r.stdout
+    assert checks["hub"]["status"] == "ok"
+    claude, codex = checks["claude_mcp"], checks["codex_mcp"]
+    assert claude["status"] == "fail" and f"no Hub answers at {nowhere / 'hub.sock'}" in claude["summary"]
+    assert f"-e AMUX_HOME={hub.home}" in claude["fix"] and "-e OTHER=kept" in claude["fix"], claude["fix"]
+    assert claude["fix"].index("-e ") > claude["fix"].index(" amux "), "-e after the name, as the README says"
+    assert codex["status"] == "fail" and "nothere.sock" in codex["summary"]
+    assert f"--env AMUX_HOME={hub.home}" in codex["fix"], codex["fix"]
+
+    # Registrations with no env use the caller's home; doctor --home D checks another one.
+    _register(user, {}, {})
+    other = tmp_path / "other-home"
+    other.mkdir()
+    r, checks = _doctor(hub, env, "--home", str(other))
+    assert checks["claude_mcp"]["status"] == "warn", checks["claude_mcp"]
+    assert str(hub.socket) in checks["claude_mcp"]["summary"] and str(other) in checks["claude_mcp"]["summary"]
+    assert f"-e AMUX_HOME={other}" in checks["claude_mcp"]["fix"]
+    assert checks["codex_mcp"]["status"] == "warn" and f"--env AMUX_HOME={other}" in checks["codex_mcp"]["fix"]
+    r, checks = _doctor(hub, env)
+    assert checks["claude_mcp"]["status"] == "ok" and checks["codex_mcp"]["status"] == "ok"
+
+
+def test_doctor_warnings_are_not_all_good_and_project_settings_count(hub: HubProcess, tmp_path: Path) -> None:
+    env = {**hub.env, **_user(tmp_path, hub, healthy=True)}
+    user = Path(env["HOME"])
+    (user / ".codex" / "config.toml").write_text((user / ".codex" / "config.toml").read_text()
+                                                 .replace("memories = false", "memories = true"))
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    (project / ".claude" / "settings.local.json").write_text(json.dumps({"autoMemoryEnabled": True}))
+    proc = subprocess.run([*amux_argv(), "doctor"], cwd=project, env=env, capture_output=True, timeout=60)
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert proc.returncode == 0
+    memory = checks["claude_memory"]
+    assert memory["status"] == "warn" and "settings.local.json" in memory["summary"], memory
+    assert str(project / ".claude" / "settings.local.json") in memory["fix"]
+    fix = checks["codex_memory"]["fix"]
+    assert all(word in fix for word in ("memories = false", "use_memories = false", "generate_memories = false"))
+    # Without the project file Claude is fine (user settings say off); Codex still warns, in a terminal too.
+    status, text = _in_terminal(["doctor"], env)
+    assert status == 0
+    last = text.rstrip().splitlines()[-1]
+    assert "all good" not in text and last.startswith("no failures, 1 warning"), text
+
+
+def test_amux_output_json_is_honoured_by_the_operating_commands(hub: HubProcess, tmp_path: Path) -> None:
+    env = {**hub.env, **_user(tmp_path, hub, healthy=True), "AMUX_OUTPUT": "json"}
+    for args in (["hub", "status"], ["doctor"], ["system", "config", "list"]):
+        status, text = _in_terminal(args, env)
+        assert status == 0, text
+        doc = json.loads(text)  # JSON in a terminal, as --json gives
+        assert isinstance(doc, dict) and doc, args
+    status, text = _in_terminal(["hub", "status"], {k: v for k, v in env.items() if k != "AMUX_OUTPUT"})
+    assert status == 0 and not text.lstrip().startswith("{"), "text for a person without it"
+
+
+def test_config_list_in_a_terminal_is_a_table_like_the_others(hub: HubProcess) -> None:
+    status, text = _in_terminal(["system", "config", "list"], {**hub.env, "COLUMNS": "120", "NO_COLOR": "1"})
+    assert status == 0, text
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in text.replace("\r\n", "\n").splitlines()]
+    header = next(line for line in lines if line.startswith("key"))
+    assert header.split() == ["key", "value", "from", "default"], header
+    assert lines[lines.index(header) + 1].startswith("─"), "the rule under the header, as list and log have"
+    assert any(line.split()[:3] == ["memory.enabled", "true", "config.toml"] for line in lines), lines

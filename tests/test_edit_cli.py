@@ -24,6 +24,7 @@ from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus, HubError
 from protocol.requests import upsert_params
 from tests.conftest import CliResult, HubProcess, amux_argv
 from tests.mcp_session import call, err, mcp_session
+from tests.terminal import TerminalResult, run_in_terminal
 
 EDITOR_SCRIPT = r'''
 import json, os, pathlib, stat, subprocess, sys
@@ -301,6 +302,47 @@ def test_edit_prompts_on_a_terminal(hub: HubProcess, editor: Editor) -> None:
     assert proc.returncode == 0, seen
     assert json.loads(out)["changed"] is True
     assert current(hub, "doc.md") == b"# Doc\nMINE\nresolved by hand\n"
+
+
+def edit_in_terminal(hub: HubProcess, editor: Editor, mode: str, *args: str, **extra: str) -> TerminalResult:
+    """``amux memory edit ARGS`` with stdout on a terminal (stdin a pipe: a conflict is not asked about)."""
+    env = {k: v for k, v in hub.env.items() if k not in ("NO_COLOR", "AMUX_OUTPUT")}
+    return run_in_terminal([*amux_argv(), "memory", "edit", *args],
+                           env={**env, **editor.env(mode, **extra), "TERM": "xterm-256color", "COLUMNS": "120"})
+
+
+def test_edit_in_a_terminal_prints_one_line_and_json_with_json(hub: HubProcess, editor: Editor) -> None:
+    put(hub, "notes/new.md", b"# New\n")
+    r = edit_in_terminal(hub, editor, "append", "notes/new.md")
+    assert r.returncode == 0, r.stderr
+    saved = sha(b"# New\nadded in the editor\n")
+    assert r.plain.strip() == f"saved notes/new.md (26 bytes); revision now {saved[:12]}" and r.stderr == ""
+    r = edit_in_terminal(hub, editor, "same", "notes/new.md")
+    assert r.returncode == 0, r.stderr
+    assert r.plain.strip() == f"no change: nothing written (notes/new.md stays at revision {saved[:12]})"
+    assert r.stderr == "", "said once, not again on stderr"
+    r = edit_in_terminal(hub, editor, "create", "notes/other.md")
+    assert r.plain.strip().startswith("created notes/other.md (") and r.stderr == ""
+    r = edit_in_terminal(hub, editor, "same", "notes/other.md", "--json")
+    assert r.returncode == 0 and json.loads(r.plain) == {"path": "notes/other.md",
+                                                          "revision": sha(b"# Created in the editor\n"),
+                                                          "changed": False}
+
+
+def test_edit_failures_in_a_terminal_are_said_once(hub: HubProcess, editor: Editor) -> None:
+    put(hub, "doc.md", b"# Doc\none\ntwo\n")
+    r = edit_in_terminal(hub, editor, "race", "doc.md", EDIT_TEST_PATH="doc.md",
+                         EDIT_TEST_THEIRS="# Doc\none\nTHEIRS\n", EDIT_TEST_MINE="# Doc\none\nMINE\n")
+    assert r.returncode == EXIT_CODES[ErrorCode.CONFLICT], r.stderr
+    assert r.plain == "", "nothing on stdout"
+    assert r.stderr.count("-two\n+THEIRS\n") == 1, "the diff once"
+    assert r.stderr.count("nothing was written") == 1 and r.stderr.count("Your text is kept in") == 1
+    assert "observed_revision" not in r.stderr and "already exists" not in r.stderr, "no second error dump"
+    r = edit_in_terminal(hub, editor, "empty", "doc.md")
+    assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST] and r.plain == ""
+    assert r.stderr.count("nothing was written") == 1, r.stderr
+    assert "--allow-empty" in r.stderr and "no file is kept" in r.stderr
+    assert not Path(editor.calls[-1]["file"]).parent.exists(), "an empty text is not kept"
 
 
 def test_edit_diff_on_a_terminal_cannot_drive_it(hub: HubProcess, editor: Editor) -> None:

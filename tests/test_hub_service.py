@@ -3,6 +3,7 @@ restart_required, and the systemd unit and launchd property list (DESIGN.md §19
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import plistlib
@@ -126,6 +127,8 @@ def test_start_that_fails_shows_the_log_tail_and_exits_21(home: Home) -> None:
     error = r.json["error"]
     assert error["data"]["exit_status"] == ExitStatus.HUB_START_FAILED
     assert "memory.isolation" in error["data"]["log_tail"] and "memory.isolation" in r.stderr, error
+    assert '"error"' not in error["data"]["log_tail"], "the log holds the failure once, not its JSON too"
+    assert (home.home / "hub.log").read_text().count("memory.isolation") == 1
     assert home.lock_pid() is None or not _alive(home.lock_pid() or 0)
 
 
@@ -168,8 +171,9 @@ def _verify_unit(path: Path) -> None:
 def test_systemd_user_unit_install_verify_uninstall(home: Home) -> None:
     installed = ok(home.amux("hub", "service", "install", "--user", "--manager", "systemd"))
     unit = Path(installed["installed"])
-    assert unit == home.root / "xdg" / "systemd" / "user" / "amux-hub.service" and unit.is_file()
-    assert "systemctl --user enable --now amux-hub.service" in installed["enable"]
+    name = f"amux-hub-{hashlib.sha256(str(home.home.resolve()).encode()).hexdigest()[:8]}.service"
+    assert unit == home.root / "xdg" / "systemd" / "user" / name and unit.is_file()
+    assert f"systemctl --user enable --now {name}" in installed["enable"]
     text = unit.read_text()
     amux = amux_argv()[0]
     assert f'ExecStart={amux} hub serve --home "{home.home.resolve()}"' in text, text
@@ -177,10 +181,10 @@ def test_systemd_user_unit_install_verify_uninstall(home: Home) -> None:
     _verify_unit(unit)
     wants = unit.parent / "default.target.wants"
     wants.mkdir()
-    (wants / "amux-hub.service").symlink_to(unit)  # what 'systemctl --user enable' would make
+    (wants / name).symlink_to(unit)  # what 'systemctl --user enable' would make
     removed = ok(home.amux("hub", "service", "uninstall", "--user", "--manager", "systemd"))
-    assert sorted(removed["removed"]) == sorted([str(unit), str(wants / "amux-hub.service")])
-    assert not unit.exists() and not (wants / "amux-hub.service").is_symlink()
+    assert sorted(removed["removed"]) == sorted([str(unit), str(wants / name)])
+    assert not unit.exists() and not (wants / name).is_symlink()
     assert ok(home.amux("hub", "service", "uninstall", "--user", "--manager", "systemd"))["removed"] == []
 
 
@@ -201,7 +205,8 @@ def test_system_unit_is_printed_not_installed(home: Home, tmp_path: Path) -> Non
 def test_launchd_plist_parses_back(home: Home) -> None:
     installed = ok(home.amux("hub", "service", "install", "--user", "--manager", "launchd"))
     path = Path(installed["installed"])
-    assert path == home.user / "Library" / "LaunchAgents" / "io.amux-memory.hub.plist"
+    tag = hashlib.sha256(str(home.home.resolve()).encode()).hexdigest()[:8]
+    assert path == home.user / "Library" / "LaunchAgents" / f"io.amux-memory.hub.{tag}.plist"
     with open(path, "rb") as fh:
         job = plistlib.load(fh)
     assert job["ProgramArguments"] == [*amux_argv(), "hub", "serve", "--home", str(home.home.resolve())]
@@ -263,3 +268,42 @@ def test_stop_of_a_hub_that_does_not_exit_is_busy(home: Home) -> None:
     # The pending SIGTERM is handled once it runs again: a second stop finds it stopping or gone.
     assert ok(home.amux("hub", "stop"))["running"] is False
     assert home.amux("hub", "status").json["error"]["data"]["running"] is False
+
+
+def test_uninstall_removes_only_a_unit_amux_wrote_and_homes_get_their_own(home: Home, tmp_path: Path) -> None:
+    units = home.root / "xdg" / "systemd" / "user"
+    units.mkdir(parents=True)
+    mine = units / "amux-hub.service"
+    mine.write_text("[Service]\nExecStart=/my/own\n")
+    default = {**home.env, "AMUX_HOME": str(home.user / ".amux")}  # the default home: the plain unit name
+    proc = subprocess.run([*amux_argv(), "hub", "service", "uninstall", "--user", "--manager", "systemd"],
+                          capture_output=True, env=default, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and b'"bad_request"' in proc.stdout, proc.stderr
+    assert b"not written by 'amux hub service install'" in proc.stdout
+    assert mine.read_text() == "[Service]\nExecStart=/my/own\n", "a unit amux did not write stays"
+    other = tmp_path / "second home"
+    other.mkdir()
+    first = Path(ok(home.amux("hub", "service", "install", "--user", "--manager", "systemd"))["installed"])
+    second = Path(ok(home.amux("hub", "service", "install", "--user", "--manager", "systemd", "--home",
+                               str(other)))["installed"])
+    assert first != second and first.is_file() and second.is_file() and first.name != mine.name
+    assert str(other.resolve()) in second.read_text() and str(home.home.resolve()) in first.read_text()
+    ok(home.amux("hub", "service", "uninstall", "--user", "--manager", "systemd", "--home", str(other)))
+    assert first.is_file() and not second.exists() and mine.is_file()
+
+
+def test_restart_of_a_service_run_hub_names_the_service_manager(tmp_path: Path) -> None:
+    from tools.cli.hub import managed_restart
+
+    home = tmp_path / "h"
+    user_unit = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/amux-hub-1a2b3c4d.service\n"
+    assert managed_restart({"INVOCATION_ID": "x"}, user_unit, home) == \
+        "systemctl --user restart amux-hub-1a2b3c4d.service"
+    system_unit = "0::/system.slice/amux-hub.service\n"
+    assert managed_restart({"INVOCATION_ID": "x"}, system_unit, home) == "sudo systemctl restart amux-hub.service"
+    terminal = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/gnome-terminal-server.service\n"
+    assert managed_restart({"INVOCATION_ID": "x"}, terminal, home) is None, "only inherited from a terminal"
+    assert managed_restart({}, system_unit, home) is None
+    assert managed_restart({"XPC_SERVICE_NAME": "io.amux-memory.hub.1a2b3c4d"}, "", home) == \
+        'launchctl kickstart -k gui/"$(id -u)"/io.amux-memory.hub.1a2b3c4d'
+    assert managed_restart({"XPC_SERVICE_NAME": "com.apple.Terminal"}, "", home) is None

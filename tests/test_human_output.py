@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -138,6 +139,65 @@ def test_list_history_and_log_are_aligned_tables(filled: HubProcess) -> None:
     lines = r.plain.splitlines()
     assert lines[0].split() == ["time", "(UTC)", "path", "action", "revision", "by", "bytes", "+/-"]
     assert [line.split()[2] for line in lines[2:5]] == ["MEMORY.md", "projects/x/notes.md", "MEMORY.md"]
+
+
+SESSION = "67e5f0a8-7ff6-458d-a94c-d01912345678"
+"""A 36-character session id, as ``amux launch`` gives an agent (the longest "by" cell of a real table)."""
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_log_and_history_keep_every_column_in_an_ordinary_terminal(hub: HubProcess, columns: int) -> None:
+    first, second = b"# Deploy\n\nstep one\n", b"# Deploy\n\nstep one\nstep two\n"
+    rev1 = put(hub, "notes/deploy.md", first)
+    r = hub.cli("memory", "upsert", "notes/deploy.md", "--expected-revision", rev1, input=second,
+                env={"AMUX_SESSION_ID": SESSION})
+    assert r.returncode == 0, r.stderr
+    rev2 = r.json["revision"]
+    for args, with_path in ((("memory", "log"), True), (("memory", "history", "notes/deploy.md"), False)):
+        r = term(hub, *args, COLUMNS=str(columns))
+        assert r.returncode == 0, r.stderr
+        lines = r.plain.splitlines()
+        assert all(len(line) <= columns for line in lines), lines
+        header = next(line for line in lines if line.startswith("time"))
+        expected = ["time", "(UTC)", *(["path"] if with_path else []), "action", "revision", "by", "bytes", "+/-"]
+        assert header.split() == expected, header
+        update = next(line for line in lines if " update " in line)
+        create = next(line for line in lines if " create " in line)
+        assert rev2[:12] in update and rev1[:12] in create, "12 hex digits: enough to paste back"
+        assert "+1 -0" in update and "+3 -0" in create
+        assert update.rstrip().endswith(f"{len(second)}  +1 -0") and create.rstrip().endswith(f"{len(first)}  +3 -0")
+        if with_path:
+            assert "notes/deploy.md" in update and "notes/deploy.md" in create
+        by = "".join(line[header.index("by"):header.index("bytes")].strip() for line in lines[lines.index(update):])
+        assert "session 67e5f0a8" in by or "session67e5f0a8" in by, "the session is shortened, not lost"
+    back = hub.cli("memory", "show", "notes/deploy.md", "--revision", rev1[:12])
+    assert back.returncode == 0 and back.json["content"] == first.decode()
+
+
+def test_the_older_entries_hint_keeps_every_option(hub: HubProcess) -> None:
+    for i in range(4):
+        put(hub, f"notes/n{i}.md", b"# N %d\n" % i)
+        put(hub, f"other/o{i}.md", b"# O %d\n" % i)
+    r = term(hub, "memory", "log", "--since", "24h", "--limit", "2", "--path-prefix", "notes/")
+    assert r.returncode == 0, r.stderr
+    hint = next(line for line in r.plain.splitlines() if line.startswith("older entries: "))
+    argv = shlex.split(hint.removeprefix("older entries: "))
+    assert argv[:3] == ["amux", "memory", "log"] and "--cursor" in argv
+    assert argv[argv.index("--limit") + 1] == "2" and argv[argv.index("--path-prefix") + 1] == "notes/"
+    assert "--since" in argv
+    page = hub.cli(*argv[1:])
+    assert page.returncode == 0, page.stderr
+    assert [c["path"] for c in page.json["changes"]] == ["notes/n1.md", "notes/n0.md"]
+
+    rev = "absent"
+    for i in range(3):
+        rev = put(hub, "paged.md", b"# Paged %d\n" % i, rev)
+    r = term(hub, "memory", "history", "paged.md", "--limit", "1")
+    hint = next(line for line in r.plain.splitlines() if line.startswith("older entries: "))
+    argv = shlex.split(hint.removeprefix("older entries: "))
+    assert argv[argv.index("--limit") + 1] == "1"
+    page = hub.cli(*argv[1:])
+    assert page.returncode == 0 and len(page.json["versions"]) == 1, page.stderr
 
 
 def test_writes_print_one_line_with_the_new_short_revision(hub: HubProcess) -> None:
@@ -287,7 +347,7 @@ def usage_error(hub: HubProcess, *args: str) -> str:
     return text
 
 
-@pytest.mark.parametrize("typo", ["gte", "geet", "gett", "forgt", "purg", "restor", "fetch", "read", "cat"])
+@pytest.mark.parametrize("typo", ["gte", "geet", "gett", "frget", "fetch", "read", "cat", "histroy", "shw"])
 def test_no_suggestion_proposes_a_destructive_command_for_a_read(hub: HubProcess, typo: str) -> None:
     text = usage_error(hub, "memory", typo, "MEMORY.md")
     suggested = re.search(r'Did you mean "([^"]+)"\?', text)
@@ -297,6 +357,20 @@ def test_no_suggestion_proposes_a_destructive_command_for_a_read(hub: HubProcess
         assert suggested and suggested.group(1) == "get", text
     if typo in ("fetch", "read", "cat"):
         assert suggested and suggested.group(1) == "show", text
+
+
+@pytest.mark.parametrize(("typo", "meant"), [("restor", "restore"), ("purg", "purge"), ("remov", "remove"),
+                                             ("forgt", "forget"), ("rmeove", "remove")])
+def test_a_misspelt_destructive_command_suggests_itself(hub: HubProcess, typo: str, meant: str) -> None:
+    assert f'Did you mean "{meant}"?' in usage_error(hub, "memory", typo, "MEMORY.md")
+
+
+def test_expected_revision_without_a_value_gets_the_hint(hub: HubProcess) -> None:
+    r = hub.cli("memory", "upsert", "MEMORY.md", "--expected-revision", env={"COLUMNS": "300"})
+    text = " ".join(r.stderr.split())
+    assert r.returncode == 2 and (hub.scope_dir / "MEMORY.md").exists() is False, text
+    assert "requires an argument" not in text and "amux memory show PATH" in text, text
+    assert "first 12 characters" in text and "'absent' to create" in text
 
 
 def test_a_word_that_asks_to_delete_still_finds_forget(hub: HubProcess) -> None:

@@ -221,12 +221,24 @@ def test_new_refuses_a_type_at_its_cap(target: Target) -> None:
     assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED]
     assert r.json["error"]["data"]["maximum"] == 10 and r.json["error"]["data"]["unit"] == "topics"
     assert "archive" not in r.json["error"]["message"]  # only feedback can be archived
+    assert "'amux memory remove NAME'" in r.json["error"]["message"] and "forget" not in r.json["error"]["message"]
     assert target.snapshot() == before
     for i in range(30):
         target.put(f"feedback/fb-{i}.md", topic_text(f"fb-{i}", "feedback"))
     r = new(target, "feedback", "one-more", "The thirty-first lesson")
     assert r.returncode == EXIT_CODES[ErrorCode.QUOTA_EXCEEDED] and "archive" in r.json["error"]["message"]
     assert new(target, "project", "other-type", "Other types still have room").returncode == 0
+
+
+def test_remove_with_expected_revision_absent_is_a_clear_bad_request(target: Target) -> None:
+    assert new(target, "reference", "ref-topic", "A reference").returncode == 0
+    before = target.snapshot()
+    r = target.cli("memory", "remove", "ref-topic", "--expected-revision", "absent")
+    assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST], r.stdout
+    assert r.json["error"]["code"] == "bad_request" and "makes no sense for a delete" in r.json["error"]["message"]
+    assert target.snapshot() == before
+    help_text = " ".join(target.cli("memory", "remove", "--help").stdout.decode().split())
+    assert "at least 12 hex digits" in help_text and "64 hex characters" not in help_text
 
 
 def test_new_warns_about_likely_duplicates(target: Target) -> None:
@@ -370,6 +382,32 @@ def test_index_keeps_lines_a_person_wrote(target: Target) -> None:
         "## Links\n- https://example.com/wiki\n")
     again = target.cli("memory", "index")
     assert again.json["changed"] is False
+
+
+HAND_POINTER = "- [Deploy runbook](project/deploy.md) read before any deploy!"
+"""A person's pointer line in the form of an index entry, to a topic that does not exist (DESIGN.md §11)."""
+
+
+def test_a_rebuild_never_drops_a_hand_written_line_that_looks_like_an_entry(target: Target) -> None:
+    entry = "MEMORY.md"  # the person's document: a Hub scope's entry document, a project's index
+    target.put(entry, f"# Prefs\n- I prefer tea\n{HAND_POINTER}\n- [my notes](notes/x.md)\n")
+    r = new(target, "user", "likes-coffee", "coffee", "drinks", "--body", "coffee")
+    assert r.returncode == 0, r.stderr
+    for path in {entry, target.index}:
+        text = (target.read(path) or b"").decode()
+        if path == entry:
+            assert text.startswith(f"# Prefs\n- I prefer tea\n{HAND_POINTER}\n- [my notes](notes/x.md)\n"), text
+        else:
+            assert "[likes-coffee](user/likes-coffee.md)" in text
+    assert sum((target.read(p) or b"").decode().count(HAND_POINTER) for p in {entry, target.index}) == 1
+    again = target.cli("memory", "index")
+    assert again.returncode == 0 and again.json["changed"] is False, again.stdout
+    assert HAND_POINTER in (target.read(entry) or b"").decode()
+    lint = target.cli("memory", "lint", "--json")
+    missing = [p for p in lint.json.get("problems", []) if p.get("code") == "index_missing_file"]
+    if target.kind == "project":  # the project's index is MEMORY.md: lint says to fix that line by hand
+        assert missing and "a line of your own" in missing[0]["message"], missing
+        assert "amux memory index" not in missing[0]["message"], missing
 
 
 def test_index_check_reports_stale_without_writing(target: Target) -> None:

@@ -18,7 +18,7 @@ from protocol.errors import ErrorCode, HubError
 from tests.conftest import REPO
 from tools.typed import model
 from tools.typed.catalog import Catalog, topic_from_doc
-from tools.typed.index import LINE_MAX, build_index, entry_line, index_links, is_generated, merge
+from tools.typed.index import LINE_MAX, build_index, entry_line, generated_flags, index_links, is_generated, merge
 from tools.typed.index import render_block as index_block
 from tools.typed.library import Doc, ProjectLibrary
 from tools.typed.model import (
@@ -340,7 +340,8 @@ def _blank_run(lines: list[str]) -> int:
        st.booleans())
 @settings(max_examples=400, deadline=None)
 def test_merge_is_idempotent_and_keeps_every_person_line(paths: list[str], layout: list[Any], with_block: bool) -> None:
-    """Old indexes mix person lines with entry lines entry_line wrote (for odd paths too) and group headings."""
+    """Old indexes mix person lines with entry lines entry_line wrote (for odd paths too) and group headings; an
+    entry line outside its type's group is a person's (DESIGN.md §11)."""
     entries = [entry_line(_topic(p, "k (see [x](y))", name="t")) for p in paths]
     lines = [entries[item % len(entries)] if isinstance(item, int) else
              f"## {item} (3/{CAPS[item]})" if item in TYPES else item for item in layout]
@@ -350,9 +351,10 @@ def test_merge_is_idempotent_and_keeps_every_person_line(paths: list[str], layou
     once = merge(existing, block)
     assert merge(once, block) == once
     out = once.split("\n")
-    kept = [line for line in out if line.strip() and not is_generated(line)]
-    assert kept == [line for line in lines if line.strip() and not is_generated(line)]
-    assert [line for line in out if is_generated(line)] == [line for line in block if line]  # old entries gone
+    ours_out, ours_in = generated_flags(out), generated_flags(lines)
+    kept = [line for line, ours in zip(out, ours_out, strict=True) if line.strip() and not ours]
+    assert kept == [line for line, ours in zip(lines, ours_in, strict=True) if line.strip() and not ours]
+    assert [line for line, ours in zip(out, ours_out, strict=True) if ours] == [line for line in block if line]
     assert _blank_run(out[:-1]) <= max(1, _blank_run(lines))  # no new runs of blank lines
 
 

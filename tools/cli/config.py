@@ -11,8 +11,8 @@ import json
 
 from protocol.errors import ErrorCode, HubError
 from tools.cli.options import Home, resolve_home
-from tools.cli.output import emit, fail, say
-from tools.cli.plain import Json, show
+from tools.cli.output import emit, fail, human_output, say
+from tools.cli.plain import Json
 
 
 def config_get(key: str, /, *, home: Home = None) -> int:
@@ -82,8 +82,6 @@ def config_list(*, home: Home = None, json: Json = False) -> int:
     """
     from hub import config as hub_config
     from protocol.config_file import CONFIG_NAME
-    from tools.cli.plain import table
-
     target = resolve_home(home)
     try:
         rows = hub_config.describe(target)
@@ -98,11 +96,19 @@ def config_list(*, home: Home = None, json: Json = False) -> int:
     def text(value: object) -> str:
         return _shown(value) if value != "" else "''"
 
-    lines = [f"settings of {target / CONFIG_NAME} (applied when the Hub starts)", *table(
-        [["KEY", "VALUE", "FROM", "DEFAULT"]]
-        + [[r["key"], text(r["value"]), r["source"], text(r["default"])] for r in rows])]
-    lines += ["", *(f"{r['key']}: {r['description']}" for r in rows)]
-    show(doc, lines, json_flag=json)
+    if not human_output(json):
+        emit(doc)
+        return 0
+    from tools.cli import human
+
+    table = human.new_table(("key", "left"), ("value", "left"), ("from", "left"), ("default", "left"))
+    for r in rows:
+        table.add_row(human.text((human.inert(r["key"]), "cyan")), human.text(human.inert(text(r["value"]))),
+                      human.text(human.inert(r["source"])), human.text((human.inert(text(r["default"])), "dim")))
+    human.print_out(human.group([
+        human.text((f"settings of {human.inert(target / CONFIG_NAME)}", "bold"), " (applied when the Hub starts)"),
+        table, human.text(""),
+        *(human.text((f"{human.inert(r['key'])}: ", "bold"), human.inert(r["description"])) for r in rows)]))
     return 0
 
 

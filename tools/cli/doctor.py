@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from protocol.errors import ErrorCode, ExitStatus, HubError
 from tools.cli.options import Home, resolve_home
-from tools.cli.plain import Json, clean, show
+from tools.cli.plain import Json, show
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
@@ -51,6 +51,10 @@ class Context:
     home_flag: str
     amux: str
     hello: dict[str, Any] | None = None
+    endpoint: str = ""
+    """The Hub being checked, as text: its socket path, or ``AMUX_HUB``'s address."""
+    pin: dict[str, str] | None = None
+    """The env a registration needs to reach the checked Hub (``{"AMUX_HOME": D}``), empty for the default."""
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -165,17 +169,89 @@ def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
     return checks
 
 
+PINNED = ("AMUX_HOME", "AMUX_HUB")
+"""The environment variables of a registration that choose its Hub."""
+
+
+def _server_env(server: Any) -> dict[str, str]:
+    """A registration's ``env`` table as strings (``{}`` when it has none or it is not a table)."""
+    env = server.get("env") if isinstance(server, dict) else None
+    return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
+
+
 def _server_summary(server: Any) -> str:
     if not isinstance(server, dict):
         return "?"
     argv = [str(server.get("command", ""))] + [str(a) for a in server.get("args") or []]
     text = shlex.join(a for a in argv if a)
-    env = server.get("env")
-    if isinstance(env, dict):
-        pinned = [f"{k}={v}" for k, v in env.items() if k in ("AMUX_HOME", "AMUX_HUB")]
-        if pinned:
-            text += " (" + ", ".join(pinned) + ")"
+    pinned = [f"{k}={v}" for k, v in _server_env(server).items() if k in PINNED]
+    if pinned:
+        text += " (" + ", ".join(pinned) + ")"
     return text
+
+
+def registered_hub(server: Any) -> str:
+    """The Hub a registered server would talk to, as text (a socket path or an address).
+
+    The server starts with the agent's environment (taken to be this
+    process's) plus the registration's ``env``: ``AMUX_HUB``, else
+    ``AMUX_HOME``'s socket, else ``~/.amux``'s (DESIGN.md §19).  A malformed
+    ``AMUX_HUB`` is returned as it is written.
+    """
+    from tools.client.settings import HUB_ENV, resolve_endpoint
+
+    environ = {**os.environ, **_server_env(server)}
+    try:
+        return normal_endpoint(str(resolve_endpoint(environ)))
+    except HubError:
+        return environ.get(HUB_ENV, "")
+
+
+def normal_endpoint(endpoint: str) -> str:
+    """A socket path made absolute and normalised (``~`` expanded), so two spellings compare equal; an address as
+    it is."""
+    return endpoint if "://" in endpoint else os.path.abspath(os.path.expanduser(endpoint))
+
+
+def hub_answers(endpoint: str) -> bool:
+    """Whether a Hub answers ``hello`` at ``endpoint`` (a socket path; an address counts as answering, unchecked:
+    reaching it may need a token).  Waits at most 2 s."""
+    from tools.client.blocking import HubClient
+
+    if "://" in endpoint:
+        return True
+    try:
+        with HubClient(Path(endpoint), timeout=2, token="", binding=""):
+            return True
+    except HubError as exc:
+        return exc.code is not ErrorCode.UNAVAILABLE
+
+
+def check_target(name: str, where: str, server: Any, ctx: Context, add: str) -> Check | None:
+    """A ``fail``/``warn`` when the registered server's Hub (:func:`registered_hub`) is not the one checked:
+    none answers there, or another one does; ``None`` when it is the checked Hub."""
+    target = registered_hub(server)
+    if target == ctx.endpoint:
+        return None
+    pinned = ", ".join(f"{k}={v}" for k, v in _server_env(server).items() if k in PINNED) or "no AMUX_HOME"
+    if not hub_answers(target):
+        return Check(name, "fail", f"amux is registered in {where} ({pinned}), but no Hub answers at {target}: "
+                     f"its tools fail ('Connected' only means the server started); this check is for {ctx.endpoint}",
+                     add)
+    return Check(name, "warn", f"amux is registered in {where} ({pinned}) and talks to the Hub at {target}, not "
+                 f"the one checked here ({ctx.endpoint})", f"check that one with 'amux doctor', or register this "
+                 f"one: {add}")
+
+
+def env_options(flag: str, env: dict[str, str]) -> str:
+    """``env`` as ``FLAG K=V`` options of an ``mcp add`` command (shell-quoted), each with a leading space."""
+    return "".join(f" {flag} {shlex.quote(f'{k}={v}')}" for k, v in env.items())
+
+
+def wanted_env(server: Any, ctx: Context) -> dict[str, str]:
+    """The env a new registration should carry: the old one's other variables, and the checked Hub's pin."""
+    kept = {k: v for k, v in _server_env(server).items() if k not in PINNED}
+    return {**kept, **(ctx.pin or {})}
 
 
 def _command_problem(server: Any) -> str | None:
@@ -213,33 +289,69 @@ def check_claude(ctx: Context) -> list[Check]:
              (f"{state_path} (project {cwd})", _table(state, "projects", cwd, "mcpServers", "amux")),
              (f"{settings_path}", _table(settings, "mcpServers", "amux"))]
     registered = [(where, server) for where, server in found if server is not None]
-    add = f"claude mcp add -s user amux -- {shlex.quote(ctx.amux)} mcp"
+
+    def add(env: dict[str, str]) -> str:
+        return f"claude mcp add -s user amux{env_options('-e', env)} -- {shlex.quote(ctx.amux)} mcp"
+
     checks = []
     if not registered:
         checks.append(Check("claude_mcp", "warn", "the amux MCP server is not registered in Claude Code (fine if "
-                            "you only use 'amux launch claude')", add))
+                            "you only use 'amux launch claude')", add(ctx.pin or {})))
     else:
         where, server = registered[0]
         problem = _command_problem(server)
-        checks.append(Check("claude_mcp", "fail", f"amux is registered in {where} but {problem}",
-                            f"claude mcp remove -s user amux && {add}") if problem else
-                      Check("claude_mcp", "ok", f"amux is registered in {where}: {_server_summary(server)}"))
-    env_off = os.environ.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY", "").strip().lower() in TRUE_TEXT
-    settings_env = _table(settings, "env", "CLAUDE_CODE_DISABLE_AUTO_MEMORY")
-    file_off = str(settings_env).strip().lower() in TRUE_TEXT if settings_env is not None else False
-    setting = _table(settings, "autoMemoryEnabled")
-    if env_off or file_off or setting is False:
-        which = "env.CLAUDE_CODE_DISABLE_AUTO_MEMORY" if file_off else "autoMemoryEnabled false"
-        how = "CLAUDE_CODE_DISABLE_AUTO_MEMORY in this environment" if env_off else f"{settings_path}: {which}"
-        checks.append(Check("claude_memory", "ok", f"Claude Code's own auto memory is off for plain runs ({how})"))
-    elif registered:
-        checks.append(Check("claude_memory", "warn", "Claude Code's own auto memory is on for plain 'claude' runs: "
-                            "with amux registered it gets two competing memories", "use 'amux launch claude' (it "
-                            f"switches it off), or set \"autoMemoryEnabled\": false in {settings_path}"))
-    else:
-        checks.append(Check("claude_memory", "ok", "Claude Code's own auto memory is on for plain runs (amux is not "
-                            "registered there; 'amux launch claude' switches it off)"))
+        again = f"claude mcp remove -s user amux && {add(wanted_env(server, ctx))}"
+        if problem:
+            checks.append(Check("claude_mcp", "fail", f"amux is registered in {where} but {problem}",
+                                f"claude mcp remove -s user amux && {add(_server_env(server))}"))
+        else:
+            checks.append(check_target("claude_mcp", where, server, ctx, again) or
+                          Check("claude_mcp", "ok", f"amux is registered in {where}: {_server_summary(server)}"))
+    checks.append(check_claude_memory(settings_path, settings, bool(registered)))
     return checks
+
+
+def claude_project_settings() -> list[Path]:
+    """This folder's Claude Code project settings, the one that wins first: ``.claude/settings.local.json``,
+    then ``.claude/settings.json`` (both outrank the user's settings)."""
+    here = Path.cwd() / ".claude"
+    return [here / "settings.local.json", here / "settings.json"]
+
+
+def check_claude_memory(settings_path: Path, settings: dict[str, Any] | None, registered: bool) -> Check:
+    """Whether Claude Code's auto memory is on for a plain run started here: the environment, then this
+    folder's project settings (:func:`claude_project_settings`), then the user's settings, the first that says."""
+    if os.environ.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY", "").strip().lower() in TRUE_TEXT:
+        return Check("claude_memory", "ok", "Claude Code's own auto memory is off for plain runs "
+                     "(CLAUDE_CODE_DISABLE_AUTO_MEMORY in this environment)")
+    layers: list[tuple[Path, dict[str, Any] | None]] = []
+    for path in claude_project_settings():
+        try:
+            layers.append((path, _read_json(path)))
+        except ValueError as exc:
+            return Check("claude_memory", "warn", str(exc), "fix or remove the file")
+    layers.append((settings_path, settings))
+    decided: tuple[Path, bool, str] | None = None
+    for path, layer in layers:
+        env = _table(layer, "env", "CLAUDE_CODE_DISABLE_AUTO_MEMORY")
+        if env is not None and str(env).strip().lower() in TRUE_TEXT:
+            decided = (path, False, "env.CLAUDE_CODE_DISABLE_AUTO_MEMORY")
+            break
+        setting = _table(layer, "autoMemoryEnabled")
+        if isinstance(setting, bool):
+            decided = (path, setting, f"autoMemoryEnabled {str(setting).lower()}")
+            break
+    if decided is not None and not decided[1]:
+        return Check("claude_memory", "ok", f"Claude Code's own auto memory is off for plain runs "
+                     f"({decided[0]}: {decided[2]})")
+    source = f" ({decided[0]}: {decided[2]})" if decided is not None else ""
+    where = decided[0] if decided is not None else settings_path
+    if registered:
+        return Check("claude_memory", "warn", f"Claude Code's own auto memory is on for plain 'claude' runs here"
+                     f"{source}: with amux registered it gets two competing memories", "use 'amux launch claude' "
+                     f"(it switches it off), or set \"autoMemoryEnabled\": false in {where}")
+    return Check("claude_memory", "ok", f"Claude Code's own auto memory is on for plain runs{source} (amux is not "
+                 "registered there; 'amux launch claude' switches it off)")
 
 
 def codex_config_path() -> Path:
@@ -257,26 +369,32 @@ def check_codex(ctx: Context) -> list[Check]:
     if config is None and shutil.which("codex") is None:
         return [Check("codex_mcp", "skip", f"Codex not found (no codex on PATH, no {path})")]
     server = _table(config, "mcp_servers", "amux")
-    add = f"codex mcp add amux -- {shlex.quote(ctx.amux)} mcp"
+
+    def add(env: dict[str, str]) -> str:
+        return f"codex mcp add amux{env_options('--env', env)} -- {shlex.quote(ctx.amux)} mcp"
+
     checks = []
     if server is None:
         checks.append(Check("codex_mcp", "warn", f"the amux MCP server is not registered in {path} (fine if you only "
-                            "use 'amux launch codex')", add))
+                            "use 'amux launch codex')", add(ctx.pin or {})))
     else:
         problem = _command_problem(server)
         disabled = isinstance(server, dict) and server.get("enabled") is False
         if problem or disabled:
             checks.append(Check("codex_mcp", "fail", f"amux is registered in {path} but "
                                 f"{problem or 'it is disabled (enabled = false)'}",
-                                f"codex mcp remove amux && {add}"))
+                                f"codex mcp remove amux && {add(_server_env(server))}"))
         else:
-            checks.append(Check("codex_mcp", "ok", f"amux is registered in {path}: {_server_summary(server)}"))
+            again = f"codex mcp remove amux && {add(wanted_env(server, ctx))}"
+            checks.append(check_target("codex_mcp", str(path), server, ctx, again) or
+                          Check("codex_mcp", "ok", f"amux is registered in {path}: {_server_summary(server)}"))
     feature = _table(config, "features", "memories")
     use, generate = _table(config, "memories", "use_memories"), _table(config, "memories", "generate_memories")
     effective = codex_memories_feature()
     source = "codex features list" if effective is not None else str(path)
     enabled = effective if effective is not None else feature is True
-    fix = f"use 'amux launch codex' (it switches them off), or set memories = false under [features] in {path}"
+    fix = (f"use 'amux launch codex' (it switches them off), or in {path} set memories = false under [features], "
+           "and use_memories = false and generate_memories = false under [memories]")
     if not enabled or (use is False and generate is False):
         checks.append(Check("codex_memory", "ok", f"Codex's native memories are off for plain runs ({source})"))
     elif server is None:
@@ -323,22 +441,35 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
     """
     from protocol.config_file import home_option
     from tools.cli.hub import home_socket
+    from tools.cli.human import inert
     from tools.cli.service import amux_command
     from tools.client.settings import HUB_ENV
 
     target = resolve_home(home)
     remote = None if home is not None else (os.environ.get(HUB_ENV) or None)
     command = amux_command()
+    socket = home_socket(target)
+    if remote:
+        endpoint, pin = registered_hub({}), {HUB_ENV: remote}
+    else:
+        endpoint = normal_endpoint(str(socket))
+        default = normal_endpoint(str(home_socket(Path.home() / ".amux")))
+        pin = {} if endpoint == default else {"AMUX_HOME": str(target)}
     ctx = Context(home=target, home_flag=home_option(target), amux=command[0] if len(command) == 1
-                  else shlex.join(command))
-    checks = [check_cli(ctx), *check_hub(ctx, home_socket(target), remote), *check_claude(ctx), *check_codex(ctx)]
+                  else shlex.join(command), endpoint=endpoint, pin=pin)
+    checks = [check_cli(ctx), *check_hub(ctx, socket, remote), *check_claude(ctx), *check_codex(ctx)]
     healthy = all(c.status != "fail" for c in checks)
     doc = {"ok": healthy, "checks": [asdict(c) for c in checks]}
     lines = []
     for c in checks:
-        lines.append(f"{MARK[c.status]}  {c.name:<14} {clean(c.summary)}")
+        lines.append(f"{MARK[c.status]}  {c.name:<14} {inert(c.summary)}")
         if c.fix and c.status != "ok":
-            lines.append(f"{'':6}{'':<14} fix: {clean(c.fix)}")
-    lines.append("all good" if healthy else "problems found: run the fix commands above")
+            lines.append(f"{'':6}{'':<14} fix: {inert(c.fix)}")
+    warnings = sum(1 for c in checks if c.status == "warn")
+    plural = "s" if warnings != 1 else ""
+    if not healthy:
+        lines.append("problems found: run the fix commands above")
+    else:
+        lines.append(f"no failures, {warnings} warning{plural}: see the fixes above" if warnings else "all good")
     show(doc, lines, json_flag=json)
     return 0 if healthy else ExitStatus.PROBLEMS_FOUND

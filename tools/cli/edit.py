@@ -31,7 +31,8 @@ from typing import Any, Literal
 
 from protocol.errors import ErrorCode, ExitStatus, HubError
 from protocol.params import ABSENT, EMPTY_CONTENT
-from tools.cli.output import emit, fail, say
+from tools.cli.options import AsJson
+from tools.cli.output import View, emit, fail, human_output, say
 
 OnConflict = Literal["reopen", "abort"]
 """What ``--on-conflict`` may say: re-open the editor on the merge, or stop and keep the file."""
@@ -157,7 +158,8 @@ class Session:
         ``current_rev`` (after a conflict: the document's revision now) makes
         the hint a write over that version, once merged by hand.
         """
-        say(f"{reason}; nothing was written. Your text is kept in {self.file}")
+        written = "" if "nothing was written" in reason else "; nothing was written"
+        say(f"{reason}{written}. Your text is kept in {self.file}")
         if current_rev is None:
             say(f"to write it anyway: {self.retry_hint(exc)}")
             return
@@ -223,6 +225,19 @@ def kept_error(exc: HubError, session: Session) -> HubError:
     return HubError(exc.code, exc.message, {**exc.data, "kept_file": str(session.file)})
 
 
+def fail_kept(exc: HubError, session: Session | None, as_json: bool) -> int:
+    """Finish a failed edit whose reason :meth:`Session.kept` already said on stderr; return ``exc``'s status.
+
+    Piped (or ``--json``) stdout gets the error JSON of DESIGN.md §8 (with
+    ``data.kept_file`` when a file is kept); stderr is not told a second
+    time.  In a terminal nothing more is printed: the reason, where the text
+    is and how to write it were said once (DESIGN.md §17, §18).
+    """
+    if not human_output(as_json):
+        emit({"error": (kept_error(exc, session) if session is not None else exc).to_wire()})
+    return exc.exit_code
+
+
 def edit(
     path: str,
     /,
@@ -230,6 +245,7 @@ def edit(
     on_conflict: OnConflict | None = None,
     allow_shrink: bool = False,
     allow_empty: bool = False,
+    as_json: AsJson = False,
 ) -> int:
     """Edit a document in your editor and write it back, if nobody changed it meanwhile.
 
@@ -239,8 +255,9 @@ def edit(
     terminal, asks whether to re-open the editor on a merge of both versions
     (clashing parts marked <<<<<<< / ======= / >>>>>>>) or to stop. Whenever
     nothing is written (editor failed, conflict, rewrite guard, ...) your text
-    is kept and its path printed, with the command that writes it. Prints
-    the upsert result plus "changed": true, or {"path", "revision",
+    is kept and its path printed, with the command that writes it. In a
+    terminal, one line (saved, or no change); piped or with --json, the
+    upsert result plus "changed": true, or {"path", "revision",
     "changed": false}. Exit status 22: the editor failed or conflict markers
     were left, nothing written.
 
@@ -263,17 +280,23 @@ def edit(
         path = normalize_path(path)
         base, revision = read_current(path)
     except HubError as exc:
-        return fail(exc)
+        return fail(exc, as_json=as_json)
     session = Session.start(path, base, revision)
     try:
-        return edit_loop(session, on_conflict, allow_shrink, allow_empty)
+        return edit_loop(session, on_conflict, allow_shrink, allow_empty, as_json)
     except KeyboardInterrupt:
         session.kept("interrupted")
         return int(ExitStatus.NOT_SAVED)
 
 
-def edit_loop(session: Session, on_conflict: OnConflict | None, allow_shrink: bool, allow_empty: bool) -> int:
-    """Editor, compare, write; on ``conflict``, diff and (re-open on a merge | stop).  Returns the exit status."""
+def edit_loop(session: Session, on_conflict: OnConflict | None, allow_shrink: bool, allow_empty: bool,
+              as_json: bool = False) -> int:
+    """Editor, compare, write; on ``conflict``, diff and (re-open on a merge | stop).  Returns the exit status.
+
+    Every outcome is printed once: a result line in a terminal or JSON
+    (``as_json``, or stdout not a terminal), a failure's reason on stderr
+    (:func:`fail_kept`).
+    """
     while True:
         problem = run_editor(session.file)
         if problem is not None:
@@ -293,25 +316,33 @@ def edit_loop(session: Session, on_conflict: OnConflict | None, allow_shrink: bo
             return int(ExitStatus.NOT_SAVED)
         if content == session.base:
             session.finish()
+            unchanged = {"path": session.path, "revision": session.revision, "changed": False}
+            if human_output(as_json):
+                emit(unchanged, View("edit"))
+                return 0
             exists = "" if session.revision != ABSENT else f"; {session.path} does not exist and was not created"
             say(f"no change: nothing written{exists}")
-            emit({"path": session.path, "revision": session.revision, "changed": False})
+            emit(unchanged)
             return 0
         try:
             result = write_back(session, content, allow_shrink, allow_empty)
         except HubError as exc:
+            if exc.code is ErrorCode.BAD_REQUEST and not content:
+                session.finish()  # an empty file holds nothing worth keeping
+                say(f"{exc.code.value}: {exc.message}; your text was empty, so no file is kept")
+                return fail_kept(exc, None, as_json)
             if exc.code is not ErrorCode.CONFLICT:
                 session.kept(f"{exc.code.value}: {exc.message}", exc)
-                return fail(kept_error(exc, session))
+                return fail_kept(exc, session, as_json)
             try:
                 current, current_rev = read_current(session.path)
             except HubError as again:
                 session.kept(f"{session.path} changed meanwhile and cannot be read now ({again.code.value})")
-                return fail(kept_error(exc, session))
+                return fail_kept(exc, session, as_json)
             show_changes(session, current, current_rev)
             if decide(on_conflict, "the document changed while you edited it.") == "abort":
-                session.kept(f"{session.path} changed while you edited it", current_rev=current_rev)
-                return fail(kept_error(exc, session))
+                session.kept(f"conflict: {session.path} changed while you edited it", current_rev=current_rev)
+                return fail_kept(exc, session, as_json)
             label = b"theirs (revision %s, in memory now)" % (current_rev[:12].encode("ascii"))
             merged, conflicts = merge_versions(session.base, content, current, label)
             session.file.write_bytes(merged)
@@ -323,5 +354,5 @@ def edit_loop(session: Session, on_conflict: OnConflict | None, allow_shrink: bo
             say(f"re-opening {session.file}: your edit merged into revision {current_rev[:12]}; {clash}")
             continue
         session.finish()
-        emit({**result, "changed": True})
+        emit({**result, "changed": True}, View("edit"), as_json=as_json)
         return 0

@@ -75,7 +75,8 @@ def history(path: str, /, *, limit: int = 20, cursor: str = "", as_json: AsJson 
     """
     from protocol.requests import history_params
 
-    return read_history("history", history_params(path, limit=limit, cursor=cursor), View("history"),
+    again = ["amux", "memory", "history", path, *(["--limit", str(limit)] if limit != 20 else [])]
+    return read_history("history", history_params(path, limit=limit, cursor=cursor), View("history", {"again": again}),
                         as_json=as_json)
 
 
@@ -108,8 +109,11 @@ def log(*, path_prefix: str = "", since: str | None = None, limit: int = 50, cur
         since_wire = parse_since(since) if since is not None else None
     except HubError as exc:
         return fail(exc, as_json=as_json)
+    again = ["amux", "memory", "log", *(["--since", since_wire] if since_wire is not None else []),
+             *(["--path-prefix", path_prefix] if path_prefix else []),
+             *(["--limit", str(limit)] if limit != 50 else [])]
     return read_history("log", log_params(path_prefix=path_prefix, since=since_wire, limit=limit, cursor=cursor),
-                        View("log"), as_json=as_json)
+                        View("log", {"again": again}), as_json=as_json)
 
 
 def read_version(client: Caller, path: str, revision: str | None) -> tuple[bytes, str]:
@@ -166,8 +170,8 @@ def diff(
         Print {"path", "from", "to", "added", "removed", "hunks": [{"old_start",
         "old_lines", "new_start", "new_lines", "lines"}]} instead of the text.
     """
-    from tools.client.textdiff import diff_hunks, hunks_as_data, line_counts, render_unified
     from tools.client.blocking import HubClient
+    from tools.client.textdiff import diff_hunks, hunks_as_data, line_counts, render_unified
 
     try:
         with HubClient() as client:

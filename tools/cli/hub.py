@@ -20,8 +20,8 @@ from typing import Any
 
 from protocol.errors import ErrorCode, ExitStatus, HubError
 from tools.cli.options import Home, resolve_home
-from tools.cli.output import emit, fail, say
-from tools.cli.plain import Json, show, wants_json
+from tools.cli.output import emit, fail, human_output, say
+from tools.cli.plain import Json, show
 
 LOG_NAME = "hub.log"
 """``amux hub start``'s log file under the home."""
@@ -147,7 +147,8 @@ def status(*, home: Home = None, json: Json = False) -> int:
 
 
 def _status_lines(doc: dict[str, Any]) -> list[str]:
-    from tools.cli.plain import clean, duration, table
+    from tools.cli.human import inert
+    from tools.cli.plain import duration, table
 
     head = "Hub running"
     if doc["pid"] is not None:
@@ -161,7 +162,7 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
                 f"scope {doc.get('scope')}, binding {doc.get('binding')}"],
         ["version", doc.get("hub_version")],
     ]
-    return [clean(head), *(f"  {line}" for line in table(rows))]
+    return [inert(head), *(f"  {line}" for line in table(rows))]
 
 
 def _home_flag(home: Path) -> str:
@@ -236,8 +237,10 @@ def start(*, home: Home = None, listen: str | None = None, timeout: float = 15.0
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     try:
         offset = os.fstat(fd).st_size
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True,
-                                cwd="/")
+        # Only stderr goes to the log: a failed start prints its error there as one line and as JSON on
+        # stdout, and the log should hold it once.
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fd,
+                                start_new_session=True, cwd="/")
     finally:
         os.close(fd)
     data: dict[str, Any] = {"home": str(target), "socket": str(sock), "log": str(log), "pid": proc.pid}
@@ -335,6 +338,49 @@ def stop_hub(target: Path, timeout: float) -> dict[str, Any]:
     return {"stopped": True, "running": False, "home": str(target), "pid": holder.pid}
 
 
+def service_restart_command(pid: int, home: Path) -> str | None:
+    """How to restart the Hub ``pid`` with the service manager that runs it, or ``None`` when none does.
+
+    Reads ``/proc/PID/environ`` and ``/proc/PID/cgroup`` (Linux, a process
+    of this user; elsewhere ``None``) and decides with :func:`managed_restart`.
+    """
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    environ = dict(item.decode("utf-8", "replace").partition("=")[::2] for item in raw if item)
+    try:
+        cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        cgroup = ""
+    return managed_restart(environ, cgroup, home)
+
+
+def managed_restart(environ: dict[str, str], cgroup: str, home: Path) -> str | None:
+    """The restart command for a Hub whose environment is ``environ`` and whose ``/proc/PID/cgroup`` text is
+    ``cgroup``, when a service amux installed runs it; else ``None``.
+
+    systemd: ``INVOCATION_ID`` is set and the cgroup names an ``amux-hub*.service``
+    (``user@`` in its path: a user service).  launchd: ``XPC_SERVICE_NAME`` is
+    our label (:func:`tools.cli.service.launchd_label`).  A process that
+    only inherited such a variable (a terminal run by a service) is not
+    taken for one, since its cgroup or label is another's.
+    """
+    from tools.cli.service import launchd_label
+
+    label = environ.get("XPC_SERVICE_NAME", "")
+    if label.startswith("io.amux-memory.hub"):
+        return f"launchctl kickstart -k gui/\"$(id -u)\"/{label or launchd_label(home)}"
+    if "INVOCATION_ID" not in environ:
+        return None
+    parts = [part for line in cgroup.splitlines() for part in line.rpartition(":")[2].split("/")]
+    unit = next((part for part in reversed(parts) if part.startswith("amux-hub") and part.endswith(".service")),
+                None)
+    if unit is None:
+        return None
+    return f"{'systemctl --user' if 'user@' in cgroup else 'sudo systemctl'} restart {unit}"
+
+
 def _zombie(pid: int) -> bool:
     """True when ``pid`` has exited and waits to be reaped (Linux ``/proc``; elsewhere always False)."""
     try:
@@ -347,8 +393,11 @@ def restart(*, home: Home = None, listen: str | None = None, timeout: float = 15
     """Stop the Hub serving HOME (if one runs), then start it in the background (amux hub stop, amux hub start).
 
     Exit statuses as for stop and start.  A Hub run by a service manager
-    (amux hub service install) is restarted with it instead, e.g.
-    'systemctl --user restart amux-hub.service'.
+    (amux hub service install; systemd or launchd set INVOCATION_ID or
+    XPC_SERVICE_NAME in its environment) is not touched: the command says to
+    restart it with the manager, e.g. 'systemctl --user restart
+    amux-hub.service' (bad_request, exit 2), since a restart here would leave
+    it outside the manager.
 
     Parameters
     ----------
@@ -357,10 +406,20 @@ def restart(*, home: Home = None, listen: str | None = None, timeout: float = 15
     timeout
         Seconds to wait for each of the stop and the start.
     """
+    from tools.client.running import serving_hub
+
+    target = resolve_home(home).resolve()
+    holder = serving_hub(target)
+    managed = service_restart_command(holder.pid, target) if holder is not None and holder.pid > 0 else None
+    if managed is not None:
+        return fail(HubError(ErrorCode.BAD_REQUEST, f"the Hub serving {target} (pid {holder.pid if holder else 0}) "
+                             f"runs under its service manager; nothing was stopped: restart it with '{managed}' "
+                             "(a restart here would leave it outside the manager)",
+                             {"home": str(target), "command": managed}), as_json=json)
     try:
-        stopped = stop_hub(resolve_home(home).resolve(), timeout)
+        stopped = stop_hub(target, timeout)
     except HubError as exc:
         return fail(exc)
-    if stopped["stopped"] and not wants_json(json):
+    if stopped["stopped"] and human_output(json):
         print(f"Hub stopped (pid {stopped['pid']})")
     return start(home=home, listen=listen, timeout=timeout, json=json)

@@ -211,25 +211,25 @@ def render_list(r: dict[str, Any]) -> RenderableType:
     return group(parts)
 
 
-def new_table(*columns: tuple[str, str]) -> Table:
-    """A borderless aligned table with a bold header row: ``(header, "left"|"right")`` per column."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
-    for header, justify in columns:
-        table.add_column(header, justify="right" if justify == "right" else "left", no_wrap=header != "path")
-    return table
+SHORT_SESSION = 8
+"""Characters of a session id a narrow table shows (``67e5f0a8…``); the whole id is in ``--json``."""
 
 
-def actor(version: dict[str, Any]) -> str:
-    """Who made a change, in one cell: ``principal via client`` and the session when there is one."""
+def actor(version: dict[str, Any], *, short_session: bool = False) -> str:
+    """Who made a change, in one cell: ``principal via client`` and the session when there is one.
+
+    With ``short_session`` a session id longer than :data:`SHORT_SESSION`
+    characters is cut to that prefix and ``…`` (a narrow terminal).
+    """
     who = version.get("actor") or {}
     parts = [inert(who.get("principal") or "-")]
     if who.get("client"):
         parts.append(f"via {inert(who.get('client'))}")
     if who.get("session"):
-        parts.append(f"session {inert(who.get('session'))}")
+        session = inert(who.get("session"))
+        if short_session and len(session) > SHORT_SESSION + 1:
+            session = session[:SHORT_SESSION] + "…"
+        parts.append(f"session {session}")
     return " ".join(parts)
 
 
@@ -239,44 +239,175 @@ def when(version: dict[str, Any]) -> str:
     return stamp[:19].replace("T", " ") + "Z" if len(stamp) >= 19 else stamp
 
 
-def version_table(versions: list[dict[str, Any]], *, with_path: bool) -> Table:
-    """The rows of ``history`` or ``log``: time, (path,) action, short revision, actor, size, lines changed."""
-    columns = [("time (UTC)", "left"), *([("path", "left")] if with_path else []), ("action", "left"),
-               ("revision", "left"), ("by", "left"), ("bytes", "right"), ("+/-", "right")]
-    table = new_table(*columns)
+class FittedTable:
+    """A borderless table that fits the terminal's width by narrowing the columns that can take it, in order.
+
+    Each column is ``(header, justify, cells, narrowable)``; a column that
+    is not narrowable (a revision, a count) keeps its natural width (its
+    longest cell) and never wraps.  ``steps`` are ``(column, floor)`` pairs
+    tried in turn while the table is too wide: the column is narrowed, at
+    most down to ``floor`` (its cells then wrap at spaces or fold, so nothing
+    is cut).  ``alternatives`` maps a column to shorter cells used first when
+    the table does not fit (the short session of the "by" cell); a column in
+    ``snap`` goes straight to its floor once narrowed (a time cell wraps at
+    its one space, so any width between is wasted).  Widths are terminal
+    cells.  Built at print time, for the console's width (rich's renderable
+    protocol), DESIGN.md §17.
+    """
+
+    GAP = 2
+    """Spaces between two columns: the cell's right padding and the box's column separator."""
+
+    def __init__(self, columns: list[tuple[str, str, list[Text], bool]], steps: list[tuple[int, int]],
+                 alternatives: dict[int, list[Text]] | None = None, snap: frozenset[int] = frozenset()) -> None:
+        self.columns = columns
+        self.steps = steps
+        self.alternatives = alternatives or {}
+        self.snap = snap
+
+    def widths(self, available: int) -> tuple[list[int], list[list[Text]]]:
+        """The width of each column (terminal cells, padding excluded) and the cells to show, for ``available``."""
+        cells = [list(column[2]) for column in self.columns]
+
+        def natural(index: int) -> int:
+            return max([len(self.columns[index][0]), *(cell.cell_len for cell in cells[index])])
+
+        widths = [natural(i) for i in range(len(self.columns))]
+        budget = available - self.GAP * (len(self.columns) - 1)
+        for index, shorter in self.alternatives.items():
+            if sum(widths) > budget:
+                cells[index] = shorter
+                widths[index] = natural(index)
+        for index, floor in self.steps:
+            excess = sum(widths) - budget
+            if excess <= 0:
+                break
+            if index in self.snap:
+                widths[index] = min(floor, widths[index])
+            else:
+                widths[index] = max(min(floor, widths[index]), widths[index] - excess)
+        return widths, cells
+
+    def table(self, available: int) -> Table:
+        """The rich table for a terminal ``available`` cells wide."""
+        from rich import box
+        from rich.table import Table
+
+        widths, cells = self.widths(available)
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
+                      header_style="bold")
+        for (header, justify, _, narrowable), width in zip(self.columns, widths, strict=True):
+            table.add_column(header, justify="right" if justify == "right" else "left", width=width,
+                             no_wrap=not narrowable, overflow="fold")
+        for row in zip(*cells, strict=True):
+            table.add_row(*row)
+        return table
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        """Yield the table built for the width rich gives (rich's renderable protocol)."""
+        yield self.table(options.max_width)
+
+
+def new_table(*columns: tuple[str, str]) -> Table:
+    """A borderless aligned table with a bold header row: ``(header, "left"|"right")`` per column."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+    for header, justify in columns:
+        table.add_column(header, justify="right" if justify == "right" else "left", no_wrap=header != "path",
+                         overflow="fold")
+    return table
+
+
+BY_FLOORS = (20, 9)
+"""The "by" cell narrows first to one ``principal via client`` line over the session, later to its longest word
+(a short session with ``…``)."""
+
+TIME_FLOOR = 10
+"""A time cell wraps to ``2026-12-01`` over ``08:40:37Z``."""
+
+PATH_FLOORS = (16, 10)
+"""A path column narrows to 16, then 10 cells (the path folds over lines, never cut)."""
+
+ACTION_FLOOR = 12
+"""``restore of REV`` wraps after ``of``."""
+
+
+def version_table(versions: list[dict[str, Any]], *, with_path: bool) -> FittedTable:
+    """The rows of ``history`` or ``log``: time, (path,) action, revision, actor, size, lines changed.
+
+    Fits the terminal (:class:`FittedTable`): revisions always show
+    :data:`SHORT_REVISION` hex digits (enough to paste back) and bytes and
+    +/- are never narrowed; the "by" cell is shortened first (the session id
+    cut to :data:`SHORT_SESSION` characters), then the time wraps to two
+    lines, then "by" wraps, then the path and the action wrap or fold, never
+    cut.
+    """
+    actions = []
     for v in versions:
         action = inert(v.get("action"))
         if v.get("restored_from"):
             action += f" of {short_revision(v.get('restored_from'))}"
-        cells = [text(when(v)), *([text((inert(v.get("path")), "cyan"))] if with_path else []), text(action),
-                 text((short_revision(v.get("revision")), "bold")), text(actor(v)), text(str(v.get("bytes"))),
-                 text((f"+{v.get('added', 0)}", "green"), " ", (f"-{v.get('removed', 0)}", "red"))]
-        table.add_row(*cells)
-    return table
+        actions.append(text(action))
+    columns: list[tuple[str, str, list[Text], bool]] = [("time (UTC)", "left", [text(when(v)) for v in versions], True)]
+    if with_path:
+        columns.append(("path", "left", [text((inert(v.get("path")), "cyan")) for v in versions], True))
+    action_column, by = len(columns), len(columns) + 2
+    columns += [
+        ("action", "left", actions, True),
+        ("revision", "left", [text((short_revision(v.get("revision")), "bold")) for v in versions], False),
+        ("by", "left", [text(actor(v)) for v in versions], True),
+        ("bytes", "right", [text(str(v.get("bytes"))) for v in versions], False),
+        ("+/-", "right", [text((f"+{v.get('added', 0)}", "green"), " ", (f"-{v.get('removed', 0)}", "red"))
+                          for v in versions], False),
+    ]
+    steps = [(by, BY_FLOORS[0]), (0, TIME_FLOOR), (by, BY_FLOORS[1])]
+    if with_path:
+        steps.append((1, PATH_FLOORS[0]))
+    steps.append((action_column, ACTION_FLOOR))
+    if with_path:
+        steps.append((1, PATH_FLOORS[1]))
+    return FittedTable(columns, steps, {by: [text(actor(v, short_session=True)) for v in versions]},
+                       snap=frozenset({0}))
 
 
-def more(next_cursor: Any, *words: str) -> list[RenderableType]:
-    """The "older entries: COMMAND --cursor C" line of a paged history view, when there is a next page."""
+def more(next_cursor: Any, again: Iterable[str]) -> list[RenderableType]:
+    """The "older entries: COMMAND --cursor C" line of a paged history view, when there is a next page.
+
+    ``again`` is the command that made this page with every option but
+    ``--cursor`` (``amux memory log --since 24h --path-prefix notes/ --limit
+    2``), so following the hint keeps the same filters and page size.
+    """
     if not next_cursor:
         return []
-    return [notice(f"older entries: {command(*words, '--cursor', next_cursor)}")]
+    return [notice(f"older entries: {command(*again, '--cursor', next_cursor)}")]
 
 
-def render_history(r: dict[str, Any]) -> RenderableType:
-    """A ``history`` result: the path, then an aligned table of its versions, newest first, and the next page."""
+def render_history(r: dict[str, Any], *, again: list[str] | None = None) -> RenderableType:
+    """A ``history`` result: the path, then an aligned table of its versions, newest first, and the next page.
+
+    ``again``: the command with its options but ``--cursor`` (:func:`more`);
+    by default ``amux memory history PATH``.
+    """
     versions = r.get("versions") or []
     plural = "s" if len(versions) != 1 else ""
     head = text((inert(r.get("path")), "bold cyan"), f": {len(versions)} version{plural} shown, newest first")
     return group([head, version_table(versions, with_path=False),
-                  *more(r.get("next_cursor"), "amux", "memory", "history", str(r.get("path")))])
+                  *more(r.get("next_cursor"), again or ["amux", "memory", "history", str(r.get("path"))])])
 
 
-def render_log(r: dict[str, Any]) -> RenderableType:
-    """A ``log`` result: an aligned table of changes across the scope, newest first, and the next page."""
+def render_log(r: dict[str, Any], *, again: list[str] | None = None) -> RenderableType:
+    """A ``log`` result: an aligned table of changes across the scope, newest first, and the next page.
+
+    ``again``: the command with its options but ``--cursor`` (:func:`more`);
+    by default ``amux memory log``.
+    """
     changes = r.get("changes") or []
     if not changes:
         return text(("no changes", "bold"))
-    return group([version_table(changes, with_path=True), *more(r.get("next_cursor"), "amux", "memory", "log")])
+    return group([version_table(changes, with_path=True),
+                  *more(r.get("next_cursor"), again or ["amux", "memory", "log"])])
 
 
 def render_upsert(r: dict[str, Any]) -> RenderableType:
@@ -286,6 +417,19 @@ def render_upsert(r: dict[str, Any]) -> RenderableType:
     else:
         how = "created" if r.get("created") else "replaced"
     return text(f"{how} ", (inert(r.get("path")), "bold cyan"), f" ({r.get('bytes')} bytes); revision now ",
+                (short_revision(r.get("revision")), "bold"))
+
+
+def render_edit(r: dict[str, Any]) -> RenderableType:
+    """An ``edit`` result, one line: saved (created or updated) with the new short revision, or no change."""
+    path = (inert(r.get("path")), "bold cyan")
+    if not r.get("changed"):
+        if r.get("revision") == ABSENT:
+            return text("no change: ", path, " does not exist and was not created; nothing written")
+        return text("no change: nothing written (", path, " stays at revision ",
+                    (short_revision(r.get("revision")), "bold"), ")")
+    how = "created" if r.get("created") else "saved"
+    return text(f"{how} ", path, f" ({r.get('bytes')} bytes); revision now ",
                 (short_revision(r.get("revision")), "bold"))
 
 
@@ -369,6 +513,7 @@ RENDERERS: dict[str, Callable[..., RenderableType]] = {
     "history": render_history,
     "log": render_log,
     "upsert": render_upsert,
+    "edit": render_edit,
     "forget": render_forget,
     "purge": render_purge,
     "typed_new": render_typed_new,

@@ -2,46 +2,27 @@
 ``doctor``, ``system config list``): DESIGN.md §19.
 
 In a terminal these commands print short plain lines for a person; with
-``--json``, or whenever stdout is not a terminal (a pipe, a file, a test), they
-print the JSON document :func:`tools.cli.output.emit` prints, so scripts
-always get JSON.  Errors always go through :func:`tools.cli.output.fail`.
-Text shown here may hold values from files people or agents wrote (a
-setting, a path): :func:`clean` strips terminal control characters from it.
+``--json``, ``AMUX_OUTPUT=json``, or whenever stdout is not a terminal (a
+pipe, a file, a test), they print the JSON document
+:func:`tools.cli.output.emit` prints, so scripts always get JSON: the one
+decision is :func:`tools.cli.output.human_output`, as for the data commands.
+Errors always go through :func:`tools.cli.output.fail`.  Text shown here may
+hold values from files people or agents wrote (a setting, a path): it goes
+through :func:`tools.cli.human.inert`, the one sanitizer of DESIGN.md §17.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any
 
 from cyclopts import Parameter
 
-from tools.cli.output import emit, write_bytes
+from tools.cli.output import emit, human_output, write_bytes
 
 Json = Annotated[bool, Parameter(name="--json", negative="", help="Print JSON even in a terminal (it is always "
                                  "JSON when stdout is not a terminal).")]
 """``--json``: print JSON even when stdout is a terminal."""
-
-
-def wants_json(json_flag: bool) -> bool:
-    """True when the command should print JSON: ``--json`` given, or stdout is not a terminal."""
-    if json_flag:
-        return True
-    try:
-        return not sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        return True
-
-
-def clean(text: object) -> str:
-    """``str(text)`` with control characters (ESC, CR, BEL, ...) shown as ``\\xNN``, so it cannot drive the
-    terminal; tabs stay."""
-    out = []
-    for ch in str(text):
-        code = ord(ch)
-        out.append(ch if ch == "\t" or (code >= 32 and code != 127 and not 0x80 <= code < 0xA0) else f"\\x{code:02x}")
-    return "".join(out)
 
 
 def duration(seconds: float) -> str:
@@ -57,8 +38,10 @@ def duration(seconds: float) -> str:
 
 
 def table(rows: Sequence[Sequence[object]]) -> list[str]:
-    """``rows`` as left-aligned columns separated by two spaces (every cell :func:`clean`-ed)."""
-    cells = [[clean(c) for c in row] for row in rows]
+    """``rows`` as left-aligned columns separated by two spaces (every cell made :func:`~tools.cli.human.inert`)."""
+    from tools.cli.human import inert
+
+    cells = [[inert(c) for c in row] for row in rows]
     if not cells:
         return []
     widths = [max(len(row[i]) for row in cells if i < len(row)) for i in range(max(len(r) for r in cells))]
@@ -66,8 +49,9 @@ def table(rows: Sequence[Sequence[object]]) -> list[str]:
 
 
 def show(document: Any, lines: Iterable[str], *, json_flag: bool) -> None:
-    """Print ``document`` as JSON (:func:`wants_json`), else ``lines`` (already readable text), one per line."""
-    if wants_json(json_flag):
+    """Print ``document`` as JSON unless :func:`~tools.cli.output.human_output` says a person reads it; then
+    ``lines`` (already readable text, its values made inert), one per line."""
+    if not human_output(json_flag):
         emit(document)
         return
     write_bytes("".join(f"{line}\n" for line in lines).encode("utf-8", "backslashreplace"))

@@ -1,6 +1,7 @@
 """``amux hub service install|uninstall``: run the Hub under the system's service manager (DESIGN.md §19).
 
-On Linux a systemd unit ``amux-hub.service`` (``--user``: in
+On Linux a systemd unit ``amux-hub.service`` for the default home
+(``amux-hub-<hash8>.service`` for any other, :func:`unit_name`; ``--user``: in
 ``$XDG_CONFIG_HOME/systemd/user/``, else ``/etc/systemd/system/``, run as the
 owner of the home); on macOS a launchd property list (``--user``: a
 LaunchAgent in ``~/Library/LaunchAgents/``, else a LaunchDaemon in
@@ -8,7 +9,9 @@ LaunchAgent in ``~/Library/LaunchAgents/``, else a LaunchDaemon in
 ``<this venv's amux> hub serve --home HOME`` and restarts it when it fails
 (not after a clean stop, nor after exit status 21, which a restart cannot
 fix).  Installing writes the file and says how to enable it; nothing here
-runs ``systemctl`` or ``launchctl``.
+runs ``systemctl`` or ``launchctl``.  ``uninstall`` removes only a file amux
+wrote: a unit with :data:`MARKER` as its first line, a property list with
+our label running ``hub serve``.
 """
 
 from __future__ import annotations
@@ -26,10 +29,34 @@ from tools.cli.output import fail, write_bytes
 from tools.cli.plain import Json, show
 
 UNIT_NAME = "amux-hub.service"
-"""The systemd unit's file name."""
+"""The systemd unit's file name for the default home (``~/.amux``)."""
 
 LAUNCHD_LABEL = "io.amux-memory.hub"
-"""The launchd job's label (its property list is ``<label>.plist``)."""
+"""The launchd job's label for the default home (its property list is ``<label>.plist``)."""
+
+MARKER = "# Written by 'amux hub service install'; 'amux hub service uninstall' removes it."
+"""The first line of every unit amux writes: what ``uninstall`` checks before removing one."""
+
+
+def home_tag(home: Path) -> str:
+    """``""`` for the default home (``~/.amux``), else ``-`` and the first 8 hex digits of the SHA-256 of the
+    resolved home's path: two homes get two services."""
+    import hashlib
+
+    if home.resolve() == (Path.home() / ".amux").resolve():
+        return ""
+    return "-" + hashlib.sha256(str(home.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:8]
+
+
+def unit_name(home: Path) -> str:
+    """The systemd unit of ``home``: ``amux-hub.service``, or ``amux-hub-<hash8>.service`` (:func:`home_tag`)."""
+    return f"amux-hub{home_tag(home)}.service"
+
+
+def launchd_label(home: Path) -> str:
+    """The launchd label of ``home``: ``io.amux-memory.hub``, or ``io.amux-memory.hub.<hash8>``."""
+    tag = home_tag(home)
+    return LAUNCHD_LABEL + (f".{tag[1:]}" if tag else "")
 
 STOP_TIMEOUT_SECONDS = 20
 """How long the service manager waits for a stop before SIGKILL: the Hub's 10 s shutdown grace plus a margin."""
@@ -58,14 +85,14 @@ def default_manager() -> Manager:
     return "launchd" if sys.platform == "darwin" else "systemd"
 
 
-def service_path(manager: Manager, user: bool) -> Path:
-    """Where the unit or property list goes for ``manager`` and ``user`` (see the module docstring)."""
+def service_path(manager: Manager, user: bool, home: Path) -> Path:
+    """Where ``home``'s unit or property list goes for ``manager`` and ``user`` (see the module docstring)."""
     if manager == "systemd":
         if not user:
-            return Path("/etc/systemd/system") / UNIT_NAME
+            return Path("/etc/systemd/system") / unit_name(home)
         config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-        return Path(config) / "systemd" / "user" / UNIT_NAME
-    name = f"{LAUNCHD_LABEL}.plist"
+        return Path(config) / "systemd" / "user" / unit_name(home)
+    name = f"{launchd_label(home)}.plist"
     return Path.home() / "Library" / "LaunchAgents" / name if user else Path("/Library/LaunchDaemons") / name
 
 
@@ -92,11 +119,11 @@ def _owner(home: Path) -> str:
 
 
 def systemd_unit(command: list[str], home: Path, *, user: bool) -> str:
-    """The text of ``amux-hub.service`` running ``command hub serve --home HOME`` (``Restart=on-failure``;
-    a system unit runs as the home's owner)."""
+    """The text of ``home``'s unit running ``command hub serve --home HOME`` (``Restart=on-failure``;
+    a system unit runs as the home's owner); its first line is :data:`MARKER`."""
     argv = " ".join(systemd_quote(a) for a in [*command, "hub", "serve", "--home", str(home)])
     lines = [
-        "# Written by 'amux hub service install'; 'amux hub service uninstall' removes it.",
+        MARKER,
         "[Unit]",
         f"Description=amux-memory Hub for {str(home).replace('%', '%%')}",
         "",
@@ -121,7 +148,7 @@ def launchd_plist(command: list[str], home: Path, *, user: bool) -> bytes:
 
     log = str(home / "hub.log")
     job: dict[str, Any] = {
-        "Label": LAUNCHD_LABEL,
+        "Label": launchd_label(home),
         "ProgramArguments": [*command, "hub", "serve", "--home", str(home)],
         "RunAtLoad": True,
         "KeepAlive": {"SuccessfulExit": False},
@@ -136,10 +163,10 @@ def launchd_plist(command: list[str], home: Path, *, user: bool) -> bytes:
 
 
 def enable_hint(manager: Manager, user: bool, path: Path) -> list[str]:
-    """The commands that load and start the installed service."""
+    """The commands that load and start the installed service (``path``: its unit or property list)."""
     if manager == "systemd":
         ctl = "systemctl --user" if user else "sudo systemctl"
-        hint = [f"{ctl} daemon-reload", f"{ctl} enable --now {UNIT_NAME}"]
+        hint = [f"{ctl} daemon-reload", f"{ctl} enable --now {path.name}"]
         if user:
             hint.append("loginctl enable-linger \"$USER\"   # keep it running while you are logged out")
         return hint
@@ -147,13 +174,33 @@ def enable_hint(manager: Manager, user: bool, path: Path) -> list[str]:
     return [f"{'' if user else 'sudo '}launchctl bootstrap {domain} {path}"]
 
 
-def stop_hint(manager: Manager, user: bool) -> list[str]:
-    """The commands that stop and forget the service once its file is removed."""
+def stop_hint(manager: Manager, user: bool, home: Path) -> list[str]:
+    """The commands that stop and forget ``home``'s service once its file is removed."""
     if manager == "systemd":
         ctl = "systemctl --user" if user else "sudo systemctl"
-        return [f"{ctl} stop {UNIT_NAME}", f"{ctl} daemon-reload"]
+        return [f"{ctl} stop {unit_name(home)}", f"{ctl} daemon-reload"]
     domain = 'gui/"$(id -u)"' if user else "system"
-    return [f"{'' if user else 'sudo '}launchctl bootout {domain}/{LAUNCHD_LABEL}"]
+    return [f"{'' if user else 'sudo '}launchctl bootout {domain}/{launchd_label(home)}"]
+
+
+def written_by_amux(path: Path, manager: Manager) -> bool:
+    """Whether the file at ``path`` is one ``install`` wrote: a unit starting with :data:`MARKER`, or a
+    property list whose label is ours and whose program runs ``hub serve``.  An unreadable file is not."""
+    import plistlib
+
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    if manager == "systemd":
+        return data.split(b"\n", 1)[0].decode("utf-8", "replace") == MARKER
+    try:
+        job = plistlib.loads(data)
+    except Exception:  # noqa: BLE001 - any parse failure means "not ours"
+        return False
+    args = job.get("ProgramArguments") if isinstance(job, dict) else None
+    return (isinstance(args, list) and str(job.get("Label", "")).startswith(LAUNCHD_LABEL)
+            and args[-4:-2] == ["hub", "serve"])
 
 
 def service_install(*, home: Home = None, user: UserOption = False, print_: Annotated[bool, Parameter(
@@ -161,10 +208,12 @@ def service_install(*, home: Home = None, user: UserOption = False, print_: Anno
         manager: ManagerOption = None, json: Json = False) -> int:
     """Write a service that runs 'amux hub serve --home HOME' at boot or login, and say how to enable it.
 
-    Linux: a systemd unit amux-hub.service (Restart=on-failure); macOS: a
-    launchd property list.  Nothing is enabled or started: the output names
-    the commands (e.g. 'systemctl --user enable --now amux-hub.service').  An
-    existing file is replaced.  Exit status 0; a storage error's status when
+    Linux: a systemd unit amux-hub.service (Restart=on-failure), named
+    amux-hub-<8 hex digits>.service for a home other than ~/.amux so two
+    homes can both be services; macOS: a launchd property list.  Nothing is
+    enabled or started: the output names the commands (e.g. 'systemctl
+    --user enable --now amux-hub.service').  The same home's existing file
+    is replaced.  Exit status 0; a storage error's status when
     the file cannot be written (a system-wide one needs root: use --user).
     """
     kind = manager or default_manager()
@@ -175,7 +224,7 @@ def service_install(*, home: Home = None, user: UserOption = False, print_: Anno
     if print_:
         write_bytes(data)
         return 0
-    path = service_path(kind, user)
+    path = service_path(kind, user, target)
     from hub.fsio import replace_file
 
     try:
@@ -201,20 +250,31 @@ def service_install(*, home: Home = None, user: UserOption = False, print_: Anno
     return 0
 
 
-def service_uninstall(*, user: UserOption = False, manager: ManagerOption = None, json: Json = False) -> int:
-    """Remove the service file written by 'amux hub service install' (and its enablement link, if any).
+def service_uninstall(*, home: Home = None, user: UserOption = False, manager: ManagerOption = None,
+                      json: Json = False) -> int:
+    """Remove the service file 'amux hub service install' wrote for HOME (and its enablement link, if any).
 
-    Removing the enablement link is what 'systemctl disable' does; a running
-    Hub keeps running until the printed stop command (or 'amux hub stop').
-    Exit status 0, also when nothing was installed.
+    Only a file amux wrote is removed (a unit with its "# Written by 'amux
+    hub service install'" first line, a property list with its label):
+    another file of that name is bad_request, nothing removed.  Removing the
+    enablement link is what 'systemctl disable' does; a running Hub keeps
+    running until the printed stop command (or 'amux hub stop').  Exit status
+    0, also when nothing was installed.
     """
     kind = manager or default_manager()
-    path = service_path(kind, user)
+    target = resolve_home(home).resolve()
+    path = service_path(kind, user, target)
+    if path.exists() and not written_by_amux(path, kind):
+        return fail(HubError(ErrorCode.BAD_REQUEST, f"{path} was not written by 'amux hub service install' (no "
+                             f"{'marker line' if kind == 'systemd' else 'amux label'}); nothing was removed: "
+                             "remove it yourself if you mean to", {"path": str(path)}), as_json=json)
     removed = []
     candidates = [path]
-    if kind == "systemd":
+    if kind == "systemd" and path.exists():
         for wants in ("default.target.wants", "multi-user.target.wants"):
-            candidates.append(path.parent / wants / UNIT_NAME)
+            link = path.parent / wants / path.name
+            if link.is_symlink():
+                candidates.append(link)
     for candidate in candidates:
         try:
             candidate.unlink()
@@ -225,7 +285,7 @@ def service_uninstall(*, user: UserOption = False, manager: ManagerOption = None
             return fail(HubError(ErrorCode.PERMISSION_DENIED if isinstance(exc, PermissionError)
                                  else ErrorCode.STORAGE_ERROR, f"cannot remove {candidate}: {exc.strerror}",
                                  {"path": str(candidate)}))
-    hint = stop_hint(kind, user)
+    hint = stop_hint(kind, user, target)
     doc = {"removed": removed, "manager": kind, "user": user, "path": str(path), "then": hint}
     lines = [f"removed {r}" for r in removed] or [f"nothing installed at {path}"]
     if removed:

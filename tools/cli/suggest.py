@@ -6,9 +6,11 @@ the closest name by spelling (``difflib``): for ``amux memory get`` that was
 app's ``error_formatter``: it replaces that sentence for unknown commands
 and leaves every other usage error as cyclopts prints it.  Suggestions come
 from :data:`SYNONYMS` (words people use for a command: ``read`` → ``show``,
-``delete`` → ``forget``) and else from spelling, where a
-:data:`DESTRUCTIVE` command is never a candidate: a destructive command is
-offered only when the word typed already asks to destroy something.
+``delete`` → ``forget``), then a destructive command the word is a plain
+misspelling of (``restor``, ``purg``, ``remov``: a person who typed that meant
+to destroy), and else from spelling, where a :data:`DESTRUCTIVE` command is
+never a candidate: a word that may be a read (``frget``, which holds ``get``)
+never gets a destructive command.
 """
 
 from __future__ import annotations
@@ -56,16 +58,44 @@ def visible_commands(group: App) -> list[str]:
 def suggestion(token: str, commands: list[str]) -> str | None:
     """The command to suggest for the unknown ``token`` among ``commands``, or ``None``.
 
-    A synonym first (``get`` → ``show``), then the closest spelling among
-    the commands that are not :data:`DESTRUCTIVE`.
+    A synonym first (``get`` → ``show``), then a destructive command the
+    word is a plain misspelling of (:func:`misspells`: ``restor`` →
+    ``restore``), then the closest spelling among the commands that are not
+    :data:`DESTRUCTIVE`.
     """
     word = token.lower()
     target = SYNONYMS.get(word)
     if target in commands:
         return target
+    misspelt = next((name for name in commands if name in DESTRUCTIVE and misspells(word, name, commands)), None)
+    if misspelt is not None:
+        return misspelt
     safe = [name for name in commands if name not in DESTRUCTIVE]
     close = difflib.get_close_matches(word, safe, n=1, cutoff=0.6)
     return close[0] if close else None
+
+
+MIN_MISSPELT = 4
+"""Fewest characters a word needs before it may be taken for a misspelt destructive command."""
+
+
+def misspells(word: str, command: str, commands: list[str]) -> bool:
+    """Whether ``word`` is ``command`` cut short, with one character left out, or with two neighbours swapped,
+    and holds no other (non-destructive) command's name or a read word of :data:`SYNONYMS` (``frget`` holds
+    ``get``: it may be a read).  At least :data:`MIN_MISSPELT` characters.
+    """
+    if len(word) < MIN_MISSPELT or word == command:
+        return False
+    reads = [name for name in commands if name not in DESTRUCTIVE and len(name) >= 3]
+    reads += [w for w, target in SYNONYMS.items() if target not in DESTRUCTIVE and len(w) >= 3]
+    if any(name in word for name in reads):
+        return False
+    if command.startswith(word):
+        return True
+    if len(word) == len(command) - 1 and any(command[:i] + command[i + 1:] == word for i in range(len(command))):
+        return True
+    return len(word) == len(command) and any(
+        command[:i] + command[i + 1] + command[i] + command[i + 2:] == word for i in range(len(command) - 1))
 
 
 def unknown_command_message(token: str, commands: list[str]) -> str:
@@ -83,10 +113,12 @@ def unknown_command_message(token: str, commands: list[str]) -> str:
 def format_usage_error(error: CycloptsError) -> Any:
     """The root app's ``error_formatter``: a rich panel for a usage error, as cyclopts draws it.
 
-    An unknown command gets :func:`unknown_command_message`; any other error
-    cyclopts' own text.  Imports rich (cyclopts prints it through rich).
+    An unknown command gets :func:`unknown_command_message`; ``--expected-revision``
+    given without a value gets the hint its absence gets
+    (:func:`tools.cli.memory.missing_revision`); any other error cyclopts' own
+    text.  Imports rich (cyclopts prints it through rich).
     """
-    from cyclopts.exceptions import UnknownCommandError
+    from cyclopts.exceptions import MissingArgumentError, UnknownCommandError
     from cyclopts.panel import CycloptsPanel
     from rich.text import Text
 
@@ -95,4 +127,15 @@ def format_usage_error(error: CycloptsError) -> Any:
     if isinstance(error, UnknownCommandError) and error.unused_tokens and error.app is not None:
         token = inert(error.unused_tokens[0])
         return CycloptsPanel(Text(unknown_command_message(token, visible_commands(error.app))))
+    argument = getattr(error, "argument", None)
+    if isinstance(error, MissingArgumentError) and argument is not None and REVISION_OPTION in argument.names:
+        from tools.cli.memory import missing_revision
+
+        chain = error.command_chain or ("memory", "upsert")
+        hint = missing_revision(chain[-1], "PATH").message
+        return CycloptsPanel(Text(f"{REVISION_OPTION} was given without a value. {hint[0].upper()}{hint[1:]}."))
     return CycloptsPanel(error)
+
+
+REVISION_OPTION = "--expected-revision"
+"""The option whose missing value gets the same hint as its absence (DESIGN.md §18)."""

@@ -106,7 +106,9 @@ def memory_remove(name: str, /, *, expected_revision: str | None = None, project
     name
         The topic's name (its file name without .md).
     expected_revision
-        Delete only if the topic still has this revision (64 hex characters).
+        Delete only if the topic still has this revision: the full one or a
+        prefix of at least 12 hex digits, as 'amux memory show' prints it
+        ("absent" is refused: a delete needs a topic).
     """
     from tools.typed.remove import remove
 

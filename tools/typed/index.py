@@ -27,9 +27,12 @@ escaped) when it has whitespace, parentheses or angle brackets.
 
 **Recognising the generated region.**  A line is *generated* when it is one of
 the four group headings (``## <type> (<n>/<m>)``) or an entry line
-(``- [..](<type>/...md)...``, either target form) linking into a type directory.  Everything else
-— a preamble, a section of one's own, notes — is a person's and is kept
-verbatim.  A rebuild puts the whole new block where the first generated line
+(``- [..](<type>/...md)...``, either target form) linking into a type
+directory and standing in a group: right after its heading or another such
+entry (:func:`generated_flags`).  Everything else — a preamble, a section of
+one's own, notes, a hand-written ``- [Deploy runbook](project/deploy.md)``
+pointer under a heading of one's own — is a person's and is kept verbatim.
+A rebuild puts the whole new block where the first generated line
 was (at the end when there was none), drops every old generated line and the
 blank lines between them, and keeps all other lines in their order; text a
 person placed between two generated groups thus moves below the block.  The
@@ -39,7 +42,6 @@ result is a fixed point: rebuilding again changes nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -144,17 +146,45 @@ def render_block(catalog: Catalog) -> list[str]:
 
 
 def is_generated(line: str) -> bool:
-    """Whether an index line belongs to the generated region (a group heading or an entry)."""
+    """Whether a line has a form the generator writes (a group heading or an entry line).
+
+    Only the form: whether it *is* generated depends on where it stands
+    (:func:`generated_flags`).
+    """
     return bool(GROUP_HEADING.match(line) or ENTRY_LINE.match(line))
 
 
-def is_pointer_generated(line: str) -> bool:
-    """Whether a Hub scope's ``MEMORY.md`` line is ours: the pointer line, or a line of an index kept there before."""
-    return bool(INDEX_POINTER_LINE.match(line)) or is_generated(line)
+def generated_flags(lines: list[str], *, pointer: bool = False) -> list[bool]:
+    """Which of ``lines`` the index generated, one flag per line (DESIGN.md §11).
+
+    Generated: a group heading (``## <type> (<n>/<m>)``), an entry line
+    (linking into a type folder) that follows the heading or another such
+    entry without a break, and, with ``pointer`` (a Hub scope's
+    ``MEMORY.md``), the pointer line.  Anything else is a person's and is
+    kept, even when it looks like an entry (``- [Deploy runbook](project/deploy.md)
+    read before any deploy!`` under a heading of one's own): a blank or
+    any other line ends a group.
+    """
+    flags: list[bool] = []
+    in_group = False
+    for line in lines:
+        if GROUP_HEADING.match(line):
+            in_group = True
+            flags.append(True)
+        elif in_group and ENTRY_LINE.match(line):
+            flags.append(True)
+        elif pointer and INDEX_POINTER_LINE.match(line):
+            in_group = False
+            flags.append(True)
+        else:
+            in_group = False
+            flags.append(False)
+    return flags
 
 
-def merge(existing: str, block: list[str], generated_line: Callable[[str], bool] = is_generated) -> str:
-    """``existing`` with its generated lines (``generated_line``) replaced by ``block`` (see the module docstring).
+def merge(existing: str, block: list[str], *, pointer: bool = False) -> str:
+    """``existing`` with its generated lines (:func:`generated_flags`) replaced by ``block`` (see the module
+    docstring); ``pointer`` for a Hub scope's ``MEMORY.md``, whose pointer line is generated too.
 
     Returns the new text: ``\\n`` line ends, exactly one final newline, or ""
     when there is nothing at all to write.
@@ -162,7 +192,7 @@ def merge(existing: str, block: list[str], generated_line: Callable[[str], bool]
     lines = existing.split("\n") if existing else []
     if lines and lines[-1] == "":
         lines.pop()
-    generated = [generated_line(line) for line in lines]
+    generated = generated_flags(lines, pointer=pointer)
     first = next((i for i, g in enumerate(generated) if g), len(lines))
     before = lines[:first]
     after: list[str] = []
@@ -247,9 +277,9 @@ def build_pointer(catalog: Catalog, index: str) -> str | None:
     if catalog.pointer is None:
         return None
     text = index_text(catalog.pointer)
-    if not index and not any(is_pointer_generated(line) for line in text.split("\n")):
+    if not index and not any(generated_flags(text.split("\n"), pointer=True)):
         return text  # nothing of ours in it: never reformat a person's MEMORY.md
-    return merge(text, [INDEX_POINTER] if index else [], is_pointer_generated)
+    return merge(text, [INDEX_POINTER] if index else [], pointer=True)
 
 
 def count_lines(text: str) -> int:

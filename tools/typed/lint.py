@@ -61,8 +61,8 @@ from tools.typed.index import (
     build_index,
     build_pointer,
     count_lines,
+    generated_flags,
     index_links,
-    is_generated,
 )
 from tools.typed.library import Library
 from tools.typed.model import (
@@ -329,13 +329,15 @@ def _index_problems(catalog: Catalog, max_bytes: int, max_lines: int | None, edi
                                          REINDEX if entry else by_hand)))
     existing = {t.path for t in catalog.topics}
     linked = set()
+    ours = generated_flags(text.split("\n"))
     for number, target in index_links(text):
         if not target.endswith(".md"):
             continue  # points outside memory (a web page, a repository file): not ours to check
         linked.add(target)
         if target not in existing and target not in (path, catalog.pointer.path if catalog.pointer else None):
             problems.append(Problem("error", "index_missing_file", path, number,
-                                    _fix(f"links to {target}, which does not exist", REINDEX)))
+                                    _fix(f"links to {target}, which does not exist",
+                                         REINDEX if ours[number - 1] else f"a line of your own: {by_hand}")))
     for t in indexable:
         if t.path not in linked:
             problems.append(Problem("error", "index_missing_topic", t.path, None,
@@ -359,7 +361,7 @@ def _pointer_problems(catalog: Catalog) -> list[Problem]:
         return []  # the Hub's own entry document; lint reports on typed documents only
     lines = text.split("\n")
     problems = []
-    stale = [n for n, line in enumerate(lines, 1) if is_generated(line)]
+    stale = [n for n, flag in enumerate(generated_flags(lines), 1) if flag]
     if stale:
         problems.append(Problem("warning", "index_in_entry", pointer.path, stale[0],
                                 _fix(f"{len(stale)} line(s) of a typed index in {pointer.path}; the index lives in "

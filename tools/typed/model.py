@@ -35,8 +35,9 @@ FEEDBACK_DEFAULT_DAYS = 90
 def cap_advice(type_: str) -> str:
     """What to do when ``type_`` is at its cap (only feedback can be archived)."""
     if type_ == "feedback":
-        return "archive expired feedback, merge two, or delete one"
-    return "merge two, or delete one with 'amux memory forget'"
+        return ("archive expired feedback ('amux memory archive'), merge two, or delete one with "
+                "'amux memory remove NAME'")
+    return "merge two, or delete one with 'amux memory remove NAME' (it updates the index)"
 
 
 ARCHIVE_DIR = "feedback/_archive"

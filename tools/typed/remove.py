@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from protocol.errors import ErrorCode, HubError
+from protocol.params import ABSENT
 from tools.typed.catalog import load_catalog
 from tools.typed.create import update_index_retrying
 from tools.typed.library import Library
@@ -21,12 +22,18 @@ def remove(lib: Library, name: str, expected_revision: str | None = None) -> dic
 
     ``revision`` is the deleted topic's last revision; ``index`` is
     ``{path, revision, changed}`` of the rebuilt index.  Raises, with
-    nothing changed: ``not_found`` when no topic has that name,
+    nothing changed: ``bad_request`` for ``expected_revision`` ``absent``
+    (a delete needs something to delete), ``not_found`` when no topic has that name,
     ``bad_request`` when several do (``data.paths``), ``conflict`` when the
     topic is not at ``expected_revision`` or changed since it was read.
     When the index step fails after the delete, raises its error with a
     message saying the topic is gone and ``data.removed``/``data.step``.
     """
+    if expected_revision is not None and expected_revision.strip().lower() == ABSENT:
+        raise HubError(ErrorCode.BAD_REQUEST, "--expected-revision absent makes no sense for a delete: remove "
+                       "deletes a topic that exists; nothing was deleted: pass the topic's revision (12 or more hex "
+                       "digits, from 'amux memory show PATH') or leave the option out",
+                       {"field": "expected_revision", "name": name})
     catalog = load_catalog(lib, everything=False)
     found = catalog.with_name(name)
     if not found:
