@@ -17,9 +17,10 @@ import trio
 
 from hub.secrets import find_secrets, redact
 from protocol.errors import ERRORS, ErrorCode, HubError
+from protocol.requests import upsert_params
 from tests.conftest import HubProcess
 from tests.mcp_session import call, err, mcp_session, ok
-from tests.secret_samples import Sample, samples
+from tests.secret_samples import REFERENCES, Sample, note_forms, samples
 from tools.client.blocking import HubClient
 
 TIMEOUT = 60
@@ -265,3 +266,47 @@ def test_scan_answer_stays_within_the_response_budget_and_says_when_it_is_cut(hu
     assert all(len(d["findings"]) <= 3 for d in r.json["documents"])
     for sample in many:
         assert_no_leak(sample, r.stdout)
+
+
+def test_credentials_in_the_shapes_notes_use_are_refused(hub: HubProcess) -> None:
+    """A value with text after it, Markdown labels and tables, spaced key names, tokens, URL and CLI forms."""
+    rev = create(hub, "deploy.md")
+    forms = note_forms()
+    for sample in forms[:2]:  # through the CLI, as a person or a Pi agent writes
+        r = hub.cli("memory", "upsert", "deploy.md", "--expected-revision", rev, input=note(sample))
+        assert r.returncode == 18, (sample.line, r.stdout)
+        assert [f["rule"] for f in r.json["error"]["data"]["findings"]] == [sample.rule]
+        assert_no_leak(sample, r.stdout, r.stderr)
+    with hub.client(timeout=60) as client:
+        for sample in forms:
+            with pytest.raises(HubError) as raised:
+                client.call("upsert", upsert_params("deploy.md", note(sample), rev))
+            assert raised.value.code is ErrorCode.SECRET_DETECTED, sample.line
+            assert raised.value.data["findings"] == [{"rule": sample.rule, "line": 4,
+                                                      "preview": redact(sample.secret)}], sample.line
+            assert_no_leak(sample, raised.value.message, json.dumps(raised.value.data))
+    assert (hub.scope_dir / "deploy.md").read_bytes() == CLEAN
+    assert len(versions(hub, "deploy.md")) == 1
+
+
+def test_notes_that_say_where_a_credential_lives_are_written(hub: HubProcess) -> None:
+    body = ("# Where the credentials are\n\n" + "\n".join(f"- {line}" for line in REFERENCES) + "\n").encode()
+    r = hub.cli("memory", "upsert", "where.md", "--expected-revision", "absent", input=body)
+    assert r.returncode == 0, r.stdout
+    assert "secret_findings" not in r.json
+    for line in REFERENCES:  # each alone, too (a finding on one line must not hide behind another)
+        assert find_secrets(f"# n\n{line}\n".encode()) == [], line
+
+
+def test_long_lines_of_jwt_lookalikes_are_checked_without_backtracking(hub: HubProcess) -> None:
+    """The reviewer's 63 KB line of ``eyJ`` took 2 s of CPU under the scope lock, and ``scan --history`` paid it
+    again for each stored version: eight such versions must now be written and scanned inside a 10 s process
+    timeout (not a timed assertion; the quadratic pattern needed about 20 s)."""
+    rev = "absent"
+    with hub.client(timeout=120) as client:
+        for i, unit in enumerate(["eyJ", "eyJ=", "eyJa.", "eyJ", "eyJ=", "eyJa.", "eyJ", "eyJ"]):
+            body = (f"# j{i}\n" + unit * (63_000 // len(unit)) + "\n").encode()
+            rev = client.call("upsert", upsert_params("jwt.md", body, rev, allow_shrink=True))["revision"]
+    assert len(versions(hub, "jwt.md")) == 8
+    r = hub.cli("memory", "scan", "--history", timeout=10)
+    assert r.returncode == 0 and r.json["documents"] == [] and r.json["versions"] == [], r.stdout
