@@ -523,15 +523,15 @@ def candidate_lines(content: bytes) -> Iterator[tuple[int, int, int, set[int]]]:
         yield line_no + low.count(b"\n", last, begin), begin, line_end, wanted
 
 
-def find_secrets(content: bytes, allowed: frozenset[str] = frozenset()) -> list[Finding]:
-    """The credentials in UTF-8 ``content`` (at most :data:`MAX_FINDINGS`), one per value per line, in line order.
+def found_values(content: bytes, allowed: frozenset[str] = frozenset()) -> Iterator[tuple[str, int, str, str]]:
+    """``(rule name, 1-based line, value, SHA-256 hex of the value)`` for each credential in UTF-8 ``content``, in
+    line order, one per value per line; the values never leave this module (:func:`find_secrets`, :func:`scrub`).
 
     ``allowed`` holds lowercase SHA-256 hex digests of the UTF-8 bytes of
     exact values known not to be credentials (``memory.secret_allow``); those
     are skipped, as are documented placeholders (:func:`is_placeholder`).
     Undecodable bytes are replaced before the rules see a line.
     """
-    found: list[Finding] = []
     all_rules = rules()
     for line_no, begin, end, wanted in candidate_lines(content):
         text = content[begin:end].decode("utf-8", "replace")
@@ -544,9 +544,28 @@ def find_secrets(content: bytes, allowed: frozenset[str] = frozenset()) -> list[
                     continue
                 seen.add(value)
                 digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
-                if digest in allowed:
-                    continue
-                found.append(Finding(rule.name, line_no, redact(value), digest))
-                if len(found) >= MAX_FINDINGS:
-                    return found
+                if digest not in allowed:
+                    yield rule.name, line_no, value, digest
+
+
+def find_secrets(content: bytes, allowed: frozenset[str] = frozenset()) -> list[Finding]:
+    """The credentials in UTF-8 ``content`` (at most :data:`MAX_FINDINGS`), one per value per line, in line order
+    (:func:`found_values`; ``allowed`` as there)."""
+    found: list[Finding] = []
+    for rule, line_no, value, digest in found_values(content, allowed):
+        found.append(Finding(rule, line_no, redact(value), digest))
+        if len(found) >= MAX_FINDINGS:
+            break
     return found
+
+
+def scrub(text: str, source: bytes | None = None) -> str:
+    """``text`` (a path, an error message) with each credential the rules find in it, or in ``source`` (the
+    document the text quotes), replaced by its :func:`redact` preview, also where ``text`` quotes it lowercased:
+    what may be shown of a text that holds one (DESIGN.md §16)."""
+    values = {value for _, _, value, _ in found_values(text.encode("utf-8", "surrogatepass"))}
+    if source is not None:
+        values.update(value for _, _, value, _ in found_values(source))
+    for value in sorted(values, key=len, reverse=True):
+        text = text.replace(value, redact(value)).replace(value.lower(), redact(value))
+    return text

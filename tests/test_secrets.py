@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +22,7 @@ import trio
 from hub.secrets import find_secrets, redact
 from protocol.errors import ERRORS, ErrorCode, HubError
 from protocol.requests import upsert_params
-from tests.conftest import HubProcess
+from tests.conftest import HubProcess, amux_argv
 from tests.mcp_session import call, err, mcp_session, ok
 from tests.secret_samples import REFERENCES, Sample, note_forms, samples
 from tools.client.blocking import HubClient
@@ -221,8 +225,9 @@ def test_scan_finds_hand_placed_and_overridden_secrets_and_with_history_the_stor
     assert r.returncode == 0, r.stderr
     found = {d["path"]: d for d in r.json["documents"]}
     assert sorted(found) == ["hand.md", "over.md"] and r.json["versions"] == []
-    assert found["hand.md"]["findings"] == [{"rule": by_hand.rule, "line": 4, "preview": redact(by_hand.secret)}]
-    assert any("amux memory upsert over.md" in c for c in found["over.md"]["commands"])
+    assert found["hand.md"]["findings"] == [{"rule": by_hand.rule, "line": 4, "preview": redact(by_hand.secret),
+                                             "sha256": hashlib.sha256(by_hand.secret.encode()).hexdigest()}]
+    assert any(c.startswith("amux memory upsert ") and c.endswith(" over.md") for c in found["over.md"]["commands"])
     assert_no_leak(by_hand, r.stdout, r.stderr)
     assert_no_leak(overridden, r.stdout, r.stderr)
     # clean the document, then the history still holds the old version: --history finds it with its purge
@@ -233,7 +238,7 @@ def test_scan_finds_hand_placed_and_overridden_secrets_and_with_history_the_stor
     (stored,) = [v for v in r.json["versions"] if v["path"] == "over.md"]
     assert stored["revision"] == leaky and stored["findings"][0]["rule"] == overridden.rule
     purge = stored["commands"][0].split()
-    assert purge == ["amux", "memory", "purge", "over.md", "--revision", leaky]
+    assert purge == ["amux", "memory", "purge", "--revision", leaky, "over.md"]
     r = hub.cli(*purge[1:])
     assert r.returncode == 0, r.stdout
     r = hub.cli("memory", "scan", "--history")
@@ -310,3 +315,143 @@ def test_long_lines_of_jwt_lookalikes_are_checked_without_backtracking(hub: HubP
     assert len(versions(hub, "jwt.md")) == 8
     r = hub.cli("memory", "scan", "--history", timeout=10)
     assert r.returncode == 0 and r.json["documents"] == [] and r.json["versions"] == [], r.stdout
+
+
+def assert_not_even_lowercased(sample: Sample, *texts: str | bytes) -> None:
+    """:func:`assert_no_leak`, and not lowercased either (the rewrite guard quotes lowercased text)."""
+    assert_no_leak(sample, *texts)
+    lowered = Sample(sample.rule, sample.line.lower(), sample.secret.lower())
+    assert_no_leak(lowered, *(t.lower() for t in texts))
+
+
+HOSTILE = "notes/$(touch pwned) ; rm -rf x `touch pwned2`.md"
+
+
+def test_scan_commands_quote_hostile_paths_and_a_shell_runs_them_as_written(hub: HubProcess,
+                                                                            tmp_path: Path) -> None:
+    sample = samples(31)[0]
+    for path in (HOSTILE, "-rf.md"):
+        r = hub.cli("memory", "upsert", "--expected-revision", "absent", "--allow-secret", "--", path,
+                    input=note(sample))
+        assert r.returncode == 0, r.stdout
+    r = hub.cli("memory", "scan")
+    found = {d["path"]: d for d in r.json["documents"]}
+    assert sorted(found) == sorted([HOSTILE, "-rf.md"])
+    work = tmp_path / "work"
+    (work / "bin").mkdir(parents=True)
+    wrapper = work / "bin" / "amux"  # the shell finds the real CLI as `amux`
+    wrapper.write_text("#!/bin/sh\nexec " + " ".join(shlex.quote(a) for a in amux_argv()) + ' "$@"\n')
+    wrapper.chmod(0o755)
+    env = {**hub.env, "PATH": f"{work / 'bin'}:{os.environ.get('PATH', '')}"}
+    for path, entry in found.items():
+        export, upsert = entry["commands"]
+        assert "(" not in upsert.replace(HOSTILE, "") or shlex.quote(HOSTILE) in upsert
+        words = shlex.split(export)
+        assert words[-2:] == [">", "doc.md"] and path in words and words[:3] == ["amux", "memory", "export"]
+        assert entry["advice"] and "doc.md" in entry["advice"]
+        done = subprocess.run(["sh", "-c", export], cwd=work, env=env, capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert (work / "doc.md").read_bytes() == note(sample)
+        (work / "doc.md").write_bytes(CLEAN)  # the person removes the credential
+        done = subprocess.run(["sh", "-c", upsert], cwd=work, env=env, capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert (hub.scope_dir / path).read_bytes() == CLEAN
+    r = hub.cli("memory", "scan", "--history")
+    assert r.json["documents"] == []
+    for stored in r.json["versions"]:
+        (purge,) = stored["commands"]
+        done = subprocess.run(["sh", "-c", purge], cwd=work, env=env, capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    assert not (work / "pwned").exists() and not (work / "pwned2").exists()
+    assert hub.cli("memory", "scan", "--history").json["versions"] == []
+
+
+def test_a_path_holding_a_credential_is_refused_and_never_echoed(hub: HubProcess) -> None:
+    sample = samples(32)[0]  # a GitHub token
+    path = f"creds/{sample.secret}.md"
+    for extra in ([], ["--allow-secret"]):
+        r = hub.cli("memory", "upsert", path, "--expected-revision", "absent", *extra, input=CLEAN)
+        assert r.returncode == 18, r.stdout
+        error = r.json["error"]
+        assert error["data"]["findings"] == [{"rule": sample.rule, "line": 0, "preview": redact(sample.secret),
+                                              "in": "path"}]
+        assert error["data"]["path"] == f"creds/{redact(sample.secret)}.md"
+        assert_no_leak(sample, r.stdout, r.stderr)
+    assert not (hub.scope_dir / "creds").exists()
+    r = hub.cli("memory", "get", f"bad/{sample.secret}/../x.md")
+    assert r.returncode == ERRORS[ErrorCode.INVALID_PATH].exit_status, r.stdout
+    assert r.json["error"]["code"] == "invalid_path" and redact(sample.secret) in r.json["error"]["message"]
+    assert_no_leak(sample, r.stdout, r.stderr)
+    # placed by hand: scan reports it, redacted, with advice and no command naming it
+    (hub.scope_dir / "creds").mkdir()
+    (hub.scope_dir / path).write_bytes(CLEAN)
+    r = hub.cli("memory", "scan")
+    (entry,) = r.json["documents"]
+    assert entry["path"] == f"creds/{redact(sample.secret)}.md" and entry["commands"] == []
+    assert entry["findings"][0]["in"] == "path" and "rename" in entry["advice"]
+    assert_no_leak(sample, r.stdout, r.stderr)
+    assert hub.log is not None
+    assert_no_leak(sample, hub.log.read_text())
+
+
+def test_an_agent_session_cannot_override_the_check(hub: HubProcess) -> None:
+    sample = samples(33)[0]
+    r = hub.cli("memory", "upsert", "pi.md", "--expected-revision", "absent", "--allow-secret",
+                input=note(sample), env={"AMUX_SESSION_ID": "s-123"})
+    assert r.returncode == ERRORS[ErrorCode.BAD_REQUEST].exit_status, r.stdout
+    assert "person's override" in r.json["error"]["message"] and "agent session" in r.json["error"]["message"]
+    assert not (hub.scope_dir / "pi.md").exists()
+    assert_no_leak(sample, r.stdout, r.stderr)
+    r = hub.cli("memory", "upsert", "pi.md", "--expected-revision", "absent", "--allow-secret", input=note(sample))
+    assert r.returncode == 0, r.stdout  # a person at the command line still can
+
+
+def test_an_override_that_fails_is_not_logged_and_its_error_quotes_no_credential(hub: HubProcess) -> None:
+    sample = samples(34)[0]
+    long = b"# Deploy\n\n" + b"".join(b"- step %d of the deploy\n" % i for i in range(40))
+    rev = create(hub, "deploy.md", long)
+    cut = f"# Deploy\n\n- step one\n- step two\n(rest unchanged; token {sample.secret})\n".encode()
+    r = hub.cli("memory", "upsert", "deploy.md", "--expected-revision", rev, "--allow-secret", input=cut)
+    assert r.json["error"]["code"] == "destructive_rewrite", r.stdout
+    assert_not_even_lowercased(sample, r.stdout, r.stderr)
+    r = hub.cli("memory", "upsert", "deploy.md", "--expected-revision", "0" * 64, "--allow-secret",
+                input=note(sample))
+    assert r.json["error"]["code"] == "conflict", r.stdout
+    assert (hub.scope_dir / "deploy.md").read_bytes() == long
+    assert hub.log is not None
+    log = hub.log.read_text()
+    assert "wrote deploy.md" not in log
+    assert_not_even_lowercased(sample, log)
+    r = hub.cli("memory", "upsert", "deploy.md", "--expected-revision", rev, "--allow-secret",
+                input=long + note(sample))
+    assert r.returncode == 0, r.stdout
+    assert "wrote deploy.md holding 1 credential(s) (overridden by --allow-secret)" in hub.log.read_text()
+
+
+def test_a_credential_given_as_an_allow_list_entry_is_not_echoed(hub: HubProcess) -> None:
+    sample = samples(35)[0]
+    r = hub.cli("system", "config", "set", "memory.secret_allow", sample.secret)
+    assert r.returncode == 2 and "not shown" in r.stderr, r.stderr
+    assert_no_leak(sample, r.stdout, r.stderr)
+
+
+EDITOR = """import pathlib, sys
+pathlib.Path(sys.argv[-1]).write_bytes(pathlib.Path(sys.argv[1]).read_bytes())
+"""
+
+
+def test_edit_refused_for_a_credential_hints_the_override(hub: HubProcess, tmp_path: Path) -> None:
+    sample = samples(36)[0]
+    rev = create(hub, "ops.md")
+    (tmp_path / "new.md").write_bytes(note(sample))
+    (tmp_path / "editor.py").write_text(EDITOR)
+    editor = f"{shlex.quote(sys.executable)} {tmp_path / 'editor.py'} {tmp_path / 'new.md'}"
+    r = hub.cli("memory", "edit", "ops.md", env={"EDITOR": editor, "VISUAL": ""})
+    assert r.json["error"]["code"] == "secret_detected", r.stdout
+    assert r.stderr.count("nothing was written") == 1, r.stderr
+    hint = next(line for line in r.stderr.splitlines() if "to write it anyway" in line)
+    assert f"--expected-revision {rev[:12]}" in hint and hint.endswith("--allow-secret")
+    assert_no_leak(sample, r.stdout, r.stderr)
+    retry = hub.cli(*shlex.split(hint.split(": ", 2)[-1])[1:])  # the hinted command, as given
+    assert retry.returncode == 0, retry.stdout
+    assert versions(hub, "ops.md")[0]["secret_override"] == [sample.rule]

@@ -148,6 +148,8 @@ class Session:
             flag = " --allow-shrink"
         elif exc is not None and exc.code is ErrorCode.BAD_REQUEST and exc.message == EMPTY_CONTENT:
             flag = " --allow-empty"
+        elif exc is not None and exc.code is ErrorCode.SECRET_DETECTED:
+            flag = " --allow-secret"  # a person's override (DESIGN.md §16.4), recorded in the history
         return (f"amux memory upsert {shlex.quote(self.path)} --expected-revision {self.revision[:12]} "
                 f"--file {shlex.quote(str(self.file))}{flag}")
 
@@ -157,7 +159,9 @@ class Session:
         ``current_rev`` (after a conflict: the document's revision now) makes
         the hint a write over that version, once merged by hand.
         """
-        say(f"{reason}; nothing was written. Your text is kept in {self.file}")
+        # the Hub's own message (printed after this) may say it already
+        said = "" if exc is not None and "nothing was written" in exc.message else "; nothing was written"
+        say(f"{reason}{said}. Your text is kept in {self.file}")
         if current_rev is None:
             say(f"to write it anyway: {self.retry_hint(exc)}")
             return
@@ -301,7 +305,7 @@ def edit_loop(session: Session, on_conflict: OnConflict | None, allow_shrink: bo
             result = write_back(session, content, allow_shrink, allow_empty)
         except HubError as exc:
             if exc.code is not ErrorCode.CONFLICT:
-                session.kept(f"{exc.code.value}: {exc.message}", exc)
+                session.kept(exc.code.value, exc)
                 return fail(kept_error(exc, session))
             try:
                 current, current_rev = read_current(session.path)
