@@ -25,6 +25,7 @@ from protocol.requests import upsert_params
 from tests.conftest import HubProcess, amux_argv
 from tests.mcp_session import call, err, mcp_session, ok
 from tests.secret_samples import REFERENCES, Sample, note_forms, samples
+from tests.terminal import run_in_terminal
 from tools.client.blocking import HubClient
 
 TIMEOUT = 60
@@ -455,3 +456,23 @@ def test_edit_refused_for_a_credential_hints_the_override(hub: HubProcess, tmp_p
     retry = hub.cli(*shlex.split(hint.split(": ", 2)[-1])[1:])  # the hinted command, as given
     assert retry.returncode == 0, retry.stdout
     assert versions(hub, "ops.md")[0]["secret_override"] == [sample.rule]
+
+
+def test_scan_in_a_terminal_shows_tables_and_history_and_log_mark_the_override(hub: HubProcess) -> None:
+    sample = samples(37)[0]
+    r = hub.cli("memory", "upsert", "ops.md", "--expected-revision", "absent", "--allow-secret", input=note(sample))
+    assert r.returncode == 0, r.stdout
+    shown = run_in_terminal([*amux_argv(), "memory", "scan"], env=hub.env)
+    assert shown.returncode == 0, shown.stderr
+    assert not shown.plain.lstrip().startswith("{")
+    assert "ops.md" in shown.plain and sample.rule in shown.plain and redact(sample.secret) in shown.plain
+    assert "amux memory export ops.md > doc.md" in shown.plain
+    assert hashlib.sha256(sample.secret.encode()).hexdigest() in shown.plain
+    assert_no_leak(sample, shown.screen, shown.stderr)
+    as_json = run_in_terminal([*amux_argv(), "memory", "scan", "--json"], env=hub.env)
+    assert json.loads(as_json.plain) == hub.cli("memory", "scan").json
+    for argv in (["memory", "history", "ops.md"], ["memory", "log"]):
+        shown = run_in_terminal([*amux_argv(), *argv], env=hub.env)
+        assert f"[secret override: {sample.rule}]" in shown.plain, shown.plain
+    r = hub.cli("memory", "upsert", "ops.md", "--expected-revision", r.json["revision"], input=CLEAN)
+    assert "no credentials found" in run_in_terminal([*amux_argv(), "memory", "scan"], env=hub.env).plain
