@@ -9,11 +9,15 @@ for AWS, Azure storage, URLs with a password, GitHub,
 GitLab, Slack, Stripe, OpenAI, npm, PyPI, private keys and JWTs, plus the
 few it lacks, each a named rule here: Anthropic keys, GitHub fine-grained
 tokens, OpenAI project keys, bare npm tokens, unquoted AWS secret access
-keys, GCP service-account keys and Azure connection-string keys.
-Keyword assignments (``password=``, ``secret:``) count only when the value
-is one high-entropy token that ``detect-secrets``' heuristic filters do not
-dismiss (templates, ``$VARS``, UUIDs, sequences), so prose about passwords
-never trips it.
+keys, GCP service-account keys, Azure connection-string keys, the Hub's own
+``amux_`` tokens, ``curl -u`` and ``Authorization: Basic|Bearer``.
+Keyword assignments (``password=``, ``secret:``, ``*_TOKEN=``, also as
+Markdown labels, table rows and spaced key names) count only when the first
+token of the value is high-entropy, not dismissed by ``detect-secrets``'
+heuristic filters (templates, ``$VARS``, UUIDs, sequences) and no reference
+to where a credential lives (:func:`is_reference`, ``secret_name:``), so
+prose about passwords and notes saying where one is never trip it.
+:func:`scrub` redacts the credentials in a text (a path, an error message).
 
 Cost: one Aho-Corasick pass (:data:`LITERAL_SEARCH`) over the
 ASCII-lowercased bytes finds the lines holding a rule's literal (``ghp_``,

@@ -22,7 +22,9 @@ content is checked for credentials (:func:`hub.secrets.find_secrets`,
 ``memory.secret_scan``): ``block`` refuses it with ``secret_detected``
 (nothing written, nothing recorded), ``warn`` writes it and says so in the
 answer; a person's ``allow_secret`` writes it and the history version records
-the override.  The secret itself is never in an answer, a log line or an
+the override (not from ``amux mcp`` or an agent session).  A path holding a
+credential is refused whatever the setting, and never echoed (nor by an
+``invalid_path`` error).  The secret itself is never in an answer, a log line or an
 exception: only rule names, line numbers and redacted previews (DESIGN.md §16).
 """
 
