@@ -39,9 +39,12 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import ahocorasick_rs
+
+if TYPE_CHECKING:
+    from protocol.errors import HubError
 
 MAX_FINDINGS: Final = 20
 """At most this many findings are reported per document (the answer stays small)."""
@@ -561,6 +564,25 @@ def find_secrets(content: bytes, allowed: frozenset[str] = frozenset()) -> list[
         if len(found) >= MAX_FINDINGS:
             break
     return found
+
+
+def refusal(path: str, findings: list[Finding], *, in_path: bool = False) -> HubError:
+    """The ``secret_detected`` error of a write refused for ``findings`` (DESIGN.md §16.2): ``data`` is
+    ``{path, findings}``; with ``in_path`` the findings are the path's (line 0, ``"in": "path"``) and the path is
+    shown redacted.  Built here so the Hub and a project library (written in-process) refuse alike."""
+    from protocol.errors import ErrorCode, HubError
+
+    rules_found = ", ".join(sorted({f.rule for f in findings}))
+    if in_path:
+        shown = scrub(path)
+        return HubError(ErrorCode.SECRET_DETECTED,
+                        f"nothing was written: the path {shown} holds {len(findings)} credential(s) ({rules_found}); "
+                        "choose a path without it (a path is shown in every list, log and history)",
+                        {"path": shown, "findings": [{**f.wire(), "line": 0, "in": "path"} for f in findings]})
+    return HubError(ErrorCode.SECRET_DETECTED,
+                    f"nothing was written: {path} would hold {len(findings)} credential(s) ({rules_found}); remove "
+                    "them and write again, and store where the credential lives instead (e.g. 'the deploy token "
+                    "is in 1Password, item X')", {"path": path, "findings": [f.wire() for f in findings]})
 
 
 def scrub(text: str, source: bytes | None = None) -> str:

@@ -45,7 +45,7 @@ from hub.history import Actor, HistoryStore, Retention, ScopeHistory
 from hub.identity import Identity, Scope
 from hub.listing import list_documents, walk_documents
 from hub.search import Reader, read_file_nofollow, search_scope
-from hub.secrets import Finding, find_secrets, scrub
+from hub.secrets import Finding, find_secrets, refusal, scrub
 from hub.store import Store, revision_of
 from protocol.config_file import enable_command, home_option
 from protocol.errors import ErrorCode, HubError
@@ -276,28 +276,15 @@ class MemoryService:
             return []
         in_path = find_secrets(path.encode("utf-8", "surrogatepass"))
         if in_path:
-            shown = scrub(path)
-            log.info("refused a write of %s: its path holds %d credential(s)", shown, len(in_path))
-            raise HubError(
-                ErrorCode.SECRET_DETECTED,
-                f"nothing was written: the path {shown} holds {len(in_path)} credential(s) ("
-                f"{', '.join(sorted({f.rule for f in in_path}))}); choose a path without it (a path is shown in "
-                "every list, log and history)",
-                {"path": shown, "findings": [{**f.wire(), "line": 0, "in": "path"} for f in in_path]},
-            )
+            log.info("refused a write of %s: its path holds %d credential(s)", scrub(path), len(in_path))
+            raise refusal(path, in_path, in_path=True)
         findings = find_secrets(content, self.config.secret_allow)
         if not findings:
             return []
         if self.config.secret_scan == "block" and not allow_secret:
             shown = "; ".join(f"line {f.line} {f.rule} {f.preview}" for f in findings)
             log.info("refused a write of %s holding %d credential(s): %s", path, len(findings), shown)
-            raise HubError(
-                ErrorCode.SECRET_DETECTED,
-                f"nothing was written: {path} would hold {len(findings)} credential(s) ("
-                f"{', '.join(sorted({f.rule for f in findings}))}); remove them and write again, and store "
-                "where the credential lives instead (e.g. 'the deploy token is in 1Password, item X')",
-                {"path": path, "findings": [f.wire() for f in findings]},
-            )
+            raise refusal(path, findings)
         return findings
 
     def _write(self, scope: Scope, path: str, content: bytes, expected_revision: str, allow_shrink: bool,

@@ -27,6 +27,7 @@ from tests.mcp_session import call, err, mcp_session, ok
 from tests.secret_samples import REFERENCES, Sample, note_forms, samples
 from tests.terminal import run_in_terminal
 from tools.client.blocking import HubClient
+from tools.typed.hosts import claude_bucket
 
 TIMEOUT = 60
 CLEAN = b"# Deploy notes\n\nThe deploy token is in 1Password, item 'deploy'.\n"
@@ -476,3 +477,58 @@ def test_scan_in_a_terminal_shows_tables_and_history_and_log_mark_the_override(h
         assert f"[secret override: {sample.rule}]" in shown.plain, shown.plain
     r = hub.cli("memory", "upsert", "ops.md", "--expected-revision", r.json["revision"], input=CLEAN)
     assert "no credentials found" in run_in_terminal([*amux_argv(), "memory", "scan"], env=hub.env).plain
+
+
+HOST_MEMORY = """---
+name: {name}
+description: {description}
+metadata:
+  type: reference
+---
+
+{body}
+"""
+
+
+def test_import_skips_host_memories_holding_credentials_and_imports_the_rest(hub: HubProcess,
+                                                                             tmp_path: Path) -> None:
+    sample = samples(38)[0]
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    memory = home / ".claude" / "projects" / claude_bucket(str(work)) / "memory"
+    memory.mkdir(parents=True)
+    for name, body in (("a-clean", "The CI dashboard is at grafana, board ci-overview."),
+                       ("b-token", f"The deploy token is {sample.secret}."),
+                       ("c-clean", "The staging database is reached through the bastion host.")):
+        (memory / f"{name}.md").write_text(HOST_MEMORY.format(name=name, description=f"about {name}", body=body))
+    env = {k: v for k, v in hub.env.items() if k not in ("CLAUDE_CONFIG_DIR", "CLAUDE_CODE_REMOTE_MEMORY_DIR")}
+    env["HOME"] = str(home)
+    argv = ["memory", "import", "--from", "claude-code", "--cwd", str(work)]
+    r = hub.cli(*argv, env=env)
+    assert r.returncode == 0, r.stdout
+    items = {Path(i["source"]).stem: i for i in r.json["items"]}
+    assert items["b-token"]["action"] == "skip" and items["b-token"]["reason"].startswith("credential: ")
+    assert sample.rule in items["b-token"]["reason"] and redact(sample.secret) in items["b-token"]["reason"]
+    assert [items[n]["action"] for n in ("a-clean", "c-clean")] == ["create", "create"]
+    assert_no_leak(sample, r.stdout, r.stderr)
+    r = hub.cli(*argv, "--apply", env=env)
+    assert r.returncode == 0, r.stdout
+    assert_no_leak(sample, r.stdout, r.stderr)
+    index = (hub.scope_dir / "index.md").read_text()
+    assert "a-clean" in index and "c-clean" in index and "b-token" not in index
+    assert not any(sample.secret.encode() in p.read_bytes() for p in hub.scope_dir.rglob("*.md"))
+
+
+def test_a_project_library_refuses_credentials_in_process(hub: HubProcess, tmp_path: Path) -> None:
+    sample = samples(39)[0]
+    project = tmp_path / "proj"
+    project.mkdir()
+    r = hub.cli("memory", "new", "reference", "deploy", "--tags", "gh", "--description", "the deploy token",
+                "--body", f"token: {sample.secret}", "--project", str(project))
+    assert r.returncode == 18, r.stdout
+    assert r.json["error"]["data"]["findings"][0]["rule"] == sample.rule
+    assert_no_leak(sample, r.stdout, r.stderr)
+    assert not any(sample.secret.encode() in p.read_bytes() for p in project.rglob("*") if p.is_file())
+    r = hub.cli("memory", "new", "reference", "deploy", "--tags", "gh", "--description", "the deploy token",
+                "--body", "The deploy token is in 1Password, item 'deploy'.", "--project", str(project))
+    assert r.returncode == 0, r.stdout
