@@ -89,6 +89,11 @@ PATH_ADVICE: Final = ("the file's name holds the credential: rename or delete it
 """The ``advice`` of a ``scan`` entry whose path holds a credential (no command can name it without showing it)."""
 
 
+VERSION_PATH_ADVICE: Final = ("the document's name holds the credential: erase its stored versions with "
+                              "'amux memory purge --all PATH' ('amux memory log' shows the path)")
+"""The ``advice`` of a ``scan`` version entry whose path holds a credential."""
+
+
 def amux_command(words: list[str], path: str) -> str:
     """An ``amux`` command line for a person to paste: ``amux WORDS... PATH``, each word :func:`shlex.quote` d and
     ``--`` before a path that starts with ``-`` (a document path an agent chose is hostile input: ``$(...)``,
@@ -455,8 +460,13 @@ class MemoryService:
                                       "commands": clean_up_commands(path, rev), "advice": DOCUMENT_ADVICE})
             if p.history:
                 for v, body in self.history.scope(scope.relpath).stored():
-                    if find_secrets(v.path.encode("utf-8", "surrogatepass")):
-                        continue  # only the Hub's own records: never written with such a path
+                    in_path = find_secrets(v.path.encode("utf-8", "surrogatepass"))
+                    if in_path:  # a hand-placed file's version, recorded as external: redacted, no command
+                        versions.append({"path": scrub(v.path), "revision": v.revision, "time": v.time,
+                                         "action": v.action, "findings": [{**f.wire(), "line": 0, "in": "path"}
+                                                                          for f in in_path[:SCAN_MAX_FINDINGS]],
+                                         "commands": [], "advice": VERSION_PATH_ADVICE})
+                        continue
                     found = find_secrets(body, allowed)
                     if found:
                         versions.append({"path": v.path, "revision": v.revision, "time": v.time,

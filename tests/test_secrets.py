@@ -392,6 +392,11 @@ def test_a_path_holding_a_credential_is_refused_and_never_echoed(hub: HubProcess
     assert entry["path"] == f"creds/{redact(sample.secret)}.md" and entry["commands"] == []
     assert entry["findings"][0]["in"] == "path" and "rename" in entry["advice"]
     assert_no_leak(sample, r.stdout, r.stderr)
+    assert hub.cli("memory", "log").returncode == 0  # records the hand-placed file as an external version
+    r = hub.cli("memory", "scan", "--history")
+    (stored,) = r.json["versions"]
+    assert stored["path"] == entry["path"] and stored["commands"] == [] and "purge --all" in stored["advice"]
+    assert_no_leak(sample, r.stdout, r.stderr)
     assert hub.log is not None
     assert_no_leak(sample, hub.log.read_text())
 
@@ -532,3 +537,22 @@ def test_a_project_library_refuses_credentials_in_process(hub: HubProcess, tmp_p
     r = hub.cli("memory", "new", "reference", "deploy", "--tags", "gh", "--description", "the deploy token",
                 "--body", "The deploy token is in 1Password, item 'deploy'.", "--project", str(project))
     assert r.returncode == 0, r.stdout
+
+
+def test_index_names_the_topic_a_credential_comes_from_and_lint_reports_it(hub: HubProcess) -> None:
+    sample = samples(40)[0]
+    r = hub.cli("memory", "new", "reference", "hand", "--tags", "ops", "--description", "the deploy notes",
+                "--body", "The deploy token is in 1Password.")
+    assert r.returncode == 0, r.stdout
+    topic = hub.scope_dir / "reference" / "hand.md"
+    topic.write_text(topic.read_text().replace("the deploy notes", f"deploy token {sample.secret}"))  # by hand
+    r = hub.cli("memory", "index")
+    assert r.returncode == 18, r.stdout
+    error = r.json["error"]
+    assert error["data"]["topics"] == ["reference/hand.md"] and "reference/hand.md" in error["message"]
+    assert_no_leak(sample, r.stdout, r.stderr)
+    r = hub.cli("memory", "lint", "--json")
+    problems = [p for p in r.json["problems"] if p["code"] == "credential"]
+    assert [(p["path"], p["severity"]) for p in problems] == [("reference/hand.md", "error")], r.stdout
+    assert sample.rule in problems[0]["message"]
+    assert_no_leak(sample, r.stdout, r.stderr)
