@@ -212,6 +212,7 @@ def key_before(text: str, pos: int) -> str:
         start -= 1
     return text[start:end]
 
+
 REFERENCE_KEY_ENDINGS: Final = ("name", "ref", "file", "path")
 """A key ending so (``secret_name``, ``secretRef``, ``password_file``) names where a credential is, not the
 credential: its value is never a finding."""
@@ -279,17 +280,17 @@ def is_encoded_text(value: str) -> bool:
     return False
 
 
-EXTRA_ASSIGNMENT: Final = re.compile(
-    r"(?i)(?<![A-Za-z0-9])((?:[A-Za-z0-9]+[_.-])*(?:token|pass|secret))[\]'\"]{0,2}\s*(?::=|[:=]{1,2})"
-    r"\s*(\S+)")
+EXTRA_ASSIGNMENT: Final = re.compile(r"(?i)(?<![A-Za-z0-9])(token|pass|secret)[\]'\"]{0,2}\s*(?::=|[:=]{1,2})\s*(\S+)")
 """Assignments ``detect-secrets``' keyword list lacks: ``GITHUB_TOKEN=X``, ``token: X``, ``pass: X`` (and
-``secret`` again, so its key is known)."""
+``secret`` again, so its key is known).  The keyword ends the key (its start is found by :func:`key_before`):
+a match starts only at a keyword, so a long line costs linear time."""
 
 TOKEN_MIN_LENGTH: Final = 20
 """A ``token``-assigned value shorter than this (characters) is never a finding (``max_tokens: 4096``)."""
 
 TOKEN_MIN_ENTROPY: Final = 4.0
 """Bits per character a ``token``-assigned value needs: only random-looking values count."""
+
 
 def _keyword() -> Finder:
     from detect_secrets.filters import heuristic
@@ -309,7 +310,7 @@ def _keyword() -> Finder:
         for form in label_forms(line):
             values = [check(form, raw, form.find(raw.strip()[:8]))
                       for raw in plugin.analyze_string(form, denylist_regex_to_group=CONFIG_DENYLIST_REGEX_TO_GROUP)]
-            values += [check(form, m.group(2), m.start(2), token=m.group(1).lower().endswith("token"))
+            values += [check(form, m.group(2), m.start(2), token=m.group(1).lower() == "token")
                        for m in EXTRA_ASSIGNMENT.finditer(form)]
             # the line's shape (``secret = get_secret()``), costly on long lines: only once a value counts
             if any(values) and not heuristic.is_indirect_reference(form):
@@ -399,16 +400,17 @@ def _authorization() -> Finder:
     return find
 
 
-KEYWORD_TAIL: Final = re.compile(rb"\w*[*`'\"\]]{0,4}\s*[:=|]+[*`'\"\s]{0,6}[^\s'\"`*|]{12}")
+KEYWORD_TAIL: Final = re.compile(rb"\w{0,40}+[*`'\"\]]{0,4}\s{0,8}+[:=|]{1,3}+[*`'\"\s]{0,6}+[^\s'\"`*|]{12}")
 """What must follow a keyword literal (``password``, ``secret_key``) for the keyword rule to look at its line:
 an assignment (``=``, ``:`` or a table cell ``|``, with Markdown marks around it) of a token of at
-least :data:`KEYWORD_MIN_LENGTH` characters (matched at the literal's end, in the ASCII-lowercased bytes)."""
+least :data:`KEYWORD_MIN_LENGTH` characters (matched at the literal's end, in the ASCII-lowercased bytes; every
+run is bounded and possessive, so each hit of a literal costs a bounded number of steps)."""
 
-URL_PASSWORD_TAIL: Final = re.compile(rb"[^\s:/?#@\[\]]*:[^\s/?#@\[\]]+@")
+URL_PASSWORD_TAIL: Final = re.compile(rb"[^\s:/?#@\[\]]{0,256}+:[^\s/?#@\[\]]{1,256}+@")
 """What must follow ``://`` for the URL rule to look at its line: ``user:password@`` (:data:`URL_PASSWORD`)."""
 
 
-CURL_USER_TAIL: Final = re.compile(rb"(?:ser)?[ =]?['\"]?[^\s:'\"]+:[^\s'\"]{6}")
+CURL_USER_TAIL: Final = re.compile(rb"(?:ser)?[ =]?['\"]?[^\s:'\"]{1,64}+:[^\s'\"]{6}")
 """What must follow ``-u`` for the ``curl -u user:password`` rule to look at its line."""
 
 AUTHORIZATION_TAIL: Final = re.compile(rb"\s*[a-z0-9+/=._~-]{16}")

@@ -305,6 +305,21 @@ def test_notes_that_say_where_a_credential_lives_are_written(hub: HubProcess) ->
         assert find_secrets(f"# n\n{line}\n".encode()) == [], line
 
 
+@pytest.mark.parametrize("line", [
+    "password: vault/kv/prod/db2024 " + "a_" * 30_000,  # a key-shaped run after a keyword: once quadratic, 50 s
+    "password: vault/kv/prod/db2024 " + "a." * 30_000,
+    "token_" * 10_000,  # a literal hit every 6 characters, each once scanning the rest of the run: 15 s
+    "-u" * 30_000,
+    "://a:" * 12_000,
+])
+def test_long_adversarial_lines_are_checked_in_linear_time(hub: HubProcess, line: str) -> None:
+    """A 60 KB line shaped to make a rule backtrack must be written inside a 10 s process timeout (no timed
+    assertion: the quadratic forms took 15-50 s)."""
+    r = hub.cli("memory", "upsert", "long.md", "--expected-revision", "absent", input=f"# l\n{line}\n".encode(),
+                timeout=10)
+    assert r.returncode == 0, r.stdout
+
+
 def test_long_lines_of_jwt_lookalikes_are_checked_without_backtracking(hub: HubProcess) -> None:
     """The reviewer's 63 KB line of ``eyJ`` took 2 s of CPU under the scope lock, and ``scan --history`` paid it
     again for each stored version: eight such versions must now be written and scanned inside a 10 s process
