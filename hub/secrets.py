@@ -292,11 +292,36 @@ TOKEN_MIN_ENTROPY: Final = 4.0
 """Bits per character a ``token``-assigned value needs: only random-looking values count."""
 
 
+ANALYZE_MAX_CHARS: Final = 1000
+"""Longest line (characters) given to ``detect-secrets``' keyword patterns, whose lookaheads scan to the end of
+the line at every keyword (quadratic: 60 KB of ``pwd:::`` took 3 s); a longer line is read by
+:func:`long_line_assignment` instead, which is linear."""
+
+
+@functools.cache
+def long_line_assignment() -> re.Pattern[str]:
+    """``detect-secrets``' keywords (its ``DENYLIST``) and a bounded suffix, then ``=``/``:`` and the value: the
+    keyword rule's reading of a line longer than :data:`ANALYZE_MAX_CHARS` (a match starts only at a keyword and
+    every run is bounded or possessive)."""
+    from detect_secrets.plugins.keyword import DENYLIST
+
+    return re.compile(rf"(?i)(?:{'|'.join(DENYLIST)})\w{{0,40}}+[\]'\"]{{0,2}}\s*(?::=|[:=]{{1,2}})\s*(\S+)")
+
+
 def _keyword() -> Finder:
     from detect_secrets.filters import heuristic
     from detect_secrets.plugins.keyword import CONFIG_DENYLIST_REGEX_TO_GROUP, KeywordDetector
 
     plugin = KeywordDetector()
+    long_line = long_line_assignment()
+
+    def assigned(form: str) -> Iterator[tuple[str, int]]:
+        """``(raw value, its position)`` of each keyword assignment in ``form``."""
+        if len(form) > ANALYZE_MAX_CHARS:
+            yield from ((m.group(1), m.start(1)) for m in long_line.finditer(form))
+            return
+        for raw in plugin.analyze_string(form, denylist_regex_to_group=CONFIG_DENYLIST_REGEX_TO_GROUP):
+            yield raw, form.find(raw.strip()[:8])
 
     def check(form: str, raw: str, pos: int, token: bool = False) -> str | None:
         if pos >= 0 and key_before(form, pos).lower().endswith(REFERENCE_KEY_ENDINGS):
@@ -308,8 +333,7 @@ def _keyword() -> Finder:
 
     def find(line: str, after: str) -> Iterator[str]:
         for form in label_forms(line):
-            values = [check(form, raw, form.find(raw.strip()[:8]))
-                      for raw in plugin.analyze_string(form, denylist_regex_to_group=CONFIG_DENYLIST_REGEX_TO_GROUP)]
+            values = [check(form, raw, pos) for raw, pos in assigned(form)]
             values += [check(form, m.group(2), m.start(2), token=m.group(1).lower() == "token")
                        for m in EXTRA_ASSIGNMENT.finditer(form)]
             # the line's shape (``secret = get_secret()``), costly on long lines: only once a value counts

@@ -310,6 +310,8 @@ def test_notes_that_say_where_a_credential_lives_are_written(hub: HubProcess) ->
     "password: vault/kv/prod/db2024 " + "a." * 30_000,
     "token_" * 10_000,  # a literal hit every 6 characters, each once scanning the rest of the run: 15 s
     "-u" * 30_000,
+    "pwd:::" * 10_000,  # detect-secrets' own keyword pattern scans to the end of the line at each keyword: 3 s
+    "accountkey====" * 4_000,
     "://a:" * 12_000,
 ])
 def test_long_adversarial_lines_are_checked_in_linear_time(hub: HubProcess, line: str) -> None:
