@@ -343,6 +343,44 @@ def _keyword() -> Finder:
     return find
 
 
+CLI_PASSWORD: Final = re.compile(r"(?i)(?<!\S)--(?:password|passwd|token|api-key|secret)[ =]['\"]?([^\s'\"]+)")
+"""A credential given as a command-line option: ``--password X``, ``--token=X``."""
+
+BLOCK_SCALAR: Final = re.compile(
+    r"(?i)(?:password|passwd|pwd|secret|token|api_?key|private_?key)\w{0,40}+['\"]?\s*:\s*[|>][-+]?\s*$")
+"""A YAML key whose value is a block scalar on the next line (``password: |``)."""
+
+
+def _cli_password() -> Finder:
+    """:data:`CLI_PASSWORD`, the value checked as a keyword-assigned one (:func:`is_credential_value`)."""
+
+    def find(line: str, after: str) -> Iterator[str]:
+        for m in CLI_PASSWORD.finditer(line):
+            if is_credential_value(first_token(m.group(1))):
+                yield first_token(m.group(1))
+
+    return find
+
+
+def _block_scalar() -> Finder:
+    """:data:`BLOCK_SCALAR`: the next line's text, when it is one token that looks like a credential."""
+
+    def find(line: str, after: str) -> Iterator[str]:
+        if BLOCK_SCALAR.search(line):
+            following = after.split("\n", 1)[0].strip()
+            if following and not any(c.isspace() for c in following) and is_credential_value(following):
+                yield following
+
+    return find
+
+
+CLI_PASSWORD_TAIL: Final = re.compile(rb"(?:word|wd)?[ =]['\"]?[^\s'\"]{12}")
+"""What must follow ``--pass`` for the option rule to look at its line."""
+
+BLOCK_SCALAR_TAIL: Final = re.compile(rb"\w{0,40}+['\"]?[ \t]*:[ \t]*[|>][-+]?[ \t]*\r?$", re.MULTILINE)
+"""What must follow a keyword for the block-scalar rule to look at its line: ``: |`` ending the line."""
+
+
 def _aws_secret() -> Finder:
     """An AWS secret access key assigned to its name, also in a Markdown label or with spaces
     (``- **AWS secret access key**: X``)."""
@@ -496,6 +534,8 @@ def rules() -> tuple[Rule, ...]:
         Rule("curl-user", ("-u",), _curl_user(), CURL_USER_TAIL),
         Rule("authorization", ("basic ", "bearer "), _authorization(), AUTHORIZATION_TAIL),
         Rule("keyword-assignment", ("key", "pass", "pwd", "secret", "contrase", "token"), _keyword(), KEYWORD_TAIL),
+        Rule("cli-password", ("--pass", "--token", "--api-key", "--secret"), _cli_password(), CLI_PASSWORD_TAIL),
+        Rule("yaml-block-scalar", ("pass", "pwd", "secret", "token", "key"), _block_scalar(), BLOCK_SCALAR_TAIL),
     )
 
 
@@ -504,7 +544,8 @@ LITERALS: Final = tuple(dict.fromkeys([
     "sharedaccesskey=", "sig=", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "gldt-", "glft-",
     "glsoat-", "glrt-", "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-", "gr1348941", "xox", "hooks.slack.com",
     "k_live_", "sk-ant-", "t3blbkfj", "sk-proj-", "sk-svcacct-", "sk-admin-", "_authtoken", "npm_", "pypi-ag", "eyj",
-    "://", "key", "pass", "pwd", "secret", "contrase", "amux_", "-u", "basic ", "bearer ", "token",
+    "://", "key", "pass", "pwd", "secret", "contrase", "amux_", "-u", "basic ", "bearer ", "token", "--pass",
+    "--token", "--api-key", "--secret",
 ]))
 """Every rule's literals (lowercase ASCII): a line holding none of them is not looked at again."""
 

@@ -107,6 +107,8 @@ def note_forms(seed: int = 15) -> list[Sample]:
         Sample("curl-user", "curl -u admin:{} https://api.internal/v1", pw),
         Sample("authorization", "Authorization: Basic {}", basic),
         Sample("authorization", "Authorization: Bearer {}", opaque),
+        Sample("cli-password", "mysql --password {} -h db", pw),
+        Sample("yaml-block-scalar", "password: |\n  {}", pw),
     ]
     return [Sample(s.rule, s.line.format(s.secret), s.secret) for s in out]
 
