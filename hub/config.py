@@ -200,7 +200,9 @@ def set_value(home: Path, key: str, text: str) -> Any:
     try:
         value = setting.parse(text)
     except ValueError as exc:
-        raise HubError(ErrorCode.BAD_REQUEST, f"invalid value {text!r} for {key}: {exc}", {"key": key}) from None
+        # memory.secret_allow takes digests: a value given there by mistake is likely the credential itself
+        shown = "(not shown: it may be a credential)" if key == "memory.secret_allow" else repr(text)
+        raise HubError(ErrorCode.BAD_REQUEST, f"invalid value {shown} for {key}: {exc}", {"key": key}) from None
     raw = read_config(home)
     section, name = key.split(".")
     raw.setdefault(section, {})[name] = value

@@ -9,11 +9,15 @@ for AWS, Azure storage, URLs with a password, GitHub,
 GitLab, Slack, Stripe, OpenAI, npm, PyPI, private keys and JWTs, plus the
 few it lacks, each a named rule here: Anthropic keys, GitHub fine-grained
 tokens, OpenAI project keys, bare npm tokens, unquoted AWS secret access
-keys, GCP service-account keys and Azure connection-string keys.
-Keyword assignments (``password=``, ``secret:``) count only when the value
-is one high-entropy token that ``detect-secrets``' heuristic filters do not
-dismiss (templates, ``$VARS``, UUIDs, sequences), so prose about passwords
-never trips it.
+keys, GCP service-account keys, Azure connection-string keys, the Hub's own
+``amux_`` tokens, ``curl -u`` and ``Authorization: Basic|Bearer``.
+Keyword assignments (``password=``, ``secret:``, ``*_TOKEN=``, also as
+Markdown labels, table rows and spaced key names) count only when the first
+token of the value is high-entropy, not dismissed by ``detect-secrets``'
+heuristic filters (templates, ``$VARS``, UUIDs, sequences) and no reference
+to where a credential lives (:func:`is_reference`, ``secret_name:``), so
+prose about passwords and notes saying where one is never trip it.
+:func:`scrub` redacts the credentials in a text (a path, an error message).
 
 Cost: one Aho-Corasick pass (:data:`LITERAL_SEARCH`) over the
 ASCII-lowercased bytes finds the lines holding a rule's literal (``ghp_``,
@@ -30,13 +34,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import ahocorasick_rs
+
+if TYPE_CHECKING:
+    from protocol.errors import HubError
 
 MAX_FINDINGS: Final = 20
 """At most this many findings are reported per document (the answer stays small)."""
@@ -152,16 +160,19 @@ def _private_key() -> Finder:
     return find
 
 
+JWT: Final = re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]++=*+\.[A-Za-z0-9_-]++=*+\.?[A-Za-z0-9_.+/=-]*+")
+"""A JWT: ``detect-secrets``' pattern (header, payload, signature, ``=`` only as padding) with possessive runs and
+no start inside a run of token characters, so a line costs linear time (``eyJeyJ…`` and ``eyJ=eyJ=…`` do not
+backtrack, and every start is tried once)."""
+
+
 def _jwt() -> Finder:
-    """``detect-secrets``' JWT pattern made greedy, so the value is the whole token (its pattern stops after the
-    payload), checked with its ``is_formally_valid`` (header and payload are base64 JSON)."""
+    """:data:`JWT` (the whole token), checked with ``detect-secrets``' ``is_formally_valid`` (header and payload
+    are base64 JSON)."""
     from detect_secrets.plugins.jwt import JwtTokenDetector
 
-    (lazy,) = JwtTokenDetector.denylist
-    greedy = re.compile(lazy.pattern.removesuffix("*?") + "*")
-
     def find(line: str, after: str) -> Iterator[str]:
-        for m in greedy.finditer(line):
+        for m in JWT.finditer(line):
             token = m.group(0).rstrip(".")
             if JwtTokenDetector.is_formally_valid(".".join(token.split(".")[:2])):
                 yield token
@@ -169,52 +180,303 @@ def _jwt() -> Finder:
     return find
 
 
+MARKUP: Final = re.compile(r"\*\*|`")
+"""Markdown emphasis and code marks around a label (``**Password:**``, ```api_key```), dropped before the keyword
+rules read a line."""
+
+SPACED_KEY: Final = re.compile(
+    r"(?i)\b(aws|api|auth|secret|access|private|client|service|account)[ -](?=(?:secret[ -])?(?:access[ -])?key\b)")
+"""A key name written with spaces (``AWS secret access key``, ``api key``): joined with ``_`` before the keyword
+rules read the line, so it reads as ``aws_secret_access_key`` / ``api_key``."""
+
+
+def label_forms(line: str) -> list[str]:
+    """The line as the keyword rules read it: Markdown marks dropped, spaced key names joined, and a table row
+    ``| password | X |`` also read as ``password: X`` for each pair of neighbouring cells."""
+    text = SPACED_KEY.sub(r"\1_", MARKUP.sub("", line))
+    forms = [text]
+    stripped = text.strip()
+    if stripped.startswith("|") and stripped.count("|") >= 3:
+        cells = [c.strip() for c in stripped.strip("|").split("|")]
+        forms.extend(f"{a}: {b}" for a, b in itertools.pairwise(cells) if a and b)
+    return forms
+
+
+def key_before(text: str, pos: int) -> str:
+    """The key name just before ``text[pos:]``, an assigned value: ``secret_name`` in ``secret_name: X``."""
+    end = pos
+    while end > 0 and text[end - 1] in " \t:=|\"'`*]":
+        end -= 1
+    start = end
+    while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_.-"):
+        start -= 1
+    return text[start:end]
+
+
+REFERENCE_KEY_ENDINGS: Final = ("name", "ref", "file", "path")
+"""A key ending so (``secret_name``, ``secretRef``, ``password_file``) names where a credential is, not the
+credential: its value is never a finding."""
+
+WORDY_CHUNK: Final = re.compile(r"\d*[A-Za-z]+\d*|\d+")
+"""A piece of a reference: a word with digits only at its ends (``1Password``, ``db2024``, ``v2``) or a number."""
+
+CASE_HUMP: Final = re.compile(r"[a-z][A-Z]")
+"""A lower-to-upper case change: a word has at most one (``OpenAI``), random letters several (``QrDpzSfq``)."""
+
+
+def is_word(piece: str) -> bool:
+    """True for a piece of a reference (:data:`WORDY_CHUNK` with at most one :data:`CASE_HUMP`)."""
+    return WORDY_CHUNK.fullmatch(piece) is not None and len(CASE_HUMP.findall(piece)) <= 1
+
+
+def is_reference(value: str) -> bool:
+    """True for a value that names where a credential lives rather than being one: a path or URI of words
+    (``vault/kv/prod/db2024``, ``env:DJANGO_SECRET_KEY``, ``1Password/Engineering/OpenAI-2024``) or three or more
+    ``-``/``_``/``.``-joined words (``prod-db-credentials-v2``).  Random material mixes letters and digits inside
+    its pieces (``K7MDENG/bPx9…``), so it is not a reference."""
+    pieces = [c for c in re.split(r"[/:#@._-]+", value) if c]
+    if not pieces or not all(is_word(c) for c in pieces):
+        return False
+    return len(pieces) >= 3 or (len(pieces) >= 2 and any(c in value for c in "/:"))
+
+
+def first_token(raw: str) -> str:
+    """The value an assignment gives: the text after the ``=``/``:`` up to whitespace, ``,``, ``)`` or ``|``,
+    without quotes and cut at ``&`` (``password: X (prod)`` → ``X``)."""
+    value = raw.strip().lstrip("`'\"*")
+    value = re.split(r"[\s,)|]", value, maxsplit=1)[0]
+    return value.split("&")[0].strip("`'\",;*")
+
+
+def is_credential_value(value: str, min_length: int = 12, min_entropy: float = 3.5) -> bool:
+    """True for an assigned value that looks like a credential: one token of ``min_length`` characters or more
+    with a digit and ``min_entropy`` bits per character, that ``detect-secrets``' heuristic filters do not
+    dismiss (templates, ``$VARS``, UUIDs, sequences) and that is no reference (:func:`is_reference`)."""
+    from detect_secrets.filters import heuristic
+
+    return not (len(value) < min_length or entropy(value) < min_entropy or heuristic.is_templated_secret(value)
+                or heuristic.is_prefixed_with_dollar_sign(value) or heuristic.is_sequential_string(value)
+                or heuristic.is_potential_uuid(value) or heuristic.is_not_alphanumeric_string(value)
+                or not any(c.isdigit() for c in value) or not any(c.isalpha() for c in value)
+                or "://" in value or any(c in value for c in "()[]{}^\\") or is_reference(value))
+
+
+def is_encoded_text(value: str) -> bool:
+    """True when a ``.``-separated piece of ``value`` of 16 characters or more is base64 of printable ASCII
+    (``YTUwMjcy…`` is an encoded UUID, ``MTIzNDU2…`` an encoded ``1234567890``): a documented example id, not
+    the random bytes of a token."""
+    import base64
+    import binascii
+
+    for piece in value.split("."):
+        if len(piece) < 16:
+            continue
+        try:
+            raw = base64.b64decode(piece + "=" * (-len(piece) % 4), altchars=b"-_", validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if raw and all(32 <= b < 127 or b in (9, 10, 13) for b in raw):
+            return True
+    return False
+
+
+EXTRA_ASSIGNMENT: Final = re.compile(r"(?i)(?<![A-Za-z0-9])(token|pass|secret)[\]'\"]{0,2}\s*(?::=|[:=]{1,2})\s*(\S+)")
+"""Assignments ``detect-secrets``' keyword list lacks: ``GITHUB_TOKEN=X``, ``token: X``, ``pass: X`` (and
+``secret`` again, so its key is known).  The keyword ends the key (its start is found by :func:`key_before`):
+a match starts only at a keyword, so a long line costs linear time."""
+
+TOKEN_MIN_LENGTH: Final = 20
+"""A ``token``-assigned value shorter than this (characters) is never a finding (``max_tokens: 4096``)."""
+
+TOKEN_MIN_ENTROPY: Final = 4.0
+"""Bits per character a ``token``-assigned value needs: only random-looking values count."""
+
+
+ANALYZE_MAX_CHARS: Final = 1000
+"""Longest line (characters) given to ``detect-secrets``' keyword patterns, whose lookaheads scan to the end of
+the line at every keyword (quadratic: 60 KB of ``pwd:::`` took 3 s); a longer line is read by
+:func:`long_line_assignment` instead, which is linear."""
+
+
+@functools.cache
+def long_line_assignment() -> re.Pattern[str]:
+    """``detect-secrets``' keywords (its ``DENYLIST``) and a bounded suffix, then ``=``/``:`` and the value: the
+    keyword rule's reading of a line longer than :data:`ANALYZE_MAX_CHARS` (a match starts only at a keyword and
+    every run is bounded or possessive)."""
+    from detect_secrets.plugins.keyword import DENYLIST
+
+    return re.compile(rf"(?i)(?:{'|'.join(DENYLIST)})\w{{0,40}}+[\]'\"]{{0,2}}\s*(?::=|[:=]{{1,2}})\s*(\S+)")
+
+
 def _keyword() -> Finder:
     from detect_secrets.filters import heuristic
     from detect_secrets.plugins.keyword import CONFIG_DENYLIST_REGEX_TO_GROUP, KeywordDetector
 
     plugin = KeywordDetector()
+    long_line = long_line_assignment()
+
+    def assigned(form: str) -> Iterator[tuple[str, int]]:
+        """``(raw value, its position)`` of each keyword assignment in ``form``."""
+        if len(form) > ANALYZE_MAX_CHARS:
+            yield from ((m.group(1), m.start(1)) for m in long_line.finditer(form))
+            return
+        for raw in plugin.analyze_string(form, denylist_regex_to_group=CONFIG_DENYLIST_REGEX_TO_GROUP):
+            yield raw, form.find(raw.strip()[:8])
+
+    def check(form: str, raw: str, pos: int, token: bool = False) -> str | None:
+        if pos >= 0 and key_before(form, pos).lower().endswith(REFERENCE_KEY_ENDINGS):
+            return None
+        value = first_token(raw)
+        ok = (is_credential_value(value, TOKEN_MIN_LENGTH, TOKEN_MIN_ENTROPY) and not is_encoded_text(value)
+              if token else is_credential_value(value))
+        return value if ok else None
 
     def find(line: str, after: str) -> Iterator[str]:
-        if heuristic.is_indirect_reference(line):
-            return
-        for raw in plugin.analyze_string(line, denylist_regex_to_group=CONFIG_DENYLIST_REGEX_TO_GROUP):
-            value = raw.strip().split("&")[0].strip("`'\",;")
-            if (len(value) < KEYWORD_MIN_LENGTH or any(c.isspace() for c in value)
-                    or entropy(value) < KEYWORD_MIN_ENTROPY or heuristic.is_templated_secret(value)
-                    or heuristic.is_prefixed_with_dollar_sign(value) or heuristic.is_sequential_string(value)
-                    or heuristic.is_potential_uuid(value) or heuristic.is_not_alphanumeric_string(value)
-                    or not any(c.isdigit() for c in value) or "://" in value or "(" in value):
-                continue
-            yield value
+        for form in label_forms(line):
+            values = [check(form, raw, pos) for raw, pos in assigned(form)]
+            values += [check(form, m.group(2), m.start(2), token=m.group(1).lower() == "token")
+                       for m in EXTRA_ASSIGNMENT.finditer(form)]
+            # the line's shape (``secret = get_secret()``), costly on long lines: only once a value counts
+            if any(values) and not heuristic.is_indirect_reference(form):
+                yield from (v for v in values if v)
 
     return find
 
 
-def _basic_auth() -> Finder:
-    from detect_secrets.plugins.basic_auth import BasicAuthDetector
+CLI_PASSWORD: Final = re.compile(r"(?i)(?<!\S)--(?:password|passwd|token|api-key|secret)[ =]['\"]?([^\s'\"]+)")
+"""A credential given as a command-line option: ``--password X``, ``--token=X``."""
 
-    plain = _plugin(BasicAuthDetector)
+BLOCK_SCALAR: Final = re.compile(
+    r"(?i)(?:password|passwd|pwd|secret|token|api_?key|private_?key)\w{0,40}+['\"]?\s*:\s*[|>][-+]?\s*$")
+"""A YAML key whose value is a block scalar on the next line (``password: |``)."""
+
+
+def _cli_password() -> Finder:
+    """:data:`CLI_PASSWORD`, the value checked as a keyword-assigned one (:func:`is_credential_value`)."""
+
+    def find(line: str, after: str) -> Iterator[str]:
+        for m in CLI_PASSWORD.finditer(line):
+            if is_credential_value(first_token(m.group(1))):
+                yield first_token(m.group(1))
+
+    return find
+
+
+def _block_scalar() -> Finder:
+    """:data:`BLOCK_SCALAR`: the next line's text, when it is one token that looks like a credential."""
+
+    def find(line: str, after: str) -> Iterator[str]:
+        if BLOCK_SCALAR.search(line):
+            following = after.split("\n", 1)[0].strip()
+            if following and not any(c.isspace() for c in following) and is_credential_value(following):
+                yield following
+
+    return find
+
+
+CLI_PASSWORD_TAIL: Final = re.compile(rb"(?:word|wd)?[ =]['\"]?[^\s'\"]{12}")
+"""What must follow ``--pass`` for the option rule to look at its line."""
+
+BLOCK_SCALAR_TAIL: Final = re.compile(rb"\w{0,40}+['\"]?[ \t]*:[ \t]*[|>][-+]?[ \t]*\r?$", re.MULTILINE)
+"""What must follow a keyword for the block-scalar rule to look at its line: ``: |`` ending the line."""
+
+
+def _aws_secret() -> Finder:
+    """An AWS secret access key assigned to its name, also in a Markdown label or with spaces
+    (``- **AWS secret access key**: X``)."""
+    rx = re.compile(r"aws_?secret_?(?:access_?)?key\w*['\"]?\s*[:=]\s*['\"]?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
+                    re.IGNORECASE)
+
+    def find(line: str, after: str) -> Iterator[str]:
+        for form in label_forms(line):
+            for m in rx.finditer(form):
+                yield m.group(1)
+
+    return find
+
+
+URL_PASSWORD: Final = re.compile(r"://([^\s:/?#@\[\]]*):([^\s/?#@\[\]]+)@")
+"""A URL's ``user:password@`` (the user may be empty: ``redis://:PW@cache``; the password may hold ``%XX`` and
+``$``)."""
+
+PERCENT: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
+"""A ``%`` that is not percent-encoding (``%PASSWORD%``): a placeholder."""
+
+
+def _basic_auth() -> Finder:
+    """:data:`URL_PASSWORD` (``detect-secrets``' ``BasicAuthDetector`` pattern, widened to an empty user, ``%XX``
+    and ``$``), without documented placeholders (``password``, ``${PW}``, ``$PW``, ``<pw>``, ``%PW%``)."""
     placeholders = {"password", "pass", "passwd", "pwd", "secret", "token", "changeme", "example", "xxx", "pw"}
 
     def find(line: str, after: str) -> Iterator[str]:
-        for value in plain(line, after):
+        for m in URL_PASSWORD.finditer(line):
+            value = m.group(2)
             low = value.lower()
-            if low in placeholders or any(c in value for c in ">$*%{}[]") or low.startswith(("your", "my", "user")):
+            if (low in placeholders or any(c in value for c in "<>*{}()") or value.startswith("$")
+                    or PERCENT.search(value) or low.startswith(("your", "my", "user"))):
                 continue  # a documented placeholder, not a credential
             yield value
 
     return find
 
 
-KEYWORD_TAIL: Final = re.compile(rb"\w*['\"\]]{0,2}\s*[:=]+\s*['\"`]?[^\s'\"`]{12}")
-"""What must follow a keyword literal (``password``, ``secret_key``) for the keyword rule to look at its line:
-an assignment of a token of at least :data:`KEYWORD_MIN_LENGTH` characters (matched at the literal's end, in
-the ASCII-lowercased bytes; a shorter or spaced value is never a finding)."""
+CURL_USER: Final = re.compile(r"(?<!\S)(?:-u|--user)[ =]?['\"]?([^\s:'\"]+):([^\s'\"]+)")
+"""``curl -u user:password`` (and ``--user``)."""
 
-URL_PASSWORD_TAIL: Final = re.compile(rb"[^\s:/?#\[\]@!$&'()*+,;=]+:[^\s:/?#\[\]@!$&'()*+,;=]+@")
-"""What must follow ``://`` for the URL rule to look at its line: ``user:password@``, as ``detect-secrets``'
-``BasicAuthDetector`` pattern requires it."""
+AUTHORIZATION: Final = re.compile(r"(?i)\b(basic|bearer)\s+([A-Za-z0-9+/=._~-]{16,})")
+"""An ``Authorization: Basic|Bearer`` credential."""
+
+AMUX_TOKEN: Final = re.compile(r"(?<![A-Za-z0-9])amux_[0-9a-f]{12}_[A-Za-z0-9_-]{32,}")
+"""The Hub's own bearer tokens, ``amux_<12 hex id>_<secret>`` (``hub/registry.py``)."""
+
+
+def _curl_user() -> Finder:
+    def find(line: str, after: str) -> Iterator[str]:
+        for m in CURL_USER.finditer(line):
+            user, value = m.groups()
+            if user[0] not in "$%<{" and value[0] not in "$%<{" and "{" not in value and len(value) >= 6:
+                yield value
+
+    return find
+
+
+def _authorization() -> Finder:
+    """``Basic`` values that decode to ``user:password``; ``Bearer`` values that look random
+    (:func:`is_credential_value` with the token thresholds)."""
+    import base64
+    import binascii
+
+    def find(line: str, after: str) -> Iterator[str]:
+        for m in AUTHORIZATION.finditer(line):
+            kind, value = m.group(1).lower(), m.group(2)
+            if kind == "basic":
+                try:
+                    decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+                except (binascii.Error, ValueError):
+                    continue
+                if b":" in decoded:
+                    yield value
+            elif is_credential_value(value, TOKEN_MIN_LENGTH, TOKEN_MIN_ENTROPY) and value[:3] != "eyJ":
+                yield value
+
+    return find
+
+
+KEYWORD_TAIL: Final = re.compile(rb"\w{0,40}+[*`'\"\]]{0,4}\s{0,8}+[:=|]{1,3}+[*`'\"\s]{0,6}+[^\s'\"`*|]{12}")
+"""What must follow a keyword literal (``password``, ``secret_key``) for the keyword rule to look at its line:
+an assignment (``=``, ``:`` or a table cell ``|``, with Markdown marks around it) of a token of at
+least :data:`KEYWORD_MIN_LENGTH` characters (matched at the literal's end, in the ASCII-lowercased bytes; every
+run is bounded and possessive, so each hit of a literal costs a bounded number of steps)."""
+
+URL_PASSWORD_TAIL: Final = re.compile(rb"[^\s:/?#@\[\]]{0,256}+:[^\s/?#@\[\]]{1,256}+@")
+"""What must follow ``://`` for the URL rule to look at its line: ``user:password@`` (:data:`URL_PASSWORD`)."""
+
+
+CURL_USER_TAIL: Final = re.compile(rb"(?:ser)?[ =]?['\"]?[^\s:'\"]{1,64}+:[^\s'\"]{6}")
+"""What must follow ``-u`` for the ``curl -u user:password`` rule to look at its line."""
+
+AUTHORIZATION_TAIL: Final = re.compile(rb"\s*[a-z0-9+/=._~-]{16}")
+"""What must follow ``basic `` / ``bearer `` for the ``Authorization`` rule to look at its line."""
 
 
 @dataclass(frozen=True)
@@ -248,9 +510,7 @@ def rules() -> tuple[Rule, ...]:
         Rule("gcp-service-account", ('"private_key',),
              _regexes(r'"private_key(?:_id)?"\s*:\s*"((?:-----BEGIN|[0-9a-f]{40})[^"]*)"')),
         Rule("aws-access-key", ("akia", "asia", "abia", "acca", "a3t", "aws"), _plugin(AWSKeyDetector)),
-        Rule("aws-secret-access-key", ("aws",), _regexes(
-            r"aws_?secret_?(?:access_?)?key\w*['\"]?\s*[:=]\s*['\"]?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
-            flags=re.IGNORECASE)),
+        Rule("aws-secret-access-key", ("aws",), _aws_secret()),
         Rule("azure-storage-key", ("accountkey=",), _plugin(AzureStorageKeyDetector)),
         Rule("azure-connection-string", ("sharedaccesskey=", "accountkey=", "sig="), _regexes(
             r"(?:SharedAccessKey|AccountKey)=([A-Za-z0-9+/]{40,}={0,2})",
@@ -268,9 +528,14 @@ def rules() -> tuple[Rule, ...]:
         Rule("npm-token", ("_authtoken",), _plugin(NpmDetector)),
         Rule("npm-access-token", ("npm_",), _regexes(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])")),
         Rule("pypi-token", ("pypi-ag",), _plugin(PypiTokenDetector)),
+        Rule("amux-token", ("amux_",), _regexes(AMUX_TOKEN.pattern)),
         Rule("jwt", ("eyj",), _jwt()),
         Rule("url-password", ("://",), _basic_auth(), URL_PASSWORD_TAIL),
-        Rule("keyword-assignment", ("key", "pass", "pwd", "secret", "contrase"), _keyword(), KEYWORD_TAIL),
+        Rule("curl-user", ("-u",), _curl_user(), CURL_USER_TAIL),
+        Rule("authorization", ("basic ", "bearer "), _authorization(), AUTHORIZATION_TAIL),
+        Rule("keyword-assignment", ("key", "pass", "pwd", "secret", "contrase", "token"), _keyword(), KEYWORD_TAIL),
+        Rule("cli-password", ("--pass", "--token", "--api-key", "--secret"), _cli_password(), CLI_PASSWORD_TAIL),
+        Rule("yaml-block-scalar", ("pass", "pwd", "secret", "token", "key"), _block_scalar(), BLOCK_SCALAR_TAIL),
     )
 
 
@@ -279,7 +544,8 @@ LITERALS: Final = tuple(dict.fromkeys([
     "sharedaccesskey=", "sig=", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "gldt-", "glft-",
     "glsoat-", "glrt-", "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-", "gr1348941", "xox", "hooks.slack.com",
     "k_live_", "sk-ant-", "t3blbkfj", "sk-proj-", "sk-svcacct-", "sk-admin-", "_authtoken", "npm_", "pypi-ag", "eyj",
-    "://", "key", "pass", "pwd", "secret", "contrase",
+    "://", "key", "pass", "pwd", "secret", "contrase", "amux_", "-u", "basic ", "bearer ", "token", "--pass",
+    "--token", "--api-key", "--secret",
 ]))
 """Every rule's literals (lowercase ASCII): a line holding none of them is not looked at again."""
 
@@ -331,15 +597,15 @@ def candidate_lines(content: bytes) -> Iterator[tuple[int, int, int, set[int]]]:
         yield line_no + low.count(b"\n", last, begin), begin, line_end, wanted
 
 
-def find_secrets(content: bytes, allowed: frozenset[str] = frozenset()) -> list[Finding]:
-    """The credentials in UTF-8 ``content`` (at most :data:`MAX_FINDINGS`), one per value per line, in line order.
+def found_values(content: bytes, allowed: frozenset[str] = frozenset()) -> Iterator[tuple[str, int, str, str]]:
+    """``(rule name, 1-based line, value, SHA-256 hex of the value)`` for each credential in UTF-8 ``content``, in
+    line order, one per value per line; the values never leave this module (:func:`find_secrets`, :func:`scrub`).
 
     ``allowed`` holds lowercase SHA-256 hex digests of the UTF-8 bytes of
     exact values known not to be credentials (``memory.secret_allow``); those
     are skipped, as are documented placeholders (:func:`is_placeholder`).
     Undecodable bytes are replaced before the rules see a line.
     """
-    found: list[Finding] = []
     all_rules = rules()
     for line_no, begin, end, wanted in candidate_lines(content):
         text = content[begin:end].decode("utf-8", "replace")
@@ -352,9 +618,47 @@ def find_secrets(content: bytes, allowed: frozenset[str] = frozenset()) -> list[
                     continue
                 seen.add(value)
                 digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
-                if digest in allowed:
-                    continue
-                found.append(Finding(rule.name, line_no, redact(value), digest))
-                if len(found) >= MAX_FINDINGS:
-                    return found
+                if digest not in allowed:
+                    yield rule.name, line_no, value, digest
+
+
+def find_secrets(content: bytes, allowed: frozenset[str] = frozenset()) -> list[Finding]:
+    """The credentials in UTF-8 ``content`` (at most :data:`MAX_FINDINGS`), one per value per line, in line order
+    (:func:`found_values`; ``allowed`` as there)."""
+    found: list[Finding] = []
+    for rule, line_no, value, digest in found_values(content, allowed):
+        found.append(Finding(rule, line_no, redact(value), digest))
+        if len(found) >= MAX_FINDINGS:
+            break
     return found
+
+
+def refusal(path: str, findings: list[Finding], *, in_path: bool = False) -> HubError:
+    """The ``secret_detected`` error of a write refused for ``findings`` (DESIGN.md §16.2): ``data`` is
+    ``{path, findings}``; with ``in_path`` the findings are the path's (line 0, ``"in": "path"``) and the path is
+    shown redacted.  Built here so the Hub and a project library (written in-process) refuse alike."""
+    from protocol.errors import ErrorCode, HubError
+
+    rules_found = ", ".join(sorted({f.rule for f in findings}))
+    if in_path:
+        shown = scrub(path)
+        return HubError(ErrorCode.SECRET_DETECTED,
+                        f"nothing was written: the path {shown} holds {len(findings)} credential(s) ({rules_found}); "
+                        "choose a path without it (a path is shown in every list, log and history)",
+                        {"path": shown, "findings": [{**f.wire(), "line": 0, "in": "path"} for f in findings]})
+    return HubError(ErrorCode.SECRET_DETECTED,
+                    f"nothing was written: {path} would hold {len(findings)} credential(s) ({rules_found}); remove "
+                    "them and write again, and store where the credential lives instead (e.g. 'the deploy token "
+                    "is in 1Password, item X')", {"path": path, "findings": [f.wire() for f in findings]})
+
+
+def scrub(text: str, source: bytes | None = None) -> str:
+    """``text`` (a path, an error message) with each credential the rules find in it, or in ``source`` (the
+    document the text quotes), replaced by its :func:`redact` preview, also where ``text`` quotes it lowercased:
+    what may be shown of a text that holds one (DESIGN.md §16)."""
+    values = {value for _, _, value, _ in found_values(text.encode("utf-8", "surrogatepass"))}
+    if source is not None:
+        values.update(value for _, _, value, _ in found_values(source))
+    for value in sorted(values, key=len, reverse=True):
+        text = text.replace(value, redact(value)).replace(value.lower(), redact(value))
+    return text

@@ -22,7 +22,9 @@ content is checked for credentials (:func:`hub.secrets.find_secrets`,
 ``memory.secret_scan``): ``block`` refuses it with ``secret_detected``
 (nothing written, nothing recorded), ``warn`` writes it and says so in the
 answer; a person's ``allow_secret`` writes it and the history version records
-the override.  The secret itself is never in an answer, a log line or an
+the override (not from ``amux mcp`` or an agent session).  A path holding a
+credential is refused whatever the setting, and never echoed (nor by an
+``invalid_path`` error).  The secret itself is never in an answer, a log line or an
 exception: only rule names, line numbers and redacted previews (DESIGN.md §16).
 """
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import shlex
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
@@ -42,7 +45,7 @@ from hub.history import Actor, HistoryStore, Retention, ScopeHistory
 from hub.identity import Identity, Scope
 from hub.listing import list_documents, walk_documents
 from hub.search import Reader, read_file_nofollow, search_scope
-from hub.secrets import Finding, find_secrets
+from hub.secrets import Finding, find_secrets, refusal, scrub
 from hub.store import Store, revision_of
 from protocol.config_file import enable_command, home_option
 from protocol.errors import ErrorCode, HubError
@@ -75,6 +78,52 @@ SCAN_MAX_ENTRIES = 40
 
 SCAN_MAX_FINDINGS = 3
 """At most this many findings per document or version in a ``scan`` answer."""
+
+
+DOCUMENT_ADVICE: Final = ("run the first command, remove the credential from doc.md (store where it lives "
+                           "instead), then run the second; then scan --history for the stored versions")
+"""The ``advice`` of a ``scan`` document entry: what to do between its two commands."""
+
+PATH_ADVICE: Final = ("the file's name holds the credential: rename or delete it by hand in the memory folder "
+                      "('amux memory list' shows it), then scan --history")
+"""The ``advice`` of a ``scan`` entry whose path holds a credential (no command can name it without showing it)."""
+
+
+VERSION_PATH_ADVICE: Final = ("the document's name holds the credential: erase its stored versions with "
+                              "'amux memory purge --all PATH' ('amux memory log' shows the path)")
+"""The ``advice`` of a ``scan`` version entry whose path holds a credential."""
+
+
+def amux_command(words: list[str], path: str) -> str:
+    """An ``amux`` command line for a person to paste: ``amux WORDS... PATH``, each word :func:`shlex.quote` d and
+    ``--`` before a path that starts with ``-`` (a document path an agent chose is hostile input: ``$(...)``,
+    backticks, ``;`` and spaces stay inert, DESIGN.md §16.5)."""
+    tail = ["--", path] if path.startswith("-") else [path]
+    return " ".join(shlex.quote(word) for word in ["amux", *words, *tail])
+
+
+def clean_up_commands(path: str, revision: str) -> list[str]:
+    """``scan``'s two commands for a document holding a credential: export it, then write the cleaned file."""
+    return [amux_command(["memory", "export"], path) + " > doc.md",
+            amux_command(["memory", "upsert", "--expected-revision", revision, "--file", "doc.md"], path)]
+
+
+def purge_command(path: str, revision: str) -> str:
+    """``scan``'s command that erases a stored version holding a credential."""
+    return amux_command(["memory", "purge", "--revision", revision], path)
+
+
+def scan_finding(finding: Finding) -> dict[str, Any]:
+    """A ``scan`` finding: :meth:`Finding.wire` plus ``sha256``, the digest ``memory.secret_allow`` takes to let
+    that exact value through (safe to show: it is a SHA-256 of a high-entropy value)."""
+    return {**finding.wire(), "sha256": finding.sha256}
+
+
+def scrubbed(exc: HubError, source: bytes | None = None) -> HubError:
+    """``exc`` with every credential in its message and its ``data``'s strings replaced by a redacted preview
+    (:func:`hub.secrets.scrub`; ``source``: the document the error quotes, DESIGN.md §16)."""
+    data = {key: scrub(value, source) if isinstance(value, str) else value for key, value in exc.data.items()}
+    return HubError(exc.code, scrub(exc.message, source), data)
 
 
 def _stop_when_cancelled() -> bool:
@@ -139,7 +188,12 @@ class MemoryService:
             )
         actor = Actor(None, "hub") if identity is None else Actor(
             identity.principal, identity.client, identity.binding, identity.session)
-        return await handler(self, scope, params, actor)
+        try:
+            return await handler(self, scope, params, actor)
+        except HubError as exc:
+            if exc.code is ErrorCode.INVALID_PATH and self.config.secret_scan != "off":
+                raise scrubbed(exc) from None  # a path holding a credential is not echoed (DESIGN.md §16.3)
+            raise
 
     async def _run(self, fn: Callable[..., Result], *args: Any) -> Result:
         return await trio.to_thread.run_sync(functools.partial(fn, *args))
@@ -206,37 +260,43 @@ class MemoryService:
         """The credential check of a write (DESIGN.md §16): its findings when the write may go ahead.
 
         Raises ``secret_detected`` (``data.findings``: rule, line, redacted
-        preview) when ``memory.secret_scan`` is ``block`` and no person passed
-        ``allow_secret``; ``bad_request`` when ``amux mcp`` passes
-        ``allow_secret`` (an agent cannot switch the check off).
+        preview; ``line`` 0 and ``"in": "path"`` for the path) when the path
+        holds a credential (whatever ``memory.secret_scan`` other than ``off``
+        and ``allow_secret`` say: a path is shown everywhere), or when
+        ``memory.secret_scan`` is ``block``, the content holds one and no
+        person passed ``allow_secret``; ``bad_request`` when ``amux mcp`` or
+        an agent session (a ``hello`` with a session: ``amux launch``,
+        ``AMUX_SESSION_ID``) passes ``allow_secret`` (an agent cannot switch
+        the check off, DESIGN.md §16.4).
         """
         if allow_secret and actor.client == MCP_CLIENT:
             raise HubError(ErrorCode.BAD_REQUEST, "allow_secret is a person's override at the command line "
                            "('amux memory upsert --allow-secret'); an MCP client cannot pass it",
                            {"field": "allow_secret"})
+        if allow_secret and actor.session is not None:
+            raise HubError(ErrorCode.BAD_REQUEST, "allow_secret is a person's override at the command line; an "
+                           "agent session (launched by 'amux launch', AMUX_SESSION_ID set) cannot pass it. Remove "
+                           "the credential and store where it lives instead", {"field": "allow_secret"})
         if self.config.secret_scan == "off":
             return []
+        in_path = find_secrets(path.encode("utf-8", "surrogatepass"))
+        if in_path:
+            log.info("refused a write of %s: its path holds %d credential(s)", scrub(path), len(in_path))
+            raise refusal(path, in_path, in_path=True)
         findings = find_secrets(content, self.config.secret_allow)
         if not findings:
             return []
-        shown = "; ".join(f"line {f.line} {f.rule} {f.preview}" for f in findings)
         if self.config.secret_scan == "block" and not allow_secret:
+            shown = "; ".join(f"line {f.line} {f.rule} {f.preview}" for f in findings)
             log.info("refused a write of %s holding %d credential(s): %s", path, len(findings), shown)
-            raise HubError(
-                ErrorCode.SECRET_DETECTED,
-                f"nothing was written: {path} would hold {len(findings)} credential(s) ("
-                f"{', '.join(sorted({f.rule for f in findings}))}); remove them and write again, and store "
-                "where the credential lives instead (e.g. 'the deploy token is in 1Password, item X')",
-                {"path": path, "findings": [f.wire() for f in findings]},
-            )
-        how = "overridden by --allow-secret" if allow_secret else "memory.secret_scan = warn"
-        log.warning("wrote %s holding %d credential(s) (%s): %s", path, len(findings), how, shown)
+            raise refusal(path, findings)
         return findings
 
     def _write(self, scope: Scope, path: str, content: bytes, expected_revision: str, allow_shrink: bool,
                actor: Actor, restored_from: str | None = None, allow_secret: bool = False) -> Result:
         """Upsert (or restore) with history: credential check → external check → durable document → durable
-        version (worker thread)."""
+        version (worker thread).  A write that goes ahead holding credentials is logged once it is written;
+        an error it then meets (``destructive_rewrite``, ``conflict``) quotes none of them."""
         findings = self._check_secrets(path, content, allow_secret, actor)
         override = sorted({f.rule for f in findings}) if findings and allow_secret else None
         hist = self._recording(scope)
@@ -247,7 +307,12 @@ class MemoryService:
             if hist is not None:
                 hist.sync(path, old, mtime_ns)
 
-        result = self.store.upsert(self._dir(scope), path, content, expected_revision, allow_shrink, before)
+        try:
+            result = self.store.upsert(self._dir(scope), path, content, expected_revision, allow_shrink, before)
+        except HubError as exc:
+            if findings:
+                raise scrubbed(exc, content) from None
+            raise
         old = seen[0] if seen else None
         if hist is not None and not (old is not None and old == content):  # same bytes: no new version
             action = "restore" if restored_from is not None else "create" if old is None else "update"
@@ -256,6 +321,9 @@ class MemoryService:
         if restored_from is not None:
             result["restored_from"] = restored_from
         if findings:
+            how = "overridden by --allow-secret" if allow_secret else "memory.secret_scan = warn"
+            log.warning("wrote %s holding %d credential(s) (%s): %s", path, len(findings), how,
+                        "; ".join(f"line {f.line} {f.rule} {f.preview}" for f in findings))
             result["secret_findings"] = [f.wire() for f in findings]
             result["warnings"] = [f"{path} holds {len(findings)} credential(s) (secret_findings); "
                                   + ("written because --allow-secret overrode the check"
@@ -376,22 +444,35 @@ class MemoryService:
             truncated = False
             walked = walk_documents(root, "", self.limits)
             for path, _ in sorted(walked.found):
+                in_path = find_secrets(path.encode("utf-8", "surrogatepass"))
+                if in_path:  # placed by hand: the path is shown redacted, and no command can name it
+                    documents.append({"path": scrub(path), "revision": None,
+                                      "findings": [{**f.wire(), "line": 0, "in": "path"}
+                                                   for f in in_path[:SCAN_MAX_FINDINGS]],
+                                      "commands": [], "advice": PATH_ADVICE})
+                    continue
                 data = self.store.read(root, path)
                 found = [] if data is None else find_secrets(data, allowed)
                 if found:
                     rev = revision_of(data or b"")
                     documents.append({"path": path, "revision": rev,
-                                      "findings": [f.wire() for f in found[:SCAN_MAX_FINDINGS]],
-                                      "commands": [f"amux memory export {path} > doc.md",
-                                                   f"amux memory upsert {path} --expected-revision {rev} "
-                                                   "--file doc.md  (after removing the credential from doc.md)"]})
+                                      "findings": [scan_finding(f) for f in found[:SCAN_MAX_FINDINGS]],
+                                      "commands": clean_up_commands(path, rev), "advice": DOCUMENT_ADVICE})
             if p.history:
                 for v, body in self.history.scope(scope.relpath).stored():
+                    in_path = find_secrets(v.path.encode("utf-8", "surrogatepass"))
+                    if in_path:  # a hand-placed file's version, recorded as external: redacted, no command
+                        versions.append({"path": scrub(v.path), "revision": v.revision, "time": v.time,
+                                         "action": v.action, "findings": [{**f.wire(), "line": 0, "in": "path"}
+                                                                          for f in in_path[:SCAN_MAX_FINDINGS]],
+                                         "commands": [], "advice": VERSION_PATH_ADVICE})
+                        continue
                     found = find_secrets(body, allowed)
                     if found:
                         versions.append({"path": v.path, "revision": v.revision, "time": v.time,
-                                         "action": v.action, "findings": [f.wire() for f in found[:SCAN_MAX_FINDINGS]],
-                                         "commands": [f"amux memory purge {v.path} --revision {v.revision}"]})
+                                         "action": v.action, "findings": [scan_finding(f)
+                                                                          for f in found[:SCAN_MAX_FINDINGS]],
+                                         "commands": [purge_command(v.path, v.revision)]})
             entries = len(documents) + len(versions)
             if entries > SCAN_MAX_ENTRIES:
                 truncated = True

@@ -71,3 +71,62 @@ def samples(seed: int = 14) -> list[Sample]:
                key_material),
     ]
     return [Sample(s.rule, s.line.format(s.secret), s.secret) for s in out]
+
+
+def note_forms(seed: int = 15) -> list[Sample]:
+    """The shapes a model writes a credential in a Markdown note (DESIGN.md §16.2): a value with more text after
+    it on the line, Markdown labels and tables, spaced key names, ``*_TOKEN=``, the Hub's own tokens, URL
+    passwords with ``%XX``/``$`` or no user, ``PGPASSWORD=``, ``curl -u``, ``Authorization``."""
+    r = random.Random(seed)
+    pw = _rand(r, 9) + "7" + _rand(r, 7)
+    aws = _rand(r, 19, ALNUM + "+") + "/" + _rand(r, 20, ALNUM + "+")
+    opaque = _rand(r, 30) + "4"
+    amux = "am" + "ux_" + _rand(r, 12, "0123456789abcdef") + "_" + _rand(r, 43, ALNUM + "-_")
+    basic = base64.b64encode(f"admin:{pw}".encode()).decode()
+    out = [
+        Sample("keyword-assignment", "password: {} (prod)", pw),
+        Sample("keyword-assignment", "DB_PASSWORD={} psql -h db", pw),
+        Sample("keyword-assignment", "- staging: password={}, user=admin", pw),
+        Sample("keyword-assignment", "password: {}  # rotated in May", pw),
+        Sample("keyword-assignment", "The password={} works for both", pw),
+        Sample("keyword-assignment", "**Password:** {}", pw),
+        Sample("keyword-assignment", "**password**: {}", pw),
+        Sample("keyword-assignment", "| password | {} |", pw),
+        Sample("keyword-assignment", "api key: {}", opaque),
+        Sample("keyword-assignment", "GITHUB_TOKEN={}", opaque),
+        Sample("keyword-assignment", "auth_token: {}", opaque),
+        Sample("keyword-assignment", "PGPASSWORD={} psql", pw),
+        Sample("keyword-assignment", "pass: {}", pw),
+        Sample("aws-secret-access-key", "AWS secret access key: {}", aws),
+        Sample("aws-secret-access-key", "- **AWS secret access key**: {}", aws),
+        Sample("amux-token", '{{"token": "{}"}}', amux),
+        Sample("amux-token", "AMUX_TOKEN={}", amux),
+        Sample("url-password", "postgres://admin:{}@db/app", pw[:6] + "%40" + pw[6:]),
+        Sample("url-password", "postgres://admin:{}@db/app", pw[:6] + "$" + pw[6:]),
+        Sample("url-password", "redis://:{}@cache:6379", pw),
+        Sample("curl-user", "curl -u admin:{} https://api.internal/v1", pw),
+        Sample("authorization", "Authorization: Basic {}", basic),
+        Sample("authorization", "Authorization: Bearer {}", opaque),
+        Sample("cli-password", "mysql --password {} -h db", pw),
+        Sample("yaml-block-scalar", "password: |\n  {}", pw),
+    ]
+    return [Sample(s.rule, s.line.format(s.secret), s.secret) for s in out]
+
+
+REFERENCES: tuple[str, ...] = (
+    "api_key: 1Password/Engineering/OpenAI-2024",
+    "DB_PASSWORD: vault/kv/prod/db2024",
+    "db_password = vault:secret/data/prod#pw2",
+    "secret: aws-secretsmanager/prod/db/creds2024",
+    "password: keychain-item-prod-db-2024",
+    "password: see-1password-item-42",
+    "secret_name: prod-db-credentials-v2",
+    "secretRef: gcp-sm-prod-api-key-v3",
+    "secret_key: env:DJANGO_SECRET_KEY_2024",
+    "password_file: /run/secrets/db_password_2024",
+    "max_tokens: 4096000000000000000000",
+    "Authorization: Bearer $DEPLOY_TOKEN",
+    "curl -u $API_USER:$API_PASSWORD https://api.internal",
+    "postgres://app:${DB_PASSWORD}@db/app",
+)
+"""Notes that say where a credential lives (what the Hub asks agents to write), never refused (DESIGN.md §16.2)."""

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +21,13 @@ import trio
 
 from hub.secrets import find_secrets, redact
 from protocol.errors import ERRORS, ErrorCode, HubError
-from tests.conftest import HubProcess
+from protocol.requests import upsert_params
+from tests.conftest import HubProcess, amux_argv
 from tests.mcp_session import call, err, mcp_session, ok
-from tests.secret_samples import Sample, samples
+from tests.secret_samples import REFERENCES, Sample, note_forms, samples
+from tests.terminal import run_in_terminal
 from tools.client.blocking import HubClient
+from tools.typed.hosts import claude_bucket
 
 TIMEOUT = 60
 CLEAN = b"# Deploy notes\n\nThe deploy token is in 1Password, item 'deploy'.\n"
@@ -220,8 +227,9 @@ def test_scan_finds_hand_placed_and_overridden_secrets_and_with_history_the_stor
     assert r.returncode == 0, r.stderr
     found = {d["path"]: d for d in r.json["documents"]}
     assert sorted(found) == ["hand.md", "over.md"] and r.json["versions"] == []
-    assert found["hand.md"]["findings"] == [{"rule": by_hand.rule, "line": 4, "preview": redact(by_hand.secret)}]
-    assert any("amux memory upsert over.md" in c for c in found["over.md"]["commands"])
+    assert found["hand.md"]["findings"] == [{"rule": by_hand.rule, "line": 4, "preview": redact(by_hand.secret),
+                                             "sha256": hashlib.sha256(by_hand.secret.encode()).hexdigest()}]
+    assert any(c.startswith("amux memory upsert ") and c.endswith(" over.md") for c in found["over.md"]["commands"])
     assert_no_leak(by_hand, r.stdout, r.stderr)
     assert_no_leak(overridden, r.stdout, r.stderr)
     # clean the document, then the history still holds the old version: --history finds it with its purge
@@ -232,7 +240,7 @@ def test_scan_finds_hand_placed_and_overridden_secrets_and_with_history_the_stor
     (stored,) = [v for v in r.json["versions"] if v["path"] == "over.md"]
     assert stored["revision"] == leaky and stored["findings"][0]["rule"] == overridden.rule
     purge = stored["commands"][0].split()
-    assert purge == ["amux", "memory", "purge", "over.md", "--revision", leaky]
+    assert purge == ["amux", "memory", "purge", "--revision", leaky, "over.md"]
     r = hub.cli(*purge[1:])
     assert r.returncode == 0, r.stdout
     r = hub.cli("memory", "scan", "--history")
@@ -265,3 +273,303 @@ def test_scan_answer_stays_within_the_response_budget_and_says_when_it_is_cut(hu
     assert all(len(d["findings"]) <= 3 for d in r.json["documents"])
     for sample in many:
         assert_no_leak(sample, r.stdout)
+
+
+def test_credentials_in_the_shapes_notes_use_are_refused(hub: HubProcess) -> None:
+    """A value with text after it, Markdown labels and tables, spaced key names, tokens, URL and CLI forms."""
+    rev = create(hub, "deploy.md")
+    forms = note_forms()
+    for sample in forms[:2]:  # through the CLI, as a person or a Pi agent writes
+        r = hub.cli("memory", "upsert", "deploy.md", "--expected-revision", rev, input=note(sample))
+        assert r.returncode == 18, (sample.line, r.stdout)
+        assert [f["rule"] for f in r.json["error"]["data"]["findings"]] == [sample.rule]
+        assert_no_leak(sample, r.stdout, r.stderr)
+    with hub.client(timeout=60) as client:
+        for sample in forms:
+            with pytest.raises(HubError) as raised:
+                client.call("upsert", upsert_params("deploy.md", note(sample), rev))
+            assert raised.value.code is ErrorCode.SECRET_DETECTED, sample.line
+            assert raised.value.data["findings"] == [{"rule": sample.rule, "line": 4,
+                                                      "preview": redact(sample.secret)}], sample.line
+            assert_no_leak(sample, raised.value.message, json.dumps(raised.value.data))
+    assert (hub.scope_dir / "deploy.md").read_bytes() == CLEAN
+    assert len(versions(hub, "deploy.md")) == 1
+
+
+def test_notes_that_say_where_a_credential_lives_are_written(hub: HubProcess) -> None:
+    body = ("# Where the credentials are\n\n" + "\n".join(f"- {line}" for line in REFERENCES) + "\n").encode()
+    r = hub.cli("memory", "upsert", "where.md", "--expected-revision", "absent", input=body)
+    assert r.returncode == 0, r.stdout
+    assert "secret_findings" not in r.json
+    for line in REFERENCES:  # each alone, too (a finding on one line must not hide behind another)
+        assert find_secrets(f"# n\n{line}\n".encode()) == [], line
+
+
+@pytest.mark.parametrize("line", [
+    "password: vault/kv/prod/db2024 " + "a_" * 30_000,  # a key-shaped run after a keyword: once quadratic, 50 s
+    "password: vault/kv/prod/db2024 " + "a." * 30_000,
+    "token_" * 10_000,  # a literal hit every 6 characters, each once scanning the rest of the run: 15 s
+    "-u" * 30_000,
+    "pwd:::" * 10_000,  # detect-secrets' own keyword pattern scans to the end of the line at each keyword: 3 s
+    "accountkey====" * 4_000,
+    "://a:" * 12_000,
+])
+def test_long_adversarial_lines_are_checked_in_linear_time(hub: HubProcess, line: str) -> None:
+    """A 60 KB line shaped to make a rule backtrack must be written inside a 10 s process timeout (no timed
+    assertion: the quadratic forms took 15-50 s)."""
+    r = hub.cli("memory", "upsert", "long.md", "--expected-revision", "absent", input=f"# l\n{line}\n".encode(),
+                timeout=10)
+    assert r.returncode == 0, r.stdout
+
+
+def test_long_lines_of_jwt_lookalikes_are_checked_without_backtracking(hub: HubProcess) -> None:
+    """The reviewer's 63 KB line of ``eyJ`` took 2 s of CPU under the scope lock, and ``scan --history`` paid it
+    again for each stored version: eight such versions must now be written and scanned inside a 10 s process
+    timeout (not a timed assertion; the quadratic pattern needed about 20 s)."""
+    rev = "absent"
+    with hub.client(timeout=120) as client:
+        for i, unit in enumerate(["eyJ", "eyJ=", "eyJa.", "eyJ", "eyJ=", "eyJa.", "eyJ", "eyJ"]):
+            body = (f"# j{i}\n" + unit * (63_000 // len(unit)) + "\n").encode()
+            rev = client.call("upsert", upsert_params("jwt.md", body, rev, allow_shrink=True))["revision"]
+    assert len(versions(hub, "jwt.md")) == 8
+    r = hub.cli("memory", "scan", "--history", timeout=10)
+    assert r.returncode == 0 and r.json["documents"] == [] and r.json["versions"] == [], r.stdout
+
+
+def assert_not_even_lowercased(sample: Sample, *texts: str | bytes) -> None:
+    """:func:`assert_no_leak`, and not lowercased either (the rewrite guard quotes lowercased text)."""
+    assert_no_leak(sample, *texts)
+    lowered = Sample(sample.rule, sample.line.lower(), sample.secret.lower())
+    assert_no_leak(lowered, *(t.lower() for t in texts))
+
+
+HOSTILE = "notes/$(touch pwned) ; rm -rf x `touch pwned2`.md"
+
+
+def test_scan_commands_quote_hostile_paths_and_a_shell_runs_them_as_written(hub: HubProcess,
+                                                                            tmp_path: Path) -> None:
+    sample = samples(31)[0]
+    for path in (HOSTILE, "-rf.md"):
+        r = hub.cli("memory", "upsert", "--expected-revision", "absent", "--allow-secret", "--", path,
+                    input=note(sample))
+        assert r.returncode == 0, r.stdout
+    r = hub.cli("memory", "scan")
+    found = {d["path"]: d for d in r.json["documents"]}
+    assert sorted(found) == sorted([HOSTILE, "-rf.md"])
+    work = tmp_path / "work"
+    (work / "bin").mkdir(parents=True)
+    wrapper = work / "bin" / "amux"  # the shell finds the real CLI as `amux`
+    wrapper.write_text("#!/bin/sh\nexec " + " ".join(shlex.quote(a) for a in amux_argv()) + ' "$@"\n')
+    wrapper.chmod(0o755)
+    env = {**hub.env, "PATH": f"{work / 'bin'}:{os.environ.get('PATH', '')}"}
+    for path, entry in found.items():
+        export, upsert = entry["commands"]
+        assert "(" not in upsert.replace(HOSTILE, "") or shlex.quote(HOSTILE) in upsert
+        words = shlex.split(export)
+        assert words[-2:] == [">", "doc.md"] and path in words and words[:3] == ["amux", "memory", "export"]
+        assert entry["advice"] and "doc.md" in entry["advice"]
+        done = subprocess.run(["sh", "-c", export], cwd=work, env=env, capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert (work / "doc.md").read_bytes() == note(sample)
+        (work / "doc.md").write_bytes(CLEAN)  # the person removes the credential
+        done = subprocess.run(["sh", "-c", upsert], cwd=work, env=env, capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert (hub.scope_dir / path).read_bytes() == CLEAN
+    r = hub.cli("memory", "scan", "--history")
+    assert r.json["documents"] == []
+    for stored in r.json["versions"]:
+        (purge,) = stored["commands"]
+        done = subprocess.run(["sh", "-c", purge], cwd=work, env=env, capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    assert not (work / "pwned").exists() and not (work / "pwned2").exists()
+    assert hub.cli("memory", "scan", "--history").json["versions"] == []
+
+
+def test_a_path_holding_a_credential_is_refused_and_never_echoed(hub: HubProcess) -> None:
+    sample = samples(32)[0]  # a GitHub token
+    path = f"creds/{sample.secret}.md"
+    for extra in ([], ["--allow-secret"]):
+        r = hub.cli("memory", "upsert", path, "--expected-revision", "absent", *extra, input=CLEAN)
+        assert r.returncode == 18, r.stdout
+        error = r.json["error"]
+        assert error["data"]["findings"] == [{"rule": sample.rule, "line": 0, "preview": redact(sample.secret),
+                                              "in": "path"}]
+        assert error["data"]["path"] == f"creds/{redact(sample.secret)}.md"
+        assert_no_leak(sample, r.stdout, r.stderr)
+    assert not (hub.scope_dir / "creds").exists()
+    r = hub.cli("memory", "get", f"bad/{sample.secret}/../x.md")
+    assert r.returncode == ERRORS[ErrorCode.INVALID_PATH].exit_status, r.stdout
+    assert r.json["error"]["code"] == "invalid_path" and redact(sample.secret) in r.json["error"]["message"]
+    assert_no_leak(sample, r.stdout, r.stderr)
+    # placed by hand: scan reports it, redacted, with advice and no command naming it
+    (hub.scope_dir / "creds").mkdir()
+    (hub.scope_dir / path).write_bytes(CLEAN)
+    r = hub.cli("memory", "scan")
+    (entry,) = r.json["documents"]
+    assert entry["path"] == f"creds/{redact(sample.secret)}.md" and entry["commands"] == []
+    assert entry["findings"][0]["in"] == "path" and "rename" in entry["advice"]
+    assert_no_leak(sample, r.stdout, r.stderr)
+    assert hub.cli("memory", "log").returncode == 0  # records the hand-placed file as an external version
+    r = hub.cli("memory", "scan", "--history")
+    (stored,) = r.json["versions"]
+    assert stored["path"] == entry["path"] and stored["commands"] == [] and "purge --all" in stored["advice"]
+    assert_no_leak(sample, r.stdout, r.stderr)
+    assert hub.log is not None
+    assert_no_leak(sample, hub.log.read_text())
+
+
+def test_an_agent_session_cannot_override_the_check(hub: HubProcess) -> None:
+    sample = samples(33)[0]
+    r = hub.cli("memory", "upsert", "pi.md", "--expected-revision", "absent", "--allow-secret",
+                input=note(sample), env={"AMUX_SESSION_ID": "s-123"})
+    assert r.returncode == ERRORS[ErrorCode.BAD_REQUEST].exit_status, r.stdout
+    assert "person's override" in r.json["error"]["message"] and "agent session" in r.json["error"]["message"]
+    assert not (hub.scope_dir / "pi.md").exists()
+    assert_no_leak(sample, r.stdout, r.stderr)
+    r = hub.cli("memory", "upsert", "pi.md", "--expected-revision", "absent", "--allow-secret", input=note(sample))
+    assert r.returncode == 0, r.stdout  # a person at the command line still can
+
+
+def test_an_override_that_fails_is_not_logged_and_its_error_quotes_no_credential(hub: HubProcess) -> None:
+    sample = samples(34)[0]
+    long = b"# Deploy\n\n" + b"".join(b"- step %d of the deploy\n" % i for i in range(40))
+    rev = create(hub, "deploy.md", long)
+    cut = f"# Deploy\n\n- step one\n- step two\n(rest unchanged; token {sample.secret})\n".encode()
+    r = hub.cli("memory", "upsert", "deploy.md", "--expected-revision", rev, "--allow-secret", input=cut)
+    assert r.json["error"]["code"] == "destructive_rewrite", r.stdout
+    assert_not_even_lowercased(sample, r.stdout, r.stderr)
+    r = hub.cli("memory", "upsert", "deploy.md", "--expected-revision", "0" * 64, "--allow-secret",
+                input=note(sample))
+    assert r.json["error"]["code"] == "conflict", r.stdout
+    assert (hub.scope_dir / "deploy.md").read_bytes() == long
+    assert hub.log is not None
+    log = hub.log.read_text()
+    assert "wrote deploy.md" not in log
+    assert_not_even_lowercased(sample, log)
+    r = hub.cli("memory", "upsert", "deploy.md", "--expected-revision", rev, "--allow-secret",
+                input=long + note(sample))
+    assert r.returncode == 0, r.stdout
+    assert "wrote deploy.md holding 1 credential(s) (overridden by --allow-secret)" in hub.log.read_text()
+
+
+def test_a_credential_given_as_an_allow_list_entry_is_not_echoed(hub: HubProcess) -> None:
+    sample = samples(35)[0]
+    r = hub.cli("system", "config", "set", "memory.secret_allow", sample.secret)
+    assert r.returncode == 2 and "not shown" in r.stderr, r.stderr
+    assert_no_leak(sample, r.stdout, r.stderr)
+
+
+EDITOR = """import pathlib, sys
+pathlib.Path(sys.argv[-1]).write_bytes(pathlib.Path(sys.argv[1]).read_bytes())
+"""
+
+
+def test_edit_refused_for_a_credential_hints_the_override(hub: HubProcess, tmp_path: Path) -> None:
+    sample = samples(36)[0]
+    rev = create(hub, "ops.md")
+    (tmp_path / "new.md").write_bytes(note(sample))
+    (tmp_path / "editor.py").write_text(EDITOR)
+    editor = f"{shlex.quote(sys.executable)} {tmp_path / 'editor.py'} {tmp_path / 'new.md'}"
+    r = hub.cli("memory", "edit", "ops.md", env={"EDITOR": editor, "VISUAL": ""})
+    assert r.json["error"]["code"] == "secret_detected", r.stdout
+    assert r.stderr.count("nothing was written") == 1, r.stderr
+    hint = next(line for line in r.stderr.splitlines() if "to write it anyway" in line)
+    assert f"--expected-revision {rev[:12]}" in hint and hint.endswith("--allow-secret")
+    assert_no_leak(sample, r.stdout, r.stderr)
+    retry = hub.cli(*shlex.split(hint.split(": ", 2)[-1])[1:])  # the hinted command, as given
+    assert retry.returncode == 0, retry.stdout
+    assert versions(hub, "ops.md")[0]["secret_override"] == [sample.rule]
+
+
+def test_scan_in_a_terminal_shows_tables_and_history_and_log_mark_the_override(hub: HubProcess) -> None:
+    sample = samples(37)[0]
+    r = hub.cli("memory", "upsert", "ops.md", "--expected-revision", "absent", "--allow-secret", input=note(sample))
+    assert r.returncode == 0, r.stdout
+    shown = run_in_terminal([*amux_argv(), "memory", "scan"], env=hub.env)
+    assert shown.returncode == 0, shown.stderr
+    assert not shown.plain.lstrip().startswith("{")
+    assert "ops.md" in shown.plain and sample.rule in shown.plain and redact(sample.secret) in shown.plain
+    assert "amux memory export ops.md > doc.md" in shown.plain
+    assert hashlib.sha256(sample.secret.encode()).hexdigest() in shown.plain
+    assert_no_leak(sample, shown.screen, shown.stderr)
+    as_json = run_in_terminal([*amux_argv(), "memory", "scan", "--json"], env=hub.env)
+    assert json.loads(as_json.plain) == hub.cli("memory", "scan").json
+    for argv in (["memory", "history", "ops.md"], ["memory", "log"]):
+        shown = run_in_terminal([*amux_argv(), *argv], env=hub.env)
+        assert f"[secret override: {sample.rule}]" in shown.plain, shown.plain
+    r = hub.cli("memory", "upsert", "ops.md", "--expected-revision", r.json["revision"], input=CLEAN)
+    assert "no credentials found" in run_in_terminal([*amux_argv(), "memory", "scan"], env=hub.env).plain
+
+
+HOST_MEMORY = """---
+name: {name}
+description: {description}
+metadata:
+  type: reference
+---
+
+{body}
+"""
+
+
+def test_import_skips_host_memories_holding_credentials_and_imports_the_rest(hub: HubProcess,
+                                                                             tmp_path: Path) -> None:
+    sample = samples(38)[0]
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    memory = home / ".claude" / "projects" / claude_bucket(str(work)) / "memory"
+    memory.mkdir(parents=True)
+    for name, body in (("a-clean", "The CI dashboard is at grafana, board ci-overview."),
+                       ("b-token", f"The deploy token is {sample.secret}."),
+                       ("c-clean", "The staging database is reached through the bastion host.")):
+        (memory / f"{name}.md").write_text(HOST_MEMORY.format(name=name, description=f"about {name}", body=body))
+    env = {k: v for k, v in hub.env.items() if k not in ("CLAUDE_CONFIG_DIR", "CLAUDE_CODE_REMOTE_MEMORY_DIR")}
+    env["HOME"] = str(home)
+    argv = ["memory", "import", "--from", "claude-code", "--cwd", str(work)]
+    r = hub.cli(*argv, env=env)
+    assert r.returncode == 0, r.stdout
+    items = {Path(i["source"]).stem: i for i in r.json["items"]}
+    assert items["b-token"]["action"] == "skip" and items["b-token"]["reason"].startswith("credential: ")
+    assert sample.rule in items["b-token"]["reason"] and redact(sample.secret) in items["b-token"]["reason"]
+    assert [items[n]["action"] for n in ("a-clean", "c-clean")] == ["create", "create"]
+    assert_no_leak(sample, r.stdout, r.stderr)
+    r = hub.cli(*argv, "--apply", env=env)
+    assert r.returncode == 0, r.stdout
+    assert_no_leak(sample, r.stdout, r.stderr)
+    index = (hub.scope_dir / "index.md").read_text()
+    assert "a-clean" in index and "c-clean" in index and "b-token" not in index
+    assert not any(sample.secret.encode() in p.read_bytes() for p in hub.scope_dir.rglob("*.md"))
+
+
+def test_a_project_library_refuses_credentials_in_process(hub: HubProcess, tmp_path: Path) -> None:
+    sample = samples(39)[0]
+    project = tmp_path / "proj"
+    project.mkdir()
+    r = hub.cli("memory", "new", "reference", "deploy", "--tags", "gh", "--description", "the deploy token",
+                "--body", f"token: {sample.secret}", "--project", str(project))
+    assert r.returncode == 18, r.stdout
+    assert r.json["error"]["data"]["findings"][0]["rule"] == sample.rule
+    assert_no_leak(sample, r.stdout, r.stderr)
+    assert not any(sample.secret.encode() in p.read_bytes() for p in project.rglob("*") if p.is_file())
+    r = hub.cli("memory", "new", "reference", "deploy", "--tags", "gh", "--description", "the deploy token",
+                "--body", "The deploy token is in 1Password, item 'deploy'.", "--project", str(project))
+    assert r.returncode == 0, r.stdout
+
+
+def test_index_names_the_topic_a_credential_comes_from_and_lint_reports_it(hub: HubProcess) -> None:
+    sample = samples(40)[0]
+    r = hub.cli("memory", "new", "reference", "hand", "--tags", "ops", "--description", "the deploy notes",
+                "--body", "The deploy token is in 1Password.")
+    assert r.returncode == 0, r.stdout
+    topic = hub.scope_dir / "reference" / "hand.md"
+    topic.write_text(topic.read_text().replace("the deploy notes", f"deploy token {sample.secret}"))  # by hand
+    r = hub.cli("memory", "index")
+    assert r.returncode == 18, r.stdout
+    error = r.json["error"]
+    assert error["data"]["topics"] == ["reference/hand.md"] and "reference/hand.md" in error["message"]
+    assert_no_leak(sample, r.stdout, r.stderr)
+    r = hub.cli("memory", "lint", "--json")
+    problems = [p for p in r.json["problems"] if p["code"] == "credential"]
+    assert [(p["path"], p["severity"]) for p in problems] == [("reference/hand.md", "error")], r.stdout
+    assert sample.rule in problems[0]["message"]
+    assert_no_leak(sample, r.stdout, r.stderr)

@@ -149,6 +149,8 @@ class Session:
             flag = " --allow-shrink"
         elif exc is not None and exc.code is ErrorCode.BAD_REQUEST and exc.message == EMPTY_CONTENT:
             flag = " --allow-empty"
+        elif exc is not None and exc.code is ErrorCode.SECRET_DETECTED:
+            flag = " --allow-secret"  # a person's override (DESIGN.md §16.4), recorded in the history
         return (f"amux memory upsert {shlex.quote(self.path)} --expected-revision {self.revision[:12]} "
                 f"--file {shlex.quote(str(self.file))}{flag}")
 

@@ -349,6 +349,8 @@ def version_table(versions: list[dict[str, Any]], *, with_path: bool) -> FittedT
         action = inert(v.get("action"))
         if v.get("restored_from"):
             action += f" of {short_revision(v.get('restored_from'))}"
+        if v.get("secret_override"):  # a person let credentials in (DESIGN.md §16.4)
+            action += f" [secret override: {', '.join(inert(rule) for rule in v.get('secret_override') or [])}]"
         actions.append(text(action))
     columns: list[tuple[str, str, list[Text], bool]] = [("time (UTC)", "left", [text(when(v)) for v in versions], True)]
     if with_path:
@@ -454,6 +456,54 @@ def render_purge(r: dict[str, Any]) -> RenderableType:
     return line
 
 
+def finding_cells(finding: dict[str, Any]) -> list[Text]:
+    """A ``scan`` finding as table cells: where (line, or ``path``), rule, redacted preview."""
+    where = "path" if finding.get("in") == "path" else f"line {finding.get('line')}"
+    return [text(where), text((inert(finding.get("rule")), "bold red")), text(inert(finding.get("preview")))]
+
+
+def render_scan(r: dict[str, Any]) -> RenderableType:
+    """A ``scan`` result (DESIGN.md §16.5): a table of the documents, then of the stored versions, holding
+    credentials (path, revision, where, rule, redacted preview), then each entry's clean-up commands (already
+    shell-quoted by the Hub; made inert here) and each value's ``memory.secret_allow`` digest."""
+    documents, versions = r.get("documents") or [], r.get("versions") or []
+    rules = len(r.get("rules") or [])
+    if not documents and not versions:
+        return text(("no credentials found", "bold"), f" ({rules} rules)")
+    parts: list[RenderableType] = []
+    digests: list[Text] = []
+    seen: set[Any] = set()
+    for title, entries in (("documents holding credentials", documents),
+                           ("stored versions holding credentials", versions)):
+        if not entries:
+            continue
+        parts.append(text((f"{len(entries)} {title}", "bold")))
+        table = new_table(("path", "left"), ("revision", "left"), ("where", "left"), ("rule", "left"),
+                          ("preview", "left"))
+        for entry in entries:
+            for finding in entry.get("findings") or []:
+                table.add_row(text((inert(entry.get("path")), "cyan")), text(short_revision(entry.get("revision"))),
+                              *finding_cells(finding))
+                if finding.get("sha256") and finding.get("sha256") not in seen:
+                    seen.add(finding.get("sha256"))
+                    digests.append(text(f"  {inert(finding.get('preview'))}: ", (inert(finding.get("sha256")),
+                                                                                  "dim")))
+        parts.append(table)
+    steps: list[RenderableType] = [text(("to clean up:", "bold"))]
+    for entry in [*documents, *versions]:
+        if entry.get("advice"):
+            steps.append(text(inert(entry.get("path")), ": ", (inert(entry.get("advice")), "dim")))
+        steps.extend(text("  ", (inert(c), "bold")) for c in entry.get("commands") or [])
+    parts.extend(steps)
+    if digests:
+        parts.append(text(("not a credential? let that exact value through with its digest "
+                           "('amux system config set memory.secret_allow DIGEST,...'):", "dim")))
+        parts.extend(digests)
+    if r.get("truncated"):
+        parts.append(notice("more entries were found than fit: clean these up and scan again"))
+    return group(parts)
+
+
 def render_typed_new(r: dict[str, Any]) -> RenderableType:
     """A ``memory new`` result, one line: the topic created, its short revision, and the index's update."""
     index = r.get("index") or {}
@@ -516,6 +566,7 @@ RENDERERS: dict[str, Callable[..., RenderableType]] = {
     "edit": render_edit,
     "forget": render_forget,
     "purge": render_purge,
+    "scan": render_scan,
     "typed_new": render_typed_new,
     "typed_index": render_typed_index,
     "typed_remove": render_typed_remove,

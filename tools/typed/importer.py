@@ -47,6 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hub.secrets import find_secrets
 from protocol.errors import HubError
 from protocol.params import ABSENT
 from tools.typed.catalog import Catalog, Topic, load_catalog, topic_from_doc
@@ -383,7 +384,11 @@ def _plan_one(cand: Candidate, default_type: str, known: KnownTopics, room: _Roo
         item.reason = f"cap: {kind} already has {room.counts.get(kind, 0)} of {CAPS[kind]} topics"
         return item
     content = render_topic(meta, body).encode("utf-8")
-    if len(content) > room.document_max_bytes:
+    found = find_secrets(content) or find_secrets((item.target or "").encode("utf-8", "surrogatepass"))
+    if found:  # the write would be refused (DESIGN.md §16): skip it, so the rest is imported
+        item.reason = "credential: " + "; ".join(f"line {f.line} {f.rule} {f.preview}" for f in found[:3]) + \
+            " (remove it from the host's file and import again)"
+    elif len(content) > room.document_max_bytes:
         item.reason = f"too large: {len(content)} bytes; a document may have {room.document_max_bytes}"
     elif room.documents_left <= 0:
         item.reason = "scope full: no document left in the library's quota"

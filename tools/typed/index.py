@@ -282,6 +282,25 @@ def build_pointer(catalog: Catalog, index: str) -> str | None:
     return merge(text, [INDEX_POINTER] if index else [], pointer=True)
 
 
+def check_credentials(text: str, catalog: Catalog, path: str) -> None:
+    """Raise ``secret_detected`` (nothing written) when the index ``text`` would quote a credential, naming the
+    topics whose description it comes from (``data.topics``), since those are what to fix (DESIGN.md §16)."""
+    from hub.secrets import find_secrets
+
+    found = find_secrets(text.encode("utf-8", "surrogatepass"))
+    if not found:
+        return
+    lines = text.split("\n")
+    topics = sorted({t.path for f in found for t in catalog.topics if t.path in lines[f.line - 1]})
+    rules = ", ".join(sorted({f.rule for f in found}))
+    where = ", ".join(topics) or "a topic"
+    raise HubError(ErrorCode.SECRET_DETECTED,
+                   f"nothing was written: {path} would quote {len(found)} credential(s) ({rules}) from the "
+                   f"description of {where}; remove it there ('amux memory edit PATH'), store where the credential "
+                   "lives instead, and run 'amux memory index' again",
+                   {"path": path, "findings": [f.wire() for f in found], "topics": topics})
+
+
 def count_lines(text: str) -> int:
     """Lines as the Hub counts them: newlines, plus one for an unterminated last line."""
     return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
@@ -367,6 +386,7 @@ def update_index(lib: Library, catalog: Catalog | None = None, *, check: bool = 
     if check or (index_same and pointer_same):
         return result
     check_index_size(new_text, lib)
+    check_credentials(new_text, catalog, lib.index_path)
     if pointer is not None and pointer_text is not None and catalog.pointer is not None:
         check_size(pointer_text, catalog.pointer.path, lib.pointer_max_bytes, lib.pointer_max_lines, lib.label)
     if not index_same:

@@ -295,12 +295,21 @@ class ProjectLibrary:
         return Doc(logical, None, ABSENT) if data is None else Doc(logical, data, revision_of(data))
 
     def write(self, path: str, content: bytes, expected_revision: str, *, allow_shrink: bool = False) -> str:
-        """:meth:`hub.store.Store.upsert` under the library lock; ``bad_request`` for content that is not UTF-8."""
+        """:meth:`hub.store.Store.upsert` under the library lock; ``bad_request`` for content that is not UTF-8,
+        ``secret_detected`` for a path or content holding a credential (the Hub's check, DESIGN.md §16: a
+        project library is likely committed, so there is no override)."""
+        from hub.secrets import find_secrets, refusal
         from protocol.params import parse_revision
 
         logical = self._guard(path)
         expected = parse_revision(expected_revision)
         _check_utf8(content)
+        in_path = find_secrets(logical.encode("utf-8", "surrogatepass"))
+        if in_path:
+            raise refusal(logical, in_path, in_path=True)
+        found = find_secrets(content)
+        if found:
+            raise refusal(logical, found)
         with self._locked():
             try:
                 result = self._store.upsert(str(self.root), logical, content, expected, allow_shrink)

@@ -145,7 +145,7 @@ def _is_typed(topic: Topic) -> bool:
 
 def _topic_problems(topic: Topic, today: _dt.date, edit: str) -> list[Problem]:
     by_hand = edit.format(path=topic.path)
-    problems = _path_problems(topic)
+    problems = _path_problems(topic) + _credentials(topic, by_hand)
     if topic.bad_byte is not None:
         problems.append(Problem("error", "encoding", topic.path, topic.bad_line,
                                 _fix(f"not valid UTF-8 (byte {topic.bad_byte}); save it as UTF-8 (archive leaves it "
@@ -182,6 +182,15 @@ def _topic_problems(topic: Topic, today: _dt.date, edit: str) -> list[Problem]:
     if kind == "feedback" and not topic.archived:
         problems += _expiry(topic, meta, today, lines)
     return problems
+
+
+def _credentials(topic: Topic, by_hand: str) -> list[Problem]:
+    """An error per credential in the topic (the Hub's rules, DESIGN.md §16): placed by hand or before the check."""
+    from hub.secrets import find_secrets
+
+    return [Problem("error", "credential", topic.path, f.line,
+                    _fix(f"holds a credential ({f.rule} {f.preview}); store where it lives instead", by_hand))
+            for f in find_secrets(topic.content)]
 
 
 def _archive_copy_of(topic: Topic, name: str) -> bool:
