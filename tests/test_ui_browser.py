@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import http.server
 import os
+import shutil
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import REPO, HubProcess, make_hub
-from tests.ui_helpers import UiProcess, chromium, request, start_ui
+from tests.ui_helpers import UiProcess, chromium, request, start_ui, take_cookie
 from tools.ui.render import SHOWN_MAX_CHARS
 
 SHOTS = REPO / "tools" / "ui" / "screenshots"
@@ -60,6 +62,7 @@ def browser() -> Iterator[Any]:
 def signed_in(browser: Any, ui: UiProcess) -> Any:
     browser.get(ui.url)
     assert browser.current_url == ui.base + "/"  # the token left the address bar
+    take_cookie(ui, browser)  # the token is spent: raw requests use the browser's session
     return browser
 
 
@@ -257,6 +260,67 @@ def test_hostile_note_renders_as_text_and_runs_nothing(signed_in: Any, ui: UiPro
     finally:
         other.shutdown()
         (hub.scope_dir / "big.md").unlink()
+
+
+class Collector(http.server.BaseHTTPRequestHandler):
+    seen: list[tuple[str, str]] = []
+
+    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        Collector.seen.append((self.path, self.headers.get("Cookie", "")))
+        body = b"<!doctype html><title>elsewhere</title><p>elsewhere"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_link_to_another_loopback_port_gets_no_session_cookie(signed_in: Any, ui: UiProcess,
+                                                               hub: HubProcess) -> None:
+    if ui.host == "127.0.0.1":
+        pytest.skip("no loopback address of its own here (only Linux routes all of 127/8)")
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    elsewhere = f"http://127.0.0.1:{other.server_address[1]}"
+    r = hub.cli("memory", "upsert", "notes/leak.md", "--expected-revision", "absent",
+                input=f"# Leak\n\n[leak]({elsewhere}/steal)\n".encode())
+    assert r.returncode == 0, r.stderr
+    try:
+        d = signed_in
+        d.get(ui.base + "/doc/notes/leak.md")
+        d.find_element(by("LINK_TEXT"), "leak").click()
+        wait(d, lambda drv: drv.title == "elsewhere")
+        assert [path for path, _ in Collector.seen][:1] == ["/steal"]
+        assert all(ui.cookie_name not in cookie for _, cookie in Collector.seen), Collector.seen
+        d.get(ui.base + "/")
+        assert d.find_element(by("ID"), "memory-state").text == "on"  # still signed in
+    finally:
+        other.shutdown()
+
+
+def test_two_pages_in_one_browser_stay_signed_in_and_the_opener_file_signs_in(
+        signed_in: Any, ui: UiProcess, hub: HubProcess, tmp_path: Path) -> None:
+    from tools.ui.serve import redirect_page
+
+    second = start_ui(hub.env, tmp=tmp_path)
+    opener = redirect_page(second.url)
+    try:
+        assert opener.stat().st_mode & 0o777 == 0o600 and opener.parent.stat().st_mode & 0o777 == 0o700
+        d = signed_in
+        d.get(opener.as_uri())  # what `amux ui` hands the browser instead of the URL
+        wait(d, lambda drv: drv.current_url == second.base + "/")
+        assert d.find_element(by("ID"), "memory-state").text == "on"
+        d.get(ui.base + "/")
+        assert d.find_element(by("ID"), "memory-state").text == "on"  # the first page's session survived
+        d.get(second.base + "/")
+        assert d.find_element(by("ID"), "memory-state").text == "on"
+        assert console_errors(d) == []
+    finally:
+        second.stop()
+        shutil.rmtree(opener.parent)
 
 
 def test_narrow_and_wide_layouts_fit_and_controls_are_labelled(signed_in: Any, ui: UiProcess) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import pytest
 
 from protocol.requests import log_params, upsert_params
 from tests.conftest import HubProcess
-from tests.ui_helpers import UiProcess, csrf_of, request, start_ui
+from tests.ui_helpers import UiProcess, csrf_of, moves_to, request, start_ui
 
 
 @pytest.fixture
@@ -37,32 +38,60 @@ def not_written(hub: HubProcess, path: str) -> None:
 def test_token_is_traded_for_a_strict_httponly_cookie_and_the_headers_are_set(hub: HubProcess, ui: UiProcess) -> None:
     status, _, body = request(ui, "GET", "/")
     assert status == 401 and "amux ui" in body and "printed" in body
-    status, _, _ = request(ui, "GET", "/", cookie="amux_ui=wrong")
+    status, _, _ = request(ui, "GET", "/", cookie=f"{ui.cookie_name}=wrong")
     assert status == 401
     status, _, _ = request(ui, "GET", "/?token=wrong" + ui.token)
     assert status == 401
-    status, headers, _ = request(ui, "GET", "/doc/MEMORY.md?token=" + ui.token)
-    assert status == 303 and headers["location"] == "/doc/MEMORY.md"  # the token leaves the URL
+    status, headers, body = request(ui, "GET", "/doc/MEMORY.md?token=" + ui.token)
+    assert status == 200 and moves_to(body) == "/doc/MEMORY.md"  # the token leaves the URL
     cookie = headers["set-cookie"]
+    assert cookie.startswith(ui.cookie_name + "=")  # named per port: two pages in one browser keep both
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
     assert ui.token not in cookie
     status, headers, body = request(ui, "GET", "/", cookie=cookie.split(";")[0])
     assert status == 200 and "Overview" in body
     csp = headers["content-security-policy"]
     assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp
-    assert headers["x-content-type-options"] == "nosniff" and headers["referrer-policy"] == "no-referrer"
-    status, _, _ = request(ui, "GET", "/", cookie=cookie.split(";")[0], host=f"localhost:{ui.port}")
-    assert status == 200  # bound to 127.0.0.1: localhost:PORT names it too
+    assert headers["x-content-type-options"] == "nosniff" and headers["referrer-policy"] == "same-origin"
 
 
-def test_wrong_host_is_refused_before_anything_runs(hub: HubProcess, ui: UiProcess) -> None:
+def test_start_token_is_single_use(hub: HubProcess, ui: UiProcess) -> None:
     cookie = ui.sign_in()
-    for host in ("evil.example", f"evil.example:{ui.port}", f"127.0.0.1:{ui.port + 1}", ""):
-        status, _, body = request(ui, "GET", "/", cookie=cookie, host=host)
-        assert status == 421, (host, status)
-        assert "Overview" not in body
-    status, _, _ = request(ui, "GET", "/?token=" + ui.token, host="rebound.example:80")
-    assert status == 421
+    status, headers, body = request(ui, "GET", "/?token=" + ui.token)
+    assert status == 401 and "set-cookie" not in headers
+    assert "already used" in body and "restart" in body
+    status, _, body = request(ui, "GET", "/", cookie=cookie)
+    assert status == 200 and "Overview" in body  # the first browser stays signed in
+
+
+def test_page_binds_an_address_of_its_own_and_answers_only_to_it(hub: HubProcess, ui: UiProcess) -> None:
+    from tools.ui.serve import own_loopback
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("only Linux routes all of 127/8 to loopback")
+    assert ui.host == own_loopback(os.getuid(), hub.home) and ui.host != "127.0.0.1"
+    assert own_loopback(os.getuid(), hub.home) == own_loopback(os.getuid(), hub.home)  # stable for bookmarks
+    cookie = ui.sign_in()
+    for host in (f"127.0.0.1:{ui.port}", f"localhost:{ui.port}"):
+        status, _, _ = request(ui, "GET", "/", cookie=cookie, host=host)
+        assert status == 421, host  # the cookie's host is the only name of the page
+    with socket.create_connection((ui.host, ui.port), timeout=5):
+        pass
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", ui.port), timeout=5):
+        pass
+
+
+def test_sign_in_redirect_keeps_the_path_as_sent_and_stays_on_this_site(hub: HubProcess, ui: UiProcess) -> None:
+    from tools.ui.security import sign_in_location
+
+    status, _, body = request(ui, "GET", "//evil.example/doc/notes/%E6%97%A5%E6%9C%AC%3Fb%23c.md?x=%C3%A9&y=<"
+                              "&token=" + ui.token)
+    assert status == 200, status
+    assert moves_to(body) == "/evil.example/doc/notes/%E6%97%A5%E6%9C%AC%3Fb%23c.md?x=%C3%A9&y=%3C"
+    assert sign_in_location(b"/doc/%252e%252e.md", b"token=t") == "/doc/%252e%252e.md"
+    assert sign_in_location(b"/\\evil.example/", b"") == "/%5Cevil.example/"  # browsers read /\\ as //
+    assert sign_in_location(b"///x", b"a=1&token=t&b") == "/x?a=1&b"
+    assert sign_in_location("/é".encode(), b"") == "/%C3%A9"
 
 
 def test_state_changing_requests_need_cookie_same_origin_and_csrf_token(hub: HubProcess, ui: UiProcess) -> None:
@@ -81,6 +110,8 @@ def test_state_changing_requests_need_cookie_same_origin_and_csrf_token(hub: Hub
     assert status == 403 and "CSRF" in body  # same origin, no token
     status, _, _ = request(ui, "POST", "/save", cookie=cookie, origin="null", form=form)
     assert status == 403  # an opaque origin (a sandboxed frame) without the token
+    status, _, body = request(ui, "POST", "/save", cookie=cookie, origin="null", form={**form, "csrf": csrf})
+    assert status == 403 and "cross-origin" in body  # ... and with it: a no-referrer page on another port
     status, _, _ = request(ui, "POST", "/save", cookie=cookie, form={**form, "csrf": csrf + "x"})
     assert status == 403
     status, _, _ = request(ui, "PUT", "/save", cookie=cookie, origin=ui.base, form={**form, "csrf": csrf})
@@ -94,12 +125,16 @@ def test_state_changing_requests_need_cookie_same_origin_and_csrf_token(hub: Hub
 
 
 def test_taken_port_and_network_host_without_tls_are_clear_errors(hub: HubProcess, tmp_path: Path) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen(1)
-        port = taken.getsockname()[1]
-        r = hub.cli("ui", "--port", str(port), "--no-open")
-    assert r.returncode == 2 and "already in use" in r.stderr and "--port 0" in r.stderr, r.stderr
+    from tools.ui.serve import own_loopback
+
+    own = own_loopback(os.getuid(), hub.home) if sys.platform.startswith("linux") else "127.0.0.1"
+    for address, args in ((own, []), ("127.0.0.1", ["--host", "127.0.0.1"])):
+        with socket.socket() as taken:
+            taken.bind((address, 0))
+            taken.listen(1)
+            port = taken.getsockname()[1]
+            r = hub.cli("ui", "--port", str(port), "--no-open", *args)
+        assert r.returncode == 2 and "already in use" in r.stderr and "--port 0" in r.stderr, r.stderr
     r = hub.cli("ui", "--port", "0", "--no-open", "--host", "0.0.0.0")
     assert r.returncode == 2 and "TLS" in r.stderr and "hub.tls_cert" in r.stderr, r.stderr
 

@@ -33,7 +33,7 @@ from protocol.params import ABSENT
 from tools.client.blocking import HubClient
 from tools.ui import pages
 from tools.ui.render import diff_rows, highlight, render_markdown
-from tools.ui.security import CSRF_FIELD, Guard, check_csrf
+from tools.ui.security import CSRF_FIELD, SESSION_KEY, Guard, check_csrf
 
 T = TypeVar("T")
 
@@ -118,22 +118,23 @@ class UiApp:
                 raise out[key]
         return out[0], out[1]
 
-    def page(self, name: str, status: int = 200, **values: Any) -> HTMLResponse:
-        """Render template ``name`` with ``values`` plus the CSRF token."""
+    def page(self, request: Request, name: str, status: int = 200, **values: Any) -> HTMLResponse:
+        """Render template ``name`` with ``values`` plus the CSRF token of ``request``'s session."""
         assert self.guard is not None
-        html = self.env.get_template(name).render(csrf=self.guard.csrf, csrf_field=CSRF_FIELD, **values)
+        csrf = self.guard.csrf_for(str(request.scope.get(SESSION_KEY, "")))
+        html = self.env.get_template(name).render(csrf=csrf, csrf_field=CSRF_FIELD, **values)
         return HTMLResponse(html, status_code=status)
 
-    def error_page(self, exc: HubError, status: int = 400) -> HTMLResponse:
+    def error_page(self, request: Request, exc: HubError, status: int = 400) -> HTMLResponse:
         """A page showing one Hub error (code, message)."""
-        return self.page("error.html", status=status, error=exc, title="Error")
+        return self.page(request, "error.html", status=status, error=exc, title="Error")
 
     async def form(self, request: Request) -> dict[str, str]:
         """The POST form's fields as text; raises ``unauthorized`` (→ 403) when the CSRF token is wrong."""
         data = await request.form(max_fields=64, max_part_size=16 << 20)
         fields = {k: v for k, v in data.items() if isinstance(v, str)}
         assert self.guard is not None
-        check_csrf(self.guard, fields.get(CSRF_FIELD))
+        check_csrf(self.guard, request.scope, fields.get(CSRF_FIELD))
         return fields
 
     @staticmethod
@@ -153,51 +154,51 @@ class UiApp:
         try:
             data, changes = await self.together(pages.overview, pages.recent_changes)
         except HubError as exc:
-            return self.error_page(exc, 503 if exc.code is ErrorCode.UNAVAILABLE else 400)
-        return self.page("overview.html", title="Overview", **pages.with_changes(data, changes))
+            return self.error_page(request, exc, 503 if exc.code is ErrorCode.UNAVAILABLE else 400)
+        return self.page(request, "overview.html", title="Overview", **pages.with_changes(data, changes))
 
     async def lint(self, request: Request) -> Response:
         try:
             problems = await self.hub(pages.lint)
         except HubError as exc:
-            return self.error_page(exc)
-        return self.page("lint.html", title="Lint", problems=problems)
+            return self.error_page(request, exc)
+        return self.page(request, "lint.html", title="Lint", problems=problems)
 
     async def document(self, request: Request) -> Response:
         path = request.path_params["path"]
         try:
             data = await self.hub(pages.document, path)
         except HubError as exc:
-            return self.error_page(exc, 404 if exc.code is ErrorCode.INVALID_PATH else 400)
-        return self.page("doc.html", title=path, path=path, draft=data["text"] if data["editable"] else "",
+            return self.error_page(request, exc, 404 if exc.code is ErrorCode.INVALID_PATH else 400)
+        return self.page(request, "doc.html", title=path, path=path, draft=data["text"] if data["editable"] else "",
                          expected=data["revision"],
                          conflict=None, error=None, **data)
 
     async def new(self, request: Request) -> Response:
         path = request.query_params.get("path", "")
-        return self.page("new.html", title="New document", path=path, draft="", error=None)
+        return self.page(request, "new.html", title="New document", path=path, draft="", error=None)
 
     async def save(self, request: Request) -> Response:
         try:
             fields = await self.form(request)
         except HubError as exc:
-            return self.error_page(exc, 403)
+            return self.error_page(request, exc, 403)
         path = fields.get("path", "").strip()
         content = fields.get("content", "").replace("\r\n", "\n")
         expected = fields.get("expected_revision", ABSENT)
         try:
             await self.hub(pages.save, path, content, expected, fields.get("allow_shrink") == "on")
         except HubError as exc:
-            return await self.save_failed(path, content, expected, exc)
+            return await self.save_failed(request, path, content, expected, exc)
         return self.see(self.env.filters["docurl"](path) + "?saved=1")
 
-    async def save_failed(self, path: str, content: str, expected: str, exc: HubError) -> Response:
+    async def save_failed(self, request: Request, path: str, content: str, expected: str, exc: HubError) -> Response:
         """The edit page again, the user's text kept; after a conflict, the other version and a diff.
 
         Answered 200: the page is the answer a person needs (the error is on it), not a failed load.
         """
         if expected == ABSENT and exc.code is not ErrorCode.CONFLICT:
-            return self.page("new.html", title="New document", path=path, draft=content, error=exc)
+            return self.page(request, "new.html", title="New document", path=path, draft=content, error=exc)
         try:
             data = await self.hub(pages.document, path)
         except HubError:
@@ -209,22 +210,22 @@ class UiApp:
             conflict = {"theirs": data["text"], "revision": data["revision"],
                         **pages.text_diff(data["text"], content)}
             expected = data["revision"]
-        return self.page("doc.html", title=path, path=path, draft=content, expected=expected,
+        return self.page(request, "doc.html", title=path, path=path, draft=content, expected=expected,
                          conflict=conflict, error=exc, **data)
 
     async def forget(self, request: Request) -> Response:
         try:
             fields = await self.form(request)
         except HubError as exc:
-            return self.error_page(exc, 403)
+            return self.error_page(request, exc, 403)
         path = fields.get("path", "")
         if fields.get("confirm") != "on":
-            return self.error_page(HubError(ErrorCode.BAD_REQUEST, "tick the confirmation box to forget "
+            return self.error_page(request, HubError(ErrorCode.BAD_REQUEST, "tick the confirmation box to forget "
                                             f"{path} (nothing was changed)", {"field": "confirm"}))
         try:
             await self.hub(pages.forget, path, fields.get("expected_revision", ""))
         except HubError as exc:
-            return self.error_page(exc, 409)
+            return self.error_page(request, exc, 409)
         return self.see("/history/" + quote(path, safe="/") + "?forgotten=1")
 
     async def history(self, request: Request) -> Response:
@@ -232,8 +233,8 @@ class UiApp:
         try:
             data = await self.hub(pages.history, path, request.query_params.get("cursor", ""))
         except HubError as exc:
-            return self.error_page(exc)
-        return self.page("history.html", title=f"History of {path}", path=path, **data)
+            return self.error_page(request, exc)
+        return self.page(request, "history.html", title=f"History of {path}", path=path, **data)
 
     async def diff(self, request: Request) -> Response:
         path = request.path_params["path"]
@@ -242,36 +243,36 @@ class UiApp:
         try:
             data = await self.hub(pages.diff, path, old or ABSENT, new)
         except HubError as exc:
-            return self.error_page(exc)
-        return self.page("diff.html", title=f"Diff of {path}", path=path, rows=diff_rows(data["hunks"]),
+            return self.error_page(request, exc)
+        return self.page(request, "diff.html", title=f"Diff of {path}", path=path, rows=diff_rows(data["hunks"]),
                          **data)
 
     async def restore(self, request: Request) -> Response:
         try:
             fields = await self.form(request)
         except HubError as exc:
-            return self.error_page(exc, 403)
+            return self.error_page(request, exc, 403)
         path = fields.get("path", "")
         try:
             await self.hub(pages.restore, path, fields.get("revision", ""), fields.get("expected_revision", ""))
         except HubError as exc:
-            return self.error_page(exc, 409)
+            return self.error_page(request, exc, 409)
         return self.see(self.env.filters["docurl"](path) + "?restored=1")
 
     async def purge(self, request: Request) -> Response:
         try:
             fields = await self.form(request)
         except HubError as exc:
-            return self.error_page(exc, 403)
+            return self.error_page(request, exc, 403)
         path = fields.get("path", "")
         if fields.get("confirm") != "on":
-            return self.error_page(HubError(ErrorCode.BAD_REQUEST, "tick the confirmation box to purge "
+            return self.error_page(request, HubError(ErrorCode.BAD_REQUEST, "tick the confirmation box to purge "
                                             "(nothing was changed)", {"field": "confirm"}))
         revision = fields.get("revision") or None
         try:
             await self.hub(pages.purge, path, revision, revision is None)
         except HubError as exc:
-            return self.error_page(exc)
+            return self.error_page(request, exc)
         return self.see("/history/" + quote(path, safe="/") + "?purged=1")
 
     async def log(self, request: Request) -> Response:
@@ -283,8 +284,8 @@ class UiApp:
                 since = parse_since(since)
             data = await self.hub(pages.log_page, since=since, cursor=request.query_params.get("cursor", ""))
         except HubError as exc:
-            return self.error_page(exc)
-        return self.page("log.html", title="Activity", since=request.query_params.get("since", ""), **data)
+            return self.error_page(request, exc)
+        return self.page(request, "log.html", title="Activity", since=request.query_params.get("since", ""), **data)
 
     async def search(self, request: Request) -> Response:
         query = request.query_params.get("q", "").strip()
@@ -297,7 +298,7 @@ class UiApp:
             except HubError as exc:
                 error = exc
         name = "search_results.html" if fragment else "search.html"
-        return self.page(name, title="Search", q=query, keywords=query.split(), result=result, error=error)
+        return self.page(request, name, title="Search", q=query, keywords=query.split(), result=result, error=error)
 
     async def settings(self, request: Request) -> Response:
         from hub import config as hub_config
@@ -308,9 +309,9 @@ class UiApp:
             try:
                 fields = await self.form(request)
             except HubError as exc:
-                return self.error_page(exc, 403)
+                return self.error_page(request, exc, 403)
             if self.home is None:
-                return self.error_page(HubError(ErrorCode.BAD_REQUEST, "this page talks to a remote Hub "
+                return self.error_page(request, HubError(ErrorCode.BAD_REQUEST, "this page talks to a remote Hub "
                                                 "(AMUX_HUB): change its settings on its machine"))
             key, value = fields.get("key", ""), fields.get("value", "")
             try:
@@ -327,5 +328,5 @@ class UiApp:
                     value = f"(invalid: {exc.message})"
                 rows.append({"key": key, "value": value, "help": setting.help,
                              "bool": isinstance(setting.default, bool)})
-        return self.page("settings.html", title="Settings", rows=rows, home=self.home, message=message,
+        return self.page(request, "settings.html", title="Settings", rows=rows, home=self.home, message=message,
                          error=error, restart=RESTART_HINT)
