@@ -258,3 +258,29 @@ def test_memory_off_says_how_to_turn_it_on_and_sigterm_stops_cleanly(hub_factory
         u.proc.terminate()
         assert u.proc.wait(15) == 0
     assert u.stderr_path is not None and "amux ui: stopped" in u.stderr_path.read_text()
+
+
+def test_home_option_picks_that_homes_hub_and_settings(hub_factory: Any, tmp_path: Path) -> None:
+    a: HubProcess = hub_factory()
+    b: HubProcess = hub_factory()
+    for h, name in ((a, "only-a.md"), (b, "only-b.md")):
+        r = h.cli("memory", "upsert", name, "--expected-revision", "absent", input=b"here\n")
+        assert r.returncode == 0, r.stderr
+    u = start_ui(a.env, "--home", str(b.home), tmp=tmp_path)  # the environment names a's home
+    try:
+        cookie = u.sign_in()
+        _, _, overview = request(u, "GET", "/", cookie=cookie)
+        assert "only-b.md" in overview and "only-a.md" not in overview
+        _, _, page = request(u, "GET", "/settings", cookie=cookie)
+        assert f"{b.home}/config.toml" in page
+        status, _, _ = request(u, "POST", "/settings", cookie=cookie,
+                               form={"csrf": csrf_of(page), "key": "memory.history_max_versions", "value": "9"})
+        assert status == 200
+    finally:
+        u.stop()
+    assert "history_max_versions = 9" in (b.home / "config.toml").read_text()
+    assert "history_max_versions" not in (a.home / "config.toml").read_text()
+    missing = tmp_path / "nowhere" / ".amux"
+    r = a.cli("ui", "--home", str(missing), "--port", "0", "--no-open")
+    assert r.returncode == 2 and "no such directory" in r.stderr, r.stderr
+    assert not missing.exists()  # nothing created, no config.toml

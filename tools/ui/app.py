@@ -314,6 +314,10 @@ class UiApp:
                 return self.error_page(request, HubError(ErrorCode.BAD_REQUEST, "this page talks to a remote Hub "
                                                 "(AMUX_HUB): change its settings on its machine"))
             key, value = fields.get("key", ""), fields.get("value", "")
+            if not self.home.is_dir():
+                return self.error_page(request, HubError(
+                    ErrorCode.BAD_REQUEST, f"{self.home} does not exist: no Hub has run with this home, so "
+                    "there is no config.toml to change (nothing was written)", {"field": "home"}))
             try:
                 stored = await trio.to_thread.run_sync(hub_config.set_value, self.home, key, value)
                 message = f"{key} = {stored!r} saved; it takes effect when the Hub restarts"
