@@ -284,3 +284,36 @@ def test_home_option_picks_that_homes_hub_and_settings(hub_factory: Any, tmp_pat
     r = a.cli("ui", "--home", str(missing), "--port", "0", "--no-open")
     assert r.returncode == 2 and "no such directory" in r.stderr, r.stderr
     assert not missing.exists()  # nothing created, no config.toml
+
+
+def test_settings_restart_button_restarts_the_hub_like_amux_hub_restart(hub_factory: Any, tmp_path: Path) -> None:
+    from tools.client.running import serving_hub
+
+    h: HubProcess = hub_factory()
+    before = serving_hub(h.home)
+    assert before is not None
+    u = start_ui(h.env, tmp=tmp_path)
+    try:
+        cookie = u.sign_in()
+        _, _, page = request(u, "GET", "/settings", cookie=cookie)
+        assert 'id="restart-hub"' in page and "Ctrl-C" not in page and "takes effect when the Hub restarts" in page
+        status, _, _ = request(u, "POST", "/restart", cookie=cookie, form={})
+        assert status == 403  # no CSRF token: nothing done
+        assert getattr(serving_hub(h.home), "pid", None) == before.pid
+        status, headers, _ = request(u, "POST", "/restart", cookie=cookie, form={"csrf": csrf_of(page)})
+        assert status == 303 and headers["location"] == "/settings?restarted=1", status
+        after = serving_hub(h.home)
+        assert after is not None and after.pid != before.pid
+        assert h.proc is not None and h.proc.wait(15) == 0  # the old Hub stopped cleanly
+        _, _, overview = request(u, "GET", "/", cookie=cookie)
+        assert "Overview" in overview  # the page talks to the new Hub
+        assert h.cli("hub", "stop").returncode == 0  # the detached Hub `amux hub restart` started
+        _, _, page = request(u, "GET", "/settings", cookie=cookie)
+        assert 'id="restart-hub"' not in page and "No Hub runs for this home" in page
+        status, _, page = request(u, "POST", "/settings", cookie=cookie,
+                                  form={"csrf": csrf_of(page), "key": "memory.history_max_versions", "value": "8"})
+        assert status == 200 and "applies when one starts" in page
+    finally:
+        u.stop()
+        if serving_hub(h.home) is not None:
+            h.cli("hub", "stop")

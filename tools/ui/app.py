@@ -15,6 +15,7 @@ the page it came from, keeping what the user typed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -37,8 +38,9 @@ from tools.ui.security import CSRF_FIELD, SESSION_KEY, Guard, check_csrf
 
 T = TypeVar("T")
 
-RESTART_HINT = "stop 'amux hub serve' (Ctrl-C or SIGTERM) and start it again"
-"""What the settings page says to do to apply a change (no service manager in this build)."""
+RESTART_HINT = ("press \u201cRestart the Hub\u201d below (what 'amux hub restart' does; a Hub run by its "
+                "systemd user service is restarted through systemd)")
+"""What the settings page says to do to apply a change while a Hub runs for its home (:mod:`tools.ui.restart`)."""
 
 
 def templates() -> Environment:
@@ -84,6 +86,7 @@ class UiApp:
             Route("/log", self.log),
             Route("/search", self.search),
             Route("/settings", self.settings, methods=["GET", "POST"]),
+            Route("/restart", self.restart_hub, methods=["POST"]),
             Route("/favicon.ico", self.favicon),
             Mount("/static", StaticFiles(directory=str(static)), name="static"),
         ])
@@ -300,10 +303,21 @@ class UiApp:
         name = "search_results.html" if fragment else "search.html"
         return self.page(request, name, title="Search", q=query, keywords=query.split(), result=result, error=error)
 
+    def settings_state(self) -> dict[str, Any]:
+        """``{running, writable, config}`` of :attr:`home`: whether a Hub serves it now
+        (:func:`tools.client.running.serving_hub`), and whether this user may change its ``config.toml``
+        (the file, or the home when there is none yet, is writable: the settings are the Hub's own user's)."""
+        from tools.client.running import serving_hub
+
+        assert self.home is not None
+        config = self.home / "config.toml"
+        writable = os.access(config, os.W_OK) if config.exists() else os.access(self.home, os.W_OK)
+        return {"running": serving_hub(self.home) is not None, "writable": writable, "config": config}
+
     async def settings(self, request: Request) -> Response:
         from hub import config as hub_config
 
-        message: str | None = None
+        message: str | None = request.query_params.get("restarted") and "The Hub was restarted." or None
         error: HubError | None = None
         if request.method == "POST":
             try:
@@ -318,13 +332,22 @@ class UiApp:
                 return self.error_page(request, HubError(
                     ErrorCode.BAD_REQUEST, f"{self.home} does not exist: no Hub has run with this home, so "
                     "there is no config.toml to change (nothing was written)", {"field": "home"}))
+            if not self.settings_state()["writable"]:
+                return self.error_page(request, HubError(
+                    ErrorCode.PERMISSION_DENIED, f"{self.home / 'config.toml'} is not yours to change: the "
+                    "settings belong to the Hub's own user (nothing was written)", {"field": "home"}), 403)
             try:
                 stored = await trio.to_thread.run_sync(hub_config.set_value, self.home, key, value)
-                message = f"{key} = {stored!r} saved; it takes effect when the Hub restarts"
+                if self.settings_state()["running"]:
+                    message = f"{key} = {stored!r} saved; it takes effect when the Hub restarts"
+                else:
+                    message = f"{key} = {stored!r} saved; no Hub runs for this home now, so it applies when one starts"
             except HubError as exc:
                 error = exc
         rows: list[dict[str, Any]] = []
+        state: dict[str, Any] = {"running": False, "writable": False, "config": None}
         if self.home is not None:
+            state = self.settings_state()
             for key, setting in hub_config.SETTINGS.items():
                 try:
                     value = hub_config.get_value(self.home, key)
@@ -333,4 +356,22 @@ class UiApp:
                 rows.append({"key": key, "value": value, "help": setting.help,
                              "bool": isinstance(setting.default, bool)})
         return self.page(request, "settings.html", title="Settings", rows=rows, home=self.home, message=message,
-                         error=error, restart=RESTART_HINT)
+                         error=error, restart=RESTART_HINT, **state)
+
+    async def restart_hub(self, request: Request) -> Response:
+        """``POST /restart``: restart the Hub of :attr:`home` (:func:`tools.ui.restart.restart_hub`), then
+        back to the settings page; refused (nothing done) for a remote Hub or another user's home."""
+        from tools.ui.restart import restart_hub
+
+        try:
+            await self.form(request)
+        except HubError as exc:
+            return self.error_page(request, exc, 403)
+        if self.home is None or not self.home.is_dir() or not self.settings_state()["writable"]:
+            return self.error_page(request, HubError(ErrorCode.PERMISSION_DENIED, "only the Hub's own user can "
+                                                     "restart it from this page (nothing was done)"), 403)
+        try:
+            await trio.to_thread.run_sync(restart_hub, self.home)
+        except HubError as exc:
+            return self.error_page(request, exc, 503)
+        return self.see("/settings?restarted=1")
