@@ -328,6 +328,11 @@ def test_narrow_and_wide_layouts_fit_and_controls_are_labelled(signed_in: Any, u
     unlabelled = ("return [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]"
                   ".filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label'))"
                   ".map(e => e.outerHTML)")
+    # Words that must stay on one line: column heads, times, setting keys, actors, buttons (a Range's client
+    # rects are its line fragments; more than one is a wrapped word or label).
+    broken = ("return [...document.querySelectorAll('main th, main td time, main td code, main td.actor, "
+              "main button')].filter(e => { const r = document.createRange(); r.selectNodeContents(e); "
+              "return e.textContent.trim() && r.getClientRects().length > 1; }).map(e => e.outerHTML)")
     try:
         for width in (390, 1280):
             d.set_window_size(width, 900)
@@ -335,6 +340,7 @@ def test_narrow_and_wide_layouts_fit_and_controls_are_labelled(signed_in: Any, u
                 d.get(ui.base + path)
                 overflow = d.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
                 assert overflow <= 0, (width, path, overflow)
+                assert d.execute_script(broken) == [], (width, path)
                 assert d.execute_script(unlabelled) == [], path
     finally:
         d.set_window_size(1280, 900)
