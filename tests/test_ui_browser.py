@@ -167,6 +167,32 @@ def test_edit_save_conflict_keeps_both_and_history_diff_restore(signed_in: Any, 
     assert console_errors(d) == []
 
 
+def test_unchanged_save_writes_nothing_and_keeps_a_leading_blank_line_and_crlf(signed_in: Any, ui: UiProcess,
+                                                                               hub: HubProcess) -> None:
+    d = signed_in
+    for path, text in (("notes/lead.md", "\nfirst line after a blank\n"), ("notes/crlf.md", "a\r\nb\r\n")):
+        r = hub.cli("memory", "upsert", path, "--expected-revision", "absent", input=text.encode())
+        assert r.returncode == 0, r.stderr
+        d.get(ui.base + "/doc/" + path)
+        shown = d.find_element(by("ID"), "content").get_property("value")
+        assert shown == text.replace("\r\n", "\n"), shown  # the leading newline survived HTML parsing
+        d.find_element(by("ID"), "save").click()
+        wait(d, lambda drv: drv.current_url.endswith("?unchanged=1"))
+        assert hub.cli("memory", "export", path).stdout == text.encode()
+        assert len(hub.cli("memory", "history", path).json["versions"]) == 1  # no write, no new version
+    d.get(ui.base + "/doc/notes/crlf.md")
+    d.execute_script("const b = document.getElementById('content'); b.value = b.value + 'c\\n';")
+    d.find_element(by("ID"), "save").click()
+    wait(d, lambda drv: drv.current_url.endswith("?saved=1"))
+    assert hub.cli("memory", "export", "notes/crlf.md").stdout == b"a\r\nb\r\nc\r\n"  # still CRLF
+    d.get(ui.base + "/doc/notes/lead.md")
+    d.execute_script("const b = document.getElementById('content'); b.value = b.value + 'more\\n';")
+    d.find_element(by("ID"), "save").click()
+    wait(d, lambda drv: drv.current_url.endswith("?saved=1"))
+    assert hub.cli("memory", "export", "notes/lead.md").stdout == b"\nfirst line after a blank\nmore\n"
+    assert console_errors(d) == []
+
+
 def test_search_as_you_type_highlights_keywords(signed_in: Any, ui: UiProcess) -> None:
     d = signed_in
     d.get(ui.base + "/search")

@@ -15,6 +15,8 @@ the page it came from, keeping what the user typed.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +45,12 @@ RESTART_HINT = ("press \u201cRestart the Hub\u201d below (what 'amux hub restart
 """What the settings page says to do to apply a change while a Hub runs for its home (:mod:`tools.ui.restart`)."""
 
 
+def form_text(text: str) -> str:
+    """``text`` as a browser submits it from a ``<textarea>``: every line break as CRLF (HTML's form
+    encoding), so a digest of what the page showed compares with what comes back."""
+    return text.replace("\r\n", "\n").replace("\n", "\r\n")
+
+
 def templates() -> Environment:
     """The Jinja2 environment: the package's templates, autoescape on for every file (a field the Hub
     left out of an answer, such as a version's ``gone``, renders as empty)."""
@@ -52,6 +60,7 @@ def templates() -> Environment:
     env.filters["quotepath"] = lambda path: quote(str(path), safe="/")
     env.filters["docurl"] = lambda path: "/doc/" + quote(str(path), safe="/")
     env.filters["short"] = lambda rev: str(rev)[:12]
+    env.filters["sha256"] = lambda text: hashlib.sha256(form_text(str(text)).encode("utf-8")).hexdigest()
     return env
 
 
@@ -187,8 +196,18 @@ class UiApp:
         except HubError as exc:
             return self.error_page(request, exc, 403)
         path = fields.get("path", "").strip()
-        content = fields.get("content", "").replace("\r\n", "\n")
+        submitted = fields.get("content", "")
         expected = fields.get("expected_revision", ABSENT)
+        stored = fields.get("stored_sha256", "")  # the stored text at expected_revision, as a form sends it
+        if expected != ABSENT and stored and hmac.compare_digest(
+                hashlib.sha256(form_text(submitted).encode("utf-8")).hexdigest(), stored):
+            # Nothing was edited: no write, no new version (the text may differ from the stored bytes
+            # only by what HTML forms do to line breaks).
+            return self.see(self.env.filters["docurl"](path) + "?unchanged=1")
+        # Forms send CRLF; a document that used CRLF keeps it, any other gets LF.
+        content = submitted.replace("\r\n", "\n")
+        if fields.get("newline") == "crlf":
+            content = content.replace("\n", "\r\n")
         try:
             await self.hub(pages.save, path, content, expected, fields.get("allow_shrink") == "on")
         except HubError as exc:
