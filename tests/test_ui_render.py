@@ -56,3 +56,11 @@ def test_data_commands_do_not_import_the_web_stack() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={"AMUX_HOME": "/nonexistent-amux-home", "PATH": "/usr/bin:/bin"})
     assert out.stdout.strip().splitlines()[-1] == "[]", (out.stdout, out.stderr)
+
+
+def test_frontmatter_is_a_code_block_not_a_heading() -> None:
+    html = render_markdown("---\nname: prefs\ndescription: <script>x</script>\ntype: user\n---\n\nShort answers.\n")
+    assert html.startswith('<pre class="frontmatter"')
+    assert "name: prefs" in html and "&lt;script&gt;" in html and "<script" not in html
+    assert "<h2" not in html and "<hr" not in html and "<p>Short answers.</p>" in html
+    assert "<hr" in render_markdown("text\n\n---\n\nmore\n")  # a rule further down stays a rule

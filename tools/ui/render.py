@@ -5,7 +5,8 @@ hostile.  Markdown goes through markdown-it-py with raw HTML off
 (``html=False``: a ``<script>`` in a note is text), no linkify, and links and
 images limited to ``http``, ``https``, ``mailto`` and relative targets
 (anything else, ``javascript:`` or ``data:`` included, is rendered as plain
-text).  Images are never loaded: an image becomes a link to its target, so a
+text); a leading YAML frontmatter is a code block
+(mdit-py-plugins).  Images are never loaded: an image becomes a link to its target, so a
 note cannot make the browser fetch from another origin.  Snippets and diffs
 are escaped first, then marked up.  Pure functions: text in, ``markupsafe``
 ``Markup`` out.
@@ -80,9 +81,19 @@ def _link_open(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> 
     return str(renderer.renderToken(tokens, idx, options, env))
 
 
+def _front_matter(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    """A typed topic's YAML frontmatter (DESIGN.md §11) as a small code block above the body, escaped
+    (markdown-it alone reads ``---`` / ``key: value`` / ``---`` as a rule and a big setext heading)."""
+    return f'<pre class="frontmatter" aria-label="frontmatter"><code>{escape(tokens[idx].content)}</code></pre>\n'
+
+
 def _markdown() -> MarkdownIt:
+    from mdit_py_plugins.front_matter import front_matter_plugin
+
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable("table")
+    md.use(front_matter_plugin)
+    md.add_render_rule("front_matter", _front_matter)
     md.validateLink = _validate  # type: ignore[method-assign]
     md.add_render_rule("image", _image_as_link)
     md.add_render_rule("link_open", _link_open)
