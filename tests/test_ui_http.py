@@ -208,6 +208,7 @@ def test_rewrite_guard_message_shown_text_kept_then_allow_shrink(hub: HubProcess
             "content": "- fact number 0\n[rest of the content unchanged]\n"}
     status, _, body = request(ui, "POST", "/save", cookie=cookie, form=form)
     assert status == 200 and "destructive_rewrite" in body and "rest of the content unchanged" in body
+    assert "tick \u201callow a large cut\u201d below" in body  # in the page's terms, not --allow-shrink
     assert "- fact number 0\n[rest of the content unchanged]\n</textarea>" in body  # what was typed stays in the editor
     assert hub.cli("memory", "export", "notes/long.md").stdout.decode() == long_note
     status, _, _ = request(ui, "POST", "/save", cookie=cookie, form={**form, "content": "- just one\n",

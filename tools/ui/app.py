@@ -45,6 +45,16 @@ RESTART_HINT = ("press \u201cRestart the Hub\u201d below (what 'amux hub restart
 """What the settings page says to do to apply a change while a Hub runs for its home (:mod:`tools.ui.restart`)."""
 
 
+PAGE_HINTS = {
+    ErrorCode.DESTRUCTIVE_REWRITE.value: "this save would cut most of the document (the rewrite guard). If that "
+    "is meant, tick \u201callow a large cut\u201d below and save again; your text is still in the editor.",
+    ErrorCode.CONFLICT.value: "the document changed since this page was loaded (or it already exists). On the "
+    "edit page the version now stored is shown below and your text is kept; elsewhere, reload and try again.",
+}
+"""What to do in the page's own terms, shown before the Hub's message (which names CLI flags and commands)
+for these error codes."""
+
+
 def form_text(text: str) -> str:
     """``text`` as a browser submits it from a ``<textarea>``: every line break as CRLF (HTML's form
     encoding), so a digest of what the page showed compares with what comes back."""
@@ -55,6 +65,7 @@ def templates() -> Environment:
     """The Jinja2 environment: the package's templates, autoescape on for every file (a field the Hub
     left out of an answer, such as a version's ``gone``, renders as empty)."""
     env = Environment(loader=PackageLoader("tools.ui", "templates"), autoescape=select_autoescape(default=True))
+    env.globals["page_hints"] = PAGE_HINTS
     env.filters["markdown"] = render_markdown
     env.filters["highlight"] = highlight
     env.filters["quotepath"] = lambda path: quote(str(path), safe="/")
