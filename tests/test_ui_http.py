@@ -318,3 +318,16 @@ def test_settings_restart_button_restarts_the_hub_like_amux_hub_restart(hub_fact
         u.stop()
         if serving_hub(h.home) is not None:
             h.cli("hub", "stop")
+
+
+def test_a_huge_hand_placed_document_gets_a_capped_diff_and_a_history(hub: HubProcess, ui: UiProcess) -> None:
+    from tools.ui.render import DIFF_MAX_ROWS, SHOWN_MAX_CHARS
+
+    (hub.scope_dir / "notes").mkdir(parents=True, exist_ok=True)
+    (hub.scope_dir / "notes" / "huge.md").write_text("".join(f"line {i} of a big file\n" for i in range(40_000)))
+    cookie = ui.sign_in()
+    status, _, body = request(ui, "GET", "/diff/notes/huge.md?from=absent", cookie=cookie)
+    assert status == 200 and 'id="diff-cut"' in body and "amux memory diff notes/huge.md" in body
+    assert body.count('<span class="add">') < DIFF_MAX_ROWS and len(body) < 2 * SHOWN_MAX_CHARS
+    status, _, body = request(ui, "GET", "/history/notes/huge.md", cookie=cookie)
+    assert status == 200 and "Live revision" in body and "absent" not in body.split("Live revision", 1)[1][:80]

@@ -240,8 +240,10 @@ class UiApp:
         conflict = None
         if exc.code is ErrorCode.CONFLICT:
             # The textarea keeps the user's text; saving again now overwrites the version shown.
-            conflict = {"theirs": data["text"], "revision": data["revision"],
-                        **pages.text_diff(data["text"], content)}
+            changes = pages.text_diff(data["text"], content)
+            rows, cut = diff_rows(changes["hunks"])
+            conflict = {"theirs": data["shown"], "theirs_cut": data["cut"], "revision": data["revision"],
+                        "rows": rows, "rows_cut": cut, **changes}
             expected = data["revision"]
         return self.page(request, "doc.html", title=path, path=path, draft=content, expected=expected,
                          conflict=conflict, error=exc, **data)
@@ -277,8 +279,8 @@ class UiApp:
             data = await self.hub(pages.diff, path, old or ABSENT, new)
         except HubError as exc:
             return self.error_page(request, exc)
-        return self.page(request, "diff.html", title=f"Diff of {path}", path=path, rows=diff_rows(data["hunks"]),
-                         **data)
+        rows, cut = diff_rows(data["hunks"])
+        return self.page(request, "diff.html", title=f"Diff of {path}", path=path, rows=rows, cut=cut, **data)
 
     async def restore(self, request: Request) -> Response:
         try:

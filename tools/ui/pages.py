@@ -19,6 +19,7 @@ from protocol.errors import ErrorCode, HubError
 from protocol.params import ABSENT
 from protocol.requests import (
     forget_params,
+    get_params,
     history_params,
     log_params,
     purge_params,
@@ -42,6 +43,17 @@ def read_live(client: HubClient, path: str) -> tuple[bytes, str]:
         if exc.code is ErrorCode.NOT_FOUND:
             return b"", ABSENT
         raise
+
+
+def live_revision(client: HubClient, path: str) -> str:
+    """The live document's revision (``"absent"`` when there is none), from a ``get`` of its first line."""
+    try:
+        answer = client.call("get", get_params(path, start_line=1, end_line=1))
+    except HubError as exc:
+        if exc.code is ErrorCode.NOT_FOUND:
+            return ABSENT
+        raise
+    return str(answer.get("revision") or ABSENT) if answer.get("exists", True) else ABSENT
 
 
 def read_version(client: HubClient, path: str, revision: str | None) -> tuple[bytes, str]:
@@ -137,10 +149,11 @@ def document(client: HubClient, path: str) -> dict[str, Any]:
 
 
 def history(client: HubClient, path: str, cursor: str = "") -> dict[str, Any]:
-    """One page of the document's history (``{versions, next_cursor}``, newest first) and its live revision."""
+    """One page of the document's history (``{versions, next_cursor}``, newest first) and its live revision
+    (:func:`live_revision`: a one-line ``get``, not the whole document)."""
     page = client.call("history", history_params(path, limit=50, cursor=cursor))
-    _, revision = read_live(client, path)
-    return {"versions": page.get("versions", []), "next_cursor": page.get("next_cursor"), "revision": revision}
+    return {"versions": page.get("versions", []), "next_cursor": page.get("next_cursor"),
+            "revision": live_revision(client, path)}
 
 
 def diff(client: HubClient, path: str, old_revision: str | None, new_revision: str | None) -> dict[str, Any]:

@@ -133,14 +133,31 @@ def highlight(text: str, keywords: list[str]) -> Markup:
     return Markup("".join(out))
 
 
-def diff_rows(hunks: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """Unified-diff hunks as data (``tools.client.textdiff.hunks_as_data``) → rows ``{"kind", "text"}`` to
-    display, ``kind`` being ``hunk``, ``add``, ``del`` or ``ctx``; the template escapes ``text``."""
+DIFF_MAX_ROWS = 5_000
+"""Rows (hunk heads and lines) of a diff shown on one page; the page says when it cut."""
+
+
+def diff_rows(hunks: list[dict[str, Any]], *, max_rows: int = DIFF_MAX_ROWS,
+              max_chars: int = SHOWN_MAX_CHARS) -> tuple[list[dict[str, str]], bool]:
+    """Unified-diff hunks as data (``tools.client.textdiff.hunks_as_data``) → ``(rows, cut)``: rows
+    ``{"kind", "text"}`` to display, ``kind`` being ``hunk``, ``add``, ``del`` or ``ctx`` (the template
+    escapes ``text``), at most ``max_rows`` of them holding at most ``max_chars`` characters in all;
+    ``cut`` when that was not the whole diff (a document put there by hand can be any size)."""
     rows: list[dict[str, str]] = []
+    budget = max_chars
+
+    def add(kind: str, text: str) -> bool:
+        nonlocal budget
+        if len(rows) >= max_rows or budget <= 0:
+            return False
+        rows.append({"kind": kind, "text": text[:budget]})
+        budget -= len(text)
+        return budget >= 0
+
     for hunk in hunks:
-        rows.append({"kind": "hunk", "text": f"@@ -{hunk['old_start']},{hunk['old_lines']} "
-                                             f"+{hunk['new_start']},{hunk['new_lines']} @@"})
+        if not add("hunk", f"@@ -{hunk['old_start']},{hunk['old_lines']} +{hunk['new_start']},{hunk['new_lines']} @@"):
+            return rows, True
         for line in hunk["lines"]:
-            kind = {"+": "add", "-": "del"}.get(line[:1], "ctx")
-            rows.append({"kind": kind, "text": line})
-    return rows
+            if not add({"+": "add", "-": "del"}.get(line[:1], "ctx"), line):
+                return rows, True
+    return rows, False
