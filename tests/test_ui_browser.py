@@ -105,6 +105,8 @@ def test_overview_shows_index_documents_types_and_state(signed_in: Any, ui: UiPr
     assert d.find_element(by("LINK_TEXT"), "notes/plan.md")
     types = d.find_element(by("CSS_SELECTOR"), "table").text
     assert "user 1 10" in types.replace("\n", " ")
+    count = wait(d, lambda drv: drv.find_elements(by("ID"), "lint-count"))  # ui.js loads the lint summary
+    assert count[0].text.isdigit()
     shot(d, "overview.png")
     assert d.execute_script("return document.activeElement === document.body")
     from selenium.webdriver.common.keys import Keys

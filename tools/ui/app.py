@@ -45,6 +45,9 @@ RESTART_HINT = ("press \u201cRestart the Hub\u201d below (what 'amux hub restart
 """What the settings page says to do to apply a change while a Hub runs for its home (:mod:`tools.ui.restart`)."""
 
 
+LINT_SUMMARY_ROWS = 5
+"""Lint findings the overview lists (the rest are on ``/lint``)."""
+
 PAGE_HINTS = {
     ErrorCode.DESTRUCTIVE_REWRITE.value: "this save would cut most of the document (the rewrite guard). If that "
     "is meant, tick \u201callow a large cut\u201d below and save again; your text is still in the editor.",
@@ -175,16 +178,23 @@ class UiApp:
 
     async def overview(self, request: Request) -> Response:
         try:
-            data, changes = await self.together(pages.overview, pages.recent_changes)
+            cursor = request.query_params.get("cursor", "")
+            data, changes = await self.together(lambda c: pages.overview(c, cursor), pages.recent_changes)
         except HubError as exc:
             return self.error_page(request, exc, 503 if exc.code is ErrorCode.UNAVAILABLE else 400)
         return self.page(request, "overview.html", title="Overview", **pages.with_changes(data, changes))
 
     async def lint(self, request: Request) -> Response:
+        """``/lint``: every finding; ``/lint?summary=1``: the overview's fragment (how many, the first
+        :data:`LINT_SUMMARY_ROWS`), fetched by ``ui.js`` after the overview loaded, since lint reads every
+        document."""
+        summary = request.query_params.get("summary") == "1"
         try:
             problems = await self.hub(pages.lint)
         except HubError as exc:
             return self.error_page(request, exc)
+        if summary:
+            return self.page(request, "lint_summary.html", problems=problems, top=problems[:LINT_SUMMARY_ROWS])
         return self.page(request, "lint.html", title="Lint", problems=problems)
 
     async def document(self, request: Request) -> Response:

@@ -21,6 +21,7 @@ from protocol.requests import (
     forget_params,
     get_params,
     history_params,
+    list_params,
     log_params,
     purge_params,
     restore_params,
@@ -65,11 +66,14 @@ def read_version(client: HubClient, path: str, revision: str | None) -> tuple[by
     return read_live(client, path)
 
 
-def overview(client: HubClient) -> dict[str, Any]:
-    """``{hello, index, index_revision, entries, incomplete, reasons, counts, index_path}``.
+def overview(client: HubClient, cursor: str = "") -> dict[str, Any]:
+    """``{hello, index, index_revision, entries, next_cursor, incomplete, reasons, counts, index_path}``.
 
-    ``entries`` are ``{path, bytes}`` sorted by path (:func:`with_changes` adds each one's last change);
-    ``counts`` maps each typed-memory type to ``(count, cap)``.
+    ``entries`` are one ``list`` page (``cursor``; the Hub's page size, by path) as ``{path, bytes}``
+    (:func:`with_changes` adds each one's last change), ``next_cursor`` the next page's cursor or
+    ``None``: a scope of thousands of documents costs one page, not all of them.  ``counts`` maps each
+    typed-memory type to ``(count, cap)``, from a listing of each type's folder only (a typed topic
+    lives there, DESIGN.md §11).
     """
     from tools.typed.catalog import topic_from_doc
     from tools.typed.library import Doc
@@ -77,18 +81,17 @@ def overview(client: HubClient) -> dict[str, Any]:
 
     hello = dict(client.hello)
     index, index_revision = read_live(client, ENTRY_PATH)
-    report = list_report(client)
-    entries = [{"path": e["path"], "bytes": e.get("bytes", 0)} for e in report["entries"]]
+    page = client.call("list", list_params(cursor=cursor))
+    entries = [{"path": e["path"], "bytes": e.get("bytes", 0)} for e in page.get("entries", [])]
     counts = dict.fromkeys(TYPES, 0)
-    for e in entries:
-        path = str(e["path"])
-        if path.split("/", 1)[0] not in TYPES:
-            continue  # only a path under a type directory can hold a typed topic
-        topic = topic_from_doc(Doc(path, b"", ""))
-        if topic.indexable and topic.dir_type is not None:
-            counts[topic.dir_type] += 1
+    for kind in TYPES:
+        for e in list_report(client, path_prefix=f"{kind}/")["entries"]:
+            topic = topic_from_doc(Doc(str(e["path"]), b"", ""))
+            if topic.indexable and topic.dir_type is not None:
+                counts[topic.dir_type] += 1
     return {"hello": hello, "index": index.decode("utf-8", "replace"), "index_revision": index_revision,
-            "entries": entries, "incomplete": report["incomplete"], "reasons": report["incomplete_reasons"],
+            "entries": entries, "next_cursor": page.get("next_cursor"), "cursor": cursor,
+            "incomplete": bool(page.get("incomplete")), "reasons": list(page.get("incomplete_reasons") or []),
             "counts": {t: (counts[t], CAPS[t]) for t in TYPES}, "index_path": ENTRY_PATH}
 
 
