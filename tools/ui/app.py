@@ -45,7 +45,7 @@ RESTART_HINT = ("press \u201cRestart the Hub\u201d below (what 'amux hub restart
 """What the settings page says to do to apply a change while a Hub runs for its home (:mod:`tools.ui.restart`)."""
 
 
-LINT_SUMMARY_ROWS = 5
+LINT_SUMMARY_ROWS = 3
 """Lint findings the overview lists (the rest are on ``/lint``)."""
 
 PAGE_HINTS = {
