@@ -337,10 +337,33 @@ def test_a_huge_hand_placed_document_gets_a_capped_diff_and_a_history(hub: HubPr
     from tools.ui.render import DIFF_MAX_ROWS, SHOWN_MAX_CHARS
 
     (hub.scope_dir / "notes").mkdir(parents=True, exist_ok=True)
-    (hub.scope_dir / "notes" / "huge.md").write_text("".join(f"line {i} of a big file\n" for i in range(40_000)))
+    huge = "".join(f"line {i} of a big file\n" for i in range(150_000))  # 3.6 MB, more than the page reads
+    (hub.scope_dir / "notes" / "huge.md").write_text(huge)
     cookie = ui.sign_in()
+    status, _, body = request(ui, "GET", "/doc/notes/huge.md", cookie=cookie)
+    assert status == 200 and f"{len(huge)} bytes" in body and "too large to edit" in body
+    assert "line 0 of a big file" in body and "line 149999 of" not in body and "Only the first" in body
     status, _, body = request(ui, "GET", "/diff/notes/huge.md?from=absent", cookie=cookie)
     assert status == 200 and 'id="diff-cut"' in body and "amux memory diff notes/huge.md" in body
     assert body.count('<span class="add">') < DIFF_MAX_ROWS and len(body) < 2 * SHOWN_MAX_CHARS
     status, _, body = request(ui, "GET", "/history/notes/huge.md", cookie=cookie)
     assert status == 200 and "Live revision" in body and "absent" not in body.split("Live revision", 1)[1][:80]
+
+
+def test_a_csrf_token_is_worth_nothing_with_another_session() -> None:
+    from protocol.errors import HubError
+    from tools.ui.security import SESSION_KEY, Guard, check_csrf
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("not called")
+
+    guard = Guard(app, token="t", hosts=frozenset(), origins=frozenset(), port=1)
+    mine = guard.csrf_for("session-a")
+    assert mine != guard.csrf_for("session-b") and len(mine) == 64
+    check_csrf(guard, {SESSION_KEY: "session-a"}, mine)
+    for scope in ({SESSION_KEY: "session-b"}, {}):
+        with pytest.raises(HubError) as caught:
+            check_csrf(guard, scope, mine)
+        assert caught.value.data == {"reason": "csrf"}
+    other = Guard(app, token="t", hosts=frozenset(), origins=frozenset(), port=1)
+    assert other.csrf_for("session-a") != mine  # a per-process key: another amux ui's pages are no use here

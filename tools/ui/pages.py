@@ -18,6 +18,7 @@ from typing import Any
 from protocol.errors import ErrorCode, HubError
 from protocol.params import ABSENT
 from protocol.requests import (
+    export_params,
     forget_params,
     get_params,
     history_params,
@@ -44,6 +45,31 @@ def read_live(client: HubClient, path: str) -> tuple[bytes, str]:
         if exc.code is ErrorCode.NOT_FOUND:
             return b"", ABSENT
         raise
+
+
+def read_head(client: HubClient, path: str, *, whole_up_to: int, head_bytes: int) -> tuple[bytes, str, int]:
+    """``(bytes, revision, total_bytes)`` of the live document, read in ``export`` pages pinned to the first
+    page's revision: all of it when ``total_bytes`` is at most ``whole_up_to``, else only about its first
+    ``head_bytes`` (a document put there by hand can be any size, and the page shows only its head).
+    ``(b"", "absent", 0)`` when there is none; raises ``conflict`` if it changed between pages."""
+    parts: list[bytes] = []
+    offset, size, pinned = 0, 0, None
+    while True:
+        try:
+            result = client.call("export", export_params(path, offset=offset, expected_revision=pinned))
+        except HubError as exc:
+            if exc.code is ErrorCode.NOT_FOUND and pinned is None:
+                return b"", ABSENT, 0
+            raise
+        pinned = str(result["revision"])
+        total = int(result.get("total_bytes", 0))
+        parts.append(result["content"])
+        size += len(result["content"])
+        if not result["truncated"] or (total > whole_up_to and size >= head_bytes):
+            return b"".join(parts), pinned, max(total, size)
+        if int(result["next_offset"]) <= offset:
+            raise HubError(ErrorCode.INTERNAL, f"export of {path} did not move past byte {offset}")
+        offset = int(result["next_offset"])
 
 
 def live_revision(client: HubClient, path: str) -> str:
@@ -127,7 +153,7 @@ def lint(client: HubClient) -> list[dict[str, Any]]:
 
 def document(client: HubClient, path: str) -> dict[str, Any]:
     """``{text, shown, cut, editable, max_bytes, bytes, revision, exists, versions, history_next}``: the live document
-    and its newest versions.
+    and its newest versions (:func:`read_head`: only the head of a document too large to edit).
 
     ``shown`` is the first ``SHOWN_MAX_CHARS`` characters of ``text`` (``cut`` when that is not all of
     it); ``editable`` is false for a document over the Hub's ``document_max_bytes`` (put there by hand:
@@ -136,7 +162,8 @@ def document(client: HubClient, path: str) -> dict[str, Any]:
     from protocol.limits import LIMITS
     from tools.ui.render import SHOWN_MAX_CHARS
 
-    data, revision = read_live(client, path)
+    data, revision, total = read_head(client, path, whole_up_to=LIMITS.document_max_bytes,
+                                      head_bytes=4 * SHOWN_MAX_CHARS)
     text = data.decode("utf-8", "replace")
     try:
         page = client.call("history", history_params(path, limit=20))
@@ -144,9 +171,9 @@ def document(client: HubClient, path: str) -> dict[str, Any]:
         if exc.code is not ErrorCode.NOT_FOUND:
             raise
         page = {"versions": [], "next_cursor": None}
-    return {"text": text, "shown": text[:SHOWN_MAX_CHARS], "cut": len(text) > SHOWN_MAX_CHARS,
-            "editable": len(data) <= LIMITS.document_max_bytes,
-            "max_bytes": LIMITS.document_max_bytes, "bytes": len(data), "revision": revision,
+    return {"text": text, "shown": text[:SHOWN_MAX_CHARS], "cut": len(text) > SHOWN_MAX_CHARS or total > len(data),
+            "editable": total <= LIMITS.document_max_bytes,
+            "max_bytes": LIMITS.document_max_bytes, "bytes": total, "revision": revision,
             "exists": revision != ABSENT, "versions": page.get("versions", []),
             "history_next": page.get("next_cursor")}
 
