@@ -329,6 +329,42 @@ def test_a_link_to_another_loopback_port_gets_no_session_cookie(signed_in: Any, 
         other.shutdown()
 
 
+def test_a_no_referrer_form_on_another_loopback_port_cannot_save(signed_in: Any, ui: UiProcess,
+                                                                hub: HubProcess) -> None:
+    from urllib.parse import quote
+
+    page = (f'<!doctype html><meta name=referrer content=no-referrer><title>evil</title>'
+            f'<form id=f method=post action="{ui.base}/save">'
+            '<input name=path value="notes/planted.md"><input name=content value="planted">'
+            '<input name=expected_revision value=absent></form><script>document.getElementById("f").submit()</script>')
+
+    class Evil(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            body = page.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Evil)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        d = signed_in
+        d.get(f"http://127.0.0.1:{other.server_address[1]}/")
+        wait(d, lambda drv: drv.current_url.startswith(ui.base))  # the form was posted to the page
+        text = d.find_element(by("TAG_NAME"), "body").text
+        # Stopped before the CSRF token is even looked at: no cookie went (another site), or Origin null.
+        assert ("Not signed in" in text or "cross-origin" in text) and "CSRF" not in text, text
+        assert hub.cli("memory", "show", "notes/planted.md").json["exists"] is False
+        assert quote("notes/planted.md") not in d.current_url
+    finally:
+        other.shutdown()
+
+
 def test_two_pages_in_one_browser_stay_signed_in_and_the_opener_file_signs_in(
         signed_in: Any, ui: UiProcess, hub: HubProcess, tmp_path: Path) -> None:
     from tools.ui.serve import redirect_page
