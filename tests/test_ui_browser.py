@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import http.server
 import os
+import shutil
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import REPO, HubProcess, make_hub
-from tests.ui_helpers import UiProcess, chromium, request, start_ui
+from tests.ui_helpers import UiProcess, chromium, request, start_ui, take_cookie
 from tools.ui.render import SHOWN_MAX_CHARS
 
 SHOTS = REPO / "tools" / "ui" / "screenshots"
@@ -60,6 +62,7 @@ def browser() -> Iterator[Any]:
 def signed_in(browser: Any, ui: UiProcess) -> Any:
     browser.get(ui.url)
     assert browser.current_url == ui.base + "/"  # the token left the address bar
+    take_cookie(ui, browser)  # the token is spent: raw requests use the browser's session
     return browser
 
 
@@ -102,6 +105,8 @@ def test_overview_shows_index_documents_types_and_state(signed_in: Any, ui: UiPr
     assert d.find_element(by("LINK_TEXT"), "notes/plan.md")
     types = d.find_element(by("CSS_SELECTOR"), "table").text
     assert "user 1 10" in types.replace("\n", " ")
+    count = wait(d, lambda drv: drv.find_elements(by("ID"), "lint-count"))  # ui.js loads the lint summary
+    assert count[0].text.isdigit()
     shot(d, "overview.png")
     assert d.execute_script("return document.activeElement === document.body")
     from selenium.webdriver.common.keys import Keys
@@ -161,6 +166,32 @@ def test_edit_save_conflict_keeps_both_and_history_diff_restore(signed_in: Any, 
     wait(d, lambda drv: drv.current_url.endswith("/doc/notes/plan.md?restored=1"))
     assert export(hub, "notes/plan.md") == PLAN_V1
     assert "restore" in hub.cli("memory", "history", "notes/plan.md").json["versions"][0]["action"]
+    assert console_errors(d) == []
+
+
+def test_unchanged_save_writes_nothing_and_keeps_a_leading_blank_line_and_crlf(signed_in: Any, ui: UiProcess,
+                                                                               hub: HubProcess) -> None:
+    d = signed_in
+    for path, text in (("notes/lead.md", "\nfirst line after a blank\n"), ("notes/crlf.md", "a\r\nb\r\n")):
+        r = hub.cli("memory", "upsert", path, "--expected-revision", "absent", input=text.encode())
+        assert r.returncode == 0, r.stderr
+        d.get(ui.base + "/doc/" + path)
+        shown = d.find_element(by("ID"), "content").get_property("value")
+        assert shown == text.replace("\r\n", "\n"), shown  # the leading newline survived HTML parsing
+        d.find_element(by("ID"), "save").click()
+        wait(d, lambda drv: drv.current_url.endswith("?unchanged=1"))
+        assert hub.cli("memory", "export", path).stdout == text.encode()
+        assert len(hub.cli("memory", "history", path).json["versions"]) == 1  # no write, no new version
+    d.get(ui.base + "/doc/notes/crlf.md")
+    d.execute_script("const b = document.getElementById('content'); b.value = b.value + 'c\\n';")
+    d.find_element(by("ID"), "save").click()
+    wait(d, lambda drv: drv.current_url.endswith("?saved=1"))
+    assert hub.cli("memory", "export", "notes/crlf.md").stdout == b"a\r\nb\r\nc\r\n"  # still CRLF
+    d.get(ui.base + "/doc/notes/lead.md")
+    d.execute_script("const b = document.getElementById('content'); b.value = b.value + 'more\\n';")
+    d.find_element(by("ID"), "save").click()
+    wait(d, lambda drv: drv.current_url.endswith("?saved=1"))
+    assert hub.cli("memory", "export", "notes/lead.md").stdout == b"\nfirst line after a blank\nmore\n"
     assert console_errors(d) == []
 
 
@@ -259,11 +290,114 @@ def test_hostile_note_renders_as_text_and_runs_nothing(signed_in: Any, ui: UiPro
         (hub.scope_dir / "big.md").unlink()
 
 
+class Collector(http.server.BaseHTTPRequestHandler):
+    seen: list[tuple[str, str]] = []
+
+    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        Collector.seen.append((self.path, self.headers.get("Cookie", "")))
+        body = b"<!doctype html><title>elsewhere</title><p>elsewhere"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_link_to_another_loopback_port_gets_no_session_cookie(signed_in: Any, ui: UiProcess,
+                                                               hub: HubProcess) -> None:
+    if ui.host == "127.0.0.1":
+        pytest.skip("no loopback address of its own here (only Linux routes all of 127/8)")
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    elsewhere = f"http://127.0.0.1:{other.server_address[1]}"
+    r = hub.cli("memory", "upsert", "notes/leak.md", "--expected-revision", "absent",
+                input=f"# Leak\n\n[leak]({elsewhere}/steal)\n".encode())
+    assert r.returncode == 0, r.stderr
+    try:
+        d = signed_in
+        d.get(ui.base + "/doc/notes/leak.md")
+        d.find_element(by("LINK_TEXT"), "leak").click()
+        wait(d, lambda drv: drv.title == "elsewhere")
+        assert [path for path, _ in Collector.seen][:1] == ["/steal"]
+        assert all(ui.cookie_name not in cookie for _, cookie in Collector.seen), Collector.seen
+        d.get(ui.base + "/")
+        assert d.find_element(by("ID"), "memory-state").text == "on"  # still signed in
+    finally:
+        other.shutdown()
+
+
+def test_a_no_referrer_form_on_another_loopback_port_cannot_save(signed_in: Any, ui: UiProcess,
+                                                                hub: HubProcess) -> None:
+    from urllib.parse import quote
+
+    page = (f'<!doctype html><meta name=referrer content=no-referrer><title>evil</title>'
+            f'<form id=f method=post action="{ui.base}/save">'
+            '<input name=path value="notes/planted.md"><input name=content value="planted">'
+            '<input name=expected_revision value=absent></form><script>document.getElementById("f").submit()</script>')
+
+    class Evil(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            body = page.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Evil)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        d = signed_in
+        d.get(f"http://127.0.0.1:{other.server_address[1]}/")
+        wait(d, lambda drv: drv.current_url.startswith(ui.base))  # the form was posted to the page
+        text = d.find_element(by("TAG_NAME"), "body").text
+        # Stopped before the CSRF token is even looked at: no cookie went (another site), or Origin null.
+        assert ("Not signed in" in text or "cross-origin" in text) and "CSRF" not in text, text
+        assert hub.cli("memory", "show", "notes/planted.md").json["exists"] is False
+        assert quote("notes/planted.md") not in d.current_url
+        d.get_log("browser")  # that refused POST logged its 401: drain it so later tests see a clean console
+    finally:
+        other.shutdown()
+
+
+def test_two_pages_in_one_browser_stay_signed_in_and_the_opener_file_signs_in(
+        signed_in: Any, ui: UiProcess, hub: HubProcess, tmp_path: Path) -> None:
+    from tools.ui.serve import redirect_page
+
+    second = start_ui(hub.env, tmp=tmp_path)
+    opener = redirect_page(second.url)
+    try:
+        assert opener.stat().st_mode & 0o777 == 0o600 and opener.parent.stat().st_mode & 0o777 == 0o700
+        d = signed_in
+        d.get(opener.as_uri())  # what `amux ui` hands the browser instead of the URL
+        wait(d, lambda drv: drv.current_url == second.base + "/")
+        assert d.find_element(by("ID"), "memory-state").text == "on"
+        d.get(ui.base + "/")
+        assert d.find_element(by("ID"), "memory-state").text == "on"  # the first page's session survived
+        d.get(second.base + "/")
+        assert d.find_element(by("ID"), "memory-state").text == "on"
+        assert console_errors(d) == []
+    finally:
+        second.stop()
+        shutil.rmtree(opener.parent)
+
+
 def test_narrow_and_wide_layouts_fit_and_controls_are_labelled(signed_in: Any, ui: UiProcess) -> None:
     d = signed_in
     unlabelled = ("return [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]"
                   ".filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label'))"
                   ".map(e => e.outerHTML)")
+    # Words that must stay on one line: column heads, times, setting keys, actors, buttons (a Range's client
+    # rects are its line fragments; more than one is a wrapped word or label).
+    broken = ("return [...document.querySelectorAll('main th, main td time, main td code, main td.actor, "
+              "main button')].filter(e => { const r = document.createRange(); r.selectNodeContents(e); "
+              "return e.textContent.trim() && r.getClientRects().length > 1; }).map(e => e.outerHTML)")
     try:
         for width in (390, 1280):
             d.set_window_size(width, 900)
@@ -271,6 +405,7 @@ def test_narrow_and_wide_layouts_fit_and_controls_are_labelled(signed_in: Any, u
                 d.get(ui.base + path)
                 overflow = d.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
                 assert overflow <= 0, (width, path, overflow)
+                assert d.execute_script(broken) == [], (width, path)
                 assert d.execute_script(unlabelled) == [], path
     finally:
         d.set_window_size(1280, 900)

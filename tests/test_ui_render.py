@@ -56,3 +56,24 @@ def test_data_commands_do_not_import_the_web_stack() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={"AMUX_HOME": "/nonexistent-amux-home", "PATH": "/usr/bin:/bin"})
     assert out.stdout.strip().splitlines()[-1] == "[]", (out.stdout, out.stderr)
+
+
+def test_frontmatter_is_a_code_block_not_a_heading() -> None:
+    html = render_markdown("---\nname: prefs\ndescription: <script>x</script>\ntype: user\n---\n\nShort answers.\n")
+    assert html.startswith('<pre class="frontmatter"')
+    assert "name: prefs" in html and "&lt;script&gt;" in html and "<script" not in html
+    assert "<h2" not in html and "<hr" not in html and "<p>Short answers.</p>" in html
+    assert "<hr" in render_markdown("text\n\n---\n\nmore\n")  # a rule further down stays a rule
+
+
+def test_diff_rows_are_capped_and_say_so() -> None:
+    from tools.ui.render import diff_rows
+
+    hunks = [{"old_start": 0, "old_lines": 0, "new_start": 1, "new_lines": 10,
+              "lines": [f"+line {i}" for i in range(10)]}]
+    rows, cut = diff_rows(hunks)
+    assert len(rows) == 11 and not cut
+    rows, cut = diff_rows(hunks, max_rows=5)
+    assert len(rows) == 5 and cut
+    rows, cut = diff_rows([{**hunks[0], "lines": ["+" + "x" * 100]}], max_chars=50)
+    assert cut and sum(len(r["text"]) for r in rows) == 50

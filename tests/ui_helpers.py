@@ -57,13 +57,29 @@ class UiProcess:
                 self.proc.kill()
                 self.proc.wait()
 
+    @property
+    def cookie_name(self) -> str:
+        """The session cookie's name (``amux_ui_PORT``)."""
+        return f"amux_ui_{self.port}"
+
     def sign_in(self) -> str:
-        """Trade the token for the session cookie over raw HTTP; returns ``name=value``."""
-        status, headers, _ = request(self, "GET", "/?token=" + self.token)
-        assert status == 303, status
+        """Trade the token for the session cookie over raw HTTP (once: the token is single-use; later calls
+        return the cookie got then, or set by :meth:`take_cookie`); returns ``name=value``."""
+        if self.cookie:
+            return self.cookie
+        status, headers, body = request(self, "GET", "/?token=" + self.token)
+        assert status == 200 and moves_to(body) == "/", (status, body)
         cookie = headers["set-cookie"]
         self.cookie = cookie.split(";", 1)[0]
         return self.cookie
+
+
+def take_cookie(ui: UiProcess, driver: Any) -> None:
+    """After a browser signed in to ``ui`` (spending its token), reuse the browser's session cookie for raw
+    requests (:meth:`UiProcess.sign_in`)."""
+    found = driver.get_cookie(ui.cookie_name)
+    assert found is not None, driver.get_cookies()
+    ui.cookie = f"{ui.cookie_name}={found['value']}"
 
 
 def start_ui(env: dict[str, str], *args: str, tmp: Path, timeout: float = 20.0) -> UiProcess:
@@ -118,6 +134,15 @@ def request(ui: UiProcess, method: str, path: str, *, cookie: str | None = None,
     found = {k.lower(): v for k, v in response.getheaders()}
     conn.close()
     return response.status, found, text
+
+
+def moves_to(html: str) -> str:
+    """Where a sign-in page sends the browser (its ``<meta http-equiv=refresh>`` target, unescaped)."""
+    import html as html_module
+
+    match = re.search(r'<meta http-equiv=refresh content="0;url=([^"]*)">', html)
+    assert match, html
+    return html_module.unescape(match.group(1))
 
 
 def csrf_of(html: str) -> str:

@@ -15,6 +15,9 @@ the page it came from, keeping what the user typed.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,23 +36,45 @@ from protocol.params import ABSENT
 from tools.client.blocking import HubClient
 from tools.ui import pages
 from tools.ui.render import diff_rows, highlight, render_markdown
-from tools.ui.security import CSRF_FIELD, Guard, check_csrf
+from tools.ui.security import CSRF_FIELD, SESSION_KEY, Guard, check_csrf
 
 T = TypeVar("T")
 
-RESTART_HINT = "stop 'amux hub serve' (Ctrl-C or SIGTERM) and start it again"
-"""What the settings page says to do to apply a change (no service manager in this build)."""
+RESTART_HINT = ("press \u201cRestart the Hub\u201d below (what 'amux hub restart' does; a Hub run by its "
+                "systemd user service is restarted through systemd)")
+"""What the settings page says to do to apply a change while a Hub runs for its home (:mod:`tools.ui.restart`)."""
+
+
+LINT_SUMMARY_ROWS = 3
+"""Lint findings the overview lists (the rest are on ``/lint``)."""
+
+PAGE_HINTS = {
+    ErrorCode.DESTRUCTIVE_REWRITE.value: "this save would cut most of the document (the rewrite guard). If that "
+    "is meant, tick \u201callow a large cut\u201d below and save again; your text is still in the editor.",
+    ErrorCode.CONFLICT.value: "the document changed since this page was loaded (or it already exists). On the "
+    "edit page the version now stored is shown below and your text is kept; elsewhere, reload and try again.",
+}
+"""What to do in the page's own terms, shown before the Hub's message (which names CLI flags and commands)
+for these error codes."""
+
+
+def form_text(text: str) -> str:
+    """``text`` as a browser submits it from a ``<textarea>``: every line break as CRLF (HTML's form
+    encoding), so a digest of what the page showed compares with what comes back."""
+    return text.replace("\r\n", "\n").replace("\n", "\r\n")
 
 
 def templates() -> Environment:
     """The Jinja2 environment: the package's templates, autoescape on for every file (a field the Hub
     left out of an answer, such as a version's ``gone``, renders as empty)."""
     env = Environment(loader=PackageLoader("tools.ui", "templates"), autoescape=select_autoescape(default=True))
+    env.globals["page_hints"] = PAGE_HINTS
     env.filters["markdown"] = render_markdown
     env.filters["highlight"] = highlight
     env.filters["quotepath"] = lambda path: quote(str(path), safe="/")
     env.filters["docurl"] = lambda path: "/doc/" + quote(str(path), safe="/")
     env.filters["short"] = lambda rev: str(rev)[:12]
+    env.filters["sha256"] = lambda text: hashlib.sha256(form_text(str(text)).encode("utf-8")).hexdigest()
     return env
 
 
@@ -84,6 +109,7 @@ class UiApp:
             Route("/log", self.log),
             Route("/search", self.search),
             Route("/settings", self.settings, methods=["GET", "POST"]),
+            Route("/restart", self.restart_hub, methods=["POST"]),
             Route("/favicon.ico", self.favicon),
             Mount("/static", StaticFiles(directory=str(static)), name="static"),
         ])
@@ -118,22 +144,23 @@ class UiApp:
                 raise out[key]
         return out[0], out[1]
 
-    def page(self, name: str, status: int = 200, **values: Any) -> HTMLResponse:
-        """Render template ``name`` with ``values`` plus the CSRF token."""
+    def page(self, request: Request, name: str, status: int = 200, **values: Any) -> HTMLResponse:
+        """Render template ``name`` with ``values`` plus the CSRF token of ``request``'s session."""
         assert self.guard is not None
-        html = self.env.get_template(name).render(csrf=self.guard.csrf, csrf_field=CSRF_FIELD, **values)
+        csrf = self.guard.csrf_for(str(request.scope.get(SESSION_KEY, "")))
+        html = self.env.get_template(name).render(csrf=csrf, csrf_field=CSRF_FIELD, **values)
         return HTMLResponse(html, status_code=status)
 
-    def error_page(self, exc: HubError, status: int = 400) -> HTMLResponse:
+    def error_page(self, request: Request, exc: HubError, status: int = 400) -> HTMLResponse:
         """A page showing one Hub error (code, message)."""
-        return self.page("error.html", status=status, error=exc, title="Error")
+        return self.page(request, "error.html", status=status, error=exc, title="Error")
 
     async def form(self, request: Request) -> dict[str, str]:
         """The POST form's fields as text; raises ``unauthorized`` (→ 403) when the CSRF token is wrong."""
         data = await request.form(max_fields=64, max_part_size=16 << 20)
         fields = {k: v for k, v in data.items() if isinstance(v, str)}
         assert self.guard is not None
-        check_csrf(self.guard, fields.get(CSRF_FIELD))
+        check_csrf(self.guard, request.scope, fields.get(CSRF_FIELD))
         return fields
 
     @staticmethod
@@ -151,53 +178,70 @@ class UiApp:
 
     async def overview(self, request: Request) -> Response:
         try:
-            data, changes = await self.together(pages.overview, pages.recent_changes)
+            cursor = request.query_params.get("cursor", "")
+            data, changes = await self.together(lambda c: pages.overview(c, cursor), pages.recent_changes)
         except HubError as exc:
-            return self.error_page(exc, 503 if exc.code is ErrorCode.UNAVAILABLE else 400)
-        return self.page("overview.html", title="Overview", **pages.with_changes(data, changes))
+            return self.error_page(request, exc, 503 if exc.code is ErrorCode.UNAVAILABLE else 400)
+        return self.page(request, "overview.html", title="Overview", **pages.with_changes(data, changes))
 
     async def lint(self, request: Request) -> Response:
+        """``/lint``: every finding; ``/lint?summary=1``: the overview's fragment (how many, the first
+        :data:`LINT_SUMMARY_ROWS`), fetched by ``ui.js`` after the overview loaded, since lint reads every
+        document."""
+        summary = request.query_params.get("summary") == "1"
         try:
             problems = await self.hub(pages.lint)
         except HubError as exc:
-            return self.error_page(exc)
-        return self.page("lint.html", title="Lint", problems=problems)
+            return self.error_page(request, exc)
+        if summary:
+            return self.page(request, "lint_summary.html", problems=problems, top=problems[:LINT_SUMMARY_ROWS])
+        return self.page(request, "lint.html", title="Lint", problems=problems)
 
     async def document(self, request: Request) -> Response:
         path = request.path_params["path"]
         try:
             data = await self.hub(pages.document, path)
         except HubError as exc:
-            return self.error_page(exc, 404 if exc.code is ErrorCode.INVALID_PATH else 400)
-        return self.page("doc.html", title=path, path=path, draft=data["text"] if data["editable"] else "",
+            return self.error_page(request, exc, 404 if exc.code is ErrorCode.INVALID_PATH else 400)
+        return self.page(request, "doc.html", title=path, path=path, draft=data["text"] if data["editable"] else "",
                          expected=data["revision"],
                          conflict=None, error=None, **data)
 
     async def new(self, request: Request) -> Response:
         path = request.query_params.get("path", "")
-        return self.page("new.html", title="New document", path=path, draft="", error=None)
+        return self.page(request, "new.html", title="New document", path=path, draft="", error=None)
 
     async def save(self, request: Request) -> Response:
         try:
             fields = await self.form(request)
         except HubError as exc:
-            return self.error_page(exc, 403)
+            return self.error_page(request, exc, 403)
         path = fields.get("path", "").strip()
-        content = fields.get("content", "").replace("\r\n", "\n")
+        submitted = fields.get("content", "")
         expected = fields.get("expected_revision", ABSENT)
+        stored = fields.get("stored_sha256", "")  # the stored text at expected_revision, as a form sends it
+        if expected != ABSENT and stored and hmac.compare_digest(
+                hashlib.sha256(form_text(submitted).encode("utf-8")).hexdigest(), stored):
+            # Nothing was edited: no write, no new version (the text may differ from the stored bytes
+            # only by what HTML forms do to line breaks).
+            return self.see(self.env.filters["docurl"](path) + "?unchanged=1")
+        # Forms send CRLF; a document that used CRLF keeps it, any other gets LF.
+        content = submitted.replace("\r\n", "\n")
+        if fields.get("newline") == "crlf":
+            content = content.replace("\n", "\r\n")
         try:
             await self.hub(pages.save, path, content, expected, fields.get("allow_shrink") == "on")
         except HubError as exc:
-            return await self.save_failed(path, content, expected, exc)
+            return await self.save_failed(request, path, content, expected, exc)
         return self.see(self.env.filters["docurl"](path) + "?saved=1")
 
-    async def save_failed(self, path: str, content: str, expected: str, exc: HubError) -> Response:
+    async def save_failed(self, request: Request, path: str, content: str, expected: str, exc: HubError) -> Response:
         """The edit page again, the user's text kept; after a conflict, the other version and a diff.
 
         Answered 200: the page is the answer a person needs (the error is on it), not a failed load.
         """
         if expected == ABSENT and exc.code is not ErrorCode.CONFLICT:
-            return self.page("new.html", title="New document", path=path, draft=content, error=exc)
+            return self.page(request, "new.html", title="New document", path=path, draft=content, error=exc)
         try:
             data = await self.hub(pages.document, path)
         except HubError:
@@ -206,25 +250,27 @@ class UiApp:
         conflict = None
         if exc.code is ErrorCode.CONFLICT:
             # The textarea keeps the user's text; saving again now overwrites the version shown.
-            conflict = {"theirs": data["text"], "revision": data["revision"],
-                        **pages.text_diff(data["text"], content)}
+            changes = pages.text_diff(data["text"], content)
+            rows, cut = diff_rows(changes["hunks"])
+            conflict = {"theirs": data["shown"], "theirs_cut": data["cut"], "revision": data["revision"],
+                        "rows": rows, "rows_cut": cut, **changes}
             expected = data["revision"]
-        return self.page("doc.html", title=path, path=path, draft=content, expected=expected,
+        return self.page(request, "doc.html", title=path, path=path, draft=content, expected=expected,
                          conflict=conflict, error=exc, **data)
 
     async def forget(self, request: Request) -> Response:
         try:
             fields = await self.form(request)
         except HubError as exc:
-            return self.error_page(exc, 403)
+            return self.error_page(request, exc, 403)
         path = fields.get("path", "")
         if fields.get("confirm") != "on":
-            return self.error_page(HubError(ErrorCode.BAD_REQUEST, "tick the confirmation box to forget "
+            return self.error_page(request, HubError(ErrorCode.BAD_REQUEST, "tick the confirmation box to forget "
                                             f"{path} (nothing was changed)", {"field": "confirm"}))
         try:
             await self.hub(pages.forget, path, fields.get("expected_revision", ""))
         except HubError as exc:
-            return self.error_page(exc, 409)
+            return self.error_page(request, exc, 409)
         return self.see("/history/" + quote(path, safe="/") + "?forgotten=1")
 
     async def history(self, request: Request) -> Response:
@@ -232,8 +278,8 @@ class UiApp:
         try:
             data = await self.hub(pages.history, path, request.query_params.get("cursor", ""))
         except HubError as exc:
-            return self.error_page(exc)
-        return self.page("history.html", title=f"History of {path}", path=path, **data)
+            return self.error_page(request, exc)
+        return self.page(request, "history.html", title=f"History of {path}", path=path, **data)
 
     async def diff(self, request: Request) -> Response:
         path = request.path_params["path"]
@@ -242,36 +288,36 @@ class UiApp:
         try:
             data = await self.hub(pages.diff, path, old or ABSENT, new)
         except HubError as exc:
-            return self.error_page(exc)
-        return self.page("diff.html", title=f"Diff of {path}", path=path, rows=diff_rows(data["hunks"]),
-                         **data)
+            return self.error_page(request, exc)
+        rows, cut = diff_rows(data["hunks"])
+        return self.page(request, "diff.html", title=f"Diff of {path}", path=path, rows=rows, cut=cut, **data)
 
     async def restore(self, request: Request) -> Response:
         try:
             fields = await self.form(request)
         except HubError as exc:
-            return self.error_page(exc, 403)
+            return self.error_page(request, exc, 403)
         path = fields.get("path", "")
         try:
             await self.hub(pages.restore, path, fields.get("revision", ""), fields.get("expected_revision", ""))
         except HubError as exc:
-            return self.error_page(exc, 409)
+            return self.error_page(request, exc, 409)
         return self.see(self.env.filters["docurl"](path) + "?restored=1")
 
     async def purge(self, request: Request) -> Response:
         try:
             fields = await self.form(request)
         except HubError as exc:
-            return self.error_page(exc, 403)
+            return self.error_page(request, exc, 403)
         path = fields.get("path", "")
         if fields.get("confirm") != "on":
-            return self.error_page(HubError(ErrorCode.BAD_REQUEST, "tick the confirmation box to purge "
+            return self.error_page(request, HubError(ErrorCode.BAD_REQUEST, "tick the confirmation box to purge "
                                             "(nothing was changed)", {"field": "confirm"}))
         revision = fields.get("revision") or None
         try:
             await self.hub(pages.purge, path, revision, revision is None)
         except HubError as exc:
-            return self.error_page(exc)
+            return self.error_page(request, exc)
         return self.see("/history/" + quote(path, safe="/") + "?purged=1")
 
     async def log(self, request: Request) -> Response:
@@ -283,8 +329,8 @@ class UiApp:
                 since = parse_since(since)
             data = await self.hub(pages.log_page, since=since, cursor=request.query_params.get("cursor", ""))
         except HubError as exc:
-            return self.error_page(exc)
-        return self.page("log.html", title="Activity", since=request.query_params.get("since", ""), **data)
+            return self.error_page(request, exc)
+        return self.page(request, "log.html", title="Activity", since=request.query_params.get("since", ""), **data)
 
     async def search(self, request: Request) -> Response:
         query = request.query_params.get("q", "").strip()
@@ -297,29 +343,53 @@ class UiApp:
             except HubError as exc:
                 error = exc
         name = "search_results.html" if fragment else "search.html"
-        return self.page(name, title="Search", q=query, keywords=query.split(), result=result, error=error)
+        return self.page(request, name, title="Search", q=query, keywords=query.split(), result=result, error=error)
+
+    def settings_state(self) -> dict[str, Any]:
+        """``{running, writable, config}`` of :attr:`home`: whether a Hub serves it now
+        (:func:`tools.client.running.serving_hub`), and whether this user may change its ``config.toml``
+        (the file, or the home when there is none yet, is writable: the settings are the Hub's own user's)."""
+        from tools.client.running import serving_hub
+
+        assert self.home is not None
+        config = self.home / "config.toml"
+        writable = os.access(config, os.W_OK) if config.exists() else os.access(self.home, os.W_OK)
+        return {"running": serving_hub(self.home) is not None, "writable": writable, "config": config}
 
     async def settings(self, request: Request) -> Response:
         from hub import config as hub_config
 
-        message: str | None = None
+        message: str | None = request.query_params.get("restarted") and "The Hub was restarted." or None
         error: HubError | None = None
         if request.method == "POST":
             try:
                 fields = await self.form(request)
             except HubError as exc:
-                return self.error_page(exc, 403)
+                return self.error_page(request, exc, 403)
             if self.home is None:
-                return self.error_page(HubError(ErrorCode.BAD_REQUEST, "this page talks to a remote Hub "
+                return self.error_page(request, HubError(ErrorCode.BAD_REQUEST, "this page talks to a remote Hub "
                                                 "(AMUX_HUB): change its settings on its machine"))
             key, value = fields.get("key", ""), fields.get("value", "")
+            if not self.home.is_dir():
+                return self.error_page(request, HubError(
+                    ErrorCode.BAD_REQUEST, f"{self.home} does not exist: no Hub has run with this home, so "
+                    "there is no config.toml to change (nothing was written)", {"field": "home"}))
+            if not self.settings_state()["writable"]:
+                return self.error_page(request, HubError(
+                    ErrorCode.PERMISSION_DENIED, f"{self.home / 'config.toml'} is not yours to change: the "
+                    "settings belong to the Hub's own user (nothing was written)", {"field": "home"}), 403)
             try:
                 stored = await trio.to_thread.run_sync(hub_config.set_value, self.home, key, value)
-                message = f"{key} = {stored!r} saved; it takes effect when the Hub restarts"
+                if self.settings_state()["running"]:
+                    message = f"{key} = {stored!r} saved; it takes effect when the Hub restarts"
+                else:
+                    message = f"{key} = {stored!r} saved; no Hub runs for this home now, so it applies when one starts"
             except HubError as exc:
                 error = exc
         rows: list[dict[str, Any]] = []
+        state: dict[str, Any] = {"running": False, "writable": False, "config": None}
         if self.home is not None:
+            state = self.settings_state()
             for key, setting in hub_config.SETTINGS.items():
                 try:
                     value = hub_config.get_value(self.home, key)
@@ -327,5 +397,23 @@ class UiApp:
                     value = f"(invalid: {exc.message})"
                 rows.append({"key": key, "value": value, "help": setting.help,
                              "bool": isinstance(setting.default, bool)})
-        return self.page("settings.html", title="Settings", rows=rows, home=self.home, message=message,
-                         error=error, restart=RESTART_HINT)
+        return self.page(request, "settings.html", title="Settings", rows=rows, home=self.home, message=message,
+                         error=error, restart=RESTART_HINT, **state)
+
+    async def restart_hub(self, request: Request) -> Response:
+        """``POST /restart``: restart the Hub of :attr:`home` (:func:`tools.ui.restart.restart_hub`), then
+        back to the settings page; refused (nothing done) for a remote Hub or another user's home."""
+        from tools.ui.restart import restart_hub
+
+        try:
+            await self.form(request)
+        except HubError as exc:
+            return self.error_page(request, exc, 403)
+        if self.home is None or not self.home.is_dir() or not self.settings_state()["writable"]:
+            return self.error_page(request, HubError(ErrorCode.PERMISSION_DENIED, "only the Hub's own user can "
+                                                     "restart it from this page (nothing was done)"), 403)
+        try:
+            await trio.to_thread.run_sync(restart_hub, self.home)
+        except HubError as exc:
+            return self.error_page(request, exc, 503)
+        return self.see("/settings?restarted=1")

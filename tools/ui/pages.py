@@ -18,8 +18,11 @@ from typing import Any
 from protocol.errors import ErrorCode, HubError
 from protocol.params import ABSENT
 from protocol.requests import (
+    export_params,
     forget_params,
+    get_params,
     history_params,
+    list_params,
     log_params,
     purge_params,
     restore_params,
@@ -44,6 +47,42 @@ def read_live(client: HubClient, path: str) -> tuple[bytes, str]:
         raise
 
 
+def read_head(client: HubClient, path: str, *, whole_up_to: int, head_bytes: int) -> tuple[bytes, str, int]:
+    """``(bytes, revision, total_bytes)`` of the live document, read in ``export`` pages pinned to the first
+    page's revision: all of it when ``total_bytes`` is at most ``whole_up_to``, else only about its first
+    ``head_bytes`` (a document put there by hand can be any size, and the page shows only its head).
+    ``(b"", "absent", 0)`` when there is none; raises ``conflict`` if it changed between pages."""
+    parts: list[bytes] = []
+    offset, size, pinned = 0, 0, None
+    while True:
+        try:
+            result = client.call("export", export_params(path, offset=offset, expected_revision=pinned))
+        except HubError as exc:
+            if exc.code is ErrorCode.NOT_FOUND and pinned is None:
+                return b"", ABSENT, 0
+            raise
+        pinned = str(result["revision"])
+        total = int(result.get("total_bytes", 0))
+        parts.append(result["content"])
+        size += len(result["content"])
+        if not result["truncated"] or (total > whole_up_to and size >= head_bytes):
+            return b"".join(parts), pinned, max(total, size)
+        if int(result["next_offset"]) <= offset:
+            raise HubError(ErrorCode.INTERNAL, f"export of {path} did not move past byte {offset}")
+        offset = int(result["next_offset"])
+
+
+def live_revision(client: HubClient, path: str) -> str:
+    """The live document's revision (``"absent"`` when there is none), from a ``get`` of its first line."""
+    try:
+        answer = client.call("get", get_params(path, start_line=1, end_line=1))
+    except HubError as exc:
+        if exc.code is ErrorCode.NOT_FOUND:
+            return ABSENT
+        raise
+    return str(answer.get("revision") or ABSENT) if answer.get("exists", True) else ABSENT
+
+
 def read_version(client: HubClient, path: str, revision: str | None) -> tuple[bytes, str]:
     """A stored version (``revision``), ``"absent"`` (empty), or the live document (``None``)."""
     if revision == ABSENT:
@@ -53,11 +92,14 @@ def read_version(client: HubClient, path: str, revision: str | None) -> tuple[by
     return read_live(client, path)
 
 
-def overview(client: HubClient) -> dict[str, Any]:
-    """``{hello, index, index_revision, entries, incomplete, reasons, counts, index_path}``.
+def overview(client: HubClient, cursor: str = "") -> dict[str, Any]:
+    """``{hello, index, index_revision, entries, next_cursor, incomplete, reasons, counts, index_path}``.
 
-    ``entries`` are ``{path, bytes}`` sorted by path (:func:`with_changes` adds each one's last change);
-    ``counts`` maps each typed-memory type to ``(count, cap)``.
+    ``entries`` are one ``list`` page (``cursor``; the Hub's page size, by path) as ``{path, bytes}``
+    (:func:`with_changes` adds each one's last change), ``next_cursor`` the next page's cursor or
+    ``None``: a scope of thousands of documents costs one page, not all of them.  ``counts`` maps each
+    typed-memory type to ``(count, cap)``, from a listing of each type's folder only (a typed topic
+    lives there, DESIGN.md §11).
     """
     from tools.typed.catalog import topic_from_doc
     from tools.typed.library import Doc
@@ -65,18 +107,17 @@ def overview(client: HubClient) -> dict[str, Any]:
 
     hello = dict(client.hello)
     index, index_revision = read_live(client, ENTRY_PATH)
-    report = list_report(client)
-    entries = [{"path": e["path"], "bytes": e.get("bytes", 0)} for e in report["entries"]]
+    page = client.call("list", list_params(cursor=cursor))
+    entries = [{"path": e["path"], "bytes": e.get("bytes", 0)} for e in page.get("entries", [])]
     counts = dict.fromkeys(TYPES, 0)
-    for e in entries:
-        path = str(e["path"])
-        if path.split("/", 1)[0] not in TYPES:
-            continue  # only a path under a type directory can hold a typed topic
-        topic = topic_from_doc(Doc(path, b"", ""))
-        if topic.indexable and topic.dir_type is not None:
-            counts[topic.dir_type] += 1
+    for kind in TYPES:
+        for e in list_report(client, path_prefix=f"{kind}/")["entries"]:
+            topic = topic_from_doc(Doc(str(e["path"]), b"", ""))
+            if topic.indexable and topic.dir_type is not None:
+                counts[topic.dir_type] += 1
     return {"hello": hello, "index": index.decode("utf-8", "replace"), "index_revision": index_revision,
-            "entries": entries, "incomplete": report["incomplete"], "reasons": report["incomplete_reasons"],
+            "entries": entries, "next_cursor": page.get("next_cursor"), "cursor": cursor,
+            "incomplete": bool(page.get("incomplete")), "reasons": list(page.get("incomplete_reasons") or []),
             "counts": {t: (counts[t], CAPS[t]) for t in TYPES}, "index_path": ENTRY_PATH}
 
 
@@ -112,7 +153,7 @@ def lint(client: HubClient) -> list[dict[str, Any]]:
 
 def document(client: HubClient, path: str) -> dict[str, Any]:
     """``{text, shown, cut, editable, max_bytes, bytes, revision, exists, versions, history_next}``: the live document
-    and its newest versions.
+    and its newest versions (:func:`read_head`: only the head of a document too large to edit).
 
     ``shown`` is the first ``SHOWN_MAX_CHARS`` characters of ``text`` (``cut`` when that is not all of
     it); ``editable`` is false for a document over the Hub's ``document_max_bytes`` (put there by hand:
@@ -121,7 +162,8 @@ def document(client: HubClient, path: str) -> dict[str, Any]:
     from protocol.limits import LIMITS
     from tools.ui.render import SHOWN_MAX_CHARS
 
-    data, revision = read_live(client, path)
+    data, revision, total = read_head(client, path, whole_up_to=LIMITS.document_max_bytes,
+                                      head_bytes=4 * SHOWN_MAX_CHARS)
     text = data.decode("utf-8", "replace")
     try:
         page = client.call("history", history_params(path, limit=20))
@@ -129,18 +171,19 @@ def document(client: HubClient, path: str) -> dict[str, Any]:
         if exc.code is not ErrorCode.NOT_FOUND:
             raise
         page = {"versions": [], "next_cursor": None}
-    return {"text": text, "shown": text[:SHOWN_MAX_CHARS], "cut": len(text) > SHOWN_MAX_CHARS,
-            "editable": len(data) <= LIMITS.document_max_bytes,
-            "max_bytes": LIMITS.document_max_bytes, "bytes": len(data), "revision": revision,
+    return {"text": text, "shown": text[:SHOWN_MAX_CHARS], "cut": len(text) > SHOWN_MAX_CHARS or total > len(data),
+            "editable": total <= LIMITS.document_max_bytes,
+            "max_bytes": LIMITS.document_max_bytes, "bytes": total, "revision": revision,
             "exists": revision != ABSENT, "versions": page.get("versions", []),
             "history_next": page.get("next_cursor")}
 
 
 def history(client: HubClient, path: str, cursor: str = "") -> dict[str, Any]:
-    """One page of the document's history (``{versions, next_cursor}``, newest first) and its live revision."""
+    """One page of the document's history (``{versions, next_cursor}``, newest first) and its live revision
+    (:func:`live_revision`: a one-line ``get``, not the whole document)."""
     page = client.call("history", history_params(path, limit=50, cursor=cursor))
-    _, revision = read_live(client, path)
-    return {"versions": page.get("versions", []), "next_cursor": page.get("next_cursor"), "revision": revision}
+    return {"versions": page.get("versions", []), "next_cursor": page.get("next_cursor"),
+            "revision": live_revision(client, path)}
 
 
 def diff(client: HubClient, path: str, old_revision: str | None, new_revision: str | None) -> dict[str, Any]:

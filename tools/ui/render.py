@@ -5,7 +5,8 @@ hostile.  Markdown goes through markdown-it-py with raw HTML off
 (``html=False``: a ``<script>`` in a note is text), no linkify, and links and
 images limited to ``http``, ``https``, ``mailto`` and relative targets
 (anything else, ``javascript:`` or ``data:`` included, is rendered as plain
-text).  Images are never loaded: an image becomes a link to its target, so a
+text); a leading YAML frontmatter is a code block
+(mdit-py-plugins).  Images are never loaded: an image becomes a link to its target, so a
 note cannot make the browser fetch from another origin.  Snippets and diffs
 are escaped first, then marked up.  Pure functions: text in, ``markupsafe``
 ``Markup`` out.
@@ -80,9 +81,19 @@ def _link_open(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> 
     return str(renderer.renderToken(tokens, idx, options, env))
 
 
+def _front_matter(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    """A typed topic's YAML frontmatter (DESIGN.md §11) as a small code block above the body, escaped
+    (markdown-it alone reads ``---`` / ``key: value`` / ``---`` as a rule and a big setext heading)."""
+    return f'<pre class="frontmatter" aria-label="frontmatter"><code>{escape(tokens[idx].content)}</code></pre>\n'
+
+
 def _markdown() -> MarkdownIt:
+    from mdit_py_plugins.front_matter import front_matter_plugin
+
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable("table")
+    md.use(front_matter_plugin)
+    md.add_render_rule("front_matter", _front_matter)
     md.validateLink = _validate  # type: ignore[method-assign]
     md.add_render_rule("image", _image_as_link)
     md.add_render_rule("link_open", _link_open)
@@ -122,14 +133,31 @@ def highlight(text: str, keywords: list[str]) -> Markup:
     return Markup("".join(out))
 
 
-def diff_rows(hunks: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """Unified-diff hunks as data (``tools.client.textdiff.hunks_as_data``) → rows ``{"kind", "text"}`` to
-    display, ``kind`` being ``hunk``, ``add``, ``del`` or ``ctx``; the template escapes ``text``."""
+DIFF_MAX_ROWS = 5_000
+"""Rows (hunk heads and lines) of a diff shown on one page; the page says when it cut."""
+
+
+def diff_rows(hunks: list[dict[str, Any]], *, max_rows: int = DIFF_MAX_ROWS,
+              max_chars: int = SHOWN_MAX_CHARS) -> tuple[list[dict[str, str]], bool]:
+    """Unified-diff hunks as data (``tools.client.textdiff.hunks_as_data``) → ``(rows, cut)``: rows
+    ``{"kind", "text"}`` to display, ``kind`` being ``hunk``, ``add``, ``del`` or ``ctx`` (the template
+    escapes ``text``), at most ``max_rows`` of them holding at most ``max_chars`` characters in all;
+    ``cut`` when that was not the whole diff (a document put there by hand can be any size)."""
     rows: list[dict[str, str]] = []
+    budget = max_chars
+
+    def add(kind: str, text: str) -> bool:
+        nonlocal budget
+        if len(rows) >= max_rows or budget <= 0:
+            return False
+        rows.append({"kind": kind, "text": text[:budget]})
+        budget -= len(text)
+        return budget >= 0
+
     for hunk in hunks:
-        rows.append({"kind": "hunk", "text": f"@@ -{hunk['old_start']},{hunk['old_lines']} "
-                                             f"+{hunk['new_start']},{hunk['new_lines']} @@"})
+        if not add("hunk", f"@@ -{hunk['old_start']},{hunk['old_lines']} +{hunk['new_start']},{hunk['new_lines']} @@"):
+            return rows, True
         for line in hunk["lines"]:
-            kind = {"+": "add", "-": "del"}.get(line[:1], "ctx")
-            rows.append({"kind": kind, "text": line})
-    return rows
+            if not add({"+": "add", "-": "del"}.get(line[:1], "ctx"), line):
+                return rows, True
+    return rows, False

@@ -1,39 +1,48 @@
 """The page's front door: Host check, start token traded for a cookie, Origin + CSRF on POST, headers.
 
-DESIGN.md §20.  :class:`Guard` is plain ASGI middleware around the Starlette
+DESIGN.md §20.2.  :class:`Guard` is plain ASGI middleware around the Starlette
 app, applied to every request before any route runs:
 
 1. ``Host`` must be one of :attr:`Guard.hosts` (the bound ``host:port``, and
-   ``localhost:PORT`` when bound to ``127.0.0.1``), else 421: a page loaded
-   through a rebound DNS name never reaches the Hub.
-2. ``GET /...?token=T`` with the start token sets the session cookie
-   (``HttpOnly``, ``SameSite=Strict``, ``Path=/``, ``Secure`` over TLS) and
-   redirects (303) to the same URL without the token, so it leaves the
-   address bar and the history.
-3. Without the cookie (or with a wrong one), 401 and a page saying to open
-   the URL ``amux ui`` printed.  ``/static/`` (our CSS and JS, nothing
+   ``localhost:PORT`` only when bound to ``127.0.0.1``), else 421: a page
+   loaded through a rebound DNS name never reaches the Hub.
+2. ``GET /...?token=T`` with the start token, the first time only, creates a
+   session and sets its cookie (named :func:`cookie_name` for the port;
+   ``HttpOnly``, ``SameSite=Strict``, ``Path=/``, ``Secure`` over TLS) on a
+   page that moves on by itself (``<meta http-equiv=refresh>``) to the same
+   path (as sent, re-quoted, never ``//host``) without the token, so it leaves
+   the address bar.  The
+   token is then spent: a second use is 401 with a page saying to use the
+   browser it was opened in, or to restart ``amux ui``.
+3. Without a session cookie (or with a wrong one), 401 and a page saying to
+   open the URL ``amux ui`` printed.  ``/static/`` (our CSS and JS, nothing
    secret) is served without it so that page is styled.
 4. Only ``GET``/``HEAD`` (which change nothing) and ``POST`` are allowed.  A
-   ``POST`` whose ``Origin`` is present and not the page's own is 403 (``null``,
-   which browsers send for the page's own forms under ``no-referrer``, passes on
-   to the token check), and so
-   is one whose form lacks the CSRF token (:attr:`Guard.csrf`, checked by the
-   routes with :func:`check_csrf` since the form body is theirs to read).
+   ``POST`` whose ``Origin`` is present and not the page's own (``null``
+   included: the pages send ``Referrer-Policy: same-origin``, so the
+   browser sends their forms' real origin) is 403, and so is one whose form
+   lacks the session's CSRF token (:meth:`Guard.csrf_for`, an HMAC of the
+   session id, checked by the routes with :func:`check_csrf` since the form
+   body is theirs to read).
 
-Every answer gets the Content-Security-Policy (:data:`CSP`, no inline script,
-nothing from another origin, no framing), ``X-Content-Type-Options:
-nosniff``, ``Referrer-Policy: no-referrer`` and ``Cache-Control: no-store``.
+The session id of a signed-in request is put in ``scope[SESSION_KEY]`` for the
+routes.  Every answer gets the Content-Security-Policy (:data:`CSP`, no inline
+script, nothing from another origin, no framing), ``X-Content-Type-Options:
+nosniff``, ``Referrer-Policy: same-origin`` and ``Cache-Control: no-store``.
 Secrets are compared in constant time.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote_from_bytes
+
+from markupsafe import escape
 
 from protocol.errors import ErrorCode, HubError
 
@@ -43,8 +52,11 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-COOKIE_NAME = "amux_ui"
-"""The session cookie's name."""
+COOKIE_PREFIX = "amux_ui_"
+"""The session cookie's name is this plus the port (:func:`cookie_name`)."""
+
+SESSION_KEY = "amux.session"
+"""The ASGI scope key where :class:`Guard` puts a signed-in request's session id."""
 
 CSRF_FIELD = "csrf"
 """The hidden form field holding the CSRF token on every POST form."""
@@ -56,7 +68,7 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self';
 SECURITY_HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
     (b"cache-control", b"no-store"),
 ]
@@ -68,6 +80,35 @@ UNAUTHORIZED_PAGE = (
     "<p>This page needs the link <code>amux ui</code> printed when it started (it holds a one-time token). "
     "Open that link, or restart <code>amux ui</code> for a new one.</p></main></body></html>"
 )
+"""The 401 page without a session."""
+
+SPENT_TOKEN_PAGE = (
+    "<!doctype html><html lang=en><head><meta charset=utf-8><title>amux ui: this link was already used</title>"
+    "<link rel=stylesheet href=/static/ui.css></head><body><main><h1>This link was already used</h1>"
+    "<p>The link <code>amux ui</code> printed signs in one browser, once. Use the browser it was first "
+    "opened in, or restart <code>amux ui</code> for a new link.</p></main></body></html>"
+)
+"""The 401 page for a start token already traded."""
+
+REDIRECT_SAFE = "/%!$&'()*+,;=:@-._~"
+"""Characters kept as they are when the sign-in redirect re-quotes the path and query it was sent."""
+
+
+def cookie_name(port: int) -> str:
+    """The session cookie's name for a page on ``port`` (``amux_ui_8787``): browsers send one host's
+    cookies to all its ports, so two pages on one host must not share a name (DESIGN.md §20.2)."""
+    return f"{COOKIE_PREFIX}{port}"
+
+
+def sign_in_location(raw_path: bytes, raw_query: bytes) -> str:
+    """Where the page goes after a sign-in: ``raw_path`` as sent (still percent-encoded, so ``%3F``, ``%23``
+    and ``%25`` keep their meaning), bytes outside :data:`REDIRECT_SAFE` quoted, leading slashes collapsed
+    to one (never ``//host``: another origin), and ``raw_query`` without its ``token`` fields."""
+    path = quote_from_bytes(raw_path or b"/", safe=REDIRECT_SAFE)
+    path = "/" + path.lstrip("/")
+    kept = [part for part in raw_query.split(b"&") if part and part.split(b"=", 1)[0] != b"token"]
+    query = quote_from_bytes(b"&".join(kept), safe=REDIRECT_SAFE + "?")
+    return path + ("?" + query if query else "")
 
 
 def loopback(host: str) -> bool:
@@ -91,10 +132,11 @@ def host_names(host: str, port: int) -> frozenset[str]:
     return frozenset(names)
 
 
-def check_csrf(guard: Guard, form_value: object) -> None:
-    """Raise :class:`HubError` ``unauthorized`` (``data.reason`` ``csrf``) unless ``form_value`` is the
-    CSRF token; the route answers it with a 403 page and changes nothing."""
-    if not isinstance(form_value, str) or not hmac.compare_digest(form_value, guard.csrf):
+def check_csrf(guard: Guard, scope: Scope, form_value: object) -> None:
+    """Raise :class:`HubError` ``unauthorized`` (``data.reason`` ``csrf``) unless ``form_value`` is the CSRF
+    token of the request's session (``scope``); the route answers it with a 403 page and changes nothing."""
+    expected = guard.csrf_for(str(scope.get(SESSION_KEY, "")))
+    if not isinstance(form_value, str) or not hmac.compare_digest(form_value, expected):
         raise HubError(ErrorCode.UNAUTHORIZED, "the form's CSRF token is missing or wrong: reload the page and "
                        "try again (nothing was changed)", {"reason": "csrf"})
 
@@ -102,21 +144,28 @@ def check_csrf(guard: Guard, form_value: object) -> None:
 class Guard:
     """ASGI middleware enforcing the checks in this module's docstring around ``app``.
 
-    ``token`` is the start token (in the printed URL), ``hosts`` the accepted
-    ``Host`` values, ``origin`` the page's own origin (``http://host:port``),
-    ``tls`` whether the page is served over TLS.  :attr:`cookie` (the session
-    secret) and :attr:`csrf` are random per process.
+    ``token`` is the start token (in the printed URL; spent by its first use),
+    ``hosts`` the accepted ``Host`` values, ``origins`` the page's own origins
+    (``http://host:port``), ``port`` the bound port (it names the cookie),
+    ``tls`` whether the page is served over TLS.  Session ids and the CSRF key
+    are random per process; nothing survives a restart.
     """
 
-    def __init__(self, app: ASGIApp, *, token: str, hosts: frozenset[str], origins: frozenset[str],
+    def __init__(self, app: ASGIApp, *, token: str, hosts: frozenset[str], origins: frozenset[str], port: int,
                  tls: bool = False) -> None:
         self.app = app
-        self.token = token
+        self.token: str | None = token
         self.hosts = hosts
         self.origins = origins
         self.tls = tls
-        self.cookie = secrets.token_urlsafe(32)
-        self.csrf = secrets.token_urlsafe(32)
+        self.cookie_name = cookie_name(port)
+        self.sessions: set[str] = set()
+        self._csrf_key = secrets.token_bytes(32)
+
+    def csrf_for(self, session: str) -> str:
+        """The CSRF token of ``session``: an HMAC-SHA256 of its id under a per-process key, so one
+        session's forms are no use with another's cookie (hex, 64 characters)."""
+        return hmac.new(self._csrf_key, session.encode(), hashlib.sha256).hexdigest()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -132,35 +181,47 @@ class Guard:
             await self._plain(send, 405, "method not allowed\n")
             return
         path: str = scope["path"]
-        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-        offered = [v for k, v in query if k == "token"]
+        raw_query: bytes = scope.get("query_string", b"")
+        offered = [v for k, v in parse_qsl(raw_query.decode("latin-1"), keep_blank_values=True) if k == "token"]
         if method == "GET" and offered:
-            if hmac.compare_digest(offered[0], self.token):
-                rest = urlencode([(k, v) for k, v in query if k != "token"])
-                await self._redirect(send, path + ("?" + rest if rest else ""), set_cookie=True)
+            if self.token is not None and hmac.compare_digest(offered[0], self.token):
+                self.token = None  # spent: the link in stdout, a log or a process list is worth nothing now
+                fresh = secrets.token_urlsafe(32)
+                self.sessions.add(fresh)
+                raw_path = scope.get("raw_path") or path.encode("utf-8")
+                await self._signed_in_page(send, sign_in_location(raw_path, raw_query), fresh)
             else:
-                await self._plain(send, 401, UNAUTHORIZED_PAGE, html=True)
+                await self._plain(send, 401, SPENT_TOKEN_PAGE if self.token is None else UNAUTHORIZED_PAGE,
+                                  html=True)
             return
-        if not path.startswith("/static/") and not self._signed_in(headers.get("cookie", "")):
+        session = self._session(headers.get("cookie", ""))
+        if not path.startswith("/static/") and session is None:
             await self._plain(send, 401, UNAUTHORIZED_PAGE, html=True)
             return
         if method == "POST":
             origin = headers.get("origin")
-            # "null" is what browsers send for our own forms under Referrer-Policy: no-referrer; the
-            # CSRF token and the SameSite=Strict cookie still stand between it and a foreign page.
-            if origin is not None and origin != "null" and origin not in self.origins:
+            # Under Referrer-Policy: same-origin the page's own forms carry their real origin, so "null"
+            # (a sandboxed frame, a no-referrer page elsewhere) is refused like any foreign origin.
+            if origin is not None and origin not in self.origins:
                 await self._plain(send, 403, "cross-origin request refused (nothing was changed)\n")
                 return
+        if session is not None:
+            scope[SESSION_KEY] = session
         await self.app(scope, receive, self._with_headers(send))
 
-    def _signed_in(self, cookie_header: str) -> bool:
+    def _session(self, cookie_header: str) -> str | None:
         jar: SimpleCookie = SimpleCookie()
         try:
             jar.load(cookie_header)
         except Exception:  # a malformed Cookie header: not signed in
-            return False
-        morsel = jar.get(COOKIE_NAME)
-        return morsel is not None and hmac.compare_digest(morsel.value, self.cookie)
+            return None
+        morsel = jar.get(self.cookie_name)
+        if morsel is None:
+            return None
+        for session in self.sessions:
+            if hmac.compare_digest(morsel.value, session):
+                return session
+        return None
 
     @staticmethod
     def _with_headers(send: Send) -> Send:
@@ -181,11 +242,21 @@ class Guard:
                                 *SECURITY_HEADERS]})
         await send({"type": "http.response.body", "body": data})
 
-    async def _redirect(self, send: Send, location: str, *, set_cookie: bool) -> None:
-        cookie = f"{COOKIE_NAME}={self.cookie}; HttpOnly; SameSite=Strict; Path=/" + ("; Secure" if self.tls else "")
-        headers = [(b"location", location.encode("latin-1", "replace")), (b"content-length", b"0"),
-                   *SECURITY_HEADERS]
-        if set_cookie:
-            headers.append((b"set-cookie", cookie.encode("latin-1")))
-        await send({"type": "http.response.start", "status": 303, "headers": headers})
-        await send({"type": "http.response.body", "body": b""})
+    async def _signed_in_page(self, send: Send, location: str, session: str) -> None:
+        """The answer to a sign-in: the cookie, and a page that moves on to ``location`` by itself.
+
+        Not a 303: a redirect keeps the navigation's first initiator, and when that is the ``file://``
+        opener page (:func:`tools.ui.serve.redirect_page`) or another site, Chromium does not send a
+        ``SameSite=Strict`` cookie on the redirected request.  A ``<meta http-equiv=refresh>`` of this
+        origin starts a same-site navigation, which carries it (no script needed under :data:`CSP`).
+        """
+        cookie = (f"{self.cookie_name}={session}; HttpOnly; SameSite=Strict; Path=/"
+                  + ("; Secure" if self.tls else ""))
+        shown = escape(location)
+        body = (f'<!doctype html><html lang=en><head><meta charset=utf-8><meta http-equiv=refresh '
+                f'content="0;url={shown}"><title>amux ui: signed in</title></head><body><main><p>Signed in. '
+                f'<a href="{shown}">Continue</a></p></main></body></html>').encode()
+        headers = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode()),
+                   *SECURITY_HEADERS, (b"set-cookie", cookie.encode("ascii"))]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

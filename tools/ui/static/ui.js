@@ -1,6 +1,15 @@
-// amux ui: search as you type. The page works without this file (the form submits normally).
-// The results are HTML rendered and escaped by the server; this only fetches and places them.
+// amux ui: search as you type, and the overview's lint summary loaded after the page.
+// The page works without this file (the form submits normally; the overview links to /lint).
+// Fragments are HTML rendered and escaped by the server; this only fetches and places them.
 "use strict";
+(function () {
+  const lint = document.getElementById("lint-summary");
+  if (!lint || !lint.dataset.src) { return; }
+  fetch(lint.dataset.src, { credentials: "same-origin" })
+    .then(function (answer) { return answer.ok ? answer.text() : Promise.reject(answer.status); })
+    .then(function (html) { lint.innerHTML = html; })
+    .catch(function () { /* keep the link to /lint */ });
+})();
 (function () {
   const form = document.getElementById("search-form");
   const input = document.getElementById("q");
