@@ -2,9 +2,9 @@
 
 :func:`restart_hub` runs in a Trio worker thread (blocking, up to about
 :data:`RESTART_TIMEOUT_SECONDS` twice over).  When a per-user systemd unit
-(``amux hub service install --user``, :data:`tools.cli.service.UNIT_NAME`)
+(``amux hub service install --user``, :func:`tools.cli.service.unit_name`: ``amux-hub.service`` for the default home)
 runs this home's Hub and is active, it asks systemd (``systemctl --user
-restart amux-hub.service``), which would otherwise restart or fight a Hub
+restart UNIT``), which would otherwise restart or fight a Hub
 stopped behind its back; else it runs this installation's ``amux hub restart
 --home HOME --json`` (:func:`tools.cli.service.amux_command`): SIGTERM to the
 process holding ``hub.lock``, then a detached ``amux hub serve`` that outlives
@@ -27,11 +27,11 @@ RESTART_TIMEOUT_SECONDS = 15.0
 
 def service_unit(home: Path) -> Path | None:
     """The per-user systemd unit running ``home``'s Hub when it is installed and active, else ``None``."""
-    from tools.cli.service import UNIT_NAME, service_path, systemd_quote
+    from tools.cli.service import service_path, systemd_quote, unit_name
 
     if not sys.platform.startswith("linux") or shutil.which("systemctl") is None:
         return None
-    unit = service_path("systemd", True)
+    unit = service_path("systemd", True, home)
     try:
         text = unit.read_text(encoding="utf-8")
     except OSError:
@@ -39,7 +39,7 @@ def service_unit(home: Path) -> Path | None:
     homes = {systemd_quote(str(home)), systemd_quote(str(home.resolve()))}
     if not any(f"--home {h}" in text for h in homes):
         return None  # a unit for another home
-    active = subprocess.run(["systemctl", "--user", "is-active", "--quiet", UNIT_NAME], check=False,
+    active = subprocess.run(["systemctl", "--user", "is-active", "--quiet", unit_name(home)], check=False,
                             stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
     return unit if active.returncode == 0 else None
 
@@ -50,15 +50,15 @@ def restart_hub(home: Path) -> str:
     Raises :class:`HubError` with the command's own error (``busy``, ``permission_denied``,
     ``unavailable`` with the log's path...) when it failed.
     """
-    from tools.cli.service import UNIT_NAME, amux_command
+    from tools.cli.service import amux_command, unit_name
 
     if service_unit(home) is not None:
-        argv = ["systemctl", "--user", "restart", UNIT_NAME]
+        argv = ["systemctl", "--user", "restart", unit_name(home)]
         done = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=4 * RESTART_TIMEOUT_SECONDS)
         if done.returncode != 0:
             raise HubError(ErrorCode.UNAVAILABLE, f"'{' '.join(argv)}' failed: {done.stderr.strip()}; see "
-                           f"'journalctl --user -u {UNIT_NAME}'", {"exit_status": done.returncode})
+                           f"'journalctl --user -u {unit_name(home)}'", {"exit_status": done.returncode})
         return f"the Hub was restarted by systemd ('{' '.join(argv)}')"
     argv = [*amux_command(), "hub", "restart", "--home", str(home), "--json", "--timeout",
             f"{RESTART_TIMEOUT_SECONDS:g}"]
