@@ -142,7 +142,7 @@ def status(*, home: Home = None, json: Json = False) -> int:
            "socket": str(local_socket) if local else os.environ.get(HUB_ENV),
            "pid": holder.pid if holder else None, "started": _iso(holder.started) if holder else None,
            "uptime_seconds": round(now - holder.started) if holder else None}
-    show(doc, _status_lines(doc), json_flag=json)
+    show(doc, lambda: _status_lines(doc), json_flag=json)
     return 0
 
 

@@ -13,7 +13,7 @@ through :func:`tools.cli.human.inert`, the one sanitizer of DESIGN.md §17.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any
 
 from cyclopts import Parameter
@@ -48,10 +48,15 @@ def table(rows: Sequence[Sequence[object]]) -> list[str]:
     return ["  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in cells]
 
 
-def show(document: Any, lines: Iterable[str], *, json_flag: bool) -> None:
+def show(document: Any, lines: Iterable[str] | Callable[[], Iterable[str]], *, json_flag: bool) -> None:
     """Print ``document`` as JSON unless :func:`~tools.cli.output.human_output` says a person reads it; then
-    ``lines`` (already readable text, its values made inert), one per line."""
+    ``lines`` (already readable text, its values made inert), one per line.
+
+    ``lines`` may be a function that makes them, called only for a person, so a JSON call does not import
+    the terminal renderers (DESIGN.md §17)."""
     if not human_output(json_flag):
         emit(document)
         return
+    if callable(lines):
+        lines = lines()
     write_bytes("".join(f"{line}\n" for line in lines).encode("utf-8", "backslashreplace"))
