@@ -215,8 +215,8 @@ def write_back(session: Session, content: bytes, allow_shrink: bool, allow_empty
 
 def read_current(path: str) -> tuple[bytes, str]:
     """The document as it is now, whole: ``(bytes, revision)``; ``(b"", "absent")`` when it does not exist."""
-    from tools.cli.history import read_version
     from tools.client.blocking import HubClient
+    from tools.client.paging import read_version
 
     with HubClient() as client:
         return read_version(client, path, None)

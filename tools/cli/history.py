@@ -12,19 +12,14 @@ their exit status (DESIGN.md §8).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from cyclopts import Parameter
 
 from protocol.errors import ErrorCode, HubError
-from protocol.params import ABSENT
 from tools.cli.memory import call_hub
 from tools.cli.options import AsJson
 from tools.cli.output import View, emit, fail, fail_quietly, human_output, say, write_shown
-
-if TYPE_CHECKING:
-    from tools.client.paging import Caller
-
 
 HISTORY_OFF = ("history is off on this Hub (memory.history = false): nothing new is recorded, what is stored is "
                "shown; 'amux system config set memory.history true' and a Hub restart turn it back on")
@@ -116,29 +111,6 @@ def log(*, path_prefix: str = "", since: str | None = None, limit: int = 50, cur
                         View("log", {"again": again}), as_json=as_json)
 
 
-def read_version(client: Caller, path: str, revision: str | None) -> tuple[bytes, str]:
-    """``(bytes, revision)`` of one version: a stored one (``revision``), else the live document.
-
-    ``"absent"`` (a tombstone, or "no document") is empty without asking the
-    Hub; a live document that does not exist is ``(b"", "absent")``.  Raises
-    ``not_found`` for a stored version the Hub does not hold (``data.reason``
-    says whether it was never stored, pruned or purged), and what the Hub
-    answers.
-    """
-    from tools.client.paging import export_document
-
-    if revision == ABSENT:
-        return b"", ABSENT
-    if revision is not None:
-        return export_document(client, path, revision=revision)
-    try:
-        return export_document(client, path)
-    except HubError as exc:
-        if exc.code is ErrorCode.NOT_FOUND:
-            return b"", ABSENT
-        raise
-
-
 def diff(
     path: str,
     /,
@@ -171,6 +143,7 @@ def diff(
         "old_lines", "new_start", "new_lines", "lines"}]} instead of the text.
     """
     from tools.client.blocking import HubClient
+    from tools.client.paging import read_version
     from tools.client.textdiff import diff_hunks, hunks_as_data, line_counts, render_unified
 
     try:

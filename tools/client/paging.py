@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from protocol.errors import ErrorCode, HubError
+from protocol.params import ABSENT
 from protocol.requests import export_params, list_params
 
 
@@ -57,6 +58,28 @@ def export_document(client: Caller, path: str, *, revision: str | None = None,
         page += 1
         if between_pages is not None:
             between_pages(page)
+
+
+def read_version(client: Caller, path: str, revision: str | None = None) -> tuple[bytes, str]:
+    """``(bytes, revision)`` of one version of ``path``: a stored one (``revision``), else the live document.
+
+    ``"absent"`` (a tombstone, or "no document") is empty without asking the
+    Hub; a live document that does not exist is ``(b"", "absent")``.  Raises
+    ``not_found`` for a stored version the Hub does not hold (``data.reason``
+    says whether it was never stored, pruned or purged), ``conflict`` if the
+    live document changed between pages, and whatever else the Hub answers
+    (DESIGN.md §5.7, §15).  Shared by ``amux memory diff``/``edit`` and the web page.
+    """
+    if revision == ABSENT:
+        return b"", ABSENT
+    if revision:
+        return export_document(client, path, revision=revision)
+    try:
+        return export_document(client, path)
+    except HubError as exc:
+        if exc.code is ErrorCode.NOT_FOUND:
+            return b"", ABSENT
+        raise
 
 
 def list_all(client: Caller, path_prefix: str = "") -> tuple[list[dict[str, Any]], bool]:

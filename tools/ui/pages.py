@@ -30,21 +30,11 @@ from protocol.requests import (
     upsert_params,
 )
 from tools.client.blocking import HubClient
-from tools.client.paging import export_document, list_report
+from tools.client.paging import list_report, read_version
 
 OVERVIEW_LOG_LIMIT = 200
 """Changes of the scope's log read for the overview's "last change" column (newest first; older documents
 show no last change)."""
-
-
-def read_live(client: HubClient, path: str) -> tuple[bytes, str]:
-    """``(bytes, revision)`` of the live document; ``(b"", "absent")`` when there is none."""
-    try:
-        return export_document(client, path)
-    except HubError as exc:
-        if exc.code is ErrorCode.NOT_FOUND:
-            return b"", ABSENT
-        raise
 
 
 def read_head(client: HubClient, path: str, *, whole_up_to: int, head_bytes: int) -> tuple[bytes, str, int]:
@@ -83,15 +73,6 @@ def live_revision(client: HubClient, path: str) -> str:
     return str(answer.get("revision") or ABSENT) if answer.get("exists", True) else ABSENT
 
 
-def read_version(client: HubClient, path: str, revision: str | None) -> tuple[bytes, str]:
-    """A stored version (``revision``), ``"absent"`` (empty), or the live document (``None``)."""
-    if revision == ABSENT:
-        return b"", ABSENT
-    if revision:
-        return export_document(client, path, revision=revision)
-    return read_live(client, path)
-
-
 def overview(client: HubClient, cursor: str = "") -> dict[str, Any]:
     """``{hello, index, index_revision, entries, next_cursor, incomplete, reasons, counts, index_path}``.
 
@@ -106,7 +87,7 @@ def overview(client: HubClient, cursor: str = "") -> dict[str, Any]:
     from tools.typed.model import CAPS, ENTRY_PATH, TYPES
 
     hello = dict(client.hello)
-    index, index_revision = read_live(client, ENTRY_PATH)
+    index, index_revision = read_version(client, ENTRY_PATH)
     page = client.call("list", list_params(cursor=cursor))
     entries = [{"path": e["path"], "bytes": e.get("bytes", 0)} for e in page.get("entries", [])]
     counts = dict.fromkeys(TYPES, 0)
