@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.context import Ctx
-from bench.util import HubProc, ms, summary
+from bench.util import HubProc, alternating_upserts, ms, summary
 from hub.config import set_value
 
 DOC = b"# Preferences\n\n" + b"- prefer small, reviewed changes; run the tests before committing\n" * 30  # ~2 KiB
@@ -36,27 +36,9 @@ def _throughput(ctx: Ctx) -> dict[str, Any]:
     block = 10 if ctx.quick else 25
     on, off = _hub(ctx, "h-on", True), _hub(ctx, "h-off", False)
     with on, off, on.client() as c_on, off.client() as c_off:
-        revs = {id(c): c.call("upsert", {"path": "MEMORY.md", "content": DOC, "expected_revision": "absent"})[
-            "revision"] for c in (c_on, c_off)}
-        times: dict[str, list[float]] = {"on": [], "off": []}
-        spent = {"on": 0.0, "off": 0.0}
-        i = 0
-        while len(times["on"]) < n:
-            for label, c in (("off", c_off), ("on", c_on)):
-                t_block = time.perf_counter()
-                for _ in range(block):
-                    i += 1
-                    content = DOC + f"<!-- edit {i} -->\n".encode()
-                    t0 = time.perf_counter()
-                    r = c.call("upsert", {"path": "MEMORY.md", "content": content, "expected_revision": revs[id(c)]})
-                    times[label].append(ms(time.perf_counter() - t0))
-                    revs[id(c)] = r["revision"]
-                spent[label] += time.perf_counter() - t_block
+        figures = alternating_upserts(c_on, c_off, "MEMORY.md", DOC, n, block)
         size = (on.home / "history" / "global" / "versions.log").stat().st_size
-    tp = {k: len(times[k]) / spent[k] for k in times}
-    return {"n": n, "on_per_s": round(tp["on"], 1), "off_per_s": round(tp["off"], 1),
-            "ratio": round(tp["on"] / tp["off"], 3), "upsert_on": summary(times["on"]),
-            "upsert_off": summary(times["off"]), "segment_bytes": size}
+    return {"n": n, **figures, "segment_bytes": size}
 
 
 def _latency(ctx: Ctx) -> dict[str, Any]:

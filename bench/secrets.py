@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from bench.context import Ctx
-from bench.util import CORPUS, HubProc, ms, summary
+from bench.util import CORPUS, HubProc, alternating_upserts
 from hub.config import set_value
 from hub.secrets import find_secrets
 
@@ -50,34 +50,14 @@ def _throughput(ctx: Ctx, doc: bytes, label: str) -> dict[str, Any]:
     block = 10  # short blocks: a burst of load from elsewhere hits both sides alike
     on, off = _hub(ctx, f"s-{label}-on", "block"), _hub(ctx, f"s-{label}-off", "off")
     with on, off, on.client() as c_on, off.client() as c_off:
-        revs = {id(c): c.call("upsert", {"path": "notes.md", "content": doc, "expected_revision": "absent"})[
-            "revision"] for c in (c_on, c_off)}
-        times: dict[str, list[float]] = {"on": [], "off": []}
-        spent = {"on": 0.0, "off": 0.0}
-        i = 0
-        while len(times["on"]) < n:
-            for label, c in (("off", c_off), ("on", c_on)):
-                t_block = time.perf_counter()
-                for _ in range(block):
-                    i += 1
-                    content = doc + f"<!-- edit {i} -->\n".encode()
-                    t0 = time.perf_counter()
-                    r = c.call("upsert", {"path": "notes.md", "content": content, "expected_revision": revs[id(c)],
-                                          "allow_shrink": True})
-                    times[label].append(ms(time.perf_counter() - t0))
-                    revs[id(c)] = r["revision"]
-                spent[label] += time.perf_counter() - t_block
-    tp = {k: len(times[k]) / spent[k] for k in times}
+        figures = alternating_upserts(c_on, c_off, "notes.md", doc, n, block, allow_shrink=True)
     find_secrets(doc)
     reps = 20 if ctx.quick else 200
     t0 = time.perf_counter()
     for _ in range(reps):
         find_secrets(doc)
     check_us = (time.perf_counter() - t0) * 1e6 / reps
-    return {"n": n, "doc_bytes": len(doc), "check_us": round(check_us, 1), "on_per_s": round(tp["on"], 1),
-            "off_per_s": round(tp["off"], 1),
-            "ratio": round(tp["on"] / tp["off"], 3), "upsert_on": summary(times["on"]),
-            "upsert_off": summary(times["off"])}
+    return {"n": n, "doc_bytes": len(doc), "check_us": round(check_us, 1), **figures}
 
 
 def _scan_cost(ctx: Ctx) -> dict[str, Any]:

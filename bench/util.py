@@ -54,6 +54,37 @@ def summary(values_ms: list[float]) -> dict[str, float]:
     }
 
 
+def alternating_upserts(c_on: Any, c_off: Any, path: str, doc: bytes, n: int, block: int,
+                        **flags: bool) -> dict[str, Any]:
+    """Upsert throughput of two Hubs measured side by side: the A/B loop of rows h and s.
+
+    Each client first creates ``path`` with ``doc``, then they take turns, ``block`` upserts at a time (so a
+    burst of load from elsewhere hits both alike), until ``c_on`` made ``n``; every write is ``doc`` plus one
+    edited comment line, with ``flags`` (e.g. ``allow_shrink=True``) as extra params.  Returns
+    ``{"on_per_s", "off_per_s", "ratio", "upsert_on", "upsert_off"}`` (writes per second; latency summaries in ms).
+    """
+    revs = {id(c): c.call("upsert", {"path": path, "content": doc, "expected_revision": "absent"})["revision"]
+            for c in (c_on, c_off)}
+    times: dict[str, list[float]] = {"on": [], "off": []}
+    spent = {"on": 0.0, "off": 0.0}
+    i = 0
+    while len(times["on"]) < n:
+        for label, c in (("off", c_off), ("on", c_on)):
+            t_block = time.perf_counter()
+            for _ in range(block):
+                i += 1
+                params = {"path": path, "content": doc + f"<!-- edit {i} -->\n".encode(),
+                          "expected_revision": revs[id(c)], **flags}
+                t0 = time.perf_counter()
+                r = c.call("upsert", params)
+                times[label].append(ms(time.perf_counter() - t0))
+                revs[id(c)] = r["revision"]
+            spent[label] += time.perf_counter() - t_block
+    tp = {k: len(times[k]) / spent[k] for k in times}
+    return {"on_per_s": round(tp["on"], 1), "off_per_s": round(tp["off"], 1), "ratio": round(tp["on"] / tp["off"], 3),
+            "upsert_on": summary(times["on"]), "upsert_off": summary(times["off"])}
+
+
 def linear_fit(xs: list[float], ys: list[float]) -> dict[str, float]:
     """Least-squares ``y = slope * x + intercept`` with R², and the log-log exponent ``b`` of ``y = a x^b``."""
     n = len(xs)
