@@ -10,7 +10,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from hub.config import set_value
 from tools.client.blocking import HubClient
+from tools.client.installation import amux_command
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -111,9 +111,8 @@ def ms(seconds: float) -> float:
 # -- the Hub as a subprocess ---------------------------------------------------------------------
 
 def amux_argv() -> list[str]:
-    """The installed ``amux`` console script next to this interpreter, else ``python -m tools.cli``."""
-    script = Path(sys.executable).parent / "amux"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "tools.cli"]
+    """This installation's ``amux`` command (:func:`tools.client.installation.amux_command`)."""
+    return amux_command()
 
 
 @dataclass

@@ -33,6 +33,7 @@ from launch.binding import HELLO_TIMEOUT, HelloFn
 from launch.errors import LaunchError
 from launch.spec import RunAs
 from protocol.errors import ErrorCode, HubError
+from tools.client.installation import amux_script, script_candidates
 from tools.client.settings import BINDING_ENV, CONNECT_DEADLINE_ENV, HUB_ENV
 
 __all__ = ["ENTRY_NAME", "Prepared", "find_entry_point", "hello_as", "prepare", "target"]
@@ -43,22 +44,15 @@ _PROBE_STARTUP: Final = 5.0
 
 
 def find_entry_point(argv0: str | None = None) -> Path:
-    """The ``amux`` console script of this installation, as an absolute path.
+    """The ``amux`` console script of this installation, as an absolute path
+    (:func:`tools.client.installation.amux_script`).
 
-    In order: ``argv0`` when it is a file named ``amux`` (the running command),
-    ``amux`` next to ``sys.executable``, ``amux`` on PATH.  Raises
-    :class:`LaunchError` (``not_found``, step ``executable``) when none exists.
+    Raises :class:`LaunchError` (``not_found``, step ``executable``) when none exists.
     """
-    candidates = []
-    if argv0 and os.path.basename(argv0) == "amux":
-        candidates.append(Path(os.path.abspath(argv0)))
-    candidates.append(Path(sys.executable).parent / "amux")
-    found = shutil.which("amux")
-    if found:
-        candidates.append(Path(os.path.abspath(found)))
-    for path in candidates:
-        if path.is_file() and os.access(path, os.X_OK):
-            return path
+    found = amux_script(argv0)
+    if found is not None:
+        return found
+    candidates = script_candidates(argv0)
     raise LaunchError("executable", "cannot find the amux command (looked at the running program, next to "
                       f"{sys.executable} and on PATH)", {"looked_at": [str(c) for c in candidates]},
                       code=ErrorCode.NOT_FOUND)

@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ import pytest
 from tests.agent_clients import install_clients
 from tests.fakemodel import FakeModel
 from tools.client.blocking import HubClient
+from tools.client.installation import amux_command
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -35,9 +35,9 @@ CORPUS = SHARED / "corpus" / "files"
 
 
 def amux_argv() -> list[str]:
-    """The installed ``amux`` console script (what a user runs), else ``python -m tools.cli``."""
-    script = Path(sys.executable).parent / "amux"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "tools.cli"]
+    """The installed ``amux`` console script (what a user runs), else ``python -m tools.cli``
+    (:func:`tools.client.installation.amux_command`)."""
+    return amux_command()
 
 
 @dataclass

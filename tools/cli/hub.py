@@ -216,7 +216,7 @@ def start(*, home: Home = None, listen: str | None = None, timeout: float = 15.0
     timeout
         Seconds to wait for the socket to answer.
     """
-    from tools.cli.service import amux_command
+    from tools.client.installation import amux_command
     from tools.client.running import serving_hub
 
     target = resolve_home(home).resolve()

@@ -27,6 +27,7 @@ from protocol.errors import ErrorCode, ExitStatus, HubError
 from tools.cli.options import Home, resolve_home
 from tools.cli.output import fail, write_bytes
 from tools.cli.plain import Json, show
+from tools.client.installation import amux_command
 
 UNIT_NAME = "amux-hub.service"
 """The systemd unit's file name for the default home (``~/.amux``)."""
@@ -68,16 +69,6 @@ ManagerOption = Annotated[Manager | None, Parameter(
 UserOption = Annotated[bool, Parameter(
     name="--user", negative="", help="A per-user service (systemctl --user, a LaunchAgent) instead of a "
     "system-wide one (which needs root to install).")]
-
-
-def amux_command() -> list[str]:
-    """The absolute command that runs this installation's ``amux``: the console script beside the running
-    interpreter (a virtualenv's ``bin/amux``), else ``[python, -m, tools.cli]``."""
-    bin_dir = Path(sys.executable).absolute().parent
-    script = bin_dir / "amux"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    return [str(Path(sys.executable).absolute()), "-m", "tools.cli"]
 
 
 def default_manager() -> Manager:

@@ -6,7 +6,7 @@
 runs this home's Hub and is active, it asks systemd (``systemctl --user
 restart UNIT``), which would otherwise restart or fight a Hub
 stopped behind its back; else it runs this installation's ``amux hub restart
---home HOME --json`` (:func:`tools.cli.service.amux_command`): SIGTERM to the
+--home HOME --json`` (:func:`tools.client.installation.amux_command`): SIGTERM to the
 process holding ``hub.lock``, then a detached ``amux hub serve`` that outlives
 the page.  On cancellation the child process is left to finish.
 """
@@ -50,7 +50,8 @@ def restart_hub(home: Path) -> str:
     Raises :class:`HubError` with the command's own error (``busy``, ``permission_denied``,
     ``unavailable`` with the log's path...) when it failed.
     """
-    from tools.cli.service import amux_command, unit_name
+    from tools.cli.service import unit_name
+    from tools.client.installation import amux_command
 
     if service_unit(home) is not None:
         argv = ["systemctl", "--user", "restart", unit_name(home)]
