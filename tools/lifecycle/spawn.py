@@ -1,0 +1,77 @@
+"""Start ``amux hub serve`` as a child process and wait until it answers (DESIGN.md §19.2).
+
+One implementation of "start a Hub and wait" for ``amux hub start``, the test suite and the
+bench. :func:`serve_argv` builds the command, :func:`spawn_serve` starts it,
+:func:`wait_until_answering` polls its socket with a ``hello`` until the child answers, exits or
+the deadline passes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+from protocol.errors import HubError
+from tools.client.blocking import HubClient
+from tools.client.installation import amux_command
+
+POLL_INTERVAL_S = 0.02
+"""Seconds between two ``hello`` attempts while a Hub starts."""
+
+
+class HubStartError(RuntimeError):
+    """The child exited before answering (``exit_status`` set) or did not answer in time (``None``)."""
+
+    def __init__(self, message: str, exit_status: int | None) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+def serve_argv(home: Path, extra: Sequence[str] = (), prefix: Sequence[str] = ()) -> list[str]:
+    """``[*prefix, amux, hub, serve, --home, HOME, *extra]`` for this installation's ``amux``."""
+    return [*prefix, *amux_command(), "hub", "serve", "--home", str(home), *extra]
+
+
+def spawn_serve(home: Path, *, env: Mapping[str, str] | None = None, extra: Sequence[str] = (),
+                prefix: Sequence[str] = (), stdout: IO[bytes] | int | None = None,
+                stderr: IO[bytes] | int | None = None, detach: bool = False) -> subprocess.Popen[bytes]:
+    """Start ``amux hub serve --home HOME EXTRA...`` (under ``prefix``) with stdin from ``/dev/null``.
+
+    ``stdout``/``stderr``: a file or descriptor (the child keeps its own copy), default inherited.
+    ``detach``: a new session and ``cwd=/``, as ``amux hub start`` runs it. Raises ``OSError`` when the
+    command cannot be started.
+    """
+    return subprocess.Popen(serve_argv(home, extra, prefix), env=None if env is None else dict(env),
+                            stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                            start_new_session=detach, cwd="/" if detach else None)
+
+
+def answers(socket: Path, timeout: float = 2.0) -> bool:
+    """Whether a Hub at ``socket`` answers a ``hello`` within ``timeout`` seconds. Raises nothing."""
+    try:
+        with HubClient(socket, timeout=timeout):
+            return True
+    except (HubError, OSError):
+        return False
+
+
+def wait_until_answering(proc: subprocess.Popen[bytes], socket: Path, timeout: float,
+                         accept: Callable[[], bool] | None = None) -> None:
+    """Block until the Hub at ``socket`` answers a ``hello`` (and ``accept()``, when given, is true).
+
+    ``timeout`` in seconds. Raises :class:`HubStartError` with ``exit_status`` when ``proc`` exits
+    first, or with ``None`` when the deadline passes (``proc`` is left running: the caller decides).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        code = proc.poll()
+        if code is not None:
+            raise HubStartError(f"the Hub exited with status {code} before answering", code)
+        if answers(socket) and (accept is None or accept()):
+            return
+        if time.monotonic() >= deadline:
+            raise HubStartError(f"the Hub did not answer at {socket} within {timeout:g} s", None)
+        time.sleep(POLL_INTERVAL_S)
