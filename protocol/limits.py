@@ -45,8 +45,10 @@ Clients and frontends
   * ``tools.client.base.RECEIVE_BYTES`` (bytes): one ``recv``.
   * ``tools.client.textdiff.CONTEXT_LINES`` (lines), ``tools.client.when.MAX_DURATION_SECONDS`` (s).
   * ``tools.lifecycle.spawn.POLL_INTERVAL_S`` (s): between ``hello`` attempts while a Hub starts.
-  * ``tools.cli.hub.LOG_ROTATE_BYTES`` (bytes), ``tools.cli.hub.EXIT_WAIT_SECONDS`` (s),
-    ``tools.cli.hub.LOG_TAIL_LINES`` (lines), ``tools.cli.service.STOP_TIMEOUT_SECONDS`` (s): Hub life cycle (§19).
+  * ``tools.lifecycle.control.LOG_ROTATE_BYTES`` (bytes), ``tools.lifecycle.control.EXIT_WAIT_SECONDS`` (s),
+    ``tools.lifecycle.control.LOG_TAIL_LINES`` (lines), ``tools.lifecycle.control.TIMEOUT_SECONDS`` (s),
+    ``tools.lifecycle.control.TERMINATE_WAIT_SECONDS`` (s), ``tools.lifecycle.manager.SYSTEMCTL_TIMEOUT_SECONDS`` (s),
+    ``tools.lifecycle.units.STOP_TIMEOUT_SECONDS`` (s): Hub life cycle (§19).
   * ``tools.cli.human.SHORT_REVISION`` (hex digits), ``tools.cli.human.SHORT_SESSION`` (characters),
     ``tools.cli.human.TIME_FLOOR`` (characters), ``tools.cli.human.ACTION_FLOOR`` (characters): tables (§17).
   * ``tools.cli.output.USAGE_STATUS`` (exit status), ``tools.cli.suggest.MIN_MISSPELT`` (characters).
@@ -54,8 +56,8 @@ Clients and frontends
     ``tools.mcp.pager.PAGE_BUDGET`` (bytes), ``tools.mcp.pager.MAX_PAGED_RESULTS`` (count),
     ``tools.mcp.pager.DEFAULT_PAGE_TTL`` (s): the MCP server (§9.2).
   * ``tools.ui.app.LINT_SUMMARY_ROWS`` (rows), ``tools.ui.pages.OVERVIEW_LOG_LIMIT`` (changes),
-    ``tools.ui.render.SHOWN_MAX_CHARS`` (characters), ``tools.ui.render.DIFF_MAX_ROWS`` (rows),
-    ``tools.ui.restart.RESTART_TIMEOUT_SECONDS`` (s): the web page (§20).
+    ``tools.ui.render.SHOWN_MAX_CHARS`` (characters), ``tools.ui.render.DIFF_MAX_ROWS`` (rows):
+    the web page (§20).
   * ``launch.binding.HELLO_TIMEOUT`` (s), ``launch.codex_app_server.DEFAULT_TIMEOUT`` (s),
     ``launch.codex_app_server._MAX_ERROR_TEXT`` (characters), ``launch.isolation._PROBE_STARTUP`` (s) (§10).
 
