@@ -37,27 +37,21 @@ from hub.faults import STORAGE_CODES, from_os_error, log_fault
 from hub.identity import Identity, Peer, Scope, peer_credentials
 from protocol.errors import ErrorCode, HubError
 from protocol.framing import FrameDecoder
-from protocol.limits import Limits
+from protocol.limits import (
+    FRAME_TIMEOUT_SECONDS,
+    HELLO_TIMEOUT_SECONDS,
+    IDLE_TIMEOUT_SECONDS,
+    MAX_IN_FLIGHT,
+    SEND_TIMEOUT_SECONDS,
+    TLS_HANDSHAKE_TIMEOUT_SECONDS,
+    Limits,
+)
 from protocol.messages import Request, decode_request, encode_error, encode_result
 
 log = logging.getLogger("amux.hub")
 
 Result = dict[str, Any]
 
-MAX_IN_FLIGHT = 32
-"""Requests one connection may have running at once; more are answered ``busy``."""
-HELLO_TIMEOUT_SECONDS = 10.0
-"""A new connection must complete ``hello`` within this of being accepted, or it is closed.
-
-One deadline from accept (TLS handshake included): refused requests and failed hellos do not extend it."""
-IDLE_TIMEOUT_SECONDS = 600.0
-"""A connection with nothing in flight and nothing received for this long is closed."""
-FRAME_TIMEOUT_SECONDS = 30.0
-"""Once a frame has started arriving it must be complete within this (slow sender), or the connection is closed."""
-SEND_TIMEOUT_SECONDS = 30.0
-"""An answer the peer does not take within this (slow reader) closes the connection."""
-TLS_HANDSHAKE_TIMEOUT_SECONDS = 10.0
-"""A TLS connection must finish its handshake within this, or it is closed."""
 RECEIVE_BYTES = 65536
 """Most bytes read from the stream at once."""
 

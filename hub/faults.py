@@ -24,6 +24,8 @@ from types import TracebackType
 from typing import Any
 
 from protocol.errors import ErrorCode, HubError
+from protocol.limits import MAX_REPORTED_PATH_CHARS as MAX_REPORTED_PATH_CHARS
+from protocol.limits import MAX_REPORTED_PATHS as MAX_REPORTED_PATHS
 
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 _DENIED = frozenset({errno.EACCES, errno.EPERM})
@@ -32,11 +34,6 @@ STORAGE_CODES = frozenset({ErrorCode.STORAGE_FULL, ErrorCode.STORAGE_READ_ONLY, 
                            ErrorCode.PERMISSION_DENIED})
 """The codes :func:`from_os_error` gives (the Hub logs these with the chained exception)."""
 
-MAX_REPORTED_PATHS = 8
-"""At most this many unreadable paths are named in one answer (``data.unreadable``, search, list)."""
-
-MAX_REPORTED_PATH_CHARS = 120
-"""A reported path longer than this is cut (with ``…``), so a hostile tree cannot fill an answer."""
 
 
 SCOPE_ROOT = "/"

@@ -33,12 +33,11 @@ from hub.connection import ConnectionSet
 from hub.home import HubStartError
 from protocol.endpoint import is_loopback
 from protocol.errors import ErrorCode, HubError
+from protocol.limits import MAX_CONNECTIONS
 from protocol.messages import encode_error
 
 log = logging.getLogger("amux.hub")
 
-MAX_CONNECTIONS = 1024
-"""Open connections the Hub serves at once; one more is answered ``busy`` and closed."""
 ACCEPT_RETRY_SECONDS = 0.1
 """Pause before accepting again when the process is out of file descriptors or memory."""
 

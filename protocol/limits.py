@@ -1,6 +1,84 @@
-"""Every numeric bound of the product, in one place (DESIGN.md §6).
+"""Every numeric bound of the product, here or named here with where it lives (DESIGN.md §6).
 
 Sizes are in bytes of UTF-8 unless a name says otherwise; times are seconds.
+Here: :class:`Limits` (the Hub's bounds, reported in ``hello``), the
+connection bounds of the Hub (``hub/connection.py``, ``hub/listeners.py``),
+how many unreadable paths an answer names (``hub/faults.py``) and the
+clients' socket timeouts (``tools/client/``). The modules that use them
+import them from here.
+
+Kept beside the one module they tune (``tests/test_layout.py`` checks that
+every module-level upper-case numeric constant of the product is defined
+here or listed below, with the module it lives in):
+
+Hub
+  * ``hub.cache.RACY_NS`` (ns): a file changed more recently is re-read (§5.5).
+  * ``hub.cache.RAW_ENTRIES_FACTOR`` (times): raw entries a listing reads per entry of its bound.
+  * ``hub.connection.RECEIVE_BYTES`` (bytes): most read from a stream at once.
+  * ``hub.fsio.CHUNK`` (bytes): read and copy size.
+  * ``hub.history.PREALLOCATE_BYTES`` (bytes): the history segment grows by this much at a time (§15.2).
+  * ``hub.history.COMPACT_MIN_DEAD_BYTES`` (bytes): dead bytes before compaction (§15.4).
+  * ``hub.history.GONE_HEADERS_PER_PATH`` (count): headers of pruned versions kept per path.
+  * ``hub.home.LOCK_RETRY_SECONDS`` (s): how long a held home lock is retried.
+  * ``hub.listeners.ACCEPT_RETRY_SECONDS`` (s): pause before accepting again when out of descriptors.
+  * ``hub.registry.FORMAT_VERSION`` (version): of the registry file.
+  * ``hub.registry.MAX_TOKEN_CHARS`` (characters): longest token accepted.
+  * ``hub.registry.DELEGATED_DEFAULT_TTL`` (s): lifetime of a token issued with a binding (§7.4).
+  * ``hub.rewrite_guard.MIN_DROPPED_LINES`` (lines), ``hub.rewrite_guard.MIN_DROPPED_BYTES`` (bytes),
+    ``hub.rewrite_guard._ASIDE_MAX`` (characters): the rewrite guard's floors (§12).
+  * ``hub.search.LISTING_WORK_FACTOR`` (times): candidate names listed per ``scan_max_total_entries`` (§5.4.1).
+  * ``hub.secrets.MAX_FINDINGS`` (count), ``hub.secrets.KEYWORD_MIN_LENGTH`` (characters),
+    ``hub.secrets.KEYWORD_MIN_ENTROPY`` (bits a character), ``hub.secrets.TOKEN_MIN_LENGTH`` (characters),
+    ``hub.secrets.TOKEN_MIN_ENTROPY`` (bits a character), ``hub.secrets.ANALYZE_MAX_CHARS`` (characters):
+    the secret check's rules (§16.1).
+  * ``hub.service.SCAN_MAX_ENTRIES`` (count), ``hub.service.SCAN_MAX_FINDINGS`` (count): the ``scan`` answer (§16.5).
+  * ``hub.store.USAGE_TTL`` (s), ``hub.store.NEAR_LIMIT_FRACTION`` (1/N), ``hub.store.COUNT_MAX_ENTRIES`` (entries),
+    ``hub.store.COUNT_MAX_CHECKED_FOLDERS`` (folders): the quota count (§4.7).
+
+Protocol
+  * ``protocol.agent_protocol.MAX_PROTOCOL_BYTES`` (bytes): the agent protocol text (§9.1).
+  * ``protocol.connection.INT_MIN``, ``protocol.connection.INT_MAX``: the integers msgpack carries.
+  * ``protocol.messages.PROTOCOL_VERSION`` (version), ``protocol.messages._MAX_ID``: request ids (§3.2).
+  * ``protocol.params.REVISION_PREFIX_MIN`` (hex digits), ``protocol.params.REVISION_DIGITS`` (hex digits) (§4.3).
+
+Clients and frontends
+  * ``tools.client.base.RECEIVE_BYTES`` (bytes): one ``recv``.
+  * ``tools.client.textdiff.CONTEXT_LINES`` (lines), ``tools.client.when.MAX_DURATION_SECONDS`` (s).
+  * ``tools.lifecycle.spawn.POLL_INTERVAL_S`` (s): between ``hello`` attempts while a Hub starts.
+  * ``tools.cli.hub.LOG_ROTATE_BYTES`` (bytes), ``tools.cli.hub.EXIT_WAIT_SECONDS`` (s),
+    ``tools.cli.hub.LOG_TAIL_LINES`` (lines), ``tools.cli.service.STOP_TIMEOUT_SECONDS`` (s): Hub life cycle (§19).
+  * ``tools.cli.human.SHORT_REVISION`` (hex digits), ``tools.cli.human.SHORT_SESSION`` (characters),
+    ``tools.cli.human.TIME_FLOOR`` (characters), ``tools.cli.human.ACTION_FLOOR`` (characters): tables (§17).
+  * ``tools.cli.output.USAGE_STATUS`` (exit status), ``tools.cli.suggest.MIN_MISSPELT`` (characters).
+  * ``tools.mcp.catalog.MAX_NAME_ECHO`` (characters), ``tools.mcp.handlers.STARTUP_TIMEOUT`` (s),
+    ``tools.mcp.pager.PAGE_BUDGET`` (bytes), ``tools.mcp.pager.MAX_PAGED_RESULTS`` (count),
+    ``tools.mcp.pager.DEFAULT_PAGE_TTL`` (s): the MCP server (§9.2).
+  * ``tools.ui.app.LINT_SUMMARY_ROWS`` (rows), ``tools.ui.pages.OVERVIEW_LOG_LIMIT`` (changes),
+    ``tools.ui.render.SHOWN_MAX_CHARS`` (characters), ``tools.ui.render.DIFF_MAX_ROWS`` (rows),
+    ``tools.ui.restart.RESTART_TIMEOUT_SECONDS`` (s): the web page (§20).
+  * ``launch.binding.HELLO_TIMEOUT`` (s), ``launch.codex_app_server.DEFAULT_TIMEOUT`` (s),
+    ``launch.codex_app_server._MAX_ERROR_TEXT`` (characters), ``launch.isolation._PROBE_STARTUP`` (s) (§10).
+
+Typed memories (§11)
+  * ``tools.typed.archive.MAX_SUFFIX`` (count), ``tools.typed.create.MAX_KEYWORDS`` (count),
+    ``tools.typed.create.INDEX_ATTEMPTS`` (count), ``tools.typed.index.LINE_MAX`` (characters).
+  * ``tools.typed.hosts.base.MAX_FILES`` (files), ``tools.typed.hosts.base.MAX_TOTAL_BYTES`` (bytes),
+    ``tools.typed.hosts.base.MAX_FILE_BYTES`` (bytes), ``tools.typed.hosts.base.MAX_DEPTH`` (levels),
+    ``tools.typed.hosts.claude_code.BUCKET_MAX`` (characters).
+  * ``tools.typed.importer.DESCRIPTION_MAX`` (characters), ``tools.typed.importer.TAGS_MAX`` (count),
+    ``tools.typed.importer.SIMILAR_RATIO`` (fraction), ``tools.typed.importer.SIMILAR_MIN_WORDS`` (words),
+    ``tools.typed.importer._COMPARE_WORDS`` (words).
+  * ``tools.typed.library.PROJECT_INDEX_MAX_BYTES`` (bytes), ``tools.typed.library.PROJECT_INDEX_MAX_LINES``
+    (lines), ``tools.typed.library.PROJECT_DOCUMENT_MAX_BYTES`` (bytes): project libraries.
+  * ``tools.typed.model.FEEDBACK_DEFAULT_DAYS`` (days), ``tools.typed.model.SLUG_MAX`` (characters),
+    ``tools.typed.model.MAX_NESTING`` (levels).
+
+The benchmark's goals and sizes
+  * ``bench.__main__.CLI_GOAL_MS`` (ms), ``bench.__main__.RG_RATIO_GOAL`` (ratio), ``bench.data.MIB`` (bytes),
+    ``bench.data.SCAN_BYTES`` (bytes), ``bench.growth.EXPONENT_GOAL`` (exponent),
+    ``bench.history.THROUGHPUT_GOAL`` (ratio), ``bench.history.LATENCY_GOAL_MS`` (ms),
+    ``bench.history.SIZE_GOAL_BYTES`` (bytes), ``bench.latency.LIMIT`` (results),
+    ``bench.secrets.THROUGHPUT_GOAL`` (ratio), ``bench.startup.GOAL_MS`` (ms).
 """
 
 from __future__ import annotations
@@ -9,7 +87,40 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 KIB = 1024
+"""Bytes in a kibibyte."""
 MIB = 1024 * KIB
+"""Bytes in a mebibyte."""
+
+# The Hub's connection bounds (DESIGN.md §3.5, §6), used by hub/connection.py and hub/listeners.py.
+MAX_CONNECTIONS = 1024
+"""Open connections the Hub serves at once; one more is answered ``busy`` and closed."""
+MAX_IN_FLIGHT = 32
+"""Requests one connection may have running at once; more are answered ``busy``."""
+HELLO_TIMEOUT_SECONDS = 10.0
+"""Seconds a new connection has to complete ``hello`` from being accepted, or it is closed.
+
+One deadline from accept (TLS handshake included): refused requests and failed hellos do not extend it."""
+IDLE_TIMEOUT_SECONDS = 600.0
+"""Seconds a connection with nothing in flight and nothing received is kept before it is closed."""
+FRAME_TIMEOUT_SECONDS = 30.0
+"""Seconds a frame that has started arriving has to be complete (slow sender), or the connection is closed."""
+SEND_TIMEOUT_SECONDS = 30.0
+"""Seconds the peer has to take an answer (slow reader) before the connection is closed."""
+TLS_HANDSHAKE_TIMEOUT_SECONDS = 10.0
+"""Seconds a TLS connection has to finish its handshake, or it is closed."""
+
+# Unreadable paths named in one answer (DESIGN.md §4.8, §6), used by hub/faults.py and the walkers.
+MAX_REPORTED_PATHS = 8
+"""At most this many unreadable paths are named in one answer (``data.unreadable``, search, list)."""
+MAX_REPORTED_PATH_CHARS = 120
+"""Characters of a reported path; a longer one is cut (with ``…``), so a hostile tree cannot fill an answer."""
+
+# The clients' timeouts (DESIGN.md §3.6), used by tools/client/base.py and tools/client/trio_client.py.
+CLIENT_TIMEOUT_SECONDS = 30.0
+"""Seconds one socket operation (blocking client) or one call (Trio client) may take before the Hub counts
+as not answering."""
+ASYNC_CONNECT_TIMEOUT_SECONDS = 5.0
+"""Seconds the Trio client has to connect and complete ``hello``: a Hub that takes longer is treated as unavailable."""
 
 
 @dataclass(frozen=True)

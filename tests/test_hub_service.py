@@ -293,7 +293,7 @@ def test_uninstall_removes_only_a_unit_amux_wrote_and_homes_get_their_own(home: 
 
 
 def test_restart_of_a_service_run_hub_names_the_service_manager(tmp_path: Path) -> None:
-    from tools.cli.hub import managed_restart
+    from tools.lifecycle.manager import managed_restart
 
     home = tmp_path / "h"
     user_unit = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/amux-hub-1a2b3c4d.service\n"

@@ -216,15 +216,9 @@ def normal_endpoint(endpoint: str) -> str:
 def hub_answers(endpoint: str) -> bool:
     """Whether a Hub answers ``hello`` at ``endpoint`` (a socket path; an address counts as answering, unchecked:
     reaching it may need a token).  Waits at most 2 s."""
-    from tools.client.blocking import HubClient
+    from tools.lifecycle.spawn import serves
 
-    if "://" in endpoint:
-        return True
-    try:
-        with HubClient(Path(endpoint), timeout=2, token="", binding=""):
-            return True
-    except HubError as exc:
-        return exc.code is not ErrorCode.UNAVAILABLE
+    return "://" in endpoint or serves(Path(endpoint))
 
 
 def check_target(name: str, where: str, server: Any, ctx: Context, add: str) -> Check | None:
@@ -440,10 +434,10 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
     (warnings allowed), 20 when a check failed.
     """
     from protocol.config_file import home_option
-    from tools.cli.hub import home_socket
     from tools.cli.human import inert
     from tools.client.installation import amux_command
     from tools.client.settings import HUB_ENV
+    from tools.lifecycle.control import home_socket
 
     target = resolve_home(home)
     remote = None if home is not None else (os.environ.get(HUB_ENV) or None)

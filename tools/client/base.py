@@ -10,9 +10,10 @@ the blocking client's import path stays light.
 from __future__ import annotations
 
 from protocol.endpoint import Endpoint
+from protocol.limits import CLIENT_TIMEOUT_SECONDS
 from tools.client.settings import ClientSettings
 
-DEFAULT_TIMEOUT = 30.0
+DEFAULT_TIMEOUT = CLIENT_TIMEOUT_SECONDS
 """Seconds one socket operation (blocking client) or one call (Trio client) may take before the Hub counts
 as not answering."""
 

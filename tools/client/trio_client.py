@@ -39,6 +39,7 @@ import trio
 from protocol.connection import ClientConnection, ConnectionClosed
 from protocol.endpoint import Endpoint, parse_endpoint
 from protocol.errors import ErrorCode, HubError
+from protocol.limits import ASYNC_CONNECT_TIMEOUT_SECONDS
 from protocol.messages import Response
 from tools.client.base import DEFAULT_TIMEOUT, RECEIVE_BYTES, ClientBase
 from tools.client.failures import RETRY_SAFE, connect_failed, lost, no_answer, tls_failed
@@ -46,7 +47,7 @@ from tools.client.settings import ClientSettings, resolve_socket
 
 __all__ = ["CONNECT_TIMEOUT", "AsyncHubClient"]
 
-CONNECT_TIMEOUT = 5.0
+CONNECT_TIMEOUT = ASYNC_CONNECT_TIMEOUT_SECONDS
 """Seconds to connect and complete ``hello``: a Hub that takes longer is treated as unavailable."""
 
 class _Lost(Exception):

@@ -3,7 +3,7 @@
 One implementation of "start a Hub and wait" for ``amux hub start``, the test suite and the
 bench. :func:`serve_argv` builds the command, :func:`spawn_serve` starts it,
 :func:`wait_until_answering` polls its socket with a ``hello`` until the child answers, exits or
-the deadline passes.
+the deadline passes; :func:`answers` and :func:`serves` are the two questions it can ask the socket.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from protocol.errors import HubError
+from protocol.errors import ErrorCode, HubError
 from tools.client.blocking import HubClient
 from tools.client.installation import amux_command
 
@@ -58,11 +58,24 @@ def answers(socket: Path, timeout: float = 2.0) -> bool:
         return False
 
 
+def serves(socket: Path, timeout: float = 2.0) -> bool:
+    """Whether something serves at ``socket``: a Hub answers a ``hello`` sent without token or binding,
+    or answers it with an error (``unauthorized``...: it runs, but refused this caller), within
+    ``timeout`` seconds (DESIGN.md §19.2). Only ``unavailable`` (nothing answers) is false."""
+    try:
+        with HubClient(socket, timeout=timeout, token="", binding=""):
+            return True
+    except HubError as exc:
+        return exc.code is not ErrorCode.UNAVAILABLE
+
+
 def wait_until_answering(proc: subprocess.Popen[bytes], socket: Path, timeout: float,
-                         accept: Callable[[], bool] | None = None) -> None:
+                         accept: Callable[[], bool] | None = None, *,
+                         probe: Callable[[Path], bool] = answers) -> None:
     """Block until the Hub at ``socket`` answers a ``hello`` (and ``accept()``, when given, is true).
 
-    ``timeout`` in seconds. Raises :class:`HubStartError` with ``exit_status`` when ``proc`` exits
+    ``timeout`` in seconds. ``probe`` asks the socket (:func:`answers`, or :func:`serves`, for which
+    an error answer counts). Raises :class:`HubStartError` with ``exit_status`` when ``proc`` exits
     first, or with ``None`` when the deadline passes (``proc`` is left running: the caller decides).
     """
     deadline = time.monotonic() + timeout
@@ -70,7 +83,7 @@ def wait_until_answering(proc: subprocess.Popen[bytes], socket: Path, timeout: f
         code = proc.poll()
         if code is not None:
             raise HubStartError(f"the Hub exited with status {code} before answering", code)
-        if answers(socket) and (accept is None or accept()):
+        if probe(socket) and (accept is None or accept()):
             return
         if time.monotonic() >= deadline:
             raise HubStartError(f"the Hub did not answer at {socket} within {timeout:g} s", None)
