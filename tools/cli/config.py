@@ -11,8 +11,9 @@ import json
 
 from protocol.errors import ErrorCode, HubError
 from tools.cli.options import Home, resolve_home
-from tools.cli.output import emit, fail, human_output, say
+from tools.cli.output import emit, fail, say
 from tools.cli.plain import Json
+from tools.cli.view import View
 
 
 def config_get(key: str, /, *, home: Home = None) -> int:
@@ -91,29 +92,5 @@ def config_list(*, home: Home = None, json: Json = False) -> int:
         return fail(HubError(ErrorCode.PERMISSION_DENIED if isinstance(exc, PermissionError)
                              else ErrorCode.STORAGE_ERROR, f"cannot read {target / CONFIG_NAME}: {exc.strerror}",
                              {"path": str(target / CONFIG_NAME)}))
-    doc = {"file": str(target / CONFIG_NAME), "settings": rows}
-
-    def text(value: object) -> str:
-        return _shown(value) if value != "" else "''"
-
-    if not human_output(json):
-        emit(doc)
-        return 0
-    from tools.cli import human
-
-    table = human.new_table(("key", "left"), ("value", "left"), ("from", "left"), ("default", "left"))
-    for r in rows:
-        table.add_row(human.text((human.inert(r["key"]), "cyan")), human.text(human.inert(text(r["value"]))),
-                      human.text(human.inert(r["source"])), human.text((human.inert(text(r["default"])), "dim")))
-    human.print_out(human.group([
-        human.text((f"settings of {human.inert(target / CONFIG_NAME)}", "bold"), " (applied when the Hub starts)"),
-        table, human.text(""),
-        *(human.text((f"{human.inert(r['key'])}: ", "bold"), human.inert(r["description"])) for r in rows)]))
+    emit({"file": str(target / CONFIG_NAME), "settings": rows}, View("settings"), as_json=json)
     return 0
-
-
-def _shown(value: object) -> str:
-    """A setting's value as a person types it: ``true``/``false``, a number, a bare string."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

@@ -441,7 +441,7 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
     """
     from protocol.config_file import home_option
     from tools.cli.hub import home_socket
-    from tools.cli.human import inert
+    from tools.client.inert import inert
     from tools.client.installation import amux_command
     from tools.client.settings import HUB_ENV
 
