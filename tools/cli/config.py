@@ -26,10 +26,10 @@ def config_get(key: str, /, *, home: Home = None) -> int:
         memory.history_max_days, memory.history_max_bytes, hub.socket_path, hub.socket_mode,
         hub.socket_group, hub.listen, hub.tls_cert or hub.tls_key.
     """
-    from hub import config as hub_config
+    from protocol.settings import get_value
 
     try:
-        emit({"key": key, "value": hub_config.get_value(resolve_home(home), key)})
+        emit({"key": key, "value": get_value(resolve_home(home), key)})
     except HubError as exc:
         return fail(exc)
     return 0
@@ -50,13 +50,13 @@ def config_set(key: str, value: str, /, *, home: Home = None) -> int:
     value
         The new value.
     """
-    from hub import config as hub_config
+    from hub.config import set_value
     from protocol.config_file import CONFIG_NAME, home_option
     from tools.client.running import serving_hub
 
     target = resolve_home(home)
     try:
-        stored = hub_config.set_value(target, key, value)
+        stored = set_value(target, key, value)
     except HubError as exc:
         return fail(exc)
     holder = serving_hub(target)
@@ -81,11 +81,12 @@ def config_list(*, home: Home = None, json: Json = False) -> int:
     with --json or when stdout is not a terminal.  Exit status 0; 2
     bad_request for an invalid config.toml (the message names the entry).
     """
-    from hub import config as hub_config
     from protocol.config_file import CONFIG_NAME
+    from protocol.settings import describe
+
     target = resolve_home(home)
     try:
-        rows = hub_config.describe(target)
+        rows = describe(target)
     except HubError as exc:
         return fail(exc)
     except OSError as exc:

@@ -112,8 +112,8 @@ def check_cli(ctx: Context) -> Check:
 
 def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
     """The home and socket, the Hub answering, memory enabled, principal and scope."""
-    from hub.config import get_value
     from protocol.config_file import enable_command
+    from protocol.settings import get_value
     from tools.client.blocking import HubClient
     from tools.client.running import serving_hub
 
