@@ -1,10 +1,14 @@
-"""The Hub's settings file, ``<AMUX_HOME>/config.toml`` (DESIGN.md §13).
+"""The settings a Hub runs with, from ``<AMUX_HOME>/config.toml`` (DESIGN.md §13).
 
 Settings are read when the Hub starts; changing them (``amux system config
 set``) works while the Hub is stopped and takes effect at the next start.
-The file is TOML, read by :mod:`protocol.config_file` (the reader the clients
-use too, so both ends agree on ``hub.socket_path``) and written with ``tomli_w``
-atomically (temp file, fsync, rename, fsync of the directory).
+The table of settings (keys, defaults, parsers, help) is
+:data:`protocol.settings.SETTINGS`, shared with the frontends; this module
+builds the Hub's :class:`HubConfig` from it (its field defaults too) and
+writes the file atomically (temp file, fsync, rename, fsync of the
+directory, :func:`hub.fsio.replace_file`).  :data:`SETTINGS`,
+:class:`Setting`, :func:`get_value`, :func:`describe` and
+:func:`parse_listen` are re-exported from :mod:`protocol.settings`.
 """
 
 from __future__ import annotations
@@ -13,139 +17,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomli_w
-
 from hub import fsio
-from protocol.config_file import CONFIG_NAME, expand_path, read_config, setting_text, socket_path
-from protocol.errors import ErrorCode, HubError
+from protocol.config_file import CONFIG_NAME, read_config, socket_path
+from protocol.settings import SETTINGS as SETTINGS
+from protocol.settings import Setting as Setting
+from protocol.settings import default_value, updated_file, value_in
+from protocol.settings import describe as describe
+from protocol.settings import get_value as get_value
+from protocol.settings import parse_listen as parse_listen
 
 
-def _bool(text: str) -> bool:
-    low = text.strip().lower()
-    if low in ("true", "yes", "on", "1"):
-        return True
-    if low in ("false", "no", "off", "0"):
-        return False
-    raise ValueError("expected true or false")
-
-
-def _isolation(text: str) -> str:
-    if text not in ("off", "user"):
-        raise ValueError("expected off or user")
-    return text
-
-
-def _positive(text: str) -> int:
-    value = int(text.strip())
-    if value < 1:
-        raise ValueError("expected a whole number of at least 1")
-    return value
-
-
-def _mode(text: str) -> str:
-    mode = int(text, 8)
-    if not 0 <= mode <= 0o777:
-        raise ValueError("expected an octal file mode such as 0600 or 0660")
-    return f"0{mode:o}"
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (IPv6 as ``[::1]:PORT``) → ``(host, port)``; raises ``ValueError``.
-
-    Port 0 asks the kernel for a free port (the Hub logs the one it got).
-    """
-    host, sep, port_text = text.strip().rpartition(":")
-    if not sep or not host or not port_text.isdigit() or not port_text.isascii():
-        raise ValueError("expected HOST:PORT, e.g. 127.0.0.1:7070, [::1]:7070 or 0.0.0.0:7070")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        raise ValueError("write an IPv6 address in brackets, e.g. [::1]:7070")
-    port = int(port_text)
-    if not 0 <= port <= 65535:
-        raise ValueError("port must be 0-65535")
-    if not host or any(c.isspace() for c in host):
-        raise ValueError("empty or malformed host")
-    return host, port
-
-
-def _listen(text: str) -> str:
-    if not text:
-        return ""
-    host, port = parse_listen(text)
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _file_path(text: str) -> str:
-    # Stored absolute: the Hub and every client must agree whatever their working directory.
-    return expand_path(text)
-
-
-def _secret_scan(text: str) -> str:
-    if text not in ("block", "warn", "off"):
-        raise ValueError("expected block, warn or off")
-    return text
-
-
-def _sha256_list(text: str) -> str:
-    """A comma- or space-separated list of SHA-256 hex digests, stored as one comma-separated string."""
-    import re
-
-    digests = [d.lower() for d in re.split(r"[\s,\[\]'\"]+", text) if d]
-    bad = [d for d in digests if len(d) != 64 or any(c not in "0123456789abcdef" for c in d)]
-    if bad:
-        raise ValueError("expected SHA-256 hex digests (64 hex digits each, e.g. from "
-                         "'printf %s VALUE | sha256sum'), separated by commas")
-    return ",".join(digests)
-
-
-def _group(text: str) -> str:
-    if text:
-        import grp
-
-        try:
-            grp.getgrnam(text)
-        except KeyError:
-            raise ValueError(f"no group named {text!r} on this machine") from None
-    return text
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One known setting: its default, how a CLI string is parsed, and what it does."""
-
-    default: Any
-    parse: Any
-    help: str
-
-
-SETTINGS: dict[str, Setting] = {
-    "memory.enabled": Setting(False, _bool, "serve memory data calls (false: every data call fails with 'disabled')"),
-    "memory.isolation": Setting("off", _isolation, "'off': everyone shares global; 'user': one scope per principal"),
-    "memory.history": Setting(True, _bool, "keep a version of every change in <AMUX_HOME>/history (false: record "
-                              "nothing new; what is stored stays until purged or deleted)"),
-    "memory.history_max_versions": Setting(50, _positive, "stored versions kept per document (oldest pruned first)"),
-    "memory.history_max_days": Setting(180, _positive, "days a stored version is kept at most"),
-    "memory.history_max_bytes": Setting(64 << 20, _positive,
-                                        "bytes of stored versions kept per scope (oldest pruned first)"),
-    "memory.secret_scan": Setting("block", _secret_scan, "credentials in a write: 'block' refuses it "
-                                  "(secret_detected), 'warn' accepts it with a warning, 'off' does not look"),
-    "memory.secret_allow": Setting("", _sha256_list, "SHA-256 hex digests (comma-separated) of exact values the "
-                                   "credential check lets through, e.g. example keys in documentation"),
-    "hub.socket_path": Setting("", _file_path, "Unix socket path ('' = <AMUX_HOME>/hub.sock)"),
-    "hub.socket_mode": Setting("0600", _mode,
-                               "socket file mode, octal (0600 = single user; 0666 to serve other OS users)"),
-    "hub.socket_group": Setting("", _group, "group to own the socket file ('' = the Hub user's group)"),
-    "hub.listen": Setting("", _listen, "also listen on TCP HOST:PORT ('' = Unix socket only); TLS when hub.tls_cert "
-                          "is set, plaintext only on a loopback address; callers need a token"),
-    "hub.tls_cert": Setting("", _file_path, "PEM certificate chain for hub.listen (TLS)"),
-    "hub.tls_key": Setting("", _file_path, "PEM private key for hub.tls_cert (keep it mode 0600)"),
-}
+def allow_list(text: str) -> frozenset[str]:
+    """The digests of a parsed ``memory.secret_allow`` value (comma-separated) as a set."""
+    return frozenset(d for d in text.split(",") if d)
 
 
 @dataclass(frozen=True)
 class HubConfig:
-    """The settings a Hub runs with (a snapshot taken at start)."""
+    """The settings a Hub runs with (a snapshot taken at start).
+
+    Every default is the setting's default in :data:`SETTINGS`, parsed
+    (:func:`protocol.settings.default_value`), so the table is the one
+    source; ``tests/test_config_file.py`` checks that :func:`load` on a home
+    without ``config.toml`` gives exactly these defaults.
+    """
 
     home: Path
     memory_enabled: bool
@@ -153,17 +48,17 @@ class HubConfig:
     socket_path: Path
     socket_mode: int
     socket_group: str
-    listen: str = ""
-    tls_cert: str = ""
-    tls_key: str = ""
-    history: bool = True
+    listen: str = default_value("hub.listen")
+    tls_cert: str = default_value("hub.tls_cert")
+    tls_key: str = default_value("hub.tls_key")
+    history: bool = default_value("memory.history")
     """Record a version of every change (DESIGN.md §15)."""
-    history_max_versions: int = 50
-    history_max_days: int = 180
-    history_max_bytes: int = 64 << 20
-    secret_scan: str = "block"
+    history_max_versions: int = default_value("memory.history_max_versions")
+    history_max_days: int = default_value("memory.history_max_days")
+    history_max_bytes: int = default_value("memory.history_max_bytes")
+    secret_scan: str = default_value("memory.secret_scan")
     """What a write holding a credential gets: ``block``, ``warn`` or ``off`` (DESIGN.md §16)."""
-    secret_allow: frozenset[str] = frozenset()
+    secret_allow: frozenset[str] = allow_list(default_value("memory.secret_allow"))
     """SHA-256 hex digests of exact values the credential check lets through (DESIGN.md §16)."""
 
     @property
@@ -177,65 +72,17 @@ class HubConfig:
         return self.home / "memory"
 
 
-def get_value(home: Path, key: str) -> Any:
-    """A setting's current value (the default when unset); raises ``bad_request`` for an unknown key."""
-    return _value(home, read_config(home), key)
-
-
-def _value(home: Path, raw: dict[str, Any], key: str) -> Any:
-    """``key``'s value in the parsed file ``raw`` of ``home`` (the default when unset), parsed."""
-    setting = _known(key)
-    text = setting_text(raw, key)
-    if text is None:
-        text = str(setting.default).lower() if isinstance(setting.default, bool) else str(setting.default)
-    try:
-        return setting.parse(text)
-    except ValueError as exc:
-        raise HubError(ErrorCode.BAD_REQUEST, f"{key} in {home / CONFIG_NAME} is invalid: {exc}") from None
-
-
 def set_value(home: Path, key: str, text: str) -> Any:
-    """Parse ``text`` for ``key``, store it, and return the stored value; the file is replaced atomically."""
-    setting = _known(key)
-    try:
-        value = setting.parse(text)
-    except ValueError as exc:
-        # memory.secret_allow takes digests: a value given there by mistake is likely the credential itself
-        shown = "(not shown: it may be a credential)" if key == "memory.secret_allow" else repr(text)
-        raise HubError(ErrorCode.BAD_REQUEST, f"invalid value {shown} for {key}: {exc}", {"key": key}) from None
-    raw = read_config(home)
-    section, name = key.split(".")
-    raw.setdefault(section, {})[name] = value
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fsio.replace_file(str(home / CONFIG_NAME), tomli_w.dumps(raw).encode("utf-8"))
-    return value
+    """Parse ``text`` for ``key``, store it, and return the stored value; the file is replaced atomically.
 
-
-def describe(home: Path) -> list[dict[str, Any]]:
-    """Every known setting of ``home``, in :data:`SETTINGS` order, for ``amux system config list`` (DESIGN.md §13.2).
-
-    Each row is ``{key, value, default, source, description}``: ``value`` parsed
-    as the Hub would read it, ``source`` ``"config.toml"`` when the file sets
-    it, else ``"default"``.  A setting added to :data:`SETTINGS` appears here
-    with no other change.  Raises ``bad_request`` for an invalid file or
-    value (the message names it), ``OSError`` for an unreadable file.
+    Raises ``bad_request`` for an unknown key, a bad value or an invalid file
+    (:func:`protocol.settings.updated_file`), and the storage error naming the
+    file when it cannot be written (DESIGN.md §4.8).
     """
-    raw = read_config(home)
-    return [
-        {"key": key, "value": _value(home, raw, key), "default": setting.default,
-         "source": "default" if setting_text(raw, key) is None else CONFIG_NAME, "description": setting.help}
-        for key, setting in SETTINGS.items()
-    ]
-
-
-def _known(key: str) -> Setting:
-    if key not in SETTINGS:
-        raise HubError(
-            ErrorCode.BAD_REQUEST,
-            f"unknown setting {key!r}; known: {', '.join(SETTINGS)}",
-            {"key": key, "known": list(SETTINGS)},
-        )
-    return SETTINGS[key]
+    value, data = updated_file(home, key, text)
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fsio.replace_file(str(home / CONFIG_NAME), data)
+    return value
 
 
 def load(home: Path) -> HubConfig:
@@ -244,7 +91,7 @@ def load(home: Path) -> HubConfig:
     raw = read_config(home)
 
     def get(key: str) -> Any:
-        return _value(home, raw, key)
+        return value_in(home, raw, key)
 
     get("hub.socket_path")  # checked like every setting; the place comes from the clients' rule too
     return HubConfig(
@@ -262,5 +109,5 @@ def load(home: Path) -> HubConfig:
         history_max_days=get("memory.history_max_days"),
         history_max_bytes=get("memory.history_max_bytes"),
         secret_scan=get("memory.secret_scan"),
-        secret_allow=frozenset(d for d in get("memory.secret_allow").split(",") if d),
+        secret_allow=allow_list(get("memory.secret_allow")),
     )

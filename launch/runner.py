@@ -27,6 +27,9 @@ from protocol.errors import ErrorCode
 
 _FORWARDED: Final = (signal.SIGTERM, signal.SIGHUP)
 
+PROGRAM_ENV: Final = "AMUX_LAUNCH_{agent}"
+"""The environment variable naming an agent's program, ``{agent}`` its name upper-cased (``AMUX_LAUNCH_CLAUDE``)."""
+
 
 def find_executable(agent: str, environ: Mapping[str, str]) -> str:
     """The agent program: ``$AMUX_LAUNCH_<AGENT>`` (e.g. ``AMUX_LAUNCH_CLAUDE``) if set, else ``agent`` on PATH.
@@ -34,7 +37,7 @@ def find_executable(agent: str, environ: Mapping[str, str]) -> str:
     Returns an absolute path; raises :class:`LaunchError` (``not_found``,
     step ``executable``) when it is missing or not executable.
     """
-    var = f"AMUX_LAUNCH_{agent.upper()}"
+    var = PROGRAM_ENV.format(agent=agent.upper())
     named = environ.get(var)
     if named:
         if os.path.isfile(named) and os.access(named, os.X_OK):

@@ -85,3 +85,37 @@ def test_the_cli_reads_config_toml_without_the_hubs_imports(tmp_path: Path) -> N
     (home / "config.toml").write_text('[hub]\nsocket_path = "~/h2.sock"\n')
     with_file = _imported(env, "memory", "search", "x")
     assert "tomllib" in with_file and not with_file & heavy, sorted(with_file & heavy)
+
+
+def test_hub_config_defaults_are_the_settings_table(tmp_path: Path) -> None:
+    """:data:`protocol.settings.SETTINGS` is the one source of defaults: a Hub on a home without ``config.toml``
+    runs with exactly :class:`hub.config.HubConfig`'s field defaults, and those are the table's, parsed."""
+    from dataclasses import MISSING, fields
+
+    from hub.config import HubConfig, allow_list, load
+    from protocol.settings import SETTINGS, default_value
+
+    loaded = load(tmp_path)
+    required = {f.name: getattr(loaded, f.name) for f in fields(HubConfig)
+                if f.default is MISSING and f.default_factory is MISSING}
+    assert HubConfig(**required) == loaded  # every defaulted field: its default is what load() reads
+    assert loaded.memory_enabled is default_value("memory.enabled") and loaded.isolation == "off"
+    assert loaded.socket_mode == int(default_value("hub.socket_mode"), 8) == 0o600
+    assert loaded.secret_allow == allow_list(default_value("memory.secret_allow")) == frozenset()
+    for key, setting in SETTINGS.items():  # each default is a value its own parser accepts
+        assert default_value(key) == setting.parse(str(setting.default).lower() if isinstance(setting.default, bool)
+                                                   else str(setting.default)), key
+
+
+def test_the_web_page_reads_settings_without_the_hub() -> None:
+    """The settings table lives in ``protocol/`` (DESIGN.md §13.2): the web page and the CLI's reads import it
+    from there; only writing ``config.toml`` durably is the Hub's (``hub.config.set_value``)."""
+    import ast
+
+    allowed = {"tools/ui/app.py": {"hub.config"}, "tools/ui/serve.py": set(), "tools/cli/doctor.py": set()}
+    for name, writes in allowed.items():
+        tree = ast.parse((REPO / name).read_text(encoding="utf-8"))
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        assert {m for m in imported if m == "hub" or m.startswith("hub.")} == writes, name
+        assert "protocol.settings" in imported, name

@@ -398,7 +398,7 @@ def test_no_hub_in_a_terminal_says_how_to_start_one(tmp_path: Path) -> None:
 
 
 def test_inert_escapes_every_terminal_control_and_keeps_text() -> None:
-    from tools.cli.human import inert
+    from tools.client.inert import inert
 
     controls = [*map(chr, range(0x20)), "\x7f", *map(chr, range(0x80, 0xA0)), "\u061c", "\u200e", "\u200f",
                 *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A)), "\u2028", "\u2029"]
@@ -432,3 +432,81 @@ def test_typed_new_and_index_print_one_line_and_stay_json_when_piped(hub: HubPro
     assert r.returncode == 0 and r.plain.startswith("index.md is up to date (") and "feedback 1" in r.plain
     assert hub.cli("memory", "index", "--check").stdout == hub.cli("memory", "index", "--check", "--json").stdout
     assert json.loads(hub.cli("memory", "index", "--check").stdout)["up_to_date"] is True
+
+
+REV = "ab" * 32
+ACTOR = {"principal": "alice", "client": "amux-cli", "session": "67e5f0a8-1111-2222-3333-444455556666"}
+VERSION = {"time": "2026-12-01T08:40:37.123Z", "path": "notes/a.md", "action": "upsert", "revision": REV,
+           "actor": ACTOR, "bytes": 12, "added": 2, "removed": 1}
+RENDERER_SAMPLES: dict[str, tuple[Any, dict[str, Any]]] = {
+    "document": (b"# Title\n\x1b[2J body\n", {}),
+    "diff": (b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n", {}),
+    "search": ({"matches": [{"path": "a.md", "line": 3, "revision": REV, "matched": ["tabs"], "snippet": "use tabs",
+                             "truncated": True}], "candidates": 1, "scanned_files": 4, "incomplete": True,
+                "incomplete_reasons": ["max_files"], "unreadable": ["x"], "truncated": True}, {"words": ["tabs"]}),
+    "get": ({"path": "a.md", "exists": True, "content": "one\ntwo\n", "revision": REV, "total_bytes": 8,
+             "total_lines": 2, "truncated": True, "next_offset": 4},
+            {"start_line": 0, "end_line": 0, "offset": 0, "revision": None}),
+    "list": ({"entries": [{"path": "a.md", "bytes": 3}], "incomplete": True, "unreadable": ["b"]}, {}),
+    "history": ({"path": "notes/a.md", "versions": [VERSION], "next_cursor": "c1"},
+                {"again": ["amux", "memory", "history", "notes/a.md"]}),
+    "log": ({"changes": [VERSION], "next_cursor": "c2"}, {"again": ["amux", "memory", "log"]}),
+    "upsert": ({"path": "a.md", "revision": REV, "created": True, "bytes": 3}, {}),
+    "edit": ({"path": "a.md", "revision": REV, "changed": True, "created": False, "bytes": 3}, {}),
+    "forget": ({"path": "a.md", "already_absent": False}, {}),
+    "purge": ({"path": "a.md", "erased": [{"revision": REV}]}, {}),
+    "scan": ({"rules": ["aws"], "documents": [{"path": "a.md", "revision": REV, "advice": "purge it",
+                                               "commands": ["amux memory purge a.md --all"],
+                                               "findings": [{"line": 2, "rule": "aws", "preview": "AKIA…",
+                                                             "sha256": "cd" * 32}]}],
+              "versions": [], "truncated": True}, {}),
+    "settings": ({"file": "/h/config.toml", "settings": [
+        {"key": "memory.enabled", "value": False, "default": False, "source": "default", "description": "on"},
+        {"key": "hub.listen", "value": "", "default": "", "source": "config.toml", "description": "tcp"}]}, {}),
+    "typed_new": ({"created": "feedback/tabs.md", "revision": REV,
+                   "index": {"path": "index.md", "changed": True, "revision": REV}}, {}),
+    "typed_index": ({"path": "index.md", "up_to_date": True, "changed": True, "bytes": 9, "lines": 2,
+                     "revision": REV, "topics": {"feedback": 1}}, {}),
+    "typed_remove": ({"removed": "feedback/tabs.md", "index": {"path": "index.md", "changed": False}}, {}),
+}
+"""A sample result and the options its command passes, per renderer name (``tools.cli.view.Renderer``)."""
+
+
+def test_every_renderer_name_has_a_renderer_that_runs_on_a_sample() -> None:
+    import io
+    from typing import get_args
+
+    from rich.console import Console
+
+    from tools.cli.human import RENDERERS, render
+    from tools.cli.view import Renderer, View
+
+    names = set(get_args(Renderer))
+    assert set(RENDERERS) == names == set(RENDERER_SAMPLES)
+    for name in sorted(names):
+        result, options = RENDERER_SAMPLES[name]
+        out = io.StringIO()
+        Console(file=out, width=80, highlight=False, markup=False, emoji=False).print(
+            render(View(name, options), result), soft_wrap=True)
+        assert out.getvalue().strip(), name
+        assert "\x1b" not in out.getvalue(), name  # no colour to a file, and the hostile ESC made inert
+
+
+def test_human_and_output_do_not_import_each_other() -> None:
+    import ast
+
+    from tests.conftest import REPO
+
+    def imported(module: str) -> set[str]:
+        tree = ast.parse((REPO / "tools" / "cli" / f"{module}.py").read_text(encoding="utf-8"))
+        names = set()
+        for node in ast.walk(tree):  # every import: module level, in functions and under TYPE_CHECKING
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module)
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+        return names
+
+    assert "tools.cli.output" not in imported("human") and "tools.cli.human" not in imported("console")
+    assert "tools.cli.output" not in imported("view") and "tools.cli.human" not in imported("view")

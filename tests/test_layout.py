@@ -441,15 +441,6 @@ def test_no_test_module_imports_another_or_a_fixture() -> None:
 # The map of the code (DESIGN.md §2.1): every import of one of our modules against the table's
 # "may import" column, read from DESIGN.md itself so the map and this test cannot disagree.
 
-PENDING_REMOVAL = {
-    ("tools.ui.app", "hub.config"),
-    ("tools.ui.serve", "hub.config"),
-}
-"""TEMPORARY: ``(importer, imported)`` edges DESIGN.md §2.1 does not allow that other branches are removing
-right now (the Hub's life cycle moving to ``tools/lifecycle/``, the settings table leaving ``hub.config``).
-The lead deletes this set when those branches are merged; nothing may be added to it."""
-
-
 def _design_section(number: str) -> str:
     """The text of ``### number`` in DESIGN.md, up to the next heading of level 2 or 3."""
     design = (REPO / "DESIGN.md").read_text(encoding="utf-8")
@@ -520,17 +511,15 @@ def imported_modules(module: str, source: str, is_package: bool) -> Iterator[tup
                 yield node.lineno, target
 
 
-def map_violations(allowed: dict[str, set[str]], sources: dict[str, tuple[str, str, bool]],
-                   pending: Collection[tuple[str, str]] = ()) -> list[str]:
+def map_violations(allowed: dict[str, set[str]], sources: dict[str, tuple[str, str, bool]]) -> list[str]:
     """``file:line: A imports B, which DESIGN.md §2.1 does not allow`` for every such import.
 
-    ``allowed``: :func:`import_map`; ``sources``: module → ``(file shown, text, is a package __init__)``;
-    ``pending``: edges forgiven for now (:data:`PENDING_REMOVAL`)."""
+    ``allowed``: :func:`import_map`; ``sources``: module → ``(file shown, text, is a package __init__)``."""
     found = []
     for module, (shown, source, is_package) in sources.items():
         home = package_of(module, set(allowed))
         for line, target in imported_modules(module, source, is_package):
-            if home is not None and _within(target, home) or (module, target) in pending:
+            if home is not None and _within(target, home):
                 continue
             if home is None or not any(_within(target, a) for a in allowed[home]):
                 found.append(f"{shown}:{line}: {module} imports {target}, which DESIGN.md §2.1 does not allow")
@@ -558,11 +547,10 @@ def test_map_checker_finds_a_planted_import_and_lets_an_allowed_one_pass() -> No
         "tools/mcp/server.py:5: tools.mcp.server imports tools.cli.app, which DESIGN.md §2.1 does not allow",
         "tools/cli/agent.py:3: tools.cli.agent imports tools.mcp.handlers, which DESIGN.md §2.1 does not allow",
     ]
-    assert map_violations(allowed, sources, {("protocol.framing", "hub.store")})[0].startswith("tools/mcp")
 
 
 def test_every_import_is_allowed_by_the_map() -> None:
-    found = map_violations(import_map(_design_section("2.1")), _product_sources(), PENDING_REMOVAL)
+    found = map_violations(import_map(_design_section("2.1")), _product_sources())
     assert not found, "\n" + "\n".join(found)
 
 

@@ -11,8 +11,9 @@ import json
 
 from protocol.errors import ErrorCode, HubError
 from tools.cli.options import Home, resolve_home
-from tools.cli.output import emit, fail, human_output, say
+from tools.cli.output import emit, fail, say
 from tools.cli.plain import Json
+from tools.cli.view import View
 
 
 def config_get(key: str, /, *, home: Home = None) -> int:
@@ -25,10 +26,10 @@ def config_get(key: str, /, *, home: Home = None) -> int:
         memory.history_max_days, memory.history_max_bytes, hub.socket_path, hub.socket_mode,
         hub.socket_group, hub.listen, hub.tls_cert or hub.tls_key.
     """
-    from hub import config as hub_config
+    from protocol.settings import get_value
 
     try:
-        emit({"key": key, "value": hub_config.get_value(resolve_home(home), key)})
+        emit({"key": key, "value": get_value(resolve_home(home), key)})
     except HubError as exc:
         return fail(exc)
     return 0
@@ -49,13 +50,13 @@ def config_set(key: str, value: str, /, *, home: Home = None) -> int:
     value
         The new value.
     """
-    from hub import config as hub_config
+    from hub.config import set_value
     from protocol.config_file import CONFIG_NAME, home_option
     from tools.client.running import serving_hub
 
     target = resolve_home(home)
     try:
-        stored = hub_config.set_value(target, key, value)
+        stored = set_value(target, key, value)
     except HubError as exc:
         return fail(exc)
     holder = serving_hub(target)
@@ -80,40 +81,17 @@ def config_list(*, home: Home = None, json: Json = False) -> int:
     with --json or when stdout is not a terminal.  Exit status 0; 2
     bad_request for an invalid config.toml (the message names the entry).
     """
-    from hub import config as hub_config
     from protocol.config_file import CONFIG_NAME
+    from protocol.settings import describe
+
     target = resolve_home(home)
     try:
-        rows = hub_config.describe(target)
+        rows = describe(target)
     except HubError as exc:
         return fail(exc)
     except OSError as exc:
         return fail(HubError(ErrorCode.PERMISSION_DENIED if isinstance(exc, PermissionError)
                              else ErrorCode.STORAGE_ERROR, f"cannot read {target / CONFIG_NAME}: {exc.strerror}",
                              {"path": str(target / CONFIG_NAME)}))
-    doc = {"file": str(target / CONFIG_NAME), "settings": rows}
-
-    def text(value: object) -> str:
-        return _shown(value) if value != "" else "''"
-
-    if not human_output(json):
-        emit(doc)
-        return 0
-    from tools.cli import human
-
-    table = human.new_table(("key", "left"), ("value", "left"), ("from", "left"), ("default", "left"))
-    for r in rows:
-        table.add_row(human.text((human.inert(r["key"]), "cyan")), human.text(human.inert(text(r["value"]))),
-                      human.text(human.inert(r["source"])), human.text((human.inert(text(r["default"])), "dim")))
-    human.print_out(human.group([
-        human.text((f"settings of {human.inert(target / CONFIG_NAME)}", "bold"), " (applied when the Hub starts)"),
-        table, human.text(""),
-        *(human.text((f"{human.inert(r['key'])}: ", "bold"), human.inert(r["description"])) for r in rows)]))
+    emit({"file": str(target / CONFIG_NAME), "settings": rows}, View("settings"), as_json=json)
     return 0
-
-
-def _shown(value: object) -> str:
-    """A setting's value as a person types it: ``true``/``false``, a number, a bare string."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

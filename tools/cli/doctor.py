@@ -112,8 +112,8 @@ def check_cli(ctx: Context) -> Check:
 
 def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
     """The home and socket, the Hub answering, memory enabled, principal and scope."""
-    from hub.config import get_value
     from protocol.config_file import enable_command
+    from protocol.settings import get_value
     from tools.client.blocking import HubClient
     from tools.client.running import serving_hub
 
@@ -434,7 +434,7 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
     (warnings allowed), 20 when a check failed.
     """
     from protocol.config_file import home_option
-    from tools.cli.human import inert
+    from tools.client.inert import inert
     from tools.client.installation import amux_command
     from tools.client.settings import HUB_ENV
     from tools.lifecycle.control import home_socket

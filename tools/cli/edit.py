@@ -32,7 +32,8 @@ from typing import Any, Literal
 from protocol.errors import ErrorCode, ExitStatus, HubError
 from protocol.params import ABSENT, EMPTY_CONTENT
 from tools.cli.options import AsJson
-from tools.cli.output import View, emit, fail, human_output, say
+from tools.cli.output import emit, fail, human_output, say
+from tools.cli.view import View
 
 OnConflict = Literal["reopen", "abort"]
 """What ``--on-conflict`` may say: re-open the editor on the merge, or stop and keep the file."""

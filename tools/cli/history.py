@@ -19,7 +19,8 @@ from cyclopts import Parameter
 from protocol.errors import ErrorCode, HubError
 from tools.cli.memory import call_hub
 from tools.cli.options import AsJson
-from tools.cli.output import View, emit, fail, fail_quietly, human_output, say, write_shown
+from tools.cli.output import emit, fail, fail_quietly, human_output, say, write_shown
+from tools.cli.view import View
 
 HISTORY_OFF = ("history is off on this Hub (memory.history = false): nothing new is recorded, what is stored is "
                "shown; 'amux system config set memory.history true' and a Hub restart turn it back on")

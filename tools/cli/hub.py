@@ -82,8 +82,8 @@ def status(*, home: Home = None, json: Json = False) -> int:
 
 
 def _status_lines(doc: dict[str, Any]) -> list[str]:
-    from tools.cli.human import inert
     from tools.cli.plain import duration, table
+    from tools.client.inert import inert
 
     head = "Hub running"
     if doc["pid"] is not None:

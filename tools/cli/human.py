@@ -1,61 +1,39 @@
 """Readable terminal output: one renderer per result shape, and the one error view (DESIGN.md §17).
 
 :func:`tools.cli.output.emit` imports this module and calls a renderer
-(by its name in :data:`RENDERERS`, from a :class:`tools.cli.output.View`)
-only when stdout is a terminal and no ``--json`` was given; piped output
-never comes here.  Each renderer imports rich when it runs and returns a
-rich renderable built from :class:`rich.text.Text` objects (never markup
-strings, so ``[red]`` in a note is just text).
+(:data:`RENDERERS`, keyed by a :class:`tools.cli.view.View`'s
+:data:`~tools.cli.view.Renderer` name) only when stdout is a terminal and
+no ``--json`` was given; piped output never comes here.  Each renderer
+imports rich when it runs and returns a rich renderable built from
+:class:`rich.text.Text` objects (never markup strings, so ``[red]`` in a
+note is just text); :mod:`tools.cli.console` prints it.
 
 Everything shown from memory (paths, snippets, content, actors, error
 messages) was written by an agent and is hostile: it goes through
-:func:`inert` first, which makes terminal control sequences visible instead
-of letting the terminal act on them.  Colour follows rich's rules:
-``NO_COLOR`` turns it off, ``TERM=dumb`` prints no escape sequences at all.
+:func:`tools.client.inert.inert` first, which makes terminal control
+sequences visible instead of letting the terminal act on them.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import shlex
-import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import ERRORS, ErrorCode, HubError, encodable
+from protocol.errors import ERRORS, ErrorCode, HubError
 from protocol.params import ABSENT
+from tools.cli.console import print_err
+from tools.cli.view import Renderer, View
+from tools.client.inert import inert
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.table import Table
     from rich.text import Text
 
-    from tools.cli.output import View
-
 SHORT_REVISION = 12
 """Hex digits of a revision shown in tables and headers (the full one is in ``--json``)."""
-
-_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
-_CONTROLS = (*range(0x20), 0x7F, *range(0x80, 0xA0), *_BIDI, 0x2028, 0x2029)
-_INERT = {code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" for code in _CONTROLS}
-_INERT_MULTILINE = {code: escape for code, escape in _INERT.items() if code not in (0x09, 0x0A)}
-
-
-def inert(text: Any, *, multiline: bool = False) -> str:
-    """``text`` (made a string) with every terminal control character replaced by a visible escape.
-
-    C0 controls (ESC, BEL, CR, backspace...), DEL, C1 controls (including
-    the 8-bit CSI and OSC), the bidirectional overrides, embeddings, isolates
-    and marks (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C) and the
-    Unicode line and paragraph separators become ``\\x1b``-style or
-    ``\\u202e``-style text, so ``ESC[2J``, an OSC 52 clipboard write or an
-    OSC 8 link is shown, never acted on.  With ``multiline`` newline and tab
-    are kept (a document's content); otherwise they are escaped too (a path,
-    a snippet, a table cell).  Lone surrogates become ``\\udcff``.
-    """
-    table = _INERT_MULTILINE if multiline else _INERT
-    return encodable(str(text)).translate(table)
 
 
 def short_revision(revision: Any) -> str:
@@ -67,26 +45,6 @@ def short_revision(revision: Any) -> str:
 def command(*words: Any) -> str:
     """A command line a user can paste: each word made inert and shell-quoted (``'a b.md'``)."""
     return " ".join(shlex.quote(inert(word)) for word in words)
-
-
-def console(*, stderr: bool = False) -> Console:
-    """A rich console for stdout (or stderr): no markup, emoji codes or highlighting of our text.
-
-    rich decides colour: none with ``NO_COLOR`` set, and no escape sequence
-    at all with ``TERM=dumb``.  A stream whose encoding cannot show a
-    character gets a backslash escape for it instead of an error.
-    """
-    from rich.console import Console
-
-    stream = sys.stderr if stderr else sys.stdout
-    if isinstance(stream, io.TextIOWrapper):
-        stream.reconfigure(errors="backslashreplace")  # a terminal that is not UTF-8 gets escapes, not a crash
-    return Console(stderr=stderr, highlight=False, markup=False, emoji=False)
-
-
-def print_out(renderable: RenderableType) -> None:
-    """Print a renderer's result on stdout.  Raises ``BrokenPipeError`` when the reader went away."""
-    console().print(renderable, soft_wrap=True)
 
 
 def text(*parts: str | tuple[str, str]) -> Text:
@@ -534,6 +492,29 @@ def render_typed_remove(r: dict[str, Any]) -> RenderableType:
                 (f" (revision {short_revision(index.get('revision'))})" if index.get("revision") else "", "dim"))
 
 
+def setting_shown(value: Any) -> str:
+    """A setting's value as a person types it: ``true``/``false``, a number, a bare string, ``''`` for empty."""
+    if value == "":
+        return "''"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def render_settings(r: dict[str, Any]) -> RenderableType:
+    """A ``system config list`` result (DESIGN.md §13.2): the file, a table of key, value, source and default,
+    then each setting's description."""
+    rows = r.get("settings") or []
+    table = new_table(("key", "left"), ("value", "left"), ("from", "left"), ("default", "left"))
+    for row in rows:
+        table.add_row(text((inert(row["key"]), "cyan")), text(inert(setting_shown(row["value"]))),
+                      text(inert(row["source"])), text((inert(setting_shown(row["default"])), "dim")))
+    return group([
+        text((f"settings of {inert(r.get('file'))}", "bold"), " (applied when the Hub starts)"),
+        table, text(""),
+        *(text((f"{inert(row['key'])}: ", "bold"), inert(row["description"])) for row in rows)])
+
+
 def render_document(data: bytes) -> RenderableType:
     """A whole document (``export`` to a terminal): its text, decoded, control sequences made visible."""
     return text(inert(data.decode("utf-8", "replace").removesuffix("\n"), multiline=True))
@@ -554,7 +535,7 @@ def render_diff(data: bytes) -> RenderableType:
     return out
 
 
-RENDERERS: dict[str, Callable[..., RenderableType]] = {
+RENDERERS: dict[Renderer, Callable[..., RenderableType]] = {
     "document": render_document,
     "diff": render_diff,
     "search": render_search,
@@ -567,11 +548,16 @@ RENDERERS: dict[str, Callable[..., RenderableType]] = {
     "forget": render_forget,
     "purge": render_purge,
     "scan": render_scan,
+    "settings": render_settings,
     "typed_new": render_typed_new,
     "typed_index": render_typed_index,
     "typed_remove": render_typed_remove,
 }
-"""Renderer name (a :class:`tools.cli.output.View`'s) → the function: result map and options in, renderable out."""
+"""Renderer name (a :class:`tools.cli.view.View`'s) → the function: result map and options in, renderable out.
+
+Keyed by the :data:`tools.cli.view.Renderer` literal, so mypy refuses a key
+that is not a renderer's name; ``tests/test_human_output.py`` checks that
+every name has one and that each runs on a sample."""
 
 
 def render(view: View, result: Any) -> RenderableType:
@@ -629,5 +615,5 @@ def print_error(exc: HubError) -> None:
     for key, value in exc.data.items():
         shown = inert(json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, dict | list) else value)
         lines.append(text((f"  {inert(key)}: ", "dim"), shown if len(shown) <= 200 else shown[:200] + "…"))
-    console(stderr=True).print(group(lines), soft_wrap=True)
+    print_err(group(lines))
 

@@ -21,7 +21,8 @@ from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
 from protocol.requests import forget_params, get_params, search_params
 from tools.cli.options import AsJson
-from tools.cli.output import View, emit, fail, fail_quietly, write_shown
+from tools.cli.output import emit, fail, fail_quietly, write_shown
+from tools.cli.view import View
 
 
 def call_hub(method: str, params: dict[str, Any], view: View | None = None, *, as_json: bool = False) -> int:

@@ -9,10 +9,11 @@ stdout, so a script can read e.g. ``data.observed_revision``, one
 :class:`protocol.errors.ExitStatus`.  DESIGN.md §8.
 
 When stdout is a terminal and JSON was not asked for (:func:`human_output`),
-a command that passes a :class:`View` prints readable text instead (the
-renderers are :mod:`tools.cli.human`, imported only then, with rich), and an
-error is printed once, on stderr, with its next step; stdout stays empty.
-DESIGN.md §17.
+a command that passes a :class:`tools.cli.view.View` prints readable text
+instead (the renderers are :mod:`tools.cli.human`, imported only then, with
+rich; :mod:`tools.cli.console` prints), and an error is printed once, on
+stderr, with its next step; stdout stays empty.  :mod:`tools.cli.human`
+never imports this module.  DESIGN.md §17.
 """
 
 from __future__ import annotations
@@ -20,23 +21,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.errors import ERRORS, ExitStatus, HubError, encodable, encodable_value
-
-
-@dataclass(frozen=True)
-class View:
-    """How a result is shown in a terminal: a renderer's name in :data:`tools.cli.human.RENDERERS` and its options.
-
-    A name, not the function, so a JSON call imports neither
-    :mod:`tools.cli.human` nor rich.  ``options`` are the renderer's keyword
-    arguments (e.g. the search words to highlight).
-    """
-
-    renderer: str
-    options: dict[str, Any] = field(default_factory=dict)
+from tools.cli.view import View
 
 OUTPUT_ENV = "AMUX_OUTPUT"
 """``AMUX_OUTPUT=json`` makes every command print JSON even in a terminal, as ``--json`` does."""
@@ -80,7 +68,8 @@ def emit(obj: Any, view: View | None = None, *, as_json: bool = False) -> None:
     ``\\udcff`` (JSON ``"\\\\udcff"``), as :class:`HubError` shows it.
     """
     if view is not None and human_output(as_json):
-        from tools.cli.human import print_out, render
+        from tools.cli.console import print_out
+        from tools.cli.human import render
 
         print_out(render(view, obj))
         return
@@ -96,7 +85,8 @@ def write_shown(data: bytes, view: View) -> None:
     with control sequences made visible, never executed (DESIGN.md §17).
     """
     if human_output():
-        from tools.cli.human import print_out, render
+        from tools.cli.console import print_out
+        from tools.cli.human import render
 
         print_out(render(view, data))
         return

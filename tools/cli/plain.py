@@ -8,7 +8,7 @@ pipe, a file, a test), they print the JSON document
 decision is :func:`tools.cli.output.human_output`, as for the data commands.
 Errors always go through :func:`tools.cli.output.fail`.  Text shown here may
 hold values from files people or agents wrote (a setting, a path): it goes
-through :func:`tools.cli.human.inert`, the one sanitizer of DESIGN.md §17.
+through :func:`tools.client.inert.inert`, the one sanitizer of DESIGN.md §17.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def duration(seconds: float) -> str:
 
 
 def table(rows: Sequence[Sequence[object]]) -> list[str]:
-    """``rows`` as left-aligned columns separated by two spaces (every cell made :func:`~tools.cli.human.inert`)."""
-    from tools.cli.human import inert
+    """``rows`` as left-aligned columns separated by two spaces (every cell made :func:`~tools.client.inert.inert`)."""
+    from tools.client.inert import inert
 
     cells = [[inert(c) for c in row] for row in rows]
     if not cells:

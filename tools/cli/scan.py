@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tools.cli.memory import call_hub
 from tools.cli.options import AsJson
-from tools.cli.output import View
+from tools.cli.view import View
 
 
 def scan(*, history: bool = False, as_json: AsJson = False) -> int:

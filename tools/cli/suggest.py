@@ -122,7 +122,7 @@ def format_usage_error(error: CycloptsError) -> Any:
     from cyclopts.panel import CycloptsPanel
     from rich.text import Text
 
-    from tools.cli.human import inert
+    from tools.client.inert import inert
 
     if isinstance(error, UnknownCommandError) and error.unused_tokens and error.app is not None:
         token = inert(error.unused_tokens[0])

@@ -15,7 +15,8 @@ from typing import Any
 
 from protocol.errors import ErrorCode, ExitStatus, HubError
 from tools.cli.options import AsJson, Project, parse_today
-from tools.cli.output import View, emit, fail, human_output, say, write_bytes
+from tools.cli.output import emit, fail, human_output, say, write_bytes
+from tools.cli.view import View
 
 
 def _library(project: Path | None) -> Any:

@@ -12,6 +12,8 @@
   ``RECEIVE_BYTES``, what both clients share.
 * :mod:`tools.client.failures`: the one wording of "cannot reach / lost the
   Hub" both clients raise.
+* :mod:`tools.client.inert`: ``inert``, the one sanitizer of text shown to a
+  person (terminal controls made visible, DESIGN.md §17).
 
 Both clients are thin I/O over :class:`protocol.connection.ClientConnection`.
 This package's ``__init__`` imports nothing, so importing one client never

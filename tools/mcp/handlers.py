@@ -26,7 +26,7 @@ from protocol.errors import HubError
 from protocol.limits import ENTRY_NAME, KIB, LIMITS
 from protocol.requests import forget_params, get_params, search_params, upsert_params
 from tools.client.trio_client import AsyncHubClient
-from tools.mcp.pager import DEFAULT_PAGE_TTL, Pager
+from tools.mcp.pager import DEFAULT_PAGE_TTL, PAGE_TTL_ENV, Pager
 from tools.mcp.render import RENDERERS, error_result
 
 log = logging.getLogger("amux.mcp")
@@ -66,7 +66,7 @@ class MemoryTools:
 
     def __init__(self, client: AsyncHubClient | None = None, pager: Pager | None = None) -> None:
         self.client = client or AsyncHubClient(client_name="amux-mcp")
-        self.pager = pager or Pager(ttl=env_seconds("AMUX_MCP_PAGE_TTL", DEFAULT_PAGE_TTL))
+        self.pager = pager or Pager(ttl=env_seconds(PAGE_TTL_ENV, DEFAULT_PAGE_TTL))
         self.checked = trio.Event()
         """Set once the start-up check has finished (whatever it found, or when it was cancelled)."""
         self.startup: dict[str, Any] = {"state": "pending"}

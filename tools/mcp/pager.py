@@ -31,6 +31,8 @@ MAX_PAGED_RESULTS = 64
 """Paged results kept at once; the oldest is evicted past this."""
 DEFAULT_PAGE_TTL = 600.0
 """Seconds a paged result's tokens stay valid (``$AMUX_MCP_PAGE_TTL`` overrides)."""
+PAGE_TTL_ENV = "AMUX_MCP_PAGE_TTL"
+"""The environment variable that sets the page tokens' lifetime in seconds (docs/reference.md, Environment)."""
 
 
 @dataclass

@@ -357,7 +357,7 @@ class UiApp:
         return {"running": serving_hub(self.home) is not None, "writable": writable, "config": config}
 
     async def settings(self, request: Request) -> Response:
-        from hub import config as hub_config
+        from protocol.settings import SETTINGS, get_value
 
         message: str | None = request.query_params.get("restarted") and "The Hub was restarted." or None
         error: HubError | None = None
@@ -378,8 +378,10 @@ class UiApp:
                 return self.error_page(request, HubError(
                     ErrorCode.PERMISSION_DENIED, f"{self.home / 'config.toml'} is not yours to change: the "
                     "settings belong to the Hub's own user (nothing was written)", {"field": "home"}), 403)
+            from hub.config import set_value  # the durable write of config.toml (hub.fsio, DESIGN.md §4.5, §4.8)
+
             try:
-                stored = await trio.to_thread.run_sync(hub_config.set_value, self.home, key, value)
+                stored = await trio.to_thread.run_sync(set_value, self.home, key, value)
                 if self.settings_state()["running"]:
                     message = f"{key} = {stored!r} saved; it takes effect when the Hub restarts"
                 else:
@@ -390,9 +392,9 @@ class UiApp:
         state: dict[str, Any] = {"running": False, "writable": False, "config": None}
         if self.home is not None:
             state = self.settings_state()
-            for key, setting in hub_config.SETTINGS.items():
+            for key, setting in SETTINGS.items():
                 try:
-                    value = hub_config.get_value(self.home, key)
+                    value = get_value(self.home, key)
                 except HubError as exc:
                     value = f"(invalid: {exc.message})"
                 rows.append({"key": key, "value": value, "help": setting.help,

@@ -102,9 +102,9 @@ def tls_files(home: Path, host: str) -> tuple[str, str] | None:
     """
     if loopback(host):
         return None
-    from hub import config as hub_config
+    from protocol.settings import get_value
 
-    cert, key = str(hub_config.get_value(home, "hub.tls_cert")), str(hub_config.get_value(home, "hub.tls_key"))
+    cert, key = str(get_value(home, "hub.tls_cert")), str(get_value(home, "hub.tls_key"))
     if not cert or not key:
         raise HubError(ErrorCode.BAD_REQUEST, f"--host {host} is not a loopback address: the page would be "
                        "reachable from the network, so it needs TLS. Set hub.tls_cert and hub.tls_key ('amux "
