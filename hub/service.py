@@ -42,11 +42,12 @@ from hub.cache import ContentCache
 from hub.config import HubConfig
 from hub.history import Actor, HistoryStore, Retention, ScopeHistory
 from hub.identity import Identity, Scope
-from hub.listing import list_documents, walk_documents
+from hub.listing import list_documents
 from hub.scan_report import document_entries, report, version_entries
 from hub.search import Reader, read_file_nofollow, search_scope
 from hub.secrets import Finding, find_secrets, refusal, scrub
 from hub.store import Store, revision_of
+from hub.walk import walk_documents
 from protocol.config_file import enable_command, home_option
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import Limits

@@ -664,9 +664,9 @@ def test_a_crowded_folder_gets_a_fair_share_of_the_file_budget(tmp_path: Path) -
 
 
 def test_unreadable_folders_are_skipped_named_and_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import hub.cache
     import hub.listing
     import hub.store
+    import hub.walk
     from hub.faults import MAX_REPORTED_PATH_CHARS, MAX_REPORTED_PATHS
 
     for i in range(20):
@@ -680,8 +680,7 @@ def test_unreadable_folders_are_skipped_named_and_bounded(tmp_path: Path, monkey
             raise PermissionError(13, "Permission denied", str(path))
         return real_scandir(path)
 
-    for module in (hub.cache, hub.listing, hub.store):
-        monkeypatch.setattr(module.os, "scandir", scandir)
+    monkeypatch.setattr(hub.walk.os, "scandir", scandir)  # the one walker lists for search, list and the count
     res = search_scope(str(tmp_path), ("unicornword",), "", 5, LIMITS)
     assert [m["path"] for m in res["matches"]] == ["notes/ok.md"]
     assert res["incomplete"] is True and res["incomplete_reasons"] == ["unreadable"]
