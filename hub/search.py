@@ -505,8 +505,16 @@ def search_scope(
     }
     if walk.storage_errors:
         result["storage_errors"] = walk.storage_errors  # errno names, e.g. ["EMFILE"] (DESIGN.md §4.8)
+    _add_matches(result, hay, _top(hits, docs, folded_str, limit), keywords, folded_str, folded_kws, limits)
+    return result
+
+
+def _add_matches(result: dict[str, Any], hay: Haystack, ranked: list[tuple[int, list[int]]],
+                 keywords: tuple[str, ...], folded_str: list[str], folded_kws: list[bytes], limits: Limits) -> None:
+    """Append the ``ranked`` candidates' matches to ``result["matches"]`` while the answer fits the response
+    budget (``limits.response_max_bytes`` less the envelope); a match left out sets ``truncated``."""
     size = packed_size(result)
-    for index, matched in _top(hits, docs, folded_str, limit):
+    for index, matched in ranked:
         match = _match(hay, index, matched, keywords, folded_str, folded_kws, limits)
         grow = packed_size(match) + 2
         if size + grow > limits.response_max_bytes - limits.response_envelope_bytes:
@@ -514,7 +522,6 @@ def search_scope(
             break
         result["matches"].append(match)
         size += grow
-    return result
 
 
 def _top(hits: dict[int, list[int]], docs: list[CachedDoc], folded_str: list[str],

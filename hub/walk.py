@@ -356,21 +356,27 @@ def _walk_folder(folder: Folder, prefix: str, limits: Limits, walked: Walked) ->
         if walked.seen > limits.scan_max_total_entries:
             walked.miss("total entries")
             break
-        logical = folder.logical + entry.name
-        try:
-            st = entry_stat(entry)
-        except OSError:
-            walked.miss("unreadable", logical)
-            continue
-        if st is None:
-            continue
-        if stat.S_ISDIR(st.st_mode):
-            if leads_to(logical + "/", prefix):
-                folder.descend(entry)
-        elif (stat.S_ISREG(st.st_mode) and entry.name.endswith(".md")
-              and logical.startswith(prefix) and is_canonical_path(logical)):
-            walked.found.append((logical, st.st_size))
-            walked.mtimes[logical] = st.st_mtime_ns
+        _take(folder, entry, prefix, walked)
+
+
+def _take(folder: Folder, entry: os.DirEntry[str], prefix: str, walked: Walked) -> None:
+    """One counted entry of :func:`walk_documents`: a document under ``prefix`` is found, a folder that can
+    lead to it descended into; one that cannot be ``lstat``-ed is reported, one gone since is left out."""
+    logical = folder.logical + entry.name
+    try:
+        st = entry_stat(entry)
+    except OSError:
+        walked.miss("unreadable", logical)
+        return
+    if st is None:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        if leads_to(logical + "/", prefix):
+            folder.descend(entry)
+    elif (stat.S_ISREG(st.st_mode) and entry.name.endswith(".md")
+          and logical.startswith(prefix) and is_canonical_path(logical)):
+        walked.found.append((logical, st.st_size))
+        walked.mtimes[logical] = st.st_mtime_ns
 
 
 @dataclass
