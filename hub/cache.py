@@ -100,7 +100,7 @@ class CachedDoc:
         text, folded = fold_document(data)
         where = fold(path) + "\n" + fold(title_line(text))
         return cls(path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, data, folded, where,
-                   racy=_racy(st.st_mtime_ns))
+                   racy=is_racy(st.st_mtime_ns))
 
     def fresh(self, st: os.stat_result) -> bool:
         """True if the file still has the size, mtime, ctime and inode this entry was read with (a ``chmod``
@@ -130,7 +130,8 @@ RACY_NS = 2_000_000_000
 """A file or directory changed less than this long ago (ns) is re-read rather than trusted."""
 
 
-def _racy(mtime_ns: int) -> bool:
+def is_racy(mtime_ns: int) -> bool:
+    """True for a change (``mtime_ns``, epoch ns) less than :data:`RACY_NS` ago: what was read then is not trusted."""
     return mtime_ns >= time.time_ns() - RACY_NS
 
 
@@ -146,7 +147,8 @@ class Listing:
     while the directory keeps its mtime and inode.
 
     Only entries that can be or lead to a document are kept: directories and
-    regular ``*.md`` files.  Symlinks, other files and the Hub's temporary
+    regular ``*.md`` files (:func:`hub.walk.entry_kind`, which reads it:
+    :func:`hub.walk.read_listing`).  Symlinks, other files and the Hub's temporary
     files are left out and do not count toward the entry bound (DESIGN.md
     §5.4); ``truncated`` says the bound (or :data:`RAW_ENTRIES_FACTOR` times
     it in raw entries) cut the listing.
@@ -158,37 +160,6 @@ class Listing:
     entries: list[tuple[str, int]]
     truncated: bool
     racy: bool
-
-    @classmethod
-    def read(cls, absdir: str, st: os.stat_result, max_entries: int) -> Listing:
-        """List ``absdir`` (at most ``max_entries`` candidate entries); raises OSError."""
-        entries: list[tuple[str, int]] = []
-        truncated = False
-        raw_left = max_entries * RAW_ENTRIES_FACTOR
-        with os.scandir(absdir) as it:
-            for entry in it:
-                raw_left -= 1
-                if raw_left < 0:
-                    truncated = True
-                    break
-                name = entry.name
-                if name.endswith(".md"):
-                    if not entry.is_file(follow_symlinks=False):
-                        if not entry.is_dir(follow_symlinks=False):
-                            continue
-                        kind = DIR
-                    else:
-                        kind = MARKDOWN
-                elif entry.is_dir(follow_symlinks=False):
-                    kind = DIR
-                else:
-                    continue
-                if len(entries) >= max_entries:
-                    truncated = True
-                    break
-                entries.append((name, kind))
-        entries.sort()
-        return cls(st.st_mtime_ns, st.st_ino, st.st_ctime_ns, entries, truncated, _racy(st.st_mtime_ns))
 
     def fresh(self, st: os.stat_result) -> bool:
         """True while ``st`` (a new ``stat`` of the directory) shows the same inode, mtime and ctime (a ``chmod``
@@ -241,17 +212,6 @@ class ScopeCache:
         if not prefix:
             for absdir in [d for d in self.listings if d not in seen_dirs]:
                 del self.listings[absdir]
-
-    def listing(self, absdir: str, max_entries: int) -> Listing:
-        """The directory's entries, from the cache while the directory is unchanged; raises OSError."""
-        st = os.lstat(absdir)
-        cached = self.listings.get(absdir)
-        if cached is not None and cached.fresh(st):
-            return cached
-        if not stat.S_ISDIR(st.st_mode):
-            raise NotADirectoryError(absdir)
-        listing = self.listings[absdir] = Listing.read(absdir, st, max_entries)
-        return listing
 
     def haystack_for(self, docs: list[CachedDoc]) -> Haystack:
         """The joined text of ``docs``; reused while the same document objects are scanned."""

@@ -21,6 +21,7 @@ import stat
 import sys
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import trio
 
@@ -28,6 +29,7 @@ from hub import fsio
 from hub.config import HubConfig
 from hub.home import HomeLock, HubStartError, check_registry, prepare_memory_root
 from hub.listeners import (
+    NetworkSettings,
     accept_loop,
     listener_address,
     network_settings,
@@ -41,6 +43,30 @@ from protocol.errors import ExitStatus
 from protocol.limits import Limits
 
 log = logging.getLogger("amux.hub")
+
+@dataclass
+class _Stopped:
+    """What stopped the Hub, for its last log line: a signal's name, ``cancelled`` or ``error: <type>``."""
+
+    why: str = "stopped"
+    serving: bool = False
+    """True once every listener was open and the Hub served (then the last line is logged)."""
+
+
+@dataclass
+class _Listeners:
+    """The Hub's open listeners: its Unix socket and the TCP ones of ``hub.listen`` (with their settings)."""
+
+    unix: trio.SocketListener
+    tcp: list[trio.SocketListener]
+    network: NetworkSettings | None
+
+    async def aclose(self) -> None:
+        """Stop accepting on every listener."""
+        await self.unix.aclose()
+        for tcp in self.tcp:
+            await tcp.aclose()
+
 
 async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStatus[Hub] = trio.TASK_STATUS_IGNORED,
                 service: MemoryService | None = None) -> None:
@@ -59,65 +85,87 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
     lock = HomeLock(config.home / LOCK_NAME)
     lock.acquire()
     started = time.monotonic()
-    why = ["stopped"]  # what stopped the Hub, for the last log line: a signal's name, "cancelled" or the error
-    serving = False
+    stopped = _Stopped()
     try:
-        network = network_settings(config)
-        check_registry(config.home)
-        root = config.memory_root
-        prepare_memory_root(root)
-        removed = await trio.to_thread.run_sync(fsio.remove_stale_temps, str(root))
-        if removed:
-            log.warning("removed %d temporary file(s) left by an interrupted write", removed)
-        listener = await open_unix_listener(config)
-        tcp_listeners: list[trio.SocketListener] = []
-        if network is not None:
-            try:
-                tcp_listeners = await open_network_listeners(network, config.listen)
-            except HubStartError:
-                await listener.aclose()
-                config.socket_path.unlink(missing_ok=True)
-                raise
-        hub = Hub(config, limits, service)
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async with trio.open_nursery() as conns:
-                async with trio.open_nursery() as accept:
-                    accept.start_soon(accept_loop, listener, hub.open_connections, conns, "unix", None)
-                    for tcp in tcp_listeners:
-                        assert network is not None
-                        accept.start_soon(accept_loop, tcp, hub.open_connections, conns, network.transport,
-                                          network.tls)
-                    accept.start_soon(_wait_signal, signals, accept.cancel_scope, why)
-                    log.info(
-                        "Hub listening on %s (memory %s, isolation %s, pid %d, home %s)", config.socket_path,
-                        "enabled" if config.memory_enabled else "disabled", config.isolation, os.getpid(),
-                        config.home,
-                    )
-                    for tcp in tcp_listeners:
-                        assert network is not None
-                        address = listener_address(tcp, network.transport)
-                        hub.network_addresses.append(address)
-                        log.info("Hub listening on %s%s", address,
-                                 "" if network.tls else " (plaintext: loopback only; callers need a token)")
-                    if not config.memory_enabled:
-                        log.warning("memory is disabled: data calls fail with 'disabled' until "
-                                    "'%s' and a restart", enable_command(config.home))
-                    task_status.started(hub)
-                    serving = True
-                await listener.aclose()
-                for tcp in tcp_listeners:
-                    await tcp.aclose()
-                hub.stop_reading()
-                conns.cancel_scope.deadline = trio.current_time() + limits.shutdown_grace_seconds
+        listeners = await _start(config)
+        await _serve_until_stopped(Hub(config, limits, service), config, limits, listeners, stopped, task_status)
         config.socket_path.unlink(missing_ok=True)
     except BaseException as exc:
-        if why[0] == "stopped":  # not a signal: cancelled by the caller, or a failure
-            why[0] = "cancelled" if _only_cancelled(exc) else f"error: {type(exc).__name__}"
+        if stopped.why == "stopped":  # not a signal: cancelled by the caller, or a failure
+            stopped.why = "cancelled" if _only_cancelled(exc) else f"error: {type(exc).__name__}"
         raise
     finally:
-        if serving:
-            log.info("Hub stopped (%s) after %.0f s; pid %d", why[0], time.monotonic() - started, os.getpid())
+        if stopped.serving:
+            log.info("Hub stopped (%s) after %.0f s; pid %d", stopped.why, time.monotonic() - started, os.getpid())
         lock.release()
+
+
+async def _start(config: HubConfig) -> _Listeners:
+    """Start-up under the home lock (DESIGN.md §13.3): check the settings and the registry, make the memory
+    root private, remove stale temporaries, then listen.  Raises :class:`HubStartError`; a failure to listen
+    on TCP closes the Unix socket and removes it first."""
+    network = network_settings(config)
+    check_registry(config.home)
+    root = config.memory_root
+    prepare_memory_root(root)
+    removed = await trio.to_thread.run_sync(fsio.remove_stale_temps, str(root))
+    if removed:
+        log.warning("removed %d temporary file(s) left by an interrupted write", removed)
+    listener = await open_unix_listener(config)
+    tcp_listeners: list[trio.SocketListener] = []
+    if network is not None:
+        try:
+            tcp_listeners = await open_network_listeners(network, config.listen)
+        except HubStartError:
+            await listener.aclose()
+            config.socket_path.unlink(missing_ok=True)
+            raise
+    return _Listeners(listener, tcp_listeners, network)
+
+
+async def _serve_until_stopped(hub: Hub, config: HubConfig, limits: Limits, listeners: _Listeners,
+                               stopped: _Stopped, task_status: trio.TaskStatus[Hub]) -> None:
+    """Accept on every listener until a signal (or cancellation), then stop accepting and reading and give
+    the running requests ``limits.shutdown_grace_seconds`` to answer (DESIGN.md §13.4)."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as conns:
+            async with trio.open_nursery() as accept:
+                _start_accepting(hub, listeners, conns, accept)
+                accept.start_soon(_wait_signal, signals, accept.cancel_scope, stopped)
+                _log_listening(hub, config, listeners)
+                task_status.started(hub)
+                stopped.serving = True
+            await listeners.aclose()
+            hub.stop_reading()
+            conns.cancel_scope.deadline = trio.current_time() + limits.shutdown_grace_seconds
+
+
+def _start_accepting(hub: Hub, listeners: _Listeners, conns: trio.Nursery, accept: trio.Nursery) -> None:
+    """One accept loop per listener in ``accept``, serving each connection in ``conns``."""
+    accept.start_soon(accept_loop, listeners.unix, hub.open_connections, conns, "unix", None)
+    network = listeners.network
+    for tcp in listeners.tcp:
+        assert network is not None
+        accept.start_soon(accept_loop, tcp, hub.open_connections, conns, network.transport, network.tls)
+
+
+def _log_listening(hub: Hub, config: HubConfig, listeners: _Listeners) -> None:
+    """Log where the Hub listens (noting each TCP address in ``hub.network_addresses``) and whether memory is on."""
+    log.info(
+        "Hub listening on %s (memory %s, isolation %s, pid %d, home %s)", config.socket_path,
+        "enabled" if config.memory_enabled else "disabled", config.isolation, os.getpid(),
+        config.home,
+    )
+    network = listeners.network
+    for tcp in listeners.tcp:
+        assert network is not None
+        address = listener_address(tcp, network.transport)
+        hub.network_addresses.append(address)
+        log.info("Hub listening on %s%s", address,
+                 "" if network.tls else " (plaintext: loopback only; callers need a token)")
+    if not config.memory_enabled:
+        log.warning("memory is disabled: data calls fail with 'disabled' until "
+                    "'%s' and a restart", enable_command(config.home))
 
 
 def _only_cancelled(exc: BaseException) -> bool:
@@ -127,11 +175,11 @@ def _only_cancelled(exc: BaseException) -> bool:
     return isinstance(exc, trio.Cancelled)
 
 
-async def _wait_signal(signals: AsyncIterator[int], scope: trio.CancelScope, why: list[str]) -> None:
-    """Cancel ``scope`` (the accept loops) at the first SIGINT/SIGTERM; its name goes into ``why[0]``."""
+async def _wait_signal(signals: AsyncIterator[int], scope: trio.CancelScope, stopped: _Stopped) -> None:
+    """Cancel ``scope`` (the accept loops) at the first SIGINT/SIGTERM; its name goes into ``stopped.why``."""
     async for signum in signals:
-        why[0] = signal.Signals(signum).name
-        log.info("received %s: stopping (in-flight requests finish first)", why[0])
+        stopped.why = signal.Signals(signum).name
+        log.info("received %s: stopping (in-flight requests finish first)", stopped.why)
         scope.cancel()
         return
 

@@ -22,16 +22,16 @@ import stat
 import time
 import unicodedata
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import ahocorasick_rs
 
-from hub.cache import DIR, MARKDOWN, CachedDoc, Haystack, ScopeCache, fold
+from hub.cache import CachedDoc, Haystack, ScopeCache, fold
 from hub.faults import MAX_REPORTED_PATHS, SCOPE_ROOT, short_path
-from protocol.limits import ENTRY_NAME, Limits
+from hub.walk import Batch, FileEntry, breadth_first
+from protocol.limits import Limits
 from protocol.messages import packed_size
 from protocol.paths import is_canonical_path
 
@@ -110,13 +110,6 @@ class _Walk:
         self.cannot_read(logical, exc)
 
 
-FileEntry = tuple[str, str]
-"""``(logical path, file name)`` of one Markdown file."""
-
-Batch = tuple[str, list[FileEntry]]
-"""``(absolute directory, its files)``: the Markdown files of one directory, in name order."""
-
-
 LISTING_WORK_FACTOR = 4
 """Step 1 of the scan lists at most this many times ``scan_max_total_entries`` candidate names in all
 (directories and ``*.md`` files, DESIGN.md §5.4.1); a hostile tree of huge folders stops there."""
@@ -150,85 +143,45 @@ def fair_shares(sizes: list[int], budget: int) -> list[int]:
 
 def _list_tree(root: str, prefix: str, walk: _Walk, cache: ScopeCache, seen_dirs: set[str],
                out_of_time: Callable[[], bool]) -> list[Batch]:
-    """Every directory's Markdown files, breadth-first (the top level first, then depth 1, ...).
+    """Step 1 of the scan (DESIGN.md §5.4.1): every directory's Markdown files, breadth-first.
 
-    Symlinks are skipped, never followed; directories that cannot lead to a
-    path starting with ``prefix`` are pruned.  Directory listings come from
-    the cache while the directory's mtime and inode are unchanged.  The folder
-    skeleton is listed first and only folders count toward the total-entry
-    bound while listing; the ``*.md`` names then get what is left of it, the
-    top level first and the rest shared max-min fairly per folder (DESIGN.md
-    §5.4.1), so many ordinary folders cannot hide a later one.  ``MEMORY.md``
-    is looked up directly (one ``lstat``) when the top-level listing was cut,
-    so it is always a candidate.  A directory that cannot be read is reported
-    (``unreadable``) and the rest is still listed.
+    The folders are listed by :func:`hub.walk.breadth_first` (the top level
+    first, ``MEMORY.md`` first in it, then depth 1, ...; symlinks skipped,
+    directories that cannot lead to ``prefix`` pruned, listings from the
+    cache; only folders count toward the total-entry bound while listing, and
+    at most :data:`LISTING_WORK_FACTOR` times it names are listed); the
+    ``*.md`` names then get what is left of the bound
+    (:func:`_share_entries`), so many ordinary folders cannot hide a later
+    one.  A directory that cannot be read is reported (``unreadable``) and
+    the rest is still listed.
     """
-    listed_dirs: list[tuple[str, list[FileEntry]]] = []
-    queue: deque[tuple[str, str]] = deque([(root, "")])
     limits = walk.limits
-    work_left = limits.scan_max_total_entries * LISTING_WORK_FACTOR
-    listed = 0
-    while queue:
-        absdir, rel = queue.popleft()
-        listed += 1
-        if listed % 16 == 0 and out_of_time():
-            walk.stop("time")
-            break
-        try:
-            listing = cache.listing(absdir, limits.scan_max_dir_entries)
-        except (FileNotFoundError, NotADirectoryError):
-            continue  # gone (or replaced by a file or symlink) since its parent was listed
-        except OSError as exc:
-            walk.cannot_list(rel or SCOPE_ROOT, exc)
-            continue
-        seen_dirs.add(absdir)
-        if listing.truncated:
-            walk.skip("directory entries")
-        work_left -= len(listing.entries)
-        files: list[FileEntry] = []
-        full = False
-        for name, kind in listing.entries:
-            logical = rel + name
-            if kind == MARKDOWN:
-                if logical.startswith(prefix):
-                    files.append((logical, name))
-            elif kind == DIR:
-                sub = logical + "/"
-                if sub.startswith(prefix) or prefix.startswith(sub):
-                    walk.entries += 1
-                    if walk.entries > limits.scan_max_total_entries:
-                        walk.skip("total entries")
-                        full = True
-                        break
-                    queue.append((absdir + "/" + name, sub))
-        if not rel:
-            if listing.truncated and ENTRY_NAME.startswith(prefix) and (ENTRY_NAME, ENTRY_NAME) not in files:
-                try:
-                    if stat.S_ISREG(os.lstat(root + "/" + ENTRY_NAME).st_mode):
-                        files.append((ENTRY_NAME, ENTRY_NAME))  # cut from the listing, but always scanned
-                except OSError:
-                    pass
-            # MEMORY.md is read first of all: it is always scanned, whatever else the scope holds.
-            files.sort(key=lambda f: f[0] != ENTRY_NAME)
-        listed_dirs.append((absdir, files))
-        if full:
-            break
-        if work_left <= 0 and queue:
-            walk.skip("total entries")
-            break
-    # Share what is left of the entry bound among the folders' *.md names: the top level first.
-    room = limits.scan_max_total_entries - walk.entries
+    listed = breadth_first(root, prefix, limits, cache, walk, seen_dirs, out_of_time,
+                           limits.scan_max_total_entries * LISTING_WORK_FACTOR)
+    return _share_entries(listed, root, walk)
+
+
+def _share_entries(listed: list[Batch], root: str, walk: _Walk) -> list[Batch]:
+    """Share what is left of the total-entry bound among the folders' ``*.md`` names (DESIGN.md §5.4.1).
+
+    The top level takes what it needs first; the other folders share the rest
+    max-min fairly (:func:`fair_shares`, in ``listed``'s breadth-first
+    order).  A folder cut short marks the result incomplete (``total
+    entries``); folders left with no names are dropped.  The names kept are
+    added to ``walk.entries``.
+    """
+    room = walk.limits.scan_max_total_entries - walk.entries
     batches: list[Batch] = []
-    rest = listed_dirs
-    if listed_dirs and listed_dirs[0][0] == root:
-        top = listed_dirs[0][1]
+    rest = listed
+    if listed and listed[0][0] == root:
+        top = listed[0][1]
         if len(top) > room:
             walk.skip("total entries")
         top = top[: max(room, 0)]
         room -= len(top)
         if top:
             batches.append((root, top))
-        rest = listed_dirs[1:]
+        rest = listed[1:]
     for (absdir, files), take in zip(rest, fair_shares([len(f) for _, f in rest], room), strict=True):
         if take < len(files):
             walk.skip("total entries")
@@ -381,91 +334,128 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _GONE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENXIO})
 
 
-def _collect(
-    root: str, path_prefix: str, limits: Limits, walk: _Walk, should_stop: Callable[[], bool],
-    reader: Reader, cache: ScopeCache,
-) -> tuple[list[CachedDoc], int]:
-    """Walk the scope within budget, refreshing cache entries that no longer match their file.
+@dataclass
+class _Collector:
+    """Step 3 of the scan (DESIGN.md §5.4.1): read the planned files within budget, refreshing the cache.
 
     Each file is ``lstat``-ed relative to its open directory (no path walk per
-    file); a cached entry whose size, mtime or inode differs is read again.
+    file); a cached entry whose size, mtime, ctime or inode differs is read
+    again.  ``docs`` and ``scanned_bytes`` are what was read; ``seen`` the
+    logical paths taken (for the cache's prune after a complete walk).
+    ``read_cost`` is the slowest recent read-and-fold of one file, in
+    seconds (a decaying maximum).
     """
-    deadline = time.perf_counter() + limits.scan_budget_seconds
-    read_cost = 0.0  # seconds: the slowest recent read-and-fold of one file (decaying maximum)
-    max_files, max_bytes = limits.scan_max_files, limits.scan_max_bytes
-    docs: list[CachedDoc] = []
-    scanned_bytes = 0
-    seen: set[str] = set()
-    cached = cache.docs
-    seen_dirs: set[str] = set()
-    is_reg = stat.S_ISREG
-    lstat_at = os.stat
 
-    def out_of_time() -> bool:
-        return should_stop() or time.perf_counter() > deadline
+    limits: Limits
+    walk: _Walk
+    should_stop: Callable[[], bool]
+    reader: Reader
+    cache: ScopeCache
+    deadline: float
+    read_cost: float = 0.0
+    docs: list[CachedDoc] = field(default_factory=list)
+    scanned_bytes: int = 0
+    seen: set[str] = field(default_factory=set)
 
-    batches = _list_tree(root, path_prefix, walk, cache, seen_dirs, out_of_time)
-    for absdir, batch in _fair_plan(batches, root, max_files, walk):
-        if walk.halted:
-            break
+    def out_of_time(self) -> bool:
+        """True once the caller says stop or the time budget is spent."""
+        return self.should_stop() or time.perf_counter() > self.deadline
+
+    def folder(self, absdir: str, batch: list[FileEntry]) -> None:
+        """Read one directory's planned files (until the file budget or a stop); a vanished one is skipped."""
         try:
             dir_fd = os.open(absdir, _DIR_FLAGS)
         except OSError as exc:
             if exc.errno not in _GONE:
-                walk.cannot_read(batch[0][0].rpartition("/")[0] + "/", exc)
-            continue  # gone (or replaced by a symlink) since it was listed
+                self.walk.cannot_read(batch[0][0].rpartition("/")[0] + "/", exc)
+            return  # gone (or replaced by a symlink) since it was listed
         try:
-            room = max(0, max_files - len(docs))
-            _prefetch(dir_fd, [name for logical, name in batch[:room] if logical not in cached])
+            room = max(0, self.limits.scan_max_files - len(self.docs))
+            _prefetch(dir_fd, [name for logical, name in batch[:room] if logical not in self.cache.docs])
             for logical, name in batch:
-                if len(docs) >= max_files:
-                    walk.stop("files")
+                if len(self.docs) >= self.limits.scan_max_files:
+                    self.walk.stop("files")
                     break
-                try:
-                    st = lstat_at(name, dir_fd=dir_fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                except OSError as exc:
-                    walk.cannot_read(logical, exc)
-                    continue
-                if not is_reg(st.st_mode):
-                    continue
-                if scanned_bytes + st.st_size > max_bytes:
-                    # Too big for what is left of the budget: skip it, smaller files may still fit.
-                    walk.skip("bytes")
-                    continue
-                doc = cached.get(logical)
-                if doc is None or not doc.fresh(st):
-                    # Stop when the budget is spent, or when reading one more file at the pace of the
-                    # slowest recent read would overrun it (a slow disk: return in time, not one read late).
-                    if should_stop() or time.perf_counter() + read_cost > deadline:
-                        walk.stop("time")
-                        break
-                    if doc is None and not is_canonical_path(logical):  # a cached path was validated when first read
-                        continue
-                    began = time.perf_counter()
-                    try:
-                        data = reader(absdir + "/" + name)
-                    except OSError as exc:
-                        if exc.errno is not None and exc.errno not in _GONE:
-                            walk.cannot_read(logical, exc)  # EACCES, EIO: say so; a vanished or odd file is just absent
-                        continue
-                    doc = CachedDoc.load(logical, st, data)
-                    cache.put(doc)
-                    read_cost = max(time.perf_counter() - began, read_cost * 0.9)
-                elif len(docs) % 64 == 63 and should_stop():
-                    walk.stop("time")
+                if not self.file(absdir, dir_fd, logical, name):
                     break
-                seen.add(logical)
-                docs.append(doc)
-                scanned_bytes += len(doc.data)
         finally:
             os.close(dir_fd)
+
+    def file(self, absdir: str, dir_fd: int, logical: str, name: str) -> bool:
+        """Take one file (from the cache while fresh, else read); False when the scan must stop (time)."""
+        st = self.lstat(dir_fd, logical, name)
+        if st is None:
+            return True
+        if self.scanned_bytes + st.st_size > self.limits.scan_max_bytes:
+            # Too big for what is left of the budget: skip it, smaller files may still fit.
+            self.walk.skip("bytes")
+            return True
+        doc = self.cache.docs.get(logical)
+        if doc is None or not doc.fresh(st):
+            # Stop when the budget is spent, or when reading one more file at the pace of the
+            # slowest recent read would overrun it (a slow disk: return in time, not one read late).
+            if self.should_stop() or time.perf_counter() + self.read_cost > self.deadline:
+                self.walk.stop("time")
+                return False
+            if doc is None and not is_canonical_path(logical):  # a cached path was validated when first read
+                return True
+            doc = self.read(absdir, logical, name, st)
+            if doc is None:
+                return True
+        elif len(self.docs) % 64 == 63 and self.should_stop():
+            self.walk.stop("time")
+            return False
+        self.seen.add(logical)
+        self.docs.append(doc)
+        self.scanned_bytes += len(doc.data)
+        return True
+
+    def lstat(self, dir_fd: int, logical: str, name: str) -> os.stat_result | None:
+        """The file's ``lstat`` when it is (still) a regular file; None when it is gone, odd or unreadable
+        (reported)."""
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self.walk.cannot_read(logical, exc)
+            return None
+        return st if stat.S_ISREG(st.st_mode) else None
+
+    def read(self, absdir: str, logical: str, name: str, st: os.stat_result) -> CachedDoc | None:
+        """Read and fold one file into the cache, noting its cost; None when it could not be read."""
+        began = time.perf_counter()
+        try:
+            data = self.reader(absdir + "/" + name)
+        except OSError as exc:
+            if exc.errno is not None and exc.errno not in _GONE:
+                self.walk.cannot_read(logical, exc)  # EACCES, EIO: say so; a vanished or odd file is just absent
+            return None
+        doc = CachedDoc.load(logical, st, data)
+        self.cache.put(doc)
+        self.read_cost = max(time.perf_counter() - began, self.read_cost * 0.9)
+        return doc
+
+
+def _collect(
+    root: str, path_prefix: str, limits: Limits, walk: _Walk, should_stop: Callable[[], bool],
+    reader: Reader, cache: ScopeCache,
+) -> tuple[list[CachedDoc], int]:
+    """Walk the scope within budget (DESIGN.md §5.4.1: list, share, read); returns ``(documents, bytes read)``.
+
+    The cache's entries of vanished files and folders are dropped after a
+    complete walk (DESIGN.md §5.5).
+    """
+    collector = _Collector(limits, walk, should_stop, reader, cache, time.perf_counter() + limits.scan_budget_seconds)
+    seen_dirs: set[str] = set()
+    batches = _list_tree(root, path_prefix, walk, cache, seen_dirs, collector.out_of_time)
+    for absdir, batch in _fair_plan(batches, root, limits.scan_max_files, walk):
         if walk.halted:
             break
+        collector.folder(absdir, batch)
     if not walk.incomplete:
-        cache.prune(path_prefix, seen, seen_dirs)
-    return docs, scanned_bytes
+        cache.prune(path_prefix, collector.seen, seen_dirs)
+    return collector.docs, collector.scanned_bytes
 
 
 def _path_of(doc: CachedDoc) -> str:
@@ -515,8 +505,16 @@ def search_scope(
     }
     if walk.storage_errors:
         result["storage_errors"] = walk.storage_errors  # errno names, e.g. ["EMFILE"] (DESIGN.md §4.8)
+    _add_matches(result, hay, _top(hits, docs, folded_str, limit), keywords, folded_str, folded_kws, limits)
+    return result
+
+
+def _add_matches(result: dict[str, Any], hay: Haystack, ranked: list[tuple[int, list[int]]],
+                 keywords: tuple[str, ...], folded_str: list[str], folded_kws: list[bytes], limits: Limits) -> None:
+    """Append the ``ranked`` candidates' matches to ``result["matches"]`` while the answer fits the response
+    budget (``limits.response_max_bytes`` less the envelope); a match left out sets ``truncated``."""
     size = packed_size(result)
-    for index, matched in _top(hits, docs, folded_str, limit):
+    for index, matched in ranked:
         match = _match(hay, index, matched, keywords, folded_str, folded_kws, limits)
         grow = packed_size(match) + 2
         if size + grow > limits.response_max_bytes - limits.response_envelope_bytes:
@@ -524,7 +522,6 @@ def search_scope(
             break
         result["matches"].append(match)
         size += grow
-    return result
 
 
 def _top(hits: dict[int, list[int]], docs: list[CachedDoc], folded_str: list[str],

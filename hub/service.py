@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import shlex
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
@@ -43,10 +42,12 @@ from hub.cache import ContentCache
 from hub.config import HubConfig
 from hub.history import Actor, HistoryStore, Retention, ScopeHistory
 from hub.identity import Identity, Scope
-from hub.listing import list_documents, walk_documents
+from hub.listing import list_documents
+from hub.scan_report import document_entries, report, version_entries
 from hub.search import Reader, read_file_nofollow, search_scope
 from hub.secrets import Finding, find_secrets, refusal, scrub
 from hub.store import Store, revision_of
+from hub.walk import walk_documents
 from protocol.config_file import enable_command, home_option
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import Limits
@@ -72,51 +73,6 @@ log = logging.getLogger("amux.hub")
 
 MCP_CLIENT = "amux-mcp"
 """The ``hello`` client name of ``amux mcp``: a caller that may never override the credential check."""
-
-SCAN_MAX_ENTRIES = 40
-"""At most this many documents plus stored versions in one ``scan`` answer (it must fit the response budget)."""
-
-SCAN_MAX_FINDINGS = 3
-"""At most this many findings per document or version in a ``scan`` answer."""
-
-
-DOCUMENT_ADVICE: Final = ("run the first command, remove the credential from doc.md (store where it lives "
-                           "instead), then run the second; then scan --history for the stored versions")
-"""The ``advice`` of a ``scan`` document entry: what to do between its two commands."""
-
-PATH_ADVICE: Final = ("the file's name holds the credential: rename or delete it by hand in the memory folder "
-                      "('amux memory list' shows it), then scan --history")
-"""The ``advice`` of a ``scan`` entry whose path holds a credential (no command can name it without showing it)."""
-
-
-VERSION_PATH_ADVICE: Final = ("the document's name holds the credential: erase its stored versions with "
-                              "'amux memory purge --all PATH' ('amux memory log' shows the path)")
-"""The ``advice`` of a ``scan`` version entry whose path holds a credential."""
-
-
-def amux_command(words: list[str], path: str) -> str:
-    """An ``amux`` command line for a person to paste: ``amux WORDS... PATH``, each word :func:`shlex.quote` d and
-    ``--`` before a path that starts with ``-`` (a document path an agent chose is hostile input: ``$(...)``,
-    backticks, ``;`` and spaces stay inert, DESIGN.md §16.5)."""
-    tail = ["--", path] if path.startswith("-") else [path]
-    return " ".join(shlex.quote(word) for word in ["amux", *words, *tail])
-
-
-def clean_up_commands(path: str, revision: str) -> list[str]:
-    """``scan``'s two commands for a document holding a credential: export it, then write the cleaned file."""
-    return [amux_command(["memory", "export"], path) + " > doc.md",
-            amux_command(["memory", "upsert", "--expected-revision", revision, "--file", "doc.md"], path)]
-
-
-def purge_command(path: str, revision: str) -> str:
-    """``scan``'s command that erases a stored version holding a credential."""
-    return amux_command(["memory", "purge", "--revision", revision], path)
-
-
-def scan_finding(finding: Finding) -> dict[str, Any]:
-    """A ``scan`` finding: :meth:`Finding.wire` plus ``sha256``, the digest ``memory.secret_allow`` takes to let
-    that exact value through (safe to show: it is a SHA-256 of a high-entropy value)."""
-    return {**finding.wire(), "sha256": finding.sha256}
 
 
 def scrubbed(exc: HubError, source: bytes | None = None) -> HubError:
@@ -426,65 +382,23 @@ class MemoryService:
         Result ``{"documents": [{"path", "revision", "findings", "commands"}],
         "versions": [{"path", "revision", "time", "action", "findings",
         "commands"}], "truncated", "rules"}``; findings are ``{rule, line,
-        preview}`` (never the value), at most :data:`SCAN_MAX_FINDINGS` each,
-        :data:`SCAN_MAX_ENTRIES` entries in all (``truncated`` when more were
-        found).  ``memory.secret_allow`` applies; ``memory.secret_scan`` does
-        not (a scan is always asked for).  Runs under the scope's lock.
+        preview}`` (never the value), at most
+        :data:`hub.scan_report.SCAN_MAX_FINDINGS` each,
+        :data:`hub.scan_report.SCAN_MAX_ENTRIES` entries in all (``truncated``
+        when more were found; the report is :mod:`hub.scan_report`).
+        ``memory.secret_allow`` applies; ``memory.secret_scan`` does not (a
+        scan is always asked for).  Runs under the scope's lock.
         """
-        from hub.secrets import rule_names
-        from protocol.messages import packed_size
-
         p = parse_scan(params)
         allowed = self.config.secret_allow
 
         def work() -> Result:
             root = self._dir(scope)
-            documents: list[Result] = []
-            versions: list[Result] = []
-            truncated = False
             walked = walk_documents(root, "", self.limits)
-            for path, _ in sorted(walked.found):
-                in_path = find_secrets(path.encode("utf-8", "surrogatepass"))
-                if in_path:  # placed by hand: the path is shown redacted, and no command can name it
-                    documents.append({"path": scrub(path), "revision": None,
-                                      "findings": [{**f.wire(), "line": 0, "in": "path"}
-                                                   for f in in_path[:SCAN_MAX_FINDINGS]],
-                                      "commands": [], "advice": PATH_ADVICE})
-                    continue
-                data = self.store.read(root, path)
-                found = [] if data is None else find_secrets(data, allowed)
-                if found:
-                    rev = revision_of(data or b"")
-                    documents.append({"path": path, "revision": rev,
-                                      "findings": [scan_finding(f) for f in found[:SCAN_MAX_FINDINGS]],
-                                      "commands": clean_up_commands(path, rev), "advice": DOCUMENT_ADVICE})
-            if p.history:
-                for v, body in self.history.scope(scope.relpath).stored():
-                    in_path = find_secrets(v.path.encode("utf-8", "surrogatepass"))
-                    if in_path:  # a hand-placed file's version, recorded as external: redacted, no command
-                        versions.append({"path": scrub(v.path), "revision": v.revision, "time": v.time,
-                                         "action": v.action, "findings": [{**f.wire(), "line": 0, "in": "path"}
-                                                                          for f in in_path[:SCAN_MAX_FINDINGS]],
-                                         "commands": [], "advice": VERSION_PATH_ADVICE})
-                        continue
-                    found = find_secrets(body, allowed)
-                    if found:
-                        versions.append({"path": v.path, "revision": v.revision, "time": v.time,
-                                         "action": v.action, "findings": [scan_finding(f)
-                                                                          for f in found[:SCAN_MAX_FINDINGS]],
-                                         "commands": [purge_command(v.path, v.revision)]})
-            entries = len(documents) + len(versions)
-            if entries > SCAN_MAX_ENTRIES:
-                truncated = True
-                documents = documents[:SCAN_MAX_ENTRIES]
-                versions = versions[:max(0, SCAN_MAX_ENTRIES - len(documents))]
-            result: Result = {"documents": documents, "versions": versions, "truncated": truncated,
-                              "rules": rule_names()}
-            budget = self.limits.response_max_bytes - self.limits.response_envelope_bytes
-            while packed_size(result) > budget and (result["versions"] or result["documents"]):
-                (result["versions"] or result["documents"]).pop()
-                result["truncated"] = True
-            return result
+            paths = [path for path, _ in sorted(walked.found)]
+            documents = document_entries(paths, lambda path: self.store.read(root, path), allowed)
+            versions = version_entries(self.history.scope(scope.relpath).stored(), allowed) if p.history else []
+            return report(documents, versions, self.limits)
 
         async with self._lock(scope):
             return await self._run(work)

@@ -15,15 +15,15 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from hub import fsio
-from hub.faults import MAX_REPORTED_PATHS, short_path, step
+from hub.faults import step
 from hub.rewrite_guard import check_rewrite, count_lines
+from hub.walk import count_documents
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import ENTRY_NAME, Limits
 from protocol.messages import packed_size
@@ -361,45 +361,10 @@ class Store:
         return self._count(scope_dir)[0]
 
     def _count(self, scope_dir: str) -> tuple[Usage, dict[str, int]]:
-        documents = total = 0
-        unreadable: list[str] = []
-        folders: dict[str, int] = {}
-        stack = [(scope_dir, "")]
-        entries_left = COUNT_MAX_ENTRIES
-        while stack:
-            if entries_left < 0:
-                break
-            absdir, rel = stack.pop()
-            try:
-                folders[absdir] = os.stat(absdir, follow_symlinks=False).st_mtime_ns
-                it = os.scandir(absdir)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            except OSError:
-                if len(unreadable) < MAX_REPORTED_PATHS:
-                    unreadable.append(short_path(rel or "/"))
-                continue
-            with it:
-                for entry in it:
-                    entries_left -= 1
-                    if entries_left < 0:
-                        break
-                    if not entry.name.endswith(".md") and not entry.is_dir(follow_symlinks=False):
-                        continue  # a stray file (image, .txt, temporary): no stat, not counted
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue  # removed or renamed since the directory was read
-                    except OSError:
-                        if len(unreadable) < MAX_REPORTED_PATHS:
-                            unreadable.append(short_path(rel + entry.name))
-                        continue
-                    if stat.S_ISDIR(st.st_mode):
-                        stack.append((entry.path, rel + entry.name + "/"))
-                    elif stat.S_ISREG(st.st_mode) and entry.name.endswith(".md"):
-                        documents += 1
-                        total += st.st_size
-        return Usage(documents, total, tuple(unreadable), complete=entries_left >= 0), folders
+        """The scope's usage and the ``mtime_ns`` of every folder walked (:func:`hub.walk.count_documents`)."""
+        counted = count_documents(scope_dir, COUNT_MAX_ENTRIES)
+        usage = Usage(counted.documents, counted.bytes, tuple(counted.unreadable), complete=counted.complete)
+        return usage, counted.folders
 
     def _check_quota(self, scope_dir: str, path: str, content: bytes, old: bytes | None) -> Usage:
         lim = self.limits

@@ -101,6 +101,9 @@ def test_a_file_gone_between_readdir_and_stat_is_skipped_not_an_error(tmp_path: 
         def is_dir(self, *, follow_symlinks: bool = True) -> bool:
             return self._entry.is_dir(follow_symlinks=follow_symlinks)
 
+        def is_file(self, *, follow_symlinks: bool = True) -> bool:
+            return self._entry.is_file(follow_symlinks=follow_symlinks)
+
         def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
             if self.name == "b.md":
                 raise FileNotFoundError(self.path)

@@ -664,9 +664,9 @@ def test_a_crowded_folder_gets_a_fair_share_of_the_file_budget(tmp_path: Path) -
 
 
 def test_unreadable_folders_are_skipped_named_and_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import hub.cache
     import hub.listing
     import hub.store
+    import hub.walk
     from hub.faults import MAX_REPORTED_PATH_CHARS, MAX_REPORTED_PATHS
 
     for i in range(20):
@@ -680,8 +680,7 @@ def test_unreadable_folders_are_skipped_named_and_bounded(tmp_path: Path, monkey
             raise PermissionError(13, "Permission denied", str(path))
         return real_scandir(path)
 
-    for module in (hub.cache, hub.listing, hub.store):
-        monkeypatch.setattr(module.os, "scandir", scandir)
+    monkeypatch.setattr(hub.walk.os, "scandir", scandir)  # the one walker lists for search, list and the count
     res = search_scope(str(tmp_path), ("unicornword",), "", 5, LIMITS)
     assert [m["path"] for m in res["matches"]] == ["notes/ok.md"]
     assert res["incomplete"] is True and res["incomplete_reasons"] == ["unreadable"]
@@ -693,3 +692,48 @@ def test_unreadable_folders_are_skipped_named_and_bounded(tmp_path: Path, monkey
     assert len(listed["unreadable"]) == MAX_REPORTED_PATHS
     usage = hub.store.Store(LIMITS).usage(str(tmp_path))
     assert usage.documents == 1 and len(usage.unreadable) == MAX_REPORTED_PATHS
+
+
+def _order_tree(root: Path, layout: dict[str, int]) -> None:
+    """``layout``: folder ('' for the top level) -> how many notes ``NN.md`` holding the keyword it gets."""
+    for folder, count in layout.items():
+        here = root / folder if folder else root
+        here.mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            (here / f"{i:02}.md").write_text("plain text with orderword in it\n")
+    (root / "MEMORY.md").write_text("entry orderword\n")
+
+
+def test_under_the_file_budget_the_scan_takes_the_top_level_then_fair_shares_in_breadth_first_order(
+        tmp_path: Path) -> None:
+    """Pins which documents a cut scan reads (DESIGN.md §5.4.1): MEMORY.md and the top level first, then a
+    max-min fair share per folder, an odd file going to the earlier folder breadth-first."""
+    _order_tree(tmp_path, {"": 1, "b": 5, "a": 2, "c/d": 3, "c/e": 1})
+    res = search_scope(str(tmp_path), ("orderword",), "", 50, dataclasses.replace(LIMITS, scan_max_files=8))
+    # top level: MEMORY.md, 00.md (2 of 8); folders a(2) b(5) c(0) c/d(3) c/e(1) share 6: c/e 1, then
+    # a, b and c/d split 5 as 2, 2, 1 -- the extra files going to a and b, before c/d breadth-first.
+    assert [m["path"] for m in res["matches"]] == [
+        "00.md", "MEMORY.md", "a/00.md", "a/01.md", "b/00.md", "b/01.md", "c/d/00.md", "c/e/00.md"]
+    assert res["scanned_files"] == 8 and res["incomplete_reasons"] == ["files"]
+
+
+def test_under_the_entry_bound_folders_count_first_and_the_names_left_are_shared_in_breadth_first_order(
+        tmp_path: Path) -> None:
+    """Pins which names a cut listing keeps (DESIGN.md §5.4.1): folders first, then the top level's names,
+    then a fair share of what is left per folder in breadth-first order."""
+    _order_tree(tmp_path, {"": 2, "z": 3, "a/deep": 4})
+    res = search_scope(str(tmp_path), ("orderword",), "", 50, dataclasses.replace(LIMITS, scan_max_total_entries=8))
+    # folders a, a/deep, z: 3 entries; the top level's MEMORY.md, 00.md, 01.md: 3; a(0) z(3) a/deep(4) share 2.
+    assert [m["path"] for m in res["matches"]] == ["00.md", "01.md", "MEMORY.md", "a/deep/00.md", "z/00.md"]
+    assert res["incomplete_reasons"] == ["total entries"]
+
+
+def test_a_list_cut_by_the_entry_bound_keeps_the_top_level_and_says_so(tmp_path: Path) -> None:
+    """The depth-first walk of ``list`` visits the top level before any folder's contents (DESIGN.md §5.8)."""
+    from hub.listing import list_documents
+
+    _order_tree(tmp_path, {"": 3, "sub": 20})
+    page = list_documents(str(tmp_path), "", "", dataclasses.replace(LIMITS, scan_max_total_entries=10))
+    paths = [e["path"] for e in page["entries"]]
+    assert paths[:4] == ["00.md", "01.md", "02.md", "MEMORY.md"] and len(paths) == 9
+    assert all(p.startswith("sub/") for p in paths[4:]) and page["incomplete_reasons"] == ["total entries"]

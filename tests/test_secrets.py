@@ -573,3 +573,15 @@ def test_index_names_the_topic_a_credential_comes_from_and_lint_reports_it(hub: 
     assert [(p["path"], p["severity"]) for p in problems] == [("reference/hand.md", "error")], r.stdout
     assert sample.rule in problems[0]["message"]
     assert_no_leak(sample, r.stdout, r.stderr)
+
+
+def test_shell_command_quotes_every_word_and_puts_double_dash_before_a_dash_path() -> None:
+    from hub.scan_report import clean_up_commands, purge_command, shell_command
+
+    hostile = "notes/$(touch x) ; rm -rf y.md"
+    assert shell_command(["memory", "export"], hostile) == "amux memory export 'notes/$(touch x) ; rm -rf y.md'"
+    assert shell_command(["memory", "export"], "-x.md") == "amux memory export -- -x.md"
+    assert clean_up_commands("a.md", "9f" * 32) == [
+        "amux memory export a.md > doc.md",
+        f"amux memory upsert --expected-revision {'9f' * 32} --file doc.md a.md"]
+    assert purge_command("-a b.md", "abc") == "amux memory purge --revision abc -- '-a b.md'"

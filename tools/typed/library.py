@@ -255,9 +255,9 @@ class ProjectLibrary:
             os.close(fd)  # closing releases the lock
 
     def list_paths(self, prefix: str = "") -> list[str]:
-        """The library's documents, walked like a Hub scope (:func:`hub.listing.walk_documents`):
+        """The library's documents, walked like a Hub scope (:func:`hub.walk.walk_documents`):
         symlinks never followed, names the path rules forbid skipped, the same entry bounds."""
-        from hub.listing import walk_documents
+        from hub.walk import walk_documents
 
         self._check_no_symlinks()
         walked = walk_documents(str(self.root), prefix, self._store.limits)
@@ -265,22 +265,19 @@ class ProjectLibrary:
 
     def symlinks(self) -> list[str]:
         """Sorted paths (relative to the library) of the symbolic links in it, which are never followed."""
+        from hub.walk import depth_first
+
         self._check_no_symlinks()
         found: list[str] = []
-        stack = [(str(self.root), "")]
-        while stack:
-            absdir, rel = stack.pop()
-            try:
-                it = os.scandir(absdir)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            with it:
-                for entry in it:
-                    if entry.is_symlink():
-                        # A name that is not UTF-8 is shown with \x escapes, never as lone surrogates.
-                        found.append(os.fsencode(rel + entry.name).decode("utf-8", "backslashreplace"))
-                    elif entry.is_dir(follow_symlinks=False):
-                        stack.append((entry.path, rel + entry.name + "/"))
+        for folder in depth_first(str(self.root)):  # every folder, unbounded, as lint must see every link
+            if folder.error is not None:
+                raise folder.error
+            for entry in folder.entries:
+                if entry.is_symlink():
+                    # A name that is not UTF-8 is shown with \x escapes, never as lone surrogates.
+                    found.append(os.fsencode(folder.logical + entry.name).decode("utf-8", "backslashreplace"))
+                elif entry.is_dir(follow_symlinks=False):
+                    folder.descend(entry)
         return sorted(found)
 
     def read(self, path: str) -> Doc:
