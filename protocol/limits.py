@@ -31,7 +31,8 @@ Hub
     ``hub.secrets.KEYWORD_MIN_ENTROPY`` (bits a character), ``hub.secrets.TOKEN_MIN_LENGTH`` (characters),
     ``hub.secrets.TOKEN_MIN_ENTROPY`` (bits a character), ``hub.secrets.ANALYZE_MAX_CHARS`` (characters):
     the secret check's rules (§16.1).
-  * ``hub.service.SCAN_MAX_ENTRIES`` (count), ``hub.service.SCAN_MAX_FINDINGS`` (count): the ``scan`` answer (§16.5).
+  * ``hub.scan_report.SCAN_MAX_ENTRIES`` (count), ``hub.scan_report.SCAN_MAX_FINDINGS`` (count):
+    the ``scan`` answer (§16.5).
   * ``hub.store.USAGE_TTL`` (s), ``hub.store.NEAR_LIMIT_FRACTION`` (1/N), ``hub.store.COUNT_MAX_ENTRIES`` (entries),
     ``hub.store.COUNT_MAX_CHECKED_FOLDERS`` (folders): the quota count (§4.7).
 
