@@ -16,7 +16,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,6 @@ from protocol.framing import FrameDecoder
 from protocol.limits import LIMITS
 from protocol.messages import Response, decode_response, encode_request
 from tests.conftest import CliResult, HubProcess, amux_argv
-from tools.client.blocking import HubClient
 
 trustme = pytest.importorskip("trustme", reason="trustme makes the test certificates (pip install trustme)")
 
@@ -81,22 +79,10 @@ def network_address(h: HubProcess, kind: str = "tls") -> str:
 
 
 def start_with(h: HubProcess, *extra: str, timeout: float = 15.0) -> None:
-    """Start ``amux hub serve --home H EXTRA...`` (like :meth:`HubProcess.start`, with more arguments)."""
+    """Start ``amux hub serve --home H EXTRA...`` on a fresh log (:meth:`HubProcess.start` with more arguments)."""
     assert h.log is not None
     h.log.write_bytes(b"")
-    with open(h.log, "ab") as out:
-        h.proc = subprocess.Popen([*amux_argv(), "hub", "serve", "--home", str(h.home), *extra],
-                                  env=h.env, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if h.proc.poll() is not None:
-            raise RuntimeError(f"Hub exited with {h.proc.returncode}:\n{h.log.read_text()}")
-        try:
-            with HubClient(h.socket, timeout=2):
-                return
-        except HubError:
-            time.sleep(0.05)
-    raise RuntimeError(f"Hub did not start:\n{h.log.read_text()}")
+    h.start(timeout, extra=extra)
 
 
 def tls_hub(hub_factory: Any, certs: Certs, **kw: Any) -> HubProcess:
