@@ -253,7 +253,7 @@ async def test_a_failing_handler_is_a_structured_internal_error() -> None:
 # -- every tool -----------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
+# Not slow (1.7 s) on purpose: the inner loop keeps one end-to-end run of every MCP tool.
 async def test_every_tool_against_the_hub(hub: HubProcess, tmp_path: Path) -> None:
     entry = "# Preferences\n- Indent with tabs; answer in English.\n- Details: projects/amux/decisions.md\n"
     topic = "# Decisions\n\nWe chose msgpack over JSON for the Hub protocol.\n"
