@@ -112,6 +112,18 @@ SEND_TIMEOUT_SECONDS = 30.0
 TLS_HANDSHAKE_TIMEOUT_SECONDS = 10.0
 """Seconds a TLS connection has to finish its handshake, or it is closed."""
 
+# The MCP streamable-HTTP listener (hub.mcp_listen, DESIGN.md §6, §7), used by hub/mcp_http.py.
+MCP_HTTP_MAX_BODY_BYTES = 1 * MIB
+"""Bytes of one HTTP request body; a longer one is answered 413 before it is parsed (the SDK's check)."""
+MCP_HTTP_BODY_TIMEOUT_SECONDS = 30.0
+"""Seconds each chunk of an unfinished request body has to arrive; a stalled body is dropped."""
+MCP_HTTP_RATE_PER_SECOND = 20.0
+"""Requests a second one token may make on average (token bucket); more are answered 429 with Retry-After."""
+MCP_HTTP_BURST = 60.0
+"""Requests one token may make at once before :data:`MCP_HTTP_RATE_PER_SECOND` applies."""
+MCP_HTTP_SESSIONS_PER_PRINCIPAL = 16
+"""Open MCP sessions one principal may hold; one more is answered 429 until one ends or expires."""
+
 # Unreadable paths named in one answer (DESIGN.md §4.8, §6), used by hub/faults.py and the walkers.
 MAX_REPORTED_PATHS = 8
 """At most this many unreadable paths are named in one answer (``data.unreadable``, search, list)."""
