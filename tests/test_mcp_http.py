@@ -33,9 +33,15 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def start(tmp: Path, isolation: str = "off", **settings: str) -> tuple[HubProcess, str]:
     """A Hub with ``hub.mcp_listen`` on a free loopback port; ``(hub, url)`` from its log."""
-    h = make_hub(tmp, isolation=isolation, settings={"hub.mcp_listen": "127.0.0.1:0", **settings})
+    h = make_hub(tmp, isolation=isolation, settings={"hub.mcp_listen": f"127.0.0.1:{free_port()}", **settings})
     assert h.log is not None
     found = re.findall(r"serving MCP on (https?://\S+)", h.log.read_text())
     assert found, h.log.read_text()
@@ -280,4 +286,85 @@ def test_plain_http_off_loopback_refuses_to_start(tmp_path: Path) -> None:
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "hub.mcp_listen" in lines[0] and "amux hub tls init" in lines[0], proc.stderr
     assert not h.socket.exists()
-    assert os.listdir(h.home / "memory") == [] if (h.home / "memory").exists() else True
+
+
+def test_tls_init_then_the_listener_is_reachable_with_the_ca_only(tmp_path: Path) -> None:
+    """``amux hub tls init`` makes 0600 keys and sets the TLS settings; the Hub then serves ``https`` that a
+    client verifying with ``ca.pem`` reaches and one with the system roots refuses; a second init refuses
+    without ``--force``; ``amux doctor`` checks the listener and the certificate."""
+    import ssl
+
+    h = make_hub(tmp_path, settings={"hub.mcp_listen": f"127.0.0.1:{free_port()}"}, start=False)
+    r = h.cli("hub", "tls", "init", "--name", "hub.example.test")
+    assert r.returncode == 0, r.stderr
+    made = r.json
+    assert {"localhost", "127.0.0.1", "::1", "hub.example.test"} <= set(made["names"])
+    for key in (made["key"], h.home / "tls" / "ca.key"):
+        assert os.stat(key).st_mode & 0o777 == 0o600
+    again = h.cli("hub", "tls", "init")
+    assert again.returncode == 2 and "--force" in again.stderr
+    h.start()
+    assert h.log is not None
+    url = re.findall(r"serving MCP on (https://\S+)", h.log.read_text())[-1]
+    token, _ = issue(h, "alice")
+    u = urlsplit(url)
+    trusted = ssl.create_default_context(cafile=made["ca"])
+    conn = http.client.HTTPSConnection("localhost", u.port, context=trusted, timeout=10)
+    conn.request("POST", "/mcp", body=json.dumps(INIT), headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "Host": f"localhost:{u.port}", **bearer(token)})
+    assert conn.getresponse().status == 200
+    conn.close()
+    untrusted = http.client.HTTPSConnection("localhost", u.port, context=ssl.create_default_context(), timeout=10)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        untrusted.request("POST", "/mcp", body=b"{}")
+    untrusted.close()
+    d = h.cli("doctor", "--home", str(h.home), "--json")
+    checks = {c["name"]: c for c in json.loads(d.stdout)["checks"]}
+    assert checks["mcp_http"]["status"] == "ok" and checks["tls_cert"]["status"] == "ok", checks
+    h.stop()
+    d = h.cli("doctor", "--home", str(h.home), "--json")
+    assert {c["name"]: c for c in json.loads(d.stdout)["checks"]}["mcp_http"]["status"] == "fail"
+
+
+def test_hub_connect_prints_working_commands(tmp_path: Path) -> None:
+    """``amux hub connect`` issues a working token once and prints, per agent, the commands with it: Claude
+    Code's ``claude mcp add --transport http``, Codex's ``codex mcp add --url`` with the token in an
+    environment variable, ``AMUX_HUB``/``AMUX_TOKEN`` for Pi and scripts; the token opens a session."""
+    h, url = start(tmp_path)
+    h.cli("hub", "principal", "add", "alice")
+    out = {}
+    for agent in ("claude", "codex", "pi", "env"):
+        r = h.cli("hub", "connect", agent, "--principal", "alice", "--ttl", "7d", "--json")
+        assert r.returncode == 0, r.stderr
+        out[agent] = r.json
+        assert r.json["url"] == url and r.json["expires"]
+        open_session(url, r.json["token"])
+    claude = out["claude"]["commands"][0]
+    assert claude.startswith(f"claude mcp add --transport http amux {url} --header ")
+    assert f"'Authorization: Bearer {out['claude']['token']}'" in claude
+    assert out["codex"]["commands"] == [f"codex mcp add amux --url {url} --bearer-token-env-var AMUX_MCP_TOKEN"]
+    assert f"export AMUX_MCP_TOKEN={out['codex']['token']}" in out["codex"]["env"]
+    assert f"export AMUX_TOKEN={out['pi']['token']}" in out["pi"]["env"]
+    bad = h.cli("hub", "connect", "claude", "--principal", "nobody", "--json")
+    assert bad.returncode != 0
+    bad = h.cli("hub", "connect", "claude", "--principal", "alice", "--ttl", "soon", "--json")
+    assert bad.returncode == 2 and "--ttl" in bad.json["error"]["message"]
+
+
+@pytest.mark.slow
+def test_printed_claude_command_registers_the_server(tmp_path: Path) -> None:
+    """The printed ``claude mcp add …`` run by the installed Claude Code (its own config in a temp dir) makes
+    ``claude mcp list`` show the server, connected."""
+    from tests.agent_clients import install_clients
+
+    claude = install_clients() / "claude"
+    h, url = start(tmp_path)
+    h.cli("hub", "principal", "add", "alice")
+    r = h.cli("hub", "connect", "claude", "--principal", "alice", "--json")
+    env = {**os.environ, "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}
+    command = r.json["commands"][0].replace("claude ", f"{claude} ", 1)
+    added = subprocess.run(command, shell=True, env=env, capture_output=True, text=True, timeout=120)
+    assert added.returncode == 0, added.stderr
+    listed = subprocess.run([str(claude), "mcp", "list"], env=env, capture_output=True, text=True, timeout=120)
+    assert "amux" in listed.stdout and url in listed.stdout, listed.stdout + listed.stderr

@@ -44,6 +44,9 @@ def _listener_url(root: Any) -> tuple[str, str]:
                        "(an SSH tunnel or a TLS terminator, see docs/remote.md)", {"field": "url"})
     tls = bool(get_value(root, "hub.tls_cert"))
     host, port = parse_listen(listen)
+    if port == 0:
+        raise HubError(ErrorCode.BAD_REQUEST, f"hub.mcp_listen {listen} takes a free port at each start: set a "
+                       "fixed port, or pass --url with the one the Hub logged", {"field": "url"})
     if host in ("0.0.0.0", "::"):
         host = _this_host()
     shown = f"[{host}]" if ":" in host else host
