@@ -53,6 +53,8 @@ Clients and frontends
   * ``tools.cli.human.SHORT_REVISION`` (hex digits), ``tools.cli.human.SHORT_SESSION`` (characters),
     ``tools.cli.human.TIME_FLOOR`` (characters), ``tools.cli.human.ACTION_FLOOR`` (characters): tables (§17).
   * ``tools.cli.output.USAGE_STATUS`` (exit status), ``tools.cli.suggest.MIN_MISSPELT`` (characters).
+  * ``tools.cli.tls.CA_DAYS`` (days), ``tools.cli.tls.SERVER_DAYS`` (days), ``tools.cli.tls.EXPIRY_WARNING_DAYS``
+    (days): ``amux hub tls init``'s certificates and ``amux doctor``'s warning.
   * ``tools.mcp.catalog.MAX_NAME_ECHO`` (characters), ``tools.mcp.handlers.STARTUP_TIMEOUT`` (s),
     ``tools.mcp.pager.PAGE_BUDGET`` (bytes), ``tools.mcp.pager.MAX_PAGED_RESULTS`` (count),
     ``tools.mcp.pager.DEFAULT_PAGE_TTL`` (s): the MCP server (§9.2).

@@ -343,8 +343,8 @@ def test_hub_connect_prints_working_commands(tmp_path: Path) -> None:
     claude = out["claude"]["commands"][0]
     assert claude.startswith(f"claude mcp add --transport http amux {url} --header ")
     assert f"'Authorization: Bearer {out['claude']['token']}'" in claude
-    assert out["codex"]["commands"] == [f"codex mcp add amux --url {url} --bearer-token-env-var AMUX_MCP_TOKEN"]
-    assert f"export AMUX_MCP_TOKEN={out['codex']['token']}" in out["codex"]["env"]
+    assert out["codex"]["commands"] == [f"codex mcp add amux --url {url} --bearer-token-env-var AMUX_TOKEN"]
+    assert f"export AMUX_TOKEN={out['codex']['token']}" in out["codex"]["env"]
     assert f"export AMUX_TOKEN={out['pi']['token']}" in out["pi"]["env"]
     bad = h.cli("hub", "connect", "claude", "--principal", "nobody", "--json")
     assert bad.returncode != 0

@@ -20,10 +20,10 @@ from protocol.errors import ErrorCode, HubError
 from tools.cli.options import Home, resolve_home
 from tools.cli.output import fail
 from tools.cli.plain import Json, show
+from tools.client.settings import CA_ENV, HUB_ENV
+from tools.client.settings import TOKEN_ENV as TOKEN_VAR
 
 Agent = Literal["claude", "codex", "pi", "env"]
-TOKEN_VAR = "AMUX_MCP_TOKEN"
-"""The environment variable Codex reads the bearer token from (``bearer_token_env_var``)."""
 
 
 def _this_host() -> str:
@@ -35,7 +35,7 @@ def _this_host() -> str:
 def _listener_url(root: Any) -> tuple[str, str]:
     """``(MCP URL, CLI endpoint or "")`` from ``hub.mcp_listen`` and ``hub.listen``; raises ``bad_request`` when
     ``hub.mcp_listen`` is off."""
-    from hub.config import get_value, parse_listen
+    from protocol.settings import get_value, parse_listen
 
     listen = str(get_value(root, "hub.mcp_listen"))
     if not listen:
@@ -86,10 +86,13 @@ def plan(agent: str, url: str, token: str, ca: str, endpoint: str) -> dict[str, 
             env.append(f"export CODEX_CA_CERTIFICATE={q(ca)}")
         commands.append(f"codex mcp add amux --url {q(url)} --bearer-token-env-var {TOKEN_VAR}")
     else:  # pi, env: the amux CLI and scripts
-        env.append(f"export AMUX_HUB={q(endpoint or url)}")
-        env.append(f"export AMUX_TOKEN={q(token)}")
+        if endpoint:
+            env.append(f"export {HUB_ENV}={q(endpoint)}")
+        else:
+            env.append("# the amux CLI speaks the Hub's own protocol: set hub.listen on the Hub, then AMUX_HUB=tls://...")
+        env.append(f"export {TOKEN_VAR}={q(token)}")
         if ca:
-            env.append(f"export AMUX_HUB_CA={q(ca)}")
+            env.append(f"export {CA_ENV}={q(ca)}")
     return {"env": env, "commands": commands}
 
 
@@ -112,7 +115,7 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: str | None = 
         The URL the other machine uses (an SSH tunnel's or a TLS terminator's); default from hub.mcp_listen.
     """
     from hub import registry as reg
-    from hub.config import get_value
+    from protocol.settings import get_value
     from tools.client.when import duration_seconds
 
     try:

@@ -428,7 +428,7 @@ def check_mcp_http(ctx: Context) -> list[Check]:
     host and does not expire within ``tools.cli.tls.EXPIRY_WARNING_DAYS`` (a warning) or is not expired."""
     import socket as stdlib_socket
 
-    from hub.config import get_value, parse_listen
+    from protocol.settings import get_value, parse_listen
     from tools.cli.tls import EXPIRY_WARNING_DAYS, certificate_problems
 
     try:
