@@ -159,6 +159,7 @@ async def _serve_until_stopped(hub: Hub, config: HubConfig, limits: Limits, list
                 url = await conns.start(serve_mcp_http, hub, settings, sock, float(config.mcp_session_idle),
                                         mcp_server or standin_server, http_stop, limits.shutdown_grace_seconds)
                 hub.network_addresses.append(url)
+                hub.mcp_url = url
                 log.info("Hub serving MCP on %s%s", url, "" if settings.tls else " (plaintext: loopback only)")
             async with trio.open_nursery() as accept:
                 _start_accepting(hub, listeners, conns, accept)
