@@ -20,7 +20,6 @@ import json
 import os
 import re
 import signal
-import stat
 import subprocess
 import sys
 import time
