@@ -396,3 +396,29 @@ def test_real_codex_connects_over_http_with_no_amux_mcp_process(
     assert {f"mcp__amux__{n}" for n in served} <= set(names), names
     assert post(url, token, "global") == 401, "the delegated token is revoked after exit"
     assert [t["state"] for t in tokens(h) if t["binding"] == "global"] == ["revoked"]
+
+
+def test_the_http_plan_refuses_what_it_cannot_hand_over_safely() -> None:
+    """Pure planning: only plain-HTTP loopback URLs qualify; Claude over HTTP needs a run directory for its 0600
+    file, Pi and ``--as-user`` never get an HTTP attachment, and the spec's server data never holds the token."""
+    from launch import plan
+    from launch.attach import HttpMcp, loopback_http_url
+    from launch.errors import LaunchError
+    from launch.spec import RunAs
+
+    assert loopback_http_url("http://127.0.0.1:8765/mcp") and loopback_http_url("http://[::1]:1/mcp")
+    assert not loopback_http_url("https://127.0.0.1:8765/mcp") and not loopback_http_url("http://0.0.0.0:1/mcp")
+    assert not loopback_http_url("http://example.org:1/mcp") and not loopback_http_url("http://127.0.0.1:x/mcp")
+    secret = "amux_0123456789ab_" + "s" * 43
+    http = HttpMcp("http://127.0.0.1:9/mcp", secret, "0123456789ab", "global")
+    with pytest.raises(LaunchError, match="run directory"):
+        plan("claude", ["-p", "hi"], binding="global", hub="/h.sock", http=http)
+    for agent, run_as in (("pi", None), ("codex", RunAs(uid=1, gid=1, home="/tmp/x"))):
+        with pytest.raises(LaunchError, match="HTTP attachment"):
+            plan(agent, [], binding="global", hub="/h.sock", http=http, run_dir="/tmp/r", run_as=run_as)
+    spec = plan("claude", ["-p", "hi"], binding="global", hub="/h.sock", http=http, run_dir="/tmp/r")
+    assert secret not in json.dumps(spec.mcp_servers) and secret not in " ".join(spec.argv)
+    assert secret in spec.files[0].content and spec.files[0].mode == 0o600 and spec.token_id == "0123456789ab"
+    assert spec.cleanup == ["/tmp/r/agent-config/memory"]
+    spec = plan("codex", ["exec", "hi"], binding="global", hub="/h.sock", http=http)
+    assert secret not in " ".join(spec.argv) and spec.env_set["AMUX_MCP_BEARER"] == secret and spec.files == []
