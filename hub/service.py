@@ -281,7 +281,8 @@ class MemoryService:
             log.warning("wrote %s holding %d credential(s) (%s): %s", path, len(findings), how,
                         "; ".join(f"line {f.line} {f.rule} {f.preview}" for f in findings))
             result["secret_findings"] = [f.wire() for f in findings]
-            result["warnings"] = [f"{path} holds {len(findings)} credential(s) (secret_findings); "
+            noun = "credential" if len(findings) == 1 else "credentials"
+            result["warnings"] = [f"{path} holds {len(findings)} {noun} (secret_findings); "
                                   + ("written because --allow-secret overrode the check"
                                      if allow_secret else "written because memory.secret_scan is warn")]
         return result

@@ -52,6 +52,9 @@ class ExitStatus(IntEnum):
     settings; ``start``: it exited or did not answer in time)."""
     NOT_SAVED = 22
     """``amux memory edit`` wrote nothing: the editor failed or conflict markers were left; the text is kept."""
+    HUB_NOT_RUNNING = 23
+    """``amux hub status``: no Hub runs for this home (a state, reported on stdout; as ``systemctl status`` exits 3
+    for a stopped unit, but 3 is ``invalid_path`` here)."""
     BROKEN_PIPE = 141
     """The reader of standard output went away (``| head``): 128 + SIGPIPE, as a shell reports it."""
 
@@ -112,6 +115,13 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
 EXIT_CODES: dict[ErrorCode, int] = {code: spec.exit_status for code, spec in ERRORS.items()}
 """CLI exit status per error code (0 is success; 2 is also cyclopts' usage error)."""
 
+NEXT_STEP_KEY = "next_step"
+"""The ``data`` member in which a raise site refines its code's next step (:attr:`HubError.next_step`).
+
+Carried in ``data``, it crosses the wire with the error unchanged (a Hub's
+missing version reaches the CLI with its own next step), and scripts reading
+the CLI's JSON see it too.  DESIGN.md §8."""
+
 UNCERTAIN_NEXT_STEP = "Whether the write happened is unknown: read the document with memory_get before retrying."
 """The next step for ``unavailable`` with ``data.uncertain``: the connection broke after a write was sent."""
 
@@ -154,15 +164,25 @@ class HubError(Exception):
     in (:func:`encodable`): a caller's argument that is not valid UTF-8 (a
     file name, a socket path) shows as ``\\udcff`` instead of making the
     error unprintable, unsendable as msgpack and unserializable as MCP JSON.
+
+    ``next_step`` refines the code's next step (:data:`ERRORS`) where the
+    generic one does not fit this raise site (a missing agent program is
+    ``not_found`` too, but no search finds it): it is kept in
+    ``data["next_step"]`` (:data:`NEXT_STEP_KEY`), so it survives
+    :meth:`to_wire` / :meth:`from_wire`.  The code, its exit status and the
+    set of codes stay closed; only the advice is the raise site's.
     """
 
-    def __init__(self, code: ErrorCode, message: str, data: dict[str, Any] | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str, data: dict[str, Any] | None = None, *,
+                 next_step: str | None = None) -> None:
         message = encodable(message)
         super().__init__(message)
         self.code = code
         self.message = message
         self.data: dict[str, Any] = {encodable(k) if isinstance(k, str) else k: encodable_value(v)
                                      for k, v in (data or {}).items()}
+        if next_step is not None:
+            self.data[NEXT_STEP_KEY] = encodable(next_step)
 
     def to_wire(self) -> dict[str, Any]:
         """The ``error`` member of a response: ``{code, message, data}``."""
@@ -192,10 +212,21 @@ class HubError(Exception):
 
     @property
     def next_step(self) -> str:
-        """What an agent should do next (the MCP tool error's ``next_step``)."""
+        """What to do next (the MCP tool error's ``next_step``, the CLI's ``next:`` line).
+
+        :data:`UNCERTAIN_NEXT_STEP` for ``unavailable`` with ``data.uncertain``;
+        else the raise site's refinement (``data["next_step"]``, :attr:`refined`);
+        else the code's own from :data:`ERRORS`.
+        """
         if self.code is ErrorCode.UNAVAILABLE and self.data.get("uncertain"):
             return UNCERTAIN_NEXT_STEP
-        return ERRORS[self.code].next_step
+        return self.refined or ERRORS[self.code].next_step
+
+    @property
+    def refined(self) -> str | None:
+        """The raise site's own next step (``data["next_step"]``, a non-empty string), or ``None``."""
+        step = self.data.get(NEXT_STEP_KEY)
+        return step if isinstance(step, str) and step.strip() else None
 
     def __repr__(self) -> str:
         return f"HubError({self.code.value!r}, {self.message!r}, {self.data!r})"

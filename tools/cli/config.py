@@ -92,6 +92,8 @@ def config_list(*, home: Home = None, json: Json = False) -> int:
     except OSError as exc:
         return fail(HubError(ErrorCode.PERMISSION_DENIED if isinstance(exc, PermissionError)
                              else ErrorCode.STORAGE_ERROR, f"cannot read {target / CONFIG_NAME}: {exc.strerror}",
-                             {"path": str(target / CONFIG_NAME)}))
+                             {"path": str(target / CONFIG_NAME)},
+                             next_step="Check that the settings file (data.path) is readable by you (or run the "
+                             "command as the Hub's user), then run it again."))
     emit({"file": str(target / CONFIG_NAME), "settings": rows}, View("settings"), as_json=json)
     return 0

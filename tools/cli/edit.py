@@ -87,8 +87,11 @@ def run_editor(file: Path) -> str | None:
     except OSError as exc:
         return f"cannot run the editor {argv[0]!r} ({exc.strerror}); set $VISUAL or $EDITOR"
     if done.returncode != 0:
-        return f"the editor {argv[0]!r} exited with status {done.returncode}"
+        from tools.client.wording import ended
+
+        return f"the editor {argv[0]!r} {ended(done.returncode)}"
     return None
+
 
 
 def merge_versions(base: bytes, yours: bytes, theirs: bytes, theirs_label: bytes) -> tuple[bytes, int]:
