@@ -8,12 +8,13 @@ import json
 import os
 import shlex
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from protocol.errors import EXIT_CODES, ERRORS, ErrorCode, ExitStatus, HubError
+from protocol.errors import ERRORS, EXIT_CODES, ErrorCode, ExitStatus, HubError
 from tests.conftest import HubProcess, amux_argv
 from tests.secret_samples import samples
 from tests.terminal import TerminalResult, run_in_terminal
@@ -53,8 +54,6 @@ def test_launch_without_the_agent_program_says_how_to_install_it(tmp_path: Path,
     assert GENERIC_NOT_FOUND not in r.stderr and "next_step:" not in r.stderr  # shown once, as the next step
     # Piped, a script finds the same next step in the JSON error's data.
     named = {**env, f"AMUX_LAUNCH_{agent.upper()}": str(tmp_path / "nothing-here")}
-    import subprocess
-
     piped = subprocess.run([*amux_argv(), "launch", agent], capture_output=True, env=named, timeout=60)
     error = json.loads(piped.stdout)["error"]
     assert error["code"] == "not_found" and error["data"]["step"] == "executable", error
