@@ -79,7 +79,8 @@ def scrubbed(exc: HubError, source: bytes | None = None) -> HubError:
     """``exc`` with every credential in its message and its ``data``'s strings replaced by a redacted preview
     (:func:`hub.secrets.scrub`; ``source``: the document the error quotes, DESIGN.md §16)."""
     data = {key: scrub(value, source) if isinstance(value, str) else value for key, value in exc.data.items()}
-    return HubError(exc.code, scrub(exc.message, source), data)
+    step = scrub(exc.refined, source) if exc.refined is not None else None
+    return HubError(exc.code, scrub(exc.message, source), data, next_step=step)
 
 
 def _stop_when_cancelled() -> bool:

@@ -116,11 +116,12 @@ EXIT_CODES: dict[ErrorCode, int] = {code: spec.exit_status for code, spec in ERR
 """CLI exit status per error code (0 is success; 2 is also cyclopts' usage error)."""
 
 NEXT_STEP_KEY = "next_step"
-"""The ``data`` member in which a raise site refines its code's next step (:attr:`HubError.next_step`).
+"""The member of a wire error (beside ``code``, ``message``, ``data``) in which a raise site refines its code's
+next step (:attr:`HubError.refined`); present only then.
 
-Carried in ``data``, it crosses the wire with the error unchanged (a Hub's
-missing version reaches the CLI with its own next step), and scripts reading
-the CLI's JSON see it too.  DESIGN.md §8."""
+So it crosses the wire with the error (a Hub's missing version reaches the
+CLI with its own next step), and scripts reading the CLI's JSON see it, while
+``data`` stays what a caller needs to act on.  DESIGN.md §8."""
 
 UNCERTAIN_NEXT_STEP = "Whether the write happened is unknown: read the document with memory_get before retrying."
 """The next step for ``unavailable`` with ``data.uncertain``: the connection broke after a write was sent."""
@@ -167,10 +168,10 @@ class HubError(Exception):
 
     ``next_step`` refines the code's next step (:data:`ERRORS`) where the
     generic one does not fit this raise site (a missing agent program is
-    ``not_found`` too, but no search finds it): it is kept in
-    ``data["next_step"]`` (:data:`NEXT_STEP_KEY`), so it survives
-    :meth:`to_wire` / :meth:`from_wire`.  The code, its exit status and the
-    set of codes stay closed; only the advice is the raise site's.
+    ``not_found`` too, but no search finds it): :meth:`to_wire` sends it as
+    the error's ``next_step`` member (:data:`NEXT_STEP_KEY`) and
+    :meth:`from_wire` reads it back.  The code, its exit status and the set
+    of codes stay closed; only the advice is the raise site's.
     """
 
     def __init__(self, code: ErrorCode, message: str, data: dict[str, Any] | None = None, *,
@@ -181,12 +182,15 @@ class HubError(Exception):
         self.message = message
         self.data: dict[str, Any] = {encodable(k) if isinstance(k, str) else k: encodable_value(v)
                                      for k, v in (data or {}).items()}
-        if next_step is not None:
-            self.data[NEXT_STEP_KEY] = encodable(next_step)
+        self.refined: str | None = encodable(next_step) if next_step and next_step.strip() else None
+        """The raise site's own next step, or ``None`` (the code's own from :data:`ERRORS` applies)."""
 
     def to_wire(self) -> dict[str, Any]:
-        """The ``error`` member of a response: ``{code, message, data}``."""
-        return {"code": self.code.value, "message": self.message, "data": self.data}
+        """The ``error`` member of a response: ``{code, message, data}``, plus ``next_step`` when refined."""
+        wire = {"code": self.code.value, "message": self.message, "data": self.data}
+        if self.refined is not None:
+            wire[NEXT_STEP_KEY] = self.refined
+        return wire
 
     @classmethod
     def from_wire(cls, error: Any) -> HubError:
@@ -199,10 +203,12 @@ class HubError(Exception):
             code = ErrorCode.INTERNAL
         message = error.get("message")
         data = error.get("data")
+        step = error.get(NEXT_STEP_KEY)
         return cls(
             code,
             message if isinstance(message, str) else str(error.get("code")),
             data if isinstance(data, dict) else {},
+            next_step=step if isinstance(step, str) else None,
         )
 
     @property
@@ -215,18 +221,12 @@ class HubError(Exception):
         """What to do next (the MCP tool error's ``next_step``, the CLI's ``next:`` line).
 
         :data:`UNCERTAIN_NEXT_STEP` for ``unavailable`` with ``data.uncertain``;
-        else the raise site's refinement (``data["next_step"]``, :attr:`refined`);
+        else the raise site's refinement (:attr:`refined`);
         else the code's own from :data:`ERRORS`.
         """
         if self.code is ErrorCode.UNAVAILABLE and self.data.get("uncertain"):
             return UNCERTAIN_NEXT_STEP
         return self.refined or ERRORS[self.code].next_step
-
-    @property
-    def refined(self) -> str | None:
-        """The raise site's own next step (``data["next_step"]``, a non-empty string), or ``None``."""
-        step = self.data.get(NEXT_STEP_KEY)
-        return step if isinstance(step, str) and step.strip() else None
 
     def __repr__(self) -> str:
         return f"HubError({self.code.value!r}, {self.message!r}, {self.data!r})"

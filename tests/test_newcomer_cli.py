@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 
 from protocol.errors import ERRORS, EXIT_CODES, ErrorCode, ExitStatus, HubError
@@ -57,7 +58,8 @@ def test_launch_without_the_agent_program_says_how_to_install_it(tmp_path: Path,
     piped = subprocess.run([*amux_argv(), "launch", agent], capture_output=True, env=named, timeout=60)
     error = json.loads(piped.stdout)["error"]
     assert error["code"] == "not_found" and error["data"]["step"] == "executable", error
-    assert f"Point AMUX_LAUNCH_{agent.upper()} at the agent's executable" in error["data"]["next_step"], error
+    assert f"Point AMUX_LAUNCH_{agent.upper()} at the agent's executable" in error["next_step"], error
+    assert "next_step" not in error["data"]
 
 
 def test_a_version_never_recorded_points_at_the_history(hub: HubProcess) -> None:
@@ -65,8 +67,9 @@ def test_a_version_never_recorded_points_at_the_history(hub: HubProcess) -> None
     assert r.returncode == 0, r.stderr
     piped = hub.cli("memory", "show", "notes/deploy.md", "--revision", "0123456789ab")
     assert piped.returncode == EXIT_CODES[ErrorCode.NOT_FOUND], piped.stderr
-    data = piped.json["error"]["data"]
-    assert data["reason"] == "unknown" and "'amux memory history notes/deploy.md'" in data["next_step"], data
+    wire = piped.json["error"]
+    assert wire["data"] == {"path": "notes/deploy.md", "revision": "0123456789ab", "reason": "unknown"}, wire
+    assert "'amux memory history notes/deploy.md'" in wire["next_step"], wire
     shown = run_in_terminal([*amux_argv(), "memory", "show", "notes/deploy.md", "--revision", "0123456789ab"],
                             env={**hub.env, "TERM": "dumb"})
     assert shown.returncode == 4 and shown.screen == ""
@@ -86,9 +89,13 @@ def test_an_unknown_token_id_points_at_the_token_list(tmp_path: Path) -> None:
 def test_a_refined_next_step_crosses_the_wire_and_the_generic_one_stays() -> None:
     refined = HubError(ErrorCode.NOT_FOUND, "version x of a.md was never recorded", {"path": "a.md"},
                        next_step="see 'amux memory history a.md'")
-    back = HubError.from_wire(refined.to_wire())
+    wire = refined.to_wire()
+    assert wire["data"] == {"path": "a.md"} and wire["next_step"] == "see 'amux memory history a.md'"
+    back = HubError.from_wire(msgpack.unpackb(msgpack.packb(wire)))
     assert back.next_step == "see 'amux memory history a.md'" and back.refined == back.next_step
-    plain = HubError.from_wire(HubError(ErrorCode.NOT_FOUND, "a.md does not exist", {"path": "a.md"}).to_wire())
+    generic = HubError(ErrorCode.NOT_FOUND, "a.md does not exist", {"path": "a.md"})
+    assert set(generic.to_wire()) == {"code", "message", "data"}  # no member unless refined
+    plain = HubError.from_wire(generic.to_wire())
     assert plain.refined is None and plain.next_step == ERRORS[ErrorCode.NOT_FOUND].next_step
     uncertain = HubError(ErrorCode.UNAVAILABLE, "lost", {"uncertain": True}, next_step="try again")
     assert "read the document" in uncertain.next_step  # an unknown outcome outranks any refinement

@@ -228,7 +228,7 @@ def read_current(path: str) -> tuple[bytes, str]:
 
 def kept_error(exc: HubError, session: Session) -> HubError:
     """``exc`` with ``data.kept_file``: the path of the file holding the user's text."""
-    return HubError(exc.code, exc.message, {**exc.data, "kept_file": str(session.file)})
+    return HubError(exc.code, exc.message, {**exc.data, "kept_file": str(session.file)}, next_step=exc.refined)
 
 
 def fail_kept(exc: HubError, session: Session | None, as_json: bool) -> int:

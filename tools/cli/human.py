@@ -21,7 +21,7 @@ import shlex
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import ERRORS, NEXT_STEP_KEY, ErrorCode, HubError
+from protocol.errors import ERRORS, ErrorCode, HubError
 from protocol.params import ABSENT
 from tools.cli.console import print_err
 from tools.cli.view import Renderer, View
@@ -616,8 +616,6 @@ def print_error(exc: HubError) -> None:
         text(("  next: ", "bold"), terminal_next_step(exc)),
     ]
     for key, value in exc.data.items():
-        if key == NEXT_STEP_KEY:
-            continue  # printed as the next step above
         shown = inert(json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, dict | list) else value)
         lines.append(text((f"  {inert(key)}: ", "dim"), shown if len(shown) <= 200 else shown[:200] + "…"))
     print_err(group(lines))
