@@ -48,6 +48,7 @@ import logging
 import mmap
 import os
 import secrets
+import shlex
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -235,8 +236,12 @@ def _version_from(h: dict[str, Any], offset: int, record: int) -> Version:
 def _not_found(path: str, revision: str, reason: str) -> HubError:
     what = {"unknown": "was never recorded", "pruned": "was pruned by the history retention settings",
             "purged": "was purged"}[reason]
+    shown = shlex.quote(path)
+    step = (f"List the versions stored for {path} with 'amux memory history {shown}' and use one of their revisions."
+            if reason == "unknown" else
+            f"That version is gone for good; 'amux memory history {shown}' lists the versions still stored.")
     return HubError(ErrorCode.NOT_FOUND, f"version {revision[:12]} of {path} {what}",
-                    {"path": path, "revision": revision, "reason": reason})
+                    {"path": path, "revision": revision, "reason": reason}, next_step=step)
 
 
 @dataclass
@@ -737,7 +742,9 @@ class ScopeHistory:
                 raise _not_found(path, revision, "unknown")
             if not targets:
                 raise HubError(ErrorCode.NOT_FOUND, f"{path} has no stored versions", {"path": path,
-                                                                                        "reason": "unknown"})
+                                                                                        "reason": "unknown"},
+                               next_step="Nothing to purge; 'amux memory log' lists the paths that have stored "
+                               "versions.")
             if current_revision != ABSENT and any(v.revision == current_revision for v in targets):
                 raise HubError(ErrorCode.BAD_REQUEST,
                                f"{path} still holds version {current_revision[:12]}: forget the document or "

@@ -213,7 +213,9 @@ async def refuse(stream: trio.SocketStream, tls: ssl.SSLContext | None = None) -
     Gives the peer at most 1 s (2 s with TLS) to take the answer; the close is shielded from cancellation.
     """
     error = HubError(ErrorCode.BUSY, f"the Hub already serves {MAX_CONNECTIONS} connections; retry shortly",
-                     {"maximum": MAX_CONNECTIONS})
+                     {"maximum": MAX_CONNECTIONS},
+                     next_step="Nothing was done: the Hub serves as many connections as it allows. Wait a moment and "
+                     "call again.")
     out: trio.abc.Stream = trio.SSLStream(stream, tls, server_side=True) if tls is not None else stream
     with trio.move_on_after(2 if tls is not None else 1):
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):

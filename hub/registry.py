@@ -233,7 +233,9 @@ class Registry:
         if existing is not None:
             if existing.kind != kind:
                 raise HubError(ErrorCode.CONFLICT, f"principal {name!r} already exists as a {existing.kind} principal",
-                               {"name": name, "kind": existing.kind})
+                               {"name": name, "kind": existing.kind},
+                               next_step="Choose another name, or remove that principal first with 'amux hub "
+                               "principal remove NAME' ('amux hub principal list' shows them).")
             return self, False
         return replace(self, principals={**self.principals, name: Principal(name, kind, int(now))}), True
 
@@ -264,14 +266,17 @@ class Registry:
         if current is not None and current != name:
             raise HubError(ErrorCode.CONFLICT, f"{alias} already resolves to principal {current!r}; "
                            f"remove it first with 'amux hub principal unalias {alias}'",
-                           {"alias": alias, "principal": current})
+                           {"alias": alias, "principal": current},
+                           next_step="Remove the alias first with 'amux hub principal unalias ALIAS', then add it "
+                           "again for the other principal.")
         return replace(self, aliases={**self.aliases, alias: name}), alias
 
     def remove_alias(self, alias: str) -> tuple[Registry, str]:
         """Drop an alias; returns the new snapshot and the principal it named. Raises ``not_found`` if absent."""
         alias = check_alias(alias)
         if alias not in self.aliases:
-            raise HubError(ErrorCode.NOT_FOUND, f"no alias {alias}", {"alias": alias})
+            raise HubError(ErrorCode.NOT_FOUND, f"no alias {alias}", {"alias": alias},
+                           next_step="'amux hub principal list' shows every principal's aliases.")
         principal = self.aliases[alias]
         return replace(self, aliases={a: p for a, p in self.aliases.items() if a != alias}), principal
 
@@ -308,7 +313,8 @@ class Registry:
         if record is None:
             raise HubError(ErrorCode.NOT_FOUND,
                            f"no token with id {token_id[:40]!r} ('amux hub token list' shows them)",
-                           {"id": token_id[:40]})
+                           {"id": token_id[:40]},
+                           next_step="'amux hub token list' shows the token ids; use one of them.")
         if record.revoked is None:
             record = replace(record, revoked=int(now))
         return replace(self, tokens={**self.tokens, token_id: record}), record
@@ -322,7 +328,8 @@ class Registry:
         p = self.principals.get(name)
         if p is None:
             raise HubError(ErrorCode.NOT_FOUND, f"no principal {name!r}; add it with 'amux hub principal add {name}'",
-                           {"name": name})
+                           {"name": name}, next_step="Add the principal with 'amux hub principal add NAME', or "
+                           "name one that 'amux hub principal list' shows.")
         return p
 
     # -- (de)serialisation -------------------------------------------------------
@@ -554,5 +561,7 @@ class RegistryWatcher:
         if error is not None:
             raise HubError(ErrorCode.UNAUTHORIZED,
                            f"the Hub cannot verify identities: {error.message}; fix or restore the file",
-                           {"reason": "registry_invalid"})
+                           {"reason": "registry_invalid"},
+                           next_step="The Hub's registry file (principals.toml) is unusable: tell the user; the "
+                           "Hub's operator must fix or restore it (the message says what is wrong).")
         return registry

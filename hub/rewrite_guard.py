@@ -134,7 +134,7 @@ def check_rewrite(path: str, old: bytes, new: bytes) -> None:
     lines_cut = old_lines - new_lines > MIN_DROPPED_LINES and new_lines * 2 < old_lines
     bytes_cut = len(old) - len(new) > MIN_DROPPED_BYTES and len(new) * 2 < len(old)
     if lines_cut or bytes_cut:
-        what = (f"{new_lines} lines where the document has {old_lines}" if lines_cut
+        what = (f"{new_lines} line{'' if new_lines == 1 else 's'} where the document has {old_lines}" if lines_cut
                 else f"{len(new)} bytes where the document has {len(old)}")
         raise HubError(
             ErrorCode.DESTRUCTIVE_REWRITE,

@@ -184,5 +184,6 @@ class Hub:
                 f"the Hub could not start this {request.method} within {deadline:g} s "
                 "(it is overloaded); nothing was done, retry later",
                 {"deadline_seconds": deadline},
+                next_step="Nothing was done: the Hub is overloaded. Wait a moment and call again.",
             )
         return result

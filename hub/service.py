@@ -79,7 +79,8 @@ def scrubbed(exc: HubError, source: bytes | None = None) -> HubError:
     """``exc`` with every credential in its message and its ``data``'s strings replaced by a redacted preview
     (:func:`hub.secrets.scrub`; ``source``: the document the error quotes, DESIGN.md §16)."""
     data = {key: scrub(value, source) if isinstance(value, str) else value for key, value in exc.data.items()}
-    return HubError(exc.code, scrub(exc.message, source), data)
+    step = scrub(exc.refined, source) if exc.refined is not None else None
+    return HubError(exc.code, scrub(exc.message, source), data, next_step=step)
 
 
 def _stop_when_cancelled() -> bool:
@@ -281,7 +282,8 @@ class MemoryService:
             log.warning("wrote %s holding %d credential(s) (%s): %s", path, len(findings), how,
                         "; ".join(f"line {f.line} {f.rule} {f.preview}" for f in findings))
             result["secret_findings"] = [f.wire() for f in findings]
-            result["warnings"] = [f"{path} holds {len(findings)} credential(s) (secret_findings); "
+            noun = "credential" if len(findings) == 1 else "credentials"
+            result["warnings"] = [f"{path} holds {len(findings)} {noun} (secret_findings); "
                                   + ("written because --allow-secret overrode the check"
                                      if allow_secret else "written because memory.secret_scan is warn")]
         return result

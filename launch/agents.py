@@ -310,7 +310,8 @@ def _memory_access(agent: str, amux_command: Sequence[str], hub: str, binding: s
                    run_as: RunAs | None, run_dir: str | None, session_id: str | None) -> _Memory:
     """How the agent reaches amux: the MCP server command, the PATH entry, the wrapper (and copy) files."""
     if not amux_command:
-        raise LaunchError("executable", "no amux command given", code=ErrorCode.NOT_FOUND)
+        raise LaunchError("executable", "no amux command given", code=ErrorCode.NOT_FOUND,
+                          next_step="Pass the amux command to run as the MCP server (a bug in the caller).")
     # The agent's instructions already carry the protocol: the MCP server must not add a second copy.
     mcp_env = {"AMUX_HUB": hub, "AMUX_MEMORY_BINDING": binding, "AMUX_MCP_INSTRUCTIONS": "off"}
     if session_id:

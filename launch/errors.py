@@ -21,9 +21,12 @@ class LaunchError(HubError):
     ``code`` is one of :class:`~protocol.errors.ErrorCode` (``bad_request``
     for a wrong request, ``not_found`` for a missing session or executable),
     ``step`` names the launch step, and ``data`` always carries ``step``.
+    ``next_step`` refines the code's next step for this failure (a missing
+    agent program is ``not_found``, but no memory search finds it), as
+    :class:`~protocol.errors.HubError` takes it (DESIGN.md §8).
     """
 
     def __init__(self, step: str, message: str, data: dict[str, Any] | None = None,
-                 code: ErrorCode = ErrorCode.BAD_REQUEST) -> None:
-        super().__init__(code, message, {"step": step, **(data or {})})
+                 code: ErrorCode = ErrorCode.BAD_REQUEST, *, next_step: str | None = None) -> None:
+        super().__init__(code, message, {"step": step, **(data or {})}, next_step=next_step)
         self.step = step

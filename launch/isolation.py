@@ -55,7 +55,8 @@ def find_entry_point(argv0: str | None = None) -> Path:
     candidates = script_candidates(argv0)
     raise LaunchError("executable", "cannot find the amux command (looked at the running program, next to "
                       f"{sys.executable} and on PATH)", {"looked_at": [str(c) for c in candidates]},
-                      code=ErrorCode.NOT_FOUND)
+                      code=ErrorCode.NOT_FOUND, next_step="Install amux-memory so that its 'amux' command is on "
+                      "PATH (or next to this Python), then launch again.")
 
 
 def target(user: str, run_dir: Path) -> RunAs:
@@ -70,7 +71,8 @@ def target(user: str, run_dir: Path) -> RunAs:
     except KeyError:
         if not user.isdigit():
             raise LaunchError("isolation", f"--as-user {user}: no such user", {"user": user},
-                              code=ErrorCode.NOT_FOUND) from None
+                              code=ErrorCode.NOT_FOUND, next_step="Name an existing account (a user name or a "
+                              "numeric uid: 'getent passwd' lists them) with --as-user.") from None
         uid = int(user)
         return RunAs(uid=uid, gid=uid, groups=(), name=None, home=str(run_dir / "home"))
     groups = tuple(g for g in os.getgrouplist(entry.pw_name, entry.pw_gid) if g != entry.pw_gid)
@@ -224,4 +226,6 @@ def _probe_result(proc: subprocess.CompletedProcess[bytes], run_as: RunAs, entry
     if isinstance(parsed, dict) and "error" in parsed:
         raise HubError.from_wire(parsed["error"])
     tail = proc.stderr.decode(errors="replace").strip().splitlines()[-3:]
-    raise _cannot_run(run_as, entry, f"exit status {proc.returncode}: {' / '.join(tail) or 'no output'}")
+    from tools.client.wording import ended
+
+    raise _cannot_run(run_as, entry, f"{ended(proc.returncode)}: {' / '.join(tail) or 'no output'}")

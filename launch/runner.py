@@ -31,6 +31,22 @@ PROGRAM_ENV: Final = "AMUX_LAUNCH_{agent}"
 """The environment variable naming an agent's program, ``{agent}`` its name upper-cased (``AMUX_LAUNCH_CLAUDE``)."""
 
 
+INSTALL_COMMANDS: Final = {
+    "claude": "npm install -g @anthropic-ai/claude-code",
+    "codex": "npm install -g @openai/codex",
+    "pi": "npm install -g @mariozechner/pi-coding-agent",
+}
+"""How each agent's program is installed: the next step of a launch that cannot find it (DESIGN.md §8, §10)."""
+
+
+def missing_program_step(agent: str) -> str:
+    """The next step when ``agent``'s program is missing: how to install it, or name it with ``AMUX_LAUNCH_*``."""
+    var = PROGRAM_ENV.format(agent=agent.upper())
+    install = INSTALL_COMMANDS.get(agent)
+    how = f"Install it ('{install}') or set" if install else "Install it or set"
+    return f"{how} {var} to the path of its program, then run 'amux launch {agent}' again."
+
+
 def find_executable(agent: str, environ: Mapping[str, str]) -> str:
     """The agent program: ``$AMUX_LAUNCH_<AGENT>`` (e.g. ``AMUX_LAUNCH_CLAUDE``) if set, else ``agent`` on PATH.
 
@@ -43,11 +59,12 @@ def find_executable(agent: str, environ: Mapping[str, str]) -> str:
         if os.path.isfile(named) and os.access(named, os.X_OK):
             return os.path.abspath(named)
         raise LaunchError("executable", f"{var}={named} is not an executable file", {"agent": agent, var: named},
-                          code=ErrorCode.NOT_FOUND)
+                          code=ErrorCode.NOT_FOUND, next_step=f"Point {var} at the agent's executable program "
+                          f"(or unset it to use {agent!r} from PATH), then run 'amux launch {agent}' again.")
     found = shutil.which(agent, path=environ.get("PATH", os.defpath))
     if not found:
         raise LaunchError("executable", f"cannot find {agent!r} on PATH; install it or name it with {var}",
-                          {"agent": agent}, code=ErrorCode.NOT_FOUND)
+                          {"agent": agent}, code=ErrorCode.NOT_FOUND, next_step=missing_program_step(agent))
     return os.path.abspath(found)
 
 
@@ -197,7 +214,9 @@ def run(spec: LaunchSpec, *, base_env: Mapping[str, str] | None = None, cwd: str
                     box.append(subprocess.Popen(spec.argv, env=env, cwd=cwd))
             except OSError as exc:
                 raise LaunchError("executable", f"cannot start {spec.argv[0]}: {exc.strerror or exc}",
-                                  {"argv0": spec.argv[0]}, code=ErrorCode.NOT_FOUND) from None
+                                  {"argv0": spec.argv[0]}, code=ErrorCode.NOT_FOUND,
+                                  next_step="Check that the program exists and is executable (for --as-user: by "
+                                  "that user), then launch again.") from None
             for signum in pending:
                 box[0].send_signal(signum)
             while True:

@@ -96,7 +96,9 @@ def load(home: Path, session_id: str) -> SessionState:
     except FileNotFoundError:
         raise LaunchError("session", f"no session {session_id} under {path.parent} (AMUX_HOME); "
                           "start a new one without --resume", {"session_id": session_id},
-                          code=ErrorCode.NOT_FOUND) from None
+                          code=ErrorCode.NOT_FOUND, next_step="Check the session id and AMUX_HOME (the sessions are "
+                          f"the files in {path.parent}), or run 'amux launch' without --resume for a new "
+                          "session.") from None
     except (OSError, ValueError) as exc:
         raise LaunchError("session", f"cannot read the session state {path}: {exc}", {"path": str(path)}) from None
     try:

@@ -52,6 +52,9 @@ class ExitStatus(IntEnum):
     settings; ``start``: it exited or did not answer in time)."""
     NOT_SAVED = 22
     """``amux memory edit`` wrote nothing: the editor failed or conflict markers were left; the text is kept."""
+    HUB_NOT_RUNNING = 23
+    """``amux hub status``: no Hub runs for this home (a state, reported on stdout; as ``systemctl status`` exits 3
+    for a stopped unit, but 3 is ``invalid_path`` here)."""
     BROKEN_PIPE = 141
     """The reader of standard output went away (``| head``): 128 + SIGPIPE, as a shell reports it."""
 
@@ -112,6 +115,14 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
 EXIT_CODES: dict[ErrorCode, int] = {code: spec.exit_status for code, spec in ERRORS.items()}
 """CLI exit status per error code (0 is success; 2 is also cyclopts' usage error)."""
 
+NEXT_STEP_KEY = "next_step"
+"""The member of a wire error (beside ``code``, ``message``, ``data``) in which a raise site refines its code's
+next step (:attr:`HubError.refined`); present only then.
+
+So it crosses the wire with the error (a Hub's missing version reaches the
+CLI with its own next step), and scripts reading the CLI's JSON see it, while
+``data`` stays what a caller needs to act on.  DESIGN.md §8."""
+
 UNCERTAIN_NEXT_STEP = "Whether the write happened is unknown: read the document with memory_get before retrying."
 """The next step for ``unavailable`` with ``data.uncertain``: the connection broke after a write was sent."""
 
@@ -154,19 +165,32 @@ class HubError(Exception):
     in (:func:`encodable`): a caller's argument that is not valid UTF-8 (a
     file name, a socket path) shows as ``\\udcff`` instead of making the
     error unprintable, unsendable as msgpack and unserializable as MCP JSON.
+
+    ``next_step`` refines the code's next step (:data:`ERRORS`) where the
+    generic one does not fit this raise site (a missing agent program is
+    ``not_found`` too, but no search finds it): :meth:`to_wire` sends it as
+    the error's ``next_step`` member (:data:`NEXT_STEP_KEY`) and
+    :meth:`from_wire` reads it back.  The code, its exit status and the set
+    of codes stay closed; only the advice is the raise site's.
     """
 
-    def __init__(self, code: ErrorCode, message: str, data: dict[str, Any] | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str, data: dict[str, Any] | None = None, *,
+                 next_step: str | None = None) -> None:
         message = encodable(message)
         super().__init__(message)
         self.code = code
         self.message = message
         self.data: dict[str, Any] = {encodable(k) if isinstance(k, str) else k: encodable_value(v)
                                      for k, v in (data or {}).items()}
+        self.refined: str | None = encodable(next_step) if next_step and next_step.strip() else None
+        """The raise site's own next step, or ``None`` (the code's own from :data:`ERRORS` applies)."""
 
     def to_wire(self) -> dict[str, Any]:
-        """The ``error`` member of a response: ``{code, message, data}``."""
-        return {"code": self.code.value, "message": self.message, "data": self.data}
+        """The ``error`` member of a response: ``{code, message, data}``, plus ``next_step`` when refined."""
+        wire = {"code": self.code.value, "message": self.message, "data": self.data}
+        if self.refined is not None:
+            wire[NEXT_STEP_KEY] = self.refined
+        return wire
 
     @classmethod
     def from_wire(cls, error: Any) -> HubError:
@@ -179,10 +203,12 @@ class HubError(Exception):
             code = ErrorCode.INTERNAL
         message = error.get("message")
         data = error.get("data")
+        step = error.get(NEXT_STEP_KEY)
         return cls(
             code,
             message if isinstance(message, str) else str(error.get("code")),
             data if isinstance(data, dict) else {},
+            next_step=step if isinstance(step, str) else None,
         )
 
     @property
@@ -192,10 +218,15 @@ class HubError(Exception):
 
     @property
     def next_step(self) -> str:
-        """What an agent should do next (the MCP tool error's ``next_step``)."""
+        """What to do next (the MCP tool error's ``next_step``, the CLI's ``next:`` line).
+
+        :data:`UNCERTAIN_NEXT_STEP` for ``unavailable`` with ``data.uncertain``;
+        else the raise site's refinement (:attr:`refined`);
+        else the code's own from :data:`ERRORS`.
+        """
         if self.code is ErrorCode.UNAVAILABLE and self.data.get("uncertain"):
             return UNCERTAIN_NEXT_STEP
-        return ERRORS[self.code].next_step
+        return self.refined or ERRORS[self.code].next_step
 
     def __repr__(self) -> str:
         return f"HubError({self.code.value!r}, {self.message!r}, {self.data!r})"

@@ -441,8 +441,10 @@ def test_an_ambiguous_stored_version_prefix_is_refused(tmp_path: Path, hub_facto
         r = hub.cli("memory", *args)
         assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST] and "ambiguous" in r.stderr, (args, r.stderr)
     one_more = hub.cli("memory", "show", "a.md", "--revision", common + "1")
-    assert error(one_more, ErrorCode.NOT_FOUND)["data"] == {"path": "a.md", "revision": common + "1" * 52,
-                                                           "reason": "purged"}
+    wire = error(one_more, ErrorCode.NOT_FOUND)
+    assert wire["data"] == {"path": "a.md", "revision": common + "1" * 52, "reason": "purged"}
+    assert wire["next_step"] == ("That version is gone for good; 'amux memory history a.md' lists the versions "
+                                 "still stored.")
 
 
 # -- messages --------------------------------------------------------------------------------------------

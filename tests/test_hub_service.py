@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import plistlib
+import shlex
 import shutil
 import signal
 import subprocess
@@ -79,9 +80,10 @@ def ok(r: CliResult) -> Any:
 def test_start_status_stop_restart(home: Home) -> None:
     ok(home.amux("system", "config", "set", "memory.enabled", "true"))
     not_running = home.amux("hub", "status")
-    assert not_running.returncode == EXIT_CODES[ErrorCode.UNAVAILABLE]
-    error = not_running.json["error"]
-    assert error["data"]["running"] is False and "amux hub start --home" in error["message"], error
+    assert not_running.returncode == ExitStatus.HUB_NOT_RUNNING, (not_running.stdout, not_running.stderr)
+    assert not_running.json == {"running": False, "home": str(home.home), "socket": str(home.home / "hub.sock"),
+                                "start_command": f"amux hub start --home {shlex.quote(str(home.home))}"}
+    assert not_running.stderr == ""  # a state, not an error
 
     started = ok(home.amux("hub", "start"))
     pid = started["pid"]
@@ -139,7 +141,7 @@ def test_a_stale_pid_in_the_lock_file_is_not_a_running_hub(home: Home) -> None:
         home.home.mkdir()
         (home.home / "hub.lock").write_text(f"{bystander.pid}\n")  # a killed Hub's leftover, pid reused
         assert ok(home.amux("hub", "stop"))["stopped"] is False
-        assert home.amux("hub", "status").json["error"]["data"]["running"] is False
+        assert home.amux("hub", "status").json["running"] is False
         assert bystander.poll() is None  # never signalled
         started = ok(home.amux("hub", "start"))
         assert started["started"] is True and started["pid"] != bystander.pid
@@ -270,7 +272,7 @@ def test_stop_of_a_hub_that_does_not_exit_is_busy(home: Home) -> None:
         os.kill(pid, signal.SIGCONT)
     # The pending SIGTERM is handled once it runs again: a second stop finds it stopping or gone.
     assert ok(home.amux("hub", "stop"))["running"] is False
-    assert home.amux("hub", "status").json["error"]["data"]["running"] is False
+    assert home.amux("hub", "status").json["running"] is False
 
 
 def test_uninstall_removes_only_a_unit_amux_wrote_and_homes_get_their_own(home: Home, tmp_path: Path) -> None:

@@ -404,9 +404,9 @@ def test_no_hub_in_a_terminal_says_how_to_start_one(tmp_path: Path) -> None:
     assert (r.returncode, r.screen) == (11, "")
     lines = r.stderr.splitlines()
     assert lines[0].startswith("amux: unavailable: no Hub is listening at ")
-    assert lines[1] == ("  next: Start a Hub with 'amux hub serve' (or point AMUX_HOME / AMUX_HUB at a running one), "
+    assert lines[1] == ("  next: Start a Hub with 'amux hub start' (or point AMUX_HOME / AMUX_HUB at a running one), "
                         "then run the command again.")
-    assert f"  socket: {tmp_path / 'hub.sock'}" in lines
+    assert lines[2:] == [f"  hub: {tmp_path / 'hub.sock'}"]  # the Hub named once, not as hub: and socket: too
 
 
 def test_inert_escapes_every_terminal_control_and_keeps_text() -> None:

@@ -501,7 +501,7 @@ async def test_hub_down_at_start_lists_tools_and_calls_say_why_then_recovers(hub
             assert time.perf_counter() - start < 10
             for error in await _assert_every_call_fails(s, ErrorCode.UNAVAILABLE):
                 assert "no Hub is listening" in error["message"] and "amux hub serve" in error["message"]
-                assert error["data"]["socket"] == str(hub.socket)
+                assert error["data"] == {"hub": str(hub.socket)}  # named once
             # The Hub comes up: the next call connects, with no restart of the MCP server.
             hub.start()
             ok(await call(s, "memory_upsert", path="MEMORY.md", content="# up\n", expected_revision="absent"))
@@ -655,4 +655,4 @@ async def test_a_non_utf8_socket_path_is_a_clear_error_not_a_dead_server(tmp_pat
         async with mcp_session(home, tmp_path / "mcp.log") as s:
             for _ in range(2):
                 error = err(await call(s, "memory_search", query="x"), ErrorCode.UNAVAILABLE)
-                assert "home-\\udcff" in error["message"] and "home-\\udcff" in error["data"]["socket"]
+                assert "home-\\udcff" in error["message"] and "home-\\udcff" in error["data"]["hub"]

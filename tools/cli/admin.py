@@ -9,11 +9,14 @@ Hub's user, on the Hub's host.  Output is JSON, errors as for data commands.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from protocol.errors import HubError
 from tools.cli.options import Home, resolve_home
-from tools.cli.output import emit, fail, say
+from tools.cli.output import fail, human_output, say
+from tools.cli.plain import Json, show, table
+from tools.client.inert import inert
 
 
 def _principal_view(registry: Any, name: str) -> dict[str, Any]:
@@ -30,15 +33,22 @@ def _principal_view(registry: Any, name: str) -> dict[str, Any]:
     }
 
 
-def _run(action: Any) -> int:
+def _run(action: Callable[[], dict[str, Any]], lines: Callable[[dict[str, Any]], Iterable[str]], json: bool) -> int:
+    """Run ``action`` and print its document (:func:`tools.cli.plain.show`: JSON, or ``lines(doc)`` for a
+    person); a :class:`HubError` is reported as for data commands.  Returns the exit status."""
     try:
-        emit(action())
+        doc = action()
     except HubError as exc:
-        return fail(exc)
+        return fail(exc, as_json=json)
+    show(doc, lambda: lines(doc), json_flag=json)
     return 0
 
 
-def principal_add(name: str, /, *, service: bool = False, home: Home = None) -> int:
+def _names(names: Iterable[Any]) -> str:
+    return ", ".join(inert(n) for n in names) or "none"
+
+
+def principal_add(name: str, /, *, service: bool = False, home: Home = None, json: Json = False) -> int:
     """Register a principal (a person, or with --service a service execution identity).
 
     Adding one that already exists with the same kind changes nothing ("added": false).
@@ -59,10 +69,15 @@ def principal_add(name: str, /, *, service: bool = False, home: Home = None) -> 
         current, _ = reg.read_registry(reg.registry_path(resolve_home(home)))
         return {**_principal_view(current, name), "added": created}
 
-    return _run(action)
+    def lines(doc: dict[str, Any]) -> list[str]:
+        what = "added" if doc["added"] else "already exists (nothing changed)"
+        return [f"principal {inert(doc['name'])} ({doc['kind']}) {what}; its isolated memory is "
+                f"{inert(doc['binding'])}"]
+
+    return _run(action, lines, json)
 
 
-def principal_remove(name: str, /, *, home: Home = None) -> int:
+def principal_remove(name: str, /, *, home: Home = None, json: Json = False) -> int:
     """Remove a principal with its aliases and tokens (its memory files are kept).
 
     Parameters
@@ -76,10 +91,16 @@ def principal_remove(name: str, /, *, home: Home = None) -> int:
         removed = reg.modify(resolve_home(home), lambda r, now: r.remove_principal(name, now))
         return {"name": name, "removed": True, **removed}
 
-    return _run(action)
+    def lines(doc: dict[str, Any]) -> list[str]:
+        from tools.client.wording import counted
+
+        return [f"principal {inert(doc['name'])} removed, with {counted(len(doc['aliases']), 'alias')} and "
+                f"{counted(len(doc['tokens']), 'token')}; its memory files are kept"]
+
+    return _run(action, lines, json)
 
 
-def principal_alias(name: str, alias: str, /, *, home: Home = None) -> int:
+def principal_alias(name: str, alias: str, /, *, home: Home = None, json: Json = False) -> int:
     """Make an OS account act as a principal on this Hub's Unix socket.
 
     Several accounts (a person's login, the account a chat bridge runs as)
@@ -98,10 +119,14 @@ def principal_alias(name: str, alias: str, /, *, home: Home = None) -> int:
         canonical = reg.modify(resolve_home(home), lambda r, now: r.add_alias(name, alias))
         return {"alias": canonical, "principal": name, "binding": f"principal:{name}"}
 
-    return _run(action)
+    def lines(doc: dict[str, Any]) -> list[str]:
+        return [f"{inert(doc['alias'])} now acts as principal {inert(doc['principal'])} (memory "
+                f"{inert(doc['binding'])})"]
+
+    return _run(action, lines, json)
 
 
-def principal_unalias(alias: str, /, *, home: Home = None) -> int:
+def principal_unalias(alias: str, /, *, home: Home = None, json: Json = False) -> int:
     """Remove an alias: that OS account is its own principal again (its user name, or uid:N).
 
     Parameters
@@ -115,10 +140,14 @@ def principal_unalias(alias: str, /, *, home: Home = None) -> int:
         principal = reg.modify(resolve_home(home), lambda r, now: r.remove_alias(alias))
         return {"alias": reg.check_alias(alias), "principal": principal, "removed": True}
 
-    return _run(action)
+    def lines(doc: dict[str, Any]) -> list[str]:
+        return [f"alias {inert(doc['alias'])} removed (it was principal {inert(doc['principal'])}); that account "
+                "is its own principal again"]
+
+    return _run(action, lines, json)
 
 
-def principal_list(*, home: Home = None) -> int:
+def principal_list(*, home: Home = None, json: Json = False) -> int:
     """List principals with their aliases and number of usable tokens.
 
     Parameters
@@ -131,11 +160,18 @@ def principal_list(*, home: Home = None) -> int:
         return {"principals": [_principal_view(current, n) for n in sorted(current.principals)],
                 "file": str(reg.registry_path(resolve_home(home)))}
 
-    return _run(action)
+    def lines(doc: dict[str, Any]) -> list[str]:
+        if not doc["principals"]:
+            return [f"no principals in {inert(doc['file'])}; add one with 'amux hub principal add NAME'"]
+        rows: list[list[object]] = [["NAME", "KIND", "CREATED", "ALIASES", "TOKENS"]]
+        rows += [[p["name"], p["kind"], p["created"], _names(p["aliases"]), p["tokens"]] for p in doc["principals"]]
+        return [*table(rows), f"(from {inert(doc['file'])}; TOKENS counts the usable ones)"]
+
+    return _run(action, lines, json)
 
 
 def token_issue(name: str, /, *, ttl: int | None = None, binding: str | None = None,
-                home: Home = None) -> int:
+                home: Home = None, json: Json = False) -> int:
     """Issue a bearer token for a principal and print it once (only its hash is kept).
 
     Give it to the caller as AMUX_TOKEN. With --binding it is a delegated
@@ -155,10 +191,21 @@ def token_issue(name: str, /, *, ttl: int | None = None, binding: str | None = N
 
     def action() -> dict[str, Any]:
         text, record = reg.modify(resolve_home(home), lambda r, now: _issue(r, name, now, ttl, binding))
-        say(f"token {record.id} for {name}: shown once, store it now (AMUX_TOKEN)")
+        if not human_output(json):
+            say(f"token {record.id} for {name}: shown once, store it now (AMUX_TOKEN)")
         return {"token": text, **record.public(time.time())}
 
-    return _run(action)
+    def lines(doc: dict[str, Any]) -> list[str]:
+        import shlex
+
+        expires = f"expires {doc['expires']}" if doc["expires"] else "no expiry"
+        bound = f", delegated for {inert(doc['binding'])}" if doc["binding"] else ""
+        return [f"token {inert(doc['id'])} for principal {inert(doc['principal'])} ({expires}{bound}); store it "
+                "now: it is not shown again (only its hash is kept). The caller sets",
+                f"  export AMUX_TOKEN={shlex.quote(inert(doc['token']))}",
+                f"revoke it with 'amux hub token revoke {inert(doc['id'])}'"]
+
+    return _run(action, lines, json)
 
 
 def _issue(r: Any, name: str, now: float, ttl: int | None, binding: str | None) -> tuple[Any, tuple[str, Any]]:
@@ -166,7 +213,7 @@ def _issue(r: Any, name: str, now: float, ttl: int | None, binding: str | None) 
     return updated, (text, record)
 
 
-def token_list(*, principal: str | None = None, home: Home = None) -> int:
+def token_list(*, principal: str | None = None, home: Home = None, json: Json = False) -> int:
     """List tokens (id, principal, created, expires, binding, state); never the tokens themselves.
 
     Expired tokens are dropped from the file at its next change.
@@ -184,10 +231,19 @@ def token_list(*, principal: str | None = None, home: Home = None) -> int:
         tokens = sorted(current.tokens.values(), key=lambda t: (t.created, t.id))
         return {"tokens": [t.public(now) for t in tokens if principal is None or t.principal == principal]}
 
-    return _run(action)
+    def lines(doc: dict[str, Any]) -> list[str]:
+        if not doc["tokens"]:
+            return ["no tokens" + (f" for {inert(principal)}" if principal else "") +
+                    "; issue one with 'amux hub token issue NAME'"]
+        rows: list[list[object]] = [["ID", "PRINCIPAL", "CREATED", "EXPIRES", "BINDING", "STATE"]]
+        rows += [[t["id"], t["principal"], t["created"], t["expires"] or "never", t["binding"] or "-", t["state"]]
+                 for t in doc["tokens"]]
+        return table(rows)
+
+    return _run(action, lines, json)
 
 
-def token_revoke(token_id: str, /, *, home: Home = None) -> int:
+def token_revoke(token_id: str, /, *, home: Home = None, json: Json = False) -> int:
     """Revoke a token: a running Hub rejects it from the next call on, connections already open included.
 
     Parameters
@@ -201,4 +257,8 @@ def token_revoke(token_id: str, /, *, home: Home = None) -> int:
         record = reg.modify(resolve_home(home), lambda r, now: r.revoke_token(token_id, now))
         return record.public(time.time())
 
-    return _run(action)
+    def lines(doc: dict[str, Any]) -> list[str]:
+        return [f"token {inert(doc['id'])} of principal {inert(doc['principal'])} revoked at {doc['revoked']}; a "
+                "running Hub refuses it from the next call on"]
+
+    return _run(action, lines, json)

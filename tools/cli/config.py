@@ -7,17 +7,17 @@ All work whether or not a Hub runs, on ``--home``, else ``AMUX_HOME``, else
 
 from __future__ import annotations
 
-import json
+import json as jsonlib
 
 from protocol.errors import ErrorCode, HubError
 from tools.cli.options import Home, resolve_home
-from tools.cli.output import emit, fail, say
-from tools.cli.plain import Json
+from tools.cli.output import emit, fail, human_output, say
+from tools.cli.plain import Json, show
 from tools.cli.view import View
 
 
-def config_get(key: str, /, *, home: Home = None) -> int:
-    """Print a setting's value as JSON.
+def config_get(key: str, /, *, home: Home = None, json: Json = False) -> int:
+    """Print a setting's value: 'KEY = VALUE' in a terminal, else (or with --json) {"key", "value"}.
 
     Parameters
     ----------
@@ -29,16 +29,19 @@ def config_get(key: str, /, *, home: Home = None) -> int:
     from protocol.settings import get_value
 
     try:
-        emit({"key": key, "value": get_value(resolve_home(home), key)})
+        doc = {"key": key, "value": get_value(resolve_home(home), key)}
     except HubError as exc:
-        return fail(exc)
+        return fail(exc, as_json=json)
+    show(doc, [f"{key} = {jsonlib.dumps(doc['value'])}"], json_flag=json)
     return 0
 
 
-def config_set(key: str, value: str, /, *, home: Home = None) -> int:
+def config_set(key: str, value: str, /, *, home: Home = None, json: Json = False) -> int:
     """Change a setting in HOME/config.toml; works while the Hub is stopped.
 
-    A running Hub keeps its settings until it is restarted.
+    A running Hub keeps its settings until it is restarted.  In a terminal it
+    says what it set and when that takes effect; else (or with --json)
+    {"key", "value", "file", "restart_required"}, the notes on stderr.
 
     Parameters
     ----------
@@ -58,18 +61,24 @@ def config_set(key: str, value: str, /, *, home: Home = None) -> int:
     try:
         stored = set_value(target, key, value)
     except HubError as exc:
-        return fail(exc)
+        return fail(exc, as_json=json)
     holder = serving_hub(target)
-    emit({"key": key, "value": stored, "file": str(target / CONFIG_NAME), "restart_required": holder is not None})
-    if holder is not None:
-        say(f"{key} = {json.dumps(stored)}; the Hub running for {target} (pid {holder.pid}) keeps the old value "
-            f"until it restarts: 'amux hub restart{home_option(target)}'")
-    else:
-        say(f"{key} = {json.dumps(stored)}; it takes effect when the Hub next starts")
+    notes = [f"{key} = {jsonlib.dumps(stored)}; the Hub running for {target} (pid {holder.pid}) keeps the old value "
+             f"until it restarts: 'amux hub restart{home_option(target)}'" if holder is not None
+             else f"{key} = {jsonlib.dumps(stored)}; it takes effect when the Hub next starts"]
     if key == "memory.history" and stored is False:
-        say(f"nothing new will be recorded, and the history already stored in {target / 'history'} is kept: "
-            "erase a document's with 'amux memory purge PATH --all' (forget the document first), or all of it "
-            f"by deleting {target / 'history'} while the Hub is stopped")
+        notes.append(f"nothing new will be recorded, and the history already stored in {target / 'history'} is kept: "
+                     "erase a document's with 'amux memory purge PATH --all' (forget the document first), or all "
+                     f"of it by deleting {target / 'history'} while the Hub is stopped")
+    doc = {"key": key, "value": stored, "file": str(target / CONFIG_NAME), "restart_required": holder is not None}
+    if human_output(json):
+        from tools.client.inert import inert
+
+        show(doc, [inert(note) for note in notes], json_flag=json)
+        return 0
+    emit(doc)
+    for note in notes:
+        say(note)
     return 0
 
 
@@ -92,6 +101,8 @@ def config_list(*, home: Home = None, json: Json = False) -> int:
     except OSError as exc:
         return fail(HubError(ErrorCode.PERMISSION_DENIED if isinstance(exc, PermissionError)
                              else ErrorCode.STORAGE_ERROR, f"cannot read {target / CONFIG_NAME}: {exc.strerror}",
-                             {"path": str(target / CONFIG_NAME)}))
+                             {"path": str(target / CONFIG_NAME)},
+                             next_step="Check that the settings file (data.path) is readable by you (or run the "
+                             "command as the Hub's user), then run it again."))
     emit({"file": str(target / CONFIG_NAME), "settings": rows}, View("settings"), as_json=json)
     return 0

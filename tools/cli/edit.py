@@ -87,8 +87,11 @@ def run_editor(file: Path) -> str | None:
     except OSError as exc:
         return f"cannot run the editor {argv[0]!r} ({exc.strerror}); set $VISUAL or $EDITOR"
     if done.returncode != 0:
-        return f"the editor {argv[0]!r} exited with status {done.returncode}"
+        from tools.client.wording import ended
+
+        return f"the editor {argv[0]!r} {ended(done.returncode)}"
     return None
+
 
 
 def merge_versions(base: bytes, yours: bytes, theirs: bytes, theirs_label: bytes) -> tuple[bytes, int]:
@@ -225,7 +228,7 @@ def read_current(path: str) -> tuple[bytes, str]:
 
 def kept_error(exc: HubError, session: Session) -> HubError:
     """``exc`` with ``data.kept_file``: the path of the file holding the user's text."""
-    return HubError(exc.code, exc.message, {**exc.data, "kept_file": str(session.file)})
+    return HubError(exc.code, exc.message, {**exc.data, "kept_file": str(session.file)}, next_step=exc.refined)
 
 
 def fail_kept(exc: HubError, session: Session | None, as_json: bool) -> int:

@@ -67,16 +67,25 @@ def status(*, home: Home = None, json: Json = False) -> int:
     Hub's hello reply (principal, scope, binding, memory_enabled, isolation,
     hub_version, limits, ...) plus running, home, socket, pid, started (UTC)
     and uptime_seconds (pid, started and uptime_seconds only for a Hub on this
-    machine's home; null otherwise).  Exit status 0 when it answers; the
-    error's status otherwise (11 unavailable when no Hub runs, 8 unauthorized
-    when it refuses this caller).
+    machine's home; null otherwise).  When no Hub runs for the home it says so
+    in one line, with the command that starts one (JSON: running false, home,
+    socket, start_command).  Exit status 0 when it answers; 23 when no Hub
+    runs for the home; the error's status otherwise (11 unavailable when a
+    remote Hub or the home's lock holder does not answer, 8 unauthorized when
+    it refuses this caller).
     """
     from tools.client.settings import HUB_ENV
 
     try:
         doc = hub_status(resolve_home(home), remote=home is None and bool(os.environ.get(HUB_ENV)))
     except HubError as exc:
-        return fail(exc)
+        return fail(exc, as_json=json)
+    if not doc["running"]:
+        from tools.client.inert import inert  # a home path may hold control characters (DESIGN.md §17)
+
+        show(doc, [f"no Hub is running for {inert(doc['home'])}; start one with '{inert(doc['start_command'])}'"],
+             json_flag=json)
+        return ExitStatus.HUB_NOT_RUNNING
     show(doc, lambda: _status_lines(doc), json_flag=json)
     return 0
 

@@ -26,6 +26,7 @@ from protocol.params import ABSENT
 from tools.cli.console import print_err
 from tools.cli.view import Renderer, View
 from tools.client.inert import inert
+from tools.client.wording import counted
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -81,11 +82,12 @@ def render_search(r: dict[str, Any], words: list[str] | None = None) -> Renderab
     """
     matches = r.get("matches") or []
     lines: list[RenderableType] = []
-    scanned = f"scanned {r.get('scanned_files', 0)} files"
+    scanned = f"scanned {counted(int(r.get('scanned_files') or 0), 'file')}"
     if not matches:
         lines.append(text(("no matches", "bold"), f" ({scanned})"))
     else:
-        lines.append(text((f"{len(matches)} of {r.get('candidates', len(matches))} matching documents", "bold"),
+        candidates = int(r.get("candidates", len(matches)) or 0)
+        lines.append(text((f"{len(matches)} of {counted(candidates, 'matching document')}", "bold"),
                           f" ({scanned})"))
     for rank, m in enumerate(matches, 1):
         matched = ", ".join(inert(word) for word in m.get("matched") or [])
@@ -160,7 +162,8 @@ def render_list(r: dict[str, Any]) -> RenderableType:
     for entry in entries:
         table.add_row(text((inert(entry.get("path")), "cyan")), text(str(entry.get("bytes"))))
     total = sum(int(entry.get("bytes") or 0) for entry in entries)
-    parts: list[RenderableType] = [table, text((f"{len(entries)} documents, {total} bytes", "dim"))]
+    summary = f"{counted(len(entries), 'document')}, {counted(total, 'byte')}"
+    parts: list[RenderableType] = [table, text((summary, "dim"))]
     if r.get("incomplete"):
         reasons = ", ".join(inert(x) for x in r.get("incomplete_reasons") or []) or "a bound"
         parts.append(notice(f"incomplete: the listing stopped early ({reasons}); narrow --path-prefix"))
@@ -427,15 +430,14 @@ def render_scan(r: dict[str, Any]) -> RenderableType:
     documents, versions = r.get("documents") or [], r.get("versions") or []
     rules = len(r.get("rules") or [])
     if not documents and not versions:
-        return text(("no credentials found", "bold"), f" ({rules} rules)")
+        return text(("no credentials found", "bold"), f" ({counted(rules, 'rule')})")
     parts: list[RenderableType] = []
     digests: list[Text] = []
     seen: set[Any] = set()
-    for title, entries in (("documents holding credentials", documents),
-                           ("stored versions holding credentials", versions)):
+    for title, entries in (("document", documents), ("stored version", versions)):
         if not entries:
             continue
-        parts.append(text((f"{len(entries)} {title}", "bold")))
+        parts.append(text((counted(len(entries), title, "holding credentials"), "bold")))
         table = new_table(("path", "left"), ("revision", "left"), ("where", "left"), ("rule", "left"),
                           ("preview", "left"))
         for entry in entries:
@@ -584,21 +586,22 @@ PERSON_NEXT_STEPS = {
                             "('amux hub principal list', 'amux hub token list').",
     ErrorCode.BINDING_MISMATCH: "AMUX_MEMORY_BINDING no longer matches the scope the Hub gives you: unset it, or "
                                 "start the agent again with 'amux launch'.",
-    ErrorCode.UNAVAILABLE: "Start a Hub with 'amux hub serve' (or point AMUX_HOME / AMUX_HUB at a running one), "
+    ErrorCode.UNAVAILABLE: "Start a Hub with 'amux hub start' (or point AMUX_HOME / AMUX_HUB at a running one), "
                            "then run the command again.",
 }
 """Next steps for a person where the MCP one (:data:`protocol.errors.ERRORS`) speaks to an agent ("tell the user")."""
 
 
 def terminal_next_step(exc: HubError) -> str:
-    """What a person should do after ``exc``: :data:`PERSON_NEXT_STEPS`, else the MCP next step with tool names
-    spelled as the commands a person types (``memory_get`` → ``'amux memory show'``)."""
+    """What a person should do after ``exc``: the raise site's own next step (:attr:`HubError.refined`), else
+    :data:`PERSON_NEXT_STEPS`, else the MCP next step, with tool names spelled as the commands a person types
+    (``memory_get`` → ``'amux memory show'``).  Made :func:`inert`: a refinement may come from the Hub."""
     if exc.code in PERSON_NEXT_STEPS and exc.next_step == ERRORS[exc.code].next_step:
         return PERSON_NEXT_STEPS[exc.code]
     step = exc.next_step
     for tool, cli in TOOL_COMMANDS.items():
         step = step.replace(tool, cli)
-    return step
+    return inert(step)
 
 
 def print_error(exc: HubError) -> None:

@@ -37,6 +37,8 @@ options_app = App(
     usage="Usage: amux launch [OPTIONS] AGENT [AGENT_ARGS...]",
     version_flags=[],
     result_action="return_value",
+    # It has no subcommands: --help is listed with the options, not alone in a "Commands" box.
+    group_commands="Parameters",
 )
 """The launch options as a cyclopts app of their own: parses the tokens before AGENT and prints ``--help``."""
 

@@ -141,6 +141,7 @@ _OTHER_STATUSES = {
     ExitStatus.HUB_START_FAILED: "hub serve or hub start could not start the Hub (another Hub serves the home, bad "
                                   "settings, ...)",
     ExitStatus.NOT_SAVED: "memory edit wrote nothing (the editor failed, conflict markers left); your text is kept",
+    ExitStatus.HUB_NOT_RUNNING: "hub status: no Hub runs for this home",
     ExitStatus.BROKEN_PIPE: "the reader of standard output went away (| head)",
 }
 

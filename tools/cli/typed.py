@@ -194,5 +194,8 @@ def memory_lint(*, project: Project = None, json: bool = False, today: str | Non
     else:
         out = "".join(p.render() + "\n" for p in problems)
         write_bytes(out.encode("utf-8", "backslashreplace"))  # a lone surrogate shows as \udcff
-        say(f"{label}: {counts['errors']} error(s), {counts['warnings']} warning(s), {counts['infos']} info(s)")
+        from tools.client.wording import counted
+
+        say(f"{label}: {counted(counts['errors'], 'error')}, {counted(counts['warnings'], 'warning')}, "
+            f"{counted(counts['infos'], 'info')}")
     return ExitStatus.PROBLEMS_FOUND if counts["errors"] else 0

@@ -2,13 +2,16 @@
 
 Both work on the Hub scope (through the Hub, like every data command) or, with
 ``--project DIR``, on ``DIR/.agent/memory/``.  Output is one JSON report on
-stdout; on failure the report carries an ``error`` member ``{code, message,
-data}`` as for the other data commands, one line goes to stderr and the exit
-status is the error code's (:data:`protocol.errors.ERRORS`).  DESIGN.md §11.
+stdout (piped, ``--json``, ``AMUX_OUTPUT=json``), or in a terminal a few lines
+for a person (:func:`tools.cli.plain.show`); on failure the JSON report carries
+an ``error`` member ``{code, message, data}`` as for the other data commands,
+the error goes to stderr and the exit status is the error code's
+(:data:`protocol.errors.ERRORS`).  DESIGN.md §11, §17.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -16,23 +19,68 @@ from cyclopts import Parameter
 
 from protocol.errors import ErrorCode, HubError
 from tools.cli.options import Project, parse_today
-from tools.cli.output import emit, fail, say
+from tools.cli.output import emit, fail, human_output, say
+from tools.cli.plain import Json, show
 
 TypeName = Literal["user", "feedback", "project", "reference"]
 
 
-def _finish(report: dict[str, Any], error: dict[str, Any] | None) -> int:
-    """Print the report; with an error, add it as ``error`` and exit with its code's status."""
+def _finish(report: dict[str, Any], error: dict[str, Any] | None, lines: Callable[[], list[str]],
+            json: bool) -> int:
+    """Print the report (JSON, or ``lines()`` for a person); with an error, add it as ``error`` (JSON) or print
+    it after the lines (a person) and exit with its code's status."""
     if error is None:
-        emit(report)
+        show(report, lines, json_flag=json)
         return 0
     exc = HubError(ErrorCode(error["code"]), f"{error['step']} {error['path']}: {error['message']}", error["data"])
+    if human_output(json):
+        show(report, lines, json_flag=json)
+        return fail(exc)
     emit({**report, "error": exc.to_wire()})
     say(f"{exc.code.value}: {exc.message}")
     return exc.exit_code
 
 
-def archive_command(*, today: str | None = None, project: Project = None, dry_run: bool = False) -> int:
+def _archive_lines(report: dict[str, Any]) -> list[str]:
+    from tools.client.inert import inert
+    from tools.client.wording import counted
+
+    verb = "would move" if report.get("dry_run") else "moved"
+    out = [f"{inert(report.get('library'))}: {verb} {counted(len(report['moved']), 'expired feedback topic')}"
+           " to the archive"]
+    out += [f"  {inert(m.get('from'))} -> {inert(m.get('to'))} (expired {inert(m.get('expires'))})"
+            for m in report["moved"]]
+    if report["skipped"]:
+        out.append(f"skipped {counted(len(report['skipped']), 'topic')}:")
+        out += [f"  {inert(s.get('path'))}: {inert(s.get('reason'))}" for s in report["skipped"]]
+    if report.get("dry_run") and report["moved"]:
+        out.append("run it again without --dry-run to move them")
+    return out
+
+
+def _import_lines(report: dict[str, Any]) -> list[str]:
+    from tools.cli.plain import table
+    from tools.client.inert import inert
+    from tools.client.wording import counted
+
+    summary = report["summary"]
+    if report["mode"] == "apply":
+        head = f"created {counted(len(report.get('created') or []), 'topic')} in {inert(report['library'])}"
+    else:
+        head = (f"dry run: would create {summary['create']} of {counted(summary['candidates'], 'candidate')} from "
+                f"{inert(report['from'])} in {inert(report['library'])}")
+    rows: list[list[object]] = [["ACTION", "TYPE", "NAME", "TARGET", "WHY"]]
+    rows += [[i.get("action"), i.get("type"), i.get("name"), i.get("target"), i.get("reason")]
+             for i in report["items"]]
+    out = [head, *(table(rows) if report["items"] else [])]
+    out += [f"note: {inert(n)}" for n in report.get("notes") or []]
+    if report["mode"] != "apply" and summary["create"]:
+        out.append("write them with --apply")
+    return out
+
+
+def archive_command(*, today: str | None = None, project: Project = None, dry_run: bool = False,
+                    json: Json = False) -> int:
     """Move expired feedback to feedback/_archive/ and drop its lines from MEMORY.md.
 
     Feedback is expired when its 'expires' date is before today (without
@@ -57,14 +105,14 @@ def archive_command(*, today: str | None = None, project: Project = None, dry_ru
         day = parse_today(today)
         lib = open_library(project)
     except HubError as exc:
-        return fail(exc)
+        return fail(exc, as_json=json)
     try:
         report = archive(lib, today=day, dry_run=dry_run)
     except HubError as exc:
-        return fail(exc)
+        return fail(exc, as_json=json)
     finally:
         lib.close()
-    return _finish(report, report["errors"][0] if report["errors"] else None)
+    return _finish(report, report["errors"][0] if report["errors"] else None, lambda: _archive_lines(report), json)
 
 
 def import_command(
@@ -76,6 +124,7 @@ def import_command(
     type_: Annotated[TypeName, Parameter(name="--type")] = "reference",
     cwd: Path | None = None,
     all_projects: bool = False,
+    json: Json = False,
 ) -> int:
     """Bring memories other agents keep privately into this library as typed topics.
 
@@ -109,24 +158,24 @@ def import_command(
     from tools.typed.library import open_library
 
     if apply and dry_run:
-        return fail(HubError(ErrorCode.BAD_REQUEST, "--apply and --dry-run exclude each other"))
+        return fail(HubError(ErrorCode.BAD_REQUEST, "--apply and --dry-run exclude each other"), as_json=json)
     try:
         found = discover(from_, cwd=cwd, all_projects=all_projects)
     except SourceError as exc:
-        return fail(HubError(ErrorCode.BAD_REQUEST, str(exc), {"from": from_}))
+        return fail(HubError(ErrorCode.BAD_REQUEST, str(exc), {"from": from_}), as_json=json)
     try:
         lib = open_library(project)
     except HubError as exc:
-        return fail(exc)
+        return fail(exc, as_json=json)
     try:
         plan = plan_import(lib, found, default_type=type_)
         report: dict[str, Any] = {"mode": "apply" if apply else "dry-run", **plan.as_dict()}
         if not apply:
-            return _finish(report, None)
+            return _finish(report, None, lambda: _import_lines(report), json)
         outcome = apply_plan(lib, plan)
     except HubError as exc:
-        return fail(exc)
+        return fail(exc, as_json=json)
     finally:
         lib.close()
     report.update(created=outcome["created"], not_attempted=outcome["not_attempted"], index=outcome["index"])
-    return _finish(report, outcome["error"])
+    return _finish(report, outcome["error"], lambda: _import_lines(report), json)

@@ -1,8 +1,11 @@
 """How a client reports that it could not reach, or lost, the Hub: one wording for both clients (DESIGN.md §3, §8).
 
 Every function returns a :class:`~protocol.errors.HubError` ``unavailable``
-(exit status 11) whose ``data`` names the Hub: ``hub`` (``AMUX_HUB`` text)
-and, for a local Hub, ``socket``.  The blocking client
+(exit status 11) whose ``data`` names the Hub once: ``hub`` (``AMUX_HUB``
+text, or the socket path for a local Hub).  Where the generic next step
+(start a Hub) does not fit, the error carries its own (a TLS or network
+problem, a Hub that is slow), worded for an agent and a person alike
+(DESIGN.md §8).  The blocking client
 (:mod:`tools.client.blocking`) and the Trio client
 (:mod:`tools.client.trio_client`) raise exactly these, so the CLI and the MCP
 server say the same thing about the same failure.
@@ -18,11 +21,12 @@ RETRY_SAFE = frozenset({"search", "get", "export", "list", "history", "log"})
 
 
 def where(endpoint: Endpoint) -> dict[str, str]:
-    """Error data naming the Hub: ``{"hub": ...}``, plus ``"socket"`` (the path) for a Unix socket."""
-    data = {"hub": str(endpoint)}
-    if endpoint.kind == "unix" and endpoint.path is not None:
-        data["socket"] = str(endpoint.path)
-    return data
+    """Error data naming the Hub: ``{"hub": ...}`` (a Unix endpoint's text is its socket path)."""
+    return {"hub": str(endpoint)}
+
+
+MEANWHILE = "; carry on without memory meanwhile."
+"""The end of every next step here: an agent keeps working without memory (DESIGN.md §8)."""
 
 
 def not_listening(endpoint: Endpoint, why: str) -> HubError:
@@ -30,12 +34,17 @@ def not_listening(endpoint: Endpoint, why: str) -> HubError:
     hint = ("start one with 'amux hub start' (or 'amux hub serve' in the foreground) or point AMUX_HOME / AMUX_HUB "
             "at a running Hub"
             if endpoint.kind == "unix" else "check AMUX_HUB and that the Hub runs with hub.listen")
-    return HubError(ErrorCode.UNAVAILABLE, f"no Hub is listening at {endpoint} ({why}); {hint}", where(endpoint))
+    if endpoint.kind == "unix":
+        return HubError(ErrorCode.UNAVAILABLE, f"no Hub is listening at {endpoint} ({why}); {hint}", where(endpoint))
+    return HubError(ErrorCode.UNAVAILABLE, f"no Hub is listening at {endpoint} ({why}); {hint}", where(endpoint),
+                    next_step="Check AMUX_HUB and that the Hub there runs with hub.listen" + MEANWHILE)
 
 
 def unreachable(endpoint: Endpoint, exc: OSError) -> HubError:
     """Connecting to ``endpoint`` failed for another OS reason (permission, no route, unknown host)."""
-    return HubError(ErrorCode.UNAVAILABLE, f"cannot reach the Hub at {endpoint}: {exc}", where(endpoint))
+    return HubError(ErrorCode.UNAVAILABLE, f"cannot reach the Hub at {endpoint}: {exc}", where(endpoint),
+                    next_step="Check AMUX_HUB (or AMUX_HOME) and that the Hub runs there (the message says what "
+                    "failed)" + MEANWHILE)
 
 
 def connect_failed(endpoint: Endpoint, exc: OSError) -> HubError:
@@ -49,7 +58,9 @@ def connect_failed(endpoint: Endpoint, exc: OSError) -> HubError:
 def tls_failed(endpoint: Endpoint, exc: BaseException) -> HubError:
     """The TLS handshake with ``endpoint`` failed (most often: the certificate is not signed by ``AMUX_HUB_CA``)."""
     return HubError(ErrorCode.UNAVAILABLE, f"TLS with the Hub at {endpoint} failed: {exc} "
-                    "(is AMUX_HUB_CA the CA that signed the Hub's certificate?)", where(endpoint))
+                    "(is AMUX_HUB_CA the CA that signed the Hub's certificate?)", where(endpoint),
+                    next_step="The Hub's certificate was not accepted: AMUX_HUB_CA must name the CA that signed it "
+                    "and AMUX_HUB the name in it" + MEANWHILE)
 
 
 def no_answer(endpoint: Endpoint, method: str, seconds: float, *, sent: bool = False) -> HubError:
@@ -62,7 +73,7 @@ def no_answer(endpoint: Endpoint, method: str, seconds: float, *, sent: bool = F
     if method != "hello":
         data["uncertain"] = sent
     return HubError(ErrorCode.UNAVAILABLE, f"the Hub at {endpoint} did not answer {method} within {seconds:g} s",
-                    data)
+                    data, next_step="The Hub runs but is slow or stuck: try again shortly" + MEANWHILE)
 
 
 def lost(endpoint: Endpoint, method: str, reason: str, *, sent: bool) -> HubError:
@@ -81,4 +92,5 @@ def lost(endpoint: Endpoint, method: str, reason: str, *, sent: bool) -> HubErro
             "read the document again before retrying",
             {**where(endpoint), "method": method, "uncertain": True},
         )
-    return HubError(ErrorCode.UNAVAILABLE, f"the Hub at {endpoint} {reason}", {**where(endpoint), "method": method})
+    return HubError(ErrorCode.UNAVAILABLE, f"the Hub at {endpoint} {reason}", {**where(endpoint), "method": method},
+                    next_step="The Hub went away during the call: try again once it is back" + MEANWHILE)

@@ -89,7 +89,9 @@ class AsyncHubClient(ClientBase):
             try:
                 settings = ClientSettings.from_env(endpoint=endpoint, socket_path=socket_path)
             except HubError as exc:  # a malformed AMUX_HUB: every call says so
-                self._refusal = HubError(ErrorCode.UNAVAILABLE, exc.message, exc.data)
+                self._refusal = HubError(ErrorCode.UNAVAILABLE, exc.message, exc.data,
+                                         next_step="AMUX_HUB is malformed: tell the user to fix it (the message "
+                                         "says how); carry on without memory meanwhile.")
                 settings = ClientSettings.from_env(endpoint=Endpoint("unix", resolve_socket()))
         self.settings = settings.override(token=token, binding=binding, ca_file=ca_file)
         self.endpoint = self.settings.endpoint

@@ -93,9 +93,11 @@ def hub_status(target: Path, *, remote: bool) -> dict[str, Any]:
     ``home``, ``socket``, ``pid``, ``started`` (UTC ISO 8601) and ``uptime_seconds`` (seconds); ``home``,
     ``pid``, ``started`` and ``uptime_seconds`` are ``None`` unless it is ``target``'s own Unix socket.
 
-    Raises the connection's :class:`HubError` (``unauthorized`` when it refuses this caller; any error
-    for a remote Hub); for a local one nothing answers, ``unavailable`` with ``data.running`` false and
-    ``amux hub start`` in the message, or naming the pid of a lock holder that does not answer.
+    When no Hub holds ``target``'s lock and nothing answers at its socket, that is a state, not an
+    error: ``{running: false, home, socket, start_command}`` (``start_command`` the ``amux hub start``
+    line for this home).  Raises the connection's :class:`HubError` (``unauthorized`` when it refuses
+    this caller; any error for a remote Hub), and ``unavailable`` naming the pid of a lock holder that
+    does not answer.
     """
     from tools.client.blocking import HubClient
     from tools.client.settings import HUB_ENV
@@ -111,12 +113,14 @@ def hub_status(target: Path, *, remote: bool) -> dict[str, Any]:
             raise
         holder = serving_hub(target)
         if holder is None:
-            raise HubError(ErrorCode.UNAVAILABLE, f"no Hub is running for {target} (nothing answers at "
-                           f"{local_socket}): start one with 'amux hub start{home_option(target)}'",
-                           {**exc.data, "running": False, "home": str(target)}) from None
+            return {"running": False, "home": str(target), "socket": str(local_socket),
+                    "start_command": f"amux hub start{home_option(target)}"}
         raise HubError(ErrorCode.UNAVAILABLE, f"a Hub (pid {holder.pid}) holds {target} but does not answer "
                        f"at {local_socket}: {exc.message}",
-                       {**exc.data, "running": True, "home": str(target), "pid": holder.pid}) from None
+                       {**exc.data, "running": True, "home": str(target), "pid": holder.pid},
+                       next_step=f"The Hub may be busy or stuck: try again shortly; if it stays silent, "
+                       f"'amux hub restart{home_option(target)}' restarts it (its log is "
+                       f"{target / 'hub.log'}).") from None
     holder = serving_hub(target) if local else None
     now = time.time()
     return {**hello, "running": True, "home": str(target) if local else None,
@@ -181,7 +185,9 @@ def start_hub(target: Path, *, listen: str | None = None, timeout: float = TIMEO
                              probe=serves)
     except HubStartError as exc:
         if exc.exit_status is not None:
-            raise HubStartFailed(f"the Hub exited with status {exc.exit_status} before answering; see {log}",
+            from tools.client.wording import ended
+
+            raise HubStartFailed(f"the Hub {ended(exc.exit_status)} before answering; see {log}",
                                  {**data, "exit_status": exc.exit_status, "log_tail": _tail(log, offset)}) from None
         proc.terminate()
         try:
@@ -217,7 +223,8 @@ def stop_hub(target: Path, timeout: float = TIMEOUT_SECONDS) -> dict[str, Any]:
         return {"stopped": False, "running": False, "home": str(target)}
     if holder.pid <= 0:
         raise HubError(ErrorCode.INTERNAL, f"a process holds {target / 'hub.lock'} but wrote no pid there",
-                       {"home": str(target)})
+                       {"home": str(target)}, next_step="Find the process holding the lock ('fuser HOME/hub.lock' "
+                       "or 'lsof HOME/hub.lock') and stop it by hand.")
     try:
         os.kill(holder.pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -225,13 +232,17 @@ def stop_hub(target: Path, timeout: float = TIMEOUT_SECONDS) -> dict[str, Any]:
     except PermissionError:
         raise HubError(ErrorCode.PERMISSION_DENIED, f"the Hub serving {target} (pid {holder.pid}) belongs to "
                        "another user: stop it as that user (or with its service manager)",
-                       {"home": str(target), "pid": holder.pid}) from None
+                       {"home": str(target), "pid": holder.pid},
+                       next_step="Stop it as the user it runs as, or with its service manager (systemctl, "
+                       "launchctl).") from None
     deadline = time.monotonic() + timeout
     while serving_hub(target) is not None:
         if time.monotonic() >= deadline:
             raise HubError(ErrorCode.BUSY, f"the Hub (pid {holder.pid}) is still running {timeout:g} s after "
                            f"SIGTERM; 'kill -KILL {holder.pid}' ends it at once (every write is atomic)",
-                           {"home": str(target), "pid": holder.pid, "deadline_seconds": timeout})
+                           {"home": str(target), "pid": holder.pid, "deadline_seconds": timeout},
+                           next_step=f"Wait a little and run the command again, or end it at once with "
+                           f"'kill -KILL {holder.pid}'.")
         time.sleep(0.05)
     # The lock goes a moment before the process: give it EXIT_WAIT_SECONDS to be gone too (a zombie whose
     # parent has not reaped it yet stays visible; it serves nothing).
@@ -262,7 +273,9 @@ def restart_by_systemd(target: Path, timeout: float = TIMEOUT_SECONDS) -> list[s
                           timeout=4 * timeout)
     if done.returncode != 0:
         raise HubError(ErrorCode.UNAVAILABLE, f"'{' '.join(argv)}' failed: {done.stderr.strip()}; see "
-                       f"'journalctl --user -u {unit_name(target)}'", {"exit_status": done.returncode})
+                       f"'journalctl --user -u {unit_name(target)}'", {"exit_status": done.returncode},
+                       next_step=f"Read why in 'journalctl --user -u {unit_name(target)}', fix it, then run "
+                       "the command again.")
     return argv
 
 

@@ -47,13 +47,17 @@ def install_service(manager: Manager, user: bool, home: Path, command: list[str]
         os.chmod(path, 0o644)
     except PermissionError as exc:
         raise HubError(ErrorCode.PERMISSION_DENIED, f"cannot write {path} ({exc.strerror}): a system-wide "
-                       "service needs root; use --user for yours", {"path": str(path)}) from None
+                       "service needs root; use --user for yours", {"path": str(path)},
+                       next_step="Run it with --user for your own service, or as root for a system-wide one.") from None
     except OSError as exc:
-        raise HubError(ErrorCode.STORAGE_ERROR, f"cannot write {path}: {exc}", {"path": str(path)}) from None
+        raise HubError(ErrorCode.STORAGE_ERROR, f"cannot write {path}: {exc}", {"path": str(path)},
+                       next_step="Nothing was installed. Fix the directory of data.path (the message says what "
+                       "failed), then run the command again.") from None
     except HubError as exc:
         if exc.code is ErrorCode.PERMISSION_DENIED and not user:
             raise HubError(exc.code, f"{exc.message}; a system-wide service needs root: use --user for yours",
-                           exc.data) from None
+                           exc.data, next_step="Run it with --user for your own service, or as root for a "
+                           "system-wide one.") from None
         raise
     return {"installed": str(path), "replaced": replaced, "manager": manager, "user": user, "home": str(home),
             "command": serve_command(command, home), "enable": enable_hint(manager, user, path)}
@@ -88,6 +92,8 @@ def uninstall_service(manager: Manager, user: bool, home: Path) -> dict[str, Any
         except OSError as exc:
             raise HubError(ErrorCode.PERMISSION_DENIED if isinstance(exc, PermissionError)
                            else ErrorCode.STORAGE_ERROR, f"cannot remove {candidate}: {exc.strerror}",
-                           {"path": str(candidate)}) from None
+                           {"path": str(candidate)},
+                           next_step="Remove data.path by hand (as its owner, or as root for a system-wide "
+                           "service), or run the command as that user.") from None
     return {"removed": removed, "manager": manager, "user": user, "path": str(path),
             "then": stop_hint(manager, user, home)}

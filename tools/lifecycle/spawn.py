@@ -82,7 +82,9 @@ def wait_until_answering(proc: subprocess.Popen[bytes], socket: Path, timeout: f
     while True:
         code = proc.poll()
         if code is not None:
-            raise HubStartError(f"the Hub exited with status {code} before answering", code)
+            from tools.client.wording import ended
+
+            raise HubStartError(f"the Hub {ended(code)} before answering", code)
         if probe(socket) and (accept is None or accept()):
             return
         if time.monotonic() >= deadline:

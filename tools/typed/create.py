@@ -211,12 +211,16 @@ def _check_room(lib: Library, catalog: Catalog, new: NewTopic) -> None:
         advice = ("names stay unique, archived ones included: choose another name" if existing.archived
                   else "update it instead of creating another")
         raise HubError(ErrorCode.CONFLICT, f"a topic named {new.name!r} exists: {existing.path}; {advice}",
-                       {"path": new.path, "existing": existing.path, "observed_revision": existing.revision})
+                       {"path": new.path, "existing": existing.path, "observed_revision": existing.revision},
+                       next_step="Update the existing topic (data.existing) with 'amux memory edit PATH', or choose "
+                       "another name.")
     count = catalog.counts()[new.type]
     if count >= CAPS[new.type]:
         raise HubError(ErrorCode.QUOTA_EXCEEDED,
                        f"{new.type} already has {count} topics, its cap; {cap_advice(new.type)} first",
-                       {"current": count + 1, "maximum": CAPS[new.type], "unit": "topics", "limit": f"{new.type} cap"})
+                       {"current": count + 1, "maximum": CAPS[new.type], "unit": "topics", "limit": f"{new.type} cap"},
+                       next_step="Nothing was written. Archive or remove topics of this type ('amux memory archive', "
+                       "'amux memory remove NAME'), then create it again.")
     planned = topic_from_doc(Doc(new.path, new.text.encode("utf-8"), "planned"))
     try:
         trial = Catalog(catalog.index, [*catalog.topics, planned], catalog.pointer)

@@ -294,8 +294,9 @@ def check_credentials(text: str, catalog: Catalog, path: str) -> None:
     topics = sorted({t.path for f in found for t in catalog.topics if t.path in lines[f.line - 1]})
     rules = ", ".join(sorted({f.rule for f in found}))
     where = ", ".join(topics) or "a topic"
+    quoted = f"{len(found)} credential" + ("" if len(found) == 1 else "s")
     raise HubError(ErrorCode.SECRET_DETECTED,
-                   f"nothing was written: {path} would quote {len(found)} credential(s) ({rules}) from the "
+                   f"nothing was written: {path} would quote {quoted} ({rules}) from the "
                    f"description of {where}; remove it there ('amux memory edit PATH'), store where the credential "
                    "lives instead, and run 'amux memory index' again",
                    {"path": path, "findings": [f.wire() for f in found], "topics": topics})

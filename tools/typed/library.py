@@ -145,7 +145,9 @@ class HubLibrary:
             # A partial listing would make index drop entries and lint miss topics: stop instead.
             raise HubError(ErrorCode.QUOTA_EXCEEDED, f"the Hub could not list all of {self.label} (too many "
                            "directory entries, e.g. stray files); tidy the scope and retry",
-                           {"limit": "listing", "path_prefix": prefix})
+                           {"limit": "listing", "path_prefix": prefix},
+                           next_step="Remove stray files from the scope ('amux memory list' shows what is there), "
+                           "then run the command again.")
         return sorted(str(e["path"]) for e in entries)
 
     def read(self, path: str) -> Doc:
@@ -231,7 +233,9 @@ class ProjectLibrary:
             if not stat.S_ISDIR(st.st_mode):
                 kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a directory"
                 raise HubError(ErrorCode.INVALID_PATH, f"{here} is {kind}; the project library must be a plain "
-                               "directory (symlinks are never followed)", {"path": str(here)})
+                               "directory (symlinks are never followed)", {"path": str(here)},
+                               next_step="Make the project's .agent/memory/ a plain directory (replace the symlink "
+                               "or file by hand), then run the command again.")
 
     def _guard(self, path: str) -> str:
         from protocol.paths import normalize_path

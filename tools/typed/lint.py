@@ -54,6 +54,7 @@ import datetime as _dt
 import re
 from collections import defaultdict
 
+from tools.client.wording import counted
 from tools.typed.catalog import Catalog, Topic, load_catalog
 from tools.typed.index import (
     ENTRY_LINE,
@@ -306,7 +307,7 @@ def _index_problems(catalog: Catalog, max_bytes: int, max_lines: int | None, edi
         if not indexable:
             return problems
         return problems + [Problem("error", "index_missing", path, None,
-                                   _fix(f"{len(indexable)} topic(s) but no {path}", REINDEX))]
+                                   _fix(f"{counted(len(indexable), 'topic')} but no {path}", REINDEX))]
     text = index.text
     by_hand = edit.format(path=path)
     if index.content is not None:
@@ -373,8 +374,8 @@ def _pointer_problems(catalog: Catalog) -> list[Problem]:
     stale = [n for n, flag in enumerate(generated_flags(lines), 1) if flag]
     if stale:
         problems.append(Problem("warning", "index_in_entry", pointer.path, stale[0],
-                                _fix(f"{len(stale)} line(s) of a typed index in {pointer.path}; the index lives in "
-                                     f"{catalog.index.path} now (it moves them and keeps the rest)", REINDEX)))
+                                _fix(f"{counted(len(stale), 'line')} of a typed index in {pointer.path}; the index "
+                                     f"lives in {catalog.index.path} now (it moves them and keeps the rest)", REINDEX)))
     has_pointer = any(INDEX_POINTER_LINE.match(line) for line in lines)
     wants_pointer = bool(catalog.indexable()) or catalog.index.exists
     if wants_pointer and not has_pointer and not stale:

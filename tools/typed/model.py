@@ -211,17 +211,19 @@ _RANK = {"type": 0, "required": 1, "enum": 2, "pattern": 3, "format": 4}
 
 def _message(error: Any) -> str:
     # jsonschema's messages repeat a whole instance; keep them short and say what is wanted.
+    from tools.client.wording import counted
+
     v = error.validator
     if v == "required":
         return "is required"
     if v == "maxLength":
-        return f"is {len(error.instance)} characters; at most {error.validator_value} allowed"
+        return f"is {counted(len(error.instance), 'character')}; at most {error.validator_value} allowed"
     if v == "minLength":
-        return f"must have at least {error.validator_value} character(s)"
+        return f"must have at least {counted(int(error.validator_value), 'character')}"
     if v == "maxItems":
-        return f"has {len(error.instance)} items; at most {error.validator_value} allowed"
+        return f"has {counted(len(error.instance), 'item')}; at most {error.validator_value} allowed"
     if v == "minItems":
-        return f"needs at least {error.validator_value} item(s)"
+        return f"needs at least {counted(int(error.validator_value), 'item')}"
     if v == "pattern":
         return f"{short_repr(error.instance)} does not match {error.validator_value}"
     if v == "enum":

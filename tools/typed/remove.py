@@ -38,7 +38,9 @@ def remove(lib: Library, name: str, expected_revision: str | None = None) -> dic
     found = catalog.with_name(name)
     if not found:
         raise HubError(ErrorCode.NOT_FOUND, f"no topic is named {name!r} in {lib.label}; the index "
-                       f"({lib.index_path}) lists them", {"name": name})
+                       f"({lib.index_path}) lists them", {"name": name},
+                       next_step="Use a topic name from the index (its file's name without .md), or 'amux memory "
+                       "list' to see the documents.")
     if len(found) > 1:
         paths = [t.path for t in found]
         raise HubError(ErrorCode.BAD_REQUEST, f"several topics are named {name!r}: {', '.join(paths)}; nothing was "
