@@ -33,6 +33,8 @@ from tests.fakemodel import FakeModel, ToolCall, anthropic_tool_results, codex_p
 from tests.fakemodel import strings as _strings
 from tools.mcp.handlers import TOOL_NAMES
 
+pytestmark = pytest.mark.slow  # the real npm-installed agent clients
+
 FULL_NAMES = sorted(f"mcp__amux__{name}" for name in TOOL_NAMES)
 ENTRY = "# Preferences\n- Indent with tabs.\n- Answer in English.\n"
 
