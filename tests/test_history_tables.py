@@ -67,6 +67,7 @@ def changes(hub: HubProcess) -> list[tuple[str, str]]:
     return made[::-1]
 
 
+@pytest.mark.slow
 def test_at_80_columns_every_change_is_one_line(hub: HubProcess, changes: list[tuple[str, str]]) -> None:
     me = pwd.getpwuid(os.getuid()).pw_name
     rows = rows_after_rule(table_lines(hub, 80, "memory", "log"))
@@ -82,6 +83,7 @@ def test_at_80_columns_every_change_is_one_line(hub: HubProcess, changes: list[t
     assert f"{me} via amux-cli 67e5f0a8…" in rows[0] and f"{me} via amux-cli  " in rows[1], rows
 
 
+@pytest.mark.slow
 def test_at_120_columns_nothing_is_lost(hub: HubProcess, changes: list[tuple[str, str]]) -> None:
     me = pwd.getpwuid(os.getuid()).pw_name
     lines = table_lines(hub, 120, "memory", "log")

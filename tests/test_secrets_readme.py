@@ -11,6 +11,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO, HubProcess, amux_argv
 
 AWS_EXAMPLE_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -27,6 +29,7 @@ def readme_block() -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
+@pytest.mark.slow
 def test_the_aws_example_key_is_stored_and_the_readme_command_is_refused(hub: HubProcess) -> None:
     line = f"aws_secret_access_key = {AWS_EXAMPLE_SECRET}\n".encode()
     r = hub.cli("memory", "upsert", "notes/example.md", "--expected-revision", "absent", input=line)

@@ -74,6 +74,7 @@ def test_placeholders_and_ports_before_an_at_are_not_credentials(line: str) -> N
     assert find_secrets(f"# n\n{line}\n".encode()) == [], line
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_each_and_writes_nothing(hub: HubProcess) -> None:
     for i, sample in enumerate([control(), *url_password_forms(17)]):
         path = f"db{i}.md"
@@ -91,6 +92,7 @@ def test_the_cli_refuses_each_and_writes_nothing(hub: HubProcess) -> None:
     assert (hub.scope_dir / "templates.md").read_bytes() == body
 
 
+@pytest.mark.slow
 async def test_the_mcp_server_refuses_them_too(hub: HubProcess, tmp_path: Path) -> None:
     errlog = tmp_path / "mcp.log"
     forms = url_password_forms(18)
@@ -110,6 +112,7 @@ async def test_the_mcp_server_refuses_them_too(hub: HubProcess, tmp_path: Path) 
         assert_no_leak(sample, errlog.read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line", [
     "://a:" + "#" * 60_000,  # a password run that never meets its @
     "://:" * 15_000,  # a match starting at every ://
