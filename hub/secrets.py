@@ -395,26 +395,39 @@ def _aws_secret() -> Finder:
     return find
 
 
-URL_PASSWORD: Final = re.compile(r"://([^\s:/?#@\[\]]*):([^\s/?#@\[\]]+)@")
-"""A URL's ``user:password@`` (the user may be empty: ``redis://:PW@cache``; the password may hold ``%XX`` and
-``$``)."""
+URL_PASSWORD: Final = re.compile(r"://([^\s:/?#@\[\]]{0,256}+):([^\s@]{1,256}+)@")
+"""A URL's ``user:password@``: the user may be empty (``redis://:PW@cache``); the password is everything up to the
+``@``, so one pasted unescaped keeps its reserved characters (``#``, ``/``, ``?``, ``[``, a raw ``%``) as well
+as ``%XX`` and ``$``.  Both runs are bounded and possessive (linear on a line, DESIGN.md §16.6)."""
 
-PERCENT: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
-"""A ``%`` that is not percent-encoding (``%PASSWORD%``): a placeholder."""
+ENV_REFERENCE: Final = re.compile(r"%\w+%")
+"""A whole password that is a Windows environment variable (``%DB_PASSWORD%``): a placeholder."""
+
+PORT_AND_PATH: Final = re.compile(r"\d{1,5}[/?#]")
+"""A "password" that starts as a port and a path (``https://host:8080/pkg@1.2``): a URL with an ``@`` later on,
+no credential."""
+
+URL_PLACEHOLDERS: Final = frozenset({"password", "pass", "passwd", "pwd", "secret", "token", "changeme", "example",
+                                     "xxx", "pw"})
+"""Whole URL passwords (lowercase) that documentation writes for one (``postgres://user:password@db``)."""
 
 
 def _basic_auth() -> Finder:
-    """:data:`URL_PASSWORD` (``detect-secrets``' ``BasicAuthDetector`` pattern, widened to an empty user, ``%XX``
-    and ``$``), without documented placeholders (``password``, ``${PW}``, ``$PW``, ``<pw>``, ``%PW%``)."""
-    placeholders = {"password", "pass", "passwd", "pwd", "secret", "token", "changeme", "example", "xxx", "pw"}
+    """:data:`URL_PASSWORD` (``detect-secrets``' ``BasicAuthDetector`` pattern, widened to an empty user and to
+    any character but whitespace and ``@`` in the password), without documented placeholders (``password``,
+    ``${PW}``, ``$PW``, ``<pw>``, ``%PW%``) and without a port and path mistaken for one.  Each ``://`` of the
+    line starts a match, so a URL skipped as a port and path does not hide one after it."""
 
     def find(line: str, after: str) -> Iterator[str]:
-        for m in URL_PASSWORD.finditer(line):
+        start = 0
+        while (m := URL_PASSWORD.search(line, start)) is not None:
+            start = m.start() + 3
             value = m.group(2)
             low = value.lower()
-            if (low in placeholders or any(c in value for c in "<>*{}()") or value.startswith("$")
-                    or PERCENT.search(value) or low.startswith(("your", "my", "user"))):
-                continue  # a documented placeholder, not a credential
+            if (low in URL_PLACEHOLDERS or any(c in value for c in "<>*{}()") or value.startswith("$")
+                    or ENV_REFERENCE.fullmatch(value) or PORT_AND_PATH.match(value)
+                    or low.startswith(("your", "my", "user"))):
+                continue  # a documented placeholder or a port and path, not a credential
             yield value
 
     return find
@@ -468,7 +481,7 @@ an assignment (``=``, ``:`` or a table cell ``|``, with Markdown marks around it
 least :data:`KEYWORD_MIN_LENGTH` characters (matched at the literal's end, in the ASCII-lowercased bytes; every
 run is bounded and possessive, so each hit of a literal costs a bounded number of steps)."""
 
-URL_PASSWORD_TAIL: Final = re.compile(rb"[^\s:/?#@\[\]]{0,256}+:[^\s/?#@\[\]]{1,256}+@")
+URL_PASSWORD_TAIL: Final = re.compile(rb"[^\s:/?#@\[\]]{0,256}+:[^\s@]{1,256}+@")
 """What must follow ``://`` for the URL rule to look at its line: ``user:password@`` (:data:`URL_PASSWORD`)."""
 
 

@@ -113,6 +113,26 @@ def note_forms(seed: int = 15) -> list[Sample]:
     return [Sample(s.rule, s.line.format(s.secret), s.secret) for s in out]
 
 
+def url_password_forms(seed: int = 16) -> list[Sample]:
+    """Connection strings pasted unescaped (DESIGN.md §16.1): a password holding ``#``, ``/``, ``?``, a raw ``%``
+    (not followed by two hex digits) or brackets, which a URL parser would take for the end of the password."""
+    r = random.Random(seed)
+
+    def pw(reserved: str) -> str:
+        body = _rand(r, 15)
+        return body[:3] + reserved + body[3:]
+
+    out = [
+        Sample("url-password", "postgres://app:{}@db.internal/app", pw("#")),
+        Sample("url-password", "redis://ops:{}@cache.internal:6379/0", pw("/")),
+        Sample("url-password", "amqp://svc:{}@mq.internal:5672/", pw("?")),
+        Sample("url-password", "DATABASE_URL=postgres://app:{}@db/app", pw("%q")),
+        Sample("url-password", "mongodb://root:{}@mongo:27017/admin", pw("[") + "]"),
+        Sample("url-password", "- prod db: `postgres://app:{}@db.internal:5432/app` (read-only)", pw("#/?")),
+    ]
+    return [Sample(s.rule, s.line.format(s.secret), s.secret) for s in out]
+
+
 REFERENCES: tuple[str, ...] = (
     "api_key: 1Password/Engineering/OpenAI-2024",
     "DB_PASSWORD: vault/kv/prod/db2024",

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, HubProcess, make_hub
-from tests.ui_helpers import UiProcess, chromium, request, start_ui, take_cookie
+from tests.ui_helpers import UiProcess, chromium, click_and_load, loaded, request, start_ui, take_cookie, text_of, wait
 from tools.ui.render import SHOWN_MAX_CHARS
 
 pytestmark = pytest.mark.slow  # a real browser (chromium + chromedriver) per test
@@ -90,12 +90,6 @@ def by(kind: str) -> Any:
     return getattr(By, kind)
 
 
-def wait(driver: Any, condition: Any, timeout: float = 10) -> Any:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, timeout).until(condition)
-
-
 def test_overview_shows_index_documents_types_and_state(signed_in: Any, ui: UiProcess) -> None:
     d = signed_in
     d.get(ui.base + "/")
@@ -107,8 +101,7 @@ def test_overview_shows_index_documents_types_and_state(signed_in: Any, ui: UiPr
     assert d.find_element(by("LINK_TEXT"), "notes/plan.md")
     types = d.find_element(by("CSS_SELECTOR"), "table").text
     assert "user 1 10" in types.replace("\n", " ")
-    count = wait(d, lambda drv: drv.find_elements(by("ID"), "lint-count"))  # ui.js loads the lint summary
-    assert count[0].text.isdigit()
+    assert text_of(d, by("ID"), "lint-count").isdigit()  # ui.js loads the lint summary
     shot(d, "overview.png")
     assert d.execute_script("return document.activeElement === document.body")
     from selenium.webdriver.common.keys import Keys
@@ -122,14 +115,14 @@ def test_edit_save_conflict_keeps_both_and_history_diff_restore(signed_in: Any, 
                                                                  hub: HubProcess) -> None:
     d = signed_in
     d.get(ui.base + "/")
-    d.find_element(by("LINK_TEXT"), "notes/plan.md").click()
-    wait(d, lambda drv: drv.current_url == ui.base + "/doc/notes/plan.md")
+    click_and_load(d, d.find_element(by("LINK_TEXT"), "notes/plan.md"))
+    assert d.current_url == ui.base + "/doc/notes/plan.md"
     assert "test it in a browser" in d.find_element(by("ID"), "rendered").text
     box = d.find_element(by("ID"), "content")
     box.clear()
     box.send_keys("# Plan\n\n- ship the page\n- test it in a browser\n- write the README\n")
-    d.find_element(by("ID"), "save").click()
-    wait(d, lambda drv: drv.current_url.endswith("/doc/notes/plan.md?saved=1"))
+    click_and_load(d, d.find_element(by("ID"), "save"))
+    assert d.current_url.endswith("/doc/notes/plan.md?saved=1"), d.current_url
     v2 = export(hub, "notes/plan.md")
     assert v2.endswith("- write the README\n")
 
@@ -142,8 +135,7 @@ def test_edit_save_conflict_keeps_both_and_history_diff_restore(signed_in: Any, 
     box = d.find_element(by("ID"), "content")
     box.clear()
     box.send_keys(mine)
-    d.find_element(by("ID"), "save").click()
-    wait(d, lambda drv: drv.find_elements(by("CSS_SELECTOR"), ".conflict"))
+    click_and_load(d, d.find_element(by("ID"), "save"))
     assert "Someone else changed this document" in d.find_element(by("CSS_SELECTOR"), ".conflict").text
     assert d.find_element(by("ID"), "theirs").text.strip() == v3.strip()
     diff = d.find_element(by("CSS_SELECTOR"), ".conflict pre.diff").text
@@ -151,21 +143,21 @@ def test_edit_save_conflict_keeps_both_and_history_diff_restore(signed_in: Any, 
     assert d.find_element(by("ID"), "content").get_property("value") == mine  # nothing lost
     assert export(hub, "notes/plan.md") == v3
     shot(d, "document.png")
-    d.find_element(by("ID"), "save").click()  # a deliberate overwrite of the version shown
-    wait(d, lambda drv: drv.current_url.endswith("?saved=1"))
+    click_and_load(d, d.find_element(by("ID"), "save"))  # a deliberate overwrite of the version shown
+    assert d.current_url.endswith("?saved=1"), d.current_url
     assert export(hub, "notes/plan.md") == mine
 
     d.get(ui.base + "/history/notes/plan.md")
     rows = d.find_elements(by("CSS_SELECTOR"), "table.versions tbody tr")
     assert len(rows) == 4 and "create" in rows[-1].text and "amux-ui" in rows[0].text
-    d.find_element(by("ID"), "show-diff").click()
-    wait(d, lambda drv: "/diff/notes/plan.md?" in drv.current_url)
+    click_and_load(d, d.find_element(by("ID"), "show-diff"))
+    assert "/diff/notes/plan.md?" in d.current_url, d.current_url
     assert "+- ship the web page" in d.find_element(by("ID"), "diff").text
     d.back()
-    wait(d, lambda drv: "/history/" in drv.current_url)
-    d.find_elements(by("CSS_SELECTOR"), "table.versions tbody tr")[-1].find_element(
-        by("CSS_SELECTOR"), "button.restore").click()
-    wait(d, lambda drv: drv.current_url.endswith("/doc/notes/plan.md?restored=1"))
+    wait(d, lambda drv: "/history/" in drv.current_url and loaded(drv))
+    oldest = "table.versions tbody tr:last-child button.restore"
+    click_and_load(d, wait(d, lambda drv: drv.find_element(by("CSS_SELECTOR"), oldest)))
+    assert d.current_url.endswith("/doc/notes/plan.md?restored=1"), d.current_url
     assert export(hub, "notes/plan.md") == PLAN_V1
     assert "restore" in hub.cli("memory", "history", "notes/plan.md").json["versions"][0]["action"]
     assert console_errors(d) == []
@@ -180,19 +172,19 @@ def test_unchanged_save_writes_nothing_and_keeps_a_leading_blank_line_and_crlf(s
         d.get(ui.base + "/doc/" + path)
         shown = d.find_element(by("ID"), "content").get_property("value")
         assert shown == text.replace("\r\n", "\n"), shown  # the leading newline survived HTML parsing
-        d.find_element(by("ID"), "save").click()
-        wait(d, lambda drv: drv.current_url.endswith("?unchanged=1"))
+        click_and_load(d, d.find_element(by("ID"), "save"))
+        assert d.current_url.endswith("?unchanged=1"), d.current_url
         assert hub.cli("memory", "export", path).stdout == text.encode()
         assert len(hub.cli("memory", "history", path).json["versions"]) == 1  # no write, no new version
     d.get(ui.base + "/doc/notes/crlf.md")
     d.execute_script("const b = document.getElementById('content'); b.value = b.value + 'c\\n';")
-    d.find_element(by("ID"), "save").click()
-    wait(d, lambda drv: drv.current_url.endswith("?saved=1"))
+    click_and_load(d, d.find_element(by("ID"), "save"))
+    assert d.current_url.endswith("?saved=1"), d.current_url
     assert hub.cli("memory", "export", "notes/crlf.md").stdout == b"a\r\nb\r\nc\r\n"  # still CRLF
     d.get(ui.base + "/doc/notes/lead.md")
     d.execute_script("const b = document.getElementById('content'); b.value = b.value + 'more\\n';")
-    d.find_element(by("ID"), "save").click()
-    wait(d, lambda drv: drv.current_url.endswith("?saved=1"))
+    click_and_load(d, d.find_element(by("ID"), "save"))
+    assert d.current_url.endswith("?saved=1"), d.current_url
     assert hub.cli("memory", "export", "notes/lead.md").stdout == b"\nfirst line after a blank\nmore\n"
     assert console_errors(d) == []
 
@@ -201,10 +193,10 @@ def test_search_as_you_type_highlights_keywords(signed_in: Any, ui: UiProcess) -
     d = signed_in
     d.get(ui.base + "/search")
     d.find_element(by("ID"), "q").send_keys("British")
-    marks = wait(d, lambda drv: drv.find_elements(by("CSS_SELECTOR"), "#results mark"))
-    assert marks[0].text == "British"
-    assert d.current_url.endswith("/search?q=British")  # bookmarkable
-    assert "user/prefs.md" in d.find_element(by("ID"), "results").text
+    # Each keystroke may replace the results: wait for the answer to the whole word, then read it.
+    wait(d, lambda drv: drv.current_url.endswith("/search?q=British")  # bookmarkable
+         and drv.find_element(by("CSS_SELECTOR"), "#results mark").text == "British")
+    assert "user/prefs.md" in text_of(d, by("ID"), "results")
     shot(d, "search.png")
     d.get(ui.base + "/search?q=nothing-matches-this")  # the plain form's URL works without script
     assert "0 matches" in d.find_element(by("ID"), "results").text
@@ -219,22 +211,21 @@ def test_settings_change_lands_in_config_toml(signed_in: Any, ui: UiProcess, hub
     field = d.find_element(by("ID"), "set-memory.history_max_versions")
     field.clear()
     field.send_keys("7")
-    field.find_element(by("XPATH"), "./ancestor::form//button").click()
-    wait(d, lambda drv: drv.find_elements(by("ID"), "settings-message"))
-    assert "takes effect when the Hub restarts" in d.find_element(by("ID"), "settings-message").text
+    click_and_load(d, field.find_element(by("XPATH"), "./ancestor::form//button"))
+    assert "takes effect when the Hub restarts" in text_of(d, by("ID"), "settings-message")
     assert "history_max_versions = 7" in (hub.home / "config.toml").read_text()
     Select(d.find_element(by("ID"), "set-memory.enabled")).select_by_value("false")
-    d.find_element(by("ID"), "set-memory.enabled").find_element(by("XPATH"), "./ancestor::form//button").click()
-    wait(d, lambda drv: "memory.enabled" in drv.find_element(by("ID"), "settings-message").text)
+    click_and_load(d, d.find_element(by("ID"), "set-memory.enabled").find_element(by("XPATH"),
+                                                                                  "./ancestor::form//button"))
+    assert "memory.enabled" in text_of(d, by("ID"), "settings-message")
     assert "enabled = false" in (hub.home / "config.toml").read_text()
     assert hub.cli("system", "config", "get", "memory.enabled").json["value"] is False
     hub.configure("memory.enabled", "true")  # the running Hub never noticed; keep the file as it was
     field = d.find_element(by("ID"), "set-memory.history_max_days")
     field.clear()
     field.send_keys("soon")
-    field.find_element(by("XPATH"), "./ancestor::form//button").click()
-    wait(d, lambda drv: drv.find_elements(by("CSS_SELECTOR"), ".error"))
-    assert "bad_request" in d.find_element(by("CSS_SELECTOR"), ".error").text
+    click_and_load(d, field.find_element(by("XPATH"), "./ancestor::form//button"))
+    assert "bad_request" in text_of(d, by("CSS_SELECTOR"), ".error")
     assert console_errors(d) == []
 
 
@@ -321,7 +312,7 @@ def test_a_link_to_another_loopback_port_gets_no_session_cookie(signed_in: Any, 
     try:
         d = signed_in
         d.get(ui.base + "/doc/notes/leak.md")
-        d.find_element(by("LINK_TEXT"), "leak").click()
+        click_and_load(d, d.find_element(by("LINK_TEXT"), "leak"))
         wait(d, lambda drv: drv.title == "elsewhere")
         assert [path for path, _ in Collector.seen][:1] == ["/steal"]
         assert all(ui.cookie_name not in cookie for _, cookie in Collector.seen), Collector.seen
@@ -357,8 +348,8 @@ def test_a_no_referrer_form_on_another_loopback_port_cannot_save(signed_in: Any,
     try:
         d = signed_in
         d.get(f"http://127.0.0.1:{other.server_address[1]}/")
-        wait(d, lambda drv: drv.current_url.startswith(ui.base))  # the form was posted to the page
-        text = d.find_element(by("TAG_NAME"), "body").text
+        wait(d, lambda drv: drv.current_url.startswith(ui.base) and loaded(drv))  # the form was posted to the page
+        text = text_of(d, by("TAG_NAME"), "body")
         # Stopped before the CSRF token is even looked at: no cookie went (another site), or Origin null.
         assert ("Not signed in" in text or "cross-origin" in text) and "CSRF" not in text, text
         assert hub.cli("memory", "show", "notes/planted.md").json["exists"] is False
@@ -378,7 +369,7 @@ def test_two_pages_in_one_browser_stay_signed_in_and_the_opener_file_signs_in(
         assert opener.stat().st_mode & 0o777 == 0o600 and opener.parent.stat().st_mode & 0o777 == 0o700
         d = signed_in
         d.get(opener.as_uri())  # what `amux ui` hands the browser instead of the URL
-        wait(d, lambda drv: drv.current_url == second.base + "/")
+        wait(d, lambda drv: drv.current_url == second.base + "/" and loaded(drv))
         assert d.find_element(by("ID"), "memory-state").text == "on"
         d.get(ui.base + "/")
         assert d.find_element(by("ID"), "memory-state").text == "on"  # the first page's session survived

@@ -152,6 +152,49 @@ def csrf_of(html: str) -> str:
     return match.group(1)
 
 
+WAIT_SECONDS = 20.0  # how long a browser wait gives the page, with the machine under load
+
+
+def wait(driver: Any, condition: Any, timeout: float = WAIT_SECONDS) -> Any:
+    """``WebDriverWait(driver, timeout).until(condition)``, retrying a condition that meets an element of a
+    page being replaced (stale, or not there yet, or a script run while the document unloads): the value
+    ``condition`` returned once truthy.  Raises ``TimeoutException`` after ``timeout`` seconds."""
+    from selenium.common.exceptions import (
+        JavascriptException,
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,
+                                                              NoSuchElementException,
+                                                              JavascriptException)).until(condition)
+
+
+def loaded(driver: Any) -> bool:
+    """Whether the current document has finished loading (``document.readyState`` is ``complete``)."""
+    return bool(driver.execute_script("return document.readyState") == "complete")
+
+
+def click_and_load(driver: Any, element: Any, timeout: float = WAIT_SECONDS) -> None:
+    """Click ``element`` (a link or a form's button) and return once the page it leads to has replaced the
+    current one and finished loading, so nothing after it reads the old page or an element of it.  Raises
+    ``TimeoutException`` when no new page came within ``timeout`` seconds."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+
+    old = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    wait(driver, expected_conditions.staleness_of(old), timeout)
+    wait(driver, loaded, timeout)
+
+
+def text_of(driver: Any, by: str, selector: str, timeout: float = WAIT_SECONDS) -> str:
+    """The text of the first element ``(by, selector)`` finds, waited for (present, non-stale)."""
+    found: tuple[str] = wait(driver, lambda drv: (drv.find_element(by, selector).text,), timeout)  # truthy
+    return found[0]
+
+
 def chromium(width: int = 1280, height: int = 900) -> Any:
     """A headless Chromium WebDriver (fresh profile, browser console logged); skips when not installed."""
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists() and shutil.which("chromedriver")):

@@ -16,10 +16,12 @@ sequences visible instead of letting the terminal act on them.
 
 from __future__ import annotations
 
+import datetime
 import json
+import re
 import shlex
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from protocol.errors import ERRORS, ErrorCode, HubError
 from protocol.params import ABSENT
@@ -175,22 +177,34 @@ def render_list(r: dict[str, Any]) -> RenderableType:
 SHORT_SESSION = 8
 """Characters of a session id a narrow table shows (``67e5f0a8…``); the whole id is in ``--json``."""
 
+ActorForm = Literal["full", "short", "brief", "compact", "bare"]
+"""How much of an actor a "by" cell shows, widest first (:func:`actor`)."""
 
-def actor(version: dict[str, Any], *, short_session: bool = False) -> str:
-    """Who made a change, in one cell: ``principal via client`` and the session when there is one.
 
-    With ``short_session`` a session id longer than :data:`SHORT_SESSION`
-    characters is cut to that prefix and ``…`` (a narrow terminal).
+def actor(version: dict[str, Any], *, form: ActorForm = "full") -> str:
+    """Who made a change, in one cell, in one of five forms, widest first (DESIGN.md §17):
+
+    ``full`` ``root via amux-cli session 67e5f0a8-7ff6-458d-a94c-d01912345678``;
+    ``short`` the session cut to :data:`SHORT_SESSION` characters and ``…``;
+    ``brief`` without the word ``session`` (``root via amux-cli 67e5f0a8…``);
+    ``compact`` ``root/cli 67e5f0a8…`` (an ``amux-`` client prefix dropped);
+    ``bare`` ``root/cli``, no session (the narrowest terminals; the rest is in ``--json``).
     """
     who = version.get("actor") or {}
-    parts = [inert(who.get("principal") or "-")]
-    if who.get("client"):
-        parts.append(f"via {inert(who.get('client'))}")
-    if who.get("session"):
-        session = inert(who.get("session"))
-        if short_session and len(session) > SHORT_SESSION + 1:
-            session = session[:SHORT_SESSION] + "…"
-        parts.append(f"session {session}")
+    principal = inert(who.get("principal") or "-")
+    client = inert(who.get("client") or "")
+    session = inert(who.get("session") or "")
+    if form != "full" and len(session) > SHORT_SESSION + 1:
+        session = session[:SHORT_SESSION] + "…"
+    if form in ("compact", "bare"):
+        short_client = client.removeprefix("amux-") or client
+        head = f"{principal}/{short_client}" if client else principal
+        return f"{head} {session}" if session and form == "compact" else head
+    parts = [principal]
+    if client:
+        parts.append(f"via {client}")
+    if session:
+        parts.append(session if form == "brief" else f"session {session}")
     return " ".join(parts)
 
 
@@ -200,44 +214,73 @@ def when(version: dict[str, Any]) -> str:
     return stamp[:19].replace("T", " ") + "Z" if len(stamp) >= 19 else stamp
 
 
+WIRE_TIME = re.compile(r"(\d{4})-(\d{2}-\d{2})T(\d{2}:\d{2}):(\d{2})")
+"""The start of a version's wire time (``2026-12-01T08:40:37``): year, month-day, hours:minutes, seconds."""
+
+
+def short_times(versions: list[dict[str, Any]], now: datetime.datetime) -> tuple[str, list[str]] | None:
+    """The header and the cells of a narrower time column, one form for the whole table (DESIGN.md §17).
+
+    ``now`` is an aware UTC time.  Every change today (UTC): ``today UTC``
+    and ``08:40:37``; all this year: ``time (UTC)`` and ``12-01 08:40``;
+    else ``2025-12-01 08:40``.  ``None`` when a time is not the Hub's wire
+    form (the full cells are kept).
+    """
+    matches = [WIRE_TIME.match(str(v.get("time") or "")) for v in versions]
+    found = [m for m in matches if m is not None]
+    if len(found) != len(matches):
+        return None
+    today = now.strftime("%Y-%m-%d")
+    if all(f"{m[1]}-{m[2]}" == today for m in found):
+        return "today UTC", [f"{m[3]}:{m[4]}" for m in found]
+    if all(m[1] == str(now.year) for m in found):
+        return "time (UTC)", [f"{m[2]} {m[3]}" for m in found]
+    return "time (UTC)", [f"{m[1]}-{m[2]} {m[3]}" for m in found]
+
+
 class FittedTable:
     """A borderless table that fits the terminal's width by narrowing the columns that can take it, in order.
 
     Each column is ``(header, justify, cells, narrowable)``; a column that
     is not narrowable (a revision, a count) keeps its natural width (its
-    longest cell) and never wraps.  ``steps`` are ``(column, floor)`` pairs
-    tried in turn while the table is too wide: the column is narrowed, at
-    most down to ``floor`` (its cells then wrap at spaces or fold, so nothing
-    is cut).  ``alternatives`` maps a column to shorter cells used first when
-    the table does not fit (the short session of the "by" cell); a column in
-    ``snap`` goes straight to its floor once narrowed (a time cell wraps at
-    its one space, so any width between is wasted).  Widths are terminal
-    cells.  Built at print time, for the console's width (rich's renderable
-    protocol), DESIGN.md §17.
+    longest cell) and never wraps.  ``alternatives`` are ``(column, cells,
+    header)`` triples, shorter forms of a column tried in turn first while the
+    table is too wide (the short session of the "by" cell, the short time;
+    ``header`` ``None`` keeps the column's).  ``steps`` are ``(column,
+    floor)`` pairs tried in turn next: the column is narrowed, at most down
+    to ``floor`` (its cells then wrap at spaces or fold, so nothing more is
+    cut); a column in ``snap`` goes straight to its floor once narrowed (a
+    time cell wraps at its one space, so any width between is wasted).
+    Widths are terminal cells.  Built at print time, for the console's width
+    (rich's renderable protocol), DESIGN.md §17.
     """
 
     GAP = 2
     """Spaces between two columns: the cell's right padding and the box's column separator."""
 
     def __init__(self, columns: list[tuple[str, str, list[Text], bool]], steps: list[tuple[int, int]],
-                 alternatives: dict[int, list[Text]] | None = None, snap: frozenset[int] = frozenset()) -> None:
+                 alternatives: list[tuple[int, list[Text], str | None]] | None = None,
+                 snap: frozenset[int] = frozenset()) -> None:
         self.columns = columns
         self.steps = steps
-        self.alternatives = alternatives or {}
+        self.alternatives = alternatives or []
         self.snap = snap
 
-    def widths(self, available: int) -> tuple[list[int], list[list[Text]]]:
-        """The width of each column (terminal cells, padding excluded) and the cells to show, for ``available``."""
+    def widths(self, available: int) -> tuple[list[int], list[list[Text]], list[str]]:
+        """The width of each column (terminal cells, padding excluded), the cells and the headers to show, for
+        ``available``."""
         cells = [list(column[2]) for column in self.columns]
+        headers = [column[0] for column in self.columns]
 
         def natural(index: int) -> int:
-            return max([len(self.columns[index][0]), *(cell.cell_len for cell in cells[index])])
+            return max([len(headers[index]), *(cell.cell_len for cell in cells[index])])
 
         widths = [natural(i) for i in range(len(self.columns))]
         budget = available - self.GAP * (len(self.columns) - 1)
-        for index, shorter in self.alternatives.items():
+        for index, shorter, header in self.alternatives:
             if sum(widths) > budget:
                 cells[index] = shorter
+                headers[index] = header if header is not None else headers[index]
                 widths[index] = natural(index)
         for index, floor in self.steps:
             excess = sum(widths) - budget
@@ -247,17 +290,17 @@ class FittedTable:
                 widths[index] = min(floor, widths[index])
             else:
                 widths[index] = max(min(floor, widths[index]), widths[index] - excess)
-        return widths, cells
+        return widths, cells, headers
 
     def table(self, available: int) -> Table:
         """The rich table for a terminal ``available`` cells wide."""
         from rich import box
         from rich.table import Table
 
-        widths, cells = self.widths(available)
+        widths, cells, headers = self.widths(available)
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
                       header_style="bold")
-        for (header, justify, _, narrowable), width in zip(self.columns, widths, strict=True):
+        for (_, justify, _, narrowable), header, width in zip(self.columns, headers, widths, strict=True):
             table.add_column(header, justify="right" if justify == "right" else "left", width=width,
                              no_wrap=not narrowable, overflow="fold")
         for row in zip(*cells, strict=True):
@@ -282,8 +325,8 @@ def new_table(*columns: tuple[str, str]) -> Table:
 
 
 BY_FLOORS = (20, 9)
-"""The "by" cell narrows first to one ``principal via client`` line over the session, later to its longest word
-(a short session with ``…``)."""
+"""Once its shorter forms are used, the "by" cell narrows to one ``principal via client`` line over the session,
+later to its longest word."""
 
 TIME_FLOOR = 10
 """A time cell wraps to ``2026-12-01`` over ``08:40:37Z``."""
@@ -295,15 +338,20 @@ ACTION_FLOOR = 12
 """``restore of REV`` wraps after ``of``."""
 
 
-def version_table(versions: list[dict[str, Any]], *, with_path: bool) -> FittedTable:
+def version_table(versions: list[dict[str, Any]], *, with_path: bool,
+                  now: datetime.datetime | None = None) -> FittedTable:
     """The rows of ``history`` or ``log``: time, (path,) action, revision, actor, size, lines changed.
 
-    Fits the terminal (:class:`FittedTable`): revisions always show
-    :data:`SHORT_REVISION` hex digits (enough to paste back) and bytes and
-    +/- are never narrowed; the "by" cell is shortened first (the session id
-    cut to :data:`SHORT_SESSION` characters), then the time wraps to two
-    lines, then "by" wraps, then the path and the action wrap or fold, never
-    cut.
+    Fits the terminal (:class:`FittedTable`, DESIGN.md §17): revisions
+    always show :data:`SHORT_REVISION` hex digits (enough to paste back) and
+    bytes and +/- are never narrowed.  While the table is too wide, shorter
+    forms come first, so an 80-column terminal shows each change on one line:
+    the "by" cell's session cut to :data:`SHORT_SESSION` characters, then
+    without the word "session" (:func:`actor`), then the time without
+    seconds or date (:func:`short_times`, ``now`` the current UTC time, by
+    default the clock's), then "by" as ``principal/client session``, then
+    without the session.  Only then do "by", the path and the action wrap or
+    fold, never cut.
     """
     actions = []
     for v in versions:
@@ -325,14 +373,22 @@ def version_table(versions: list[dict[str, Any]], *, with_path: bool) -> FittedT
         ("+/-", "right", [text((f"+{v.get('added', 0)}", "green"), " ", (f"-{v.get('removed', 0)}", "red"))
                           for v in versions], False),
     ]
+
+    def by_cells(form: ActorForm) -> tuple[int, list[Text], str | None]:
+        return by, [text(actor(v, form=form)) for v in versions], None
+
+    alternatives = [by_cells("short"), by_cells("brief")]
+    times = short_times(versions, now or datetime.datetime.now(datetime.UTC))
+    if times is not None:
+        alternatives.append((0, [text(cell) for cell in times[1]], times[0]))
+    alternatives += [by_cells("compact"), by_cells("bare")]
     steps = [(by, BY_FLOORS[0]), (0, TIME_FLOOR), (by, BY_FLOORS[1])]
     if with_path:
         steps.append((1, PATH_FLOORS[0]))
     steps.append((action_column, ACTION_FLOOR))
     if with_path:
         steps.append((1, PATH_FLOORS[1]))
-    return FittedTable(columns, steps, {by: [text(actor(v, short_session=True)) for v in versions]},
-                       snap=frozenset({0}))
+    return FittedTable(columns, steps, alternatives, snap=frozenset({0}))
 
 
 def more(next_cursor: Any, again: Iterable[str]) -> list[RenderableType]:
