@@ -21,8 +21,10 @@ method, path and status is kept in :attr:`BearerProxy.log`.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import http.server
+import socket
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +45,8 @@ class BearerProxy:
     token: str
     log: list[tuple[str, str, int]] = field(default_factory=list)
     server: http.server.ThreadingHTTPServer | None = None
+    upstreams: set[http.client.HTTPConnection] = field(default_factory=set)
+    """Connections to the Hub in use (a long-lived event stream among them), cut by :meth:`close`."""
 
     @property
     def port(self) -> int:
@@ -84,6 +88,7 @@ class BearerProxy:
                     headers["Authorization"] = f"Bearer {proxy.token}"
                 # http.client would add its own Host: pass the (possibly foreign) one through instead.
                 conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
+                proxy.upstreams.add(conn)
                 conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
                 for name, value in headers.items():
                     conn.putheader(name, value)
@@ -103,6 +108,7 @@ class BearerProxy:
                 except (OSError, http.client.HTTPException):
                     pass  # either side went away mid-stream: end both (the client sees a cut stream, as without us)
                 finally:
+                    proxy.upstreams.discard(conn)
                     conn.close()
 
             def _relay(self, resp: http.client.HTTPResponse) -> None:
@@ -130,10 +136,15 @@ class BearerProxy:
         return self
 
     def close(self) -> None:
-        """Stop serving and close the listening socket (streams in flight end with their threads)."""
+        """Stop serving, close the listening socket and cut the connections to the Hub still open (the
+        suite leaves its event streams open; the Hub would otherwise wait for them when it stops)."""
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
+        for conn in list(self.upstreams):
+            if conn.sock is not None:
+                with contextlib.suppress(OSError):
+                    conn.sock.shutdown(socket.SHUT_RDWR)
 
     def __enter__(self) -> BearerProxy:
         return self.start()

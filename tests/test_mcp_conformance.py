@@ -168,3 +168,14 @@ def test_applicable_scenario_passes(scenario: str, suite_bin: Path, hub_port: An
     print("\n" + shown)
     assert checks and all(c.get("status") == "SUCCESS" for c in checks), shown
     assert proxy.log and all(status != 401 for _, _, status in proxy.log), proxy.log
+    if scenario == "dns-rebinding-protection":  # the refusal was the Hub's own Host check, not the proxy's
+        assert any(status == 421 for _, _, status in proxy.log), proxy.log
+
+
+def test_without_the_proxy_the_suite_is_refused(suite_bin: Path, hub_port: Any, tmp_path: Path) -> None:
+    """Straight to the Hub's ``/mcp`` (no token), ``server-initialize`` fails with the Hub's 401: the token
+    the proxy adds is what lets the suite in, and the Hub has no unauthenticated mode."""
+    _, port = hub_port
+    checks = run_scenario(suite_bin, f"http://127.0.0.1:{port}/mcp", "server-initialize", tmp_path / "out")
+    assert [c.get("status") for c in checks] == ["FAILURE"], checks
+    assert "401" in str(checks[0].get("errorMessage")) or "unauthorized" in str(checks[0]).lower(), checks
