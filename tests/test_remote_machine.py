@@ -43,10 +43,11 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
-from tests.agent_clients import unavailable
+from tests.agent_clients import IN_CI
 from tests.conftest import HubProcess, amux_argv, make_hub
 
 pytestmark = pytest.mark.slow
@@ -70,6 +71,13 @@ class Namespace:
         """``argv`` inside the namespace (``ip netns exec``) with exactly ``env``."""
         return subprocess.run(["ip", "netns", "exec", self.name, *argv], env=env, input=input,
                               capture_output=True, timeout=timeout)
+
+
+def unavailable(message: str) -> NoReturn:
+    """The namespace cannot be made: skip with ``message``, or fail under ``CI=true`` (CI runs as root)."""
+    if IN_CI:
+        pytest.fail(f"{message} (CI=true: the other-machine test must run; CI runs as root with iproute2)")
+    pytest.skip(message)
 
 
 def _ip(*args: str, ns: str | None = None) -> subprocess.CompletedProcess[str]:
