@@ -53,9 +53,12 @@ Clients and frontends
   * ``tools.cli.human.SHORT_REVISION`` (hex digits), ``tools.cli.human.SHORT_SESSION`` (characters),
     ``tools.cli.human.TIME_FLOOR`` (characters), ``tools.cli.human.ACTION_FLOOR`` (characters): tables (§17).
   * ``tools.cli.output.USAGE_STATUS`` (exit status), ``tools.cli.suggest.MIN_MISSPELT`` (characters).
-  * ``tools.mcp.catalog.MAX_NAME_ECHO`` (characters), ``tools.mcp.handlers.STARTUP_TIMEOUT`` (s),
-    ``tools.mcp.pager.PAGE_BUDGET`` (bytes), ``tools.mcp.pager.MAX_PAGED_RESULTS`` (count),
-    ``tools.mcp.pager.DEFAULT_PAGE_TTL`` (s): the MCP server (§9.2).
+  * ``hub.mcp.catalog.MAX_NAME_ECHO`` (characters), ``hub.mcp.pager.PAGE_BUDGET`` (bytes),
+    ``hub.mcp.pager.MAX_PAGED_RESULTS`` (count), ``hub.mcp.pager.DEFAULT_PAGE_TTL`` (s),
+    ``hub.mcp.session.INBOX`` (messages), ``hub.mcp.session.BUSY_CODE`` (JSON-RPC code): the MCP server in
+    the Hub (§9.2).
+  * ``tools.mcp.relay.CONNECT_DEADLINE`` (s), ``tools.mcp.relay.RETRY_SECONDS`` (s): ``amux mcp``, the relay
+    (§9.2).
   * ``tools.ui.app.LINT_SUMMARY_ROWS`` (rows), ``tools.ui.pages.OVERVIEW_LOG_LIMIT`` (changes),
     ``tools.ui.render.SHOWN_MAX_CHARS`` (characters), ``tools.ui.render.DIFF_MAX_ROWS`` (rows):
     the web page (§20).
@@ -124,6 +127,10 @@ CLIENT_TIMEOUT_SECONDS = 30.0
 as not answering."""
 ASYNC_CONNECT_TIMEOUT_SECONDS = 5.0
 """Seconds the Trio client has to connect and complete ``hello``: a Hub that takes longer is treated as unavailable."""
+
+# MCP sessions in the Hub (DESIGN.md §9.2), used by protocol/params.py and hub/mcp/.
+MCP_MAX_PAGE_TTL = 86400
+"""Most seconds an MCP session may ask its paged results to be kept (``mcp_open``'s ``page_ttl``)."""
 
 
 @dataclass(frozen=True)

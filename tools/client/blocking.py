@@ -156,6 +156,19 @@ class HubClient(ClientBase):
                 self._sock.settimeout(self.timeout)
         return self.hello
 
+    def detach(self) -> socket.socket:
+        """Hand the connected socket over to the caller, who then owns it (and must close it); this client is left
+        unconnected.
+
+        For a connection that changes protocol after an answer, as ``mcp_open`` does (DESIGN.md §9.2): the Hub
+        sends nothing unasked after that answer, so no byte of what follows is left buffered here.  Raises
+        ``unavailable`` when not connected.
+        """
+        if self._sock is None:
+            raise HubError(ErrorCode.UNAVAILABLE, "not connected to the Hub", where(self.endpoint))
+        sock, self._sock = self._sock, None
+        return sock
+
     def close(self) -> None:
         """Close the connection (a no-op when not connected)."""
         if self._sock is not None:
