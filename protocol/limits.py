@@ -57,7 +57,7 @@ Clients and frontends
     ``hub.mcp.pager.MAX_PAGED_RESULTS`` (count), ``hub.mcp.pager.DEFAULT_PAGE_TTL`` (s),
     ``hub.mcp.session.INBOX`` (messages), ``hub.mcp.session.BUSY_CODE`` (JSON-RPC code): the MCP server in
     the Hub (§9.2).
-  * ``tools.mcp.relay.CONNECT_DEADLINE`` (s), ``tools.mcp.relay.RETRY_SECONDS`` (s): ``amux mcp``, the relay
+  * ``tools.mcp.relay.CONNECT_DEADLINE`` (s), ``tools.mcp.relay.INITIALIZE_WAIT`` (s): ``amux mcp``, the relay
     (§9.2).
   * ``tools.ui.app.LINT_SUMMARY_ROWS`` (rows), ``tools.ui.pages.OVERVIEW_LOG_LIMIT`` (changes),
     ``tools.ui.render.SHOWN_MAX_CHARS`` (characters), ``tools.ui.render.DIFF_MAX_ROWS`` (rows):

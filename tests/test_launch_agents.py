@@ -62,7 +62,7 @@ from tests.fakemodel import (
     strings,
 )
 from tests.other_users import readable_amux, readable_python
-from tools.mcp.handlers import TOOL_NAMES
+from hub.mcp.handlers import TOOL_NAMES
 
 WORD = "quillfeather"
 ENTRY = f"# Preferences\n- Indent with {WORD} tabs.\n"

@@ -33,12 +33,12 @@ from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
 from tests.conftest import REPO, HubProcess, amux_argv
 from tests.mcp_session import call, err, mcp_session, ok, text
+from hub.mcp.catalog import catalog
+from hub.mcp.handlers import TOOL_NAMES, MemoryTools
+from hub.mcp.pager import PAGE_BUDGET, Pager
+from hub.mcp.render import result_json, result_size
+from hub.mcp.schemas import ERROR_SCHEMA
 from tools.client.trio_client import AsyncHubClient
-from tools.mcp.catalog import ToolCatalog
-from tools.mcp.handlers import TOOL_NAMES, MemoryTools
-from tools.mcp.pager import PAGE_BUDGET, Pager
-from tools.mcp.render import result_json, result_size
-from tools.mcp.schemas import ERROR_SCHEMA
 
 TIMEOUT = 60
 MEMORY_TOOLS = ("memory_search", "memory_get", "memory_upsert", "memory_forget")
@@ -232,13 +232,10 @@ async def test_unknown_tools_and_invalid_arguments_are_structured_bad_requests(h
 
 
 async def test_a_failing_handler_is_a_structured_internal_error() -> None:
-    class Broken(AsyncHubClient):
-        async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-            raise RuntimeError("a bug")
+    async def broken(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("a bug")
 
-    state = MemoryTools(client=Broken(Path("/nonexistent/hub.sock")))
-    state.checked.set()
-    result = await ToolCatalog(state).call("memory_get", {"path": "MEMORY.md"})
+    result = await catalog().call(MemoryTools(broken), "memory_get", {"path": "MEMORY.md"})
     jsonschema.validate(result.structured_content, ERROR_SCHEMA)
     error = err(result, ErrorCode.INTERNAL)
     assert error["data"] == {"tool": "memory_get"} and "RuntimeError" in error["message"]
@@ -522,17 +519,15 @@ async def test_a_hub_that_never_answers_bounds_the_start_up_check(tmp_path: Path
         with trio.fail_after(TIMEOUT):
             start = time.perf_counter()
             async with mcp_session(tmp_path, log, AMUX_HUB=str(path)) as s:
-                assert time.perf_counter() - start < 2.0, "initialize does not wait for the capability check"
+                assert time.perf_counter() - start < 2.5, "initialize waits for the Hub at most 1 s"
                 assert {t.name for t in (await s.list_tools()).tools} == set(TOOL_NAMES)
-                while "did not answer within 2 s" not in log.read_text():  # the check gives up after 2 s
-                    assert time.perf_counter() - start < 10
-                    await trio.sleep(0.05)
                 called = time.perf_counter()
                 error = err(await call(s, "memory_get", path="MEMORY.md"), ErrorCode.UNAVAILABLE)
                 assert "did not answer hello" in error["message"]
                 assert time.perf_counter() - called < 10
     finally:
         silent.close()
+    assert "not usable" in log.read_text()
 
 
 async def test_an_unreachable_network_hub_is_a_clear_error(hub: HubProcess, tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ With no Hub it still answers ``initialize`` and ``tools/list``, from the
 server's own answers shipped as ``offline.json`` (a test holds it to the
 Hub's server byte for byte), ``ping``, and every ``tools/call`` with the
 ``unavailable`` tool error of the failed connection.  On every later request
-it tries the Hub again (at most one attempt per :data:`RETRY_SECONDS`, each
-bounded by :data:`CONNECT_DEADLINE`); once one answers it opens the session,
+it tries the Hub again (each attempt bounded by :data:`CONNECT_DEADLINE`;
+``initialize`` waits at most :data:`INITIALIZE_WAIT`); once one answers it opens the session,
 replays the client's ``initialize`` (the answer is dropped) and
 ``notifications/initialized``, and forwards from then on.  If the Hub goes
 away, the requests it had not answered get ``unavailable`` (a write may or
@@ -53,8 +53,8 @@ log = logging.getLogger("amux.mcp")
 
 CONNECT_DEADLINE = 3.0
 """Seconds one attempt to reach the Hub (connect, TLS, ``hello``, ``mcp_open``) may take."""
-RETRY_SECONDS = 0.5
-"""Seconds after a failed attempt before a new request tries the Hub again (earlier ones are answered offline)."""
+INITIALIZE_WAIT = 1.0
+"""Seconds ``initialize`` waits for the Hub before it is answered here (the Hub is tried again later)."""
 REPLAY_ID = "amux-relay-replay"
 """The JSON-RPC id of the replayed ``initialize``: its answer is dropped, never shown to the client."""
 INSTRUCTIONS_ENV = "AMUX_MCP_INSTRUCTIONS"
@@ -126,8 +126,8 @@ class Relay:
         self.initialize: dict[str, Any] | None = None  # the client's initialize request
         self.initialized = False  # the client sent notifications/initialized
         self.failure = HubError(ErrorCode.UNAVAILABLE, "the Hub has not been tried yet")
-        self.last_attempt = -RETRY_SECONDS
         self.replayed = threading.Event()
+        self.outage = False  # the last attempt failed (later failures are logged at INFO only)
 
     # -- output ----------------------------------------------------------------
 
@@ -142,33 +142,34 @@ class Relay:
 
     # -- the Hub connection -----------------------------------------------------
 
-    def connect(self) -> bool:
+    def connect(self, deadline: float = CONNECT_DEADLINE) -> bool:
         """Reach the Hub and open the MCP session, replaying the client's handshake; True when connected.
 
-        On failure :attr:`failure` is the reason (the ``unavailable`` of the connection, or the Hub's refusal,
-        e.g. ``unauthorized``).
+        ``deadline`` bounds connect and ``hello`` (seconds).  On failure :attr:`failure` is the reason (the ``unavailable`` of the
+        connection, or the Hub's refusal, e.g. ``unauthorized``), logged as a warning once per outage.
         """
         if self.sock is not None:
             return True
-        now = time.monotonic()
-        if now - self.last_attempt < RETRY_SECONDS:
-            return False
-        self.last_attempt = now
         try:
-            client = HubClient(client_name="amux-mcp", connect_deadline=CONNECT_DEADLINE)
+            client = HubClient(client_name="amux-mcp", connect_deadline=deadline)
         except HubError as exc:  # a malformed AMUX_HUB
             self.failure = exc
             return False
         self.endpoint = client.endpoint
         try:
-            client.connect()
+            hello = client.connect()
             client.call("mcp_open", mcp_open_params(instructions=self.instructions, page_ttl=self.page_ttl))
             sock = client.detach()
         except HubError as exc:
             client.close()
             self.failure = exc
-            log.info("the Hub is not usable (%s): %s", exc.code.value, exc.message)
+            (log.info if self.outage else log.warning)(
+                "the Hub is not usable (%s): %s; tools will report it on each call", exc.code.value, exc.message)
+            self.outage = True
             return False
+        self.outage = False
+        if not hello.get("memory_enabled"):
+            log.warning("memory is disabled on the Hub at %s; calls will fail with 'disabled'", client.endpoint)
         sock.settimeout(None)
         with self.lock:
             self.generation += 1
@@ -186,16 +187,24 @@ class Relay:
                 return False
         return True
 
-    def _send(self, text: str) -> bool:
-        """Send one JSON-RPC message to the Hub; False (and disconnected) when the connection is gone."""
+    def _send(self, text: str, key: str | None = None) -> bool:
+        """Send one JSON-RPC message to the Hub; False (and disconnected) when the connection is gone.
+
+        ``key`` is the message's id (JSON) in :attr:`pending`: a message that could not be sent is taken out
+        before the others are answered ``unavailable``, since its caller may send it again.  Raises
+        :class:`HubError` for a message over the frame limit (nothing is sent).
+        """
         sock, generation = self.sock, self.generation
         if sock is None:
             return False
-        frame = encode_mcp(text)  # HubError over the frame limit: the caller refuses the message
+        frame = encode_mcp(text)
         try:
             sock.sendall(frame)
         except OSError as exc:
             log.info("the Hub connection broke: %s", exc)
+            if key is not None:
+                with self.lock:
+                    self.pending.pop(key, None)
             self._drop(sock, generation)
             return False
         return True
@@ -271,24 +280,26 @@ class Relay:
             self.initialize = message
         elif method == "notifications/initialized":
             self.initialized = True
-        if self.connect():
+        text = line.decode("utf-8", "replace")
+        key = _dump(rid)
+        # A connection found dead on sending is replaced once at once: the Hub may just have restarted.
+        for _ in range(2):
+            if not self.connect(INITIALIZE_WAIT if method == "initialize" else CONNECT_DEADLINE):
+                break
             if is_request:
                 params = message.get("params")
                 tool = params.get("name") if isinstance(params, dict) else None
                 with self.lock:
-                    self.pending[_dump(rid)] = (str(method), TOOL_METHODS.get(str(tool), str(tool or method)))
+                    self.pending[key] = (str(method), TOOL_METHODS.get(str(tool), str(tool or method)))
             try:
-                if self._send(line.decode("utf-8", "replace")):
+                if self._send(text, key if is_request else None):
                     return
             except HubError as exc:  # this message cannot be framed: refuse it, keep the session
                 with self.lock:
-                    self.pending.pop(_dump(rid), None)
+                    self.pending.pop(key, None)
                 if is_request:
                     self.write(error_line(rid, -32600, f"Invalid request: {exc.message}"))
                 return
-            with self.lock:
-                if self.pending.pop(_dump(rid), None) is None and is_request:
-                    return  # already answered as unavailable by the reader thread
         if is_request:
             self.answer_offline(rid, str(method))
 
