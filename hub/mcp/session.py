@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
-from mcp.types import ErrorData, JSONRPCError, JSONRPCRequest, JSONRPCResponse, jsonrpc_message_adapter
+from mcp.types import PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCRequest, JSONRPCResponse, jsonrpc_message_adapter
 
 from hub.mcp.handlers import Backend
 from hub.mcp.pager import DEFAULT_PAGE_TTL
@@ -85,13 +85,14 @@ class McpBridge:
         """Pass one MCP frame body to the server; waits while :data:`INBOX` messages are queued.
 
         Raises ``bad_request`` for a frame that is not an MCP frame (the connection answers it with a Hub
-        error frame).  Text that is not a JSON-RPC message goes to the server as the error the SDK expects.
+        error frame).  Text that is not a JSON-RPC message is answered with a JSON-RPC parse error (id null).
         """
         text = decode_mcp(body)
         try:
             message = jsonrpc_message_adapter.validate_json(text, by_name=False)
-        except Exception as exc:  # the SDK answers a parse error itself, as on stdio
-            await self._inbox_send.send(exc)
+        except ValueError:  # pydantic's ValidationError is one; the SDK's stdio transport would not answer at all
+            await self._send(json_text(JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
+                code=PARSE_ERROR, message="Parse error: not a JSON-RPC 2.0 message"))))
             return
         if isinstance(message, JSONRPCRequest):
             if self.conn.in_flight >= MAX_IN_FLIGHT:

@@ -269,10 +269,8 @@ class Relay:
             message = json.loads(line)
         except ValueError:
             message = None
-        if not isinstance(message, dict):
-            if self.connect() and self._send(line.decode("utf-8", "replace")):
-                return
-            self.write(error_line(None, -32700, "Parse error"))
+        if not isinstance(message, dict):  # the Hub's server would answer the same
+            self.write(error_line(None, -32700, "Parse error: not a JSON-RPC 2.0 message"))
             return
         method, rid = message.get("method"), message.get("id")
         is_request = isinstance(method, str) and "id" in message
