@@ -125,7 +125,8 @@ def test_with_no_hub_the_relay_answers_like_the_old_server_then_uses_a_hub_that_
     try:
         assert relay.handshake() == fixture_line("initialize_instructions_on")
         assert relay.ask('{"jsonrpc":"2.0","id":2,"method":"tools/list"}') == FIXTURE["tools_list"]
-        call = '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"memory_get","arguments":{"path":"MEMORY.md"}}}'
+        call = ('{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"memory_get","arguments":'
+                '{"path":"MEMORY.md"}}}')
         assert relay.ask(call) == FIXTURE["unavailable_call"].replace("{home}", str(hub.home))
         assert relay.ask('{"jsonrpc":"2.0","id":4,"method":"ping"}') == FIXTURE["ping"]
         unknown = relay.request("resources/list")

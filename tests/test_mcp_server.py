@@ -28,16 +28,16 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import METHOD_NOT_FOUND, CallToolResult
 
-from protocol.agent_protocol import MAX_PROTOCOL_BYTES, VARIANTS, render
-from protocol.errors import ErrorCode, HubError
-from protocol.limits import LIMITS
-from tests.conftest import REPO, HubProcess, amux_argv
-from tests.mcp_session import call, err, mcp_session, ok, text
 from hub.mcp.catalog import catalog
 from hub.mcp.handlers import TOOL_NAMES, MemoryTools
 from hub.mcp.pager import PAGE_BUDGET, Pager
 from hub.mcp.render import result_json, result_size
 from hub.mcp.schemas import ERROR_SCHEMA
+from protocol.agent_protocol import MAX_PROTOCOL_BYTES, VARIANTS, render
+from protocol.errors import ErrorCode, HubError
+from protocol.limits import LIMITS
+from tests.conftest import REPO, HubProcess, amux_argv
+from tests.mcp_session import call, err, mcp_session, ok, text
 from tools.client.trio_client import AsyncHubClient
 
 TIMEOUT = 60

@@ -145,8 +145,9 @@ class Relay:
     def connect(self, deadline: float = CONNECT_DEADLINE) -> bool:
         """Reach the Hub and open the MCP session, replaying the client's handshake; True when connected.
 
-        ``deadline`` bounds connect and ``hello`` (seconds).  On failure :attr:`failure` is the reason (the ``unavailable`` of the
-        connection, or the Hub's refusal, e.g. ``unauthorized``), logged as a warning once per outage.
+        ``deadline`` bounds connect and ``hello`` (seconds).  On failure :attr:`failure` is the reason (the
+        ``unavailable`` of the connection, or the Hub's refusal, e.g. ``unauthorized``), logged as a warning
+        once per outage.
         """
         if self.sock is not None:
             return True
