@@ -84,7 +84,8 @@ The benchmark's goals and sizes
     ``bench.data.SCAN_BYTES`` (bytes), ``bench.growth.EXPONENT_GOAL`` (exponent),
     ``bench.history.THROUGHPUT_GOAL`` (ratio), ``bench.history.LATENCY_GOAL_MS`` (ms),
     ``bench.history.SIZE_GOAL_BYTES`` (bytes), ``bench.latency.LIMIT`` (results),
-    ``bench.secrets.THROUGHPUT_GOAL`` (ratio), ``bench.startup.GOAL_MS`` (ms).
+    ``bench.secrets.THROUGHPUT_GOAL`` (ratio), ``bench.startup.GOAL_MS`` (ms), ``bench.startup.RELAY_GOAL_MS``
+    (ms), ``bench.startup.RELAY_GOAL_KIB`` (KiB).
 """
 
 from __future__ import annotations

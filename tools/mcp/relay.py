@@ -30,7 +30,6 @@ Nothing but MCP is written on stdout; logs go to stderr (``AMUX_MCP_LOG``).
 from __future__ import annotations
 
 import json
-import logging
 import os
 import socket
 import sys
@@ -49,7 +48,34 @@ from tools.client.base import RECEIVE_BYTES
 from tools.client.blocking import HubClient
 from tools.client.failures import lost
 
-log = logging.getLogger("amux.mcp")
+LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
+"""``$AMUX_MCP_LOG`` names → levels (as the ``logging`` module numbers them; it is not imported: start-up time)."""
+
+
+class StderrLog:
+    """The relay's log: ``amux.mcp: LEVEL: message`` lines on stderr at or above ``level``."""
+
+    def __init__(self, level: int = LEVELS["WARNING"]) -> None:
+        self.level = level
+
+    def _say(self, level: str, message: str, args: tuple[Any, ...]) -> None:
+        if LEVELS[level] >= self.level:
+            try:
+                sys.stderr.write(f"amux.mcp: {level}: {message % args if args else message}\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+
+    def info(self, message: str, *args: Any) -> None:
+        """Log at INFO (``%``-style ``args``)."""
+        self._say("INFO", message, args)
+
+    def warning(self, message: str, *args: Any) -> None:
+        """Log at WARNING (``%``-style ``args``)."""
+        self._say("WARNING", message, args)
+
+
+log = StderrLog()
 
 CONNECT_DEADLINE = 3.0
 """Seconds one attempt to reach the Hub (connect, TLS, ``hello``, ``mcp_open``) may take."""
@@ -329,10 +355,7 @@ class Relay:
 
 def log_level(environ: Mapping[str, str]) -> int:
     """The log level from ``$AMUX_MCP_LOG`` (a level name, case-insensitive); WARNING when unset or unknown."""
-    name = environ.get(LOG_ENV, "WARNING").upper()
-    levels = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARNING": logging.WARNING, "ERROR": logging.ERROR,
-              "CRITICAL": logging.CRITICAL}
-    return levels.get(name, logging.WARNING)
+    return LEVELS.get(environ.get(LOG_ENV, "WARNING").upper(), LEVELS["WARNING"])
 
 
 def main() -> int:
@@ -341,7 +364,7 @@ def main() -> int:
     Waits up to :data:`CONNECT_DEADLINE` seconds after stdin ends for the Hub's answers to requests already
     forwarded.
     """
-    logging.basicConfig(stream=sys.stderr, level=log_level(os.environ), format="%(name)s: %(levelname)s: %(message)s")
+    log.level = log_level(os.environ)
     offline = json.loads(OFFLINE_FILE.read_text(encoding="utf-8"))
     relay = Relay(sys.stdout.buffer, offline, os.environ)
     try:
