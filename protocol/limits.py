@@ -122,12 +122,9 @@ MAX_REPORTED_PATHS = 8
 MAX_REPORTED_PATH_CHARS = 120
 """Characters of a reported path; a longer one is cut (with ``…``), so a hostile tree cannot fill an answer."""
 
-# The clients' timeouts (DESIGN.md §3.6), used by tools/client/base.py and tools/client/trio_client.py.
+# The client's timeout (DESIGN.md §3.6), used by tools/client/base.py.
 CLIENT_TIMEOUT_SECONDS = 30.0
-"""Seconds one socket operation (blocking client) or one call (Trio client) may take before the Hub counts
-as not answering."""
-ASYNC_CONNECT_TIMEOUT_SECONDS = 5.0
-"""Seconds the Trio client has to connect and complete ``hello``: a Hub that takes longer is treated as unavailable."""
+"""Seconds one socket operation of the client may take before the Hub counts as not answering."""
 
 # MCP sessions in the Hub (DESIGN.md §9.2), used by protocol/params.py and hub/mcp/.
 MCP_MAX_PAGE_TTL = 86400

@@ -2,8 +2,7 @@
 
 Every test spawns the real ``amux mcp`` command (what Claude Code and Codex
 run) and talks MCP to it; the Hub is a real ``amux hub serve`` process.  Also
-here: the agent memory protocol text and ``amux protocol show``, and the
-Trio Hub client's reconnect rules against a scripted socket peer.
+here: the agent memory protocol text and ``amux protocol show``.
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
 from tests.conftest import REPO, HubProcess, amux_argv
 from tests.mcp_session import call, err, mcp_session, ok, text
-from tools.client.trio_client import AsyncHubClient
 
 TIMEOUT = 60
 MEMORY_TOOLS = ("memory_search", "memory_get", "memory_upsert", "memory_forget")
@@ -560,71 +558,6 @@ async def test_binding_is_sent_and_a_mismatch_is_reported(hub: HubProcess, tmp_p
         async with mcp_session(hub.home, tmp_path / "mcp.log", AMUX_MEMORY_BINDING="principal:someone-else") as s:
             error = err(await call(s, "memory_get", path="MEMORY.md"), ErrorCode.BINDING_MISMATCH)
             assert "new conversation" in error["next_step"]
-
-
-# -- the Trio client's reconnect rules, against a scripted peer on a real socket ------------------------
-
-
-async def _scripted_hub(listener: trio.SocketListener, script: list[str], seen: list[str],
-                        hellos: list[dict[str, Any]]) -> None:
-    """Accept connections; answer hello; for each later request do what ``script`` says next."""
-    from protocol.framing import FrameDecoder
-    from protocol.messages import decode_request, encode_result
-
-    while True:
-        stream = await listener.accept()
-        decoder = FrameDecoder()
-        async with stream:
-            while True:
-                data = await stream.receive_some(65536)
-                if not data:
-                    break
-                decoder.feed(data)
-                body = decoder.next_frame()
-                if body is None:
-                    continue
-                request = decode_request(body)
-                seen.append(request.method)
-                if request.method == "hello":
-                    hellos.append(request.params)
-                    await stream.send_all(encode_result(request.id, {"memory_enabled": True, "scope": "global"}))
-                    continue
-                action = script.pop(0)
-                if action == "drop":
-                    break  # the request arrived; its answer never leaves
-                await stream.send_all(encode_result(request.id, {"ok": request.method}))
-
-
-async def test_async_client_retries_reads_once_and_never_resends_a_write(tmp_path: Path) -> None:
-    path = tmp_path / "fake.sock"
-    sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
-    await sock.bind(str(path))
-    sock.listen()
-    seen: list[str] = []
-    hellos: list[dict[str, Any]] = []
-    script = ["drop", "answer", "drop", "answer", "drop", "drop"]
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_scripted_hub, trio.SocketListener(sock), script, seen, hellos)
-        client = AsyncHubClient(path, timeout=10, binding="principal:x", token="secret-token")
-        with trio.fail_after(TIMEOUT):
-            # A read whose answer was lost is sent again on a new connection.
-            assert await client.call("get", {"path": "a.md"}) == {"ok": "get"}
-            # A write whose answer was lost is not: its outcome is unknown, and the error says so.
-            with pytest.raises(HubError) as info:
-                await client.call("upsert", {"path": "a.md"})
-            assert info.value.code is ErrorCode.UNAVAILABLE and info.value.data["uncertain"] is True
-            assert "read the document again" in info.value.message
-            assert await client.call("forget", {"path": "a.md"}) == {"ok": "forget"}
-            # A read lost twice: one reconnect only, then a clear error.
-            with pytest.raises(HubError) as info:
-                await client.call("search", {"query": "x"})
-            assert info.value.code is ErrorCode.UNAVAILABLE
-        assert [m for m in seen if m != "hello"] == ["get", "get", "upsert", "forget", "search", "search"]
-        assert seen.count("hello") == client.connects == 4
-        assert all(h["binding"] == "principal:x" and h["token"] == "secret-token" and h["client"] == "amux-mcp"
-                   for h in hellos)
-        await client.aclose()
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_non_utf8_socket_path_is_a_clear_error_not_a_dead_server(tmp_path: Path) -> None:

@@ -1,9 +1,9 @@
-"""``amux mcp``: memory for agents as an MCP stdio server (DESIGN.md §9).
+"""The MCP server inside the Hub: memory for agents (DESIGN.md §9.2).
 
 The server is the ``mcp`` SDK's low-level ``Server`` named ``amux``, run on
-Trio.  Its five tools forward to the Hub over one long-lived connection
-(:class:`tools.client.trio_client.AsyncHubClient`) with the same semantics, limits
-and error codes as the CLI:
+Trio through anyio in the Hub's process, one per MCP session.  Its five tools
+run Hub methods for the session's caller, as a socket request would, with the
+same semantics, limits and error codes as the CLI:
 
 =================  ==========  =====================================================
 tool               Hub method  annotations
@@ -21,20 +21,25 @@ capability only: it has no prompts and no resources.
 
 A ``tools/call`` goes down this package in order:
 
-* :mod:`hub.mcp.server` — the SDK server, its lifespan (the start-up check)
-  and instructions, and ``main()`` (the ``amux mcp`` command).
+* :mod:`hub.mcp.session` — an MCP session on a Hub connection after
+  ``mcp_open``: MCP frames to and from the SDK server (``amux mcp`` relays
+  an agent's stdio to it).
+* :mod:`hub.mcp.server` — :func:`~hub.mcp.server.build_server`, the one
+  entry point of every transport: a server for one session's caller.
 * :mod:`hub.mcp.catalog` — the published tools (names, descriptions,
   annotations, input and output schemas) and the one dispatcher: an unknown
   tool or arguments that fail the input schema become a ``bad_request`` tool
   error of the same shape as a Hub error.
 * :mod:`hub.mcp.handlers` — :class:`~hub.mcp.handlers.MemoryTools`, the
-  tool handlers that build the Hub request and forward it.
+  tool handlers that build the Hub request and run it through a backend
+  (:func:`~hub.mcp.handlers.hub_backend`: ``Hub.call`` for the caller).
 * :mod:`hub.mcp.pager` — results over the reply budget, cut into pages for
   ``result_continue``.
 * :mod:`hub.mcp.render` — the text a model reads, the canonical JSON text
   and size of a result, and the tool-error result.
 * :mod:`hub.mcp.schemas` — the output schemas (result, page or error).
+* :mod:`hub.mcp.snapshot` — the ``initialize`` and ``tools/list`` answers
+  ``amux mcp`` ships for when no Hub answers (``tools/mcp/offline.json``).
 
-Nothing is ever printed on stdout (it carries the protocol); logs go to
-stderr (level from ``$AMUX_MCP_LOG``, default ``WARNING``).
+Logs go to the Hub's log (logger ``amux.mcp``).
 """

@@ -4,7 +4,7 @@ Used by the ``amux`` CLI, the typed-memory library, ``amux launch`` and the
 tests.  It is thin I/O over :class:`protocol.connection.ClientConnection`
 (ids, frames, response matching) and :class:`tools.client.settings.ClientSettings`
 (where the Hub is, token, binding, CA, connect deadline); failures are worded
-by :mod:`tools.client.failures`, as in the Trio client.  Trio is not imported
+by :mod:`tools.client.failures`.  Trio is not imported
 on this path: the CLI's start-up time depends on it.
 
 Timeouts: ``timeout`` bounds each socket operation (connect, TLS handshake,
