@@ -168,17 +168,18 @@ class Relay:
 
     # -- the Hub connection -----------------------------------------------------
 
-    def connect(self, deadline: float = CONNECT_DEADLINE) -> bool:
+    def connect(self, deadline: float = CONNECT_DEADLINE, *, quiet: bool = False) -> bool:
         """Reach the Hub and open the MCP session, replaying the client's handshake; True when connected.
 
-        ``deadline`` bounds connect and ``hello`` (seconds).  On failure :attr:`failure` is the reason (the
-        ``unavailable`` of the connection, or the Hub's refusal, e.g. ``unauthorized``), logged as a warning
-        once per outage.
+        ``deadline`` bounds connect and ``hello`` together, and ``mcp_open`` (seconds).  On failure
+        :attr:`failure` is the reason (the ``unavailable`` of the connection, or the Hub's refusal, e.g.
+        ``unauthorized``), logged as a warning once per outage (at INFO when ``quiet``: the short wait of
+        ``initialize``, which a Hub busy starting may miss).
         """
         if self.sock is not None:
             return True
         try:
-            client = HubClient(client_name="amux-mcp", connect_deadline=deadline)
+            client = HubClient(client_name="amux-mcp", connect_deadline=deadline, timeout=deadline)
         except HubError as exc:  # a malformed AMUX_HUB
             self.failure = exc
             return False
@@ -190,9 +191,9 @@ class Relay:
         except HubError as exc:
             client.close()
             self.failure = exc
-            (log.info if self.outage else log.warning)(
+            (log.info if self.outage or quiet else log.warning)(
                 "the Hub is not usable (%s): %s; tools will report it on each call", exc.code.value, exc.message)
-            self.outage = True
+            self.outage = self.outage or not quiet
             return False
         self.outage = False
         if not hello.get("memory_enabled"):
@@ -309,7 +310,8 @@ class Relay:
         key = _dump(rid)
         # A connection found dead on sending is replaced once at once: the Hub may just have restarted.
         for _ in range(2):
-            if not self.connect(INITIALIZE_WAIT if method == "initialize" else CONNECT_DEADLINE):
+            waiting = method == "initialize"
+            if not self.connect(INITIALIZE_WAIT if waiting else CONNECT_DEADLINE, quiet=waiting):
                 break
             if is_request:
                 params = message.get("params")
