@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
-from mcp.types import PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCRequest, JSONRPCResponse, jsonrpc_message_adapter
+from mcp.types import (
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    jsonrpc_message_adapter,
+)
 
 from hub.mcp.handlers import Backend
 from hub.mcp.pager import DEFAULT_PAGE_TTL
@@ -103,6 +111,12 @@ class McpBridge:
                 return
             self._pending.add(message.id)
             self.conn.in_flight += 1
+        elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+            # A cancelled request gets no answer (MCP): it stops counting now, or 32 of them would block the session.
+            rid = (message.params or {}).get("requestId")
+            if isinstance(rid, int | str) and rid in self._pending:
+                self._pending.discard(rid)
+                self.conn.in_flight -= 1
         await self._inbox_send.send(SessionMessage(message))
 
     def close_input(self) -> None:
