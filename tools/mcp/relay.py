@@ -44,7 +44,7 @@ from protocol.errors import ErrorCode, HubError
 from protocol.framing import FrameDecoder
 from protocol.messages import decode_mcp, decode_response, encode_mcp
 from protocol.requests import mcp_open_params
-from tools.client.base import RECEIVE_BYTES
+from tools.client.base import DEFAULT_TIMEOUT, RECEIVE_BYTES
 from tools.client.blocking import HubClient
 from tools.client.failures import lost
 
@@ -171,7 +171,7 @@ class Relay:
     def connect(self, deadline: float = CONNECT_DEADLINE, *, quiet: bool = False) -> bool:
         """Reach the Hub and open the MCP session, replaying the client's handshake; True when connected.
 
-        ``deadline`` bounds connect and ``hello`` together, and ``mcp_open`` (seconds).  On failure
+        ``deadline`` bounds connect and ``hello`` together (seconds), and with ``quiet`` ``mcp_open`` too.  On failure
         :attr:`failure` is the reason (the ``unavailable`` of the connection, or the Hub's refusal, e.g.
         ``unauthorized``), logged as a warning once per outage (at INFO when ``quiet``: the short wait of
         ``initialize``, which a Hub busy starting may miss).
@@ -179,7 +179,10 @@ class Relay:
         if self.sock is not None:
             return True
         try:
-            client = HubClient(client_name="amux-mcp", connect_deadline=deadline, timeout=deadline)
+            # mcp_open of the Hub's first session may wait for it to import the MCP server (~1 s, more on a busy
+            # machine): only initialize's short wait (quiet) cuts it short; the next request tries again.
+            client = HubClient(client_name="amux-mcp", connect_deadline=deadline,
+                               timeout=deadline if quiet else DEFAULT_TIMEOUT)
         except HubError as exc:  # a malformed AMUX_HUB
             self.failure = exc
             return False
