@@ -18,6 +18,7 @@ from typing import Any
 from hub.config import set_value
 from tools.client.blocking import HubClient
 from tools.client.installation import amux_command
+from tools.lifecycle.spawn import HubStartError, spawn_serve, wait_until_answering
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -152,20 +153,21 @@ class HubProc:
         return self.proc.pid
 
     def start(self, timeout: float = 20.0) -> None:
-        with open(self.home.parent / "hub.log", "ab") as log:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen([*amux_argv(), "hub", "serve", "--home", str(self.home)], env=self.env,
-                                         stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the Hub exited with {self.proc.returncode}: "
-                                   f"{(self.home.parent / 'hub.log').read_text(errors='replace')[-2000:]}")
-            try:
-                with HubClient(self.socket, timeout=2):
-                    return
-            except Exception:
-                time.sleep(0.02)
-        raise RuntimeError(f"the Hub did not start within {timeout} s")
+        """Run ``amux hub serve`` for ``home`` (log in ``home/../hub.log``) and wait until it answers.
+
+        Raises ``RuntimeError`` (with the log's last 2000 characters when the Hub exited) when it exits
+        first or does not answer within ``timeout`` seconds (:func:`tools.lifecycle.spawn.wait_until_answering`).
+        """
+        log_path = self.home.parent / "hub.log"
+        with open(log_path, "ab") as log:  # the child keeps its own copy of the descriptor
+            self.proc = spawn_serve(self.home, env=self.env, stdout=log, stderr=log)
+        try:
+            wait_until_answering(self.proc, self.socket, timeout)
+        except HubStartError as exc:
+            if exc.exit_status is not None:
+                raise RuntimeError(f"the Hub exited with {exc.exit_status}: "
+                                   f"{log_path.read_text(errors='replace')[-2000:]}") from None
+            raise RuntimeError(f"the Hub did not start within {timeout} s") from None
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -51,6 +51,10 @@ class HubConfig:
     listen: str = default_value("hub.listen")
     tls_cert: str = default_value("hub.tls_cert")
     tls_key: str = default_value("hub.tls_key")
+    tls_ca: str = default_value("hub.tls_ca")
+    mcp_listen: str = default_value("hub.mcp_listen")
+    """``HOST:PORT`` of the MCP streamable-HTTP listener, ``""`` when off (:mod:`hub.mcp_http`)."""
+    mcp_session_idle: int = default_value("hub.mcp_session_idle")
     history: bool = default_value("memory.history")
     """Record a version of every change (DESIGN.md §15)."""
     history_max_versions: int = default_value("memory.history_max_versions")
@@ -104,6 +108,9 @@ def load(home: Path) -> HubConfig:
         listen=get("hub.listen"),
         tls_cert=get("hub.tls_cert"),
         tls_key=get("hub.tls_key"),
+        tls_ca=get("hub.tls_ca"),
+        mcp_listen=get("hub.mcp_listen"),
+        mcp_session_idle=get("hub.mcp_session_idle"),
         history=get("memory.history"),
         history_max_versions=get("memory.history_max_versions"),
         history_max_days=get("memory.history_max_days"),

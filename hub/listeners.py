@@ -64,8 +64,8 @@ def network_settings(config: HubConfig) -> NetworkSettings | None:
     not load.
     """
     if not config.listen:
-        if config.tls_cert or config.tls_key:
-            log.warning("hub.tls_cert/hub.tls_key are set but hub.listen is not: TLS is not used")
+        if (config.tls_cert or config.tls_key) and not config.mcp_listen:
+            log.warning("hub.tls_cert/hub.tls_key are set but neither hub.listen nor hub.mcp_listen: TLS is unused")
         return None
     try:
         host, port = parse_listen(config.listen)

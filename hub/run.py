@@ -18,6 +18,7 @@ import importlib
 import logging
 import os
 import signal
+import socket
 import stat
 import sys
 import time
@@ -36,6 +37,14 @@ from hub.listeners import (
     network_settings,
     open_network_listeners,
     open_unix_listener,
+)
+from hub.mcp_http import (
+    McpHttpSettings,
+    ServerFactory,
+    bind_mcp_socket,
+    mcp_http_settings,
+    serve_mcp_http,
+    standin_server,
 )
 from hub.server import Hub
 from hub.service import MemoryService
@@ -61,6 +70,8 @@ class _Listeners:
     unix: trio.SocketListener
     tcp: list[trio.SocketListener]
     network: NetworkSettings | None
+    mcp: tuple[McpHttpSettings, socket.socket] | None = None
+    """``hub.mcp_listen``'s settings and bound socket (served by :func:`hub.mcp_http.serve_mcp_http`)."""
 
     async def aclose(self) -> None:
         """Stop accepting on every listener."""
@@ -70,12 +81,13 @@ class _Listeners:
 
 
 async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStatus[Hub] = trio.TASK_STATUS_IGNORED,
-                service: MemoryService | None = None) -> None:
+                service: MemoryService | None = None, mcp_server: ServerFactory | None = None) -> None:
     """Run a Hub on ``config``'s home until SIGINT/SIGTERM or cancellation.
 
     ``task_status.started`` gets the :class:`Hub` once every listener is open
     (``hub.network_addresses`` then holds the TCP addresses).  ``service``
-    replaces the default :class:`MemoryService` (tests).  Raises
+    replaces the default :class:`MemoryService` (tests); ``mcp_server`` builds the MCP server
+    ``hub.mcp_listen`` serves (default :func:`hub.mcp_http.standin_server`).  Raises
     :class:`HubStartError` when the Hub cannot start; then nothing is left
     listening and the home lock is released.  On a signal or cancellation it
     stops accepting and reading, lets running requests finish for up to
@@ -89,7 +101,8 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
     stopped = _Stopped()
     try:
         listeners = await _start(config)
-        await _serve_until_stopped(Hub(config, limits, service), config, limits, listeners, stopped, task_status)
+        hub = Hub(config, limits, service)
+        await _serve_until_stopped(hub, config, limits, listeners, stopped, task_status, mcp_server)
         config.socket_path.unlink(missing_ok=True)
     except BaseException as exc:
         if stopped.why == "stopped":  # not a signal: cancelled by the caller, or a failure
@@ -106,6 +119,7 @@ async def _start(config: HubConfig) -> _Listeners:
     root private, remove stale temporaries, then listen.  Raises :class:`HubStartError`; a failure to listen
     on TCP closes the Unix socket and removes it first."""
     network = network_settings(config)
+    mcp = mcp_http_settings(config)
     check_registry(config.home)
     root = config.memory_root
     prepare_memory_root(root)
@@ -121,15 +135,33 @@ async def _start(config: HubConfig) -> _Listeners:
             await listener.aclose()
             config.socket_path.unlink(missing_ok=True)
             raise
-    return _Listeners(listener, tcp_listeners, network)
+    bound: tuple[McpHttpSettings, socket.socket] | None = None
+    if mcp is not None:
+        try:
+            bound = (mcp, bind_mcp_socket(mcp))
+        except HubStartError:
+            await _Listeners(listener, tcp_listeners, network).aclose()
+            config.socket_path.unlink(missing_ok=True)
+            raise
+    return _Listeners(listener, tcp_listeners, network, bound)
 
 
 async def _serve_until_stopped(hub: Hub, config: HubConfig, limits: Limits, listeners: _Listeners,
-                               stopped: _Stopped, task_status: trio.TaskStatus[Hub]) -> None:
+                               stopped: _Stopped, task_status: trio.TaskStatus[Hub],
+                               mcp_server: ServerFactory | None = None) -> None:
     """Accept on every listener until a signal (or cancellation), then stop accepting and reading and give
-    the running requests ``limits.shutdown_grace_seconds`` to answer (DESIGN.md §13.4)."""
+    the running requests ``limits.shutdown_grace_seconds`` to answer (DESIGN.md §13.4); the MCP HTTP
+    listener, when set, is told to stop at the same moment and gets the same grace."""
+    http_stop = trio.Event()
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as conns:
+            if listeners.mcp is not None:
+                settings, sock = listeners.mcp
+                url = await conns.start(serve_mcp_http, hub, settings, sock, float(config.mcp_session_idle),
+                                        mcp_server or standin_server, http_stop, limits.shutdown_grace_seconds)
+                hub.network_addresses.append(url)
+                hub.mcp_url = url
+                log.info("Hub serving MCP on %s%s", url, "" if settings.tls else " (plaintext: loopback only)")
             async with trio.open_nursery() as accept:
                 _start_accepting(hub, listeners, conns, accept)
                 accept.start_soon(_wait_signal, signals, accept.cancel_scope, stopped)
@@ -138,6 +170,7 @@ async def _serve_until_stopped(hub: Hub, config: HubConfig, limits: Limits, list
                 stopped.serving = True
                 accept.start_soon(_warm_mcp)
             await listeners.aclose()
+            http_stop.set()
             hub.stop_reading()
             conns.cancel_scope.deadline = trio.current_time() + limits.shutdown_grace_seconds
 

@@ -61,6 +61,8 @@ class Hub:
         self.open_connections = ConnectionSet(self)
         self.network_addresses: list[str] = []
         """``tls://HOST:PORT`` / ``tcp://HOST:PORT`` actually listened on (set by :func:`hub.run.serve`)."""
+        self.mcp_url: str | None = None
+        """The MCP streamable-HTTP listener's URL once it serves (``hub.mcp_listen``), answered in ``hello``."""
 
     @property
     def connections(self) -> int:
@@ -92,8 +94,9 @@ class Hub:
 
         Returns ``{protocol, hub_version, principal, principal_kind, auth,
         token_id, expires, transport, scope, binding, memory_enabled, history,
-        isolation, methods, limits}`` (DESIGN.md §3; ``history`` says whether
-        changes are recorded, DESIGN.md §15) and records the identity and scope on
+        isolation, methods, limits, mcp_url}`` (DESIGN.md §3; ``history`` says whether
+        changes are recorded, DESIGN.md §15; ``mcp_url`` is the MCP HTTP
+        listener's URL, ``None`` when ``hub.mcp_listen`` is off) and records the identity and scope on
         ``conn``.  Raises ``bad_request`` for an unsupported protocol version,
         ``unauthorized`` when the caller cannot be authenticated (bad token,
         no token over the network, a delegated token without its binding) and
@@ -136,6 +139,7 @@ class Hub:
             "isolation": self.config.isolation,
             "methods": sorted(DATA_METHODS),
             "limits": self.limits.as_dict(),
+            "mcp_url": self.mcp_url,
         }
 
     async def _still_authorized(self, identity: Identity) -> None:

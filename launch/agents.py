@@ -52,6 +52,7 @@ from launch.agent_args import (
     toml_value,
     variadic_values,
 )
+from launch.attach import AGENTS_WITH_HTTP, REDACTED, TOKEN_ENV, HttpMcp
 from launch.context import (
     APPEND_FLAG,
     CLAUDE_APPEND_FILE_FLAG,
@@ -73,6 +74,10 @@ AGENTS: Final = ("claude", "codex", "pi")
 
 TITLES: Final = {"claude": "Claude Code", "codex": "Codex", "pi": "Pi"}
 
+MCP_CONFIG_NAME: Final = "mcp.json"
+"""Claude Code's 0600 ``--mcp-config`` file in the memory directory when it is attached over HTTP (it holds the
+token)."""
+
 MEMORY_DIR: Final = "agent-config/memory"
 """Where, under the run directory, a launch keeps its ``amux`` wrapper (and, isolated, the copy of the CLI).
 
@@ -86,7 +91,7 @@ ENTRY_NAME: Final = "amux-entry"
 """The copied CLI entry point inside the memory directory of an isolated launch (the wrapper runs it)."""
 
 MCP_TOOL_NAMES: Final = ("memory_search", "memory_get", "memory_upsert", "memory_forget", "result_continue")
-"""The amux MCP server's tools (``tools.mcp.handlers.TOOL_NAMES``, kept here so planning never imports ``mcp``)."""
+"""The amux MCP server's tools (``hub.mcp.handlers.TOOL_NAMES``, kept here so planning never imports ``mcp``)."""
 
 CLAUDE_TOOL_NAMES: Final = tuple(f"mcp__amux__{name}" for name in MCP_TOOL_NAMES)
 """The model-facing names Claude Code gives the amux tools (what ``--allowedTools`` names)."""
@@ -132,9 +137,15 @@ class _Memory:
     path_dir: str | None
     mcp_env: dict[str, str]
     files: list[FileSpec] = field(default_factory=list)
+    http: HttpMcp | None = None
+    """The Hub's MCP HTTP listener the agent is attached to instead of ``amux mcp`` (:mod:`launch.attach`)."""
 
     def server(self) -> dict[str, Any]:
-        """The ``amux`` MCP server as data: ``{"command", "args", "env"}``."""
+        """The ``amux`` MCP server as data: ``{"command", "args", "env"}``, or over HTTP ``{"type", "url",
+        "headers"}`` with the token redacted (the real one is only in the file or variable handed to the agent)."""
+        if self.http is not None:
+            shown = dataclasses.replace(self.http, token=REDACTED)
+            return {"type": "http", "url": self.http.url, "headers": shown.headers()}
         return {"command": self.command[0], "args": [*self.command[1:], "mcp"], "env": dict(self.mcp_env)}
 
 
@@ -152,7 +163,7 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
          amux_command: Sequence[str] = ("amux",), executable: str | None = None, session_id: str | None = None,
          off_reason: str | None = None, warnings: Sequence[str] = (), environ: Mapping[str, str] | None = None,
          context: AgentContext | None = None, run_as: RunAs | None = None,
-         run_dir: str | None = None, pass_env: Sequence[str] = ()) -> LaunchSpec:
+         run_dir: str | None = None, pass_env: Sequence[str] = (), http: HttpMcp | None = None) -> LaunchSpec:
     """The :class:`LaunchSpec` for one agent launch (pure: no I/O, no clock, no randomness).
 
     ``agent``: ``claude``, ``codex`` or ``pi`` (else :class:`LaunchError`, step
@@ -179,6 +190,10 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
     environment is the allow-list :data:`ISOLATED_ENV_ALLOW` plus ``pass_env``
     (names or ``PREFIX*`` patterns).  ``run_dir`` is required for an isolated
     launch and for Pi with memory (it holds the ``amux`` wrapper).
+    ``http``: attach Claude Code or Codex to the Hub's MCP HTTP listener
+    with that delegated token instead of running ``amux mcp``
+    (:mod:`launch.attach`; not with ``run_as``; Claude needs ``run_dir``,
+    which holds its 0600 ``--mcp-config`` file).
     """
     if agent not in AGENTS:
         raise unsupported(agent)
@@ -197,6 +212,8 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
     if not hub:
         raise LaunchError("agent", "a launch with a memory binding needs the Hub address", {"binding": binding})
     memory = _memory_access(agent, amux_command, hub, binding, env, run_as, run_dir, session_id)
+    if http is not None:
+        memory = _http_memory(agent, memory, http, run_as, run_dir)
     env_set.update({"AMUX_HUB": hub, "AMUX_MEMORY_BINDING": binding})
     if session_id:
         env_set[SESSION_ENV] = session_id
@@ -207,7 +224,9 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
     spec = dataclasses.replace(
         spec, files=memory.files, cleanup=_cleanup(run_dir, memory.files), dirs=_agent_dirs(agent, run_as, run_dir),
         env_inherit=inherit, binding=binding, memory=True, session_id=session_id, hub=hub, run_as=run_as,
-        notices=_on_notices(agent, session_id, binding, hub, warnings),
+        notices=_on_notices(agent, session_id, binding, hub, warnings, http),
+        mcp_transport=None if agent == "pi" else "http" if http is not None else "relay",
+        token_id=http.token_id if http is not None else None,
     )
     return _finish(spec, env_set, env_unset)
 
@@ -319,6 +338,23 @@ def _memory_access(agent: str, amux_command: Sequence[str], hub: str, binding: s
     return _Memory([wrapper], memory_dir, mcp_env, files)
 
 
+def _http_memory(agent: str, memory: _Memory, http: HttpMcp, run_as: RunAs | None, run_dir: str | None) -> _Memory:
+    """``memory`` attached over HTTP: Claude's ``--mcp-config`` file (0600, in the memory directory) holds the
+    token and the binding header; Codex gets them through its environment and ``-c`` (no file)."""
+    if agent not in AGENTS_WITH_HTTP or run_as is not None:
+        raise LaunchError("agent", f"an HTTP attachment is for {' and '.join(AGENTS_WITH_HTTP)} without --as-user",
+                          {"agent": agent})
+    files: list[FileSpec] = []
+    if agent == "claude":
+        if not run_dir:
+            raise LaunchError("executable", "Claude Code over HTTP needs a run directory for its 0600 --mcp-config "
+                              "file; pass run_dir", {"agent": agent})
+        config = {"mcpServers": {"amux": {"type": "http", "url": http.url, "headers": http.headers(),
+                                          "alwaysLoad": True}}}
+        files.append(FileSpec(os.path.join(run_dir, MEMORY_DIR, MCP_CONFIG_NAME), _compact(config), 0o600))
+    return dataclasses.replace(memory, files=files, path_dir=None, http=http)
+
+
 def _wrapper_script(command: Sequence[str], env: Mapping[str, str]) -> str:
     """A POSIX shell wrapper that sets the connection values and runs ``command`` with the caller's arguments."""
     lines = ["#!/bin/sh", "# amux connection for one agent launch (written by amux launch, removed after the run)"]
@@ -343,8 +379,10 @@ def _claude(exe: str, args: list[str], memory: _Memory, ctx: AgentContext, env: 
     merged = merge_instructions([*texts, *(ctx.files[f] for f in files)], render("mcp"))
     server = memory.server()
     # alwaysLoad: Claude connects this server before the first turn (by default it does not wait, and a model
-    # turn that starts before `amux mcp` is up has no memory tools).
-    config = _compact({"mcpServers": {"amux": {**server, "alwaysLoad": True}}})
+    # turn that starts before `amux mcp` is up has no memory tools).  Over HTTP the config (with the token) is
+    # the 0600 file _http_memory wrote, never argv.
+    config = (memory.files[0].path if memory.http is not None
+              else _compact({"mcpServers": {"amux": {**server, "alwaysLoad": True}}}))
     # The variadic options (--mcp-config, --allowedTools) in the `=` form, so they cannot swallow a prompt that
     # follows; Claude adds up repeated --allowedTools, so the user's own stay in force.
     argv = [exe, APPEND_FLAG, merged, f"{CLAUDE_MCP_CONFIG_FLAG}={config}",
@@ -467,6 +505,20 @@ def codex_overrides_for(instructions: str, memory_command: Sequence[str], mcp_en
     return pairs
 
 
+def codex_http_overrides(instructions: str, http: HttpMcp) -> list[tuple[str, str]]:
+    """:func:`codex_overrides_for` for a Codex attached to the Hub's MCP HTTP listener (:mod:`launch.attach`):
+    the same memory, approval and instruction keys, the server as ``url`` with its bearer token read from
+    :data:`~launch.attach.TOKEN_ENV` (``bearer_token_env_var``) and the binding as a static ``http_headers``
+    entry (it is no secret); no command, no ``env``."""
+    pairs = [(k, v) for k, v in codex_overrides_for(instructions, ["amux"], {})
+             if not k.startswith("mcp_servers.amux.") or k.rsplit(".", 1)[1] not in ("command", "args", "env")]
+    at = next(i for i, (k, _) in enumerate(pairs) if k.startswith("mcp_servers.amux."))
+    pairs[at:at] = [("mcp_servers.amux.url", toml_value(http.url)),
+                    ("mcp_servers.amux.bearer_token_env_var", toml_value(TOKEN_ENV)),
+                    ("mcp_servers.amux.http_headers", toml_inline_table({"Amux-Binding": http.binding}))]
+    return pairs
+
+
 def _refuse_codex_overrides(args: Sequence[str]) -> None:
     """Refuse user arguments that would override a key the launch owns (``-c``, ``--enable memories``)."""
     for key, _ in codex_overrides(args):
@@ -485,6 +537,11 @@ def _codex(exe: str, args: list[str], memory: _Memory, ctx: AgentContext, env: M
     _refuse_codex_overrides(args)
     rest, user_text = codex_user_instructions(args, ctx.codex_config, ctx.codex_profiles)
     merged = merge_instructions([user_text], render("mcp"))
+    if memory.http is not None:
+        flags = [tok for key, value in codex_http_overrides(merged, memory.http) for tok in ("-c", f"{key}={value}")]
+        return LaunchSpec(agent="codex", argv=[exe, *flags, *rest], developer_instructions=merged,
+                          mcp_servers={"amux": {**memory.server(), "bearer_token_env_var": TOKEN_ENV}},
+                          env_set={TOKEN_ENV: memory.http.token})
     forward = [name for name in _FORWARD_BY_NAME if env.get(name)]
     flags = [tok for key, value in codex_overrides_for(merged, memory.command, memory.mcp_env, forward)
              for tok in ("-c", f"{key}={value}")]
@@ -517,9 +574,11 @@ _SWITCHED_OFF: Final = {
 }
 
 
-def _on_notices(agent: str, session_id: str | None, binding: str, hub: str, warnings: Sequence[str]) -> list[str]:
+def _on_notices(agent: str, session_id: str | None, binding: str, hub: str, warnings: Sequence[str],
+                http: HttpMcp | None = None) -> list[str]:
     who = f"session {session_id}: " if session_id else ""
-    tools = "the amux CLI on PATH" if agent == "pi" else "the amux MCP tools"
+    tools = ("the amux CLI on PATH" if agent == "pi" else f"the amux MCP tools over the Hub's HTTP listener {http.url}"
+             if http is not None else "the amux MCP tools (amux mcp)")
     lines = [f"amux: {who}memory {binding} via {hub}, with {tools} and the memory protocol; "
              f"switched off for this process only: {_SWITCHED_OFF[agent]}"]
     if warnings:

@@ -38,12 +38,20 @@ HelloFn = Callable[[str | None], dict[str, Any]]
 
 @dataclass(frozen=True)
 class Resolution:
-    """The outcome: ``binding`` (``None``: launch without memory, ``reason`` says why), ``hub`` and ``warnings``."""
+    """The outcome: ``binding`` (``None``: launch without memory, ``reason`` says why), ``hub`` and ``warnings``.
+
+    ``principal`` and ``mcp_url`` are from the ``hello`` answer when there
+    was one (``None`` otherwise): who the Hub says the launcher is, and its
+    MCP HTTP listener's URL (``None`` when it serves none), which
+    :mod:`launch.attach` uses to attach the agent without ``amux mcp``.
+    """
 
     binding: str | None
     hub: str
     reason: str | None = None
     warnings: tuple[str, ...] = ()
+    principal: str | None = None
+    mcp_url: str | None = None
 
 
 def hub_address() -> str:
@@ -113,7 +121,11 @@ def resolve_fresh(hub: str, hello: HelloFn) -> Resolution:
     if not _valid_binding(binding):
         return Resolution(None, hub, f"the Hub answered an unusable binding {binding!r}")
     assert isinstance(binding, str)
-    return Resolution(binding, hub)
+    return Resolution(binding, hub, principal=_text(reply.get("principal")), mcp_url=_text(reply.get("mcp_url")))
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def resolve_resume(state: SessionState, hello: HelloFn, hub: str | None = None) -> Resolution:
@@ -129,10 +141,13 @@ def resolve_resume(state: SessionState, hello: HelloFn, hub: str | None = None) 
         why = f": {state.reason}" if state.reason else ""
         return Resolution(None, address, f"session {state.session_id} was started without memory{why}; it stays "
                           "without memory (start a new session to use memory)")
-    return Resolution(state.binding, address, None, tuple(_resume_warnings(state.binding, address, hello)))
+    warnings, reply = _resume_warnings(state.binding, address, hello)
+    if reply is None or warnings:  # attach over HTTP only to a Hub that accepts the stored binding now
+        return Resolution(state.binding, address, None, tuple(warnings))
+    return Resolution(state.binding, address, None, (), _text(reply.get("principal")), _text(reply.get("mcp_url")))
 
 
-def _resume_warnings(binding: str, hub: str, hello: HelloFn) -> list[str]:
+def _resume_warnings(binding: str, hub: str, hello: HelloFn) -> tuple[list[str], dict[str, Any] | None]:
     try:
         reply = hello(binding)
     except LaunchError:
@@ -140,10 +155,10 @@ def _resume_warnings(binding: str, hub: str, hello: HelloFn) -> list[str]:
     except HubError as exc:
         if exc.code is ErrorCode.BINDING_MISMATCH:
             return [f"binding_mismatch: {exc.message.split('; start a new conversation')[0]}; memory calls in this "
-                    "conversation will fail (start a new conversation: amux launch without --resume)"]
+                    "conversation will fail (start a new conversation: amux launch without --resume)"], None
         if exc.code is ErrorCode.UNAVAILABLE:
-            return [f"no Hub answers at {hub} now; memory calls fail until it is back"]
-        return [f"the Hub refused the stored binding: {exc.code.value}: {exc.message}"]
+            return [f"no Hub answers at {hub} now; memory calls fail until it is back"], None
+        return [f"the Hub refused the stored binding: {exc.code.value}: {exc.message}"], None
     if not reply.get("memory_enabled"):
-        return ["memory is disabled on the Hub now; memory calls fail until it is enabled again"]
-    return []
+        return ["memory is disabled on the Hub now; memory calls fail until it is enabled again"], reply
+    return [], reply

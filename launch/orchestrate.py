@@ -11,9 +11,11 @@
 4. plan once with a placeholder binding, so arguments the launch would
    refuse are refused before the Hub is asked or a session is stored;
 5. resolve the binding (one bounded ``hello``) and store the session, or
-   reuse the stored one on ``--resume``;
+   reuse the stored one on ``--resume``; then choose how Claude Code or
+   Codex reaches the tools (:func:`launch.attach.choose`: the Hub's own MCP
+   HTTP listener with a delegated token issued now, else ``amux mcp``);
 6. plan for real, then print the spec or the notices and run the agent;
-7. remove what step 3 made, whatever happened.
+7. remove what step 3 made and revoke the token of step 5, whatever happened.
 
 Until the agent runs, SIGTERM/SIGHUP raise :class:`Terminated` (see
 :class:`SignalGuard`) so step 7 still runs; meanwhile the runner passes those
@@ -34,6 +36,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from launch.attach import HttpMcp
     from launch.binding import HelloFn, Resolution
     from launch.isolation import Prepared
     from launch.spec import LaunchSpec, RunAs
@@ -141,7 +144,9 @@ def launch(request: LaunchRequest, *, emit_spec: Callable[[dict[str, Any]], None
         finally:
             guard.holding = True
             if setup is not None:
-                setup.discard()
+                warning = setup.discard()
+                if warning:
+                    notice(f"amux: warning: {warning}")
 
 
 def check_native_resume(request: LaunchRequest) -> list[str]:
@@ -195,8 +200,30 @@ def plan_launch(request: LaunchRequest, hub: str, setup: LaunchSetup, environ: d
                               "run_dir": str(setup.run_dir) if setup.run_dir else None}
     plan(request.agent, request.args, binding="global", hub=hub or "unset", **common)
     session_id, resolution = resolve_session(request, hub, setup)
+    http, why = attach(request, resolution, setup)
+    if http is not None and request.agent == "claude" and setup.run_dir is None:
+        setup.created_run_dir = True  # set first: a signal after mkdtemp still finds it to remove
+        setup.run_dir = temp_run_dir()
+    common["run_dir"] = str(setup.run_dir) if setup.run_dir else None
     return plan(request.agent, request.args, binding=resolution.binding, hub=resolution.hub, session_id=session_id,
-                off_reason=resolution.reason, warnings=[*resolution.warnings, *extra_warnings], **common)
+                off_reason=resolution.reason, warnings=[*resolution.warnings, *extra_warnings, *why], http=http,
+                **common)
+
+
+def attach(request: LaunchRequest, resolution: Resolution, setup: LaunchSetup) -> tuple[HttpMcp | None, list[str]]:
+    """The HTTP attachment for this launch (:func:`launch.attach.choose`), or ``None`` for the ``amux mcp`` relay,
+    with the warning saying why a Hub that serves HTTP is not used.  A token it issues is recorded in
+    ``setup`` first, so :meth:`LaunchSetup.discard` revokes it whatever happens next."""
+    from launch.attach import choose
+    from tools.client.settings import default_home
+
+    home = default_home()
+    choice = choose(request.agent, binding=resolution.binding, principal=resolution.principal,
+                    mcp_url=resolution.mcp_url, hub=resolution.hub, home=home, isolated=setup.run_as is not None,
+                    issue=not request.print_spec)
+    if choice.http is not None and choice.http.token_id is not None:
+        setup.revoke = (home, choice.http.token_id)
+    return choice.http, [f"MCP through amux mcp: {choice.why}"] if choice.why else []
 
 
 def agent_executable(request: LaunchRequest, environ: dict[str, str]) -> str:
@@ -257,7 +284,9 @@ class LaunchSetup:
     ``entry`` is the installed ``amux`` (the spec copies it for an isolated
     launch); ``isolation`` what :func:`launch.isolation.prepare` made for the
     probe (the copy runs as the user); ``created_run_dir``: this launch made
-    ``run_dir`` (a temporary one) and removes it whole.
+    ``run_dir`` (a temporary one) and removes it whole; ``revoke``: the
+    home and id of the delegated token issued for this launch
+    (:mod:`launch.attach`), revoked by :meth:`discard`.
     """
 
     entry: Path
@@ -266,6 +295,7 @@ class LaunchSetup:
     run_dir: Path | None = None
     created_run_dir: bool = False
     isolation: Prepared | None = None
+    revoke: tuple[Path, str] | None = None
 
     @classmethod
     def make(cls, request: LaunchRequest, hub: str) -> LaunchSetup:
@@ -304,12 +334,20 @@ class LaunchSetup:
         return cls(entry=entry, hello=hello_as(run_as, made.copy, hub), run_as=run_as, run_dir=run_dir,
                    created_run_dir=created, isolation=made)
 
-    def discard(self) -> None:
-        """Remove what this launch made: the isolated memory directory, or the whole run directory if it created it."""
+    def discard(self) -> str | None:
+        """Remove what this launch made (the isolated memory directory, or the whole run directory if it created
+        it) and revoke its token; returns a warning when the token could not be revoked, else ``None``."""
+        from launch.attach import revoke
+
+        warning = None
+        if self.revoke is not None:
+            warning = revoke(*self.revoke)
+            self.revoke = None
         if self.isolation is not None:
             self.isolation.discard()
         if self.run_dir is not None:
             discard_run_dir(self.run_dir, self.created_run_dir)
+        return warning
 
 
 def temp_run_dir() -> Path:

@@ -99,6 +99,12 @@ class LaunchSpec:
     * ``notices``: the one or two ``amux:`` lines to print on stderr.
     * ``session_id``, ``hub``: the launch session and the Hub address given to the agent.
     * ``run_as``: the account to run as (``--as-user``), else ``None``.
+    * ``mcp_transport``: how Claude Code or Codex reaches the MCP tools:
+      ``http`` (the Hub's own listener, ``mcp_servers.amux`` has ``type``,
+      ``url`` and the headers with the token redacted) or ``relay`` (``amux
+      mcp``); ``None`` without memory and for Pi (DESIGN.md §10).
+    * ``token_id``: the delegated token issued for this launch, to revoke
+      after the run (``amux hub token revoke ID``); ``None`` when none was.
     """
 
     agent: str
@@ -118,6 +124,8 @@ class LaunchSpec:
     session_id: str | None = None
     hub: str | None = None
     run_as: RunAs | None = None
+    mcp_transport: str | None = None
+    token_id: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The spec as plain JSON-ready values (lists, dicts, str, int, bool, None)."""

@@ -53,6 +53,8 @@ Clients and frontends
   * ``tools.cli.human.SHORT_REVISION`` (hex digits), ``tools.cli.human.SHORT_SESSION`` (characters),
     ``tools.cli.human.TIME_FLOOR`` (characters), ``tools.cli.human.ACTION_FLOOR`` (characters): tables (§17).
   * ``tools.cli.output.USAGE_STATUS`` (exit status), ``tools.cli.suggest.MIN_MISSPELT`` (characters).
+  * ``tools.cli.tls.CA_DAYS`` (days), ``tools.cli.tls.SERVER_DAYS`` (days), ``tools.cli.tls.EXPIRY_WARNING_DAYS``
+    (days): ``amux hub tls init``'s certificates and ``amux doctor``'s warning.
   * ``hub.mcp.catalog.MAX_NAME_ECHO`` (characters), ``hub.mcp.pager.PAGE_BUDGET`` (bytes),
     ``hub.mcp.pager.MAX_PAGED_RESULTS`` (count), ``hub.mcp.pager.DEFAULT_PAGE_TTL`` (s),
     ``hub.mcp.session.INBOX`` (messages), ``hub.mcp.session.BUSY_CODE`` (JSON-RPC code): the MCP server in
@@ -115,6 +117,18 @@ SEND_TIMEOUT_SECONDS = 30.0
 """Seconds the peer has to take an answer (slow reader) before the connection is closed."""
 TLS_HANDSHAKE_TIMEOUT_SECONDS = 10.0
 """Seconds a TLS connection has to finish its handshake, or it is closed."""
+
+# The MCP streamable-HTTP listener (hub.mcp_listen, DESIGN.md §6, §7), used by hub/mcp_http.py.
+MCP_HTTP_MAX_BODY_BYTES = 1 * MIB
+"""Bytes of one HTTP request body; a longer one is answered 413 before it is parsed (the SDK's check)."""
+MCP_HTTP_BODY_TIMEOUT_SECONDS = 30.0
+"""Seconds each chunk of an unfinished request body has to arrive; a stalled body is dropped."""
+MCP_HTTP_RATE_PER_SECOND = 20.0
+"""Requests a second one token may make on average (token bucket); more are answered 429 with Retry-After."""
+MCP_HTTP_BURST = 60.0
+"""Requests one token may make at once before :data:`MCP_HTTP_RATE_PER_SECOND` applies."""
+MCP_HTTP_SESSIONS_PER_PRINCIPAL = 16
+"""Open MCP sessions one principal may hold; one more is answered 429 until one ends or expires."""
 
 # Unreadable paths named in one answer (DESIGN.md §4.8, §6), used by hub/faults.py and the walkers.
 MAX_REPORTED_PATHS = 8

@@ -141,8 +141,13 @@ SETTINGS: dict[str, Setting] = {
     "hub.socket_group": Setting("", _group, "group to own the socket file ('' = the Hub user's group)"),
     "hub.listen": Setting("", _listen, "also listen on TCP HOST:PORT ('' = Unix socket only); TLS when hub.tls_cert "
                           "is set, plaintext only on a loopback address; callers need a token"),
-    "hub.tls_cert": Setting("", _file_path, "PEM certificate chain for hub.listen (TLS)"),
+    "hub.tls_cert": Setting("", _file_path, "PEM certificate chain for hub.listen and hub.mcp_listen (TLS)"),
     "hub.tls_key": Setting("", _file_path, "PEM private key for hub.tls_cert (keep it mode 0600)"),
+    "hub.tls_ca": Setting("", _file_path, "PEM certificate of the CA that signed hub.tls_cert, given to other "
+                          "machines by 'amux hub connect' ('amux hub tls init' sets it)"),
+    "hub.mcp_listen": Setting("", _listen, "serve MCP over streamable HTTP at http(s)://HOST:PORT/mcp ('' = off); "
+                              "TLS (hub.tls_cert) required unless HOST is loopback; callers need a token"),
+    "hub.mcp_session_idle": Setting(1800, _positive, "seconds an MCP HTTP session may stay idle before it ends"),
 }
 
 

@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +23,12 @@ from typing import Any
 
 import pytest
 
+from hub.config import set_value
 from tests.agent_clients import install_clients
 from tests.fakemodel import FakeModel
 from tools.client.blocking import HubClient
 from tools.client.installation import amux_command
+from tools.lifecycle.spawn import HubStartError, spawn_serve, wait_until_answering
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -69,23 +70,21 @@ class HubProcess:
     def scope_dir(self) -> Path:
         return self.home / "memory" / "global"
 
-    def start(self, timeout: float = 15.0) -> None:
+    def start(self, timeout: float = 15.0, extra: tuple[str, ...] = ()) -> None:
+        """Run ``amux hub serve --home HOME EXTRA...`` (under ``prefix``) and wait until it answers.
+
+        Raises ``RuntimeError`` with the Hub's log when it exits first or does not answer within
+        ``timeout`` seconds (:func:`tools.lifecycle.spawn.wait_until_answering`).
+        """
         assert self.log is not None
         with open(self.log, "ab") as out:  # the Hub keeps its own copy of the descriptor
-            self.proc = subprocess.Popen(
-                [*self.prefix, *amux_argv(), "hub", "serve", "--home", str(self.home)],
-                env=self.env, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"Hub exited with {self.proc.returncode}:\n{self.log.read_text()}")
-            try:
-                with HubClient(self.socket, timeout=2):
-                    return
-            except Exception:
-                time.sleep(0.05)
-        raise RuntimeError(f"Hub did not start in {timeout} s:\n{self.log.read_text()}")
+            self.proc = spawn_serve(self.home, env=self.env, extra=extra, prefix=self.prefix, stdout=out, stderr=out)
+        try:
+            wait_until_answering(self.proc, self.socket, timeout)
+        except HubStartError as exc:
+            if exc.exit_status is not None:
+                raise RuntimeError(f"Hub exited with {exc.exit_status}:\n{self.log.read_text()}") from None
+            raise RuntimeError(f"Hub did not start in {timeout} s:\n{self.log.read_text()}") from None
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
         assert self.proc is not None
@@ -117,13 +116,20 @@ class HubProcess:
         return CliResult(proc.returncode, proc.stdout, proc.stderr.decode(errors="replace"))
 
     def configure(self, key: str, value: str) -> None:
-        r = self.cli("system", "config", "set", key, value)
-        assert r.returncode == 0, r.stderr
+        """Set ``key`` to ``value`` in this home's ``config.toml`` with the CLI's own writer
+        (:func:`hub.config.set_value`: validated the same way, no subprocess; raises ``HubError`` when invalid).
+        A running Hub keeps its old value until restarted. Tests of ``amux system config set`` itself
+        (tests/test_config_file.py, tests/test_cli_process.py, tests/test_hub_service.py) run the real CLI.
+        """
+        set_value(self.home, key, value)
 
 
 def make_hub(tmp_path: Path, *, enabled: bool = True, isolation: str = "off",
              settings: dict[str, str] | None = None, start: bool = True) -> HubProcess:
-    """A Hub on ``tmp_path/home`` configured through the real CLI, started unless ``start=False``."""
+    """A Hub on ``tmp_path/home``, started unless ``start=False``.
+
+    ``config.toml`` is written by :meth:`HubProcess.configure` (no CLI subprocess).
+    """
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
@@ -164,6 +170,14 @@ def hub(hub_factory: Any) -> HubProcess:
     """A running Hub with memory enabled and isolation off."""
     h: HubProcess = hub_factory()
     return h
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every ``corpus`` test is also ``slow`` (left out by ``pytest -m "not slow"``)."""
+    for item in items:
+        if item.get_closest_marker("corpus") is not None:
+            item.add_marker(pytest.mark.slow)
 
 
 def need_corpus() -> Path:

@@ -17,8 +17,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from protocol.limits import LIMITS
 from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow  # the whole quick bench (tests/test_bench_util.py keeps bench/util.py in the inner loop)
 
 EXPECTED_TARGETS = (
     "a. Hub-side search",

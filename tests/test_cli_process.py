@@ -71,6 +71,7 @@ def test_error_json_on_stdout_and_exit_codes(hub: HubProcess) -> None:
     assert norev.json["error"]["code"] == "bad_request"
 
 
+@pytest.mark.slow
 def test_non_utf8_arguments_are_bad_request_not_a_traceback(hub: HubProcess) -> None:
     # A shell passes raw bytes: $'\xff' reaches Python as the lone surrogate U+DCFF, which msgpack cannot encode.
     raw = os.fsdecode(b"\xff")
@@ -151,6 +152,7 @@ def test_config_errors_and_values(tmp_path: Path) -> None:
     assert b'"user"' in run("system", "config", "get", "memory.isolation").stdout
 
 
+@pytest.mark.slow
 def test_large_document_export_and_paged_show(hub: HubProcess) -> None:
     lines = [f"line {i} 中文 ✓ {'x' * (i % 50)}" for i in range(1500)]
     body = ("\n".join(lines) + "\n").encode()
@@ -258,6 +260,7 @@ def test_client_library_reports_scope(hub: HubProcess) -> None:
 
 
 
+@pytest.mark.slow
 def test_cli_export_under_concurrent_rewrites_is_whole_or_nothing(hub: HubProcess) -> None:
     versions = [(f"version {v}\n" + "z" * 70 + "\n") * 300 for v in range(2)]
     encoded = [v.encode() for v in versions]

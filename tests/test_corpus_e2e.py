@@ -19,6 +19,8 @@ from protocol.errors import HubError
 from protocol.paths import normalize_path
 from tests.conftest import HubProcess, need_corpus
 
+pytestmark = pytest.mark.slow  # the whole real-Markdown corpus
+
 SCOPE_FILES = 1024
 SCAN_BYTES = 8 * 1024 * 1024
 

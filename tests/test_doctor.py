@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
 from tests.conftest import CliResult, HubProcess, amux_argv
 
@@ -143,6 +145,7 @@ def test_disabled_names_the_home_it_applies_to(hub_factory: Any) -> None:
     assert hub.log is not None and f"memory.enabled true --home {hub.home}'" in hub.log.read_text()
 
 
+@pytest.mark.slow
 def test_doctor_reads_what_the_real_agents_write(hub: HubProcess, bin_dir: Path, tmp_path: Path) -> None:
     """Registrations made by the real ``claude mcp add`` and ``codex mcp add`` are found, and Codex's own
     ``features list`` decides whether its memories are on."""

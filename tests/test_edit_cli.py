@@ -311,6 +311,7 @@ def edit_in_terminal(hub: HubProcess, editor: Editor, mode: str, *args: str, **e
                            env={**env, **editor.env(mode, **extra), "TERM": "xterm-256color", "COLUMNS": "120"})
 
 
+@pytest.mark.slow
 def test_edit_in_a_terminal_prints_one_line_and_json_with_json(hub: HubProcess, editor: Editor) -> None:
     put(hub, "notes/new.md", b"# New\n")
     r = edit_in_terminal(hub, editor, "append", "notes/new.md")
@@ -391,6 +392,7 @@ def test_absent_is_never_abbreviated(hub: HubProcess) -> None:
     assert current(hub, "b.md") is None
 
 
+@pytest.mark.slow
 def test_stored_version_prefixes_for_show_export_diff_restore_purge(hub: HubProcess) -> None:
     one = put(hub, "a.md", b"one\n")
     two = put(hub, "a.md", b"two\n", one)
@@ -415,6 +417,7 @@ def test_stored_version_prefixes_for_show_export_diff_restore_purge(hub: HubProc
         "reason"] == "unknown"
 
 
+@pytest.mark.slow
 def test_an_ambiguous_stored_version_prefix_is_refused(tmp_path: Path, hub_factory: Any) -> None:
     # Two real versions sharing 12 hex digits take ~16 million versions to find, so the history holds two purge
     # records (headers only, as purge leaves them: DESIGN.md §15.6) whose revisions share their first 12 digits.
@@ -445,6 +448,7 @@ def test_an_ambiguous_stored_version_prefix_is_refused(tmp_path: Path, hub_facto
 # -- messages --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_absent_on_an_existing_document_says_it_already_exists(hub: HubProcess) -> None:
     rev = put(hub, "notes/a b.md", b"one\n")
     r = hub.cli("memory", "upsert", "notes/a b.md", "--expected-revision", "absent", input=b"two\n")
@@ -459,6 +463,7 @@ def test_absent_on_an_existing_document_says_it_already_exists(hub: HubProcess) 
     assert " changed: " in stale["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["upsert", "forget", "restore"])
 def test_a_missing_expected_revision_says_where_to_get_one(hub: HubProcess, command: str) -> None:
     rev = put(hub, "a.md", b"one\n")
@@ -471,6 +476,7 @@ def test_a_missing_expected_revision_says_where_to_get_one(hub: HubProcess, comm
     assert current(hub, "a.md") == b"one\n"
 
 
+@pytest.mark.slow
 def test_empty_content_is_refused_unless_allow_empty(hub: HubProcess, tmp_path: Path) -> None:
     empty = tmp_path / "empty.md"
     empty.write_bytes(b"")
@@ -486,6 +492,7 @@ def test_empty_content_is_refused_unless_allow_empty(hub: HubProcess, tmp_path: 
     assert r.returncode == 0 and r.json["bytes"] == 0 and current(hub, "e.md") == b""
 
 
+@pytest.mark.slow
 async def test_the_hub_refuses_empty_content_for_every_frontend(hub: HubProcess, tmp_path: Path) -> None:
     with hub.client() as c:
         with pytest.raises(HubError) as caught:

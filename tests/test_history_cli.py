@@ -195,6 +195,7 @@ def test_purge_needs_exactly_one_of_revision_or_all(tmp_path: Path) -> None:
         assert proc.returncode == 2 and b'"bad_request"' in proc.stdout, proc.stderr
 
 
+@pytest.mark.slow
 def test_help_explains_each_command() -> None:
     for command, phrases in {
         "history": ["newest first", "external", "--cursor"],
@@ -236,6 +237,7 @@ def principal(hub: HubProcess) -> str:
         return str(client.hello["principal"])
 
 
+@pytest.mark.slow
 def test_cli_changes_are_recorded_with_action_and_actor(hub: HubProcess) -> None:
     me = principal(hub)
     v1, v2 = b"# Notes\n\none\ntwo\n", b"# Notes\n\none\nTWO\nthree\n"
@@ -277,6 +279,7 @@ def test_cli_changes_are_recorded_with_action_and_actor(hub: HubProcess) -> None
         ("notes.md", "restore"), ("notes.md", "forget"), ("notes.md", "update"), ("notes.md", "create")]
 
 
+@pytest.mark.slow
 def test_unknown_revisions_are_not_found_saying_why(hub: HubProcess) -> None:
     rev = upsert(hub, "a.md", b"# A\n", "absent")
     unknown = "0" * 64
@@ -293,6 +296,7 @@ def test_unknown_revisions_are_not_found_saying_why(hub: HubProcess) -> None:
     assert hub.cli("memory", "show", "a.md", "--revision", rev).json["content"] == "# A\n"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("patch") is None, reason="patch is not installed")
 def test_diff_output_applies_to_give_the_newer_version(hub: HubProcess, tmp_path: Path) -> None:
     v1 = b"# Deploy\n\n- staging first\n- then prod\n- tag the release\n"
@@ -318,6 +322,7 @@ def test_diff_output_applies_to_give_the_newer_version(hub: HubProcess, tmp_path
     assert gone["to"] == "absent" and apply_hunks(v3, gone["hunks"]) == b""
 
 
+@pytest.mark.slow
 def test_restore_honours_compare_and_swap(hub: HubProcess) -> None:
     v1, v2 = b"# Facts\n\nthe sky is blue\n", b"# Facts\n\nthe sky is green\n"
     r1 = upsert(hub, "facts.md", v1, "absent")
@@ -363,6 +368,7 @@ def test_a_hand_edit_is_recorded_as_external(hub: HubProcess) -> None:
         ("update", r3), ("external", sha(again)), ("external", sha(edited)), ("create", r1)]
 
 
+@pytest.mark.slow
 def test_log_filters_by_prefix_and_time_and_pages(hub: HubProcess) -> None:
     for i in range(6):
         upsert(hub, f"projects/p{i}.md", b"# P %d\n" % i, "absent")
@@ -388,6 +394,7 @@ def test_log_filters_by_prefix_and_time_and_pages(hub: HubProcess) -> None:
     assert bad.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST] and bad.json["error"]["code"] == "bad_request"
 
 
+@pytest.mark.slow
 def test_history_pages_with_a_cursor(hub: HubProcess) -> None:
     rev = "absent"
     revisions = []
@@ -428,6 +435,7 @@ def every_file_holds(root: Path, marker: bytes) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_purge_erases_what_it_prints_and_never_the_live_document(hub: HubProcess) -> None:
     marker = b"sk-live-7f3a9c1e0b2d4f6a"
     clean = b"# Keys\n\nthe key lives in the vault\n"
@@ -459,6 +467,7 @@ def test_purge_erases_what_it_prints_and_never_the_live_document(hub: HubProcess
     assert not (hub.scope_dir / "keys.md").exists()
 
 
+@pytest.mark.slow
 async def test_mcp_changes_name_the_mcp_client_and_the_session(hub: HubProcess, tmp_path: Path) -> None:
     me = principal(hub)
     with trio.fail_after(TIMEOUT):
@@ -487,6 +496,7 @@ sys.exit(proc.returncode)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["pi", "claude"])
 def test_a_launched_agents_writes_carry_the_launch_session(hub: HubProcess, tmp_path: Path, agent: str) -> None:
     standin = tmp_path / agent
@@ -565,6 +575,7 @@ def test_history_commands_load_neither_trio_nor_mcp(tmp_path: Path) -> None:
     assert "LOADED=[]" in proc.stderr.decode(), proc.stderr.decode()[-2000:]
 
 
+@pytest.mark.slow
 def test_with_history_off_nothing_new_is_recorded_and_the_cli_says_so(hub_factory: Any) -> None:
     h: HubProcess = hub_factory()
     r1 = upsert(h, "kept.md", b"# Kept\n", "absent")

@@ -143,6 +143,7 @@ def test_restore_is_compare_and_swap(hub: HubProcess) -> None:
         assert err.value.code is ErrorCode.NOT_FOUND and err.value.data["reason"] == "unknown"
 
 
+@pytest.mark.slow
 def test_retention_caps_hold_under_500_rewrites(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(settings={"memory.history_max_bytes": str(256 << 10)})
     with h.client() as c:

@@ -14,6 +14,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from protocol.errors import EXIT_CODES, ErrorCode
 from protocol.framing import FrameDecoder
 from protocol.messages import decode_response, encode_request
@@ -98,6 +100,7 @@ def test_hostile_paths_over_raw_frames(hub: HubProcess, tmp_path: Path) -> None:
     assert snapshot(hub.home, outside) == before
 
 
+@pytest.mark.slow
 def test_hostile_paths_through_the_cli(hub: HubProcess, tmp_path: Path) -> None:
     outside = plant(hub, tmp_path)
     before = snapshot(hub.home, outside)
@@ -122,6 +125,7 @@ def test_nfd_twin_reaches_the_nfc_file_only(hub: HubProcess) -> None:
     assert sorted(p.name for p in hub.scope_dir.iterdir()) == [nfc]
 
 
+@pytest.mark.slow
 async def test_hostile_paths_through_mcp(hub: HubProcess, tmp_path: Path) -> None:
     import trio
 

@@ -9,6 +9,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
 from protocol.framing import FrameDecoder
 from protocol.messages import decode_response, encode_request
@@ -66,6 +68,7 @@ def _check_search_answer(result: dict[str, Any], marker: int) -> None:
         assert keyword in m["matched"] or result["incomplete"], (marker, m)
 
 
+@pytest.mark.slow
 def test_concurrent_pipelined_searches_are_answered_and_never_fail_internally(hub: HubProcess) -> None:
     """Six connections pipeline 32 searches each (192 at once over a full 7 MiB scope).
 
@@ -123,6 +126,7 @@ def test_responses_stay_within_8_kib_with_a_64_bit_id(hub: HubProcess) -> None:
     assert sizes[big_id] <= 8192 and sizes[big_id - 1] <= 8192, sizes
 
 
+@pytest.mark.slow
 def test_hand_placed_non_utf8_file_exports_byte_identical(hub: HubProcess) -> None:
     hub.scope_dir.mkdir(parents=True, exist_ok=True)
     raw = b"\x80" * 20_000 + b"\xff\xfe latin-1 caf\xe9\n"

@@ -75,6 +75,7 @@ def ok(r: CliResult) -> Any:
     return r.json
 
 
+@pytest.mark.slow
 def test_start_status_stop_restart(home: Home) -> None:
     ok(home.amux("system", "config", "set", "memory.enabled", "true"))
     not_running = home.amux("hub", "status")
@@ -147,6 +148,7 @@ def test_a_stale_pid_in_the_lock_file_is_not_a_running_hub(home: Home) -> None:
         bystander.wait()
 
 
+@pytest.mark.slow
 def test_status_of_a_remote_hub_has_no_local_fields(home: Home, tmp_path: Path) -> None:
     ok(home.amux("system", "config", "set", "memory.enabled", "true"))
     ok(home.amux("hub", "start"))
@@ -254,6 +256,7 @@ def test_human_status_in_a_terminal(home: Home) -> None:
     assert json.loads(piped.stdout)["pid"] == pid
 
 
+@pytest.mark.slow
 def test_stop_of_a_hub_that_does_not_exit_is_busy(home: Home) -> None:
     pid = ok(home.amux("hub", "start"))["pid"]
     os.kill(pid, signal.SIGSTOP)  # a Hub that cannot act on SIGTERM

@@ -78,6 +78,7 @@ def test_search_says_plainly_when_results_are_cut(filled: HubProcess) -> None:
     assert r.plain.startswith("no matches")
 
 
+@pytest.mark.slow
 def test_show_prints_a_header_line_and_the_fragment_as_text(filled: HubProcess) -> None:
     r = term(filled, "memory", "show", "MEMORY.md")
     assert r.returncode == 0, r.stderr
@@ -93,6 +94,7 @@ def test_show_prints_a_header_line_and_the_fragment_as_text(filled: HubProcess) 
     assert "amux memory upsert missing.md --expected-revision absent" in r.plain
 
 
+@pytest.mark.slow
 def test_a_cut_fragment_says_how_to_continue_and_that_command_continues_it(hub: HubProcess) -> None:
     big = b"".join(b"line %04d of a long note that does not fit in one response\n" % i for i in range(400))
     put(hub, "big.md", big)
@@ -109,6 +111,7 @@ def test_a_cut_fragment_says_how_to_continue_and_that_command_continues_it(hub: 
     assert shown.startswith(big.decode()[: len(shown) - 200])
 
 
+@pytest.mark.slow
 def test_list_history_and_log_are_aligned_tables(filled: HubProcess) -> None:
     second = NOTE + b"- one more\n"
     new_rev = put(filled, "MEMORY.md", second, revision(NOTE))
@@ -145,6 +148,7 @@ SESSION = "67e5f0a8-7ff6-458d-a94c-d01912345678"
 """A 36-character session id, as ``amux launch`` gives an agent (the longest "by" cell of a real table)."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", [80, 120])
 def test_log_and_history_keep_every_column_in_an_ordinary_terminal(hub: HubProcess, columns: int) -> None:
     first, second = b"# Deploy\n\nstep one\n", b"# Deploy\n\nstep one\nstep two\n"
@@ -174,6 +178,7 @@ def test_log_and_history_keep_every_column_in_an_ordinary_terminal(hub: HubProce
     assert back.returncode == 0 and back.json["content"] == first.decode()
 
 
+@pytest.mark.slow
 def test_the_older_entries_hint_keeps_every_option(hub: HubProcess) -> None:
     for i in range(4):
         put(hub, f"notes/n{i}.md", b"# N %d\n" % i)
@@ -200,6 +205,7 @@ def test_the_older_entries_hint_keeps_every_option(hub: HubProcess) -> None:
     assert page.returncode == 0 and len(page.json["versions"]) == 1, page.stderr
 
 
+@pytest.mark.slow
 def test_writes_print_one_line_with_the_new_short_revision(hub: HubProcess) -> None:
     r = term(hub, "memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=NOTE)
     assert r.returncode == 0, r.stderr
@@ -236,6 +242,7 @@ def test_an_error_is_printed_once_on_stderr_with_the_next_step_and_nothing_on_st
     assert SGR.sub("", r.stderr).splitlines()[0].startswith("amux: invalid_path: ")
 
 
+@pytest.mark.slow
 def test_hostile_content_is_shown_inert(hub: HubProcess) -> None:
     hostile = ("# notes\n"
                "clear \x1b[2J\x1b[H screen and trio\n"
@@ -285,6 +292,7 @@ def hub_json(hub: HubProcess, method: str, params: dict[str, Any]) -> bytes:
     return json.dumps(result, ensure_ascii=False, indent=2).encode() + b"\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [
     ("memory", "show", "MEMORY.md"),
     ("memory", "get", "MEMORY.md", "--start-line", "2"),
@@ -316,6 +324,7 @@ IMPORTED_RICH = ("import sys; from tools.cli.app import main; code = main(sys.ar
                  "else 'no rich', file=sys.stderr); sys.exit(code)")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [("memory", "search", "trio"), ("memory", "show", "MEMORY.md"),
                                   ("memory", "list"), ("memory", "log"), ("memory", "show", "a/../b.md")])
 def test_a_json_call_never_imports_rich(filled: HubProcess, args: tuple[str, ...]) -> None:
@@ -329,6 +338,7 @@ def test_a_json_call_never_imports_rich(filled: HubProcess, args: tuple[str, ...
     assert shown.stderr.splitlines()[-1] == "rich imported"
 
 
+@pytest.mark.slow
 def test_get_is_show(filled: HubProcess) -> None:
     for extra in ((), ("--start-line", "3", "--end-line", "3")):
         got, shown = filled.cli("memory", "get", "MEMORY.md", *extra), filled.cli("memory", "show", "MEMORY.md", *extra)
@@ -347,6 +357,7 @@ def usage_error(hub: HubProcess, *args: str) -> str:
     return text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("typo", ["gte", "geet", "gett", "frget", "fetch", "read", "cat", "histroy", "shw"])
 def test_no_suggestion_proposes_a_destructive_command_for_a_read(hub: HubProcess, typo: str) -> None:
     text = usage_error(hub, "memory", typo, "MEMORY.md")
@@ -359,6 +370,7 @@ def test_no_suggestion_proposes_a_destructive_command_for_a_read(hub: HubProcess
         assert suggested and suggested.group(1) == "show", text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("typo", "meant"), [("restor", "restore"), ("purg", "purge"), ("remov", "remove"),
                                              ("forgt", "forget"), ("rmeove", "remove")])
 def test_a_misspelt_destructive_command_suggests_itself(hub: HubProcess, typo: str, meant: str) -> None:
@@ -420,6 +432,7 @@ def test_show_of_a_stored_version_says_so(filled: HubProcess) -> None:
     assert "\n".join(body) + "\n" == NOTE.decode()
 
 
+@pytest.mark.slow
 def test_typed_new_and_index_print_one_line_and_stay_json_when_piped(hub: HubProcess) -> None:
     r = term(hub, "memory", "new", "feedback", "tabs", "--description", "no tabs", "--tags", "style",
              "--body", "Use spaces.", "--today", "2026-12-01", NO_COLOR="1")

@@ -215,6 +215,7 @@ def test_registry_file_is_parsed_strictly(tmp_path: Path) -> None:
 # -- the CLI on a running Hub -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_principal_and_token_commands(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(isolation="user")
     added = ok(h.cli("hub", "principal", "add", "alice"))
@@ -261,6 +262,7 @@ def test_principal_and_token_commands(hub_factory: Any) -> None:
     assert removed["aliases"] == ["os-uid:42"] and len(removed["tokens"]) == 2
 
 
+@pytest.mark.slow
 def test_token_authenticates_on_the_unix_socket_without_os_fallback(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(isolation="user")
     ok(h.cli("hub", "principal", "add", "alice"))
@@ -303,6 +305,7 @@ def test_revoked_token_is_rejected_at_once(hub_factory: Any) -> None:
     assert ok(h.cli("memory", "show", "a.md", env=as_token(fresh)))["content"] == "alpha\n"
 
 
+@pytest.mark.slow
 def test_expired_token_is_rejected(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(isolation="user")
     ok(h.cli("hub", "principal", "add", "alice"))
@@ -322,6 +325,7 @@ def test_expired_token_is_rejected(hub_factory: Any) -> None:
     assert issued["id"] not in (h.home / REGISTRY_NAME).read_text()
 
 
+@pytest.mark.slow
 def test_delegated_credential_needs_the_matching_binding(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(isolation="user")
     ok(h.cli("hub", "principal", "add", "alice"))
@@ -360,6 +364,7 @@ def test_delegated_credential_after_a_policy_change_is_a_binding_mismatch(hub_fa
     assert e["data"] == {"binding": "global", "current": "principal:alice"}
 
 
+@pytest.mark.slow
 def test_service_principal_has_its_own_isolated_scope(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(isolation="user")
     ok(h.cli("hub", "principal", "add", "nightly", "--service"))
@@ -373,6 +378,7 @@ def test_service_principal_has_its_own_isolated_scope(hub_factory: Any) -> None:
     assert ok(h.cli("memory", "search", "service-fact"))["matches"] == []  # root is someone else
 
 
+@pytest.mark.slow
 def test_cross_principal_cli_cannot_reach_another_scope(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(isolation="user")
     for name in ("alice", "bob"):
@@ -462,6 +468,7 @@ def test_cross_principal_raw_frames_cannot_reach_another_scope(hub_factory: Any)
     assert (h.home / "memory" / "users" / sha("alice") / "MEMORY.md").read_text() == "alpha-secret\n"
 
 
+@pytest.mark.slow
 def test_registry_changes_apply_at_once_and_a_broken_file_fails_closed(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(isolation="user")
     me = pwd.getpwuid(os.geteuid()).pw_name

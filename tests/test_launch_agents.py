@@ -64,6 +64,8 @@ from tests.fakemodel import (
 )
 from tests.other_users import readable_amux, readable_python
 
+pytestmark = pytest.mark.slow  # the real npm-installed agent clients
+
 WORD = "quillfeather"
 ENTRY = f"# Preferences\n- Indent with {WORD} tabs.\n"
 SNIPPET = f"- Indent with {WORD} tabs."

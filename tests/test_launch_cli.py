@@ -158,6 +158,7 @@ def test_fresh_launch_stores_the_binding_and_exits_with_the_agents_status(launch
     assert r.stdout == b""  # the agent's stdout is the agent's: the launcher adds nothing
 
 
+@pytest.mark.slow
 def test_resume_keeps_the_binding_and_a_policy_change_is_binding_mismatch(launcher: Launcher) -> None:
     assert launcher("--session-id", "s-res", "claude", "-p", "one").returncode == 0
     hub = launcher.hub
@@ -177,6 +178,7 @@ def test_resume_keeps_the_binding_and_a_policy_change_is_binding_mismatch(launch
     assert launcher.session("s-res")["binding"] == "global"  # resuming never rewrites the stored binding
 
 
+@pytest.mark.slow
 def test_disabled_hub_launches_without_memory_and_a_stored_null_stays_null(hub_factory: Any, tmp_path: Path) -> None:
     hub = hub_factory(enabled=False)
     launch = Launcher(hub, tmp_path)
@@ -229,6 +231,7 @@ def test_resume_with_a_stored_binding_keeps_memory_while_the_hub_is_down(launche
     assert len(lines) == 2 and "no Hub answers" in lines[1]
 
 
+@pytest.mark.slow
 def test_resume_while_disabled_keeps_memory_and_warns(launcher: Launcher) -> None:
     assert launcher("--session-id", "s-dis", "codex", "exec", "one").returncode == 0
     launcher.hub.configure("memory.enabled", "false")
@@ -239,6 +242,7 @@ def test_resume_while_disabled_keeps_memory_and_warns(launcher: Launcher) -> Non
     assert "disabled" in amux_lines(r.stderr)[1]
 
 
+@pytest.mark.slow
 def test_unknown_session_unknown_agent_and_missing_executable(launcher: Launcher) -> None:
     r = launcher("--resume", "no-such-session", "claude")
     assert r.returncode == EXIT_CODES[ErrorCode.NOT_FOUND]
@@ -263,6 +267,7 @@ def test_unknown_session_unknown_agent_and_missing_executable(launcher: Launcher
     assert r.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST] and "launched with claude" in r.stderr
 
 
+@pytest.mark.slow
 def test_agent_arguments_pass_through_unchanged(launcher: Launcher) -> None:
     odd = ["--help", "-h", "--session-id", "agents-own", "--", "--print-spec", "-c", "x=y"]
     assert launcher("--session-id", "s-args", "--", "claude", *odd).returncode == 0
@@ -275,6 +280,7 @@ def test_agent_arguments_pass_through_unchanged(launcher: Launcher) -> None:
     assert r.returncode == 2 and "Unknown option: --bogus" in r.stderr and not launcher.ran
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "option", "fixed"), [
     (["claude", "--print-spec", "-p", "hi"], "--print-spec", "amux launch --print-spec claude -p hi"),
     (["codex", "exec", "--session-id", "s1", "hi"], "--session-id", "amux launch --session-id s1 codex exec hi"),
@@ -409,6 +415,7 @@ def test_refused_arguments_store_no_session_and_ask_no_hub(launcher: Launcher) -
     assert after == before
 
 
+@pytest.mark.slow
 def test_empty_session_values_are_usage_errors(launcher: Launcher) -> None:
     for args in (["--resume", ""], ["--resume="], ["--session-id", ""], ["--as-user", ""], ["--run-dir="]):
         r = launcher(*args, "claude", "-p", "hi")
@@ -419,6 +426,7 @@ def test_empty_session_values_are_usage_errors(launcher: Launcher) -> None:
     assert r.returncode == 2 and "give one" in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("agent", "args"), [
     ("claude", ["--continue", "-p", "hi"]),
     ("claude", ["-p", "hi", "--resume", "0f3c0d5e-1111-4222-8333-444455556666"]),
@@ -444,6 +452,7 @@ def test_agents_own_resume_needs_the_amux_session(launcher: Launcher, agent: str
     assert r.returncode == 0 and len(amux_lines(r.stderr)) == 1, r.stderr
 
 
+@pytest.mark.slow
 def test_a_trickling_hub_cannot_hold_the_launch(tmp_path: Path) -> None:
     # One byte every 0.3 s: each read succeeds, so only an overall deadline ends the hello.
     with _stub_hub(tmp_path / "trickle.sock", trickle=0.3) as sock:
@@ -459,6 +468,7 @@ def test_a_trickling_hub_cannot_hold_the_launch(tmp_path: Path) -> None:
     assert elapsed < 8, elapsed
 
 
+@pytest.mark.slow
 def test_hub_client_connect_deadline(tmp_path: Path) -> None:
     from protocol.errors import HubError
     from tools.client.blocking import HubClient
@@ -567,6 +577,7 @@ def _isolated_launcher(hub_factory: Any, shared_dir: Path, **hub_kw: Any) -> Lau
     return launch
 
 
+@pytest.mark.slow
 @needs_root
 @pytest.mark.parametrize("isolation", ["off", "user"])
 def test_as_user_runs_the_agent_with_a_private_copy(hub_factory: Any, shared_dir: Path, isolation: str) -> None:
@@ -600,6 +611,7 @@ def test_as_user_runs_the_agent_with_a_private_copy(hub_factory: Any, shared_dir
     assert not (run_dir / MEMORY_DIR).exists()  # removed at cleanup
 
 
+@pytest.mark.slow
 @needs_root
 def test_as_user_codex_gets_its_own_codex_home(hub_factory: Any, shared_dir: Path) -> None:
     launch = _isolated_launcher(hub_factory, shared_dir)
@@ -615,6 +627,7 @@ def test_as_user_codex_gets_its_own_codex_home(hub_factory: Any, shared_dir: Pat
     assert rec["run"]["code"] == 0, rec["run"]
 
 
+@pytest.mark.slow
 @needs_root
 def test_as_user_print_spec_is_a_complete_spec_that_runs(hub_factory: Any, shared_dir: Path) -> None:
     from launch.runner import run
@@ -639,6 +652,7 @@ def test_as_user_print_spec_is_a_complete_spec_that_runs(hub_factory: Any, share
     assert not (run_dir / MEMORY_DIR).exists()
 
 
+@pytest.mark.slow
 @needs_root
 def test_as_user_probe_is_bounded_and_a_sigterm_leaves_nothing(hub_factory: Any, shared_dir: Path) -> None:
     launch = _isolated_launcher(hub_factory, shared_dir)
@@ -732,6 +746,7 @@ def _codex_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_real_codex_app_server_confirms_memory_off_and_disables_thread_memory(codex_bin: Path, hub: HubProcess,
                                                                               tmp_path: Path) -> None:
     env = _codex_env(tmp_path)
@@ -799,6 +814,7 @@ for line in sys.stdin:
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "step", "words"), [
     ("unsupported", "thread/memoryMode/set", "unsupported"),
     ("memories-true", "config/read", "memories.use_memories = true"),

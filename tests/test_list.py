@@ -52,6 +52,7 @@ def test_list_pages_cover_every_document_once_in_path_order(hub: HubProcess) -> 
     assert not any(p["incomplete"] for p in pages)
 
 
+@pytest.mark.slow
 def test_list_prefix_and_cli(hub: HubProcess) -> None:
     for rel in ("feedback/a.md", "feedback/_archive/old.md", "feedbackish.md", "user/me.md"):
         _place(hub.scope_dir, rel, b"# t\n")

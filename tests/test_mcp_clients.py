@@ -33,6 +33,8 @@ from tests.conftest import HubProcess, amux_argv
 from tests.fakemodel import FakeModel, ToolCall, anthropic_tool_results, codex_provider
 from tests.fakemodel import strings as _strings
 
+pytestmark = pytest.mark.slow  # the real npm-installed agent clients
+
 FULL_NAMES = sorted(f"mcp__amux__{name}" for name in TOOL_NAMES)
 ENTRY = "# Preferences\n- Indent with tabs.\n- Answer in English.\n"
 

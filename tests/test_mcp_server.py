@@ -66,6 +66,7 @@ def test_protocol_variants_are_short_stable_and_name_their_interface() -> None:
         render("xml")  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_protocol_show_prints_either_variant_exactly(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
     env["AMUX_HOME"] = str(tmp_path)
@@ -98,6 +99,7 @@ def test_other_commands_never_import_mcp(tmp_path: Path) -> None:
 # -- handshake and listing ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_initialize_lists_five_described_tools_with_the_protocol(hub: HubProcess, tmp_path: Path) -> None:
     with trio.fail_after(TIMEOUT):
         async with mcp_session(hub.home, tmp_path / "mcp.log") as session:
@@ -137,6 +139,7 @@ async def test_initialize_lists_five_described_tools_with_the_protocol(hub: HubP
     assert not (tmp_path / "mcp.log").read_text().strip(), "nothing logged at the default level when all is well"
 
 
+@pytest.mark.slow
 async def test_initialize_to_first_tools_list_time(hub: HubProcess, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Spawn → initialize reply and spawn → first tools/list reply, as an agent sees them (target < 1 s)."""
@@ -161,6 +164,7 @@ async def test_initialize_to_first_tools_list_time(hub: HubProcess, tmp_path: Pa
     assert statistics.median(to_list) < 3.0
 
 
+@pytest.mark.slow
 async def test_initialize_advertises_only_the_tools_it_has(hub: HubProcess, tmp_path: Path) -> None:
     with trio.fail_after(TIMEOUT):
         async with mcp_session(hub.home, tmp_path / "mcp.log") as session:
@@ -176,6 +180,7 @@ async def test_initialize_advertises_only_the_tools_it_has(hub: HubProcess, tmp_
             assert len((await session.list_tools()).tools) == len(TOOL_NAMES)
 
 
+@pytest.mark.slow
 async def test_unknown_tools_and_invalid_arguments_are_structured_bad_requests(hub: HubProcess,
                                                                              tmp_path: Path) -> None:
     with trio.fail_after(TIMEOUT):
@@ -243,6 +248,7 @@ async def test_a_failing_handler_is_a_structured_internal_error() -> None:
 # -- every tool -----------------------------------------------------------------------------------
 
 
+# Not slow (1.7 s) on purpose: the inner loop keeps one end-to-end run of every MCP tool.
 async def test_every_tool_against_the_hub(hub: HubProcess, tmp_path: Path) -> None:
     entry = "# Preferences\n- Indent with tabs; answer in English.\n- Details: projects/amux/decisions.md\n"
     topic = "# Decisions\n\nWe chose msgpack over JSON for the Hub protocol.\n"
@@ -290,6 +296,7 @@ async def test_every_tool_against_the_hub(hub: HubProcess, tmp_path: Path) -> No
     assert hub.cli("memory", "show", "MEMORY.md").json["content"] == new_entry
 
 
+@pytest.mark.slow
 async def test_conflict_and_quota_errors_carry_their_data(hub: HubProcess, tmp_path: Path) -> None:
     with trio.fail_after(TIMEOUT):
         async with mcp_session(hub.home, tmp_path / "mcp.log") as s:
@@ -360,6 +367,7 @@ async def _read_pages(s: ClientSession, first: CallToolResult, tool: str) -> tup
     return data, pages
 
 
+@pytest.mark.slow
 async def test_large_results_are_paged_and_reassemble_byte_identical(hub: HubProcess, tmp_path: Path) -> None:
     # Quotes, backslashes, non-ASCII and control-ish characters make the JSON text longer than the document.
     line = 'Entscheidung "quoted" \\ back\tslash — 日本語 ünïcödé\n'
@@ -433,6 +441,7 @@ def test_pager_keeps_a_bounded_number_of_results_for_a_bounded_time() -> None:
         assert info.value.code is ErrorCode.BAD_REQUEST
 
 
+@pytest.mark.slow
 async def test_unknown_and_expired_tokens_are_clear_errors(hub: HubProcess, tmp_path: Path) -> None:
     document = "".join(f"line {i}: some remembered text\n" for i in range(400))
     with trio.fail_after(TIMEOUT):
@@ -476,6 +485,7 @@ async def _assert_every_call_fails(s: ClientSession, code: ErrorCode) -> list[di
     ]
 
 
+@pytest.mark.slow
 async def test_hub_down_at_start_lists_tools_and_calls_say_why_then_recovers(hub_factory: Any,
                                                                            tmp_path: Path) -> None:
     hub: HubProcess = hub_factory(start=False)
@@ -506,6 +516,7 @@ async def test_hub_disabled_lists_tools_and_calls_say_why(hub_factory: Any, tmp_
     assert not (hub.scope_dir / "MEMORY.md").exists()
 
 
+@pytest.mark.slow
 async def test_a_hub_that_never_answers_bounds_the_start_up_check(tmp_path: Path) -> None:
     # A listening socket nobody accepts on: connect succeeds, hello is never answered.
     path = tmp_path / "silent.sock"
@@ -528,6 +539,7 @@ async def test_a_hub_that_never_answers_bounds_the_start_up_check(tmp_path: Path
     assert "not usable" in log.read_text()
 
 
+@pytest.mark.slow
 async def test_an_unreachable_network_hub_is_a_clear_error(hub: HubProcess, tmp_path: Path) -> None:
     # Never silently fall back to the local socket: that would be another Hub's memory.
     with trio.fail_after(TIMEOUT):
@@ -536,6 +548,7 @@ async def test_an_unreachable_network_hub_is_a_clear_error(hub: HubProcess, tmp_
             assert error["data"]["hub"] == "tcp://127.0.0.1:9"
 
 
+@pytest.mark.slow
 async def test_connection_survives_hub_restart_and_reports_a_dead_hub(hub: HubProcess, tmp_path: Path) -> None:
     with trio.fail_after(TIMEOUT):
         async with mcp_session(hub.home, tmp_path / "mcp.log") as s:
@@ -550,6 +563,7 @@ async def test_connection_survives_hub_restart_and_reports_a_dead_hub(hub: HubPr
             assert ok(await call(s, "memory_get", path="a.md"))["content"] == "b\n"
 
 
+@pytest.mark.slow
 async def test_binding_is_sent_and_a_mismatch_is_reported(hub: HubProcess, tmp_path: Path) -> None:
     binding = hub.cli("hub", "status").json["binding"]
     with trio.fail_after(TIMEOUT):

@@ -595,6 +595,7 @@ def _check_frames(data: bytes, maximum: int, cuts: list[int]) -> None:
         assert d.in_frame == (leftover > 0)
 
 
+@pytest.mark.slow
 @settings(FAST, max_examples=examples(1_500))
 @given(st.lists(framed_streams(), min_size=6, max_size=6))
 def test_property_frame_decoder_yields_frames_or_frame_too_large(cases: list[tuple[bytes, int, list[int]]]) -> None:
@@ -645,6 +646,7 @@ def _check_decode(body: bytes) -> Request | None:
     return r
 
 
+@pytest.mark.slow
 @settings(FAST, max_examples=examples(1_200))
 @given(st.lists(st.binary(max_size=200), min_size=10, max_size=10))
 def test_property_decode_request_arbitrary_bytes(bodies: list[bytes]) -> None:
@@ -656,6 +658,7 @@ mutations = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2**16), st.bina
                      min_size=1, max_size=3)
 
 
+@pytest.mark.slow
 @settings(FAST, max_examples=examples(1_500))
 @given(msgpack_values | request_like, st.lists(mutations, min_size=3, max_size=3))
 def test_property_decode_request_arbitrary_objects(obj: Any, mutation_sets: list[list[tuple[int, int, bytes]]]) -> None:
@@ -767,6 +770,7 @@ def _check_params(params: dict[str, Any]) -> None:
         assert exc.code is ErrorCode.BAD_REQUEST
 
 
+@pytest.mark.slow
 @settings(FAST, max_examples=examples(1_500))
 @given(st.lists(PARAM_MAPS, min_size=3, max_size=3))
 def test_property_params_parse_or_raise_bad_request_or_invalid_path(batch: list[dict[str, Any]]) -> None:

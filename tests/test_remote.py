@@ -16,7 +16,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,6 @@ from protocol.framing import FrameDecoder
 from protocol.limits import LIMITS
 from protocol.messages import Response, decode_response, encode_request
 from tests.conftest import CliResult, HubProcess, amux_argv
-from tools.client.blocking import HubClient
 
 trustme = pytest.importorskip("trustme", reason="trustme makes the test certificates (pip install trustme)")
 
@@ -81,22 +79,10 @@ def network_address(h: HubProcess, kind: str = "tls") -> str:
 
 
 def start_with(h: HubProcess, *extra: str, timeout: float = 15.0) -> None:
-    """Start ``amux hub serve --home H EXTRA...`` (like :meth:`HubProcess.start`, with more arguments)."""
+    """Start ``amux hub serve --home H EXTRA...`` on a fresh log (:meth:`HubProcess.start` with more arguments)."""
     assert h.log is not None
     h.log.write_bytes(b"")
-    with open(h.log, "ab") as out:
-        h.proc = subprocess.Popen([*amux_argv(), "hub", "serve", "--home", str(h.home), *extra],
-                                  env=h.env, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if h.proc.poll() is not None:
-            raise RuntimeError(f"Hub exited with {h.proc.returncode}:\n{h.log.read_text()}")
-        try:
-            with HubClient(h.socket, timeout=2):
-                return
-        except HubError:
-            time.sleep(0.05)
-    raise RuntimeError(f"Hub did not start:\n{h.log.read_text()}")
+    h.start(timeout, extra=extra)
 
 
 def tls_hub(hub_factory: Any, certs: Certs, **kw: Any) -> HubProcess:
@@ -136,6 +122,7 @@ def enroll(h: HubProcess, name: str, *args: str) -> dict[str, Any]:
 # -- TLS and loopback TCP through the real CLI ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_tls_with_a_token_end_to_end(hub_factory: Any, certs: Certs) -> None:
     h = tls_hub(hub_factory, certs)
     address = network_address(h)
@@ -159,6 +146,7 @@ def test_tls_with_a_token_end_to_end(hub_factory: Any, certs: Certs) -> None:
         == "alice"
 
 
+@pytest.mark.slow
 def test_tls_refusals(hub_factory: Any, certs: Certs) -> None:
     h = tls_hub(hub_factory, certs)
     address = network_address(h)
@@ -183,6 +171,7 @@ def test_tls_refusals(hub_factory: Any, certs: Certs) -> None:
     assert issued["token"] not in log and issued["token"].split("_", 2)[2] not in log  # never logged
 
 
+@pytest.mark.slow
 def test_delegated_credential_over_tls(hub_factory: Any, certs: Certs) -> None:
     h = tls_hub(hub_factory, certs)
     address = network_address(h)
@@ -195,6 +184,7 @@ def test_delegated_credential_over_tls(hub_factory: Any, certs: Certs) -> None:
     assert ok(h.cli("memory", "search", "x", env={**env, "AMUX_MEMORY_BINDING": "principal:alice"}))["matches"] == []
 
 
+@pytest.mark.slow
 def test_listen_flag_plaintext_on_loopback_needs_a_token(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(isolation="user", start=False)
     start_with(h, "--listen", "127.0.0.1:0")
@@ -210,6 +200,7 @@ def test_listen_flag_plaintext_on_loopback_needs_a_token(hub_factory: Any) -> No
     assert code_of(r) == "bad_request" and "loopback" in r.json["error"]["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("listen", ["0.0.0.0:0", "[::]:0", "192.0.2.1:7070"])
 def test_plaintext_on_a_non_loopback_address_is_refused_at_start(hub_factory: Any, listen: str) -> None:
     h: HubProcess = hub_factory(start=False)
@@ -224,6 +215,7 @@ def test_plaintext_on_a_non_loopback_address_is_refused_at_start(hub_factory: An
         h.start()
 
 
+@pytest.mark.slow
 def test_unusable_network_settings_refuse_to_start(hub_factory: Any, certs: Certs, tmp_path: Path) -> None:
     h: HubProcess = hub_factory(start=False, settings={"hub.listen": "127.0.0.1:0"})
     h.configure("hub.tls_cert", str(certs.cert))
@@ -543,6 +535,7 @@ def test_hub_survives_garbage_on_the_tls_port(hub_factory: Any, certs: Certs) ->
     assert h.stop(signal.SIGTERM) == 0
 
 
+@pytest.mark.slow
 async def test_mcp_server_reaches_a_tls_hub_with_a_token(hub_factory: Any, certs: Certs, tmp_path: Path) -> None:
     from tests.mcp_session import call, mcp_session
     from tests.mcp_session import ok as mcp_ok
@@ -559,6 +552,7 @@ async def test_mcp_server_reaches_a_tls_hub_with_a_token(hub_factory: Any, certs
             assert [m["path"] for m in found["matches"]] == ["MEMORY.md"]
 
 
+@pytest.mark.slow
 async def test_mcp_with_one_principals_token_never_reaches_anothers_scope(
     hub_factory: Any, certs: Certs, tmp_path: Path
 ) -> None:

@@ -110,6 +110,7 @@ def test_shrink_rule_needs_more_than_half_and_more_than_twenty_lines() -> None:
     check_rewrite("n.md", tiny, b"x\n")  # 20 lines dropped: never trips
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_placeholder_rewrite_of_a_300_line_note_and_accepts_it_with_allow_shrink(
         hub: HubProcess) -> None:
     created = hub.cli("memory", "upsert", "ops/deploy.md", "--expected-revision", "absent", input=NOTE.encode())
@@ -134,6 +135,7 @@ def test_cli_refuses_a_placeholder_rewrite_of_a_300_line_note_and_accepts_it_wit
     assert accepted.json["revision"] == sha(rewrite)
 
 
+@pytest.mark.slow
 async def test_mcp_upsert_shares_the_guard_and_its_allow_shrink_parameter(hub: HubProcess, tmp_path: Path) -> None:
     async with mcp_session(hub.home, tmp_path / "mcp.log") as session:
         tools = {t.name: t for t in (await session.list_tools()).tools}
@@ -154,6 +156,7 @@ async def test_mcp_upsert_shares_the_guard_and_its_allow_shrink_parameter(hub: H
         assert (hub.scope_dir / "ops" / "deploy.md").read_text() == elided
 
 
+@pytest.mark.slow
 @pytest.mark.corpus
 def test_small_edits_of_real_notes_pass() -> None:
     """People's real Markdown (1,259 files): appending a line, or changing a word, is never refused."""

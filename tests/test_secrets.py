@@ -59,6 +59,7 @@ def create(hub: HubProcess, path: str, content: bytes = CLEAN) -> str:
     return rev
 
 
+@pytest.mark.slow
 def test_each_rule_family_is_refused_and_nothing_is_written_or_echoed(hub: HubProcess) -> None:
     rev = create(hub, "deploy.md")
     before = (hub.scope_dir / "deploy.md").read_bytes()
@@ -90,6 +91,7 @@ def test_each_rule_family_is_refused_and_nothing_is_written_or_echoed(hub: HubPr
         assert_no_leak(sample, history)
 
 
+@pytest.mark.slow
 def test_allow_secret_from_the_cli_writes_and_the_history_records_the_override(hub: HubProcess) -> None:
     sample = samples(1)[0]
     r = hub.cli("memory", "upsert", "ops.md", "--expected-revision", "absent", "--allow-secret", input=note(sample))
@@ -111,6 +113,7 @@ def test_allow_secret_from_the_cli_writes_and_the_history_records_the_override(h
     assert_no_leak(sample, log)
 
 
+@pytest.mark.slow
 def test_restore_of_a_version_holding_a_credential_is_refused_unless_allowed(hub: HubProcess) -> None:
     sample = samples(2)[3]
     r = hub.cli("memory", "upsert", "a.md", "--expected-revision", "absent", "--allow-secret", input=note(sample))
@@ -127,6 +130,7 @@ def test_restore_of_a_version_holding_a_credential_is_refused_unless_allowed(hub
     assert newest["action"] == "restore" and newest["secret_override"] == [sample.rule]
 
 
+@pytest.mark.slow
 async def test_mcp_is_refused_with_a_next_step_and_cannot_override(hub: HubProcess, tmp_path: Path) -> None:
     sample = samples(3)[0]
     errlog = tmp_path / "mcp.log"
@@ -165,6 +169,7 @@ async def test_mcp_is_refused_with_a_next_step_and_cannot_override(hub: HubProce
     assert (hub.scope_dir / "m.md").read_bytes() == CLEAN
 
 
+@pytest.mark.slow
 async def test_warn_writes_and_reports_redacted_findings(hub_factory: Any, tmp_path: Path) -> None:
     hub: HubProcess = hub_factory(settings={"memory.secret_scan": "warn"})
     sample = samples(4)[1]
@@ -196,6 +201,7 @@ def test_off_does_not_look(hub_factory: Any) -> None:
     assert (hub.scope_dir / "o.md").read_bytes() == note(sample)
 
 
+@pytest.mark.slow
 def test_allow_list_of_hashes_lets_exact_values_through(hub_factory: Any) -> None:
     allowed, other = samples(6)[0], samples(7)[0]
     digest = hashlib.sha256(allowed.secret.encode()).hexdigest()
@@ -215,6 +221,7 @@ def test_bad_settings_are_refused_with_a_clear_message(hub: HubProcess) -> None:
     assert r.returncode == 2 and "SHA-256" in r.stderr
 
 
+@pytest.mark.slow
 def test_scan_finds_hand_placed_and_overridden_secrets_and_with_history_the_stored_versions(
         hub: HubProcess) -> None:
     by_hand, overridden = samples(8)[4], samples(9)[6]
@@ -275,6 +282,7 @@ def test_scan_answer_stays_within_the_response_budget_and_says_when_it_is_cut(hu
         assert_no_leak(sample, r.stdout)
 
 
+@pytest.mark.slow
 def test_credentials_in_the_shapes_notes_use_are_refused(hub: HubProcess) -> None:
     """A value with text after it, Markdown labels and tables, spaced key names, tokens, URL and CLI forms."""
     rev = create(hub, "deploy.md")
@@ -305,6 +313,7 @@ def test_notes_that_say_where_a_credential_lives_are_written(hub: HubProcess) ->
         assert find_secrets(f"# n\n{line}\n".encode()) == [], line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line", [
     "password: vault/kv/prod/db2024 " + "a_" * 30_000,  # a key-shaped run after a keyword: once quadratic, 50 s
     "password: vault/kv/prod/db2024 " + "a." * 30_000,
@@ -346,6 +355,7 @@ def assert_not_even_lowercased(sample: Sample, *texts: str | bytes) -> None:
 HOSTILE = "notes/$(touch pwned) ; rm -rf x `touch pwned2`.md"
 
 
+@pytest.mark.slow
 def test_scan_commands_quote_hostile_paths_and_a_shell_runs_them_as_written(hub: HubProcess,
                                                                             tmp_path: Path) -> None:
     sample = samples(31)[0]
@@ -385,6 +395,7 @@ def test_scan_commands_quote_hostile_paths_and_a_shell_runs_them_as_written(hub:
     assert hub.cli("memory", "scan", "--history").json["versions"] == []
 
 
+@pytest.mark.slow
 def test_a_path_holding_a_credential_is_refused_and_never_echoed(hub: HubProcess) -> None:
     sample = samples(32)[0]  # a GitHub token
     path = f"creds/{sample.secret}.md"
@@ -430,6 +441,7 @@ def test_an_agent_session_cannot_override_the_check(hub: HubProcess) -> None:
     assert r.returncode == 0, r.stdout  # a person at the command line still can
 
 
+@pytest.mark.slow
 def test_an_override_that_fails_is_not_logged_and_its_error_quotes_no_credential(hub: HubProcess) -> None:
     sample = samples(34)[0]
     long = b"# Deploy\n\n" + b"".join(b"- step %d of the deploy\n" % i for i in range(40))
@@ -464,6 +476,7 @@ pathlib.Path(sys.argv[-1]).write_bytes(pathlib.Path(sys.argv[1]).read_bytes())
 """
 
 
+@pytest.mark.slow
 def test_edit_refused_for_a_credential_hints_the_override(hub: HubProcess, tmp_path: Path) -> None:
     sample = samples(36)[0]
     rev = create(hub, "ops.md")
@@ -481,6 +494,7 @@ def test_edit_refused_for_a_credential_hints_the_override(hub: HubProcess, tmp_p
     assert versions(hub, "ops.md")[0]["secret_override"] == [sample.rule]
 
 
+@pytest.mark.slow
 def test_scan_in_a_terminal_shows_tables_and_history_and_log_mark_the_override(hub: HubProcess) -> None:
     sample = samples(37)[0]
     r = hub.cli("memory", "upsert", "ops.md", "--expected-revision", "absent", "--allow-secret", input=note(sample))
@@ -512,6 +526,7 @@ metadata:
 """
 
 
+@pytest.mark.slow
 def test_import_skips_host_memories_holding_credentials_and_imports_the_rest(hub: HubProcess,
                                                                              tmp_path: Path) -> None:
     sample = samples(38)[0]
@@ -556,6 +571,7 @@ def test_a_project_library_refuses_credentials_in_process(hub: HubProcess, tmp_p
     assert r.returncode == 0, r.stdout
 
 
+@pytest.mark.slow
 def test_index_names_the_topic_a_credential_comes_from_and_lint_reports_it(hub: HubProcess) -> None:
     sample = samples(40)[0]
     r = hub.cli("memory", "new", "reference", "hand", "--tags", "ops", "--description", "the deploy notes",

@@ -9,6 +9,8 @@ a message when ``../shared`` is absent.
 
 from __future__ import annotations
 
+import pytest
+
 from protocol.errors import ErrorCode, HubError
 from protocol.requests import upsert_params
 from tests.conftest import HubProcess, need_corpus
@@ -22,6 +24,7 @@ find (its examples are placeholders: ``-----BEGIN PRIVATE KEY-----`` without key
 ``password=HelloWorld!``, ``user:password@``)."""
 
 
+@pytest.mark.slow
 def test_no_corpus_note_is_refused(hub: HubProcess) -> None:
     corpus = need_corpus()
     files = sorted(p for p in corpus.rglob("*") if p.is_file())

@@ -41,6 +41,8 @@ import trio
 from protocol.errors import ERRORS, ErrorCode, HubError
 from tests.conftest import CliResult, HubProcess, amux_argv, make_hub
 
+pytestmark = pytest.mark.slow  # crowded, huge and unreadable folders and mounts, each on a real Hub
+
 ROOT_CI = os.geteuid() == 0 and os.environ.get("CI") == "true"
 NO_DAC = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
 

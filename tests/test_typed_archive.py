@@ -94,9 +94,9 @@ def scope(request: pytest.FixtureRequest, hub: HubProcess, tmp_path: Path) -> Sc
     """A library seeded with :data:`START`, a hand-written preamble and a built index."""
     if request.param == "hub":
         s = Scope(hub, hub.scope_dir, [], None, "index.md")
-        for path, content in {s.index: PREAMBLE.encode(), **START}.items():
-            r = hub.cli("memory", "upsert", path, "--expected-revision", "absent", input=content)
-            assert r.returncode == 0, r.stderr
+        with hub.client() as client:  # seeded in process: the CLI's upsert is tested elsewhere
+            for path, content in {s.index: PREAMBLE.encode(), **START}.items():
+                client.call("upsert", {"path": path, "content": content, "expected_revision": "absent"})
     else:
         project = tmp_path / "proj"
         root = project / ".agent" / "memory"
@@ -129,6 +129,7 @@ def assert_whole(scope: Scope, expected: dict[str, bytes]) -> None:
 # -- the normal run -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_exactly_the_expired_feedback_moves_and_the_index_follows(scope: Scope) -> None:
     before = scope.files()
     r = scope.cli("memory", "archive", "--today", TODAY)
@@ -159,6 +160,7 @@ def test_exactly_the_expired_feedback_moves_and_the_index_follows(scope: Scope) 
     assert {(p["code"], p["path"]) for p in lint["problems"]} == {("schema", "feedback/_archive/old-implicit.md")}
 
 
+@pytest.mark.slow
 def test_dry_run_reports_and_changes_nothing(scope: Scope) -> None:
     before = scope.files()
     r = scope.cli("memory", "archive", "--today", TODAY, "--dry-run")
@@ -167,6 +169,7 @@ def test_dry_run_reports_and_changes_nothing(scope: Scope) -> None:
     assert scope.files() == before
 
 
+@pytest.mark.slow
 def test_a_taken_archive_name_gets_a_suffix_and_an_identical_copy_is_reused(scope: Scope) -> None:
     # An older, different note already archived under the same name; and a run that stopped after
     # copying old-implicit (the copy exists, the original was never deleted).
@@ -191,6 +194,7 @@ def test_a_taken_archive_name_gets_a_suffix_and_an_identical_copy_is_reused(scop
     assert not {p["code"] for p in lint["problems"]} & {"name_mismatch", "duplicate_name"}, lint["problems"]
 
 
+@pytest.mark.slow
 def test_an_expires_that_is_not_a_date_is_skipped_not_guessed(scope: Scope) -> None:
     odd = topic("odd-expiry", "feedback", "2020-01-01", "someday")  # created + 90 passed long ago
     with scope.library() as lib:
@@ -206,6 +210,7 @@ def test_an_expires_that_is_not_a_date_is_skipped_not_guessed(scope: Scope) -> N
 # -- conflicts ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_writer_changing_feedback_mid_archive_stops_it_and_leaves_every_file_whole(scope: Scope) -> None:
     """old-implicit is rewritten (given a later expiry) between its archive copy and its delete."""
     renewed = topic("old-implicit", "feedback", "2026-01-15", "2026-12-31", body="Renewed by a person.")
@@ -235,6 +240,7 @@ def test_a_writer_changing_feedback_mid_archive_stops_it_and_leaves_every_file_w
     assert again.returncode == 0 and again.json["moved"] == [] and again.json["errors"] == []
 
 
+@pytest.mark.slow
 def test_an_index_conflict_is_reported_and_the_next_run_repairs_the_index(scope: Scope) -> None:
     def second_writer(step: str, path: str) -> None:
         if step == "index":

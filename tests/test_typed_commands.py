@@ -8,6 +8,7 @@ with no Hub at all (``AMUX_HOME`` points at an empty directory).
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
@@ -21,6 +22,8 @@ import pytest
 
 from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
 from tests.conftest import CliResult, HubProcess, amux_argv
+from tools.typed.create import build_topic, create
+from tools.typed.library import HubLibrary
 from tools.typed.model import INDEX_POINTER, parse_topic, render_topic
 
 TODAY = "2026-03-01"
@@ -117,6 +120,7 @@ def sha(data: bytes | None) -> str:
 # -- new -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_new_writes_topic_then_index(target: Target) -> None:
     r = new(target, "feedback", "deploy-retries", "Retry flaky staging deploys twice before paging", "deploy,ci")
     assert r.returncode == 0, r.stderr
@@ -145,6 +149,7 @@ def test_new_writes_topic_then_index(target: Target) -> None:
     assert (target.read(target.index) or b"").decode().splitlines()[0:1] == ["## user (1/10)"]
 
 
+@pytest.mark.slow
 def test_new_body_from_file(target: Target, tmp_path: Path) -> None:
     body = tmp_path / "body.md"
     body.write_text("Use the runbook at docs/runbook.md.\n", encoding="utf-8")
@@ -154,6 +159,7 @@ def test_new_body_from_file(target: Target, tmp_path: Path) -> None:
     assert runbook == "\nUse the runbook at docs/runbook.md.\n"
 
 
+@pytest.mark.slow
 def test_new_refuses_a_duplicate_name_of_any_type(target: Target) -> None:
     assert new(target, "user", "editor", "Uses vim keybindings").returncode == 0
     before = target.snapshot()
@@ -169,6 +175,7 @@ def test_new_refuses_a_duplicate_name_of_any_type(target: Target) -> None:
     assert "choose another name" in r.stderr and "update it" not in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [
     ["user", "Bad Name", "--description", "d", "--tags", "x"],
     ["user", "ok", "--description", "x" * 201, "--tags", "x"],
@@ -197,6 +204,7 @@ def test_new_bad_input_changes_nothing(target: Target, args: list[str]) -> None:
     assert target.snapshot() == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "field"), [
     (["reference", "x", "--tags", "a", "--description", "bad \udcff"], "description"),
     (["reference", "x", "--tags", "a", "--description", "d", "--body", "\udcff"], "body"),
@@ -213,6 +221,7 @@ def test_new_refuses_text_that_is_not_utf8_naming_the_field(target: Target, args
     assert target.snapshot() == before
 
 
+@pytest.mark.slow
 def test_new_refuses_a_type_at_its_cap(target: Target) -> None:
     for i in range(10):
         target.put(f"user/pref-{i}.md", topic_text(f"pref-{i}", "user"))
@@ -230,6 +239,7 @@ def test_new_refuses_a_type_at_its_cap(target: Target) -> None:
     assert new(target, "project", "other-type", "Other types still have room").returncode == 0
 
 
+@pytest.mark.slow
 def test_remove_with_expected_revision_absent_is_a_clear_bad_request(target: Target) -> None:
     assert new(target, "reference", "ref-topic", "A reference").returncode == 0
     before = target.snapshot()
@@ -241,6 +251,7 @@ def test_remove_with_expected_revision_absent_is_a_clear_bad_request(target: Tar
     assert "at least 12 hex digits" in help_text and "64 hex characters" not in help_text
 
 
+@pytest.mark.slow
 def test_new_warns_about_likely_duplicates(target: Target) -> None:
     assert new(target, "feedback", "flaky-deploys", "Staging deploys flaky: retry deploys twice",
                "deploy").returncode == 0
@@ -252,6 +263,7 @@ def test_new_warns_about_likely_duplicates(target: Target) -> None:
     assert r.json["warnings"] == [] and "warning" not in r.stderr
 
 
+@pytest.mark.slow
 def test_new_refuses_a_topic_the_full_index_cannot_list(target: Target) -> None:
     """The index size is checked before the topic is written: a refusal leaves nothing behind."""
     limit = 64 * 1024 if target.kind == "hub" else 25 * 1024
@@ -266,14 +278,24 @@ def test_new_refuses_a_topic_the_full_index_cannot_list(target: Target) -> None:
     assert target.snapshot() == before
 
 
+@pytest.mark.slow
 def test_a_hub_scope_indexes_every_topic_its_caps_allow_in_index_md(hub: HubProcess) -> None:
     """60 topics (far more than MEMORY.md's 2 KiB) are stored and indexed; the counters end where the caps do."""
     t = Target("hub", hub.scope_dir, hub=hub, index="index.md")
-    for type_, count in (("user", 10), ("reference", 50)):
-        for i in range(count):
-            r = new(t, type_, f"{type_}-{i:02}", f"Pointer number {i} to a long document about {type_} " + "w" * 120)
-            assert r.returncode == 0, r.stdout.decode() + r.stderr
-            assert r.json["index"]["path"] == "index.md"
+    topics = [(type_, i) for type_, count in (("user", 10), ("reference", 50)) for i in range(count)]
+    description = "Pointer number {} to a long document about {} " + "w" * 120
+    # All but the last through what 'amux memory new' runs, in process (60 CLI calls took 36 s); the last one
+    # and the refused one after it through the real CLI.
+    with hub.client() as client:
+        lib = HubLibrary(client)
+        for type_, i in topics[:-1]:
+            made = create(lib, build_topic(type_, f"{type_}-{i:02}", description.format(i, type_), ["x"],
+                                           today=datetime.date.fromisoformat(TODAY)))
+            assert made["index"]["path"] == "index.md"
+    type_, i = topics[-1]
+    r = new(t, type_, f"{type_}-{i:02}", description.format(i, type_))
+    assert r.returncode == 0, r.stdout.decode() + r.stderr
+    assert r.json["index"]["path"] == "index.md"
     index = (t.read("index.md") or b"").decode()
     assert len(index.encode()) > 8 * 1024 and "## user (10/10)" in index and "## reference (50/50)" in index
     assert all(f"](reference/reference-{i:02}.md)" in index for i in range(50))
@@ -288,6 +310,7 @@ def test_a_hub_scope_indexes_every_topic_its_caps_allow_in_index_md(hub: HubProc
     assert t.cli("memory", "index", "--check").returncode == 0
 
 
+@pytest.mark.slow
 def test_concurrent_new_calls_all_succeed_and_all_are_indexed(target: Target) -> None:
     procs = []
     for i in range(6):
@@ -348,6 +371,7 @@ def test_an_index_conflict_is_retried_and_only_a_lasting_one_is_reported(tmp_pat
 # -- index ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_index_rebuild_is_idempotent_and_the_second_run_writes_nothing(target: Target) -> None:
     target.put("reference/api.md", topic_text("api", "reference", "Where the API docs are"))
     target.put("user/tabs.md", topic_text("tabs", "user", "Indent with tabs"))
@@ -368,6 +392,7 @@ def test_index_rebuild_is_idempotent_and_the_second_run_writes_nothing(target: T
     assert check.returncode == 0 and check.json["up_to_date"] is True
 
 
+@pytest.mark.slow
 def test_index_keeps_lines_a_person_wrote(target: Target) -> None:
     target.put("user/tabs.md", topic_text("tabs", "user", "Indent with tabs"))
     target.put("project/ci.md", topic_text("ci", "project", "CI runs on every push"))
@@ -388,6 +413,7 @@ HAND_POINTER = "- [Deploy runbook](project/deploy.md) read before any deploy!"
 """A person's pointer line in the form of an index entry, to a topic that does not exist (DESIGN.md §11)."""
 
 
+@pytest.mark.slow
 def test_a_rebuild_never_drops_a_hand_written_line_that_looks_like_an_entry(target: Target) -> None:
     entry = "MEMORY.md"  # the person's document: a Hub scope's entry document, a project's index
     target.put(entry, f"# Prefs\n- I prefer tea\n{HAND_POINTER}\n- [my notes](notes/x.md)\n")
@@ -410,6 +436,7 @@ def test_a_rebuild_never_drops_a_hand_written_line_that_looks_like_an_entry(targ
         assert "amux memory index" not in missing[0]["message"], missing
 
 
+@pytest.mark.slow
 def test_index_check_reports_stale_without_writing(target: Target) -> None:
     target.put("user/tabs.md", topic_text("tabs", "user", "Indent with tabs"))
     before = target.snapshot()
@@ -419,6 +446,7 @@ def test_index_check_reports_stale_without_writing(target: Target) -> None:
     assert target.snapshot() == before
 
 
+@pytest.mark.slow
 def test_index_over_the_entry_limit_is_refused_and_nothing_written(target: Target) -> None:
     for i in range(12 if target.kind == "hub" else 50):
         target.put(f"reference/ref-{i:02}.md", topic_text(f"ref-{i:02}", "reference", f"Pointer {i} " + "w" * 170))
@@ -437,6 +465,7 @@ def test_index_over_the_entry_limit_is_refused_and_nothing_written(target: Targe
     assert target.snapshot() == before
 
 
+@pytest.mark.slow
 def test_index_is_a_fixed_point_for_paths_with_link_syntax(target: Target) -> None:
     for path in ("reference/a(b).md", "reference/c d.md", "reference/e%41#f.md", "reference/g]h.md"):
         target.put(path, topic_text("odd", "reference", f"Odd path {path}"))
@@ -452,6 +481,7 @@ def test_index_is_a_fixed_point_for_paths_with_link_syntax(target: Target) -> No
     assert not any(c.startswith("index") for c in codes), codes  # every link resolves, nothing stale
 
 
+@pytest.mark.slow
 def test_a_description_that_looks_like_a_link_stays_text(target: Target) -> None:
     r = new(target, "reference", "link-odd", "See [docs](reference/missing.md)", "a")
     assert r.returncode == 0, r.stderr
@@ -482,6 +512,7 @@ ODD_TOPICS = {
 }
 
 
+@pytest.mark.slow
 def test_no_command_crashes_on_odd_frontmatter_values(target: Target) -> None:
     for path, text in ODD_TOPICS.items():
         target.put(path, text)
@@ -511,6 +542,7 @@ def test_no_command_crashes_on_odd_frontmatter_values(target: Target) -> None:
     assert lines.count("reference/bad-hour.md:5:") == 1  # one per field
 
 
+@pytest.mark.slow
 def test_files_that_are_not_utf8_are_reported_and_never_rewritten(target: Target) -> None:
     latin = topic_text("latin", "feedback", "Caf\u00e9 lesson", expires="2026-02-01").encode("latin-1")
     target.put("feedback/latin.md", latin)
@@ -545,6 +577,7 @@ def lint(t: Target) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 def test_lint_passes_on_a_clean_library_made_with_new(target: Target) -> None:
     for args in (("user", "tabs", "Indent with tabs", "style"),
                  ("feedback", "retry-deploys", "Retry flaky deploys", "deploy,ci"),
@@ -639,6 +672,7 @@ LINT_CASES: dict[str, tuple[dict[str, str | bytes], list[Expect]]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(LINT_CASES))
 def test_lint_catches_each_violation_on_a_project(case: str, tmp_path: Path) -> None:
     project = tmp_path / "proj"
@@ -683,6 +717,7 @@ def test_lint_warns_about_symlinks_in_a_project_library(tmp_path: Path) -> None:
     assert "elsewhere" not in (t.read("MEMORY.md") or b"").decode()  # never followed
 
 
+@pytest.mark.slow
 def test_lint_on_a_hub_scope_reports_lines_and_exit_status(target: Target) -> None:
     if target.kind == "hub":
         target.put("MEMORY.md", INDEX_POINTER + "\n")  # as 'amux memory index' leaves it
@@ -717,6 +752,7 @@ def test_commands_without_a_hub_say_unavailable(tmp_path: Path) -> None:
 # -- remove, and what forget leaves behind ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_remove_deletes_the_topic_and_its_index_line(target: Target) -> None:
     for name in ("keep-me", "drop-me"):
         assert new(target, "reference", name, f"Pointer {name}").returncode == 0
@@ -738,6 +774,7 @@ def test_remove_deletes_the_topic_and_its_index_line(target: Target) -> None:
     assert out["errors"] == 0 and out["warnings"] == 0, out["problems"]
 
 
+@pytest.mark.slow
 def test_a_plain_forget_leaves_a_dead_link_that_lint_says_index_fixes(target: Target) -> None:
     for name in ("stays", "goes"):
         assert new(target, "user", name, f"Preference {name}").returncode == 0
@@ -773,6 +810,7 @@ def test_every_lint_finding_names_its_fix(tmp_path: Path, hub: HubProcess) -> No
     assert "amux memory forget" in fixes["path_nested"] and "amux memory new" in fixes["path_nested"]
 
 
+@pytest.mark.slow
 def test_an_old_memory_md_index_in_a_hub_scope_moves_to_index_md(hub: HubProcess) -> None:
     """The layout before index.md: the index in MEMORY.md; the next 'index' moves it and keeps the person's lines."""
     t = Target("hub", hub.scope_dir, hub=hub, index="index.md")

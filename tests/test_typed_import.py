@@ -192,6 +192,7 @@ def test_claude_bucket_names_match_claude_code(project: str, bucket: str) -> Non
 # -- the real Claude Code binary -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_claude_code_saves_its_memory_where_the_adapter_looks(bin_dir: Path, hub: HubProcess,
                                                                tmp_path: Path) -> None:
     """Claude Code 2.1.197, asked by a fake model to save a memory, writes it into the bucket we compute."""
@@ -227,6 +228,7 @@ def test_claude_code_saves_its_memory_where_the_adapter_looks(bin_dir: Path, hub
 # -- dry run, apply, re-import --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_dry_run_writes_nothing_anywhere(hub: HubProcess, tmp_path: Path) -> None:
     home, work = host_home(tmp_path)
     before = snapshot(home)
@@ -241,6 +243,7 @@ def test_dry_run_writes_nothing_anywhere(hub: HubProcess, tmp_path: Path) -> Non
     assert snapshot(home) == before
 
 
+@pytest.mark.slow
 def test_apply_on_the_hub_creates_valid_topics_and_index_and_reimport_skips(hub: HubProcess, tmp_path: Path) -> None:
     home, work = host_home(tmp_path)
     before = snapshot(home)
@@ -288,6 +291,7 @@ def test_apply_on_the_hub_creates_valid_topics_and_index_and_reimport_skips(hub:
     assert snapshot(home) == before
 
 
+@pytest.mark.slow
 def test_apply_into_a_project_from_every_host(hub: HubProcess, tmp_path: Path) -> None:
     home, work = host_home(tmp_path)
     project = tmp_path / "proj"
@@ -315,6 +319,7 @@ def test_apply_into_a_project_from_every_host(hub: HubProcess, tmp_path: Path) -
 # -- limits ------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_caps_are_respected_and_the_hub_index_holds_every_capped_topic(hub: HubProcess, tmp_path: Path) -> None:
     notes = tmp_path / "notes"
     notes.mkdir()
@@ -431,6 +436,7 @@ def test_cli_refuses_bad_arguments(hub: HubProcess, tmp_path: Path) -> None:
 # -- the real-Markdown corpus ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.corpus
 def test_corpus_frontmatter_folder_imports_and_lints_clean(hub: HubProcess, tmp_path: Path) -> None:
     corpus = need_corpus() / "frontmatter"

@@ -335,6 +335,7 @@ def _blank_run(lines: list[str]) -> int:
     return longest
 
 
+@pytest.mark.slow
 @given(st.lists(topic_paths(), min_size=1, max_size=6, unique=True),
        st.lists(st.one_of(st.sampled_from(PERSON_LINES), st.integers(0, 5), st.sampled_from(TYPES)), max_size=25),
        st.booleans())
@@ -376,6 +377,7 @@ class _SearchAll:
         return self.paths
 
 
+@pytest.mark.slow
 @given(st.dictionaries(st.sampled_from(list(model.FIELD_ORDER)), YAML_VALUES, min_size=1),
        st.sampled_from(["user/x.md", "feedback/x.md", "feedback/_archive/x-2.md", "notes/x.md"]))
 @settings(max_examples=300, deadline=None)
@@ -497,6 +499,7 @@ except HubError as exc:
 """
 
 
+@pytest.mark.slow
 def test_two_processes_same_revision_exactly_one_wins(tmp_path: Path) -> None:
     lib = ProjectLibrary(tmp_path)
     rev = lib.write("user/race.md", b"base\n", "absent")

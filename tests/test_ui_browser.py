@@ -26,6 +26,8 @@ from tests.conftest import REPO, HubProcess, make_hub
 from tests.ui_helpers import UiProcess, chromium, request, start_ui, take_cookie
 from tools.ui.render import SHOWN_MAX_CHARS
 
+pytestmark = pytest.mark.slow  # a real browser (chromium + chromedriver) per test
+
 SHOTS = REPO / "tools" / "ui" / "screenshots"
 
 PLAN_V1 = "# Plan\n\n- ship the page\n- test it in a browser\n"

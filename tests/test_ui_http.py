@@ -126,6 +126,7 @@ def test_state_changing_requests_need_cookie_same_origin_and_csrf_token(hub: Hub
     assert hub.cli("memory", "export", "notes/x.md").stdout == b"hello\n"
 
 
+@pytest.mark.slow
 def test_taken_port_and_network_host_without_tls_are_clear_errors(hub: HubProcess, tmp_path: Path) -> None:
     from tools.ui.serve import own_loopback
 
@@ -141,6 +142,7 @@ def test_taken_port_and_network_host_without_tls_are_clear_errors(hub: HubProces
     assert r.returncode == 2 and "TLS" in r.stderr and "hub.tls_cert" in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_isolation_each_principal_sees_only_its_own_scope(hub_factory: Any, tmp_path: Path) -> None:
     h: HubProcess = hub_factory(isolation="user")
     tokens = {}
@@ -168,6 +170,7 @@ def test_isolation_each_principal_sees_only_its_own_scope(hub_factory: Any, tmp_
     assert seen["ana"] != seen["bo"]
 
 
+@pytest.mark.slow
 def test_overview_and_search_timing_on_1024_documents(hub: HubProcess, ui: UiProcess) -> None:
     with hub.client() as client:
         for i in range(1024):
@@ -211,6 +214,7 @@ def test_overview_and_search_timing_on_1024_documents(hub: HubProcess, ui: UiPro
           f"p50 {statistics.median(hub_only):.1f} ms; load average {os.getloadavg()[0]:.1f}")
 
 
+@pytest.mark.slow
 def test_rewrite_guard_message_shown_text_kept_then_allow_shrink(hub: HubProcess, ui: UiProcess) -> None:
     long_note = "".join(f"- fact number {i}, worth keeping\n" for i in range(60))
     r = hub.cli("memory", "upsert", "notes/long.md", "--expected-revision", "absent", input=long_note.encode())
@@ -230,6 +234,7 @@ def test_rewrite_guard_message_shown_text_kept_then_allow_shrink(hub: HubProcess
     assert hub.cli("memory", "export", "notes/long.md").stdout == b"- just one\n"
 
 
+@pytest.mark.slow
 def test_forget_and_purge_need_their_confirmation_box(hub: HubProcess, ui: UiProcess) -> None:
     r = hub.cli("memory", "upsert", "notes/old.md", "--expected-revision", "absent", input=b"first\n")
     first = r.json["revision"]
@@ -274,6 +279,7 @@ def test_memory_off_says_how_to_turn_it_on_and_sigterm_stops_cleanly(hub_factory
     assert u.stderr_path is not None and "amux ui: stopped" in u.stderr_path.read_text()
 
 
+@pytest.mark.slow
 def test_home_option_picks_that_homes_hub_and_settings(hub_factory: Any, tmp_path: Path) -> None:
     a: HubProcess = hub_factory()
     b: HubProcess = hub_factory()
@@ -300,6 +306,7 @@ def test_home_option_picks_that_homes_hub_and_settings(hub_factory: Any, tmp_pat
     assert not missing.exists()  # nothing created, no config.toml
 
 
+@pytest.mark.slow
 def test_settings_restart_button_restarts_the_hub_like_amux_hub_restart(hub_factory: Any, tmp_path: Path) -> None:
     from tools.client.running import serving_hub
 
@@ -333,6 +340,7 @@ def test_settings_restart_button_restarts_the_hub_like_amux_hub_restart(hub_fact
             h.cli("hub", "stop")
 
 
+@pytest.mark.slow
 def test_a_huge_hand_placed_document_gets_a_capped_diff_and_a_history(hub: HubProcess, ui: UiProcess) -> None:
     from tools.ui.render import DIFF_MAX_ROWS, SHOWN_MAX_CHARS
 

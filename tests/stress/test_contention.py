@@ -20,7 +20,7 @@ from tests.conftest import HubProcess
 from tests.stress.scale import FULL, pick, report
 from tools.client.paging import export_document
 
-pytestmark = pytest.mark.timeout(3600 if FULL else 300)  # the full runs take many minutes
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600 if FULL else 300)]  # the full runs take many minutes
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 

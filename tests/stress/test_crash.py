@@ -24,7 +24,7 @@ from tests.stress.scale import FULL, pick, report
 from tools.client.blocking import HubClient
 from tools.client.paging import export_document
 
-pytestmark = pytest.mark.timeout(3600 if FULL else 300)  # the full runs take many minutes
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600 if FULL else 300)]  # the full runs take many minutes
 
 WORKERS = 4
 DOCS_PER_WORKER = 3

@@ -28,7 +28,7 @@ from tests.conftest import HubProcess
 from tests.stress.scale import FULL, pick, report
 from tools.client.blocking import HubClient
 
-pytestmark = pytest.mark.timeout(3600 if FULL else 300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600 if FULL else 300)]
 
 WORKERS = 4
 DOCS_PER_WORKER = 2

@@ -21,7 +21,7 @@ from protocol.messages import decode_response, encode_request
 from tests.conftest import HubProcess
 from tests.stress.scale import FULL, pick, report
 
-pytestmark = pytest.mark.timeout(3600 if FULL else 300)  # the full runs take many minutes
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600 if FULL else 300)]  # the full runs take many minutes
 
 
 class Conn:

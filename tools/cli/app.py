@@ -63,6 +63,7 @@ system_app = App(name="system", help="System settings.")
 config_app = App(name="config", help="Read and change Hub settings (applied when the Hub next starts).")
 service_app = App(name="service", help="Run the Hub under systemd (Linux) or launchd (macOS): write or remove "
                   "the service file; it says how to enable it.")
+tls_app = App(name="tls", help="TLS for the Hub's listeners: a private CA and a server certificate.")
 protocol_app = App(name="protocol", help="The agent memory protocol: the short, fixed instructions agents get.")
 
 app.command(hub_app)
@@ -73,6 +74,9 @@ system_app.command(config_app)
 hub_app.command(principal_app)
 hub_app.command(token_app)
 hub_app.command(service_app)
+hub_app.command(tls_app)
+tls_app.command("tools.cli.tls:tls_init", name="init")
+hub_app.command("tools.cli.connect:connect", name="connect")
 
 hub_app.command("tools.cli.hub:serve", name="serve")
 hub_app.command("tools.cli.hub:status", name="status")
@@ -125,8 +129,8 @@ app.command("tools.cli.launch:launch", name="launch", help_flags=[], version_fla
 
 HELP_FLAGS = ("--help", "-h")
 VERSION_FLAGS = ("--version",)
-GROUP_PATHS = {(), ("hub",), ("hub", "principal"), ("hub", "token"), ("hub", "service"), ("memory",), ("system",),
-               ("system", "config"), ("protocol",)}
+GROUP_PATHS = {(), ("hub",), ("hub", "principal"), ("hub", "token"), ("hub", "service"), ("hub", "tls"),
+               ("memory",), ("system",), ("system", "config"), ("protocol",)}
 """Token lists that name a command group: cyclopts prints the group's help page for them."""
 
 

@@ -423,6 +423,45 @@ def codex_memories_feature() -> bool | None:
 MARK: dict[str, str] = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "--  "}
 
 
+def check_mcp_http(ctx: Context) -> list[Check]:
+    """When ``hub.mcp_listen`` is set: something listens there, and with TLS the certificate names the listener's
+    host and does not expire within ``tools.cli.tls.EXPIRY_WARNING_DAYS`` (a warning) or is not expired."""
+    import socket as stdlib_socket
+
+    from protocol.settings import get_value, parse_listen
+    from tools.cli.tls import EXPIRY_WARNING_DAYS, certificate_problems
+
+    try:
+        listen, cert = str(get_value(ctx.home, "hub.mcp_listen")), str(get_value(ctx.home, "hub.tls_cert"))
+    except (HubError, OSError):
+        return []  # the memory check already names an unreadable settings file
+    if not listen:
+        return []
+    host, port = parse_listen(listen)
+    if port == 0:
+        return [Check("mcp_http", "skip", f"hub.mcp_listen {listen} takes a free port at each start: not checked")]
+    probe = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+    checks = []
+    try:
+        with stdlib_socket.create_connection((probe, port), timeout=2):
+            pass
+        checks.append(Check("mcp_http", "ok", f"the MCP HTTP listener answers on {listen}"))
+    except OSError as exc:
+        checks.append(Check("mcp_http", "fail", f"nothing listens on hub.mcp_listen {listen} ({exc.strerror or exc})",
+                            f"amux hub restart{ctx.home_flag}"))
+    if cert:
+        names = ["localhost"] if host in ("0.0.0.0", "::", "") else [host]
+        problems = certificate_problems(cert, names)
+        if not problems:
+            checks.append(Check("tls_cert", "ok", f"{cert} names {', '.join(names)} and is valid for "
+                                f"{EXPIRY_WARNING_DAYS} days or more"))
+        else:
+            soon = all("expires on" in p for p in problems)
+            checks.append(Check("tls_cert", "warn" if soon else "fail", "; ".join(problems),
+                                "amux hub tls init --force (then give the other machines the new ca.pem)"))
+    return checks
+
+
 def doctor(*, home: Home = None, json: Json = False) -> int:
     """Check the set-up: the CLI, the Hub, memory, who you are, and the agents' MCP and own-memory settings.
 
@@ -451,7 +490,8 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
         pin = {} if endpoint == default else {"AMUX_HOME": str(target)}
     ctx = Context(home=target, home_flag=home_option(target), amux=command[0] if len(command) == 1
                   else shlex.join(command), endpoint=endpoint, pin=pin)
-    checks = [check_cli(ctx), *check_hub(ctx, socket, remote), *check_claude(ctx), *check_codex(ctx)]
+    checks = [check_cli(ctx), *check_hub(ctx, socket, remote), *([] if remote else check_mcp_http(ctx)),
+              *check_claude(ctx), *check_codex(ctx)]
     healthy = all(c.status != "fail" for c in checks)
     doc = {"ok": healthy, "checks": [asdict(c) for c in checks]}
     lines = []

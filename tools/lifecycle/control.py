@@ -16,6 +16,7 @@ import datetime as dt
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -190,6 +191,8 @@ def start_hub(target: Path, *, listen: str | None = None, timeout: float = TIMEO
             proc.wait()
         raise HubStartFailed(f"the Hub did not answer at {sock} within {timeout:g} s and was stopped; see {log}",
                              {**data, "log_tail": _tail(log, offset)}) from None
+    # A long-lived caller (the web page) is the Hub's parent: reap it when it exits, so no zombie stays.
+    threading.Thread(target=proc.wait, name=f"reap-hub-{proc.pid}", daemon=True).start()
     return {"started": True, "running": True, **data}
 
 

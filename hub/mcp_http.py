@@ -1,0 +1,485 @@
+"""The Hub's streamable-HTTP front door for MCP: ``https://HOST:PORT/mcp`` (``hub.mcp_listen``).
+
+Off unless ``hub.mcp_listen`` is set.  Served by Hypercorn's Trio worker in
+the Hub's own nursery (no asyncio, no second process) around the ``mcp``
+SDK's :class:`StreamableHTTPSessionManager`, which runs the injected MCP
+server (``server_factory(hub)``).  The front door (:class:`FrontDoor`, an
+ASGI app) decides everything before the SDK sees a request, in this order:
+
+1. only ``/mcp`` exists (no OAuth metadata: ``/.well-known/*`` is 404, so a
+   client uses the static bearer token it was given);
+2. ``Host`` must name the listener (DNS rebinding): else 421;
+3. ``Origin``, when present, must be the listener's own: else 403;
+4. a query string is refused (400): a token never travels in a URL;
+5. ``Authorization: Bearer TOKEN`` is checked against the principal
+   registry on every request (a delegated token with its binding in
+   ``Amux-Binding``): missing, wrong, revoked or expired are one 401 with
+   ``WWW-Authenticate: Bearer`` and no detail;
+6. a token bucket per token (429 with ``Retry-After``) and a cap on open
+   sessions per principal (429) answer at once, never a hang;
+7. a request body must keep arriving (``MCP_HTTP_BODY_TIMEOUT_SECONDS`` per
+   chunk) and stay under ``MCP_HTTP_MAX_BODY_BYTES`` (the SDK answers 413).
+
+The SDK binds each ``MCP-Session-Id`` (128 random bits) to the token that
+opened it (another token gets 404), ends it on DELETE and after
+``hub.mcp_session_idle`` seconds idle.  The inner server finds the caller of
+the request it handles with :func:`caller_of` (``ctx.request``).  Nothing
+here writes a file.  DESIGN.md §7 (identity), §13 (settings).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import socket
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from hub.config import HubConfig, parse_listen
+from hub.home import HubStartError
+from hub.identity import Identity, Scope, authenticate, scope_for
+from protocol.endpoint import is_loopback
+from protocol.errors import HubError
+from protocol.limits import (
+    MCP_HTTP_BODY_TIMEOUT_SECONDS,
+    MCP_HTTP_BURST,
+    MCP_HTTP_MAX_BODY_BYTES,
+    MCP_HTTP_RATE_PER_SECOND,
+    MCP_HTTP_SESSIONS_PER_PRINCIPAL,
+)
+
+if TYPE_CHECKING:
+    from mcp.server import Server
+
+    from hub.server import Hub
+
+log = logging.getLogger("amux.hub")
+
+ASGIScope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[ASGIScope, Receive, Send], Awaitable[None]]
+
+MCP_PATH = "/mcp"
+BINDING_HEADER = "amux-binding"
+"""The request header carrying a delegated token's binding (``Amux-Binding: principal:NAME``)."""
+CALLER_KEY = "amux.caller"
+"""The ASGI scope key under which :class:`FrontDoor` puts the request's :class:`Caller`."""
+_SESSION_HEADER = "mcp-session-id"
+_WILDCARDS = ("0.0.0.0", "::", "")
+
+
+@dataclass(frozen=True)
+class McpHttpSettings:
+    """The MCP HTTP listener: where, and the TLS files (``None``: plaintext, loopback only)."""
+
+    host: str
+    port: int
+    tls: tuple[str, str] | None
+
+    @property
+    def scheme(self) -> str:
+        """``https`` with TLS, else ``http``."""
+        return "https" if self.tls is not None else "http"
+
+
+def mcp_http_settings(config: HubConfig) -> McpHttpSettings | None:
+    """Validate ``hub.mcp_listen`` with ``hub.tls_cert``/``hub.tls_key``; ``None`` when it is off.
+
+    Raises :class:`HubStartError` (one line) for an invalid ``HOST:PORT``, only
+    one of the TLS files, or a non-loopback address without TLS (a bearer
+    token would cross the network in clear text).  The TLS pair is loaded by
+    :func:`hub.listeners.tls_server_context`'s checks at bind time.
+    """
+    if not config.mcp_listen:
+        return None
+    try:
+        host, port = parse_listen(config.mcp_listen)
+    except ValueError as exc:
+        raise HubStartError(f"hub.mcp_listen {config.mcp_listen!r} is invalid: {exc}") from None
+    if bool(config.tls_cert) != bool(config.tls_key):
+        raise HubStartError("set both hub.tls_cert and hub.tls_key (or neither, for hub.mcp_listen on loopback)")
+    if not config.tls_cert:
+        if not is_loopback(host):
+            raise HubStartError(
+                f"refusing plaintext HTTP on hub.mcp_listen {config.mcp_listen}: {host} is not a loopback address "
+                "and bearer tokens would cross the network in clear text; run 'amux hub tls init' (or set "
+                "hub.tls_cert and hub.tls_key), or listen on 127.0.0.1 / [::1] behind an SSH tunnel")
+        return McpHttpSettings(host, port, None)
+    return McpHttpSettings(host, port, (config.tls_cert, config.tls_key))
+
+
+def bind_mcp_socket(settings: McpHttpSettings) -> socket.socket:
+    """A listening TCP socket for ``settings`` (port 0: a free one); checks the TLS pair loads first.
+
+    Raises :class:`HubStartError` when the TLS files do not load or the address cannot be bound.
+    """
+    if settings.tls is not None:
+        from hub.listeners import tls_server_context
+
+        tls_server_context(*settings.tls)
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((settings.host, settings.port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise HubStartError(f"cannot listen on hub.mcp_listen {settings.host}:{settings.port}: "
+                            f"{exc.strerror or exc}") from None
+    return sock
+
+
+def certificate_names(cert_path: str) -> list[str]:
+    """The DNS names and IP addresses of the leaf certificate in the PEM file ``cert_path``
+    (its subject alternative names); ``[]`` when it has none.  Raises ``OSError``/``ValueError``."""
+    from cryptography import x509
+
+    with open(cert_path, "rb") as f:
+        cert = x509.load_pem_x509_certificate(f.read())
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return []
+    return [*san.get_values_for_type(x509.DNSName), *(str(ip) for ip in san.get_values_for_type(x509.IPAddress))]
+
+
+def allowed_hosts(settings: McpHttpSettings, port: int) -> frozenset[str]:
+    """Every ``Host`` header value naming this listener: its address, the loopback names when it listens
+    on loopback or on every address, the certificate's names with TLS; each as ``name:port`` (IPv6 in
+    brackets), and bare when ``port`` is the scheme's default."""
+    names = {settings.host}
+    if is_loopback(settings.host) or settings.host in _WILDCARDS:
+        names |= {"localhost", "127.0.0.1", "::1"}
+    if settings.tls is not None:
+        try:
+            names |= set(certificate_names(settings.tls[0]))
+        except (OSError, ValueError) as exc:
+            log.warning("cannot read the names of hub.tls_cert %s: %s", settings.tls[0], exc)
+    names -= set(_WILDCARDS)
+    default_port = 443 if settings.tls is not None else 80
+    hosts: set[str] = set()
+    for name in names:
+        shown = f"[{name}]" if ":" in name else name
+        hosts.add(f"{shown}:{port}".lower())
+        if port == default_port:
+            hosts.add(shown.lower())
+    return frozenset(hosts)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent the HTTP request an MCP handler serves: the authenticated identity and its scope (DESIGN.md §7)."""
+
+    identity: Identity
+    scope: Scope
+
+
+def caller_of(request: Any) -> Caller:
+    """The :class:`Caller` of an MCP request, from ``ctx.request`` (the Starlette request the SDK hands a
+    handler).  Raises ``LookupError`` when the request did not come through :class:`FrontDoor`."""
+    scope = getattr(request, "scope", None)
+    caller = scope.get(CALLER_KEY) if isinstance(scope, dict) else None
+    if not isinstance(caller, Caller):
+        raise LookupError("this MCP request did not come through the Hub's HTTP front door")
+    return caller
+
+
+@dataclass
+class TokenBuckets:
+    """A token bucket per Hub token: ``rate`` requests a second, bursts of ``burst``."""
+
+    rate: float = MCP_HTTP_RATE_PER_SECOND
+    burst: float = MCP_HTTP_BURST
+    clock: Callable[[], float] = time.monotonic
+    _levels: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def take(self, key: str) -> float:
+        """Take one request from ``key``'s bucket: 0.0 when allowed, else the seconds until one is available."""
+        now = self.clock()
+        level, then = self._levels.get(key, (self.burst, now))
+        level = min(self.burst, level + (now - then) * self.rate)
+        if level < 1.0:
+            self._levels[key] = (level, now)
+            return (1.0 - level) / self.rate
+        self._levels[key] = (level - 1.0, now)
+        return 0.0
+
+
+@dataclass
+class _Session:
+    principal: str
+    in_flight: int = 0
+    last: float = 0.0
+
+
+@dataclass
+class SessionBook:
+    """The open MCP sessions of each principal, mirroring the SDK's idle expiry, for the per-principal cap.
+
+    A session is counted from the answer that gave its id until a DELETE
+    ends it, a request for it is answered 404, or nothing has been in flight
+    for ``idle`` seconds (as the SDK expires it).
+    """
+
+    idle: float
+    cap: int = MCP_HTTP_SESSIONS_PER_PRINCIPAL
+    clock: Callable[[], float] = time.monotonic
+    _sessions: dict[str, _Session] = field(default_factory=dict)
+
+    def _live(self, s: _Session) -> bool:
+        return s.in_flight > 0 or self.clock() - s.last < self.idle
+
+    def count(self, principal: str) -> int:
+        """Open sessions of ``principal`` (expired ones are forgotten)."""
+        for sid in [sid for sid, s in self._sessions.items() if not self._live(s)]:
+            del self._sessions[sid]
+        return sum(1 for s in self._sessions.values() if s.principal == principal)
+
+    def opened(self, sid: str, principal: str) -> None:
+        """Record a new session ``sid`` of ``principal``."""
+        self._sessions[sid] = _Session(principal, 0, self.clock())
+
+    def begin(self, sid: str) -> None:
+        """A request for ``sid`` started."""
+        if sid in self._sessions:
+            self._sessions[sid].in_flight += 1
+
+    def end(self, sid: str, *, gone: bool) -> None:
+        """A request for ``sid`` ended; ``gone``: the session no longer exists (DELETE done, or 404)."""
+        s = self._sessions.get(sid)
+        if s is None:
+            return
+        s.in_flight = max(0, s.in_flight - 1)
+        s.last = self.clock()
+        if gone:
+            del self._sessions[sid]
+
+
+async def _respond(send: Send, status: int, message: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """A JSON-RPC error body (id null) with ``status`` and ``headers``."""
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+UNAUTHORIZED = ("unauthorized: send 'Authorization: Bearer TOKEN' with a token from 'amux hub token issue' "
+                "(a delegated token also needs its binding in 'Amux-Binding')")
+
+
+class FrontDoor:
+    """The ASGI app in front of the SDK's session manager: the checks of this module's docstring, in order.
+
+    ``hub`` gives the registry, the isolation setting and the clock;
+    ``inner`` is the manager's ASGI handler; ``hosts`` the ``Host`` values
+    naming the listener (:func:`allowed_hosts`); ``scheme`` ``http`` or
+    ``https`` for the own ``Origin``.
+    """
+
+    def __init__(self, hub: Hub, inner: ASGIApp, hosts: frozenset[str], scheme: str, sessions: SessionBook,
+                 buckets: TokenBuckets | None = None) -> None:
+        self.hub = hub
+        self.inner = inner
+        self.hosts = hosts
+        self.origins = frozenset(f"{scheme}://{h}" for h in hosts)
+        self.sessions = sessions
+        self.buckets = buckets or TokenBuckets()
+
+    async def __call__(self, scope: ASGIScope, receive: Receive, send: Send) -> None:
+        """Serve one ASGI event: the lifespan protocol, or an HTTP request (anything else is ignored)."""
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        headers = _headers(scope)
+        if scope.get("path") not in (MCP_PATH, MCP_PATH + "/"):
+            await _respond(send, 404, "not found: the MCP endpoint is /mcp")
+            return
+        if headers.get("host", "").lower() not in self.hosts:
+            await _respond(send, 421, "the Host header does not name this listener")
+            return
+        origin = headers.get("origin")
+        if origin is not None and origin.lower() not in self.origins:
+            await _respond(send, 403, "cross-origin requests are refused")
+            return
+        if scope.get("query_string"):
+            await _respond(send, 400, "query strings are not accepted; send the token as 'Authorization: Bearer'")
+            return
+        caller = await self._authenticate(headers)
+        if caller is None:
+            await _respond(send, 401, UNAUTHORIZED, [(b"www-authenticate", b"Bearer")])
+            return
+        wait = self.buckets.take(caller.identity.token_id or "")
+        if wait > 0:
+            await _respond(send, 429, "too many requests with this token; retry later",
+                           [(b"retry-after", str(max(1, math.ceil(wait))).encode())])
+            return
+        await self._serve(scope, receive, send, headers, caller)
+
+    async def _authenticate(self, headers: dict[str, str]) -> Caller | None:
+        """The caller named by the bearer token (and binding), or ``None`` for any refusal."""
+        kind, _, token = headers.get("authorization", "").partition(" ")
+        token = token.strip()
+        if kind.lower() != "bearer" or not token:
+            return None
+        binding = headers.get(BINDING_HEADER) or None
+
+        def check() -> Caller:
+            registry = self.hub.registry.reload()
+            identity = authenticate(registry, uid=None, os_name=None, token=token, binding=binding,
+                                    now=self.hub.wall_clock())
+            return Caller(identity, scope_for(self.hub.config.isolation, identity.principal))
+
+        try:
+            return await trio.to_thread.run_sync(check)
+        except HubError:
+            return None
+
+    async def _serve(self, scope: ASGIScope, receive: Receive, send: Send, headers: dict[str, str],
+                     caller: Caller) -> None:
+        """Hand an authenticated request to the SDK, with the caller in the scope and the session book kept."""
+        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+        from mcp.server.auth.provider import AccessToken
+
+        identity = caller.identity
+        token_id = identity.token_id or ""
+        scope["user"] = AuthenticatedUser(AccessToken(token=token_id, client_id=token_id, scopes=[],
+                                                      subject=identity.principal, expires_at=identity.expires))
+        scope[CALLER_KEY] = caller
+        sid = headers.get(_SESSION_HEADER)
+        if sid is None and self.sessions.count(identity.principal) >= self.sessions.cap:
+            await _respond(send, 429, f"{identity.principal} already has {self.sessions.cap} open MCP sessions; "
+                           "end one (DELETE) or wait for an idle one to expire",
+                           [(b"retry-after", b"60")])
+            return
+        status: list[int] = []
+
+        async def watched_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(int(message["status"]))
+                if sid is None and message["status"] < 400:
+                    new = {k.decode("latin-1").lower(): v.decode("latin-1")
+                               for k, v in message.get("headers", [])}.get(_SESSION_HEADER)
+                    if new:
+                        self.sessions.opened(new, identity.principal)
+            await send(message)
+
+        if sid is not None:
+            self.sessions.begin(sid)
+        try:
+            await self.inner(scope, _timed_receive(receive), watched_send)
+        finally:
+            if sid is not None:
+                code = status[0] if status else 0
+                self.sessions.end(sid, gone=code == 404 or (scope["method"] == "DELETE" and 200 <= code < 300))
+
+
+def _timed_receive(receive: Receive) -> Receive:
+    """``receive`` where each body chunk must arrive within ``MCP_HTTP_BODY_TIMEOUT_SECONDS`` while the body is
+    incomplete (a body that never finishes reads as a disconnect); after the body, waits are not bounded."""
+    done = False
+
+    async def timed() -> Message:
+        nonlocal done
+        if done:
+            return await receive()
+        with trio.move_on_after(MCP_HTTP_BODY_TIMEOUT_SECONDS):
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                done = True
+            return message
+        log.warning("an MCP HTTP request body stalled for %g s: dropped", MCP_HTTP_BODY_TIMEOUT_SECONDS)
+        done = True
+        return {"type": "http.disconnect"}
+
+    return timed
+
+
+def _headers(scope: ASGIScope) -> dict[str, str]:
+    """The request headers, names lower-case; a repeated header keeps its first value."""
+    out: dict[str, str] = {}
+    for k, v in scope.get("headers", []):
+        out.setdefault(k.decode("latin-1").lower(), v.decode("latin-1"))
+    return out
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """Answer the ASGI lifespan protocol: nothing to start or stop (the manager runs outside Hypercorn)."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+ServerFactory = Callable[["Hub"], "Server[Any]"]
+"""Builds the MCP server the listener runs, given the running Hub (its handlers call :func:`caller_of`)."""
+
+
+def standin_server(hub: Hub) -> Server[Any]:
+    """A placeholder MCP server with one tool, ``whoami``, answering the caller's principal, token id and scope
+    as JSON: the listener's default until the Hub's own MCP server (``hub/mcp/``) is plugged in."""
+    import mcp.types as types
+    from mcp.server import Server, ServerRequestContext
+
+    async def list_tools(_: ServerRequestContext[Any], params: types.PaginatedRequestParams | None,
+                         ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(
+            name="whoami", description="Who the Hub says you are, and your memory scope.",
+            input_schema={"type": "object", "properties": {}})])
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        caller = caller_of(ctx.request)
+        doc = {"principal": caller.identity.principal, "token_id": caller.identity.token_id,
+               "binding": caller.scope.binding, "scope": caller.scope.kind}
+        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(doc))])
+
+    return Server("amux-hub", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def serve_mcp_http(hub: Hub, settings: McpHttpSettings, sock: socket.socket, session_idle: float,
+                         server_factory: ServerFactory, stop: trio.Event, grace: float, *,
+                         task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve MCP over streamable HTTP on the bound ``sock`` until ``stop`` is set, then stop within ``grace`` s.
+
+    ``task_status.started`` gets the URL (``https://HOST:PORT/mcp``).  The
+    SDK's session manager runs ``server_factory(hub)``; Hypercorn's Trio
+    worker serves the :class:`FrontDoor` in front of it.
+    """
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    port = sock.getsockname()[1]
+    manager = StreamableHTTPSessionManager(server_factory(hub), session_idle_timeout=session_idle,
+                                           max_request_body_size=MCP_HTTP_MAX_BODY_BYTES)
+    door = FrontDoor(hub, manager.handle_request, allowed_hosts(settings, port), settings.scheme,
+                     SessionBook(idle=session_idle))
+    config = Config()
+    config.bind = [f"fd://{sock.detach()}"]
+    config.accesslog = None
+    quiet = logging.getLogger("amux.hub.http")
+    quiet.setLevel(logging.WARNING)  # not Hypercorn's "Running on" line: the Hub logs the URL itself
+    logging.getLogger("mcp").setLevel(logging.WARNING)
+    config.errorlog = quiet
+    config.graceful_timeout = grace
+    config.include_server_header = False
+    if settings.tls is not None:
+        config.certfile, config.keyfile = settings.tls
+    shown = f"[{settings.host}]" if ":" in settings.host else settings.host
+    url = f"{settings.scheme}://{shown}:{port}{MCP_PATH}"
+    async with manager.run(), trio.open_nursery() as nursery:
+        await nursery.start(partial(serve, door, config, shutdown_trigger=stop.wait))  # type: ignore[arg-type]
+        task_status.started(url)

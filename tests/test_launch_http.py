@@ -1,0 +1,424 @@
+"""``amux launch`` attached to the Hub's own MCP HTTP listener instead of ``amux mcp`` (DESIGN.md §10, §7.5).
+
+A real Hub with ``hub.mcp_listen`` on a free loopback port answers its URL in
+``hello`` (``mcp_url``).  A launch of Claude Code or Codex then issues a
+delegated token (bound to the session's binding, 12 h), hands it over
+without a command line (Claude: a 0600 ``--mcp-config`` file; Codex: the
+``AMUX_MCP_BEARER`` variable named by ``bearer_token_env_var``) and revokes
+it when the agent exits.  The fast tests use a stand-in agent program that
+records what it got and sleeps, so a SIGTERM to the launcher can be sent
+while it runs; the slow ones run the real Claude Code and Codex against the
+fake model and watch the agent's process tree for an ``amux mcp`` that must
+not be there.
+"""
+
+from __future__ import annotations
+
+import getpass
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.conftest import HubProcess, amux_argv, make_hub
+from tests.fakemodel import FakeModel, codex_provider, responses_tool_names
+
+PROTOCOL = "2025-06-18"
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+ME = getpass.getuser()
+TOKEN_TEXT = re.compile(r"amux_[0-9a-f]{12}_")
+REAL_TOOLS = ("memory_search", "memory_get", "memory_upsert", "memory_forget", "result_continue")
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+
+def http_hub(tmp: Path, *, register: bool = True, **settings: str) -> tuple[HubProcess, str]:
+    """A Hub serving MCP on ``127.0.0.1:0``; ``(hub, url)``, the URL from its log (the port is the kernel's)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    h = make_hub(tmp, settings={"hub.mcp_listen": "127.0.0.1:0", **settings})
+    assert h.log is not None
+    found = re.findall(r"serving MCP on (http://\S+)", h.log.read_text())
+    assert found, h.log.read_text()
+    if register:
+        r = h.cli("hub", "principal", "add", ME)
+        assert r.returncode == 0, r.stderr
+    return h, found[-1]
+
+
+def post(url: str, token: str, binding: str, body: Any = INIT) -> int:
+    """One raw MCP POST with ``token`` and ``binding``: the HTTP status."""
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    conn.request("POST", u.path, body=json.dumps(body).encode(), headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {token}", "Amux-Binding": binding})
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def listener_tools(h: HubProcess, url: str) -> list[str]:
+    """The tool names the Hub's listener serves now (the stand-in's ``whoami`` or the real ones)."""
+    r = h.cli("hub", "token", "issue", ME, "--ttl", "600")
+    assert r.returncode == 0, r.stderr
+    token = r.json["token"]
+    u = urlsplit(url)
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "Authorization": f"Bearer {token}"}
+
+    def call(body: Any, sid: str | None = None) -> tuple[dict[str, str], bytes]:
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+        extra = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": PROTOCOL} if sid else {}
+        conn.request("POST", u.path, body=json.dumps(body).encode(), headers={**headers, **extra})
+        resp = conn.getresponse()
+        out = {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+        conn.close()
+        return out
+
+    hdrs, _ = call(INIT)
+    sid = hdrs["mcp-session-id"]
+    call({"jsonrpc": "2.0", "method": "notifications/initialized"}, sid)
+    _, body = call({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}, sid)
+    text = body.decode()
+    data = next((json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")), None)
+    if data is None:
+        data = json.loads(text)
+    h.cli("hub", "token", "revoke", r.json["id"])
+    return [t["name"] for t in data["result"]["tools"]]
+
+
+def tokens(h: HubProcess) -> list[dict[str, Any]]:
+    r = h.cli("hub", "token", "list")
+    assert r.returncode == 0, r.stderr
+    doc = r.json
+    return list(doc["tokens"] if isinstance(doc, dict) else doc)
+
+
+def env_for(h: HubProcess, home: Path, **extra: str) -> dict[str, str]:
+    home.mkdir(parents=True, exist_ok=True)
+    return {**h.env, "HOME": str(home), **extra}
+
+
+STANDIN = r'''#!{python}
+import json, os, stat, sys, time
+args = sys.argv[1:]
+cfg = next((a.split("=", 1)[1] for a in args if a.startswith("--mcp-config=")), None)
+doc = {{"argv": args, "env": {{k: v for k, v in os.environ.items() if k.startswith(("AMUX_", "CLAUDE"))}}}}
+if cfg and os.path.isfile(cfg):
+    doc["config_path"] = cfg
+    doc["config_mode"] = stat.S_IMODE(os.stat(cfg).st_mode)
+    doc["config"] = json.load(open(cfg))
+tmp = {record!r} + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(doc, f)
+os.rename(tmp, {record!r})
+time.sleep(float(os.environ.get("STANDIN_SLEEP", "0")))
+'''
+
+
+def standin(tmp: Path) -> tuple[Path, Path]:
+    """A stand-in agent program that records its argv, amux environment and ``--mcp-config`` file, then sleeps
+    ``$STANDIN_SLEEP`` seconds: ``(program, record file)``."""
+    program, record = tmp / "agent", tmp / "record.json"
+    program.write_text(STANDIN.format(python=sys.executable, record=str(record)))
+    program.chmod(0o755)
+    return program, record
+
+
+def wait_for(path: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+# -- fast: the plan, the hand-over, the revocation -----------------------------------------------
+
+
+def test_print_spec_says_http_with_the_token_redacted_and_issues_nothing(tmp_path: Path) -> None:
+    """``--print-spec`` for claude and codex shows the HTTP attachment: Claude's config is a 0600 file (not
+    argv), Codex's token a variable; every token is ``<redacted>`` and no token is issued for a printed spec."""
+    h, url = http_hub(tmp_path)
+    try:
+        hello = h.cli("hub", "status", "--json").json
+        assert hello["mcp_url"] == url
+        env = env_for(h, tmp_path / "home")
+        before = tokens(h)
+        r = subprocess.run([*amux_argv(), "launch", "--print-spec", "claude", "-p", "hi"], capture_output=True,
+                           text=True, env=env, timeout=60)
+        assert r.returncode == 0, r.stderr
+        spec = json.loads(r.stdout)
+        assert spec["mcp_transport"] == "http" and spec["token_id"] is None
+        assert spec["mcp_servers"] == {"amux": {"type": "http", "url": url, "headers": {
+            "Authorization": "Bearer <redacted>", "Amux-Binding": "global"}}}
+        (config,) = spec["files"]
+        assert config["mode"] == 0o600 and config["path"].endswith("/agent-config/memory/mcp.json")
+        assert f"--mcp-config={config['path']}" in spec["argv"]
+        assert json.loads(config["content"])["mcpServers"]["amux"]["type"] == "http"
+        assert not TOKEN_TEXT.search(r.stdout) and "mcp" not in spec["argv"]
+        assert url in spec["notices"][0] and "HTTP" in spec["notices"][0]
+
+        r = subprocess.run([*amux_argv(), "launch", "--print-spec", "codex", "exec", "hi"], capture_output=True,
+                           text=True, env=env, timeout=60)
+        assert r.returncode == 0, r.stderr
+        spec = json.loads(r.stdout)
+        assert spec["mcp_transport"] == "http" and spec["env_set"]["AMUX_MCP_BEARER"] == "<redacted>"
+        argv = " ".join(spec["argv"])
+        assert f'mcp_servers.amux.url="{url}"' in argv
+        assert 'mcp_servers.amux.bearer_token_env_var="AMUX_MCP_BEARER"' in argv
+        assert 'mcp_servers.amux.http_headers={Amux-Binding = "global"}' in argv
+        assert "mcp_servers.amux.command" not in argv and spec["files"] == []
+        assert not TOKEN_TEXT.search(r.stdout), "no token text anywhere"
+        assert tokens(h) == before, "a printed spec issues no token"
+    finally:
+        h.stop()
+
+
+def test_relay_when_the_principal_is_unregistered_or_the_hub_serves_no_http(tmp_path: Path) -> None:
+    """No registered principal: the relay, saying why and how to change it; no HTTP listener: the relay, quietly."""
+    h, _ = http_hub(tmp_path / "a", register=False)
+    try:
+        r = subprocess.run([*amux_argv(), "launch", "--print-spec", "claude", "-p", "hi"], capture_output=True,
+                           text=True, env=env_for(h, tmp_path / "home"), timeout=60)
+        assert r.returncode == 0, r.stderr
+        spec = json.loads(r.stdout)
+        assert spec["mcp_transport"] == "relay" and spec["mcp_servers"]["amux"]["args"] == ["mcp"]
+        assert any(f"amux hub principal add {ME}" in n for n in spec["notices"]), spec["notices"]
+    finally:
+        h.stop()
+    (tmp_path / "b").mkdir()
+    plain = make_hub(tmp_path / "b")
+    try:
+        assert plain.cli("hub", "status", "--json").json["mcp_url"] is None
+        r = subprocess.run([*amux_argv(), "launch", "--print-spec", "codex", "exec", "hi"], capture_output=True,
+                           text=True, env=env_for(plain, tmp_path / "home"), timeout=60)
+        spec = json.loads(r.stdout)
+        assert spec["mcp_transport"] == "relay" and len(spec["notices"]) == 1, spec["notices"]
+        assert any(a.startswith("mcp_servers.amux.command=") for a in spec["argv"])
+    finally:
+        plain.stop()
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+def test_the_token_works_during_the_run_and_is_revoked_after_sigterm(tmp_path: Path, agent: str) -> None:
+    """The stand-in agent gets a working delegated token (0600 file for Claude, variable for Codex; never in
+    argv); SIGTERM to ``amux launch`` ends the agent, the token is then revoked (401) and the file is gone."""
+    h, url = http_hub(tmp_path)
+    try:
+        program, record = standin(tmp_path)
+        env = env_for(h, tmp_path / "home", **{f"AMUX_LAUNCH_{agent.upper()}": str(program), "STANDIN_SLEEP": "60"})
+        args = ["-p", "hi"] if agent == "claude" else ["exec", "hi"]
+        proc = subprocess.Popen([*amux_argv(), "launch", agent, *args], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(record)
+            got = json.loads(record.read_text())
+            if agent == "claude":
+                assert got["config_mode"] == 0o600
+                server = got["config"]["mcpServers"]["amux"]
+                assert server["url"] == url and server["headers"]["Amux-Binding"] == "global"
+                token = server["headers"]["Authorization"].removeprefix("Bearer ")
+            else:
+                token = got["env"]["AMUX_MCP_BEARER"]
+            assert token.startswith("amux_") and not any(token in a for a in got["argv"])
+            assert post(url, token, "global") == 200, "the token opens an MCP session while the agent runs"
+            assert post(url, token, "principal:other") == 401, "only with its own binding"
+            (live,) = [t for t in tokens(h) if t["state"] == "active"]
+            assert live["binding"] == "global" and live["principal"] == ME and live["expires"]
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert post(url, token, "global") == 401, "revoked when the agent ended"
+        assert [t["state"] for t in tokens(h)] == ["revoked"]
+        if agent == "claude":
+            assert not os.path.exists(got["config_path"]), "the token file is removed after the run"
+    finally:
+        h.stop()
+
+
+# -- slow: the real agents ----------------------------------------------------------------------------
+
+
+def descendants(pid: int) -> dict[int, list[str]]:
+    """Every live descendant of ``pid``: its command line (from ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    out: dict[int, list[str]] = {}
+    todo = list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        try:
+            out[p] = Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+        except OSError:
+            continue
+        todo += children.get(p, [])
+    return out
+
+
+def is_amux_mcp(cmd: list[str]) -> bool:
+    return len(cmd) >= 2 and "mcp" in cmd[1:3] and any(os.path.basename(c).startswith("amux") or c == "tools.cli"
+                                                        for c in cmd[:3])
+
+
+def watch(proc: subprocess.Popen[str], environ_key: str | None = None) -> tuple[list[list[str]], str | None]:
+    """Sample ``proc``'s process tree every 20 ms until it exits: every command line seen, and the token (from
+    a descendant's ``--mcp-config`` file, or from its environment variable ``environ_key``)."""
+    seen: list[list[str]] = []
+    token: str | None = None
+    while proc.poll() is None:
+        for pid, cmd in descendants(proc.pid).items():
+            if cmd not in seen:
+                seen.append(cmd)
+            if token is None:
+                try:
+                    if environ_key:
+                        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                        found = [e.split(b"=", 1)[1].decode() for e in env if e.startswith(environ_key.encode() + b"=")]
+                        token = found[0] if found else None
+                    cfg = next((a.split("=", 1)[1] for a in cmd if a.startswith("--mcp-config=")), None)
+                    if cfg and os.path.isfile(cfg):
+                        token = json.loads(Path(cfg).read_text())["mcpServers"]["amux"]["headers"][
+                            "Authorization"].removeprefix("Bearer ")
+                except (OSError, ValueError, KeyError):
+                    pass
+        time.sleep(0.02)
+    return seen, token
+
+
+@pytest.fixture
+def agents(bin_dir: Path) -> Path:
+    return bin_dir
+
+
+@pytest.fixture
+def http_hub_process(tmp_path: Path) -> Iterator[tuple[HubProcess, str]]:
+    h, url = http_hub(tmp_path)
+    yield h, url
+    h.stop()
+
+
+def agent_env(agents: Path, h: HubProcess, home: Path, **extra: str) -> dict[str, str]:
+    from tests.agent_clients import client_env
+
+    for sub in (".claude", ".codex"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
+                           if d and not os.access(os.path.join(d, "amux"), os.X_OK))
+    return client_env(PATH=path, AMUX_HOME=str(h.home), HOME=str(home), AMUX_LAUNCH_CLAUDE=str(agents / "claude"),
+                      AMUX_LAUNCH_CODEX=str(agents / "codex"), CLAUDE_CONFIG_DIR=str(home / ".claude"),
+                      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1",
+                      CODEX_HOME=str(home / ".codex"), **extra)
+
+
+@pytest.mark.slow
+def test_real_claude_connects_over_http_with_no_amux_mcp_process(
+        agents: Path, http_hub_process: tuple[HubProcess, str], tmp_path: Path, fake_model: FakeModel) -> None:
+    """Claude Code's ``init`` message lists ``amux`` connected with the listener's tools; no ``amux mcp`` ever
+    runs under the launch; the token it used is refused (401) after the run."""
+    h, url = http_hub_process
+    served = listener_tools(h, url)
+    env = agent_env(agents, h, tmp_path / "home", ANTHROPIC_BASE_URL=fake_model.url, ANTHROPIC_API_KEY="dummy")
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.Popen([*amux_argv(), "launch", "--session-id", str(uuid.uuid4()), "claude", "-p", "hello",
+                             "--output-format", "stream-json", "--verbose", "--no-session-persistence"],
+                            env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        seen, token = watch(proc)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    assert any("HTTP listener" in line for line in err.splitlines() if line.startswith("amux:")), err[-2000:]
+    assert any(os.path.basename(c[0]) == "claude" for c in seen if c), seen
+    assert not [c for c in seen if is_amux_mcp(c)], "no amux mcp process in the agent's tree"
+    init = next(json.loads(line) for line in out.splitlines()
+                if line.startswith("{") and json.loads(line).get("subtype") == "init")
+    assert {"name": "amux", "status": "connected"} in init["mcp_servers"], init["mcp_servers"]
+    assert sorted(t for t in init["tools"] if t.startswith("mcp__amux__")) == sorted(f"mcp__amux__{n}"
+                                                                                       for n in served)
+    assert token is not None and token.startswith("amux_")
+    assert post(url, token, "global") == 401, "the delegated token is revoked after exit"
+    assert [t["state"] for t in tokens(h) if t["binding"] == "global"] == ["revoked"]
+
+
+@pytest.mark.slow
+def test_real_codex_connects_over_http_with_no_amux_mcp_process(
+        agents: Path, http_hub_process: tuple[HubProcess, str], tmp_path: Path, fake_model: FakeModel) -> None:
+    """``codex exec`` with the server ``required`` runs to the end (it connected), offers the listener's amux
+    tools to the model, never runs ``amux mcp``, and its token is refused (401) after the run."""
+    h, url = http_hub_process
+    served = [n for n in listener_tools(h, url) if n in REAL_TOOLS]  # the launch enables the real tools only
+    env = agent_env(agents, h, tmp_path / "home")
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.Popen([*amux_argv(), "launch", "codex", "exec", "--skip-git-repo-check",
+                             *codex_provider(fake_model), "hello"], env=env, cwd=work, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        seen, token = watch(proc, "AMUX_MCP_BEARER")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    assert not [c for c in seen if is_amux_mcp(c)], "no amux mcp process in the agent's tree"
+    assert any("codex" in " ".join(c) for c in seen), seen
+    assert token is not None and not any(token in " ".join(c) for c in seen), "the token is never in a command line"
+    turns = fake_model.turns("/v1/responses")
+    assert turns, err[-2000:]
+    names = responses_tool_names(turns[0])
+    assert {f"mcp__amux__{n}" for n in served} <= set(names), names
+    assert post(url, token, "global") == 401, "the delegated token is revoked after exit"
+    assert [t["state"] for t in tokens(h) if t["binding"] == "global"] == ["revoked"]
+
+
+def test_the_http_plan_refuses_what_it_cannot_hand_over_safely() -> None:
+    """Pure planning: only plain-HTTP loopback URLs qualify; Claude over HTTP needs a run directory for its 0600
+    file, Pi and ``--as-user`` never get an HTTP attachment, and the spec's server data never holds the token."""
+    from launch import plan
+    from launch.attach import HttpMcp, loopback_http_url
+    from launch.errors import LaunchError
+    from launch.spec import RunAs
+
+    assert loopback_http_url("http://127.0.0.1:8765/mcp") and loopback_http_url("http://[::1]:1/mcp")
+    assert not loopback_http_url("https://127.0.0.1:8765/mcp") and not loopback_http_url("http://0.0.0.0:1/mcp")
+    assert not loopback_http_url("http://example.org:1/mcp") and not loopback_http_url("http://127.0.0.1:x/mcp")
+    secret = "amux_0123456789ab_" + "s" * 43
+    http = HttpMcp("http://127.0.0.1:9/mcp", secret, "0123456789ab", "global")
+    with pytest.raises(LaunchError, match="run directory"):
+        plan("claude", ["-p", "hi"], binding="global", hub="/h.sock", http=http)
+    for agent, run_as in (("pi", None), ("codex", RunAs(uid=1, gid=1, home="/tmp/x"))):
+        with pytest.raises(LaunchError, match="HTTP attachment"):
+            plan(agent, [], binding="global", hub="/h.sock", http=http, run_dir="/tmp/r", run_as=run_as)
+    spec = plan("claude", ["-p", "hi"], binding="global", hub="/h.sock", http=http, run_dir="/tmp/r")
+    assert secret not in json.dumps(spec.mcp_servers) and secret not in " ".join(spec.argv)
+    assert secret in spec.files[0].content and spec.files[0].mode == 0o600 and spec.token_id == "0123456789ab"
+    assert spec.cleanup == ["/tmp/r/agent-config/memory"]
+    spec = plan("codex", ["exec", "hi"], binding="global", hub="/h.sock", http=http)
+    assert secret not in " ".join(spec.argv) and spec.env_set["AMUX_MCP_BEARER"] == secret and spec.files == []

@@ -1,0 +1,370 @@
+"""The Hub's streamable-HTTP MCP listener (``hub.mcp_listen``, ``hub/mcp_http.py``), through raw HTTP.
+
+Every rule of the front door is checked against a real Hub subprocess with
+``http.client`` (what an agent's HTTP stack sends, nothing more): bearer
+tokens (missing, wrong, revoked, expired, in the URL, delegated without its
+binding), ``Host`` and ``Origin``, sessions bound to the token that opened
+them, DELETE, idle expiry, the per-principal session cap, the per-token
+rate, the body bound, stalled clients, the identity and scope the inner MCP
+server gets per token (the Hub's stand-in ``whoami`` tool), and that no
+refusal writes anything.  DESIGN.md §7.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.conftest import HubProcess, amux_argv, make_hub
+from tools.client.blocking import HubClient
+
+PROTOCOL = "2025-06-18"
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(tmp: Path, isolation: str = "off", **settings: str) -> tuple[HubProcess, str]:
+    """A Hub with ``hub.mcp_listen`` on a free loopback port; ``(hub, url)`` from its log."""
+    h = make_hub(tmp, isolation=isolation, settings={"hub.mcp_listen": f"127.0.0.1:{free_port()}", **settings})
+    assert h.log is not None
+    found = re.findall(r"serving MCP on (https?://\S+)", h.log.read_text())
+    assert found, h.log.read_text()
+    return h, found[-1]
+
+
+def issue(h: HubProcess, principal: str, *extra: str) -> tuple[str, str]:
+    """``(token, token id)`` for ``principal`` (added first), through the real CLI."""
+    h.cli("hub", "principal", "add", principal)
+    r = h.cli("hub", "token", "issue", principal, *extra)
+    assert r.returncode == 0, r.stderr
+    return r.json["token"], r.json["id"]
+
+
+def request(url: str, method: str = "POST", body: Any = None, headers: dict[str, str] | None = None,
+            path: str | None = None, raw: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP request on a new connection: ``(status, headers lower-cased, body)``."""
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    hdrs = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(headers or {})}
+    conn.request(method, path or u.path, body=data, headers=hdrs)
+    resp = conn.getresponse()
+    out = resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    conn.close()
+    return out
+
+
+def bearer(token: str, **more: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", **more}
+
+
+def message(body: bytes) -> Any:
+    """The JSON-RPC message of an SSE or JSON answer."""
+    text = body.decode()
+    for line in text.splitlines():
+        if line.startswith("data: "):
+            return json.loads(line[6:])
+    return json.loads(text)
+
+
+def open_session(url: str, token: str, **more: str) -> str:
+    status, headers, body = request(url, body=INIT, headers=bearer(token, **more))
+    assert status == 200, (status, body)
+    sid = headers["mcp-session-id"]
+    status, _, _ = request(url, body={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                           headers=bearer(token, **{"Mcp-Session-Id": sid, "MCP-Protocol-Version": PROTOCOL}, **more))
+    assert status == 202
+    return sid
+
+
+def whoami(url: str, token: str, sid: str, **more: str) -> tuple[int, Any]:
+    status, _, body = request(url, body={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                         "params": {"name": "whoami", "arguments": {}}},
+                              headers=bearer(token, **{"Mcp-Session-Id": sid, "MCP-Protocol-Version": PROTOCOL},
+                                             **more))
+    if status != 200:
+        return status, body
+    return status, json.loads(message(body)["result"]["content"][0]["text"])
+
+
+def snapshot(home: Path) -> dict[str, tuple[int, int]]:
+    """Every file of the home but the log and the lock: size and mtime, to show nothing was written."""
+    out = {}
+    for p in home.rglob("*"):
+        if p.is_file() and p.name not in ("hub.lock",):
+            st = p.stat()
+            out[str(p.relative_to(home))] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def test_tokens_are_checked_on_every_request_and_refusals_say_nothing(tmp_path: Path) -> None:
+    """Missing, wrong, revoked, expired and delegated-without-binding tokens get the same 401 with a bare
+    ``WWW-Authenticate: Bearer``; a token in the query string is never read; nothing is written."""
+    h, url = start(tmp_path)
+    good, good_id = issue(h, "alice")
+    revoked, revoked_id = issue(h, "alice")
+    expired, _ = issue(h, "alice", "--ttl", "1")
+    delegated, _ = issue(h, "alice", "--binding", "global")
+    assert h.cli("hub", "token", "revoke", revoked_id).returncode == 0
+    time.sleep(1.2)
+    before = snapshot(h.home)
+    answers = []
+    for headers in ({}, bearer("amux_nope_nope"), bearer(revoked), bearer(expired), bearer(delegated),
+                    {"Authorization": f"Basic {good}"}, bearer(delegated, **{"Amux-Binding": "principal:alice"})):
+        status, hdrs, body = request(url, body=INIT, headers=headers)
+        assert status == 401, (headers, status, body)
+        assert hdrs["www-authenticate"] == "Bearer"
+        answers.append(body)
+    assert len(set(answers)) == 1 and b"resource_metadata" not in answers[0]
+    status, _, _ = request(url, body=INIT, path=f"/mcp?token={good}")
+    assert status == 400
+    status, _, _ = request(url, body=INIT, path=f"/mcp?access_token={good}", headers=bearer(good))
+    assert status == 400
+    for path in ("/.well-known/oauth-protected-resource", "/.well-known/oauth-authorization-server",
+                 "/.well-known/oauth-protected-resource/mcp", "/"):
+        assert request(url, "GET", path=path, headers=bearer(good))[0] == 404
+    assert snapshot(h.home) == before
+    # A revoked token stops working on a session it opened, from the next request.
+    sid = open_session(url, good)
+    assert whoami(url, good, sid)[0] == 200
+    assert h.cli("hub", "token", "revoke", good_id).returncode == 0
+    assert whoami(url, good, sid)[0] == 401
+
+
+def test_host_and_origin(tmp_path: Path) -> None:
+    """``Host`` must name the listener (421 otherwise); ``Origin`` may be absent, or the listener's own (else
+    403); refusals write nothing."""
+    h, url = start(tmp_path)
+    token, _ = issue(h, "alice")
+    port = urlsplit(url).port
+    before = snapshot(h.home)
+    assert request(url, body=INIT, headers=bearer(token, Host="evil.example"))[0] == 421
+    assert request(url, body=INIT, headers=bearer(token, Host=f"evil.example:{port}"))[0] == 421
+    assert request(url, body=INIT, headers=bearer(token, Origin="https://evil.example"))[0] == 403
+    assert request(url, body=INIT, headers=bearer(token, Origin=f"http://evil.example:{port}"))[0] == 403
+    assert request(url, body=INIT, headers=bearer("wrong", Origin="https://evil.example"))[0] == 403
+    assert snapshot(h.home) == before
+    assert request(url, body=INIT, headers=bearer(token, Origin=f"http://127.0.0.1:{port}"))[0] == 200
+    assert request(url, body=INIT, headers=bearer(token, Host=f"localhost:{port}"))[0] == 200
+
+
+def test_sessions_belong_to_their_token_and_end(tmp_path: Path) -> None:
+    """A session id is 128 random bits, usable only with the token that opened it (another token, even of the
+    same principal: 404); DELETE ends it; the inner server sees each token's identity."""
+    h, url = start(tmp_path)
+    a, a_id = issue(h, "alice")
+    a2, _ = issue(h, "alice")
+    b, _ = issue(h, "bob")
+    sid = open_session(url, a)
+    assert re.fullmatch(r"[0-9a-f]{32}", sid)
+    status, who = whoami(url, a, sid)
+    assert status == 200 and who["principal"] == "alice" and who["token_id"] == a_id and who["binding"] == "global"
+    assert whoami(url, b, sid)[0] == 404
+    assert whoami(url, a2, sid)[0] == 404
+    assert request(url, "DELETE", headers=bearer(b, **{"Mcp-Session-Id": sid}))[0] == 404
+    assert whoami(url, a, sid)[0] == 200
+    assert request(url, "DELETE", headers=bearer(a, **{"Mcp-Session-Id": sid,
+                                                        "MCP-Protocol-Version": PROTOCOL}))[0] == 200
+    assert whoami(url, a, sid)[0] == 404
+
+
+def test_isolation_user_gives_each_token_its_principals_scope(tmp_path: Path) -> None:
+    """With isolation ``user`` the inner server gets ``principal:NAME`` for each token; a delegated token works
+    only with its binding in ``Amux-Binding``."""
+    h, url = start(tmp_path, isolation="user")
+    a, _ = issue(h, "alice")
+    b, _ = issue(h, "bob")
+    d, d_id = issue(h, "bob", "--binding", "principal:bob")
+    for token, name in ((a, "alice"), (b, "bob")):
+        status, who = whoami(url, token, open_session(url, token))
+        assert status == 200 and who["principal"] == name and who["binding"] == f"principal:{name}", who
+        assert who["scope"] == "principal"
+    assert request(url, body=INIT, headers=bearer(d))[0] == 401
+    assert request(url, body=INIT, headers=bearer(d, **{"Amux-Binding": "principal:alice"}))[0] == 401
+    sid = open_session(url, d, **{"Amux-Binding": "principal:bob"})
+    status, who = whoami(url, d, sid, **{"Amux-Binding": "principal:bob"})
+    assert status == 200 and who["token_id"] == d_id and who["binding"] == "principal:bob"
+
+
+def test_idle_sessions_expire_and_the_cap_per_principal_answers(tmp_path: Path) -> None:
+    """``hub.mcp_session_idle`` ends an idle session (404 after); the 17th open session of one principal is
+    answered 429 at once while another principal still opens one; an ended session frees its place."""
+    h, url = start(tmp_path, **{"hub.mcp_session_idle": "2"})
+    a, _ = issue(h, "alice")
+    b, _ = issue(h, "bob")
+    sids = [open_session(url, a) for _ in range(16)]
+    t0 = time.monotonic()
+    status, headers, body = request(url, body=INIT, headers=bearer(a))
+    assert status == 429 and "16 open MCP sessions" in message(body)["error"]["message"], body
+    assert time.monotonic() - t0 < 2 and headers["retry-after"]
+    open_session(url, b)
+    assert request(url, "DELETE", headers=bearer(a, **{"Mcp-Session-Id": sids[0],
+                                                        "MCP-Protocol-Version": PROTOCOL}))[0] == 200
+    open_session(url, a)
+    time.sleep(3.5)
+    assert whoami(url, a, sids[1])[0] == 404
+    open_session(url, a)  # the expired ones no longer count
+
+
+def test_body_bound_and_rate(tmp_path: Path) -> None:
+    """A body over ``MCP_HTTP_MAX_BODY_BYTES`` is 413; past the burst one token gets 429 with ``Retry-After``
+    while another token is unaffected."""
+    from protocol.limits import MCP_HTTP_BURST, MCP_HTTP_MAX_BODY_BYTES
+
+    h, url = start(tmp_path)
+    a, _ = issue(h, "alice")
+    b, _ = issue(h, "bob")
+    before = snapshot(h.home)
+    big = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"' + b"a" * MCP_HTTP_MAX_BODY_BYTES + b'"}}'
+    assert request(url, raw=big, headers=bearer(a))[0] == 413
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    statuses = []
+    for _ in range(int(MCP_HTTP_BURST) + 20):
+        conn.request("POST", "/mcp", body=b"{}", headers={"Content-Type": "application/json", **bearer(a)})
+        resp = conn.getresponse()
+        resp.read()
+        statuses.append(resp.status)
+        if resp.status == 429:
+            assert int(resp.getheader("Retry-After") or "0") >= 1
+            break
+    conn.close()
+    assert statuses[-1] == 429, statuses
+    assert request(url, body=INIT, headers=bearer(b))[0] == 200
+    assert snapshot(h.home) == before
+
+
+def test_stalled_clients_do_not_stall_others(tmp_path: Path) -> None:
+    """Half-sent headers (slowloris) and a body that never finishes, held open, while another token's session
+    and a Unix-socket client are served at once; the stalled ones are closed by the listener's timeouts."""
+    h, url = start(tmp_path)
+    a, _ = issue(h, "alice")
+    u = urlsplit(url)
+    assert u.hostname is not None and u.port is not None
+    loris = socket.create_connection((u.hostname, u.port))
+    loris.sendall(f"POST /mcp HTTP/1.1\r\nHost: {u.netloc}\r\nAuthoriz".encode())
+    body = socket.create_connection((u.hostname, u.port))
+    body.sendall((f"POST /mcp HTTP/1.1\r\nHost: {u.netloc}\r\nAuthorization: Bearer {a}\r\n"
+                  "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                  "Content-Length: 5000\r\n\r\n{\"jsonrpc\"").encode())
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    sid = open_session(url, a)
+    assert whoami(url, a, sid)[0] == 200
+    with HubClient(h.socket, timeout=5) as c:
+        assert c.hello["principal"]
+    assert time.monotonic() - t0 < 3
+    loris.settimeout(15)
+    assert loris.recv(100) == b""  # closed by the keep-alive timeout, headers never completed
+    loris.close()
+    body.close()
+
+
+def test_plain_http_off_loopback_refuses_to_start(tmp_path: Path) -> None:
+    """``hub.mcp_listen`` on a non-loopback address without ``hub.tls_cert``/``hub.tls_key``: the Hub exits 21 with
+    one line naming the setting, and leaves no socket behind."""
+    h = make_hub(tmp_path, settings={"hub.mcp_listen": "0.0.0.0:0"}, start=False)
+    proc = subprocess.run([*amux_argv(), "hub", "serve", "--home", str(h.home)], env=h.env, capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 21, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "hub.mcp_listen" in lines[0] and "amux hub tls init" in lines[0], proc.stderr
+    assert not h.socket.exists()
+
+
+def test_tls_init_then_the_listener_is_reachable_with_the_ca_only(tmp_path: Path) -> None:
+    """``amux hub tls init`` makes 0600 keys and sets the TLS settings; the Hub then serves ``https`` that a
+    client verifying with ``ca.pem`` reaches and one with the system roots refuses; a second init refuses
+    without ``--force``; ``amux doctor`` checks the listener and the certificate."""
+    import ssl
+
+    h = make_hub(tmp_path, settings={"hub.mcp_listen": f"127.0.0.1:{free_port()}"}, start=False)
+    r = h.cli("hub", "tls", "init", "--name", "hub.example.test")
+    assert r.returncode == 0, r.stderr
+    made = r.json
+    assert {"localhost", "127.0.0.1", "::1", "hub.example.test"} <= set(made["names"])
+    for key in (made["key"], h.home / "tls" / "ca.key"):
+        assert os.stat(key).st_mode & 0o777 == 0o600
+    again = h.cli("hub", "tls", "init")
+    assert again.returncode == 2 and "--force" in again.stderr
+    h.start()
+    assert h.log is not None
+    url = re.findall(r"serving MCP on (https://\S+)", h.log.read_text())[-1]
+    token, _ = issue(h, "alice")
+    u = urlsplit(url)
+    trusted = ssl.create_default_context(cafile=made["ca"])
+    conn = http.client.HTTPSConnection("localhost", u.port, context=trusted, timeout=10)
+    conn.request("POST", "/mcp", body=json.dumps(INIT), headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "Host": f"localhost:{u.port}", **bearer(token)})
+    assert conn.getresponse().status == 200
+    conn.close()
+    untrusted = http.client.HTTPSConnection("localhost", u.port, context=ssl.create_default_context(), timeout=10)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        untrusted.request("POST", "/mcp", body=b"{}")
+    untrusted.close()
+    d = h.cli("doctor", "--home", str(h.home), "--json")
+    checks = {c["name"]: c for c in json.loads(d.stdout)["checks"]}
+    assert checks["mcp_http"]["status"] == "ok" and checks["tls_cert"]["status"] == "ok", checks
+    h.stop()
+    d = h.cli("doctor", "--home", str(h.home), "--json")
+    assert {c["name"]: c for c in json.loads(d.stdout)["checks"]}["mcp_http"]["status"] == "fail"
+
+
+def test_hub_connect_prints_working_commands(tmp_path: Path) -> None:
+    """``amux hub connect`` issues a working token once and prints, per agent, the commands with it: Claude
+    Code's ``claude mcp add --transport http``, Codex's ``codex mcp add --url`` with the token in an
+    environment variable, ``AMUX_HUB``/``AMUX_TOKEN`` for Pi and scripts; the token opens a session."""
+    h, url = start(tmp_path)
+    h.cli("hub", "principal", "add", "alice")
+    out = {}
+    for agent in ("claude", "codex", "pi", "env"):
+        r = h.cli("hub", "connect", agent, "--principal", "alice", "--ttl", "7d", "--json")
+        assert r.returncode == 0, r.stderr
+        out[agent] = r.json
+        assert r.json["url"] == url and r.json["expires"]
+        open_session(url, r.json["token"])
+    claude = out["claude"]["commands"][0]
+    assert claude.startswith(f"claude mcp add --transport http amux {url} --header ")
+    assert f"'Authorization: Bearer {out['claude']['token']}'" in claude
+    assert out["codex"]["commands"] == [f"codex mcp add amux --url {url} --bearer-token-env-var AMUX_TOKEN"]
+    assert f"export AMUX_TOKEN={out['codex']['token']}" in out["codex"]["env"]
+    assert f"export AMUX_TOKEN={out['pi']['token']}" in out["pi"]["env"]
+    bad = h.cli("hub", "connect", "claude", "--principal", "nobody", "--json")
+    assert bad.returncode != 0
+    bad = h.cli("hub", "connect", "claude", "--principal", "alice", "--ttl", "soon", "--json")
+    assert bad.returncode == 2 and "--ttl" in bad.json["error"]["message"]
+
+
+@pytest.mark.slow
+def test_printed_claude_command_registers_the_server(tmp_path: Path) -> None:
+    """The printed ``claude mcp add …`` run by the installed Claude Code (its own config in a temp dir) makes
+    ``claude mcp list`` show the server, connected."""
+    from tests.agent_clients import install_clients
+
+    claude = install_clients() / "claude"
+    h, url = start(tmp_path)
+    h.cli("hub", "principal", "add", "alice")
+    r = h.cli("hub", "connect", "claude", "--principal", "alice", "--json")
+    env = {**os.environ, "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}
+    command = r.json["commands"][0].replace("claude ", f"{claude} ", 1)
+    added = subprocess.run(command, shell=True, env=env, capture_output=True, text=True, timeout=120)
+    assert added.returncode == 0, added.stderr
+    listed = subprocess.run([str(claude), "mcp", "list"], env=env, capture_output=True, text=True, timeout=120)
+    assert "amux" in listed.stdout and url in listed.stdout, listed.stdout + listed.stderr

@@ -1,0 +1,156 @@
+"""``amux hub connect AGENT``: a token and the exact commands that connect an agent on another machine
+to this Hub's MCP listener (``hub.mcp_listen``, DESIGN.md §7).
+
+The token is issued through the principal registry like ``amux hub token
+issue`` (only its hash is kept) and shown once.  Each agent trusts a
+self-made certificate its own way: Claude Code (Node) reads
+``NODE_EXTRA_CA_CERTS``, Codex ``CODEX_CA_CERTIFICATE`` (else
+``SSL_CERT_FILE``), the ``amux`` CLI and Pi's scripts ``AMUX_HUB_CA``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import shlex
+import socket
+import time
+from typing import Any, Literal
+
+from protocol.errors import ErrorCode, HubError
+from tools.cli.options import Home, resolve_home
+from tools.cli.output import fail
+from tools.cli.plain import Json, show
+from tools.client.settings import CA_ENV, HUB_ENV
+from tools.client.settings import TOKEN_ENV as TOKEN_VAR
+
+Agent = Literal["claude", "codex", "pi", "env"]
+
+
+def _this_host() -> str:
+    """This machine's fully qualified name, else its host name (``getfqdn`` says ``localhost`` without DNS)."""
+    fqdn = socket.getfqdn()
+    return socket.gethostname() if fqdn in ("localhost", "localhost.localdomain") else fqdn
+
+
+def _listener_url(root: Any) -> tuple[str, str]:
+    """``(MCP URL, CLI endpoint or "")`` from ``hub.mcp_listen`` and ``hub.listen``; raises ``bad_request`` when
+    ``hub.mcp_listen`` is off."""
+    from protocol.settings import get_value, parse_listen
+
+    listen = str(get_value(root, "hub.mcp_listen"))
+    if not listen:
+        raise HubError(ErrorCode.BAD_REQUEST, "hub.mcp_listen is not set: run 'amux system config set "
+                       "hub.mcp_listen 0.0.0.0:8765' (with 'amux hub tls init') and restart the Hub, or pass --url "
+                       "(an SSH tunnel or a TLS terminator, see docs/remote.md)", {"field": "url"})
+    tls = bool(get_value(root, "hub.tls_cert"))
+    host, port = parse_listen(listen)
+    if port == 0:
+        raise HubError(ErrorCode.BAD_REQUEST, f"hub.mcp_listen {listen} takes a free port at each start: set a "
+                       "fixed port, or pass --url with the one the Hub logged", {"field": "url"})
+    if host in ("0.0.0.0", "::"):
+        host = _this_host()
+    shown = f"[{host}]" if ":" in host else host
+    url = f"{'https' if tls else 'http'}://{shown}:{port}/mcp"
+    cli = str(get_value(root, "hub.listen"))
+    endpoint = ""
+    if cli:
+        chost, cport = parse_listen(cli)
+        chost = _this_host() if chost in ("0.0.0.0", "::") else chost
+        endpoint = f"{'tls' if tls else 'tcp'}://{f'[{chost}]' if ':' in chost else chost}:{cport}"
+    return url, endpoint
+
+
+CA_THERE = '"$HOME/.amux/hub-ca.pem"'
+"""Where the printed commands expect the Hub's CA on the other machine (shell text: ``$HOME`` expands)."""
+
+
+def plan(agent: str, url: str, token: str, ca: str, endpoint: str) -> dict[str, Any]:
+    """The commands (``commands``) and environment lines (``env``) for ``agent`` on the other machine.
+
+    Every value is shell-quoted but ``ca``, shell text for the path the CA file will have there
+    (:data:`CA_THERE`; ``""``: no self-made CA).
+    """
+
+    def q(text: str) -> str:
+        return text if text == ca else shlex.quote(text)
+
+    env: list[str] = []
+    commands: list[str] = []
+    if agent == "claude":
+        if ca:
+            env.append(f"export NODE_EXTRA_CA_CERTS={q(ca)}")
+        commands.append(f"claude mcp add --transport http amux {q(url)} --header {q('Authorization: Bearer ' + token)}")
+    elif agent == "codex":
+        env.append(f"export {TOKEN_VAR}={q(token)}")
+        if ca:
+            env.append(f"export CODEX_CA_CERTIFICATE={q(ca)}")
+        commands.append(f"codex mcp add amux --url {q(url)} --bearer-token-env-var {TOKEN_VAR}")
+    else:  # pi, env: the amux CLI and scripts
+        if endpoint:
+            env.append(f"export {HUB_ENV}={q(endpoint)}")
+        else:
+            env.append("# the amux CLI speaks the Hub's own protocol: set hub.listen on the Hub, then AMUX_HUB=tls://...")
+        env.append(f"export {TOKEN_VAR}={q(token)}")
+        if ca:
+            env.append(f"export {CA_ENV}={q(ca)}")
+    return {"env": env, "commands": commands}
+
+
+def connect(agent: Agent, /, *, principal: str | None = None, ttl: str | None = None, url: str | None = None,
+            json: Json = False, home: Home = None) -> int:
+    """Issue a token and print the commands that connect AGENT on another machine to this Hub over HTTP.
+
+    AGENT is claude, codex, pi or env (AMUX_HUB/AMUX_TOKEN lines for the
+    amux CLI, Pi and scripts). The token is shown once: store it in the
+    other machine's secret store or a 0600 file, not in shell history. The
+    principal must exist (amux hub principal add); the current user by default.
+
+    Parameters
+    ----------
+    principal
+        Who the token authenticates as (default: this OS user's name).
+    ttl
+        Lifetime such as 30d or 12h (default: no expiry; revoke with amux hub token revoke).
+    url
+        The URL the other machine uses (an SSH tunnel's or a TLS terminator's); default from hub.mcp_listen.
+    """
+    from hub import registry as reg
+    from protocol.settings import get_value
+    from tools.client.when import duration_seconds
+
+    try:
+        root = resolve_home(home)
+        seconds = None
+        if ttl is not None:
+            seconds = duration_seconds(ttl)
+            if not seconds:
+                raise HubError(ErrorCode.BAD_REQUEST, f"--ttl {ttl!r} is not a duration such as 30d, 12h or 90m",
+                               {"field": "ttl"})
+        mcp_url, endpoint = _listener_url(root) if url is None else (url, "")
+        who = principal or getpass.getuser()
+        ca = str(get_value(root, "hub.tls_ca")) if mcp_url.startswith("https") else ""
+        token, record = reg.modify(root, lambda r, now: _issue(r, who, now, seconds))
+    except HubError as exc:
+        return fail(exc, as_json=json)
+    there = CA_THERE if ca else ""
+    steps = plan(agent, mcp_url, token, there, endpoint)
+    doc = {"agent": agent, "url": mcp_url, "principal": who, "token": token, "token_id": record.id,
+           "expires": record.public(time.time()).get("expires"), "ca": ca, "ca_on_other_machine": there, **steps}
+
+    def lines() -> list[str]:
+        out = [f"Token {record.id} for {who}: shown once. Store it in the other machine's secret store or a "
+               "0600 file; revoke it with 'amux hub token revoke " + record.id + "'.", ""]
+        if ca:
+            out += ["1. Copy this Hub's CA certificate to the other machine:",
+                    f"     scp {shlex.quote(ca)} OTHER:.amux/hub-ca.pem   (mkdir -p ~/.amux there first)", ""]
+        out.append(f"{'2' if ca else '1'}. On the other machine:")
+        out += [f"     {line}" for line in [*steps["env"], *steps["commands"]]]
+        return out
+
+    show(doc, lines, json_flag=json)
+    return 0
+
+
+def _issue(r: Any, name: str, now: float, ttl: int | None) -> tuple[Any, tuple[str, Any]]:
+    updated, text, record = r.issue_token(name, now, ttl, None)
+    return updated, (text, record)
