@@ -8,6 +8,11 @@ difference is the CLI's own cost: imports, argument parsing, connect +
 in a process that then lists the heavy modules it imported: a data command
 must import none of Trio, ``mcp``, ``jsonschema``, ``frontmatter`` or
 ``yaml`` (DESIGN.md §2).
+
+In the same loop: ``amux mcp`` (the relay, DESIGN.md §9.2) from spawn to its
+``initialize`` answer through the Hub, beside the bare interpreter's whole
+run, and its peak resident memory (``VmHWM``) after a ``tools/list`` and a
+tool call.
 """
 
 from __future__ import annotations
@@ -27,7 +32,18 @@ GOAL_MS = 80.0
 HEAVY = ("trio", "mcp", "jsonschema", "frontmatter", "yaml")
 """Top-level packages a data command must not import."""
 
+RELAY_GOAL_MS = 60.0
+"""Target: ``amux mcp`` spawn → ``initialize`` answer p50, at most this much over ``python -c pass``'s p50."""
+RELAY_GOAL_KIB = 20 * 1024
+"""Target: the relay's peak resident memory (``VmHWM``, KiB) after ``tools/list`` and one tool call."""
+
 WORD = "startupbench"
+
+_INITIALIZE = ('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+               '"capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}\n')
+_AFTER = ('{"jsonrpc":"2.0","method":"notifications/initialized"}\n{"jsonrpc":"2.0","id":2,"method":"tools/list"}\n'
+          '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"memory_search","arguments":'
+          '{"query":"startupbench"}}}\n')
 
 _IMPORTS = (
     "import sys\n"
@@ -48,6 +64,29 @@ def _time(argv: list[str], env: dict[str, str]) -> float:
     return elapsed
 
 
+def _relay(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """One ``amux mcp``: (ms from spawn to the ``initialize`` answer, ``VmHWM`` in KiB after two more answers)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(_INITIALIZE.encode())
+        proc.stdin.flush()
+        first = proc.stdout.readline()
+        elapsed = ms(time.perf_counter() - t0)
+        proc.stdin.write(_AFTER.encode())
+        proc.stdin.flush()
+        answers = [proc.stdout.readline() for _ in range(2)]
+        status = open(f"/proc/{proc.pid}/status").read()  # noqa: SIM115 - read at once
+        hwm = int(next(ln for ln in status.splitlines() if ln.startswith("VmHWM:")).split()[1])
+        if b'"id":1' not in first or not all(b'"result"' in a for a in answers) or b'"isError":true' in answers[1]:
+            raise RuntimeError(f"amux mcp answered {first[:200]!r} {answers!r}")
+    finally:
+        proc.stdin.close()
+        proc.wait(30)
+    return elapsed, hwm
+
+
 def run(ctx: Ctx, reps: int) -> dict[str, Any]:
     """Measure ``reps`` alternating runs of each process; record target f and return the figures (ms)."""
     hub = HubProc.create(ctx.tmp / "startup")
@@ -63,10 +102,17 @@ def run(ctx: Ctx, reps: int) -> dict[str, Any]:
         # As a user runs it: bytecode caches written by the first run (a CI setting may turn them off).
         env = {k: v for k, v in hub.env.items() if k != "PYTHONDONTWRITEBYTECODE"}
         _time(search, env)  # warm the page cache and the bytecode cache once, unmeasured
-        times: dict[str, list[float]] = {"python -c pass": [], "amux memory search": []}
+        relay = [*amux_argv(), "mcp"]
+        _relay(relay, env)  # the Hub's first MCP session, unmeasured
+        times: dict[str, list[float]] = {"python -c pass": [], "amux memory search": [],
+                                         "amux mcp → initialize": []}
+        peaks: list[int] = []
         for _ in range(reps):
             times["python -c pass"].append(_time(bare, env))
             times["amux memory search"].append(_time(search, env))
+            to_init, hwm = _relay(relay, env)
+            times["amux mcp → initialize"].append(to_init)
+            peaks.append(hwm)
         probe = subprocess.run([sys.executable, "-c", _IMPORTS.format(word=WORD, heavy=HEAVY)], env=env,
                                capture_output=True, text=True, timeout=60)
     heavy_line = next((ln for ln in probe.stderr.splitlines() if ln.startswith("HEAVY=")), "HEAVY=?")
@@ -81,5 +127,13 @@ def run(ctx: Ctx, reps: int) -> dict[str, Any]:
                f"p50 {p50:.0f} ms (p95 {stats['amux memory search']['p95']:.0f} ms) beside `python -c pass` "
                f"{base:.0f} ms in the same run: the CLI's own cost {p50 - base:.0f} ms; heavy imports {heavy}",
                f"≤ {GOAL_MS:.0f} ms")
+    relay_p50 = stats["amux mcp → initialize"]["p50"]
+    ctx.target(f"f. `amux mcp` spawn → initialize p50 ≤ python -c pass + {RELAY_GOAL_MS:.0f} ms",
+               relay_p50 - base <= RELAY_GOAL_MS,
+               f"p50 {relay_p50:.0f} ms (p95 {stats['amux mcp → initialize']['p95']:.0f} ms) beside `python -c pass` "
+               f"{base:.0f} ms: {relay_p50 - base:.0f} ms more", f"≤ +{RELAY_GOAL_MS:.0f} ms")
+    ctx.target(f"f. `amux mcp` peak resident memory ≤ {RELAY_GOAL_KIB // 1024} MiB", max(peaks) <= RELAY_GOAL_KIB,
+               f"VmHWM max {max(peaks) / 1024:.1f} MiB, median {sorted(peaks)[len(peaks) // 2] / 1024:.1f} MiB "
+               "(after initialize, tools/list and a search)", f"≤ {RELAY_GOAL_KIB // 1024} MiB")
     heavy_list = json.loads(heavy.replace("'", '"')) if heavy != "?" else None
-    return {"reps": reps, "stats": stats, "heavy_imports": heavy_list}
+    return {"reps": reps, "stats": stats, "heavy_imports": heavy_list, "relay_vmhwm_kib": peaks}

@@ -56,6 +56,18 @@ RECEIVE_BYTES = 65536
 """Most bytes read from the stream at once."""
 
 
+class McpPipe(Protocol):
+    """An MCP session a connection has become after ``mcp_open`` (:class:`hub.mcp.session.McpBridge`)."""
+
+    async def feed(self, body: bytes) -> None:
+        """Take one MCP frame body from the peer; raises ``bad_request`` for a frame that is not one."""
+        ...
+
+    def close_input(self) -> None:
+        """The peer sends no more: finish what was given, then stop."""
+        ...
+
+
 @dataclass
 class Connection:
     """Per-connection state: transport, kernel peer (Unix only), identity and scope once ``hello`` succeeded.
@@ -77,6 +89,8 @@ class Connection:
     send_lock: trio.Lock = field(default_factory=trio.Lock)
     closer: trio.CancelScope | None = None
     hello_deadline: float = float("inf")
+    mcp: McpPipe | None = None
+    """Set by a successful ``mcp_open``: from then on every frame goes to this MCP session (DESIGN.md §9.2)."""
 
     @property
     def principal(self) -> str | None:
@@ -112,6 +126,10 @@ class Session(Protocol):
 
     async def call(self, identity: Identity, scope: Scope, request: Request) -> Result:
         """Run one data request for an authenticated caller or raise :class:`HubError`."""
+        ...
+
+    async def mcp_open(self, conn: Connection, params: dict[str, Any], nursery: trio.Nursery) -> Result:
+        """Make ``conn`` an MCP session (setting ``conn.mcp``, its task in ``nursery``) or raise :class:`HubError`."""
         ...
 
 
@@ -187,6 +205,8 @@ class ConnectionSet:
                         await self._read_loop(conn, nursery)
                     finally:
                         self._readers.discard(reader)
+                        if conn.mcp is not None:
+                            conn.mcp.close_input()  # the session answers what it has, then ends
         except Exception:
             log.exception("connection failed")
         finally:
@@ -241,7 +261,17 @@ class ConnectionSet:
                 frame_deadline = trio.current_time() + FRAME_TIMEOUT_SECONDS
 
     async def _on_frame(self, conn: Connection, body: bytes, nursery: trio.Nursery) -> None:
-        """Decode one frame body: answer ``hello`` and refusals at once, start a data request as a task."""
+        """Decode one frame body: answer ``hello`` and refusals at once, start a data request as a task.
+
+        On an MCP session every frame goes to it instead (a frame that is not an MCP frame is answered with
+        ``bad_request`` and a null id).
+        """
+        if conn.mcp is not None:
+            try:
+                await conn.mcp.feed(body)
+            except HubError as exc:
+                await conn.send(encode_error(None, exc))
+            return
         try:
             request = decode_request(body)
         except HubError as exc:
@@ -257,6 +287,12 @@ class ConnectionSet:
         elif not conn.helloed:
             await conn.send(encode_error(request.id, HubError(
                 ErrorCode.BAD_REQUEST, "send 'hello' first: it opens the session and reports the caller's scope")))
+        elif request.method == "mcp_open":
+            try:
+                frame = encode_result(request.id, await self.session.mcp_open(conn, request.params, nursery))
+            except HubError as exc:
+                frame = encode_error(request.id, exc)
+            await conn.send(frame)
         elif conn.in_flight >= MAX_IN_FLIGHT:
             await conn.send(encode_error(request.id, HubError(
                 ErrorCode.BUSY, f"more than {MAX_IN_FLIGHT} requests in flight on this connection; wait for answers",

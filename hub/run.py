@@ -14,6 +14,7 @@ the requests already running finish and answer (for at most
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import signal
@@ -167,10 +168,20 @@ async def _serve_until_stopped(hub: Hub, config: HubConfig, limits: Limits, list
                 _log_listening(hub, config, listeners)
                 task_status.started(hub)
                 stopped.serving = True
+                accept.start_soon(_warm_mcp)
             await listeners.aclose()
             http_stop.set()
             hub.stop_reading()
             conns.cancel_scope.deadline = trio.current_time() + limits.shutdown_grace_seconds
+
+
+async def _warm_mcp() -> None:
+    """Import the MCP server (the ``mcp`` SDK, ~0.5 s of CPU) in a worker thread once the Hub serves, so the
+    first ``mcp_open`` does not wait for it (DESIGN.md §9.2).  A failure is left for ``mcp_open`` to report."""
+    try:
+        await trio.to_thread.run_sync(importlib.import_module, "hub.mcp.session", abandon_on_cancel=True)
+    except Exception:
+        log.exception("the MCP server could not be imported")
 
 
 def _start_accepting(hub: Hub, listeners: _Listeners, conns: trio.Nursery, accept: trio.Nursery) -> None:

@@ -19,6 +19,7 @@ Listening, the home lock and start-up live in :mod:`hub.listeners`,
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import ssl
 import time
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from hub.service import MemoryService
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import Limits
 from protocol.messages import DATA_METHODS, PROTOCOL_VERSION, Request
-from protocol.params import parse_hello
+from protocol.params import parse_hello, parse_mcp_open
 from protocol.version import package_version
 
 Result = dict[str, Any]
@@ -155,6 +156,32 @@ class Hub:
             raise HubError(ErrorCode.UNAUTHORIZED, f"token {identity.token_id} is no longer valid on this Hub",
                            {"token_id": identity.token_id, "reason": "unknown_token"})
         registry.check_record(record, self.wall_clock())
+
+    # -- MCP sessions --------------------------------------------------------
+
+    async def mcp_open(self, conn: Connection, params: dict[str, Any], nursery: trio.Nursery) -> Result:
+        """Answer ``mcp_open``: from now on ``conn`` carries one MCP session for its caller (DESIGN.md §9.2).
+
+        The session's tool calls run as :meth:`call` with the identity and
+        scope of the ``hello`` before it; its server (:mod:`hub.mcp`) runs in
+        the connection's ``nursery``.  Returns ``{mcp, instructions}``.
+        Raises ``bad_request`` for invalid params or a connection that already
+        is an MCP session.  The first session imports the ``mcp`` SDK, in a
+        worker thread, so the event loop keeps serving meanwhile.
+        """
+        p = parse_mcp_open(params)
+        if conn.mcp is not None:
+            raise HubError(ErrorCode.BAD_REQUEST, "this connection already is an MCP session")
+        assert conn.identity is not None and conn.scope is not None
+        await trio.to_thread.run_sync(importlib.import_module, "hub.mcp.session")  # the SDK: once, off the loop
+        from hub.mcp.handlers import hub_backend
+        from hub.mcp.session import McpBridge
+
+        bridge = McpBridge(conn, hub_backend(self.call, conn.identity, conn.scope), instructions=p.instructions,
+                                   **({} if p.page_ttl is None else {"page_ttl": float(p.page_ttl)}))
+        conn.mcp = bridge
+        nursery.start_soon(bridge.run)
+        return {"mcp": True, "instructions": p.instructions}
 
     # -- data requests -------------------------------------------------------
 

@@ -4,8 +4,7 @@ Like h11's ``Connection``: the caller owns the socket; this object owns the
 protocol state.  It turns a request into the exact bytes to send (allocating
 the request id), takes received bytes in, and hands complete responses back,
 matched to the requests they answer.  The blocking client
-(:mod:`tools.client.blocking`) and the Trio client
-(:mod:`tools.client.trio_client`) are thin I/O loops around it::
+(:mod:`tools.client.blocking`) is a thin I/O loop around it::
 
     conn = ClientConnection()
     rid, frame = conn.hello_request("amux-cli", binding, token)

@@ -14,7 +14,6 @@ rule must not depend on what a resolver says at the moment it is asked.
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -32,6 +31,8 @@ def is_loopback(host: str) -> bool:
     """
     if host == "localhost":
         return True
+    import ipaddress  # only for a network endpoint: a local socket's callers (the CLI, amux mcp) skip its cost
+
     try:
         addr = ipaddress.ip_address(host)
     except ValueError:

@@ -55,9 +55,12 @@ Clients and frontends
   * ``tools.cli.output.USAGE_STATUS`` (exit status), ``tools.cli.suggest.MIN_MISSPELT`` (characters).
   * ``tools.cli.tls.CA_DAYS`` (days), ``tools.cli.tls.SERVER_DAYS`` (days), ``tools.cli.tls.EXPIRY_WARNING_DAYS``
     (days): ``amux hub tls init``'s certificates and ``amux doctor``'s warning.
-  * ``tools.mcp.catalog.MAX_NAME_ECHO`` (characters), ``tools.mcp.handlers.STARTUP_TIMEOUT`` (s),
-    ``tools.mcp.pager.PAGE_BUDGET`` (bytes), ``tools.mcp.pager.MAX_PAGED_RESULTS`` (count),
-    ``tools.mcp.pager.DEFAULT_PAGE_TTL`` (s): the MCP server (§9.2).
+  * ``hub.mcp.catalog.MAX_NAME_ECHO`` (characters), ``hub.mcp.pager.PAGE_BUDGET`` (bytes),
+    ``hub.mcp.pager.MAX_PAGED_RESULTS`` (count), ``hub.mcp.pager.DEFAULT_PAGE_TTL`` (s),
+    ``hub.mcp.session.INBOX`` (messages), ``hub.mcp.session.BUSY_CODE`` (JSON-RPC code): the MCP server in
+    the Hub (§9.2).
+  * ``tools.mcp.relay.CONNECT_DEADLINE`` (s), ``tools.mcp.relay.INITIALIZE_WAIT`` (s): ``amux mcp``, the relay
+    (§9.2).
   * ``tools.ui.app.LINT_SUMMARY_ROWS`` (rows), ``tools.ui.pages.OVERVIEW_LOG_LIMIT`` (changes),
     ``tools.ui.render.SHOWN_MAX_CHARS`` (characters), ``tools.ui.render.DIFF_MAX_ROWS`` (rows):
     the web page (§20).
@@ -83,7 +86,8 @@ The benchmark's goals and sizes
     ``bench.data.SCAN_BYTES`` (bytes), ``bench.growth.EXPONENT_GOAL`` (exponent),
     ``bench.history.THROUGHPUT_GOAL`` (ratio), ``bench.history.LATENCY_GOAL_MS`` (ms),
     ``bench.history.SIZE_GOAL_BYTES`` (bytes), ``bench.latency.LIMIT`` (results),
-    ``bench.secrets.THROUGHPUT_GOAL`` (ratio), ``bench.startup.GOAL_MS`` (ms).
+    ``bench.secrets.THROUGHPUT_GOAL`` (ratio), ``bench.startup.GOAL_MS`` (ms), ``bench.startup.RELAY_GOAL_MS``
+    (ms), ``bench.startup.RELAY_GOAL_KIB`` (KiB).
 """
 
 from __future__ import annotations
@@ -132,12 +136,13 @@ MAX_REPORTED_PATHS = 8
 MAX_REPORTED_PATH_CHARS = 120
 """Characters of a reported path; a longer one is cut (with ``…``), so a hostile tree cannot fill an answer."""
 
-# The clients' timeouts (DESIGN.md §3.6), used by tools/client/base.py and tools/client/trio_client.py.
+# The client's timeout (DESIGN.md §3.6), used by tools/client/base.py.
 CLIENT_TIMEOUT_SECONDS = 30.0
-"""Seconds one socket operation (blocking client) or one call (Trio client) may take before the Hub counts
-as not answering."""
-ASYNC_CONNECT_TIMEOUT_SECONDS = 5.0
-"""Seconds the Trio client has to connect and complete ``hello``: a Hub that takes longer is treated as unavailable."""
+"""Seconds one socket operation of the client may take before the Hub counts as not answering."""
+
+# MCP sessions in the Hub (DESIGN.md §9.2), used by protocol/params.py and hub/mcp/.
+MCP_MAX_PAGE_TTL = 86400
+"""Most seconds an MCP session may ask its paged results to be kept (``mcp_open``'s ``page_ttl``)."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from protocol.limits import LIMITS
 
 PROTOCOL_VERSION: Final = 1
 
-METHODS: Final = frozenset({"hello", "search", "get", "upsert", "forget", "export", "list",
+METHODS: Final = frozenset({"hello", "mcp_open", "search", "get", "upsert", "forget", "export", "list",
                             "history", "log", "restore", "purge", "scan"})
 """Every method the Hub answers."""
 
@@ -153,6 +153,28 @@ def decode_response(body: bytes) -> Response:
     if not isinstance(result, dict):
         raise HubError(ErrorCode.INTERNAL, "malformed result from Hub")
     return Response(rid, result=result)
+
+
+def encode_mcp(text: str, max_frame_bytes: int = LIMITS.max_frame_bytes) -> bytes:
+    """A complete MCP frame: ``{"mcp": text}``, ``text`` being one JSON-RPC message (DESIGN.md §9.2).
+
+    After a successful ``mcp_open`` every frame on the connection, both ways, is one of these.  Raises
+    :class:`~protocol.framing.FrameTooLarge` over ``max_frame_bytes`` and ``UnicodeEncodeError`` for text that
+    is not valid Unicode (lone surrogates).
+    """
+    return encode_frame(pack({"mcp": text}), max_frame_bytes)
+
+
+def decode_mcp(body: bytes) -> str:
+    """The JSON-RPC text of one MCP frame body.
+
+    Raises ``bad_request`` for a body that is not msgpack or not a map with exactly one ``mcp`` string (an
+    ordinary response or error frame raises it too: :func:`decode_response` reads those).
+    """
+    obj = _unpack(body)
+    if not isinstance(obj, dict) or set(obj) != {"mcp"} or not isinstance(obj["mcp"], str):
+        raise HubError(ErrorCode.BAD_REQUEST, 'an MCP frame must be a map {"mcp": <JSON-RPC text>}')
+    return obj["mcp"]
 
 
 def packed_size(obj: Any) -> int:

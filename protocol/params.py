@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol.errors import ErrorCode, HubError, names_for_error
-from protocol.limits import LIMITS
+from protocol.limits import LIMITS, MCP_MAX_PAGE_TTL
 from protocol.paths import normalize_path, normalize_prefix
 
 ABSENT = "absent"
@@ -77,6 +77,29 @@ def revision_matches(expected: str, observed: str) -> bool:
         return True
     return expected != ABSENT and observed != ABSENT and len(expected) < REVISION_DIGITS \
         and observed.startswith(expected)
+
+
+@dataclass(frozen=True)
+class McpOpenParams:
+    """``mcp_open``: turn a connection into one MCP session (DESIGN.md §9.2).
+
+    ``instructions`` False: ``initialize`` carries no protocol text;
+    ``page_ttl``: seconds the session's paged results stay readable, or None
+    for the server's default.
+    """
+
+    instructions: bool
+    page_ttl: int | None
+
+
+def parse_mcp_open(params: dict[str, Any]) -> McpOpenParams:
+    """Validate ``mcp_open`` params: ``instructions`` a boolean (default true), ``page_ttl`` 0-86400 seconds."""
+    _only(params, {"instructions", "page_ttl"})
+    instructions = params.get("instructions", True)
+    if not isinstance(instructions, bool):
+        raise _bad("instructions must be true or false", field="instructions")
+    page_ttl = None if params.get("page_ttl") is None else _int(params, "page_ttl", 0, 0, MCP_MAX_PAGE_TTL)
+    return McpOpenParams(instructions, page_ttl)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,14 @@ from typing import Any
 from protocol.messages import PROTOCOL_VERSION
 
 
+def mcp_open_params(*, instructions: bool = True, page_ttl: int | None = None) -> dict[str, Any]:
+    """``mcp_open``: ``{"instructions"}`` plus ``page_ttl`` (seconds) when set (DESIGN.md §9.2)."""
+    params: dict[str, Any] = {"instructions": instructions}
+    if page_ttl is not None:
+        params["page_ttl"] = page_ttl
+    return params
+
+
 def hello_params(client_name: str, binding: str | None = None, token: str | None = None,
                  *, session: str | None = None, protocol: int = PROTOCOL_VERSION) -> dict[str, Any]:
     """``hello``: ``{"protocol", "client"}`` plus ``binding``, ``token`` and ``session`` when set (non-empty).

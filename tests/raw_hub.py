@@ -56,10 +56,14 @@ class Raw:
 
     def response(self) -> Response:
         """The next response; raises :class:`Closed` on EOF, ``TimeoutError`` if none comes."""
+        return decode_response(self.frame())
+
+    def frame(self) -> bytes:
+        """The next frame's body, undecoded (an MCP frame after ``mcp_open``); :class:`Closed` on EOF."""
         while True:
             body = self.decoder.next_frame()
             if body is not None:
-                return decode_response(body)
+                return body
             try:
                 data = self.sock.recv(65536)
             except ConnectionResetError:

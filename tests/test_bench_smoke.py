@@ -185,5 +185,5 @@ def test_bench_quick_runs(tmp_path: Path) -> None:
     names = [t["target"] for t in results["targets"]]
     assert any(n.startswith("f. start-up") for n in names), names
     # The start-up row measured both processes, and the data command imported none of the heavy packages.
-    assert set(results["f"]["stats"]) == {"python -c pass", "amux memory search"}
+    assert set(results["f"]["stats"]) == {"python -c pass", "amux memory search", "amux mcp → initialize"}
     assert results["f"]["heavy_imports"] == []

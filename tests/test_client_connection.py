@@ -16,7 +16,6 @@ from typing import Any
 
 import msgpack
 import pytest
-import trio
 
 from protocol.connection import ClientConnection, ConnectionClosed, unencodable
 from protocol.endpoint import Endpoint
@@ -37,7 +36,6 @@ from tests.conftest import HubProcess
 from tools.client.blocking import HubClient
 from tools.client.paging import export_document, list_all
 from tools.client.settings import ClientSettings, connect_deadline_from_env, resolve_endpoint, resolve_socket
-from tools.client.trio_client import AsyncHubClient
 
 LONE = "\udcff"
 """What Python makes of the byte 0xff in a non-UTF-8 argv or file name (surrogateescape)."""
@@ -275,19 +273,6 @@ def test_settings_from_the_environment(tmp_path: Path) -> None:
     assert ClientSettings.from_env({"AMUX_HUB": "bogus://x"}, socket_path=Path("/s")).endpoint.path == Path("/s")
 
 
-async def test_trio_client_with_a_malformed_amux_hub_starts_and_explains(monkeypatch: pytest.MonkeyPatch,
-                                                                         tmp_path: Path) -> None:
-    monkeypatch.setenv("AMUX_HUB", "tcp://10.0.0.1:1")
-    monkeypatch.setenv("AMUX_HOME", str(tmp_path))
-    client = AsyncHubClient()
-    with pytest.raises(HubError) as info:
-        await client.call("get", get_params("a.md"))
-    assert info.value.code is ErrorCode.UNAVAILABLE and "loopback" in info.value.message
-    with pytest.raises(HubError) as blocking:
-        HubClient()
-    assert blocking.value.code is ErrorCode.BAD_REQUEST
-
-
 # -- both clients against a real Hub ---------------------------------------------------------------------------
 
 
@@ -302,33 +287,10 @@ def test_blocking_client_refuses_unencodable_text_and_stays_usable(hub: HubProce
     assert not (hub.scope_dir / "a.md").exists()
 
 
-async def test_trio_client_refuses_unencodable_text_and_stays_usable(hub: HubProcess) -> None:
-    client = AsyncHubClient(hub.socket, timeout=10)
-    with trio.fail_after(30):
-        for method, params in [("search", search_params(LONE)), ("upsert", upsert_params("a.md", LONE, "absent"))]:
-            with pytest.raises(HubError) as info:
-                await client.call(method, params)
-            assert info.value.code is ErrorCode.BAD_REQUEST and info.value.data["field"] in ("query", "content")
-            assert "not valid UTF-8" in info.value.message
-        assert (await client.call("search", search_params("fine")))["matches"] == []
-        assert client.connects == 1  # a refused request never costs the connection
-        await client.aclose()
-    assert not (hub.scope_dir / "a.md").exists()
-
-
-def test_both_clients_word_a_missing_hub_the_same(tmp_path: Path) -> None:
+def test_the_client_words_a_missing_hub_for_people_and_agents(tmp_path: Path) -> None:
     path = tmp_path / "nobody.sock"
     with pytest.raises(HubError) as blocking:
         HubClient(path, timeout=2).connect()
-
-    async def trio_side() -> HubError:
-        with pytest.raises(HubError) as info:
-            await AsyncHubClient(path, timeout=2).connect()
-        return info.value
-
-    async_error = trio.run(trio_side)
-    assert (blocking.value.code, blocking.value.message, blocking.value.data) == (
-        async_error.code, async_error.message, async_error.data)
     assert "no Hub is listening" in blocking.value.message and "amux hub serve" in blocking.value.message
     assert blocking.value.data == {"hub": str(path)}  # the Hub named once
 

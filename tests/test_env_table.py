@@ -106,6 +106,6 @@ def test_the_environment_table_names_every_variable_the_code_reads() -> None:
 def test_the_collector_finds_each_way_of_reading() -> None:
     code = reads()
     assert {"AMUX_OUTPUT", "AMUX_HOME", "AMUX_MCP_LOG", "AMUX_MCP_PAGE_TTL", "AMUX_LAUNCH_*"} <= set(code)
-    assert "tools/mcp/server.py" in code["AMUX_MCP_LOG"]  # os.environ.get("AMUX_MCP_LOG", ...)
+    assert "tools/mcp/relay.py" in code["AMUX_MCP_LOG"]  # LOG_ENV = "AMUX_MCP_LOG"
     assert "tools/client/settings.py" in code["AMUX_HOME"]  # HOME_ENV = "AMUX_HOME"
     assert "launch/runner.py" in code["AMUX_LAUNCH_*"]  # PROGRAM_ENV = "AMUX_LAUNCH_{agent}"

@@ -45,6 +45,7 @@ from typing import Any
 
 import pytest
 
+from hub.mcp.handlers import TOOL_NAMES
 from protocol.agent_protocol import render
 from tests.agent_clients import client_env, unavailable
 from tests.conftest import REPO, HubProcess, amux_argv
@@ -62,7 +63,6 @@ from tests.fakemodel import (
     strings,
 )
 from tests.other_users import readable_amux, readable_python
-from tools.mcp.handlers import TOOL_NAMES
 
 pytestmark = pytest.mark.slow  # the real npm-installed agent clients
 

@@ -532,20 +532,20 @@ def _product_sources() -> dict[str, tuple[str, str, bool]]:
 
 
 def test_map_checker_finds_a_planted_import_and_lets_an_allowed_one_pass() -> None:
-    allowed = {"protocol": set(), "hub": {"protocol"}, "tools.mcp": {"protocol"}, "tools.cli": {"tools.mcp.server"}}
+    allowed = {"protocol": set(), "hub": {"protocol"}, "tools.mcp": {"protocol"}, "tools.cli": {"tools.mcp.relay"}}
     sources = {
         "protocol.framing": ("protocol/framing.py", "import os\nfrom hub.store import Store\n", False),
         "hub.store": ("hub/store.py", "from protocol.limits import LIMITS\nfrom . import fsio\n", False),
-        "tools.mcp.server": ("tools/mcp/server.py", "def f():\n    from tools.ui.app import build\n"
-                             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import tools.cli.app\n", False),
-        "tools.cli.agent": ("tools/cli/agent.py", "def m():\n    from tools.mcp.server import main\n"
-                            "    from tools.mcp import handlers\n", False),
+        "tools.mcp.relay": ("tools/mcp/relay.py", "def f():\n    from tools.ui.app import build\n"
+                            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import tools.cli.app\n", False),
+        "tools.cli.agent": ("tools/cli/agent.py", "def m():\n    from tools.mcp.relay import main\n"
+                            "    from tools.ui import pages\n", False),
     }
     assert map_violations(allowed, sources) == [
         "protocol/framing.py:2: protocol.framing imports hub.store, which DESIGN.md §2.1 does not allow",
-        "tools/mcp/server.py:2: tools.mcp.server imports tools.ui.app, which DESIGN.md §2.1 does not allow",
-        "tools/mcp/server.py:5: tools.mcp.server imports tools.cli.app, which DESIGN.md §2.1 does not allow",
-        "tools/cli/agent.py:3: tools.cli.agent imports tools.mcp.handlers, which DESIGN.md §2.1 does not allow",
+        "tools/mcp/relay.py:2: tools.mcp.relay imports tools.ui.app, which DESIGN.md §2.1 does not allow",
+        "tools/mcp/relay.py:5: tools.mcp.relay imports tools.cli.app, which DESIGN.md §2.1 does not allow",
+        "tools/cli/agent.py:3: tools.cli.agent imports tools.ui.pages, which DESIGN.md §2.1 does not allow",
     ]
 
 

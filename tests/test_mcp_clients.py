@@ -26,12 +26,12 @@ from typing import Any
 
 import pytest
 
+from hub.mcp.handlers import TOOL_NAMES
 from protocol.agent_protocol import render
 from tests.agent_clients import client_env
 from tests.conftest import HubProcess, amux_argv
 from tests.fakemodel import FakeModel, ToolCall, anthropic_tool_results, codex_provider
 from tests.fakemodel import strings as _strings
-from tools.mcp.handlers import TOOL_NAMES
 
 pytestmark = pytest.mark.slow  # the real npm-installed agent clients
 

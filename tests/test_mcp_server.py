@@ -2,8 +2,7 @@
 
 Every test spawns the real ``amux mcp`` command (what Claude Code and Codex
 run) and talks MCP to it; the Hub is a real ``amux hub serve`` process.  Also
-here: the agent memory protocol text and ``amux protocol show``, and the
-Trio Hub client's reconnect rules against a scripted socket peer.
+here: the agent memory protocol text and ``amux protocol show``.
 """
 
 from __future__ import annotations
@@ -28,17 +27,16 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import METHOD_NOT_FOUND, CallToolResult
 
+from hub.mcp.catalog import catalog
+from hub.mcp.handlers import TOOL_NAMES, MemoryTools
+from hub.mcp.pager import PAGE_BUDGET, Pager
+from hub.mcp.render import result_json, result_size
+from hub.mcp.schemas import ERROR_SCHEMA
 from protocol.agent_protocol import MAX_PROTOCOL_BYTES, VARIANTS, render
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
 from tests.conftest import REPO, HubProcess, amux_argv
 from tests.mcp_session import call, err, mcp_session, ok, text
-from tools.client.trio_client import AsyncHubClient
-from tools.mcp.catalog import ToolCatalog
-from tools.mcp.handlers import TOOL_NAMES, MemoryTools
-from tools.mcp.pager import PAGE_BUDGET, Pager
-from tools.mcp.render import result_json, result_size
-from tools.mcp.schemas import ERROR_SCHEMA
 
 TIMEOUT = 60
 MEMORY_TOOLS = ("memory_search", "memory_get", "memory_upsert", "memory_forget")
@@ -237,13 +235,10 @@ async def test_unknown_tools_and_invalid_arguments_are_structured_bad_requests(h
 
 
 async def test_a_failing_handler_is_a_structured_internal_error() -> None:
-    class Broken(AsyncHubClient):
-        async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-            raise RuntimeError("a bug")
+    async def broken(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("a bug")
 
-    state = MemoryTools(client=Broken(Path("/nonexistent/hub.sock")))
-    state.checked.set()
-    result = await ToolCatalog(state).call("memory_get", {"path": "MEMORY.md"})
+    result = await catalog().call(MemoryTools(broken), "memory_get", {"path": "MEMORY.md"})
     jsonschema.validate(result.structured_content, ERROR_SCHEMA)
     error = err(result, ErrorCode.INTERNAL)
     assert error["data"] == {"tool": "memory_get"} and "RuntimeError" in error["message"]
@@ -533,17 +528,15 @@ async def test_a_hub_that_never_answers_bounds_the_start_up_check(tmp_path: Path
         with trio.fail_after(TIMEOUT):
             start = time.perf_counter()
             async with mcp_session(tmp_path, log, AMUX_HUB=str(path)) as s:
-                assert time.perf_counter() - start < 2.0, "initialize does not wait for the capability check"
+                assert time.perf_counter() - start < 2.5, "initialize waits for the Hub at most 1 s"
                 assert {t.name for t in (await s.list_tools()).tools} == set(TOOL_NAMES)
-                while "did not answer within 2 s" not in log.read_text():  # the check gives up after 2 s
-                    assert time.perf_counter() - start < 10
-                    await trio.sleep(0.05)
                 called = time.perf_counter()
                 error = err(await call(s, "memory_get", path="MEMORY.md"), ErrorCode.UNAVAILABLE)
                 assert "did not answer hello" in error["message"]
                 assert time.perf_counter() - called < 10
     finally:
         silent.close()
+    assert "not usable" in log.read_text()
 
 
 @pytest.mark.slow
@@ -579,71 +572,6 @@ async def test_binding_is_sent_and_a_mismatch_is_reported(hub: HubProcess, tmp_p
         async with mcp_session(hub.home, tmp_path / "mcp.log", AMUX_MEMORY_BINDING="principal:someone-else") as s:
             error = err(await call(s, "memory_get", path="MEMORY.md"), ErrorCode.BINDING_MISMATCH)
             assert "new conversation" in error["next_step"]
-
-
-# -- the Trio client's reconnect rules, against a scripted peer on a real socket ------------------------
-
-
-async def _scripted_hub(listener: trio.SocketListener, script: list[str], seen: list[str],
-                        hellos: list[dict[str, Any]]) -> None:
-    """Accept connections; answer hello; for each later request do what ``script`` says next."""
-    from protocol.framing import FrameDecoder
-    from protocol.messages import decode_request, encode_result
-
-    while True:
-        stream = await listener.accept()
-        decoder = FrameDecoder()
-        async with stream:
-            while True:
-                data = await stream.receive_some(65536)
-                if not data:
-                    break
-                decoder.feed(data)
-                body = decoder.next_frame()
-                if body is None:
-                    continue
-                request = decode_request(body)
-                seen.append(request.method)
-                if request.method == "hello":
-                    hellos.append(request.params)
-                    await stream.send_all(encode_result(request.id, {"memory_enabled": True, "scope": "global"}))
-                    continue
-                action = script.pop(0)
-                if action == "drop":
-                    break  # the request arrived; its answer never leaves
-                await stream.send_all(encode_result(request.id, {"ok": request.method}))
-
-
-async def test_async_client_retries_reads_once_and_never_resends_a_write(tmp_path: Path) -> None:
-    path = tmp_path / "fake.sock"
-    sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
-    await sock.bind(str(path))
-    sock.listen()
-    seen: list[str] = []
-    hellos: list[dict[str, Any]] = []
-    script = ["drop", "answer", "drop", "answer", "drop", "drop"]
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_scripted_hub, trio.SocketListener(sock), script, seen, hellos)
-        client = AsyncHubClient(path, timeout=10, binding="principal:x", token="secret-token")
-        with trio.fail_after(TIMEOUT):
-            # A read whose answer was lost is sent again on a new connection.
-            assert await client.call("get", {"path": "a.md"}) == {"ok": "get"}
-            # A write whose answer was lost is not: its outcome is unknown, and the error says so.
-            with pytest.raises(HubError) as info:
-                await client.call("upsert", {"path": "a.md"})
-            assert info.value.code is ErrorCode.UNAVAILABLE and info.value.data["uncertain"] is True
-            assert "read the document again" in info.value.message
-            assert await client.call("forget", {"path": "a.md"}) == {"ok": "forget"}
-            # A read lost twice: one reconnect only, then a clear error.
-            with pytest.raises(HubError) as info:
-                await client.call("search", {"query": "x"})
-            assert info.value.code is ErrorCode.UNAVAILABLE
-        assert [m for m in seen if m != "hello"] == ["get", "get", "upsert", "forget", "search", "search"]
-        assert seen.count("hello") == client.connects == 4
-        assert all(h["binding"] == "principal:x" and h["token"] == "secret-token" and h["client"] == "amux-mcp"
-                   for h in hellos)
-        await client.aclose()
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_non_utf8_socket_path_is_a_clear_error_not_a_dead_server(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """``python -m tools.cli``: the ``amux`` command."""
 
-from tools.cli.app import main
+from tools.cli.entry import main
 
 if __name__ == "__main__":
     main()

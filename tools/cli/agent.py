@@ -27,12 +27,14 @@ def mcp_serve() -> int:
 
     Tools: memory_search, memory_get, memory_upsert, memory_forget and
     result_continue; the instructions are 'amux protocol show --variant mcp'.
-    It finds the Hub like every other command (AMUX_HUB, else AMUX_HOME) and
+    The server runs in the Hub; this command relays stdin/stdout to it. It
+    finds the Hub like every other command (AMUX_HUB, else AMUX_HOME) and
     starts even when the Hub is down or memory is disabled: each call then
-    says why it failed. Logs go to stderr (AMUX_MCP_LOG=INFO for more).
+    says why it failed, and it connects once the Hub is up. Logs go to
+    stderr (AMUX_MCP_LOG=INFO for more).
     Add it to an agent with, e.g., 'claude mcp add -s user amux -- amux mcp'
     or 'codex mcp add amux -- amux mcp'.
     """
-    from tools.mcp.server import main as serve
+    from tools.mcp.relay import main as serve
 
     return serve()

@@ -3,15 +3,13 @@
 * :mod:`tools.client.settings`: where the Hub is and what ``hello`` carries,
   from the ``AMUX_*`` environment and ``config.toml`` (``ClientSettings``).
 * :mod:`tools.client.blocking`: ``HubClient``, plain sockets, for the CLI
-  (no Trio on its import path, for start-up time).
-* :mod:`tools.client.trio_client`: ``AsyncHubClient``, for the MCP server
-  (cancellable, reconnects once).
+  and the ``amux mcp`` relay (no Trio on its import path, for start-up time).
 * :mod:`tools.client.paging`: ``export_document`` and ``list_all``, whole
   results from paged methods.
 * :mod:`tools.client.base`: ``ClientBase``, ``DEFAULT_TIMEOUT`` and
-  ``RECEIVE_BYTES``, what both clients share.
+  ``RECEIVE_BYTES``.
 * :mod:`tools.client.failures`: the one wording of "cannot reach / lost the
-  Hub" both clients raise.
+  Hub".
 * :mod:`tools.client.inert`: ``inert``, the one sanitizer of text shown to a
   person (terminal controls made visible, DESIGN.md §17).
 

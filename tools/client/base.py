@@ -1,10 +1,9 @@
-"""What both Hub clients share: their defaults and the settings they expose (DESIGN.md §3.6).
+"""The Hub client's defaults and the settings it exposes (DESIGN.md §3.6).
 
-:class:`ClientBase` is the common base of :class:`tools.client.blocking.HubClient`
-and :class:`tools.client.trio_client.AsyncHubClient`: both resolve a
-:class:`~tools.client.settings.ClientSettings` at construction and show its
-``binding``, ``token`` and ``ca_file`` read-only.  No I/O and no Trio here, so
-the blocking client's import path stays light.
+:class:`ClientBase` is the base of :class:`tools.client.blocking.HubClient`:
+it resolves a :class:`~tools.client.settings.ClientSettings` at construction
+and shows its ``binding``, ``token`` and ``ca_file`` read-only.  No I/O and
+no Trio here, so the client's import path stays light.
 """
 
 from __future__ import annotations
@@ -14,8 +13,7 @@ from protocol.limits import CLIENT_TIMEOUT_SECONDS
 from tools.client.settings import ClientSettings
 
 DEFAULT_TIMEOUT = CLIENT_TIMEOUT_SECONDS
-"""Seconds one socket operation (blocking client) or one call (Trio client) may take before the Hub counts
-as not answering."""
+"""Seconds one socket operation may take before the Hub counts as not answering."""
 
 RECEIVE_BYTES = 65536
 """Bytes asked of one ``recv`` / ``receive_some``."""

@@ -4,7 +4,7 @@ Used by the ``amux`` CLI, the typed-memory library, ``amux launch`` and the
 tests.  It is thin I/O over :class:`protocol.connection.ClientConnection`
 (ids, frames, response matching) and :class:`tools.client.settings.ClientSettings`
 (where the Hub is, token, binding, CA, connect deadline); failures are worded
-by :mod:`tools.client.failures`, as in the Trio client.  Trio is not imported
+by :mod:`tools.client.failures`.  Trio is not imported
 on this path: the CLI's start-up time depends on it.
 
 Timeouts: ``timeout`` bounds each socket operation (connect, TLS handshake,
@@ -155,6 +155,19 @@ class HubClient(ClientBase):
             if self._sock is not None:
                 self._sock.settimeout(self.timeout)
         return self.hello
+
+    def detach(self) -> socket.socket:
+        """Hand the connected socket over to the caller, who then owns it (and must close it); this client is left
+        unconnected.
+
+        For a connection that changes protocol after an answer, as ``mcp_open`` does (DESIGN.md §9.2): the Hub
+        sends nothing unasked after that answer, so no byte of what follows is left buffered here.  Raises
+        ``unavailable`` when not connected.
+        """
+        if self._sock is None:
+            raise HubError(ErrorCode.UNAVAILABLE, "not connected to the Hub", where(self.endpoint))
+        sock, self._sock = self._sock, None
+        return sock
 
     def close(self) -> None:
         """Close the connection (a no-op when not connected)."""

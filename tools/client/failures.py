@@ -1,14 +1,13 @@
-"""How a client reports that it could not reach, or lost, the Hub: one wording for both clients (DESIGN.md §3, §8).
+"""How a client reports that it could not reach, or lost, the Hub: one wording (DESIGN.md §3, §8).
 
 Every function returns a :class:`~protocol.errors.HubError` ``unavailable``
 (exit status 11) whose ``data`` names the Hub once: ``hub`` (``AMUX_HUB``
 text, or the socket path for a local Hub).  Where the generic next step
 (start a Hub) does not fit, the error carries its own (a TLS or network
 problem, a Hub that is slow), worded for an agent and a person alike
-(DESIGN.md §8).  The blocking client
-(:mod:`tools.client.blocking`) and the Trio client
-(:mod:`tools.client.trio_client`) raise exactly these, so the CLI and the MCP
-server say the same thing about the same failure.
+(DESIGN.md §8).  The client (:mod:`tools.client.blocking`) raises exactly
+these, so the CLI and ``amux mcp`` (the relay) say the same thing about the
+same failure.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ pages (DESIGN.md §5).
 Both take any blocking caller with ``call(method, params) -> dict`` (a
 :class:`tools.client.blocking.HubClient`, or a test double) and raise what
 its ``call`` raises, plus ``internal`` when the Hub makes no progress (so a
-misbehaving Hub cannot loop a client forever).  The Trio client needs
-neither: the MCP server reads with ``get`` and pages its own results.
+misbehaving Hub cannot loop a client forever).  The MCP server needs
+neither: it reads with ``get`` and pages its own results.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Where the Hub is and how to talk to it, from the ``AMUX_*`` environment and ``config.toml`` (DESIGN.md §3, §13).
 
-Both clients (:mod:`tools.client.blocking`, :mod:`tools.client.trio_client`)
-read their settings here, once, so they find the same Hub the same way:
+Every frontend's client (:mod:`tools.client.blocking`) reads its settings
+here, once, so they all find the same Hub the same way:
 
 * ``AMUX_HUB``: a Unix socket path (or ``unix:PATH``), ``tls://HOST:PORT``
   or loopback-only ``tcp://HOST:PORT`` (:func:`protocol.endpoint.parse_endpoint`).

@@ -2,11 +2,12 @@
 
 A result whose serialized ``CallToolResult`` is over :data:`PAGE_BUDGET`
 bytes is returned in pages.  The result's compact JSON text (see
-:func:`tools.mcp.render.result_json`) is cut into slices; each page carries
+:func:`hub.mcp.render.result_json`) is cut into slices; each page carries
 one slice in ``data`` plus a ``continuation`` token for ``result_continue``;
 joining the slices in order gives that JSON text byte for byte.  Every page,
 as a whole ``CallToolResult``, fits the budget.  Paged results are kept for
-``ttl`` seconds (``$AMUX_MCP_PAGE_TTL``, default :data:`DEFAULT_PAGE_TTL`), at
+``ttl`` seconds (the ``page_ttl`` of ``mcp_open``, which ``amux mcp`` takes from ``$AMUX_MCP_PAGE_TTL``;
+default :data:`DEFAULT_PAGE_TTL`), at
 most :data:`MAX_PAGED_RESULTS` of them; an unknown, evicted or expired token is
 a ``bad_request`` error.
 """
@@ -22,17 +23,15 @@ from typing import Any
 
 from mcp.types import CallToolResult
 
+from hub.mcp.render import result_json, result_size, text_result
 from protocol.errors import ErrorCode, HubError
-from tools.mcp.render import result_json, result_size, text_result
 
 PAGE_BUDGET = 6 * 1024
 """Bytes a serialized ``CallToolResult`` (one answer or one page) may take."""
 MAX_PAGED_RESULTS = 64
 """Paged results kept at once; the oldest is evicted past this."""
 DEFAULT_PAGE_TTL = 600.0
-"""Seconds a paged result's tokens stay valid (``$AMUX_MCP_PAGE_TTL`` overrides)."""
-PAGE_TTL_ENV = "AMUX_MCP_PAGE_TTL"
-"""The environment variable that sets the page tokens' lifetime in seconds (docs/reference.md, Environment)."""
+"""Seconds a paged result's tokens stay valid (``mcp_open``'s ``page_ttl`` overrides)."""
 
 
 @dataclass
@@ -137,7 +136,7 @@ def page_result(tool: str, data: str, page: int, pages: int, token: str | None, 
 
     ``data`` is this page's slice of that text (characters); ``token`` names the
     next page (``None`` on the last).  ``structuredContent`` follows
-    :data:`tools.mcp.schemas.PAGE_SCHEMA`; the text is a one-line head, a
+    :data:`hub.mcp.schemas.PAGE_SCHEMA`; the text is a one-line head, a
     newline, then ``data``.
     """
     structured = {"tool": tool, "page": page, "pages": pages, "data": data, "continuation": token,

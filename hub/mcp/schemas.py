@@ -2,7 +2,7 @@
 
 Results are built by hand (the Hub's map, unchanged), so these schemas
 describe them rather than drive them; the input schemas come from the
-handlers' signatures (:class:`tools.mcp.handlers.MemoryTools`).
+handlers' signatures (:class:`hub.mcp.handlers.MemoryTools`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ PAGE_SCHEMA: dict[str, Any] = {
     },
     "required": ["tool", "page", "pages", "data", "continuation", "total_bytes"],
 }
-"""The structured content of one page (:func:`tools.mcp.pager.page_result`)."""
+"""The structured content of one page (:func:`hub.mcp.pager.page_result`)."""
 
 
 def _obj(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:

@@ -1,38 +1,35 @@
-"""The tool handlers: each builds one Hub request and forwards it over one connection (DESIGN.md §9).
+"""The tool handlers: each builds one Hub request and runs it for the session's caller (DESIGN.md §9.2).
 
 The handlers' signatures are the tools' input schemas (parameter types,
-bounds, defaults and descriptions, read by :mod:`tools.mcp.catalog`); their
-results are ``CallToolResult`` values built by :mod:`tools.mcp.render` and
-:mod:`tools.mcp.pager`.  A Hub error becomes a tool error, never an exception.
+bounds, defaults and descriptions, read by :mod:`hub.mcp.catalog`); their
+results are ``CallToolResult`` values built by :mod:`hub.mcp.render` and
+:mod:`hub.mcp.pager`.  A Hub error becomes a tool error, never an exception.
 
-Start-up: one ``hello`` to the Hub, bounded to :data:`STARTUP_TIMEOUT`
-seconds, runs beside the MCP handshake (``initialize`` never waits for it).
-Whatever it finds, the server serves and lists its tools; when the Hub is
-unreachable or memory is disabled each call fails with the reason and what to
-do.
+A request goes to a :class:`Backend`: inside the Hub, the memory service with
+the MCP session's identity and scope (:func:`hub_backend`, as
+:meth:`hub.server.Hub.call` runs a socket request), not a client connection.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-import trio
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from hub.faults import STORAGE_CODES, from_os_error, log_fault
+from hub.identity import Identity, Scope
+from hub.mcp.pager import Pager
+from hub.mcp.render import RENDERERS, error_result
 from protocol.errors import HubError
 from protocol.limits import ENTRY_NAME, KIB, LIMITS
+from protocol.messages import Request
 from protocol.requests import forget_params, get_params, search_params, upsert_params
-from tools.client.trio_client import AsyncHubClient
-from tools.mcp.pager import DEFAULT_PAGE_TTL, PAGE_TTL_ENV, Pager
-from tools.mcp.render import RENDERERS, error_result
 
 log = logging.getLogger("amux.mcp")
 
-STARTUP_TIMEOUT = 2.0
-"""Seconds the start-up capability check may take."""
 TOOL_NAMES = ("memory_search", "memory_get", "memory_upsert", "memory_forget", "result_continue")
 """The tools, in the order they are listed (``launch.agents.MCP_TOOL_NAMES`` keeps a copy)."""
 
@@ -42,82 +39,58 @@ REVISION_DOC = ("The revision you last read with memory_get (64 hex digits), or 
                 "that must not exist yet.")
 """Input description of ``memory_upsert``'s ``expected_revision``."""
 
+Backend = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+"""``await backend(method, params)`` runs one Hub data method for the session's caller and returns its result
+map, or raises :class:`HubError` (``disabled``, ``conflict``, ``busy``, ...)."""
 
-def env_seconds(name: str, default: float) -> float:
-    """Seconds from environment variable ``name`` (negative values count as 0); ``default`` when unset, empty
-    or not a number (logged as a warning)."""
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        log.warning("ignoring %s=%r (not a number)", name, raw)
-        return default
+
+class _Caller:
+    """The Hub's memory service for one caller: ``(method, params)`` -> result, as a socket request would run."""
+
+    def __init__(self, call: Callable[[Identity, Scope, Request], Awaitable[dict[str, Any]]],
+                 identity: Identity, scope: Scope) -> None:
+        self.run, self.identity, self.scope = call, identity, scope
+
+    async def __call__(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await self.run(self.identity, self.scope, Request(0, method, params))
+        except HubError as exc:
+            if exc.code in STORAGE_CODES:
+                log_fault(log, method, exc)  # the full OSError stays in the log, not the answer
+            raise
+        except OSError as exc:  # a file-system failure no step named (DESIGN.md §4.8), as hub.connection does
+            log.exception("tool request %s failed", method)
+            raise from_os_error(exc, method, "") from None
+
+
+def hub_backend(call: Callable[[Identity, Scope, Request], Awaitable[dict[str, Any]]],
+                identity: Identity, scope: Scope) -> Backend:
+    """A :data:`Backend` that runs each method through ``call`` (``hub.server.Hub.call``) for ``identity``/``scope``.
+
+    The identity and scope are fixed when the MCP session opens (DESIGN.md §3.3: a request keeps the identity
+    current when it started); a token revoked since is refused on the next call by ``Hub.call`` itself.
+    """
+    return _Caller(call, identity, scope)
 
 
 class MemoryTools:
-    """The state behind the tools: the Hub connection, the start-up check and the pages.
+    """The per-session state behind the tools: where requests go (``backend``) and the session's pages.
 
-    ``client`` defaults to an :class:`AsyncHubClient` named ``amux-mcp`` that
-    finds the Hub from the environment; ``pager`` to a :class:`Pager` whose
-    lifetime comes from ``$AMUX_MCP_PAGE_TTL`` (seconds).
+    One instance per MCP session, so pages of one session are never served to another.
     """
 
-    def __init__(self, client: AsyncHubClient | None = None, pager: Pager | None = None) -> None:
-        self.client = client or AsyncHubClient(client_name="amux-mcp")
-        self.pager = pager or Pager(ttl=env_seconds(PAGE_TTL_ENV, DEFAULT_PAGE_TTL))
-        self.checked = trio.Event()
-        """Set once the start-up check has finished (whatever it found, or when it was cancelled)."""
-        self.startup: dict[str, Any] = {"state": "pending"}
-        """What the start-up check found: ``state`` is pending, ready, disabled or error (with code, message)."""
-
-    async def startup_check(self) -> None:
-        """Ask the Hub once, within :data:`STARTUP_TIMEOUT` seconds, whether memory is reachable and enabled.
-
-        Never raises a :class:`HubError`: the outcome goes to :attr:`startup`
-        and the log.  :attr:`checked` is set however it ends, cancellation
-        included (a cancelled check leaves :attr:`startup` as it was).
-        """
-        try:
-            with trio.move_on_after(STARTUP_TIMEOUT) as scope:
-                try:
-                    hello = await self.client.connect()
-                except HubError as exc:
-                    self.startup = {"state": "error", "code": exc.code.value, "message": exc.message}
-                    log.warning("the Hub is not usable (%s): %s; tools will report it on each call",
-                                exc.code.value, exc.message)
-                else:
-                    enabled = bool(hello.get("memory_enabled"))
-                    self.startup = {"state": "ready" if enabled else "disabled", "scope": hello.get("scope"),
-                                    "memory_enabled": enabled}
-                    if enabled:
-                        log.info("connected to the Hub at %s (scope %s)", self.client.endpoint,
-                                 hello.get("scope"))
-                    else:
-                        log.warning("memory is disabled on the Hub at %s; calls will fail with "
-                                    "'disabled'", self.client.endpoint)
-            if scope.cancelled_caught:
-                self.startup = {"state": "error", "code": "unavailable",
-                                "message": f"the Hub did not answer within {STARTUP_TIMEOUT:g} s"}
-                log.warning("the Hub at %s did not answer within %g s", self.client.endpoint,
-                            STARTUP_TIMEOUT)
-        finally:
-            self.checked.set()
+    def __init__(self, backend: Backend, pager: Pager | None = None) -> None:
+        self.backend = backend
+        self.pager = pager or Pager()
 
     async def forward(self, tool: str, method: str, params: dict[str, Any]) -> CallToolResult:
-        """Call Hub ``method`` with ``params`` for ``tool``.
+        """Run Hub ``method`` with ``params`` for ``tool``.
 
         A result becomes its structured content plus text (paged when over the
-        budget), a :class:`HubError` a tool error.  Waits for the start-up
-        check first, at most ``STARTUP_TIMEOUT + 1`` seconds, so the first call
-        reuses its connection.  On cancellation the request may or may not
-        have reached the Hub; the client drops the connection.
+        budget), a :class:`HubError` a tool error.
         """
-        with trio.move_on_after(STARTUP_TIMEOUT + 1):
-            await self.checked.wait()
         try:
-            result = await self.client.call(method, params)
+            result = await self.backend(method, params)
         except HubError as exc:
             return error_result(exc)
         return self.pager.respond(tool, result, RENDERERS[tool](result))

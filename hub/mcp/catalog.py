@@ -2,10 +2,10 @@
 
 :class:`ToolCatalog` lists the five tools (name, title, description,
 annotations, input schema from the handler's signature, output schema from
-:mod:`tools.mcp.schemas`) and dispatches a call: it validates the arguments
+:mod:`hub.mcp.schemas`) and dispatches a call: it validates the arguments
 against the input schema, runs the handler, and turns every failure into a
 tool error of one shape, ``{"error": {code, message, data, next_step}}`` plus
-the text (:func:`tools.mcp.render.error_result`):
+the text (:func:`hub.mcp.render.error_result`):
 
 * an unknown tool name: ``bad_request``, ``data`` = ``{tool, tools}``;
 * arguments that fail the input schema (a wrong type, a missing required
@@ -28,10 +28,10 @@ import mcp.types as types
 from mcp.server.mcpserver.tools import Tool
 from pydantic import ValidationError
 
+from hub.mcp.handlers import TOOL_NAMES, MemoryTools
+from hub.mcp.render import error_result
+from hub.mcp.schemas import OUTPUT_SCHEMAS
 from protocol.errors import ErrorCode, HubError
-from tools.mcp.handlers import TOOL_NAMES, MemoryTools
-from tools.mcp.render import error_result
-from tools.mcp.schemas import OUTPUT_SCHEMAS
 
 log = logging.getLogger("amux.mcp")
 
@@ -93,13 +93,22 @@ def invalid_arguments(tool: str, exc: ValidationError) -> HubError:
                     {"tool": tool, "errors": errors})
 
 
-class ToolCatalog:
-    """The tools of one :class:`MemoryTools` state: their listing, and calls by name."""
+async def _no_backend(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    raise HubError(ErrorCode.INTERNAL, "the catalog's template state runs no requests")
 
-    def __init__(self, state: MemoryTools) -> None:
-        self.state = state
+
+class ToolCatalog:
+    """The published tools (their listing and input schemas) and calls by name on a session's state.
+
+    Built once per process (:func:`catalog`): the schemas and argument models
+    come from the handlers' signatures, the same for every session; a call runs
+    the handler of the session's own :class:`MemoryTools`.
+    """
+
+    def __init__(self) -> None:
+        template = MemoryTools(_no_backend)
         self.tools: dict[str, Tool] = {
-            name: Tool.from_function(getattr(state, name), name=name, title=ANNOTATIONS[name].title,
+            name: Tool.from_function(getattr(template, name), name=name, title=ANNOTATIONS[name].title,
                                      description=DESCRIPTIONS[name], annotations=ANNOTATIONS[name])
             for name in TOOL_NAMES
         }
@@ -119,8 +128,8 @@ class ToolCatalog:
         tool = self.tools.get(name)
         return None if tool is None else tool.parameters
 
-    async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        """Answer ``tools/call``: the handler's result, or a tool error (see the module docstring).
+    async def call(self, state: MemoryTools, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        """Answer ``tools/call`` on ``state``: the handler's result, or a tool error (see the module docstring).
 
         Never raises, except on cancellation, which propagates; a write
         cancelled after it was sent may or may not have happened.
@@ -139,7 +148,7 @@ class ToolCatalog:
             log.info("tool %s rejected arguments: %s", name, [e["argument"] for e in refused.data["errors"]])
             return error_result(refused)
         try:
-            result = await tool.fn(**kwargs)
+            result = await getattr(state, name)(**kwargs)
             if not isinstance(result, types.CallToolResult):
                 raise TypeError(f"tool {name} returned {type(result).__name__}, not a CallToolResult")
         except Exception as exc:
@@ -148,3 +157,13 @@ class ToolCatalog:
                                          f"({type(exc).__name__}); its log on stderr has the details",
                                          {"tool": name}))
         return result
+
+
+_CATALOG: list[ToolCatalog] = []
+
+
+def catalog() -> ToolCatalog:
+    """The process's one :class:`ToolCatalog` (built on first use: it builds a pydantic model per tool)."""
+    if not _CATALOG:
+        _CATALOG.append(ToolCatalog())
+    return _CATALOG[0]
