@@ -188,5 +188,8 @@ class Limits:
 
 LIMITS = Limits()
 
+REVIEW_MAX_PENDING_CEILING = 1000
+"""The largest ``memory.review_max_pending`` accepted (count): ``review_list`` pages them (§21)."""
+
 ENTRY_NAME = "MEMORY.md"
 """The scope's small entry document, read once per new conversation."""
