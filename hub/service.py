@@ -580,6 +580,7 @@ class MemoryService:
                 if p.content is not None:
                     raise HubError(ErrorCode.BAD_REQUEST, f"proposal {q.id} deletes {q.path}: there is no text to "
                                    "edit; approve or reject it as it is", {"field": "content"})
+                result: Result
                 if current is None:
                     result = {"path": q.path, "deleted": False, "already_absent": True, "revision": ABSENT}
                 else:
@@ -598,7 +599,7 @@ class MemoryService:
             log.info("proposal %s for %s approved by %s", q.id, q.path, actor.principal)
             result.update({"proposal": q.id, "status": "approved", "already_decided": False})
             if warnings:
-                result["warnings"] = [*list(result.get("warnings") or []), *warnings]
+                result["warnings"] = [*result.get("warnings", []), *warnings]
             return result
 
         async with self._lock(scope):
