@@ -76,6 +76,15 @@ UPSERT_SCHEMA = _obj({
 FORGET_SCHEMA = _obj({"path": _STR, "deleted": _BOOL, "already_absent": _BOOL, "revision": _STR})
 """The Hub's ``forget`` result (DESIGN.md §4)."""
 
+PROPOSAL_SCHEMA = _obj({
+    "proposed": {"type": "boolean", "const": True, "description": "Not written: kept for the user's review."},
+    "proposal": {"type": "string", "description": "The proposal's id (the user approves it with amux memory review)."},
+    "status": {"type": "string", "description": '"pending": waiting for the user.'},
+    "path": _STR, "action": {"type": "string", "enum": ["upsert", "forget"]},
+    "base_revision": _STR, "proposed_revision": _STR, "bytes": _INT,
+}, ["proposed", "proposal", "status", "path"])
+"""An ``upsert`` or ``forget`` kept for review instead of applied (``memory.review = agents``, DESIGN.md §21)."""
+
 ERROR_SCHEMA: dict[str, Any] = _obj({"error": _obj({
     "code": {"type": "string", "enum": [code.value for code in ErrorCode]},
     "message": {"type": "string"},
@@ -87,16 +96,16 @@ ERROR_SCHEMA: dict[str, Any] = _obj({"error": _obj({
 some clients (the TypeScript SDK's, in the MCP Inspector) validate error results against it too."""
 
 
-def result_or_page(schema: dict[str, Any]) -> dict[str, Any]:
-    """A tool's output schema: its result (``schema``), a page of it, or an error."""
-    return {"type": "object", "anyOf": [schema, PAGE_SCHEMA, ERROR_SCHEMA]}
+def result_or_page(schema: dict[str, Any], *also: dict[str, Any]) -> dict[str, Any]:
+    """A tool's output schema: its result (``schema``, or one of ``also``), a page of it, or an error."""
+    return {"type": "object", "anyOf": [schema, *also, PAGE_SCHEMA, ERROR_SCHEMA]}
 
 
 OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
     "memory_search": result_or_page(SEARCH_SCHEMA),
     "memory_get": result_or_page(GET_SCHEMA),
-    "memory_upsert": result_or_page(UPSERT_SCHEMA),
-    "memory_forget": result_or_page(FORGET_SCHEMA),
+    "memory_upsert": result_or_page(UPSERT_SCHEMA, PROPOSAL_SCHEMA),
+    "memory_forget": result_or_page(FORGET_SCHEMA, PROPOSAL_SCHEMA),
     "result_continue": {"type": "object", "anyOf": [PAGE_SCHEMA, ERROR_SCHEMA]},
 }
 """Tool name → its published output schema."""
