@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import trio
 
-from protocol.errors import EXIT_CODES, ErrorCode
+from protocol.errors import EXIT_CODES, ErrorCode, HubError
 from tests.conftest import CliResult, HubProcess
 from tools.client.blocking import HubClient
 
@@ -72,7 +72,7 @@ def test_review_off_answers_exactly_as_before(hub: HubProcess) -> None:
 
 def test_agent_write_is_a_proposal_and_approval_writes_exactly_it(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(settings=REVIEW)
-    body = "# Prefs\n- tabs, not spaces\n".encode()
+    body = b"# Prefs\n- tabs, not spaces\n"
     with agent(h) as a:
         r = a.call("upsert", {"path": "MEMORY.md", "content": body, "expected_revision": "absent"})
         assert r["proposed"] is True and r["status"] == "pending" and r["path"] == "MEMORY.md"
@@ -81,7 +81,7 @@ def test_agent_write_is_a_proposal_and_approval_writes_exactly_it(hub_factory: A
         got = a.call("get", {"path": "MEMORY.md"})  # reads return live memory, and say a proposal waits
         assert got["exists"] is False and got["pending_proposal"] == r["proposal"]
         # a decision from an agent is refused, whatever it asks
-        e = pytest.raises(Exception, a.call, "review_decide",
+        e = pytest.raises(HubError, a.call, "review_decide",
                           {"id": r["proposal"], "decision": "approve", "expected_revision": "absent"}).value
         assert e.code is ErrorCode.UNAUTHORIZED and e.data["reason"] == "agent_caller"
     [entry] = pending(h)
@@ -108,7 +108,8 @@ def test_agent_write_is_a_proposal_and_approval_writes_exactly_it(hub_factory: A
 def test_reject_forget_proposal_and_path_prefix(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(settings=REVIEW)
     with person(h) as p:
-        rev = p.call("upsert", {"path": "notes/a.md", "content": b"keep me\n", "expected_revision": "absent"})["revision"]
+        rev = p.call("upsert", {"path": "notes/a.md", "content": b"keep me\n",
+                                "expected_revision": "absent"})["revision"]
     with agent(h) as a:
         f = a.call("forget", {"path": "notes/a.md", "expected_revision": rev})
         assert f["proposed"] and f["action"] == "forget" and f["proposed_revision"] == "absent"
@@ -258,7 +259,8 @@ def test_terminal_table_fits_80_columns_and_hostile_text_is_inert(hub_factory: A
 def test_mcp_agent_write_is_a_proposal(hub_factory: Any, tmp_path: Path) -> None:
     """A real MCP client through ``amux mcp``: the upsert's answer is a proposal (schema-checked), with a text
     that says it is not saved; nothing is written until a person approves."""
-    from tests.mcp_session import call, mcp_session, ok as mcp_ok, text
+    from tests.mcp_session import call, mcp_session, text
+    from tests.mcp_session import ok as mcp_ok
 
     h: HubProcess = hub_factory(settings=REVIEW)
 
