@@ -65,6 +65,18 @@ class HubConfig:
     secret_allow: frozenset[str] = allow_list(default_value("memory.secret_allow"))
     """SHA-256 hex digests of exact values the credential check lets through (DESIGN.md §16)."""
 
+    review: str = default_value("memory.review")
+    """``off`` or ``agents``: whether agents' writes wait for a person's approval (DESIGN.md §21)."""
+    review_paths: str = default_value("memory.review_paths")
+    """Comma-separated globs of the logical paths under review."""
+    review_max_days: int = default_value("memory.review_max_days")
+    review_max_pending: int = default_value("memory.review_max_pending")
+
+    @property
+    def review_root(self) -> Path:
+        """``<AMUX_HOME>/review``: each scope's proposals (DESIGN.md §21), outside the memory root."""
+        return self.home / "review"
+
     @property
     def history_root(self) -> Path:
         """``<AMUX_HOME>/history``: one folder per scope (DESIGN.md §15), outside the memory root."""
@@ -117,4 +129,8 @@ def load(home: Path) -> HubConfig:
         history_max_bytes=get("memory.history_max_bytes"),
         secret_scan=get("memory.secret_scan"),
         secret_allow=allow_list(get("memory.secret_allow")),
+        review=get("memory.review"),
+        review_paths=get("memory.review_paths"),
+        review_max_days=get("memory.review_max_days"),
+        review_max_pending=get("memory.review_max_pending"),
     )

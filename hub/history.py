@@ -128,6 +128,8 @@ class Actor:
     client: str
     binding: str | None = None
     session: str | None = None
+    agent: str | None = field(default=None, compare=False)
+    """Why the caller is an agent (:func:`hub.identity.agent_reason`), None for a person; not recorded."""
 
     def as_dict(self) -> dict[str, Any]:
         """``{"principal", "client", "binding", "session"}``."""
@@ -178,6 +180,9 @@ class Version:
     recorded: str = ""
     secret_override: list[str] | None = None
     """The rules a person overrode with ``--allow-secret`` to write this version (DESIGN.md §16)."""
+    review: dict[str, Any] | None = None
+    """For an approved proposal (DESIGN.md §21): ``{proposal, proposed_by}`` (the proposer's actor map; the
+    version's ``actor`` is the approver)."""
 
     def __post_init__(self) -> None:
         if not self.recorded:
@@ -196,6 +201,8 @@ class Version:
             h["gone"] = self.gone
         if self.secret_override is not None:
             h["secret_override"] = self.secret_override
+        if self.review is not None:
+            h["review"] = self.review
         return h
 
     def wire(self, with_path: bool = False) -> dict[str, Any]:
@@ -207,6 +214,8 @@ class Version:
             w["restored_from"] = self.restored_from
         if self.secret_override is not None:
             w["secret_override"] = self.secret_override
+        if self.review is not None:
+            w["review"] = self.review
         if with_path:
             w = {"path": self.path, **w}
         return w
@@ -230,6 +239,7 @@ def _version_from(h: dict[str, Any], offset: int, record: int) -> Version:
         restored_from=h.get("restored_from"), offset=offset, body=int(h["body"]), record=record,
         gone=h.get("gone"), recorded=str(h.get("recorded") or h["time"]),
         secret_override=[str(r) for r in h["secret_override"]] if isinstance(h.get("secret_override"), list) else None,
+        review=h["review"] if isinstance(h.get("review"), dict) else None,
     )
 
 
@@ -466,14 +476,16 @@ class ScopeHistory:
 
     def record(self, path: str, content: bytes | None, action: str, actor: Actor, *, previous: bytes | None,
                epoch_ns: int | None = None, restored_from: str | None = None, after_change: bool = False,
-               recorded_ns: int | None = None, secret_override: list[str] | None = None) -> Version:
+               recorded_ns: int | None = None, secret_override: list[str] | None = None,
+               review: dict[str, Any] | None = None) -> Version:
         """Append one version durably (one write, one ``fdatasync``) and apply retention; returns it.
 
         ``content`` None is a tombstone.  ``previous`` is the version before
         (for ``added``/``removed``).  ``epoch_ns`` is the version's time (the
         file's mtime for ``external``; now otherwise), ``recorded_ns`` when it
         was recorded (now; retention ages by it); ``secret_override`` the
-        rules a person overrode to write it (DESIGN.md §16).  Raises ``storage_*``,
+        rules a person overrode to write it (DESIGN.md §16); ``review`` the approved proposal
+        (``{proposal, proposed_by}``, DESIGN.md §21).  Raises ``storage_*``,
         with ``uncertain`` when ``after_change`` (the document was already
         written: it stands, and the next write records it as ``external``).
         """
@@ -486,7 +498,7 @@ class ScopeHistory:
                         utc_time(now if epoch_ns is None else epoch_ns), action, actor.as_dict(), len(body),
                         count_lines(body) if body else 0, added, removed, restored_from, body=len(body),
                         recorded=utc_time(now if recorded_ns is None else recorded_ns),
-                        secret_override=secret_override)
+                        secret_override=secret_override, review=review)
             data = _encode(v, body)
             if self.end + len(data) > self.allocated:
                 self._preallocate(len(data), path, after_change)

@@ -79,6 +79,29 @@ class Identity:
     session: str | None = None
 
 
+MCP_CLIENT = "amux-mcp"
+"""The ``hello`` client name of ``amux mcp`` (and of the Hub's own MCP server): an agent's client."""
+
+
+def agent_reason(identity: Identity) -> str | None:
+    """Why ``identity`` is an agent caller, or None for a person (DESIGN.md §16.4, §21): the one predicate.
+
+    ``"mcp"`` for a client named :data:`MCP_CLIENT` (an MCP session), ``"session"`` for a ``hello``
+    carrying an agent session (``amux launch``, ``AMUX_SESSION_ID``: Pi's CLI too), ``"delegated"`` for a
+    delegated token (one issued with a binding, for one conversation).  An agent may not override the
+    credential check, its writes wait for review when ``memory.review`` is ``agents``, and it may never
+    decide a review.  The client name and session are claims: an agent that hides them is not stopped, but
+    is recorded as the actor.
+    """
+    if identity.client == MCP_CLIENT:
+        return "mcp"
+    if identity.session is not None:
+        return "session"
+    if identity.delegated_binding is not None:
+        return "delegated"
+    return None
+
+
 def authenticate(registry: Registry, *, uid: int | None, os_name: str | None, token: str | None,
                  binding: str | None, now: float) -> Identity:
     """Decide who a ``hello`` comes from; raises ``unauthorized`` when it cannot be told.

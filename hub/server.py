@@ -178,7 +178,8 @@ class Hub:
         from hub.mcp.session import McpBridge
 
         bridge = McpBridge(conn, hub_backend(self.call, conn.identity, conn.scope), instructions=p.instructions,
-                                   **({} if p.page_ttl is None else {"page_ttl": float(p.page_ttl)}))
+                           review=self.config.review != "off",
+                           **({} if p.page_ttl is None else {"page_ttl": float(p.page_ttl)}))
         conn.mcp = bridge
         nursery.start_soon(bridge.run)
         return {"mcp": True, "instructions": p.instructions}

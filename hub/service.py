@@ -40,9 +40,11 @@ import trio
 
 from hub.cache import ContentCache
 from hub.config import HubConfig
-from hub.history import Actor, HistoryStore, Retention, ScopeHistory
-from hub.identity import Identity, Scope
+from hub.history import Actor, HistoryStore, Retention, ScopeHistory, line_changes, time_ns
+from hub.identity import MCP_CLIENT, Identity, Scope, agent_reason
 from hub.listing import list_documents
+from hub.review import PENDING, Proposal, ProposalStore, ScopeProposals, new_id, path_matcher, revision_or_absent
+from hub.rewrite_guard import check_rewrite
 from hub.scan_report import document_entries, report, version_entries
 from hub.search import Reader, read_file_nofollow, search_scope
 from hub.secrets import Finding, find_secrets, refusal, scrub
@@ -62,17 +64,20 @@ from protocol.params import (
     parse_log,
     parse_purge,
     parse_restore,
+    parse_review_decide,
+    parse_review_list,
+    parse_review_show,
     parse_scan,
     parse_search,
     parse_upsert,
+    revision_matches,
 )
 
 Result = dict[str, Any]
 
 log = logging.getLogger("amux.hub")
 
-MCP_CLIENT = "amux-mcp"
-"""The ``hello`` client name of ``amux mcp``: a caller that may never override the credential check."""
+__all__ = ["MCP_CLIENT", "MemoryService", "HANDLERS"]
 
 
 def scrubbed(exc: HubError, source: bytes | None = None) -> HubError:
@@ -109,6 +114,11 @@ class MemoryService:
         self._locks: dict[str, trio.Lock] = {}
         self.history = HistoryStore(str(config.history_root), Retention(
             config.history_max_versions, config.history_max_days, config.history_max_bytes))
+        self.proposals = ProposalStore(str(config.review_root))
+        self.under_review = path_matcher(config.review_paths)
+        """``path -> bool``: whether ``memory.review_paths`` names the logical path (DESIGN.md §21)."""
+        self.clock: Callable[[], int] = time_ns
+        """Epoch nanoseconds for proposals' times and expiry (replaceable in tests)."""
 
     def _lock(self, scope: Scope) -> trio.Lock:
         lock = self._locks.get(scope.relpath)
@@ -144,7 +154,7 @@ class MemoryService:
                 {"setting": "memory.enabled"},
             )
         actor = Actor(None, "hub") if identity is None else Actor(
-            identity.principal, identity.client, identity.binding, identity.session)
+            identity.principal, identity.client, identity.binding, identity.session, agent_reason(identity))
         try:
             return await handler(self, scope, params, actor)
         except HubError as exc:
@@ -199,7 +209,13 @@ class MemoryService:
                 return self.store.fragment_of(p.path, data, p.start_line, p.end_line, p.offset)
 
             return await self._run(stored)
-        return await self._run(self.store.get, self._dir(scope), p.path, p.start_line, p.end_line, p.offset)
+        result = await self._run(self.store.get, self._dir(scope), p.path, p.start_line, p.end_line, p.offset)
+        if self.config.review == "agents":
+            async with self._lock(scope):
+                pending = await self._run(lambda: {"id": self._pending_for(scope, p.path, actor)})
+            if pending["id"] is not None:
+                result["pending_proposal"] = pending["id"]
+        return result
 
     async def _export(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_export(params)
@@ -226,14 +242,16 @@ class MemoryService:
         ``AMUX_SESSION_ID``) passes ``allow_secret`` (an agent cannot switch
         the check off, DESIGN.md §16.4).
         """
-        if allow_secret and actor.client == MCP_CLIENT:
+        if allow_secret and actor.agent == "mcp":
             raise HubError(ErrorCode.BAD_REQUEST, "allow_secret is a person's override at the command line "
                            "('amux memory upsert --allow-secret'); an MCP client cannot pass it",
                            {"field": "allow_secret"})
-        if allow_secret and actor.session is not None:
-            raise HubError(ErrorCode.BAD_REQUEST, "allow_secret is a person's override at the command line; an "
-                           "agent session (launched by 'amux launch', AMUX_SESSION_ID set) cannot pass it. Remove "
-                           "the credential and store where it lives instead", {"field": "allow_secret"})
+        if allow_secret and actor.agent is not None:
+            who = ("an agent session (launched by 'amux launch', AMUX_SESSION_ID set)" if actor.agent == "session"
+                   else "a delegated token (one issued for a conversation)")
+            raise HubError(ErrorCode.BAD_REQUEST, f"allow_secret is a person's override at the command line; {who} "
+                           "cannot pass it. Remove the credential and store where it lives instead",
+                           {"field": "allow_secret"})
         if self.config.secret_scan == "off":
             return []
         in_path = find_secrets(path.encode("utf-8", "surrogatepass"))
@@ -250,7 +268,8 @@ class MemoryService:
         return findings
 
     def _write(self, scope: Scope, path: str, content: bytes, expected_revision: str, allow_shrink: bool,
-               actor: Actor, restored_from: str | None = None, allow_secret: bool = False) -> Result:
+               actor: Actor, restored_from: str | None = None, allow_secret: bool = False,
+               review: dict[str, Any] | None = None) -> Result:
         """Upsert (or restore) with history: credential check → external check → durable document → durable
         version (worker thread).  A write that goes ahead holding credentials is logged once it is written;
         an error it then meets (``destructive_rewrite``, ``conflict``) quotes none of them."""
@@ -274,7 +293,7 @@ class MemoryService:
         if hist is not None and not (old is not None and old == content):  # same bytes: no new version
             action = "restore" if restored_from is not None else "create" if old is None else "update"
             hist.record(path, content, action, actor, previous=old, restored_from=restored_from, after_change=True,
-                        secret_override=override)
+                        secret_override=override, review=review)
         if restored_from is not None:
             result["restored_from"] = restored_from
         if findings:
@@ -291,27 +310,298 @@ class MemoryService:
     async def _upsert(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_upsert(params)
         async with self._lock(scope):
+            if self._reviewed(actor, p.path):
+                return await self._run(self._propose, scope, p.path, p.content, p.expected_revision, actor,
+                                       p.allow_shrink, p.allow_secret)
             return await self._run(self._write, scope, p.path, p.content, p.expected_revision, p.allow_shrink,
                                    actor, None, p.allow_secret)
 
+    def _delete(self, scope: Scope, path: str, expected_revision: str, actor: Actor,
+                review: dict[str, Any] | None = None) -> Result:
+        """Forget with history (worker thread): hand edit recorded first, unlink durably, tombstone durably."""
+        hist = self._recording(scope)
+        seen: list[bytes | None] = []
+
+        def before(old: bytes | None, mtime_ns: int) -> None:
+            seen.append(old)
+            if hist is not None:
+                hist.sync(path, old, mtime_ns)
+
+        result = self.store.forget(self._dir(scope), path, expected_revision, before)
+        if hist is not None:
+            if result["deleted"]:
+                hist.record(path, None, "forget", actor, previous=seen[0] if seen else None, after_change=True,
+                            review=review)
+            else:
+                hist.sync(path, None, 0, create=False)  # deleted by hand: an external tombstone
+        return result
+
     async def _forget(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_forget(params)
+        async with self._lock(scope):
+            if self._reviewed(actor, p.path):
+                return await self._run(self._propose, scope, p.path, None, p.expected_revision, actor)
+            return await self._run(self._delete, scope, p.path, p.expected_revision, actor)
+
+    # -- review (DESIGN.md §21) ---------------------------------------------------
+
+    def _reviewed(self, actor: Actor, path: str) -> bool:
+        """Whether this write waits for review: ``memory.review = agents``, an agent caller, a path under review."""
+        return self.config.review == "agents" and actor.agent is not None and self.under_review(path)
+
+    def _proposals(self, scope: Scope, settle: bool = True) -> ScopeProposals:
+        """The scope's proposals, loaded, with expired ones marked and (``settle``) crash leftovers settled
+        (:meth:`_settle`; worker thread, under the scope's lock)."""
+        sp = self.proposals.scope(scope.relpath)
+        sp.load()
+        now = self.clock()
+        max_age = self.config.review_max_days * 86_400 * 10**9
+        for p in list(sp.pending()):
+            if now - p.time_ns > max_age:
+                log.info("proposal %s for %s expired after %d days", p.id, p.path, self.config.review_max_days)
+                sp.decide(p, "expired", None, now)
+            elif settle:
+                self._settle(scope, sp, p)
+        sp.forget_decided(now - 2 * max_age)
+        return sp
+
+    def _settle(self, scope: Scope, sp: ScopeProposals, p: Proposal) -> None:
+        """A pending proposal the document already holds is decided: ``approved`` when history records its
+        approval (a crash came between the write and marking it), else ``applied`` (someone wrote the same)."""
+        current = self.store.read(self._dir(scope), p.path)
+        if revision_or_absent(current) != p.proposed_revision or p.proposed_revision == p.base_revision:
+            return
+        newest = self.history.scope(scope.relpath).newest(p.path)
+        if newest is not None and newest.review is not None and newest.review.get("proposal") == p.id:
+            p.status, p.decision = "approved", {"by": newest.actor, "time": newest.time, "revision": newest.revision,
+                                                "recovered": True}
+            sp.save(p)
+        else:
+            sp.decide(p, "applied", None, self.clock(), revision=p.proposed_revision)
+
+    def _propose(self, scope: Scope, path: str, content: bytes | None, expected_revision: str, actor: Actor,
+                 allow_shrink: bool = False, allow_secret: bool = False) -> Result:
+        """Keep an agent's upsert (``content``) or forget (None) as a pending proposal (worker thread, scope lock).
+
+        The checks of the write run now and refuse as they would (credentials, compare-and-swap, quotas, the
+        rewrite guard); over ``memory.review_max_pending`` it is ``review_backlog``.  A pending proposal of the
+        same principal, client and session for ``path`` is replaced (``superseded``).  The proposal is durable
+        before this returns ``{proposed: true, proposal, status: "pending", path, action, base_revision,
+        proposed_revision, bytes, replaced?}``.  A forget of an absent document, or an upsert of the bytes the
+        document holds, changes nothing and answers as today.
+        """
+        root = self._dir(scope)
+        findings: list[Finding] = []
+        if content is not None:
+            findings = self._check_secrets(path, content, allow_secret, actor)
+            try:
+                old = self.store.check_upsert(root, path, content, expected_revision, allow_shrink)
+            except HubError as exc:
+                raise (scrubbed(exc, content) if findings else exc) from None
+            if old == content:
+                return {"path": path, "revision": revision_of(content), "created": False, "bytes": len(content)}
+        else:
+            old = self.store.read(root, path)
+            if old is None:
+                return {"path": path, "deleted": False, "already_absent": True, "revision": ABSENT}
+            observed = revision_of(old)
+            if not revision_matches(expected_revision, observed):
+                self.store.check_upsert(root, path, old, expected_revision)  # raises the usual conflict
+        sp = self._proposals(scope, settle=False)
+        earlier = next((q for q in sp.pending() if q.path == path and q.same_proposer(actor)), None)
+        pending = sum(1 for _ in sp.pending()) - (earlier is not None)
+        if pending >= self.config.review_max_pending:
+            raise HubError(ErrorCode.REVIEW_BACKLOG,
+                           f"{pending} memory changes already await review (memory.review_max_pending = "
+                           f"{self.config.review_max_pending}); nothing was proposed. Ask the user to review pending "
+                           "memory changes: amux memory review", {"current": pending,
+                                                                    "maximum": self.config.review_max_pending})
+        added, removed = line_changes(old, content)
+        now = self.clock()
+        proposal = Proposal(new_id(), path, "upsert" if content is not None else "forget", revision_or_absent(old),
+                            revision_or_absent(content), content, actor.as_dict(), now, allow_shrink, added, removed,
+                            replaced=None if earlier is None else earlier.id)
+        sp.save(proposal)
+        if earlier is not None:
+            sp.decide(earlier, "superseded", None, now, by_proposal=proposal.id)
+        log.info("proposal %s: %s %s by %s via %s, pending review", proposal.id, proposal.action, path,
+                 actor.principal, actor.client)
+        result: Result = {"proposed": True, "proposal": proposal.id, "status": PENDING, "path": path,
+                          "action": proposal.action, "base_revision": proposal.base_revision,
+                          "proposed_revision": proposal.proposed_revision,
+                          "bytes": 0 if content is None else len(content)}
+        if earlier is not None:
+            result["replaced"] = earlier.id
+        if findings:
+            result["secret_findings"] = [f.wire() for f in findings]
+        return result
+
+    def _pending_for(self, scope: Scope, path: str, actor: Actor) -> str | None:
+        """The id of the newest pending proposal for ``path`` by ``actor``'s principal, if any (for ``get``)."""
+        sp = self.proposals.scope(scope.relpath)
+        sp.load()
+        mine = [p for p in sp.pending() if p.path == path and p.actor.get("principal") == actor.principal]
+        return mine[-1].id if mine else None
+
+    async def _review_list(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        """``review_list``: one page of pending proposals, oldest first (DESIGN.md §21).
+
+        Result ``{proposals: [entry], next_cursor, pending, review}``: each entry as
+        :meth:`hub.review.Proposal.entry`; ``pending`` counts every pending proposal of the scope;
+        ``next_cursor`` the last id shown when more follow (None at the end); ``review`` the setting.
+        """
+        p = parse_review_list(params)
 
         def work() -> Result:
-            hist = self._recording(scope)
-            seen: list[bytes | None] = []
+            from protocol.messages import packed_size
 
-            def before(old: bytes | None, mtime_ns: int) -> None:
-                seen.append(old)
-                if hist is not None:
-                    hist.sync(p.path, old, mtime_ns)
+            sp = self._proposals(scope)
+            now = self.clock()
+            pending = list(sp.pending())
+            shown = [q for q in pending if q.path.startswith(p.path_prefix)]
+            if p.cursor:
+                ids = [q.id for q in shown]
+                shown = shown[ids.index(p.cursor) + 1:] if p.cursor in ids else shown
+            result: Result = {"proposals": [], "next_cursor": None, "pending": len(pending),
+                              "review": self.config.review}
+            budget = (self.limits.response_max_bytes - self.limits.response_envelope_bytes
+                      - packed_size({**result, "next_cursor": "p" + "0" * 12}) - 8)
+            root = self._dir(scope)
+            for q in shown:
+                entry = q.entry(now, revision_or_absent(self.store.read(root, q.path)))
+                size = packed_size(entry)
+                if size > budget:
+                    result["next_cursor"] = result["proposals"][-1]["id"] if result["proposals"] else None
+                    break
+                budget -= size
+                result["proposals"].append(entry)
+            return result
 
-            result = self.store.forget(self._dir(scope), p.path, p.expected_revision, before)
-            if hist is not None:
-                if result["deleted"]:
-                    hist.record(p.path, None, "forget", actor, previous=seen[0] if seen else None, after_change=True)
+        async with self._lock(scope):
+            return await self._run(work)
+
+    async def _review_show(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        """``review_show``: one proposal and a page of one of its texts (DESIGN.md §21).
+
+        Result ``{proposal: entry (with status and decision), text, exists, content (bin), truncated,
+        next_offset, total_bytes, base_stored, warnings}``: ``text`` is ``proposed`` (the agent's bytes; a
+        deletion has none: ``exists`` false), ``base`` (the document the agent saw, from the history when
+        it changed since: ``base_stored`` false when the history does not hold it) or ``current``.
+        ``warnings`` holds what the rewrite guard would say of the change (DESIGN.md §12).  Raises
+        ``not_found`` for an unknown id, ``bad_request`` for an offset past the end.
+        """
+        p = parse_review_show(params)
+
+        def work() -> Result:
+            from protocol.messages import packed_size
+
+            sp = self._proposals(scope)
+            q = sp.get(p.id)
+            current = self.store.read(self._dir(scope), q.path)
+            current_revision = revision_or_absent(current)
+            base: bytes | None = None
+            base_stored = True
+            if q.base_revision != ABSENT:
+                if current_revision == q.base_revision:
+                    base = current
                 else:
-                    hist.sync(p.path, None, 0, create=False)  # deleted by hand: an external tombstone
+                    try:
+                        base = self.history.scope(scope.relpath).find(q.path, q.base_revision)[1]
+                    except HubError:
+                        base_stored = False
+            data = {"proposed": q.content, "base": base, "current": current}[p.text]
+            warnings: list[str] = []
+            if q.content is not None and current is not None:
+                try:
+                    check_rewrite(q.path, current, q.content)
+                except HubError as exc:
+                    warnings.append(exc.message)
+            body = data or b""
+            if p.offset > len(body):
+                raise HubError(ErrorCode.BAD_REQUEST, f"offset {p.offset} is past the end ({len(body)} bytes)",
+                               {"field": "offset"})
+            result: Result = {"proposal": q.entry(self.clock(), current_revision), "text": p.text,
+                              "exists": data is not None, "content": b"", "truncated": False, "next_offset": None,
+                              "total_bytes": len(body), "base_stored": base_stored, "warnings": warnings}
+            budget = (self.limits.response_max_bytes - self.limits.response_envelope_bytes - packed_size(result)
+                      - 5 - 9)
+            stop = min(len(body), p.offset + max(budget, 256))
+            result["content"] = body[p.offset:stop]
+            if stop < len(body):
+                result["truncated"], result["next_offset"] = True, stop
+            return result
+
+        async with self._lock(scope):
+            return await self._run(work)
+
+    async def _review_decide(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        """``review_decide``: approve or reject a proposal, as a person (DESIGN.md §21).
+
+        An agent caller (:func:`hub.identity.agent_reason`) is refused with ``unauthorized``
+        (``data.reason`` ``agent_caller``), whatever it asks.  A proposal decided before answers
+        ``{proposal, status, already_decided: true, decision, path}`` and changes nothing (approving twice
+        applies once).  ``reject`` records the decision (``reason``).  ``approve`` is a compare-and-swap
+        write by the approver on ``expected_revision``, of the proposed bytes or the person's ``content``,
+        recorded in history with ``review: {proposal, proposed_by}``; the credential check and quotas run
+        again, the rewrite guard only warns (``warnings``).  Approving as proposed when the document is no
+        longer at the proposal's base is ``conflict`` (nothing written; show it and approve an edited
+        merge).  Result: the upsert's or forget's answer plus ``{proposal, status: "approved",
+        already_decided: false, warnings?}``.
+        """
+        p = parse_review_decide(params)
+        if actor.agent is not None:
+            raise HubError(ErrorCode.UNAUTHORIZED, "an agent cannot approve or reject memory changes: a person "
+                           "decides with 'amux memory review' (this caller is an agent: "
+                           f"{actor.agent}); nothing was changed", {"reason": "agent_caller", "agent": actor.agent})
+
+        def work() -> Result:
+            sp = self._proposals(scope)
+            q = sp.get(p.id)
+            if q.status != PENDING:
+                return {"proposal": q.id, "path": q.path, "status": q.status, "already_decided": True,
+                        "decision": q.decision}
+            now = self.clock()
+            if p.decision == "reject":
+                sp.decide(q, "rejected", actor, now, reason=p.reason)
+                log.info("proposal %s for %s rejected by %s", q.id, q.path, actor.principal)
+                return {"proposal": q.id, "path": q.path, "status": "rejected", "already_decided": False}
+            assert p.expected_revision is not None
+            root = self._dir(scope)
+            current = self.store.read(root, q.path)
+            observed = revision_or_absent(current)
+            if p.content is None and observed != q.base_revision:
+                raise HubError(ErrorCode.CONFLICT,
+                               f"{q.path} changed since proposal {q.id} was made (its base {q.base_revision[:12]}, "
+                               f"now {observed[:12]}); nothing was written. See all three with 'amux memory review "
+                               f"show {q.id}' and approve a merge with 'amux memory review approve {q.id} --edit'",
+                               {"path": q.path, "proposal": q.id, "base_revision": q.base_revision,
+                                "expected_revision": q.base_revision, "observed_revision": observed})
+            review = {"proposal": q.id, "proposed_by": q.actor}
+            warnings: list[str] = []
+            if q.action == "forget":
+                if p.content is not None:
+                    raise HubError(ErrorCode.BAD_REQUEST, f"proposal {q.id} deletes {q.path}: there is no text to "
+                                   "edit; approve or reject it as it is", {"field": "content"})
+                result: Result
+                if current is None:
+                    result = {"path": q.path, "deleted": False, "already_absent": True, "revision": ABSENT}
+                else:
+                    result = self._delete(scope, q.path, p.expected_revision, actor, review)
+            else:
+                content = q.content if p.content is None else p.content
+                assert content is not None
+                if current is not None:
+                    try:
+                        check_rewrite(q.path, current, content)
+                    except HubError as exc:
+                        warnings.append(exc.message)
+                result = self._write(scope, q.path, content, p.expected_revision, True, actor, review=review)
+            sp.decide(q, "approved", actor, now, reason=p.reason, revision=result["revision"],
+                      edited=True if p.content is not None else None)
+            log.info("proposal %s for %s approved by %s", q.id, q.path, actor.principal)
+            result.update({"proposal": q.id, "status": "approved", "already_decided": False})
+            if warnings:
+                result["warnings"] = [*result.get("warnings", []), *warnings]
             return result
 
         async with self._lock(scope):
@@ -425,6 +715,9 @@ HANDLERS: Final[Mapping[str, Handler]] = {
     "restore": MemoryService._restore,
     "purge": MemoryService._purge,
     "scan": MemoryService._scan,
+    "review_list": MemoryService._review_list,
+    "review_show": MemoryService._review_show,
+    "review_decide": MemoryService._review_decide,
 }
 """The dispatch table: data method name → handler.  Its names are exactly :data:`DATA_METHODS`."""
 

@@ -396,6 +396,23 @@ class Store:
 
     # -- writes --------------------------------------------------------------
 
+    def check_upsert(self, scope_dir: str, path: str, content: bytes, expected_revision: str,
+                     allow_shrink: bool = False) -> bytes | None:
+        """Every check :meth:`upsert` makes (compare-and-swap, quotas, the rewrite guard), writing nothing.
+
+        Returns the current bytes (None: absent).  Raises what :meth:`upsert` would: ``conflict``,
+        ``quota_exceeded``, ``destructive_rewrite`` (unless ``allow_shrink``).  For a proposal
+        (DESIGN.md §21), whose checks run when it is made.
+        """
+        old = self.read(scope_dir, path)
+        observed = ABSENT if old is None else revision_of(old)
+        if not revision_matches(expected_revision, observed):
+            raise _conflict(path, expected_revision, observed)
+        self._check_quota(scope_dir, path, content, old)
+        if old is not None and not allow_shrink:
+            check_rewrite(path, old, content)
+        return old
+
     def upsert(self, scope_dir: str, path: str, content: bytes, expected_revision: str,
                allow_shrink: bool = False, before_write: BeforeWrite | None = None) -> Result:
         """Compare-and-swap replace (or create, with ``absent``) a whole document.

@@ -37,6 +37,7 @@ class ErrorCode(StrEnum):
     STORAGE_ERROR = "storage_error"
     PERMISSION_DENIED = "permission_denied"
     SECRET_DETECTED = "secret_detected"
+    REVIEW_BACKLOG = "review_backlog"
     INTERNAL = "internal"
 
 
@@ -109,6 +110,9 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
                                          "rule, line, redacted preview). Remove the credential and write again; "
                                          "store where it lives instead, e.g. 'the deploy token is in 1Password, "
                                          "item X'. Never try to get around the check."),
+    ErrorCode.REVIEW_BACKLOG: ErrorSpec(19, "Nothing was proposed: too many memory changes await the user's review. "
+                                        "Do not retry now; ask the user to review pending memory changes: amux "
+                                        "memory review."),
 }
 """The closed set, with each code's exit status and next step (DESIGN.md §8)."""
 

@@ -52,7 +52,8 @@ Clients and frontends
     ``tools.lifecycle.units.STOP_TIMEOUT_SECONDS`` (s): Hub life cycle (§19).
   * ``tools.cli.human.SHORT_REVISION`` (hex digits), ``tools.cli.human.SHORT_SESSION`` (characters),
     ``tools.cli.human.TIME_FLOOR`` (characters), ``tools.cli.human.ACTION_FLOOR`` (characters): tables (§17).
-  * ``tools.cli.output.USAGE_STATUS`` (exit status), ``tools.cli.suggest.MIN_MISSPELT`` (characters).
+  * ``tools.cli.output.USAGE_STATUS`` (exit status), ``tools.cli.suggest.MIN_MISSPELT`` (characters),
+    ``tools.cli.review.WIDTH`` (columns).
   * ``tools.cli.tls.CA_DAYS`` (days), ``tools.cli.tls.SERVER_DAYS`` (days), ``tools.cli.tls.EXPIRY_WARNING_DAYS``
     (days): ``amux hub tls init``'s certificates and ``amux doctor``'s warning.
   * ``hub.mcp.catalog.MAX_NAME_ECHO`` (characters), ``hub.mcp.pager.PAGE_BUDGET`` (bytes),
@@ -87,7 +88,7 @@ The benchmark's goals and sizes
     ``bench.history.THROUGHPUT_GOAL`` (ratio), ``bench.history.LATENCY_GOAL_MS`` (ms),
     ``bench.history.SIZE_GOAL_BYTES`` (bytes), ``bench.latency.LIMIT`` (results),
     ``bench.secrets.THROUGHPUT_GOAL`` (ratio), ``bench.startup.GOAL_MS`` (ms), ``bench.startup.RELAY_GOAL_MS``
-    (ms), ``bench.startup.RELAY_GOAL_KIB`` (KiB).
+    (ms), ``bench.startup.RELAY_GOAL_KIB`` (KiB), ``bench.review.PROPOSAL_THROUGHPUT_GOAL`` (ratio).
 """
 
 from __future__ import annotations
@@ -192,6 +193,9 @@ class Limits:
 
 
 LIMITS = Limits()
+
+REVIEW_MAX_PENDING_CEILING = 1000
+"""The largest ``memory.review_max_pending`` accepted (count): ``review_list`` pages them (§21)."""
 
 ENTRY_NAME = "MEMORY.md"
 """The scope's small entry document, read once per new conversation."""

@@ -22,11 +22,13 @@ from protocol.limits import LIMITS
 PROTOCOL_VERSION: Final = 1
 
 METHODS: Final = frozenset({"hello", "mcp_open", "search", "get", "upsert", "forget", "export", "list",
-                            "history", "log", "restore", "purge", "scan"})
+                            "history", "log", "restore", "purge", "scan",
+                            "review_list", "review_show", "review_decide"})
 """Every method the Hub answers."""
 
 DATA_METHODS: Final = frozenset({"search", "get", "upsert", "forget", "export", "list",
-                                 "history", "log", "restore", "purge", "scan"})
+                                 "history", "log", "restore", "purge", "scan",
+                                 "review_list", "review_show", "review_decide"})
 """Methods that touch memory: they need a completed hello and memory enabled."""
 
 _MAX_ID: Final = 2**63 - 1

@@ -456,3 +456,101 @@ def parse_purge(params: dict[str, Any]) -> PurgeParams:
     if (revision is None) == (not every):
         raise _bad("give exactly one of revision and all=true", field="revision")
     return PurgeParams(path, revision, every)
+
+
+_PROPOSAL_ID = re.compile(r"^p[0-9a-f]{12}$")
+
+
+def _proposal_id(params: dict[str, Any]) -> str:
+    value = params.get("id")
+    if not isinstance(value, str) or not _PROPOSAL_ID.fullmatch(value.strip().lower()):
+        raise _bad("id must be a proposal id: 'p' and 12 hex digits, as 'amux memory review' lists them", field="id")
+    return value.strip().lower()
+
+
+@dataclass(frozen=True)
+class ReviewListParams:
+    """``review_list``: pending proposals whose path starts with ``path_prefix``, after ``cursor`` (DESIGN.md §21)."""
+
+    path_prefix: str
+    cursor: str
+
+
+def parse_review_list(params: dict[str, Any]) -> ReviewListParams:
+    """Validate ``review_list`` params: ``path_prefix`` and ``cursor`` (the previous page's ``next_cursor``, a
+    proposal id, or ``""``)."""
+    _only(params, {"path_prefix", "cursor"})
+    cursor = params.get("cursor", "") or ""
+    if cursor:
+        cursor = _proposal_id({"id": cursor})
+    return ReviewListParams(normalize_prefix(params.get("path_prefix")), cursor)
+
+
+REVIEW_TEXTS = ("proposed", "base", "current")
+"""The texts ``review_show`` pages: what the agent proposed, the document it saw, the document now."""
+
+
+@dataclass(frozen=True)
+class ReviewShowParams:
+    """``review_show``: one proposal, with a page (from byte ``offset``) of one of its :data:`REVIEW_TEXTS`."""
+
+    id: str
+    text: str
+    offset: int
+
+
+def parse_review_show(params: dict[str, Any]) -> ReviewShowParams:
+    """Validate ``review_show`` params: ``id``, ``text`` (``proposed`` default, ``base`` or ``current``),
+    ``offset`` (bytes, the previous page's ``next_offset``)."""
+    _only(params, {"id", "text", "offset"})
+    text = params.get("text", "proposed")
+    if text not in REVIEW_TEXTS:
+        raise _bad(f"text must be one of {', '.join(REVIEW_TEXTS)}", field="text")
+    return ReviewShowParams(_proposal_id(params), str(text), _int(params, "offset", 0, 0, 2**62))
+
+
+@dataclass(frozen=True)
+class ReviewDecideParams:
+    """``review_decide``: approve or reject one proposal (DESIGN.md §21).
+
+    ``expected_revision`` (approve: required) is the document's revision the person saw, compared
+    and swapped like an upsert's; ``content`` (approve of an upsert only) the person's edited text to
+    write instead of the proposed one; ``reason`` a short note kept with the decision.
+    """
+
+    id: str
+    decision: str
+    expected_revision: str | None
+    content: bytes | None
+    reason: str | None
+
+
+def parse_review_decide(params: dict[str, Any]) -> ReviewDecideParams:
+    """Validate ``review_decide`` params: ``id``, ``decision`` (``approve`` | ``reject``),
+    ``expected_revision`` (required to approve), ``content`` (str or bin, valid UTF-8, approve only),
+    ``reason`` (at most 500 characters)."""
+    _only(params, {"id", "decision", "expected_revision", "content", "reason"})
+    pid = _proposal_id(params)
+    decision = params.get("decision")
+    if decision not in ("approve", "reject"):
+        raise _bad("decision must be approve or reject", field="decision")
+    rev = params.get("expected_revision")
+    if decision == "approve" and rev is None:
+        raise _bad("expected_revision is required to approve: the document's current revision "
+                   "(review_show's current_revision)", field="expected_revision")
+    content = params.get("content")
+    raw: bytes | None = None
+    if content is not None:
+        if decision != "approve":
+            raise _bad("content is only for approve (the edited text to write)", field="content")
+        raw = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
+        if not isinstance(raw, bytes):
+            raise _bad("content must be the complete UTF-8 document", field="content")
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _bad("content is not valid UTF-8", field="content") from None
+    reason = params.get("reason")
+    if reason is not None and (not isinstance(reason, str) or len(reason) > 500):
+        raise _bad("reason must be a string of at most 500 characters", field="reason")
+    return ReviewDecideParams(pid, str(decision), None if rev is None else parse_revision(rev), raw, reason or None)

@@ -174,3 +174,40 @@ def purge_params(path: str, *, revision: str | None = None, all_versions: bool =
     if all_versions:
         params["all"] = True
     return params
+
+
+def review_list_params(*, path_prefix: str = "", cursor: str = "") -> dict[str, Any]:
+    """``review_list``: ``path_prefix`` and ``cursor`` (the previous page's ``next_cursor``) when non-empty.
+    DESIGN.md §21."""
+    params: dict[str, Any] = {}
+    if path_prefix:
+        params["path_prefix"] = path_prefix
+    if cursor:
+        params["cursor"] = cursor
+    return params
+
+
+def review_show_params(proposal: str, *, text: str = "proposed", offset: int = 0) -> dict[str, Any]:
+    """``review_show``: ``{"id"}`` plus ``text`` (``base`` or ``current``; ``proposed`` is the default and left
+    out) and ``offset`` (bytes) when non-zero.  DESIGN.md §21."""
+    params: dict[str, Any] = {"id": proposal}
+    if text != "proposed":
+        params["text"] = text
+    if offset:
+        params["offset"] = offset
+    return params
+
+
+def review_decide_params(proposal: str, decision: str, *, expected_revision: str | None = None,
+                         content: bytes | None = None, reason: str | None = None) -> dict[str, Any]:
+    """``review_decide``: ``{"id", "decision"}`` (``approve`` | ``reject``) plus ``expected_revision`` (the
+    document's revision, required to approve), ``content`` (the edited text to approve instead) and
+    ``reason`` when given.  DESIGN.md §21."""
+    params: dict[str, Any] = {"id": proposal, "decision": decision}
+    if expected_revision is not None:
+        params["expected_revision"] = expected_revision
+    if content is not None:
+        params["content"] = content
+    if reason:
+        params["reason"] = reason
+    return params

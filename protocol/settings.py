@@ -112,6 +112,32 @@ def _group(text: str) -> str:
     return text
 
 
+def _review(text: str) -> str:
+    if text not in ("off", "agents"):
+        raise ValueError("expected off or agents")
+    return text
+
+
+def _globs(text: str) -> str:
+    """Comma-separated path globs (``MEMORY.md``, ``user/**``), stored as one comma-separated string."""
+    globs = [g.strip() for g in text.split(",") if g.strip()]
+    if not globs:
+        raise ValueError("expected at least one path glob, e.g. ** (every path), MEMORY.md, user/**")
+    for g in globs:
+        if g.startswith("/") or "\\" in g or any(part in ("", ".", "..") for part in g.split("/")):
+            raise ValueError(f"{g!r} is not a relative path glob (no leading '/', '..' or empty segments)")
+    return ",".join(globs)
+
+
+def _max_pending(text: str) -> int:
+    from protocol.limits import REVIEW_MAX_PENDING_CEILING
+
+    value = _positive(text)
+    if value > REVIEW_MAX_PENDING_CEILING:
+        raise ValueError(f"expected at most {REVIEW_MAX_PENDING_CEILING}")
+    return value
+
+
 @dataclass(frozen=True)
 class Setting:
     """One known setting: its default (the value as stored, e.g. ``"0600"``), how a typed string is parsed
@@ -135,6 +161,13 @@ SETTINGS: dict[str, Setting] = {
                                   "(secret_detected), 'warn' accepts it with a warning, 'off' does not look"),
     "memory.secret_allow": Setting("", _sha256_list, "SHA-256 hex digests (comma-separated) of exact values the "
                                    "credential check lets through, e.g. example keys in documentation"),
+    "memory.review": Setting("off", _review, "'agents': an agent's upsert or forget on a path under review is kept "
+                             "as a proposal until a person approves it ('amux memory review'); 'off': applied at once"),
+    "memory.review_paths": Setting("**", _globs, "comma-separated globs of the paths under review (** = every "
+                                   "path; e.g. MEMORY.md,user/**)"),
+    "memory.review_max_days": Setting(30, _positive, "days a pending proposal waits before it expires"),
+    "memory.review_max_pending": Setting(100, _max_pending, "pending proposals a scope holds at most (then "
+                                         "agents' writes are refused with review_backlog)"),
     "hub.socket_path": Setting("", _file_path, "Unix socket path ('' = <AMUX_HOME>/hub.sock)"),
     "hub.socket_mode": Setting("0600", _mode,
                                "socket file mode, octal (0600 = single user; 0666 to serve other OS users)"),

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from hub.mcp.handlers import TOOL_NAMES, MemoryTools
 from hub.mcp.render import error_result
-from hub.mcp.schemas import OUTPUT_SCHEMAS
+from hub.mcp.schemas import OUTPUT_SCHEMAS, REVIEW_OUTPUT_SCHEMAS
 from protocol.errors import ErrorCode, HubError
 
 log = logging.getLogger("amux.mcp")
@@ -114,11 +114,13 @@ class ToolCatalog:
         }
         """Tool name → the SDK's description of the handler (input schema and argument validation)."""
 
-    def listing(self) -> list[types.Tool]:
-        """The ``tools/list`` entries, in :data:`TOOL_NAMES` order."""
+    def listing(self, review: bool = False) -> list[types.Tool]:
+        """The ``tools/list`` entries, in :data:`TOOL_NAMES` order; ``review``: the Hub keeps agents' writes for
+        review (``memory.review = agents``), so upsert and forget may answer a proposal (DESIGN.md §21)."""
+        schemas = REVIEW_OUTPUT_SCHEMAS if review else OUTPUT_SCHEMAS
         return [
             types.Tool(name=tool.name, title=tool.title, description=tool.description,
-                       input_schema=tool.parameters, output_schema=OUTPUT_SCHEMAS[tool.name],
+                       input_schema=tool.parameters, output_schema=schemas[tool.name],
                        annotations=tool.annotations)
             for tool in self.tools.values()
         ]

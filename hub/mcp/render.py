@@ -85,9 +85,21 @@ def render_get(r: dict[str, Any]) -> str:
     return head + "\n---\n" + str(r.get("content", ""))
 
 
+def render_proposal(r: dict[str, Any]) -> str:
+    """The text of an ``upsert`` or ``forget`` the Hub kept for review (``proposed: true``, DESIGN.md §21):
+    not saved, waiting for the user; what to tell them; reads still show memory without it."""
+    what = "deletion of" if r.get("action") == "forget" else "change to"
+    return (f"Not saved yet: your {what} {r.get('path')} is proposal {r.get('proposal')}, pending the user's "
+            "review. Do not say it is saved; tell the user it awaits their approval (amux memory review). "
+            "Memory reads show the current text without it; a newer proposal for this path replaces this one.")
+
+
 def render_upsert(r: dict[str, Any]) -> str:
     """The text of an ``upsert`` result: created or replaced, size in bytes, the new revision, and a warning
-    when the Hub found credentials it wrote anyway (``secret_findings``, DESIGN.md §16)."""
+    when the Hub found credentials it wrote anyway (``secret_findings``, DESIGN.md §16); a proposal kept
+    for review is :func:`render_proposal`."""
+    if r.get("proposed"):
+        return render_proposal(r)
     how = "Created" if r.get("created") else "Replaced"
     text = f"{how} {r.get('path')} ({r.get('bytes')} bytes); its revision is now {r.get('revision')}."
     if r.get("secret_findings"):  # memory.secret_scan = warn (DESIGN.md §16): written, but say so
@@ -98,7 +110,9 @@ def render_upsert(r: dict[str, Any]) -> str:
 
 
 def render_forget(r: dict[str, Any]) -> str:
-    """The text of a ``forget`` result: deleted, or already absent."""
+    """The text of a ``forget`` result: deleted, or already absent (or a proposal, :func:`render_proposal`)."""
+    if r.get("proposed"):
+        return render_proposal(r)
     if r.get("already_absent"):
         return f"{r.get('path')} was already absent; nothing was deleted."
     return f"Deleted {r.get('path')}."

@@ -76,27 +76,58 @@ UPSERT_SCHEMA = _obj({
 FORGET_SCHEMA = _obj({"path": _STR, "deleted": _BOOL, "already_absent": _BOOL, "revision": _STR})
 """The Hub's ``forget`` result (DESIGN.md §4)."""
 
-ERROR_SCHEMA: dict[str, Any] = _obj({"error": _obj({
-    "code": {"type": "string", "enum": [code.value for code in ErrorCode]},
-    "message": {"type": "string"},
-    "data": {"type": "object", "description": "What the caller needs to recover, e.g. observed_revision on "
-             "conflict, current and maximum on quota_exceeded."},
-    "next_step": {"type": "string", "description": "What to do about it."},
-})})
-"""The structured content of a tool error (``isError``), DESIGN.md §8.  It is part of every output schema because
-some clients (the TypeScript SDK's, in the MCP Inspector) validate error results against it too."""
+PROPOSAL_SCHEMA = _obj({
+    "proposed": {"type": "boolean", "const": True, "description": "Not written: kept for the user's review."},
+    "proposal": {"type": "string", "description": "The proposal's id (the user approves it with amux memory review)."},
+    "status": {"type": "string", "description": '"pending": waiting for the user.'},
+    "path": _STR, "action": {"type": "string", "enum": ["upsert", "forget"]},
+    "base_revision": _STR, "proposed_revision": _STR, "bytes": _INT,
+}, ["proposed", "proposal", "status", "path"])
+"""An ``upsert`` or ``forget`` kept for review instead of applied (``memory.review = agents``, DESIGN.md §21)."""
+
+REVIEW_CODES: frozenset[ErrorCode] = frozenset({ErrorCode.REVIEW_BACKLOG})
+"""Error codes only a Hub with review on answers (DESIGN.md §21): left out of the published enum when review is
+off, so that with ``memory.review = off`` the ``tools/list`` answer is what it was before review existed."""
 
 
-def result_or_page(schema: dict[str, Any]) -> dict[str, Any]:
-    """A tool's output schema: its result (``schema``), a page of it, or an error."""
-    return {"type": "object", "anyOf": [schema, PAGE_SCHEMA, ERROR_SCHEMA]}
+def error_schema(review: bool = True) -> dict[str, Any]:
+    """The structured content of a tool error (``isError``), DESIGN.md §8; ``review`` False leaves out
+    :data:`REVIEW_CODES`.  It is part of every output schema because some clients (the TypeScript SDK's, in the
+    MCP Inspector) validate error results against it too."""
+    codes = [code.value for code in ErrorCode if review or code not in REVIEW_CODES]
+    return _obj({"error": _obj({
+        "code": {"type": "string", "enum": codes},
+        "message": {"type": "string"},
+        "data": {"type": "object", "description": "What the caller needs to recover, e.g. observed_revision on "
+                 "conflict, current and maximum on quota_exceeded."},
+        "next_step": {"type": "string", "description": "What to do about it."},
+    })})
 
 
-OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
-    "memory_search": result_or_page(SEARCH_SCHEMA),
-    "memory_get": result_or_page(GET_SCHEMA),
-    "memory_upsert": result_or_page(UPSERT_SCHEMA),
-    "memory_forget": result_or_page(FORGET_SCHEMA),
-    "result_continue": {"type": "object", "anyOf": [PAGE_SCHEMA, ERROR_SCHEMA]},
-}
-"""Tool name → its published output schema."""
+ERROR_SCHEMA: dict[str, Any] = error_schema()
+"""Every error a tool can answer (review codes included), DESIGN.md §8."""
+
+
+def result_or_page(schema: dict[str, Any], *also: dict[str, Any], review: bool = True) -> dict[str, Any]:
+    """A tool's output schema: its result (``schema``, or one of ``also``), a page of it, or an error."""
+    return {"type": "object", "anyOf": [schema, *also, PAGE_SCHEMA, error_schema(review)]}
+
+
+def output_schemas(review: bool) -> dict[str, dict[str, Any]]:
+    """Tool name → its published output schema.  With ``review`` (``memory.review = agents``) an upsert or forget
+    may answer a proposal (:data:`PROPOSAL_SCHEMA`) and errors include :data:`REVIEW_CODES`; without it the
+    schemas are exactly those of a Hub without review (DESIGN.md §21: off changes nothing)."""
+    proposal = (PROPOSAL_SCHEMA,) if review else ()
+    return {
+        "memory_search": result_or_page(SEARCH_SCHEMA, review=review),
+        "memory_get": result_or_page(GET_SCHEMA, review=review),
+        "memory_upsert": result_or_page(UPSERT_SCHEMA, *proposal, review=review),
+        "memory_forget": result_or_page(FORGET_SCHEMA, *proposal, review=review),
+        "result_continue": {"type": "object", "anyOf": [PAGE_SCHEMA, error_schema(review)]},
+    }
+
+
+OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = output_schemas(review=False)
+"""Tool name → its published output schema with review off."""
+REVIEW_OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = output_schemas(review=True)
+"""Tool name → its published output schema with review on."""

@@ -41,13 +41,14 @@ SERVER_TITLE = "amux memory"
 """The server's human-readable title in ``initialize``."""
 
 
-def build_server(backend: Backend, *, instructions: bool = True,
-                 page_ttl: float = DEFAULT_PAGE_TTL) -> Server[MemoryTools]:
+def build_server(backend: Backend, *, instructions: bool = True, page_ttl: float = DEFAULT_PAGE_TTL,
+                 review: bool = False) -> Server[MemoryTools]:
     """A fresh ``amux`` MCP server for one session whose tool calls go to ``backend``.
 
     ``instructions`` False leaves the protocol text out of ``initialize``;
     ``page_ttl`` is how many seconds this session's paged results stay
-    readable.  The state (pages) belongs to this server alone: build one per
+    readable; ``review`` True publishes the output schemas of a Hub that keeps
+    agents' writes for review (DESIGN.md §21).  The state (pages) belongs to this server alone: build one per
     MCP session.  Run it with ``await server.run(read, write,
     server.create_initialization_options())`` on anyio memory streams of
     ``SessionMessage`` (or give it to the SDK's streamable-HTTP manager).
@@ -61,7 +62,7 @@ def build_server(backend: Backend, *, instructions: bool = True,
 
     async def list_tools(_: ServerRequestContext[MemoryTools],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools.listing())
+        return types.ListToolsResult(tools=tools.listing(review))
 
     async def call_tool(_: ServerRequestContext[MemoryTools],
                         params: types.CallToolRequestParams) -> types.CallToolResult:

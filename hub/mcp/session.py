@@ -59,15 +59,15 @@ class McpBridge:
     """One MCP session on one Hub connection (see the module docstring).
 
     ``backend`` runs the session's tool calls (the caller's identity and scope
-    are fixed in it); ``instructions`` and ``page_ttl`` (seconds) as in
+    are fixed in it); ``instructions``, ``page_ttl`` (seconds) and ``review`` as in
     :func:`hub.mcp.server.build_server`.  :meth:`run` serves until
     :meth:`close_input` (the peer closed, or the Hub stops reading).
     """
 
     def __init__(self, conn: Connection, backend: Backend, *, instructions: bool = True,
-                 page_ttl: float = DEFAULT_PAGE_TTL) -> None:
+                 page_ttl: float = DEFAULT_PAGE_TTL, review: bool = False) -> None:
         self.conn = conn
-        self.server = build_server(backend, instructions=instructions, page_ttl=page_ttl)
+        self.server = build_server(backend, instructions=instructions, page_ttl=page_ttl, review=review)
         self._inbox_send: MemoryObjectSendStream[SessionMessage | Exception]
         self._inbox: MemoryObjectReceiveStream[SessionMessage | Exception]
         self._inbox_send, self._inbox = anyio.create_memory_object_stream[SessionMessage | Exception](INBOX)

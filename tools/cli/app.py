@@ -20,6 +20,7 @@ from cyclopts import App
 
 from protocol.errors import ExitStatus
 from protocol.version import package_version
+from tools.cli.options import AsJson
 from tools.cli.output import exit_status_help
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ token_app = App(
 memory_app = App(name="memory", help="Search, read, write and delete memory documents through the Hub; see and undo "
                  "what changed (history, log, diff, restore, purge); keep typed memories in shape (new, remove, index, "
                  "lint, archive, import — also on a project with --project DIR).")
+review_app = App(name="review", help="Memory changes agents proposed (memory.review = agents): list them, show one, "
+                 "approve or reject.")
 system_app = App(name="system", help="System settings.")
 config_app = App(name="config", help="Read and change Hub settings (applied when the Hub next starts).")
 service_app = App(name="service", help="Run the Hub under systemd (Linux) or launchd (macOS): write or remove "
@@ -110,6 +113,29 @@ memory_app.command("tools.cli.history:diff", name="diff")
 memory_app.command("tools.cli.history:restore", name="restore")
 memory_app.command("tools.cli.history:purge", name="purge")
 memory_app.command("tools.cli.scan:scan", name="scan")
+memory_app.command(review_app)
+
+
+@review_app.default
+def review_pending(*, path_prefix: str = "", as_json: AsJson = False) -> int:
+    """The memory changes agents proposed, waiting for your review (memory.review = agents).
+
+    In a terminal, a table fitting 80 columns; piped or with --json, {"proposals": [...], "pending",
+    "review"}. Then: amux memory review show ID; approve ID; reject ID.
+
+    Parameters
+    ----------
+    path_prefix
+        Only proposals whose path starts with this.
+    """
+    from tools.cli.review import review
+
+    return review(path_prefix=path_prefix, as_json=as_json)
+
+
+review_app.command("tools.cli.review:show", name="show")
+review_app.command("tools.cli.review:approve", name="approve")
+review_app.command("tools.cli.review:reject", name="reject")
 memory_app.command("tools.cli.typed:memory_new", name="new")
 memory_app.command("tools.cli.typed:memory_remove", name="remove")
 memory_app.command("tools.cli.typed:memory_index", name="index")

@@ -123,9 +123,13 @@ def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
                     else f"home {ctx.home} does not exist yet (socket {where})",
                     "" if ctx.home.is_dir() else f"amux hub start{ctx.home_flag}")]
     start = f"amux hub start{ctx.home_flag}"
+    waiting: int | None = None
     try:
         with (HubClient() if remote else HubClient(socket)) as client:
             ctx.hello = dict(client.hello)
+            from tools.lifecycle.control import pending_review
+
+            waiting = pending_review(client)
     except HubError as exc:
         holder = None if remote else serving_hub(ctx.home)
         if exc.code is not ErrorCode.UNAVAILABLE:
@@ -152,6 +156,9 @@ def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
                             f"({ctx.hello.get('principal_kind')}, by {ctx.hello.get('auth')}); scope "
                             f"{ctx.hello.get('scope')}, binding {ctx.hello.get('binding')}, isolation "
                             f"{ctx.hello.get('isolation')}"))
+        if waiting:
+            checks.append(Check("review", "warn", f"{waiting} memory changes proposed by agents await review",
+                                "amux memory review"))
         return checks
     if remote:
         checks.append(Check("memory", "skip", "no answer from the Hub: whether memory is on is unknown"))

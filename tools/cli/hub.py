@@ -106,6 +106,8 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
                 f"scope {doc.get('scope')}, binding {doc.get('binding')}"],
         ["version", doc.get("hub_version")],
     ]
+    if doc.get("pending_review"):
+        rows.append(["review", f"{doc['pending_review']} memory changes await review: amux memory review"])
     return [inert(head), *(f"  {line}" for line in table(rows))]
 
 

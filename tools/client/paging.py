@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from protocol.errors import ErrorCode, HubError
 from protocol.params import ABSENT
-from protocol.requests import export_params, list_params
+from protocol.requests import export_params, list_params, review_list_params, review_show_params
 
 
 class Caller(Protocol):
@@ -120,3 +120,43 @@ def list_report(client: Caller, path_prefix: str = "") -> dict[str, Any]:
         if next_cursor == cursor:
             raise HubError(ErrorCode.INTERNAL, f"list made no progress after {cursor!r}")
         cursor = str(next_cursor)
+
+
+def review_text(client: Caller, proposal: str, text: str = "proposed") -> tuple[bytes | None, dict[str, Any]]:
+    """One whole text of a proposal from ``review_show`` pages (DESIGN.md §21): ``proposed``, ``base`` or
+    ``current``.
+
+    Returns ``(bytes, or None when that text does not exist (a deletion, an absent document, a base the
+    history no longer holds), the first page's answer without its content)``.  Raises what ``call``
+    raises (``not_found`` for an unknown id) and ``internal`` when the pages make no progress.
+    """
+    parts: list[bytes] = []
+    offset = 0
+    first: dict[str, Any] | None = None
+    while True:
+        page = client.call("review_show", review_show_params(proposal, text=text, offset=offset))
+        if first is None:
+            first = {k: v for k, v in page.items() if k != "content"}
+        parts.append(page["content"])
+        if not page["truncated"]:
+            return (b"".join(parts) if page["exists"] else None), first
+        next_offset = page["next_offset"]
+        if not isinstance(next_offset, int) or next_offset <= offset:
+            raise HubError(ErrorCode.INTERNAL, f"review_show of {proposal} made no progress at offset {offset}")
+        offset = next_offset
+
+
+def review_all(client: Caller, path_prefix: str = "") -> dict[str, Any]:
+    """Every pending proposal from ``review_list`` pages: ``{proposals: [...], pending, review}``
+    (DESIGN.md §21).  Raises what ``call`` raises, and ``internal`` when a page repeats its cursor."""
+    entries: list[dict[str, Any]] = []
+    cursor = ""
+    while True:
+        page = client.call("review_list", review_list_params(path_prefix=path_prefix, cursor=cursor))
+        entries.extend(page["proposals"])
+        nxt = page.get("next_cursor")
+        if not nxt:
+            return {"proposals": entries, "pending": page["pending"], "review": page["review"]}
+        if nxt == cursor:
+            raise HubError(ErrorCode.INTERNAL, "review_list made no progress")
+        cursor = str(nxt)

@@ -88,6 +88,17 @@ def iso_utc(seconds: float) -> str:
     return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def pending_review(client: Any) -> int | None:
+    """How many proposals await review in the caller's scope (``review_list``'s ``pending``, DESIGN.md §21);
+    None when the Hub cannot say (memory disabled, an older Hub)."""
+    from protocol.requests import review_list_params
+
+    try:
+        return int(client.call("review_list", review_list_params())["pending"])
+    except HubError:
+        return None
+
+
 def hub_status(target: Path, *, remote: bool) -> dict[str, Any]:
     """The ``hello`` answer of ``target``'s Hub (``remote``: the one ``AMUX_HUB`` names) plus ``running``,
     ``home``, ``socket``, ``pid``, ``started`` (UTC ISO 8601) and ``uptime_seconds`` (seconds); ``home``,
@@ -98,6 +109,7 @@ def hub_status(target: Path, *, remote: bool) -> dict[str, Any]:
     line for this home).  Raises the connection's :class:`HubError` (``unauthorized`` when it refuses
     this caller; any error for a remote Hub), and ``unavailable`` naming the pid of a lock holder that
     does not answer.
+    ``pending_review`` is how many agents' proposals await review (DESIGN.md §21), None when memory is off.
     """
     from tools.client.blocking import HubClient
     from tools.client.settings import HUB_ENV
@@ -108,6 +120,7 @@ def hub_status(target: Path, *, remote: bool) -> dict[str, Any]:
         local = client.socket_path is not None and Path(client.socket_path) == local_socket
         with client:
             hello = dict(client.hello)
+            hello["pending_review"] = pending_review(client)
     except HubError as exc:
         if exc.code is not ErrorCode.UNAVAILABLE or remote:
             raise

@@ -1,0 +1,288 @@
+"""``amux memory review [show|approve|reject]``: a person decides what agents proposed (DESIGN.md §21).
+
+With ``memory.review = agents`` an agent's write waits as a proposal.  ``amux memory review`` lists
+the pending ones (a table fitting 80 columns in a terminal, JSON when piped or with ``--json``);
+``show ID`` prints the diff against the document the agent saw and, when the document changed since,
+against the current text; ``approve ID... [--edit]`` writes them (compare-and-swap at the revision
+shown; ``--edit`` opens ``$VISUAL``/``$EDITOR`` on the proposed text first, as ``amux memory edit``
+does), ``reject ID... [--reason TEXT]`` drops them; both take ``--path-prefix`` to decide every
+pending proposal under a prefix.  Proposed text is an agent's: every byte shown in a terminal is made
+inert (:func:`tools.client.inert.inert`, DESIGN.md §17).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import ErrorCode, HubError
+from tools.cli.options import AsJson
+from tools.cli.output import emit, fail, human_output, say, write_bytes
+
+WIDTH = 80
+"""Columns the terminal table fits in."""
+
+
+def _client() -> Any:
+    from tools.client.blocking import HubClient
+
+    return HubClient()
+
+
+def _age(seconds: int) -> str:
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def table(entries: list[dict[str, Any]]) -> str:
+    """The terminal table of pending proposals: id, age, action, +/- lines, ``!`` when the document changed
+    since, path and proposer, every row within :data:`WIDTH` columns, agent text made inert."""
+    from tools.client.inert import inert
+
+    head = f"{'ID':13} {'AGE':>4} {'ACTION':6} {'+/-':>9} {'!':1} {'PATH / BY':}"
+    lines = [head]
+    for e in entries:
+        change = "delete" if e["action"] == "forget" else "write"
+        lines_changed = f"+{e['added']}/-{e['removed']}"
+        by = inert(e["actor"].get("principal") or "?") + " via " + inert(e["actor"].get("client") or "?")
+        rest = WIDTH - (13 + 1 + 4 + 1 + 6 + 1 + 9 + 1 + 1 + 1)
+        path = inert(e["path"])
+        cell = _cut(f"{path}  ({by})", rest)
+        lines.append(f"{e['id']:13} {_age(int(e['age_seconds'])):>4} {change:6} {_cut(lines_changed, 9):>9} "
+                     f"{'!' if e['changed'] else ' '} {cell}")
+    return "\n".join(lines)
+
+
+def review(*, path_prefix: str = "", as_json: AsJson = False) -> int:
+    """The memory changes agents proposed, waiting for your review (memory.review = agents).
+
+    In a terminal, a table: id, age, write or delete, lines added/removed, "!" when the document changed
+    since the agent read it, path and who proposed it. Piped or with --json, {"proposals": [{"id",
+    "path", "action", "status", "actor", "session", "time", "age_seconds", "added", "removed", "bytes",
+    "base_revision", "proposed_revision", "current_revision", "changed"}], "pending", "review"}.
+    Then: amux memory review show ID; approve ID; reject ID.
+
+    Parameters
+    ----------
+    path_prefix
+        Only proposals whose path starts with this.
+    """
+    from tools.client.paging import review_all
+
+    try:
+        with _client() as client:
+            result = review_all(client, path_prefix)
+    except HubError as exc:
+        return fail(exc, as_json=as_json)
+    if not human_output(as_json):
+        emit(result)
+        return 0
+    if result["review"] != "agents" and not result["proposals"]:
+        say("review is off (memory.review = off): agents' writes are applied at once")
+    if not result["proposals"]:
+        print("no memory changes await review")
+        return 0
+    print(table(result["proposals"]))
+    print(f"{result['pending']} pending: 'amux memory review show ID', then approve ID or reject ID")
+    return 0
+
+
+def _diff(old: bytes | None, new: bytes | None, old_label: str, new_label: str) -> bytes:
+    from tools.client.textdiff import diff_hunks, render_unified
+
+    return render_unified(diff_hunks(old or b"", new or b""), old_label, new_label)
+
+
+def show(proposal: str, /, *, as_json: AsJson = False) -> int:
+    """One proposal: who proposed what, and the diff against the document it was based on; when the
+    document changed since, the diff against its current text too (then approve with --edit to merge).
+
+    Piped or with --json: {"proposal", "proposed", "base", "current" (texts, null when absent), "diff",
+    "diff_current" (unified diffs, null when the document did not change), "base_stored", "warnings"}.
+
+    Parameters
+    ----------
+    proposal
+        The proposal's id, as 'amux memory review' lists it.
+    """
+    from tools.client.paging import review_text
+
+    try:
+        with _client() as client:
+            proposed, meta = review_text(client, proposal, "proposed")
+            base, _ = review_text(client, proposal, "base")
+            current, _ = review_text(client, proposal, "current")
+    except HubError as exc:
+        return fail(exc, as_json=as_json)
+    entry = meta["proposal"]
+    path = entry["path"]
+    diff = _diff(base, proposed, f"a/{path} (base {entry['base_revision'][:12]})", f"b/{path} (proposed)")
+    diff_current = (_diff(current, proposed, f"a/{path} (current {entry['current_revision'][:12]})",
+                          f"b/{path} (proposed)") if entry["changed"] else None)
+    if not human_output(as_json):
+        def text(data: bytes | None) -> str | None:
+            return None if data is None else data.decode("utf-8", "replace")
+
+        emit({"proposal": entry, "proposed": text(proposed), "base": text(base), "current": text(current),
+              "diff": diff.decode("utf-8", "replace"),
+              "diff_current": None if diff_current is None else diff_current.decode("utf-8", "replace"),
+              "base_stored": meta["base_stored"], "warnings": meta["warnings"]})
+        return 0
+    from tools.client.inert import inert
+
+    actor = entry["actor"]
+    print(f"proposal {entry['id']} ({entry['status']}): {'delete' if entry['action'] == 'forget' else 'write'} "
+          f"{inert(path)}")
+    print(f"by {inert(actor.get('principal'))} via {inert(actor.get('client'))}"
+          + (f", session {inert(actor.get('session'))}" if actor.get("session") else "") + f", {entry['time']}")
+    if entry["changed"]:
+        print(f"! {inert(path)} changed since the agent read it: approving as proposed is refused; "
+              f"'amux memory review approve {entry['id']} --edit' merges")
+    for warning in meta["warnings"]:
+        say(f"warning: {warning}")
+    print("--- against the document the agent read:")
+    print(inert(diff.decode("utf-8", "replace"), multiline=True), end="")
+    if diff_current is not None:
+        print("--- against the document now:")
+        print(inert(diff_current.decode("utf-8", "replace"), multiline=True), end="")
+    return 0
+
+
+def _targets(client: Any, ids: tuple[str, ...], path_prefix: str) -> list[str]:
+    if ids and path_prefix:
+        raise HubError(ErrorCode.BAD_REQUEST, "give proposal ids or --path-prefix, not both", {"field": "path_prefix"})
+    if ids:
+        return list(ids)
+    if not path_prefix:
+        raise HubError(ErrorCode.BAD_REQUEST, "name the proposals to decide: their ids, or --path-prefix PREFIX "
+                       "(list them with 'amux memory review')", {"field": "id"})
+    from tools.client.paging import review_all
+
+    return [str(e["id"]) for e in review_all(client, path_prefix)["proposals"]]
+
+
+def _edited(proposed: bytes, path: str) -> bytes:
+    """The proposed text after the person edited it in ``$VISUAL``/``$EDITOR`` (a file in a fresh 0700 folder)."""
+    from tools.cli.edit import run_editor
+
+    folder = Path(tempfile.mkdtemp(prefix="amux-review-"))
+    file = folder / os.path.basename(path)
+    file.write_bytes(proposed)
+    os.chmod(file, 0o600)
+    why = run_editor(file)
+    if why is not None:
+        raise HubError(ErrorCode.BAD_REQUEST, f"{why}; nothing was approved (the text is kept in {file})",
+                       {"kept_file": str(file)})
+    data = file.read_bytes()
+    file.unlink()
+    folder.rmdir()
+    return data
+
+
+def decide(decision: str, ids: tuple[str, ...], path_prefix: str, *, edit: bool = False, reason: str | None = None,
+           as_json: bool = False) -> int:
+    """Approve or reject proposals one by one; prints each answer (a JSON list when piped) and returns 0, or
+    the exit status of the first failure (the others are still tried)."""
+    from protocol.requests import review_decide_params
+    from tools.client.paging import review_text
+
+    results: list[dict[str, Any]] = []
+    status = 0
+    try:
+        with _client() as client:
+            targets = _targets(client, ids, path_prefix)
+            if edit and len(targets) != 1:
+                raise HubError(ErrorCode.BAD_REQUEST, "--edit approves one proposal at a time", {"field": "edit"})
+            for pid in targets:
+                try:
+                    content: bytes | None = None
+                    params: dict[str, Any]
+                    if decision == "approve":
+                        proposed, meta = review_text(client, pid, "proposed")
+                        entry = meta["proposal"]
+                        if edit:
+                            if proposed is None:
+                                raise HubError(ErrorCode.BAD_REQUEST, f"proposal {pid} deletes {entry['path']}: "
+                                               "there is no text to edit", {"field": "edit"})
+                            content = _edited(proposed, entry["path"])
+                        params = review_decide_params(pid, "approve", expected_revision=entry["current_revision"],
+                                                      content=content, reason=reason)
+                    else:
+                        params = review_decide_params(pid, "reject", reason=reason)
+                    result = client.call("review_decide", params)
+                except HubError as exc:
+                    if not status:
+                        status = exc.exit_code
+                    results.append({"proposal": pid, "error": exc.to_wire()})
+                    if human_output(as_json):
+                        from tools.cli.human import print_error
+
+                        print_error(exc)
+                    else:
+                        say(f"{pid}: {exc.code.value}: {exc.message}")
+                    continue
+                results.append(result)
+                if human_output(as_json):
+                    _say_result(result)
+    except HubError as exc:
+        return fail(exc, as_json=as_json)
+    if not human_output(as_json):
+        write_bytes(__import__("json").dumps(results, ensure_ascii=False, indent=2).encode("utf-8",
+                                                                                          "backslashreplace") + b"\n")
+    return status
+
+
+def _say_result(r: dict[str, Any]) -> None:
+    from tools.client.inert import inert
+
+    if r.get("already_decided"):
+        print(f"{r['proposal']}: already decided ({r['status']}); nothing changed")
+    elif r["status"] == "rejected":
+        print(f"{r['proposal']}: rejected; {inert(r['path'])} unchanged")
+    else:
+        print(f"{r['proposal']}: approved; {inert(r['path'])} is now {str(r.get('revision'))[:12]}")
+    for warning in r.get("warnings") or []:
+        say(f"warning: {inert(warning)}")
+
+
+def approve(*proposals: str, path_prefix: str = "", edit: bool = False, reason: str | None = None,
+            as_json: AsJson = False) -> int:
+    """Approve proposals: each is written as proposed (compare-and-swap at the revision the Hub shows), recorded
+    in history as approved by you and proposed by the agent. A document that changed since the agent read it
+    is never overwritten: that approval is refused (conflict); merge with --edit.
+
+    Parameters
+    ----------
+    proposals
+        Proposal ids, as 'amux memory review' lists them.
+    path_prefix
+        Approve every pending proposal whose path starts with this instead.
+    edit
+        Open $VISUAL / $EDITOR on the proposed text first and approve what you save (one proposal).
+    reason
+        A short note kept with the decision.
+    """
+    return decide("approve", proposals, path_prefix, edit=edit, reason=reason, as_json=as_json)
+
+
+def reject(*proposals: str, path_prefix: str = "", reason: str | None = None, as_json: AsJson = False) -> int:
+    """Reject proposals: the documents stay as they are; the decision is recorded.
+
+    Parameters
+    ----------
+    proposals
+        Proposal ids, as 'amux memory review' lists them.
+    path_prefix
+        Reject every pending proposal whose path starts with this instead.
+    reason
+        A short note kept with the decision.
+    """
+    return decide("reject", proposals, path_prefix, reason=reason, as_json=as_json)
