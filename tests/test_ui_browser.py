@@ -6,7 +6,8 @@ save, a concurrent CLI write then a save (the conflict page, nothing lost),
 history diff and restore, a settings change landing in ``config.toml``, a
 hostile note (no script runs, nothing is fetched from another origin, the CSP
 header is present), 390 px and 1280 px, labelled controls, keyboard focus,
-and a console free of errors.  ``AMUX_UI_SCREENSHOTS=1`` writes the README's
+a console free of errors, and the Review page (DESIGN.md §21: an agent session's proposals listed and
+counted, approve, reject, a conflict then the merged approval).  ``AMUX_UI_SCREENSHOTS=1`` writes the README's
 screenshots to ``tools/ui/screenshots/``.
 """
 

@@ -26,25 +26,27 @@ from tools.client.blocking import HubClient
 
 REVIEW = {"memory.review": "agents"}
 HOSTILE_SESSION = "<script>alert('session')</script>"
+HOSTILE_CLIENT = "<b>bot</b>\u202e\x1b[2J"
 HOSTILE_TEXT = "# Notes\n\n<script>alert('note')</script>\n<img src=x onerror=alert(1)>\n"
 
 
-def agent(h: HubProcess, session: str = "sess-1") -> HubClient:
-    """A connection as a launched agent's CLI opens it: a ``hello`` carrying ``session`` (an agent caller)."""
+def agent(h: HubProcess, session: str = "sess-1", client: str = "amux-cli") -> HubClient:
+    """A connection as a launched agent's CLI opens it: a ``hello`` carrying ``session`` (an agent caller) and
+    the client name ``client``."""
     from tools.client.settings import ClientSettings
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
     settings = ClientSettings.from_env(environ={**env, "AMUX_HOME": str(h.home), "AMUX_SESSION_ID": session},
                                        socket_path=h.socket)
-    c = HubClient(h.socket, settings=settings)
+    c = HubClient(h.socket, settings=settings, client_name=client)
     c.connect()
     return c
 
 
 def propose(h: HubProcess, path: str, content: bytes | None, expected: str = "absent",
-            session: str = "sess-1") -> str:
+            session: str = "sess-1", client: str = "amux-cli") -> str:
     """An agent's upsert (``content``) or forget (None) of ``path``; returns the proposal's id."""
-    with agent(h, session) as a:
+    with agent(h, session, client) as a:
         if content is None:
             r = a.call("forget", {"path": path, "expected_revision": expected})
         else:
@@ -78,7 +80,7 @@ def test_review_page_lists_counts_and_escapes_agent_text(reviewed: tuple[HubProc
     cookie = ui.sign_in()
     _, _, before = request(ui, "GET", "/", cookie=cookie)
     assert 'id="nav-review">Review</a>' in before and 'id="review-pending"' not in before
-    first = propose(h, "notes/evil.md", HOSTILE_TEXT.encode(), session=HOSTILE_SESSION)
+    first = propose(h, "notes/evil.md", HOSTILE_TEXT.encode(), session=HOSTILE_SESSION, client=HOSTILE_CLIENT)
     second = propose(h, "notes/base.md", None, expected=write(h, "notes/base.md", b"one\ntwo\n"))
     status, _, page = request(ui, "GET", "/review", cookie=cookie)
     assert status == 200
@@ -86,6 +88,7 @@ def test_review_page_lists_counts_and_escapes_agent_text(reviewed: tuple[HubProc
     assert f'href="/review/{first}"' in page and f'href="/review/{second}"' in page
     assert "notes/evil.md" in page and "notes/base.md" in page and "delete" in page and "create" in page
     assert "<script>alert(" not in page and str(escape(HOSTILE_SESSION)) in page
+    assert "\u202e" not in page and "\u001b" not in page and "&lt;b&gt;bot&lt;/b&gt;\\u202e\\x1b[2J" in page
     assert "+4 −0" in page and "+0 −2" in page
     _, _, overview = request(ui, "GET", "/", cookie=cookie)
     assert 'id="review-pending"' in overview and "<strong>2</strong> memory changes" in overview
@@ -207,3 +210,49 @@ def test_review_off_hides_the_navigation_entry(hub: HubProcess, tmp_path: Path) 
         assert status == 200 and 'id="review-off"' in page and 'id="review-empty"' in page
     finally:
         u.stop()
+
+
+@pytest.mark.slow
+def test_refused_decisions_keep_the_text_and_an_agent_run_page_cannot_decide(
+        reviewed: tuple[HubProcess, UiProcess], tmp_path: Path) -> None:
+    h, ui = reviewed
+    pid = propose(h, "notes/tokens.md", b"# Tokens\n- where they live: the vault\n")
+    cookie = ui.sign_in()
+    _, _, page = request(ui, "GET", f"/review/{pid}", cookie=cookie)
+    secret = "- the key: ghp_" + "Zx9" * 12 + "\n"
+    status, _, body = request(ui, "POST", "/review/decide", cookie=cookie,
+                              form={"csrf": csrf_of(page), "id": pid, "decision": "approve",
+                                    "expected_revision": "absent", "edited": "1", "content": "# Tokens\n" + secret,
+                                    "proposed_sha256": "0" * 64, "base_revision": "absent", "newline": "lf"})
+    assert status == 200 and "secret_detected" in body and "Zx9Zx9Zx9Zx9" not in body.split("</textarea>")[1]
+    assert "# Tokens\n" + secret + "</textarea>" in body  # the person's text stays in the editor
+    assert not (h.scope_dir / "notes" / "tokens.md").exists() and status_of(h, pid) == "pending"
+    # amux ui started inside an agent's session is an agent caller: the Hub refuses its decisions.
+    u = start_ui({**h.env, "AMUX_SESSION_ID": "sess-agent"}, tmp=tmp_path)
+    try:
+        c = u.sign_in()
+        _, _, page = request(u, "GET", f"/review/{pid}", cookie=c)
+        for decision in ("approve", "reject"):
+            status, _, body = request(u, "POST", "/review/decide", cookie=c,
+                                      form={"csrf": csrf_of(page), "id": pid, "decision": decision,
+                                            "expected_revision": "absent"})
+            assert status == 200 and "unauthorized" in body and "an agent cannot approve" in body, decision
+    finally:
+        u.stop()
+    assert not (h.scope_dir / "notes" / "tokens.md").exists() and status_of(h, pid) == "pending"
+
+
+@pytest.mark.slow
+def test_a_deletion_over_a_changed_document_can_only_be_rejected(reviewed: tuple[HubProcess, UiProcess]) -> None:
+    h, ui = reviewed
+    rev = write(h, "notes/old.md", b"old\n")
+    pid = propose(h, "notes/old.md", None, expected=rev)
+    write(h, "notes/old.md", b"newer\n", rev)
+    cookie = ui.sign_in()
+    _, _, page = request(ui, "GET", f"/review/{pid}", cookie=cookie)
+    assert "A deletion cannot be merged" in page and 'id="approve-edited"' not in page
+    status, _, body = request(ui, "POST", "/review/decide", cookie=cookie,
+                              form={"csrf": csrf_of(page), "id": pid, "decision": "approve",
+                                    "expected_revision": h.cli("memory", "show", "notes/old.md").json["revision"]})
+    assert status == 200 and "conflict" in body and "cannot be approved" in body
+    assert (h.scope_dir / "notes" / "old.md").read_bytes() == b"newer\n" and status_of(h, pid) == "pending"
