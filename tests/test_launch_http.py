@@ -365,18 +365,23 @@ def test_real_claude_connects_over_http_with_no_amux_mcp_process(
         agents: Path, http_hub_process: tuple[HubProcess, str], tmp_path: Path, fake_model: FakeModel) -> None:
     """Claude Code's ``init`` message lists ``amux`` connected with the listener's tools; the fake model's
     ``memory_search`` and ``memory_get`` are answered by the Hub with the stored fact; the system prompt holds
-    the protocol once (the server's instructions are off: ``Amux-Instructions``); no ``amux mcp`` ever runs
-    under the launch; the token it used is refused (401) after the run."""
+    the protocol once (the server's instructions are off: ``Amux-Instructions``); its ``memory_upsert`` is
+    recorded with the launch's session (``Amux-Session``); no ``amux mcp`` ever runs under the launch; the
+    token it used is refused (401) after the run."""
     from protocol.agent_protocol import render
 
     h, url = http_hub_process
     served = listener_tools(h, url)
     seed_fact(h)
-    script_lookup(fake_model)
+    fake_model.script(ToolCall("mcp__amux__memory_search", {"query": "httpfactword"}),
+                      ToolCall("mcp__amux__memory_get", {"path": FACT_PATH}),
+                      ToolCall("mcp__amux__memory_upsert", {"path": "notes/learned.md", "content": "# Learned\n",
+                                                            "expected_revision": "absent"}), Text("finished"))
     env = agent_env(agents, h, tmp_path / "home", ANTHROPIC_BASE_URL=fake_model.url, ANTHROPIC_API_KEY="dummy")
     work = tmp_path / "work"
     work.mkdir()
-    proc = subprocess.Popen([*amux_argv(), "launch", "--session-id", str(uuid.uuid4()), "claude", "-p", "hello",
+    session = str(uuid.uuid4())
+    proc = subprocess.Popen([*amux_argv(), "launch", "--session-id", session, "claude", "-p", "hello",
                              "--output-format", "stream-json", "--verbose", "--no-session-persistence"],
                             env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL)
@@ -396,9 +401,12 @@ def test_real_claude_connects_over_http_with_no_amux_mcp_process(
     assert sorted(t for t in init["tools"] if t.startswith("mcp__amux__")) == sorted(f"mcp__amux__{n}"
                                                                                        for n in served)
     turns = fake_model.turns("/v1/messages")
-    assert len(turns) == 3, [r.path for r in fake_model.requests]
+    assert len(turns) == 4, [r.path for r in fake_model.requests]
     assert "notes/build.md" in json.dumps(anthropic_tool_results(turns[1]))
     assert FACT in json.dumps(anthropic_tool_results(turns[2])), json.dumps(anthropic_tool_results(turns[2]))[:2000]
+    # The agent's write names the launch's session in history (Amux-Session), as the relay's hello does.
+    (version,) = h.cli("memory", "history", "notes/learned.md").json["versions"]
+    assert version["actor"] == {"principal": ME, "client": "amux-mcp", "binding": "global", "session": session}
     assert sum(t.count(render("mcp")) for t in strings(turns[0])) == 1, "one protocol block"
     assert anthropic_system(turns[0]).count(render("mcp")) == 1
     assert token is not None and token.startswith("amux_")
