@@ -575,3 +575,46 @@ def test_the_sdk_streamable_http_client_uses_the_memory_tools(tmp_path: Path) ->
     assert pages >= 2 and big.startswith(content) and len(content) > 6000
     assert out["forget"]["deleted"] is True and h.cli("memory", "list").json["entries"] == [
         {"path": "big.md", "bytes": len(big.encode())}]
+
+
+def test_an_http_caller_is_an_agent_the_secret_check_cannot_be_overridden(tmp_path: Path) -> None:
+    """An HTTP ``memory_upsert`` of a note holding a (fake) credential is refused with ``secret_detected`` even with
+    ``allow_secret: true`` among its arguments (no schema names it; the Hub refuses it from an agent), the value
+    is not echoed, and nothing is written; a session opened with ``Amux-Instructions: off`` is unknown (404)
+    without that header (each setting has its own server)."""
+    from tests.secret_samples import samples
+
+    h, url = start(tmp_path)
+    token, _ = issue(h, "alice")
+    sample = samples(41)[0]
+    sid = open_session(url, token)
+    before = snapshot(h.home)
+    status, result = tool(url, token, sid, "memory_upsert", {
+        "path": "deploy.md", "content": f"# Deploy\n\n{sample.line}\n", "expected_revision": "absent",
+        "allow_secret": True})
+    assert status == 200 and result["isError"], result
+    assert result["structuredContent"]["error"]["code"] == "secret_detected", result
+    assert sample.secret not in json.dumps(result)
+    assert snapshot(h.home) == before
+    quiet = open_session(url, token, **{"Amux-Instructions": "off"})
+    assert read_entry(url, token, quiet, **{"Amux-Instructions": "off"})[0] == 200
+    assert read_entry(url, token, quiet)[0] == 404
+
+
+def test_session_pagers_are_per_session_and_dropped() -> None:
+    """:class:`hub.mcp.http.SessionPagers`: one pager per (token, session), the same one again on reuse, dropped
+    by :meth:`forget` and once unused for the page TTL."""
+    from hub.mcp.http import SessionPagers
+
+    now = [0.0]
+    pagers = SessionPagers(ttl=10, clock=lambda: now[0])
+    a = pagers.of("t1", "s1")
+    assert pagers.of("t1", "s1") is a and pagers.of("t2", "s1") is not a and pagers.of("t1", "s2") is not a
+    assert len(pagers) == 3
+    pagers.forget("s1")
+    assert len(pagers) == 1 and pagers.of("t1", "s1") is not a
+    now[0] = 9.0
+    pagers.of("t1", "s2")
+    now[0] = 15.0
+    pagers.of("t9", "s9")
+    assert len(pagers) == 2, "t1/s1 unused for 15 s is gone; t1/s2, used at 9 s, stays"
