@@ -30,8 +30,8 @@ agent (:func:`hub.identity.agent_reason`) and history names its session.
 ``Amux-Instructions: off`` (sent by ``amux launch``, which puts the protocol
 in the agent's own instructions) picks a server whose ``initialize`` has no
 instructions, as ``AMUX_MCP_INSTRUCTIONS=off`` does for the relay; each of
-the two servers has its own session manager, so the header must stay the
-same for a session's life (another value is an unknown session: 404).
+the two servers has its own session manager, and the header counts when a
+session opens: its later requests go to the server that holds it.
 
 The SDK binds each ``MCP-Session-Id`` (128 random bits) to the token that
 opened it (another token gets 404), ends it on DELETE and after
@@ -239,6 +239,7 @@ class _Session:
     principal: str
     in_flight: int = 0
     last: float = 0.0
+    quiet: bool = False
 
 
 @dataclass
@@ -267,9 +268,14 @@ class SessionBook:
             self.on_gone(sid)
         return sum(1 for s in self._sessions.values() if s.principal == principal)
 
-    def opened(self, sid: str, principal: str) -> None:
-        """Record a new session ``sid`` of ``principal``."""
-        self._sessions[sid] = _Session(principal, 0, self.clock())
+    def opened(self, sid: str, principal: str, quiet: bool = False) -> None:
+        """Record a new session ``sid`` of ``principal``; ``quiet``: it lives in the server without instructions."""
+        self._sessions[sid] = _Session(principal, 0, self.clock(), quiet)
+
+    def quiet(self, sid: str) -> bool | None:
+        """Whether the open session ``sid`` lives in the server without instructions; ``None``: not known here."""
+        s = self._sessions.get(sid)
+        return None if s is None else s.quiet
 
     def begin(self, sid: str) -> None:
         """A request for ``sid`` started."""
@@ -356,7 +362,7 @@ class FrontDoor:
         except HubError as exc:
             await _respond(send, 400, exc.message)
             return
-        await self._serve(scope, receive, send, headers, caller, self.quiet if quiet else self.inner)
+        await self._serve(scope, receive, send, headers, caller, quiet)
 
     async def _authenticate(self, headers: dict[str, str]) -> Caller | None:
         """The caller named by the bearer token (and binding), or ``None`` for any refusal."""
@@ -378,8 +384,11 @@ class FrontDoor:
             return None
 
     async def _serve(self, scope: ASGIScope, receive: Receive, send: Send, headers: dict[str, str],
-                     caller: Caller, inner: ASGIApp) -> None:
-        """Hand an authenticated request to the SDK, with the caller in the scope and the session book kept."""
+                     caller: Caller, quiet: bool) -> None:
+        """Hand an authenticated request to the SDK, with the caller in the scope and the session book kept.
+
+        ``quiet`` (``Amux-Instructions: off``) picks the server of a new session; a request of a known session
+        goes to the server that holds it, whatever its header says."""
         from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
         from mcp.server.auth.provider import AccessToken
 
@@ -389,6 +398,10 @@ class FrontDoor:
                                                       subject=identity.principal, expires_at=identity.expires))
         scope[CALLER_KEY] = caller
         sid = headers.get(MCP_SESSION_HEADER)
+        known = None if sid is None else self.sessions.quiet(sid)
+        if known is not None:
+            quiet = known
+        inner = self.quiet if quiet else self.inner
         if sid is None and self.sessions.count(identity.principal) >= self.sessions.cap:
             await _respond(send, 429, f"{identity.principal} already has {self.sessions.cap} open MCP sessions; "
                            "end one (DELETE) or wait for an idle one to expire",
@@ -403,7 +416,7 @@ class FrontDoor:
                     new = {k.decode("latin-1").lower(): v.decode("latin-1")
                                for k, v in message.get("headers", [])}.get(MCP_SESSION_HEADER)
                     if new:
-                        self.sessions.opened(new, identity.principal)
+                        self.sessions.opened(new, identity.principal, quiet)
             await send(message)
 
         if sid is not None:
