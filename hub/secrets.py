@@ -400,6 +400,11 @@ URL_PASSWORD: Final = re.compile(r"://([^\s:/?#@\[\]]{0,256}+):([^\s@]{1,256}+)@
 ``@``, so one pasted unescaped keeps its reserved characters (``#``, ``/``, ``?``, ``[``, a raw ``%``) as well
 as ``%XX`` and ``$``.  Both runs are bounded and possessive (linear on a line, DESIGN.md §16.6)."""
 
+URL_TOKEN: Final = re.compile(r"\S{1,257}+")
+"""The rest of a URL's token from its password on (at most 257 characters): the password ends at the token's LAST
+``@``, so one holding a raw ``@`` (``mysql://root:P@ssw0rd!@db``) is found whole (DESIGN.md §16.1); bounded, so a
+line is still checked in linear time."""
+
 ENV_REFERENCE: Final = re.compile(r"%\w+%")
 """A whole password that is a Windows environment variable (``%DB_PASSWORD%``): a placeholder."""
 
@@ -414,15 +419,16 @@ URL_PLACEHOLDERS: Final = frozenset({"password", "pass", "passwd", "pwd", "secre
 
 def _basic_auth() -> Finder:
     """:data:`URL_PASSWORD` (``detect-secrets``' ``BasicAuthDetector`` pattern, widened to an empty user and to
-    any character but whitespace and ``@`` in the password), without documented placeholders (``password``,
-    ``${PW}``, ``$PW``, ``<pw>``, ``%PW%``) and without a port and path mistaken for one.  Each ``://`` of the
-    line starts a match, so a URL skipped as a port and path does not hide one after it."""
+    any character but whitespace in the password, up to the token's last ``@``), without documented placeholders
+    (``password``, ``${PW}``, ``$PW``, ``<pw>``, ``%PW%``) and without a port and path mistaken for one.
+    Each ``://`` of the line starts a match, so a URL skipped as a port and path does not hide one after it."""
 
     def find(line: str, after: str) -> Iterator[str]:
         start = 0
         while (m := URL_PASSWORD.search(line, start)) is not None:
             start = m.start() + 3
-            value = m.group(2)
+            token = URL_TOKEN.match(line, m.start(2))
+            value = token.group()[:token.group().rfind("@")] if token is not None else m.group(2)
             low = value.lower()
             if (low in URL_PLACEHOLDERS or any(c in value for c in "<>*{}()") or value.startswith("$")
                     or ENV_REFERENCE.fullmatch(value) or PORT_AND_PATH.match(value)
@@ -646,6 +652,12 @@ def find_secrets(content: bytes, allowed: frozenset[str] = frozenset()) -> list[
     return found
 
 
+def credentials(count: int) -> str:
+    """``"1 credential"`` or ``"COUNT credentials"``: the count a refusal or a log line names (DESIGN.md §16.2;
+    the Hub's copy of ``tools.client.wording.counted``, which the Hub may not import)."""
+    return f"{count} credential" + ("" if count == 1 else "s")
+
+
 def refusal(path: str, findings: list[Finding], *, in_path: bool = False) -> HubError:
     """The ``secret_detected`` error of a write refused for ``findings`` (DESIGN.md §16.2): ``data`` is
     ``{path, findings}``; with ``in_path`` the findings are the path's (line 0, ``"in": "path"``) and the path is
@@ -656,11 +668,12 @@ def refusal(path: str, findings: list[Finding], *, in_path: bool = False) -> Hub
     if in_path:
         shown = scrub(path)
         return HubError(ErrorCode.SECRET_DETECTED,
-                        f"nothing was written: the path {shown} holds {len(findings)} credential(s) ({rules_found}); "
+                        f"nothing was written: the path {shown} holds {credentials(len(findings))} "
+                        f"({rules_found}); "
                         "choose a path without it (a path is shown in every list, log and history)",
                         {"path": shown, "findings": [{**f.wire(), "line": 0, "in": "path"} for f in findings]})
     return HubError(ErrorCode.SECRET_DETECTED,
-                    f"nothing was written: {path} would hold {len(findings)} credential(s) ({rules_found}); remove "
+                    f"nothing was written: {path} would hold {credentials(len(findings))} ({rules_found}); remove "
                     "them and write again, and store where the credential lives instead (e.g. 'the deploy token "
                     "is in 1Password, item X')", {"path": path, "findings": [f.wire() for f in findings]})
 
