@@ -52,6 +52,10 @@ MAX_FINDINGS: Final = 20
 KEYWORD_MIN_LENGTH: Final = 12
 """A keyword-assigned value shorter than this (characters) is never a finding."""
 
+URL_PASSWORD_CHARS: Final = 256
+"""Longest URL password looked at (characters): the bound of :data:`URL_PASSWORD`'s runs and of the search for
+its last ``@``."""
+
 KEYWORD_MIN_ENTROPY: Final = 3.5
 """Shannon entropy (bits per character) a keyword-assigned value needs to count as a credential."""
 
@@ -400,10 +404,11 @@ URL_PASSWORD: Final = re.compile(r"://([^\s:/?#@\[\]]{0,256}+):([^\s@]{1,256}+)@
 ``@``, so one pasted unescaped keeps its reserved characters (``#``, ``/``, ``?``, ``[``, a raw ``%``) as well
 as ``%XX`` and ``$``.  Both runs are bounded and possessive (linear on a line, DESIGN.md §16.6)."""
 
-URL_TOKEN: Final = re.compile(r"\S{1,257}+")
-"""The rest of a URL's token from its password on (at most 257 characters): the password ends at the token's LAST
-``@``, so one holding a raw ``@`` (``mysql://root:P@ssw0rd!@db``) is found whole (DESIGN.md §16.1); bounded, so a
-line is still checked in linear time."""
+WHITESPACE: Final = re.compile(r"\s")
+"""Where a URL's token ends: its password ends at the token's LAST ``@`` within :data:`URL_PASSWORD_CHARS` (and
+before another ``://``), so one holding a raw ``@`` (``mysql://root:P@ssw0rd!@db``) is found whole (DESIGN.md
+§16.1); the token's end is found once per token and the ``@`` by a bounded ``rfind``, so a line is still checked
+in linear time."""
 
 ENV_REFERENCE: Final = re.compile(r"%\w+%")
 """A whole password that is a Windows environment variable (``%DB_PASSWORD%``): a placeholder."""
@@ -425,10 +430,16 @@ def _basic_auth() -> Finder:
 
     def find(line: str, after: str) -> Iterator[str]:
         start = 0
+        token_end = -1  # where the whitespace-free token of the last match ends (found once per token)
         while (m := URL_PASSWORD.search(line, start)) is not None:
             start = m.start() + 3
-            token = URL_TOKEN.match(line, m.start(2))
-            value = token.group()[:token.group().rfind("@")] if token is not None else m.group(2)
+            begin = m.start(2)
+            if begin >= token_end:
+                space = WHITESPACE.search(line, begin)
+                token_end = space.start() if space is not None else len(line)
+            end = min(token_end, begin + URL_PASSWORD_CHARS + 1)
+            nested = line.find("://", m.end(2), end)  # a second URL on the token keeps its own password
+            value = line[begin:max(m.end(2), line.rfind("@", begin, end if nested < 0 else nested))]
             low = value.lower()
             if (low in URL_PLACEHOLDERS or any(c in value for c in "<>*{}()") or value.startswith("$")
                     or ENV_REFERENCE.fullmatch(value) or PORT_AND_PATH.match(value)
