@@ -52,6 +52,10 @@ MAX_FINDINGS: Final = 20
 KEYWORD_MIN_LENGTH: Final = 12
 """A keyword-assigned value shorter than this (characters) is never a finding."""
 
+URL_PASSWORD_CHARS: Final = 256
+"""Longest URL password looked at (characters): the bound of :data:`URL_PASSWORD`'s runs and of the search for
+its last ``@``."""
+
 KEYWORD_MIN_ENTROPY: Final = 3.5
 """Shannon entropy (bits per character) a keyword-assigned value needs to count as a credential."""
 
@@ -400,6 +404,12 @@ URL_PASSWORD: Final = re.compile(r"://([^\s:/?#@\[\]]{0,256}+):([^\s@]{1,256}+)@
 ``@``, so one pasted unescaped keeps its reserved characters (``#``, ``/``, ``?``, ``[``, a raw ``%``) as well
 as ``%XX`` and ``$``.  Both runs are bounded and possessive (linear on a line, DESIGN.md §16.6)."""
 
+WHITESPACE: Final = re.compile(r"\s")
+"""Where a URL's token ends: its password ends at the token's LAST ``@`` within :data:`URL_PASSWORD_CHARS` (and
+before another ``://``), so one holding a raw ``@`` (``mysql://root:P@ssw0rd!@db``) is found whole (DESIGN.md
+§16.1); the token's end is found once per token and the ``@`` by a bounded ``rfind``, so a line is still checked
+in linear time."""
+
 ENV_REFERENCE: Final = re.compile(r"%\w+%")
 """A whole password that is a Windows environment variable (``%DB_PASSWORD%``): a placeholder."""
 
@@ -414,15 +424,22 @@ URL_PLACEHOLDERS: Final = frozenset({"password", "pass", "passwd", "pwd", "secre
 
 def _basic_auth() -> Finder:
     """:data:`URL_PASSWORD` (``detect-secrets``' ``BasicAuthDetector`` pattern, widened to an empty user and to
-    any character but whitespace and ``@`` in the password), without documented placeholders (``password``,
-    ``${PW}``, ``$PW``, ``<pw>``, ``%PW%``) and without a port and path mistaken for one.  Each ``://`` of the
-    line starts a match, so a URL skipped as a port and path does not hide one after it."""
+    any character but whitespace in the password, up to the token's last ``@``), without documented placeholders
+    (``password``, ``${PW}``, ``$PW``, ``<pw>``, ``%PW%``) and without a port and path mistaken for one.
+    Each ``://`` of the line starts a match, so a URL skipped as a port and path does not hide one after it."""
 
     def find(line: str, after: str) -> Iterator[str]:
         start = 0
+        token_end = -1  # where the whitespace-free token of the last match ends (found once per token)
         while (m := URL_PASSWORD.search(line, start)) is not None:
             start = m.start() + 3
-            value = m.group(2)
+            begin = m.start(2)
+            if begin >= token_end:
+                space = WHITESPACE.search(line, begin)
+                token_end = space.start() if space is not None else len(line)
+            end = min(token_end, begin + URL_PASSWORD_CHARS + 1)
+            nested = line.find("://", m.end(2), end)  # a second URL on the token keeps its own password
+            value = line[begin:max(m.end(2), line.rfind("@", begin, end if nested < 0 else nested))]
             low = value.lower()
             if (low in URL_PLACEHOLDERS or any(c in value for c in "<>*{}()") or value.startswith("$")
                     or ENV_REFERENCE.fullmatch(value) or PORT_AND_PATH.match(value)
@@ -646,6 +663,12 @@ def find_secrets(content: bytes, allowed: frozenset[str] = frozenset()) -> list[
     return found
 
 
+def credentials(count: int) -> str:
+    """``"1 credential"`` or ``"COUNT credentials"``: the count a refusal or a log line names (DESIGN.md §16.2;
+    the Hub's copy of ``tools.client.wording.counted``, which the Hub may not import)."""
+    return f"{count} credential" + ("" if count == 1 else "s")
+
+
 def refusal(path: str, findings: list[Finding], *, in_path: bool = False) -> HubError:
     """The ``secret_detected`` error of a write refused for ``findings`` (DESIGN.md §16.2): ``data`` is
     ``{path, findings}``; with ``in_path`` the findings are the path's (line 0, ``"in": "path"``) and the path is
@@ -656,11 +679,12 @@ def refusal(path: str, findings: list[Finding], *, in_path: bool = False) -> Hub
     if in_path:
         shown = scrub(path)
         return HubError(ErrorCode.SECRET_DETECTED,
-                        f"nothing was written: the path {shown} holds {len(findings)} credential(s) ({rules_found}); "
+                        f"nothing was written: the path {shown} holds {credentials(len(findings))} "
+                        f"({rules_found}); "
                         "choose a path without it (a path is shown in every list, log and history)",
                         {"path": shown, "findings": [{**f.wire(), "line": 0, "in": "path"} for f in findings]})
     return HubError(ErrorCode.SECRET_DETECTED,
-                    f"nothing was written: {path} would hold {len(findings)} credential(s) ({rules_found}); remove "
+                    f"nothing was written: {path} would hold {credentials(len(findings))} ({rules_found}); remove "
                     "them and write again, and store where the credential lives instead (e.g. 'the deploy token "
                     "is in 1Password, item X')", {"path": path, "findings": [f.wire() for f in findings]})
 

@@ -47,7 +47,7 @@ from hub.review import PENDING, Proposal, ProposalStore, ScopeProposals, new_id,
 from hub.rewrite_guard import check_rewrite
 from hub.scan_report import document_entries, report, version_entries
 from hub.search import Reader, read_file_nofollow, search_scope
-from hub.secrets import Finding, find_secrets, refusal, scrub
+from hub.secrets import Finding, credentials, find_secrets, refusal, scrub
 from hub.store import Store, revision_of
 from hub.walk import walk_documents
 from protocol.config_file import enable_command, home_option
@@ -256,14 +256,14 @@ class MemoryService:
             return []
         in_path = find_secrets(path.encode("utf-8", "surrogatepass"))
         if in_path:
-            log.info("refused a write of %s: its path holds %d credential(s)", scrub(path), len(in_path))
+            log.info("refused a write of %s: its path holds %s", scrub(path), credentials(len(in_path)))
             raise refusal(path, in_path, in_path=True)
         findings = find_secrets(content, self.config.secret_allow)
         if not findings:
             return []
         if self.config.secret_scan == "block" and not allow_secret:
             shown = "; ".join(f"line {f.line} {f.rule} {f.preview}" for f in findings)
-            log.info("refused a write of %s holding %d credential(s): %s", path, len(findings), shown)
+            log.info("refused a write of %s holding %s: %s", path, credentials(len(findings)), shown)
             raise refusal(path, findings)
         return findings
 
@@ -298,7 +298,7 @@ class MemoryService:
             result["restored_from"] = restored_from
         if findings:
             how = "overridden by --allow-secret" if allow_secret else "memory.secret_scan = warn"
-            log.warning("wrote %s holding %d credential(s) (%s): %s", path, len(findings), how,
+            log.warning("wrote %s holding %s (%s): %s", path, credentials(len(findings)), how,
                         "; ".join(f"line {f.line} {f.rule} {f.preview}" for f in findings))
             result["secret_findings"] = [f.wire() for f in findings]
             noun = "credential" if len(findings) == 1 else "credentials"

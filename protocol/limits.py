@@ -29,8 +29,8 @@ Hub
   * ``hub.search.LISTING_WORK_FACTOR`` (times): candidate names listed per ``scan_max_total_entries`` (§5.4.1).
   * ``hub.secrets.MAX_FINDINGS`` (count), ``hub.secrets.KEYWORD_MIN_LENGTH`` (characters),
     ``hub.secrets.KEYWORD_MIN_ENTROPY`` (bits a character), ``hub.secrets.TOKEN_MIN_LENGTH`` (characters),
-    ``hub.secrets.TOKEN_MIN_ENTROPY`` (bits a character), ``hub.secrets.ANALYZE_MAX_CHARS`` (characters):
-    the secret check's rules (§16.1).
+    ``hub.secrets.TOKEN_MIN_ENTROPY`` (bits a character), ``hub.secrets.ANALYZE_MAX_CHARS`` (characters),
+    ``hub.secrets.URL_PASSWORD_CHARS`` (characters): the secret check's rules (§16.1).
   * ``hub.scan_report.SCAN_MAX_ENTRIES`` (count), ``hub.scan_report.SCAN_MAX_FINDINGS`` (count):
     the ``scan`` answer (§16.5).
   * ``hub.store.USAGE_TTL`` (s), ``hub.store.NEAR_LIMIT_FRACTION`` (1/N), ``hub.store.COUNT_MAX_ENTRIES`` (entries),

@@ -115,7 +115,8 @@ def note_forms(seed: int = 15) -> list[Sample]:
 
 def url_password_forms(seed: int = 16) -> list[Sample]:
     """Connection strings pasted unescaped (DESIGN.md §16.1): a password holding ``#``, ``/``, ``?``, a raw ``%``
-    (not followed by two hex digits) or brackets, which a URL parser would take for the end of the password."""
+    (not followed by two hex digits), brackets or a raw ``@`` (the password ends at the last ``@``), which a URL
+    parser would take for the end of the password."""
     r = random.Random(seed)
 
     def pw(reserved: str) -> str:
@@ -129,6 +130,8 @@ def url_password_forms(seed: int = 16) -> list[Sample]:
         Sample("url-password", "DATABASE_URL=postgres://app:{}@db/app", pw("%q")),
         Sample("url-password", "mongodb://root:{}@mongo:27017/admin", pw("[") + "]"),
         Sample("url-password", "- prod db: `postgres://app:{}@db.internal:5432/app` (read-only)", pw("#/?")),
+        Sample("url-password", "conn mysql://root:{}@db/app", pw("@") + "!"),
+        Sample("url-password", "mysql://root:{}@db.internal/app", pw("@")),
     ]
     return [Sample(s.rule, s.line.format(s.secret), s.secret) for s in out]
 

@@ -77,3 +77,45 @@ def test_moved_material_is_linked() -> None:
     for page in ("bench/results/notes.md", "CHANGELOG.md"):
         assert (REPO / page).is_file(), page
         assert f"]({page}" in text, page
+
+
+def cli_commands() -> list[str]:
+    """Every command of the ``amux`` cyclopts app (``"amux hub tls init"``), a group with a default command
+    (``amux memory review``) and its subcommands alike."""
+    from tools.cli.app import app
+
+    found: list[str] = []
+
+    def walk(node: object, words: list[str]) -> None:
+        subs = [n for n in node if not n.startswith("-")]  # type: ignore[attr-defined]
+        if not subs or node.default_command is not None:  # type: ignore[attr-defined]
+            found.append(" ".join(words))
+        for name in subs:
+            child = node[name]  # type: ignore[index]
+            if child is not node:
+                walk(child, [*words, name])
+
+    walk(app, ["amux"])
+    return found
+
+
+def test_every_cli_command_is_in_the_reference_table_once() -> None:
+    """docs/reference.md's commands table names each command of the app (``amux hub tls init``; an alternative
+    such as ``/ stop`` names a sibling of the cell's command, or a subcommand of a group with a default
+    command) and holds no row twice."""
+    text = (Path(__file__).parent.parent / "docs" / "reference.md").read_text(encoding="utf-8")
+    firsts = [re.split(r"(?<!\\)\|", line)[1].strip() for line in text.splitlines() if line.startswith("| `amux")]
+    assert len(firsts) == len(set(firsts)), [c for c in firsts if firsts.count(c) > 1]
+    named: set[str] = set()
+    commands = cli_commands()
+    for cell in firsts:
+        pieces = [p.strip().strip("`").replace("\\|", "|") for p in cell.split(" / ")]
+        words = pieces[0].split()
+        path = max((c.split() for c in commands if words[:len(c.split())] == c.split()), key=len, default=[])
+        if not path:
+            continue
+        named.add(" ".join(path))
+        group = any(c.split()[:-1] == path for c in commands)  # amux memory review / show ID: its subcommands
+        for alternative in pieces[1:]:
+            named.add(" ".join([*(path if group else path[:-1]), alternative.split()[0]]))
+    assert [c for c in commands if c not in named] == []

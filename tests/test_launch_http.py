@@ -469,7 +469,7 @@ def test_real_claude_registered_with_hub_connect_reads_a_fact_over_http(
     env = agent_env(agents, h, tmp_path / "home", ANTHROPIC_BASE_URL=fake_model.url, ANTHROPIC_API_KEY="dummy")
     work = tmp_path / "work"
     work.mkdir()
-    command = r.json["commands"][0].replace("claude ", f"{agents / 'claude'} ", 1)
+    command = " && ".join([*r.json["env"], r.json["commands"][0].replace("claude ", f"{agents / 'claude'} ", 1)])
     added = subprocess.run(command, shell=True, env=env, cwd=work, capture_output=True, text=True, timeout=120)
     assert added.returncode == 0, added.stderr
     script_lookup(fake_model)

@@ -380,7 +380,7 @@ def test_hub_connect_prints_working_commands(tmp_path: Path) -> None:
     """``amux hub connect`` issues a working token once and prints, per agent, the commands with it: Claude
     Code's ``claude mcp add --transport http``, Codex's ``codex mcp add --url`` with the token in an
     environment variable, ``AMUX_HUB``/``AMUX_TOKEN`` for Pi and scripts; the token opens a session."""
-    h, url = start(tmp_path)
+    h, url = start(tmp_path, **{"hub.listen": f"127.0.0.1:{free_port()}"})
     h.cli("hub", "principal", "add", "alice")
     out = {}
     for agent in ("claude", "codex", "pi", "env"):
@@ -391,7 +391,8 @@ def test_hub_connect_prints_working_commands(tmp_path: Path) -> None:
         open_session(url, r.json["token"])
     claude = out["claude"]["commands"][0]
     assert claude.startswith(f"claude mcp add --transport http amux {url} --header ")
-    assert f"'Authorization: Bearer {out['claude']['token']}'" in claude
+    assert claude.endswith(' --header "Authorization: Bearer $AMUX_TOKEN"'), claude
+    assert f"export AMUX_TOKEN={out['claude']['token']}" in out["claude"]["env"]
     assert out["codex"]["commands"] == [f"codex mcp add amux --url {url} --bearer-token-env-var AMUX_TOKEN"]
     assert f"export AMUX_TOKEN={out['codex']['token']}" in out["codex"]["env"]
     assert f"export AMUX_TOKEN={out['pi']['token']}" in out["pi"]["env"]
@@ -412,7 +413,7 @@ def test_printed_claude_command_registers_the_server(tmp_path: Path) -> None:
     h.cli("hub", "principal", "add", "alice")
     r = h.cli("hub", "connect", "claude", "--principal", "alice", "--json")
     env = {**os.environ, "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}
-    command = r.json["commands"][0].replace("claude ", f"{claude} ", 1)
+    command = " && ".join([*r.json["env"], r.json["commands"][0].replace("claude ", f"{claude} ", 1)])
     added = subprocess.run(command, shell=True, env=env, capture_output=True, text=True, timeout=120)
     assert added.returncode == 0, added.stderr
     listed = subprocess.run([str(claude), "mcp", "list"], env=env, capture_output=True, text=True, timeout=120)

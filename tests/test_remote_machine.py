@@ -191,7 +191,8 @@ def test_a_client_on_another_machine_uses_the_printed_commands(
     claude = h.cli("hub", "connect", "claude", "--principal", "alice", "--json")
     assert claude.returncode == 0, claude.stderr
     token = claude.json["token"]
-    assert f"'Authorization: Bearer {token}'" in claude.json["commands"][0]
+    assert claude.json["commands"][0].endswith('--header "Authorization: Bearer $AMUX_TOKEN"')
+    assert f"export AMUX_TOKEN={token}" in claude.json["env"]
     assert "export NODE_EXTRA_CA_CERTS=\"$HOME/.amux/hub-ca.pem\"" in claude.json["env"]
     url = claude.json["url"]
     client = [sys.executable, str(CLIENT_SCRIPT), url, "--token", token, "--query", WORD]

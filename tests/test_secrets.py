@@ -461,7 +461,7 @@ def test_an_override_that_fails_is_not_logged_and_its_error_quotes_no_credential
     r = hub.cli("memory", "upsert", "deploy.md", "--expected-revision", rev, "--allow-secret",
                 input=long + note(sample))
     assert r.returncode == 0, r.stdout
-    assert "wrote deploy.md holding 1 credential(s) (overridden by --allow-secret)" in hub.log.read_text()
+    assert "wrote deploy.md holding 1 credential (overridden by --allow-secret)" in hub.log.read_text()
 
 
 def test_a_credential_given_as_an_allow_list_entry_is_not_echoed(hub: HubProcess) -> None:

@@ -124,3 +124,17 @@ def test_lines_shaped_against_the_url_rule_are_checked_in_linear_time(hub: HubPr
     r = hub.cli("memory", "upsert", "long.md", "--expected-revision", "absent", input=f"# l\n{line}\n".encode(),
                 timeout=10)
     assert r.returncode in (0, 18), r.stdout
+
+
+def test_a_raw_at_in_the_password_is_refused_in_the_singular(hub: HubProcess) -> None:
+    """``mysql://root:P@ssw…!@db`` was stored (the password was taken to end at its first ``@``, too short to
+    count); now the whole password up to the last ``@`` is found, and the message counts ``1 credential``."""
+    for i, sample in enumerate(url_password_forms()[-2:]):
+        path = f"u{i}.md"
+        r = hub.cli("memory", "upsert", path, "--expected-revision", "absent", input=note(sample))
+        assert r.returncode == 18, (sample.line, r.stdout)
+        error = r.json["error"]
+        assert error["data"]["findings"] == [{"rule": "url-password", "line": 4, "preview": redact(sample.secret)}]
+        assert "would hold 1 credential (url-password)" in error["message"], error["message"]
+        assert_no_leak(sample, r.stdout, r.stderr)
+        assert not (hub.scope_dir / path).exists()

@@ -32,6 +32,48 @@ def _this_host() -> str:
     return socket.gethostname() if fqdn in ("localhost", "localhost.localdomain") else fqdn
 
 
+def check_url(url: str) -> str:
+    """``url`` when it can carry a bearer token: ``https://HOST…`` anywhere, ``http://`` only to a loopback host
+    (an SSH tunnel's end, DESIGN.md §7); raises ``bad_request`` (field ``url``) for another scheme, plain HTTP
+    to another host, no host, or whitespace or control characters (shown inert)."""
+    from urllib.parse import urlsplit
+
+    from protocol.endpoint import is_loopback
+    from tools.client.inert import inert
+
+    def bad(why: str) -> HubError:
+        return HubError(ErrorCode.BAD_REQUEST, f"--url {inert(url)!s}: {why}; nothing was issued", {"field": "url"})
+
+    if not url or any(c.isspace() or not c.isprintable() for c in url):
+        raise bad("a URL has no whitespace or control characters")
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number in 0-65535)
+    except ValueError as exc:
+        raise bad(f"not a URL ({exc})") from None
+    if parts.scheme not in ("https", "http") or not host:
+        raise bad("use https://HOST:PORT/mcp (or http://127.0.0.1:PORT/mcp through an SSH tunnel)")
+    if parts.scheme == "http" and not is_loopback(host):
+        raise bad(f"plain http to {host} would send the token unencrypted: use https (amux hub tls init), or an "
+                  "SSH tunnel to http://127.0.0.1:PORT/mcp")
+    return url
+
+
+def _cli_endpoint(root: Any) -> str:
+    """``tls://HOST:PORT`` (``tcp://`` without TLS) the amux CLI on another machine uses, from ``hub.listen``;
+    ``""`` when it is off."""
+    from protocol.settings import get_value, parse_listen
+
+    cli = str(get_value(root, "hub.listen"))
+    if not cli:
+        return ""
+    tls = bool(get_value(root, "hub.tls_cert"))
+    chost, cport = parse_listen(cli)
+    chost = _this_host() if chost in ("0.0.0.0", "::") else chost
+    return f"{'tls' if tls else 'tcp'}://{f'[{chost}]' if ':' in chost else chost}:{cport}"
+
+
 def _listener_url(root: Any) -> tuple[str, str]:
     """``(MCP URL, CLI endpoint or "")`` from ``hub.mcp_listen`` and ``hub.listen``; raises ``bad_request`` when
     ``hub.mcp_listen`` is off."""
@@ -51,13 +93,7 @@ def _listener_url(root: Any) -> tuple[str, str]:
         host = _this_host()
     shown = f"[{host}]" if ":" in host else host
     url = f"{'https' if tls else 'http'}://{shown}:{port}/mcp"
-    cli = str(get_value(root, "hub.listen"))
-    endpoint = ""
-    if cli:
-        chost, cport = parse_listen(cli)
-        chost = _this_host() if chost in ("0.0.0.0", "::") else chost
-        endpoint = f"{'tls' if tls else 'tcp'}://{f'[{chost}]' if ':' in chost else chost}:{cport}"
-    return url, endpoint
+    return url, _cli_endpoint(root)
 
 
 CA_THERE = '"$HOME/.amux/hub-ca.pem"'
@@ -77,19 +113,18 @@ def plan(agent: str, url: str, token: str, ca: str, endpoint: str) -> dict[str, 
     env: list[str] = []
     commands: list[str] = []
     if agent == "claude":
+        env.append(f"export {TOKEN_VAR}={q(token)}")
         if ca:
             env.append(f"export NODE_EXTRA_CA_CERTS={q(ca)}")
-        commands.append(f"claude mcp add --transport http amux {q(url)} --header {q('Authorization: Bearer ' + token)}")
+        # double quotes: the shell expands the token as it runs the command, so the line keeps it out of history
+        commands.append(f'claude mcp add --transport http amux {q(url)} --header "Authorization: Bearer ${TOKEN_VAR}"')
     elif agent == "codex":
         env.append(f"export {TOKEN_VAR}={q(token)}")
         if ca:
             env.append(f"export CODEX_CA_CERTIFICATE={q(ca)}")
         commands.append(f"codex mcp add amux --url {q(url)} --bearer-token-env-var {TOKEN_VAR}")
     else:  # pi, env: the amux CLI and scripts
-        if endpoint:
-            env.append(f"export {HUB_ENV}={q(endpoint)}")
-        else:
-            env.append("# the amux CLI speaks the Hub's own protocol: set hub.listen on the Hub, then AMUX_HUB=tls://...")
+        env.append(f"export {HUB_ENV}={q(endpoint)}")
         env.append(f"export {TOKEN_VAR}={q(token)}")
         if ca:
             env.append(f"export {CA_ENV}={q(ca)}")
@@ -101,9 +136,11 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: str | None = 
     """Issue a token and print the commands that connect AGENT on another machine to this Hub over HTTP.
 
     AGENT is claude, codex, pi or env (AMUX_HUB/AMUX_TOKEN lines for the
-    amux CLI, Pi and scripts). The token is shown once: store it in the
-    other machine's secret store or a 0600 file, not in shell history. The
-    principal must exist (amux hub principal add); the current user by default.
+    amux CLI, Pi and scripts; these need hub.listen set). The token is shown
+    once, in an 'export AMUX_TOKEN=...' line: store it in the other machine's
+    secret store or a 0600 file, not in shell history (the commands read the
+    variable). The principal must exist (amux hub principal add); the current
+    user by default.
 
     Parameters
     ----------
@@ -113,9 +150,11 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: str | None = 
         Lifetime such as 30d or 12h (default: no expiry; revoke with amux hub token revoke).
     url
         The URL the other machine uses (an SSH tunnel's or a TLS terminator's); default from hub.mcp_listen.
+        https, or http to a loopback host only.
     """
     from hub import registry as reg
     from protocol.settings import get_value
+    from tools.client.inert import inert
     from tools.client.when import duration_seconds
 
     try:
@@ -126,7 +165,12 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: str | None = 
             if not seconds:
                 raise HubError(ErrorCode.BAD_REQUEST, f"--ttl {ttl!r} is not a duration such as 30d, 12h or 90m",
                                {"field": "ttl"})
-        mcp_url, endpoint = _listener_url(root) if url is None else (url, "")
+        mcp_url, endpoint = _listener_url(root) if url is None else (check_url(url), _cli_endpoint(root))
+        if agent in ("pi", "env") and not endpoint:
+            raise HubError(ErrorCode.BAD_REQUEST, "hub.listen is not set: the amux CLI (and Pi's scripts) speak the "
+                           "Hub's own protocol, not MCP over HTTP; run 'amux system config set hub.listen "
+                           "0.0.0.0:7777' (with 'amux hub tls init') and restart the Hub, then connect again; "
+                           "nothing was issued", {"field": "hub.listen"})
         who = principal or getpass.getuser()
         ca = str(get_value(root, "hub.tls_ca")) if mcp_url.startswith("https") else ""
         token, record = reg.modify(root, lambda r, now: _issue(r, who, now, seconds))
@@ -145,7 +189,10 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: str | None = 
                     f"     scp {shlex.quote(ca)} OTHER:.amux/hub-ca.pem   (mkdir -p ~/.amux there first)", ""]
         out.append(f"{'2' if ca else '1'}. On the other machine:")
         out += [f"     {line}" for line in [*steps["env"], *steps["commands"]]]
-        return out
+        if agent == "claude":
+            out += ["", f"   (the shell puts ${TOKEN_VAR} into the header as it runs 'claude mcp add'; the line in "
+                    "your history holds only the variable)"]
+        return [inert(line) for line in out]
 
     show(doc, lines, json_flag=json)
     return 0

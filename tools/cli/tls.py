@@ -16,11 +16,15 @@ import ipaddress
 import os
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from cyclopts import Parameter
 
 from protocol.errors import ErrorCode, HubError
 from tools.cli.options import Home, resolve_home
-from tools.cli.output import emit, fail, say
+from tools.cli.output import fail
+from tools.cli.plain import Json, show
+from tools.client.inert import inert
 
 CA_DAYS = 3650
 """Days the private CA is valid."""
@@ -34,6 +38,40 @@ def default_names() -> list[str]:
     """``localhost``, ``127.0.0.1``, ``::1`` and this host's short and fully qualified names."""
     names = ["localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn()]
     return list(dict.fromkeys(n for n in names if n))
+
+
+def check_name(name: str) -> str:
+    """``name`` as a certificate names it: an IP address (``ipaddress``; ``[::1]`` loses its brackets) or a DNS
+    name of labels of 1-63 letters, digits and ``-`` (not first or last), at most 253 characters, one trailing
+    dot dropped.  Wildcards (``*.example.com``) are refused: the certificate is for this one Hub.  A name of
+    digits and dots only that is not an IP address (``999.1.1.1``) is refused too.  Raises ``bad_request``
+    (field ``name``, the name shown inert).  DESIGN.md §7."""
+    import re
+
+    from tools.client.inert import inert
+
+    def bad(why: str) -> HubError:
+        return HubError(ErrorCode.BAD_REQUEST, f"--name {inert(repr(name))}: {why}; nothing was written",
+                        {"field": "name"})
+
+    try:
+        return str(ipaddress.ip_address(name.strip("[]") if name.startswith("[") else name))
+    except ValueError:
+        pass
+    dns = name[:-1] if name.endswith(".") else name
+    if not dns:
+        raise bad("empty; give a DNS name (hub.example.lan) or an IP address")
+    if len(dns) > 253:
+        raise bad(f"{len(dns)} characters; a DNS name has at most 253")
+    if dns.startswith("*."):
+        raise bad("wildcards are not made: name each host the Hub is reached as")
+    labels = dns.split(".")
+    for label in labels:
+        if not re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", label):
+            raise bad("not an IP address or a DNS name (labels of 1-63 letters, digits and '-', not first or last)")
+    if all(label.isdigit() for label in labels) or labels[-1].isdigit():
+        raise bad("not a valid IP address (a DNS name's last label is not all digits)")
+    return dns
 
 
 def _write_private(path: Path, data: bytes, mode: int) -> None:
@@ -104,7 +142,8 @@ def make_certificates(folder: Path, names: list[str], now: dt.datetime | None = 
             "expires": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
-def tls_init(*, name: list[str] | None = None, force: bool = False, home: Home = None) -> int:
+def tls_init(*, name: Annotated[list[str] | None, Parameter(negative="")] = None, force: bool = False,
+             json: Json = False, home: Home = None) -> int:
     """Make a private CA and a server certificate for the Hub, and set hub.tls_cert, hub.tls_key and hub.tls_ca.
 
     The certificate names localhost, 127.0.0.1, ::1, this host's name and
@@ -122,6 +161,7 @@ def tls_init(*, name: list[str] | None = None, force: bool = False, home: Home =
     from hub.config import get_value, set_value
 
     try:
+        extra = [check_name(n) for n in name or []]
         root = resolve_home(home)
         folder = root / "tls"
         current = str(get_value(root, "hub.tls_cert"))
@@ -130,7 +170,8 @@ def tls_init(*, name: list[str] | None = None, force: bool = False, home: Home =
             raise HubError(ErrorCode.BAD_REQUEST, f"TLS is already set up (hub.tls_cert {shown}); "
                            "pass --force to make a new CA and certificate (other machines then need the new "
                            "ca.pem)", {"field": "force", "cert": current})
-        names = list(dict.fromkeys([*default_names(), *(name or [])]))
+        names = list(dict.fromkeys([*default_names(), *extra]))
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)  # a home made here is private, as config set's
         made = make_certificates(folder, names)
         set_value(root, "hub.tls_cert", made["cert"])
         set_value(root, "hub.tls_key", made["key"])
@@ -139,9 +180,16 @@ def tls_init(*, name: list[str] | None = None, force: bool = False, home: Home =
         return fail(exc)
     except OSError as exc:
         return fail(HubError(ErrorCode.BAD_REQUEST, f"cannot write the certificates: {exc}"))
-    say(f"certificate for {', '.join(names)} until {made['expires']}; other machines trust {made['ca']}; "
-        "restart the Hub to use it (amux hub restart)")
-    emit({k: v for k, v in made.items() if k != "ca_key"})
+    doc = {k: v for k, v in made.items() if k != "ca_key"}
+
+    def lines() -> list[str]:
+        return [inert(line) for line in [
+            f"Certificate for {', '.join(names)}, valid until {made['expires']}.",
+            f"  certificate  {made['cert']}", f"  key          {made['key']}",
+            f"  CA           {made['ca']}   (copy it to the other machines: they trust this)",
+            "Restart the Hub to use it: amux hub restart"]]
+
+    show(doc, lines, json_flag=json)
     return 0
 
 

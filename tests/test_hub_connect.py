@@ -1,0 +1,80 @@
+"""``amux hub connect`` through the real CLI: a URL that would leak the token is refused before one is issued,
+the Claude command reads the token from ``$AMUX_TOKEN``, ``env``/``pi`` need ``hub.listen``, and a terminal is
+shown nothing raw (DESIGN.md §7, §17).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import HubProcess, amux_argv, make_hub
+from tests.terminal import run_in_terminal
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> HubProcess:
+    h = make_hub(tmp_path, start=False)
+    assert h.cli("hub", "principal", "add", "alice").returncode == 0
+    return h
+
+
+def tokens(h: HubProcess) -> list[object]:
+    r = h.cli("hub", "token", "list", "--json")
+    assert r.returncode == 0, r.stderr
+    return list(r.json["tokens"])
+
+
+@pytest.mark.parametrize("url", ["ftp://x", "http://evil.example.com/mcp", "http://10.0.0.5:8765/mcp", "https:///mcp",
+                                 "https://h:99999/mcp", "hub.example.com/mcp", "https://x\x1b[2Jy/mcp",
+                                 "https://a b/mcp", ""])
+def test_a_url_that_would_leak_the_token_is_refused_and_nothing_issued(home: HubProcess, url: str) -> None:
+    r = home.cli("hub", "connect", "claude", "--principal", "alice", "--url", url, "--json")
+    assert r.returncode == 2, r.stdout
+    error = r.json["error"]
+    assert error["code"] == "bad_request" and error["data"] == {"field": "url"}, error
+    assert "nothing was issued" in error["message"]
+    assert "\x1b" not in r.stdout.decode() and "\x1b" not in r.stderr
+    assert tokens(home) == []
+
+
+@pytest.mark.parametrize("url", ["https://hub.example.com:8765/mcp", "http://127.0.0.1:8765/mcp",
+                                 "http://localhost:8765/mcp", "http://[::1]:8765/mcp"])
+def test_https_anywhere_and_http_to_loopback_are_accepted(home: HubProcess, url: str) -> None:
+    r = home.cli("hub", "connect", "codex", "--principal", "alice", "--url", url, "--json")
+    assert r.returncode == 0, r.stderr
+    assert r.json["url"] == url and len(tokens(home)) == 1
+
+
+def test_the_claude_command_reads_the_token_from_the_environment(home: HubProcess) -> None:
+    url = "http://127.0.0.1:8765/mcp"
+    r = home.cli("hub", "connect", "claude", "--principal", "alice", "--url", url, "--json")
+    assert r.returncode == 0, r.stderr
+    token = r.json["token"]
+    assert r.json["env"] == [f"export AMUX_TOKEN={token}"]
+    assert r.json["commands"] == [f'claude mcp add --transport http amux {url} --header "Authorization: Bearer '
+                                  '$AMUX_TOKEN"']
+    assert token not in r.json["commands"][0]
+    screen = run_in_terminal([*amux_argv(), "hub", "connect", "claude", "--principal", "alice", "--url", url],
+                             env=home.env)
+    assert screen.returncode == 0, screen.stderr
+    assert screen.plain.count("amux_") == 1, screen.plain  # the token, once: in the export line
+    assert "history holds only the variable" in screen.plain
+
+
+@pytest.mark.parametrize("agent", ["env", "pi"])
+def test_env_and_pi_without_hub_listen_are_refused_before_a_token(home: HubProcess, agent: str) -> None:
+    r = home.cli("hub", "connect", agent, "--principal", "alice", "--url", "https://hub.example.com/mcp", "--json")
+    assert r.returncode == 2, r.stdout
+    assert r.json["error"]["data"] == {"field": "hub.listen"}
+    assert "hub.listen" in r.json["error"]["message"] and "amux hub tls init" in r.json["error"]["message"]
+    assert tokens(home) == []
+
+
+def test_env_with_hub_listen_prints_the_whole_recipe(home: HubProcess) -> None:
+    port = 7777  # the Hub is not started: only the printed endpoint matters
+    home.configure("hub.listen", f"127.0.0.1:{port}")
+    r = home.cli("hub", "connect", "env", "--principal", "alice", "--url", "http://127.0.0.1:8765/mcp", "--json")
+    assert r.returncode == 0, r.stderr
+    assert r.json["env"] == [f"export AMUX_HUB=tcp://127.0.0.1:{port}", f"export AMUX_TOKEN={r.json['token']}"]
