@@ -217,8 +217,8 @@ def markdown(r: dict[str, Any]) -> str:
         L.append("\nThe Hub's memory with open MCP HTTP sessions (each after `initialize` and `tools/list`):\n")
         L.append("| open sessions | VmRSS | VmHWM |")
         L.append("|--:|--:|--:|")
-        for p in m["points"]:
-            L.append(f"| {p['sessions']} | {_kib(p['VmRSS'])} | {_kib(p['VmHWM'])} |")
+        for pt in m["points"]:
+            L.append(f"| {pt['sessions']} | {_kib(pt['VmRSS'])} | {_kib(pt['VmHWM'])} |")
         L.append(f"\n{m['mib_per_session']:.3f} MiB a session (VmRSS slope from the first to the last row).\n")
     if r["notes"]:
         L.append("## Notes\n")
