@@ -2,8 +2,8 @@
 
 Run as ``python -m tests.stress.mcp_http_load`` with one JSON object on
 stdin's first line: ``{"url", "tokens": [str], "sessions": int, "stages":
-[int], "seconds": float, "interval": float, "call": {"name", "arguments"} |
-null}``.  Sessions are spread over the tokens round robin (session ``i`` uses
+[int], "seconds": float, "interval": float, "call": {"name"?, "arguments"?}}``.
+Sessions are spread over the tokens round robin (session ``i`` uses
 ``tokens[i % len(tokens)]``), each on its own HTTP/1.1 connection (raw
 ``httpx2`` on Trio: what an agent's HTTP stack sends, without the SDK client's
 own tasks eating the CPU the Hub needs).
@@ -15,8 +15,8 @@ at each step:
    ``tools/list``) up to each count of ``stages`` in turn; after each it
    prints ``OPEN n`` and waits for a line on stdin;
 2. then every session calls the tool every ``interval`` seconds (a random
-   phase first) for ``seconds``; ``call`` null means ``memory_get`` when the
-   server lists it (``arguments`` from the test) and else ``whoami``;
+   phase first) for ``seconds``; without ``call.name``: ``memory_get`` (with
+   ``call.arguments``) when the server lists it, else ``whoami`` (no arguments);
 3. it prints ``RESULT {json}``: ``calls``, ``answered`` (200 with a result
    that is not an error), ``statuses`` (HTTP status counts, or the exception
    type), ``failures`` (the first 20, as text), ``latency_ms`` (``n``,

@@ -143,7 +143,7 @@ def test_100_http_sessions_under_load_answer_every_call_and_spare_unix_clients(t
         tokens = issue_tokens(h.home)
         memory: dict[int, dict[str, int]] = {0: rss(h.proc.pid)}
         spec = {"url": url, "tokens": tokens, "sessions": SESSIONS, "stages": [10, SESSIONS], "seconds": SECONDS,
-                "interval": INTERVAL, "call": None}
+                "interval": INTERVAL, "call": {"arguments": {"path": NOTE}}}  # memory_get's; whoami takes none
         gen = subprocess.Popen([sys.executable, "-m", "tests.stress.mcp_http_load"], cwd=REPO, text=True,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert gen.stdin is not None and gen.stdout is not None
