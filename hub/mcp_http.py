@@ -2,9 +2,10 @@
 
 Off unless ``hub.mcp_listen`` is set.  Served by Hypercorn's Trio worker in
 the Hub's own nursery (no asyncio, no second process) around the ``mcp``
-SDK's :class:`StreamableHTTPSessionManager`, which runs the injected MCP
-server (``server_factory(hub)``).  The front door (:class:`FrontDoor`, an
-ASGI app) decides everything before the SDK sees a request, in this order:
+SDK's :class:`StreamableHTTPSessionManager`, which runs the Hub's MCP server
+(:func:`hub.mcp.http.memory_servers`: the memory tools of DESIGN.md §9.2 for
+each request's caller).  The front door (:class:`FrontDoor`, an ASGI app)
+decides everything before the SDK sees a request, in this order:
 
 1. only ``/mcp`` exists (no OAuth metadata: ``/.well-known/*`` is 404, so a
    client uses the static bearer token it was given);
@@ -17,8 +18,20 @@ ASGI app) decides everything before the SDK sees a request, in this order:
    ``WWW-Authenticate: Bearer`` and no detail;
 6. a token bucket per token (429 with ``Retry-After``) and a cap on open
    sessions per principal (429) answer at once, never a hang;
-7. a request body must keep arriving (``MCP_HTTP_BODY_TIMEOUT_SECONDS`` per
+7. ``Amux-Session`` (the launcher's session id, recorded in history as
+   ``hello.session`` is) and ``Amux-Instructions`` (``on`` or ``off``) must
+   be valid when present: else 400;
+8. a request body must keep arriving (``MCP_HTTP_BODY_TIMEOUT_SECONDS`` per
    chunk) and stay under ``MCP_HTTP_MAX_BODY_BYTES`` (the SDK answers 413).
+
+The caller's identity carries client :data:`hub.identity.MCP_CLIENT`, the
+``Amux-Binding`` and the ``Amux-Session`` it sent, so an HTTP caller is an
+agent (:func:`hub.identity.agent_reason`) and history names its session.
+``Amux-Instructions: off`` (sent by ``amux launch``, which puts the protocol
+in the agent's own instructions) picks a server whose ``initialize`` has no
+instructions, as ``AMUX_MCP_INSTRUCTIONS=off`` does for the relay; each of
+the two servers has its own session manager, and the header counts when a
+session opens: its later requests go to the server that holds it.
 
 The SDK binds each ``MCP-Session-Id`` (128 random bits) to the token that
 opened it (another token gets 404), ends it on DELETE and after
@@ -29,6 +42,7 @@ here writes a file.  DESIGN.md §7 (identity), §13 (settings).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -43,9 +57,9 @@ import trio
 
 from hub.config import HubConfig, parse_listen
 from hub.home import HubStartError
-from hub.identity import Identity, Scope, authenticate, scope_for
+from hub.identity import MCP_CLIENT, Identity, Scope, authenticate, scope_for
 from protocol.endpoint import is_loopback
-from protocol.errors import HubError
+from protocol.errors import ErrorCode, HubError
 from protocol.limits import (
     MCP_HTTP_BODY_TIMEOUT_SECONDS,
     MCP_HTTP_BURST,
@@ -53,6 +67,7 @@ from protocol.limits import (
     MCP_HTTP_RATE_PER_SECOND,
     MCP_HTTP_SESSIONS_PER_PRINCIPAL,
 )
+from protocol.params import check_session
 
 if TYPE_CHECKING:
     from mcp.server import Server
@@ -72,7 +87,12 @@ BINDING_HEADER = "amux-binding"
 """The request header carrying a delegated token's binding (``Amux-Binding: principal:NAME``)."""
 CALLER_KEY = "amux.caller"
 """The ASGI scope key under which :class:`FrontDoor` puts the request's :class:`Caller`."""
-_SESSION_HEADER = "mcp-session-id"
+SESSION_HEADER = "amux-session"
+"""The request header carrying the launcher's session id (``Amux-Session: ID``, as ``hello.session``, DESIGN.md §15)."""
+INSTRUCTIONS_HEADER = "amux-instructions"
+"""The request header that turns the server's instructions off (``Amux-Instructions: off``, DESIGN.md §9.2)."""
+MCP_SESSION_HEADER = "mcp-session-id"
+"""The SDK's session header, lower-case (as ASGI and Starlette headers are read)."""
 _WILDCARDS = ("0.0.0.0", "::", "")
 
 
@@ -219,6 +239,7 @@ class _Session:
     principal: str
     in_flight: int = 0
     last: float = 0.0
+    quiet: bool = False
 
 
 @dataclass
@@ -233,6 +254,8 @@ class SessionBook:
     idle: float
     cap: int = MCP_HTTP_SESSIONS_PER_PRINCIPAL
     clock: Callable[[], float] = time.monotonic
+    on_gone: Callable[[str], None] = field(default=lambda sid: None)
+    """Called with the id of each session found ended (the server's pages of it are dropped)."""
     _sessions: dict[str, _Session] = field(default_factory=dict)
 
     def _live(self, s: _Session) -> bool:
@@ -242,11 +265,17 @@ class SessionBook:
         """Open sessions of ``principal`` (expired ones are forgotten)."""
         for sid in [sid for sid, s in self._sessions.items() if not self._live(s)]:
             del self._sessions[sid]
+            self.on_gone(sid)
         return sum(1 for s in self._sessions.values() if s.principal == principal)
 
-    def opened(self, sid: str, principal: str) -> None:
-        """Record a new session ``sid`` of ``principal``."""
-        self._sessions[sid] = _Session(principal, 0, self.clock())
+    def opened(self, sid: str, principal: str, quiet: bool = False) -> None:
+        """Record a new session ``sid`` of ``principal``; ``quiet``: it lives in the server without instructions."""
+        self._sessions[sid] = _Session(principal, 0, self.clock(), quiet)
+
+    def quiet(self, sid: str) -> bool | None:
+        """Whether the open session ``sid`` lives in the server without instructions; ``None``: not known here."""
+        s = self._sessions.get(sid)
+        return None if s is None else s.quiet
 
     def begin(self, sid: str) -> None:
         """A request for ``sid`` started."""
@@ -262,6 +291,7 @@ class SessionBook:
         s.last = self.clock()
         if gone:
             del self._sessions[sid]
+            self.on_gone(sid)
 
 
 async def _respond(send: Send, status: int, message: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -280,15 +310,18 @@ class FrontDoor:
     """The ASGI app in front of the SDK's session manager: the checks of this module's docstring, in order.
 
     ``hub`` gives the registry, the isolation setting and the clock;
-    ``inner`` is the manager's ASGI handler; ``hosts`` the ``Host`` values
-    naming the listener (:func:`allowed_hosts`); ``scheme`` ``http`` or
-    ``https`` for the own ``Origin``.
+    ``inner`` is the ASGI handler of the manager whose server sends the
+    instructions, ``quiet`` of the one whose server does not
+    (``Amux-Instructions: off``); ``hosts`` the ``Host`` values naming the
+    listener (:func:`allowed_hosts`); ``scheme`` ``http`` or ``https`` for the
+    own ``Origin``.
     """
 
     def __init__(self, hub: Hub, inner: ASGIApp, hosts: frozenset[str], scheme: str, sessions: SessionBook,
-                 buckets: TokenBuckets | None = None) -> None:
+                 buckets: TokenBuckets | None = None, quiet: ASGIApp | None = None) -> None:
         self.hub = hub
         self.inner = inner
+        self.quiet = quiet or inner
         self.hosts = hosts
         self.origins = frozenset(f"{scheme}://{h}" for h in hosts)
         self.sessions = sessions
@@ -324,7 +357,12 @@ class FrontDoor:
             await _respond(send, 429, "too many requests with this token; retry later",
                            [(b"retry-after", str(max(1, math.ceil(wait))).encode())])
             return
-        await self._serve(scope, receive, send, headers, caller)
+        try:
+            caller, quiet = _claims(caller, headers)
+        except HubError as exc:
+            await _respond(send, 400, exc.message)
+            return
+        await self._serve(scope, receive, send, headers, caller, quiet)
 
     async def _authenticate(self, headers: dict[str, str]) -> Caller | None:
         """The caller named by the bearer token (and binding), or ``None`` for any refusal."""
@@ -346,8 +384,11 @@ class FrontDoor:
             return None
 
     async def _serve(self, scope: ASGIScope, receive: Receive, send: Send, headers: dict[str, str],
-                     caller: Caller) -> None:
-        """Hand an authenticated request to the SDK, with the caller in the scope and the session book kept."""
+                     caller: Caller, quiet: bool) -> None:
+        """Hand an authenticated request to the SDK, with the caller in the scope and the session book kept.
+
+        ``quiet`` (``Amux-Instructions: off``) picks the server of a new session; a request of a known session
+        goes to the server that holds it, whatever its header says."""
         from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
         from mcp.server.auth.provider import AccessToken
 
@@ -356,7 +397,11 @@ class FrontDoor:
         scope["user"] = AuthenticatedUser(AccessToken(token=token_id, client_id=token_id, scopes=[],
                                                       subject=identity.principal, expires_at=identity.expires))
         scope[CALLER_KEY] = caller
-        sid = headers.get(_SESSION_HEADER)
+        sid = headers.get(MCP_SESSION_HEADER)
+        known = None if sid is None else self.sessions.quiet(sid)
+        if known is not None:
+            quiet = known
+        inner = self.quiet if quiet else self.inner
         if sid is None and self.sessions.count(identity.principal) >= self.sessions.cap:
             await _respond(send, 429, f"{identity.principal} already has {self.sessions.cap} open MCP sessions; "
                            "end one (DELETE) or wait for an idle one to expire",
@@ -369,19 +414,33 @@ class FrontDoor:
                 status.append(int(message["status"]))
                 if sid is None and message["status"] < 400:
                     new = {k.decode("latin-1").lower(): v.decode("latin-1")
-                               for k, v in message.get("headers", [])}.get(_SESSION_HEADER)
+                               for k, v in message.get("headers", [])}.get(MCP_SESSION_HEADER)
                     if new:
-                        self.sessions.opened(new, identity.principal)
+                        self.sessions.opened(new, identity.principal, quiet)
             await send(message)
 
         if sid is not None:
             self.sessions.begin(sid)
         try:
-            await self.inner(scope, _timed_receive(receive), watched_send)
+            await inner(scope, _timed_receive(receive), watched_send)
         finally:
             if sid is not None:
                 code = status[0] if status else 0
                 self.sessions.end(sid, gone=code == 404 or (scope["method"] == "DELETE" and 200 <= code < 300))
+
+
+def _claims(caller: Caller, headers: dict[str, str]) -> tuple[Caller, bool]:
+    """``caller`` as an MCP client (:data:`MCP_CLIENT`) with the binding and session its headers claim, and whether
+    it asked for no instructions.  Raises ``bad_request`` for an invalid ``Amux-Session`` or ``Amux-Instructions``."""
+    session = headers.get(SESSION_HEADER)
+    if session is not None:
+        check_session(session, field="the Amux-Session header")
+    instructions = headers.get(INSTRUCTIONS_HEADER, "on").strip().lower()
+    if instructions not in ("on", "off"):
+        raise HubError(ErrorCode.BAD_REQUEST, "the Amux-Instructions header must be 'on' or 'off'")
+    identity = dataclasses.replace(caller.identity, client=MCP_CLIENT, binding=headers.get(BINDING_HEADER) or None,
+                                   session=session)
+    return Caller(identity, caller.scope), instructions == "off"
 
 
 def _timed_receive(receive: Receive) -> Receive:
@@ -424,29 +483,27 @@ async def _lifespan(receive: Receive, send: Send) -> None:
             return
 
 
-ServerFactory = Callable[["Hub"], "Server[Any]"]
-"""Builds the MCP server the listener runs, given the running Hub (its handlers call :func:`caller_of`)."""
+@dataclass(frozen=True)
+class McpServers:
+    """The MCP servers the listener runs, each shared by all of its sessions: ``instructed`` sends the
+    instructions in ``initialize``, ``quiet`` does not (``Amux-Instructions: off``); ``session_ended(sid)`` is
+    told each MCP session id found ended (DELETE, 404, idle expiry), to drop what the servers kept for it.
+    Handlers find the request's caller with :func:`caller_of`."""
+
+    instructed: Server[Any]
+    quiet: Server[Any]
+    session_ended: Callable[[str], None] = field(default=lambda sid: None)
 
 
-def standin_server(hub: Hub) -> Server[Any]:
-    """A placeholder MCP server with one tool, ``whoami``, answering the caller's principal, token id and scope
-    as JSON: the listener's default until the Hub's own MCP server (``hub/mcp/``) is plugged in."""
-    import mcp.types as types
-    from mcp.server import Server, ServerRequestContext
+ServerFactory = Callable[["Hub"], McpServers]
+"""Builds the MCP servers the listener runs, given the running Hub (default: :func:`hub.mcp.http.memory_servers`)."""
 
-    async def list_tools(_: ServerRequestContext[Any], params: types.PaginatedRequestParams | None,
-                         ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[types.Tool(
-            name="whoami", description="Who the Hub says you are, and your memory scope.",
-            input_schema={"type": "object", "properties": {}})])
 
-    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        caller = caller_of(ctx.request)
-        doc = {"principal": caller.identity.principal, "token_id": caller.identity.token_id,
-               "binding": caller.scope.binding, "scope": caller.scope.kind}
-        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(doc))])
+def default_servers(hub: Hub) -> McpServers:
+    """:func:`hub.mcp.http.memory_servers`, imported on first use (the ``mcp`` SDK is ~0.5 s of CPU)."""
+    from hub.mcp.http import memory_servers
 
-    return Server("amux-hub", on_list_tools=list_tools, on_call_tool=call_tool)
+    return memory_servers(hub)
 
 
 async def serve_mcp_http(hub: Hub, settings: McpHttpSettings, sock: socket.socket, session_idle: float,
@@ -454,19 +511,22 @@ async def serve_mcp_http(hub: Hub, settings: McpHttpSettings, sock: socket.socke
                          task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve MCP over streamable HTTP on the bound ``sock`` until ``stop`` is set, then stop within ``grace`` s.
 
-    ``task_status.started`` gets the URL (``https://HOST:PORT/mcp``).  The
-    SDK's session manager runs ``server_factory(hub)``; Hypercorn's Trio
-    worker serves the :class:`FrontDoor` in front of it.
+    ``task_status.started`` gets the URL (``https://HOST:PORT/mcp``).  One
+    SDK session manager per server of ``server_factory(hub)`` (with and
+    without instructions); Hypercorn's Trio worker serves the
+    :class:`FrontDoor` in front of them.
     """
     from hypercorn.config import Config
     from hypercorn.trio import serve
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
     port = sock.getsockname()[1]
-    manager = StreamableHTTPSessionManager(server_factory(hub), session_idle_timeout=session_idle,
-                                           max_request_body_size=MCP_HTTP_MAX_BODY_BYTES)
-    door = FrontDoor(hub, manager.handle_request, allowed_hosts(settings, port), settings.scheme,
-                     SessionBook(idle=session_idle))
+    servers = server_factory(hub)
+    managers = [StreamableHTTPSessionManager(server, session_idle_timeout=session_idle,
+                                             max_request_body_size=MCP_HTTP_MAX_BODY_BYTES)
+                for server in (servers.instructed, servers.quiet)]
+    door = FrontDoor(hub, managers[0].handle_request, allowed_hosts(settings, port), settings.scheme,
+                     SessionBook(idle=session_idle, on_gone=servers.session_ended), quiet=managers[1].handle_request)
     config = Config()
     config.bind = [f"fd://{sock.detach()}"]
     config.accesslog = None
@@ -480,6 +540,6 @@ async def serve_mcp_http(hub: Hub, settings: McpHttpSettings, sock: socket.socke
         config.certfile, config.keyfile = settings.tls
     shown = f"[{settings.host}]" if ":" in settings.host else settings.host
     url = f"{settings.scheme}://{shown}:{port}{MCP_PATH}"
-    async with manager.run(), trio.open_nursery() as nursery:
+    async with managers[0].run(), managers[1].run(), trio.open_nursery() as nursery:
         await nursery.start(partial(serve, door, config, shutdown_trigger=stop.wait))  # type: ignore[arg-type]
         task_status.started(url)

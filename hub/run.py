@@ -43,9 +43,9 @@ from hub.mcp_http import (
     McpHttpSettings,
     ServerFactory,
     bind_mcp_socket,
+    default_servers,
     mcp_http_settings,
     serve_mcp_http,
-    standin_server,
 )
 from hub.server import Hub
 from hub.service import MemoryService
@@ -88,7 +88,7 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
     ``task_status.started`` gets the :class:`Hub` once every listener is open
     (``hub.network_addresses`` then holds the TCP addresses).  ``service``
     replaces the default :class:`MemoryService` (tests); ``mcp_server`` builds the MCP server
-    ``hub.mcp_listen`` serves (default :func:`hub.mcp_http.standin_server`).  Raises
+    ``hub.mcp_listen`` serves (default :func:`hub.mcp_http.default_servers`, the memory tools).  Raises
     :class:`HubStartError` when the Hub cannot start; then nothing is left
     listening and the home lock is released.  On a signal or cancellation it
     stops accepting and reading, lets running requests finish for up to
@@ -159,7 +159,7 @@ async def _serve_until_stopped(hub: Hub, config: HubConfig, limits: Limits, list
             if listeners.mcp is not None:
                 settings, sock = listeners.mcp
                 url = await conns.start(serve_mcp_http, hub, settings, sock, float(config.mcp_session_idle),
-                                        mcp_server or standin_server, http_stop, limits.shutdown_grace_seconds)
+                                        mcp_server or default_servers, http_stop, limits.shutdown_grace_seconds)
                 hub.network_addresses.append(url)
                 hub.mcp_url = url
                 log.info("Hub serving MCP on %s%s", url, "" if settings.tls else " (plaintext: loopback only)")

@@ -193,7 +193,8 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
     ``http``: attach Claude Code or Codex to the Hub's MCP HTTP listener
     with that delegated token instead of running ``amux mcp``
     (:mod:`launch.attach`; not with ``run_as``; Claude needs ``run_dir``,
-    which holds its 0600 ``--mcp-config`` file).
+    which holds its 0600 ``--mcp-config`` file); its headers carry
+    ``session_id`` and turn the server's instructions off.
     """
     if agent not in AGENTS:
         raise unsupported(agent)
@@ -213,6 +214,8 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
         raise LaunchError("agent", "a launch with a memory binding needs the Hub address", {"binding": binding})
     memory = _memory_access(agent, amux_command, hub, binding, env, run_as, run_dir, session_id)
     if http is not None:
+        if session_id and http.session is None:
+            http = dataclasses.replace(http, session=session_id)  # Amux-Session: history names it (DESIGN.md §15)
         memory = _http_memory(agent, memory, http, run_as, run_dir)
     env_set.update({"AMUX_HUB": hub, "AMUX_MEMORY_BINDING": binding})
     if session_id:
@@ -509,14 +512,14 @@ def codex_overrides_for(instructions: str, memory_command: Sequence[str], mcp_en
 def codex_http_overrides(instructions: str, http: HttpMcp) -> list[tuple[str, str]]:
     """:func:`codex_overrides_for` for a Codex attached to the Hub's MCP HTTP listener (:mod:`launch.attach`):
     the same memory, approval and instruction keys, the server as ``url`` with its bearer token read from
-    :data:`~launch.attach.TOKEN_ENV` (``bearer_token_env_var``) and the binding as a static ``http_headers``
-    entry (it is no secret); no command, no ``env``."""
+    :data:`~launch.attach.TOKEN_ENV` (``bearer_token_env_var``) and the binding, session and instructions
+    headers as a static ``http_headers`` entry (none is a secret); no command, no ``env``."""
     pairs = [(k, v) for k, v in codex_overrides_for(instructions, ["amux"], {})
              if not k.startswith("mcp_servers.amux.") or k.rsplit(".", 1)[1] not in ("command", "args", "env")]
     at = next(i for i, (k, _) in enumerate(pairs) if k.startswith("mcp_servers.amux."))
     pairs[at:at] = [("mcp_servers.amux.url", toml_value(http.url)),
                     ("mcp_servers.amux.bearer_token_env_var", toml_value(TOKEN_ENV)),
-                    ("mcp_servers.amux.http_headers", toml_inline_table({"Amux-Binding": http.binding}))]
+                    ("mcp_servers.amux.http_headers", toml_inline_table(http.static_headers()))]
     return pairs
 
 

@@ -50,6 +50,12 @@ TOKEN_ENV: Final = "AMUX_MCP_BEARER"
 BINDING_HEADER: Final = "Amux-Binding"
 """The HTTP header carrying a delegated token's binding (``hub.mcp_http.BINDING_HEADER``, DESIGN.md §7.5)."""
 
+SESSION_HEADER: Final = "Amux-Session"
+"""The HTTP header carrying the launch's session id (``hub.mcp_http.SESSION_HEADER``, DESIGN.md §15)."""
+
+INSTRUCTIONS_HEADER: Final = "Amux-Instructions"
+"""The HTTP header that turns the MCP server's instructions off (``hub.mcp_http.INSTRUCTIONS_HEADER``)."""
+
 REDACTED: Final = "<redacted>"
 """What ``--print-spec`` shows instead of a token (none is issued for a printed spec)."""
 
@@ -62,18 +68,29 @@ class HttpMcp:
 
     ``url`` (``http://127.0.0.1:PORT/mcp``), ``token`` (the delegated
     token's secret text, or :data:`REDACTED`), ``token_id`` (``None`` when
-    no token was issued, as for ``--print-spec``) and ``binding`` (sent as
-    :data:`BINDING_HEADER`).
+    no token was issued, as for ``--print-spec``), ``binding`` (sent as
+    :data:`BINDING_HEADER`) and ``session`` (the launch's session id, sent
+    as :data:`SESSION_HEADER` so history names it, DESIGN.md §15).
     """
 
     url: str
     token: str
     token_id: str | None
     binding: str
+    session: str | None = None
+
+    def static_headers(self) -> dict[str, str]:
+        """The headers every MCP request carries besides the token (none is a secret): the binding, the
+        session, and :data:`INSTRUCTIONS_HEADER` ``off`` (the launch puts the protocol in the agent's own
+        instructions, so the server adds none, as ``AMUX_MCP_INSTRUCTIONS=off`` does for the relay)."""
+        headers = {BINDING_HEADER: self.binding, INSTRUCTIONS_HEADER: "off"}
+        if self.session is not None:
+            headers[SESSION_HEADER] = self.session
+        return headers
 
     def headers(self) -> dict[str, str]:
-        """The request headers every MCP request carries: the bearer token and the binding."""
-        return {"Authorization": f"Bearer {self.token}", BINDING_HEADER: self.binding}
+        """The request headers every MCP request carries: the bearer token and :meth:`static_headers`."""
+        return {"Authorization": f"Bearer {self.token}", **self.static_headers()}
 
 
 @dataclass(frozen=True)

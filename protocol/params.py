@@ -117,13 +117,22 @@ class HelloParams:
 _SESSION = re.compile(r"^[\x21-\x7e]{1,128}$")
 
 
+def check_session(session: object, field: str = "session") -> str:
+    """``session`` if it is a valid launcher session id (1-128 printable ASCII characters, no spaces: the value
+    of ``AMUX_SESSION_ID``), as ``hello.session`` and the MCP HTTP header ``Amux-Session`` need it; else raises
+    ``bad_request`` naming ``field`` (DESIGN.md §3.3, §15)."""
+    if not isinstance(session, str) or not _SESSION.fullmatch(session):
+        raise _bad(f"{field} must be 1-128 printable ASCII characters (the value of AMUX_SESSION_ID)",
+                   field=field)
+    return session
+
+
 def parse_hello(params: dict[str, Any]) -> HelloParams:
     """Validate ``hello`` params; ``session`` is 1-128 printable ASCII characters, no spaces."""
     _only(params, {"protocol", "client", "binding", "token", "session"})
     session = params.get("session")
-    if session is not None and (not isinstance(session, str) or not _SESSION.fullmatch(session)):
-        raise _bad("session must be 1-128 printable ASCII characters (the value of AMUX_SESSION_ID)",
-                   field="session")
+    if session is not None:
+        check_session(session)
     protocol = _int(params, "protocol", 1, 0, 2**31)
     client = params.get("client", "")
     binding = params.get("binding")

@@ -4,7 +4,7 @@ Run as a script (``python tests/remote_mcp_client.py URL --token T [--ca FILE] [
 the test's network namespace: the ``mcp`` SDK's ``streamable_http_client`` with an HTTP client that sends
 ``Authorization: Bearer T`` and trusts only ``FILE`` (without ``--ca``: the system roots, which do not know
 the Hub's private CA).  It initializes, lists the tools and calls one: ``memory_search`` with
-``{"query": WORD}`` when the server has it (the Hub's own MCP server), else the stand-in ``whoami``.
+``{"query": WORD}`` (the Hub's own MCP server, DESIGN.md §9.2).
 
 Prints one JSON object on stdout: ``{"server", "tools", "called", "is_error", "text", "structured"}``;
 exit status 0.  Any failure (TLS, HTTP, MCP) prints ``ERROR <type>: <message>`` lines on stderr, one per
@@ -39,11 +39,8 @@ async def run(url: str, token: str, ca: str | None, query: str) -> dict[str, Any
                     ClientSession(read, write) as session):
             init = await session.initialize()
             tools = [t.name for t in (await session.list_tools()).tools]
-            if "memory_search" in tools:
-                name, arguments = "memory_search", {"query": query}
-            else:
-                name, arguments = "whoami", {}
-            result = await session.call_tool(name, arguments)
+            name = "memory_search"
+            result = await session.call_tool(name, {"query": query})
             text = "\n".join(b.text for b in result.content if isinstance(b, TextContent))
             return {"server": init.server_info.name, "tools": tools, "called": name, "is_error": result.is_error,
                     "text": text, "structured": result.structured_content}

@@ -32,7 +32,17 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.conftest import HubProcess, amux_argv, make_hub
-from tests.fakemodel import FakeModel, codex_provider, responses_tool_names
+from tests.fakemodel import (
+    FakeModel,
+    Text,
+    ToolCall,
+    anthropic_system,
+    anthropic_tool_results,
+    codex_provider,
+    responses_tool_names,
+    responses_tool_outputs,
+    strings,
+)
 
 PROTOCOL = "2025-06-18"
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -40,6 +50,21 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 ME = getpass.getuser()
 TOKEN_TEXT = re.compile(r"amux_[0-9a-f]{12}_")
 REAL_TOOLS = ("memory_search", "memory_get", "memory_upsert", "memory_forget", "result_continue")
+FACT_PATH = "notes/build.md"
+FACT = "The build of project quokka runs with httpfactword enabled; never without it."
+"""A stored fact the fake model asks the Hub for; it must come back in the tool results the agent sends."""
+
+
+def seed_fact(h: HubProcess) -> None:
+    """Store :data:`FACT` in ``FACT_PATH`` through the CLI (a person's write)."""
+    r = h.cli("memory", "upsert", FACT_PATH, "--expected-revision", "absent", input=f"# Build\n\n{FACT}\n".encode())
+    assert r.returncode == 0, r.stderr
+
+
+def script_lookup(model: FakeModel) -> None:
+    """The fake model searches for the fact, reads its document, then ends its turn."""
+    model.script(ToolCall("mcp__amux__memory_search", {"query": "httpfactword"}),
+                 ToolCall("mcp__amux__memory_get", {"path": FACT_PATH}), Text("finished"))
 
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -163,7 +188,8 @@ def test_print_spec_says_http_with_the_token_redacted_and_issues_nothing(tmp_pat
         spec = json.loads(r.stdout)
         assert spec["mcp_transport"] == "http" and spec["token_id"] is None
         assert spec["mcp_servers"] == {"amux": {"type": "http", "url": url, "headers": {
-            "Authorization": "Bearer <redacted>", "Amux-Binding": "global"}}}
+            "Authorization": "Bearer <redacted>", "Amux-Binding": "global", "Amux-Instructions": "off",
+            "Amux-Session": spec["session_id"]}}}
         (config,) = spec["files"]
         assert config["mode"] == 0o600 and config["path"].endswith("/agent-config/memory/mcp.json")
         assert f"--mcp-config={config['path']}" in spec["argv"]
@@ -179,7 +205,8 @@ def test_print_spec_says_http_with_the_token_redacted_and_issues_nothing(tmp_pat
         argv = " ".join(spec["argv"])
         assert f'mcp_servers.amux.url="{url}"' in argv
         assert 'mcp_servers.amux.bearer_token_env_var="AMUX_MCP_BEARER"' in argv
-        assert 'mcp_servers.amux.http_headers={Amux-Binding = "global"}' in argv
+        assert ('mcp_servers.amux.http_headers={Amux-Binding = "global", Amux-Instructions = "off", '
+                f'Amux-Session = "{spec["session_id"]}"}}') in argv
         assert "mcp_servers.amux.command" not in argv and spec["files"] == []
         assert not TOKEN_TEXT.search(r.stdout), "no token text anywhere"
         assert tokens(h) == before, "a printed spec issues no token"
@@ -336,14 +363,25 @@ def agent_env(agents: Path, h: HubProcess, home: Path, **extra: str) -> dict[str
 @pytest.mark.slow
 def test_real_claude_connects_over_http_with_no_amux_mcp_process(
         agents: Path, http_hub_process: tuple[HubProcess, str], tmp_path: Path, fake_model: FakeModel) -> None:
-    """Claude Code's ``init`` message lists ``amux`` connected with the listener's tools; no ``amux mcp`` ever
-    runs under the launch; the token it used is refused (401) after the run."""
+    """Claude Code's ``init`` message lists ``amux`` connected with the listener's tools; the fake model's
+    ``memory_search`` and ``memory_get`` are answered by the Hub with the stored fact; the system prompt holds
+    the protocol once (the server's instructions are off: ``Amux-Instructions``); its ``memory_upsert`` is
+    recorded with the launch's session (``Amux-Session``); no ``amux mcp`` ever runs under the launch; the
+    token it used is refused (401) after the run."""
+    from protocol.agent_protocol import render
+
     h, url = http_hub_process
     served = listener_tools(h, url)
+    seed_fact(h)
+    fake_model.script(ToolCall("mcp__amux__memory_search", {"query": "httpfactword"}),
+                      ToolCall("mcp__amux__memory_get", {"path": FACT_PATH}),
+                      ToolCall("mcp__amux__memory_upsert", {"path": "notes/learned.md", "content": "# Learned\n",
+                                                            "expected_revision": "absent"}), Text("finished"))
     env = agent_env(agents, h, tmp_path / "home", ANTHROPIC_BASE_URL=fake_model.url, ANTHROPIC_API_KEY="dummy")
     work = tmp_path / "work"
     work.mkdir()
-    proc = subprocess.Popen([*amux_argv(), "launch", "--session-id", str(uuid.uuid4()), "claude", "-p", "hello",
+    session = str(uuid.uuid4())
+    proc = subprocess.Popen([*amux_argv(), "launch", "--session-id", session, "claude", "-p", "hello",
                              "--output-format", "stream-json", "--verbose", "--no-session-persistence"],
                             env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL)
@@ -362,6 +400,15 @@ def test_real_claude_connects_over_http_with_no_amux_mcp_process(
     assert {"name": "amux", "status": "connected"} in init["mcp_servers"], init["mcp_servers"]
     assert sorted(t for t in init["tools"] if t.startswith("mcp__amux__")) == sorted(f"mcp__amux__{n}"
                                                                                        for n in served)
+    turns = fake_model.turns("/v1/messages")
+    assert len(turns) == 4, [r.path for r in fake_model.requests]
+    assert "notes/build.md" in json.dumps(anthropic_tool_results(turns[1]))
+    assert FACT in json.dumps(anthropic_tool_results(turns[2])), json.dumps(anthropic_tool_results(turns[2]))[:2000]
+    # The agent's write names the launch's session in history (Amux-Session), as the relay's hello does.
+    (version,) = h.cli("memory", "history", "notes/learned.md").json["versions"]
+    assert version["actor"] == {"principal": ME, "client": "amux-mcp", "binding": "global", "session": session}
+    assert sum(t.count(render("mcp")) for t in strings(turns[0])) == 1, "one protocol block"
+    assert anthropic_system(turns[0]).count(render("mcp")) == 1
     assert token is not None and token.startswith("amux_")
     assert post(url, token, "global") == 401, "the delegated token is revoked after exit"
     assert [t["state"] for t in tokens(h) if t["binding"] == "global"] == ["revoked"]
@@ -371,9 +418,14 @@ def test_real_claude_connects_over_http_with_no_amux_mcp_process(
 def test_real_codex_connects_over_http_with_no_amux_mcp_process(
         agents: Path, http_hub_process: tuple[HubProcess, str], tmp_path: Path, fake_model: FakeModel) -> None:
     """``codex exec`` with the server ``required`` runs to the end (it connected), offers the listener's amux
-    tools to the model, never runs ``amux mcp``, and its token is refused (401) after the run."""
+    tools to the model, answers the fake model's ``memory_search`` and ``memory_get`` with the Hub's stored
+    fact, holds the protocol once, never runs ``amux mcp``, and its token is refused (401) after the run."""
+    from protocol.agent_protocol import render
+
     h, url = http_hub_process
     served = [n for n in listener_tools(h, url) if n in REAL_TOOLS]  # the launch enables the real tools only
+    seed_fact(h)
+    script_lookup(fake_model)
     env = agent_env(agents, h, tmp_path / "home")
     work = tmp_path / "work"
     work.mkdir()
@@ -394,8 +446,89 @@ def test_real_codex_connects_over_http_with_no_amux_mcp_process(
     assert turns, err[-2000:]
     names = responses_tool_names(turns[0])
     assert {f"mcp__amux__{n}" for n in served} <= set(names), names
+    assert len(turns) == 3, err[-2000:]
+    assert FACT in json.dumps(responses_tool_outputs(turns[2])), json.dumps(responses_tool_outputs(turns[2]))[:2000]
+    assert sum(t.count(render("mcp")) for t in strings(turns[0])) == 1, "one protocol block"
     assert post(url, token, "global") == 401, "the delegated token is revoked after exit"
     assert [t["state"] for t in tokens(h) if t["binding"] == "global"] == ["revoked"]
+
+
+@pytest.mark.slow
+def test_real_claude_registered_with_hub_connect_reads_a_fact_over_http(
+        agents: Path, http_hub_process: tuple[HubProcess, str], tmp_path: Path, fake_model: FakeModel) -> None:
+    """The persistent form ``amux hub connect claude`` prints (``claude mcp add --transport http …``), run into
+    a temporary ``CLAUDE_CONFIG_DIR``; then a plain ``claude -p`` (no launch, no ``amux mcp`` anywhere) gets the
+    Hub's stored fact for the fake model's ``memory_search`` and ``memory_get``, with the server's own
+    instructions (the protocol once, from ``initialize``)."""
+    from protocol.agent_protocol import render
+
+    h, url = http_hub_process
+    seed_fact(h)
+    r = h.cli("hub", "connect", "claude", "--principal", ME, "--url", url, "--json")
+    assert r.returncode == 0, r.stderr
+    env = agent_env(agents, h, tmp_path / "home", ANTHROPIC_BASE_URL=fake_model.url, ANTHROPIC_API_KEY="dummy")
+    work = tmp_path / "work"
+    work.mkdir()
+    command = r.json["commands"][0].replace("claude ", f"{agents / 'claude'} ", 1)
+    added = subprocess.run(command, shell=True, env=env, cwd=work, capture_output=True, text=True, timeout=120)
+    assert added.returncode == 0, added.stderr
+    script_lookup(fake_model)
+    proc = subprocess.Popen([str(agents / "claude"), "-p", "How is quokka built?", "--output-format", "stream-json",
+                             "--verbose", "--no-session-persistence",
+                             "--allowedTools=mcp__amux__memory_search,mcp__amux__memory_get"],
+                            env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        seen, _ = watch(proc)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:] + out[-2000:]
+    assert not [c for c in seen if is_amux_mcp(c)], "no amux mcp process"
+    turns = fake_model.turns("/v1/messages")
+    assert len(turns) == 3, [r.path for r in fake_model.requests]
+    assert FACT in json.dumps(anthropic_tool_results(turns[2])), json.dumps(anthropic_tool_results(turns[2]))[:2000]
+    assert sum(t.count(render("mcp")) for t in strings(turns[0])) == 1, "the server's instructions, once"
+
+
+@pytest.mark.slow
+def test_real_codex_registered_with_hub_connect_reads_a_fact_over_http(
+        agents: Path, http_hub_process: tuple[HubProcess, str], tmp_path: Path, fake_model: FakeModel) -> None:
+    """The persistent form ``amux hub connect codex`` prints (``codex mcp add amux --url … --bearer-token-env-var
+    AMUX_TOKEN``) into a temporary ``CODEX_HOME``, the token in ``AMUX_TOKEN``; a plain ``codex exec`` (tool
+    calls pre-approved with ``-c``, as Codex's exec requires) gets the Hub's stored fact for the fake model's
+    ``memory_search`` and ``memory_get``; no ``amux mcp`` runs."""
+    h, url = http_hub_process
+    seed_fact(h)
+    r = h.cli("hub", "connect", "codex", "--principal", ME, "--url", url, "--json")
+    assert r.returncode == 0, r.stderr
+    env = agent_env(agents, h, tmp_path / "home", AMUX_TOKEN=r.json["token"])
+    work = tmp_path / "work"
+    work.mkdir()
+    (command,) = r.json["commands"]
+    added = subprocess.run(command.replace("codex ", f"{agents / 'codex'} ", 1), shell=True, env=env, cwd=work,
+                           capture_output=True, text=True, timeout=120)
+    assert added.returncode == 0, added.stderr
+    config = (tmp_path / "home" / ".codex" / "config.toml").read_text()
+    assert url in config and "AMUX_TOKEN" in config and r.json["token"] not in config, config
+    script_lookup(fake_model)
+    proc = subprocess.Popen([str(agents / "codex"), "exec", "--skip-git-repo-check", "--ephemeral",
+                             "-c", 'mcp_servers.amux.default_tools_approval_mode="approve"',
+                             *codex_provider(fake_model), "How is quokka built?"], env=env, cwd=work,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        seen, _ = watch(proc)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    assert not [c for c in seen if is_amux_mcp(c)], "no amux mcp process"
+    turns = fake_model.turns("/v1/responses")
+    assert len(turns) == 3, err[-2000:]
+    assert {"mcp__amux__memory_search", "mcp__amux__memory_get"} <= set(responses_tool_names(turns[0]))
+    assert FACT in json.dumps(responses_tool_outputs(turns[2])), json.dumps(responses_tool_outputs(turns[2]))[:2000]
 
 
 def test_the_http_plan_refuses_what_it_cannot_hand_over_safely() -> None:

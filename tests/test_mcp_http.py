@@ -5,9 +5,13 @@ Every rule of the front door is checked against a real Hub subprocess with
 tokens (missing, wrong, revoked, expired, in the URL, delegated without its
 binding), ``Host`` and ``Origin``, sessions bound to the token that opened
 them, DELETE, idle expiry, the per-principal session cap, the per-token
-rate, the body bound, stalled clients, the identity and scope the inner MCP
-server gets per token (the Hub's stand-in ``whoami`` tool), and that no
-refusal writes anything.  DESIGN.md §7.
+rate, the body bound, stalled clients, and that no refusal writes anything.
+Behind it the Hub's own MCP server (DESIGN.md §9.2): ``initialize`` and
+``tools/list`` as the relay's (``tests/fixtures/mcp_wire.json``), the five
+tools for each token's principal and scope, with history naming the caller
+(client ``amux-mcp``, the ``Amux-Session``), pages per session, an agent's
+upsert kept as a proposal under review, and the SDK's own streamable-HTTP
+client.  DESIGN.md §7, §9.2, §21.
 """
 
 from __future__ import annotations
@@ -93,14 +97,40 @@ def open_session(url: str, token: str, **more: str) -> str:
     return sid
 
 
-def whoami(url: str, token: str, sid: str, **more: str) -> tuple[int, Any]:
-    status, _, body = request(url, body={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                                         "params": {"name": "whoami", "arguments": {}}},
-                              headers=bearer(token, **{"Mcp-Session-Id": sid, "MCP-Protocol-Version": PROTOCOL},
-                                             **more))
-    if status != 200:
-        return status, body
-    return status, json.loads(message(body)["result"]["content"][0]["text"])
+def rpc(url: str, token: str, sid: str, method: str, params: dict[str, Any] | None = None,
+        **more: str) -> tuple[int, Any]:
+    """One JSON-RPC request on session ``sid``: ``(status, the JSON-RPC message)`` (the raw body unless 200)."""
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 2, "method": method}
+    if params is not None:
+        body["params"] = params
+    status, _, raw = request(url, body=body, headers=bearer(
+        token, **{"Mcp-Session-Id": sid, "MCP-Protocol-Version": PROTOCOL}, **more))
+    return (status, message(raw)) if status == 200 else (status, raw)
+
+
+def tool(url: str, token: str, sid: str, name: str = "memory_get", arguments: dict[str, Any] | None = None,
+         **more: str) -> tuple[int, Any]:
+    """``tools/call`` of ``name`` (default: ``memory_get`` of ``MEMORY.md``): ``(status, CallToolResult)``."""
+    status, answer = rpc(url, token, sid, "tools/call",
+                         {"name": name, "arguments": {"path": "MEMORY.md"} if arguments is None else arguments},
+                         **more)
+    return (status, answer["result"]) if status == 200 else (status, answer)
+
+
+def read_entry(url: str, token: str, sid: str, **more: str) -> tuple[int, Any]:
+    """A read through the session (``memory_get`` of ``MEMORY.md``): ``(status, its structured content)``."""
+    status, result = tool(url, token, sid, **more)
+    return (status, result["structuredContent"]) if status == 200 else (status, result)
+
+
+def upsert(url: str, token: str, sid: str, path: str, content: str, expected: str = "absent",
+           **more: str) -> dict[str, Any]:
+    """``memory_upsert`` through the session; its structured content (asserting a 200 answer)."""
+    status, result = tool(url, token, sid, "memory_upsert",
+                          {"path": path, "content": content, "expected_revision": expected}, **more)
+    assert status == 200, result
+    structured: dict[str, Any] = result["structuredContent"]
+    return structured
 
 
 def snapshot(home: Path) -> dict[str, tuple[int, int]]:
@@ -142,9 +172,9 @@ def test_tokens_are_checked_on_every_request_and_refusals_say_nothing(tmp_path: 
     assert snapshot(h.home) == before
     # A revoked token stops working on a session it opened, from the next request.
     sid = open_session(url, good)
-    assert whoami(url, good, sid)[0] == 200
+    assert read_entry(url, good, sid)[0] == 200
     assert h.cli("hub", "token", "revoke", good_id).returncode == 0
-    assert whoami(url, good, sid)[0] == 401
+    assert read_entry(url, good, sid)[0] == 401
 
 
 def test_host_and_origin(tmp_path: Path) -> None:
@@ -166,40 +196,59 @@ def test_host_and_origin(tmp_path: Path) -> None:
 
 def test_sessions_belong_to_their_token_and_end(tmp_path: Path) -> None:
     """A session id is 128 random bits, usable only with the token that opened it (another token, even of the
-    same principal: 404); DELETE ends it; the inner server sees each token's identity."""
+    same principal: 404, and nothing is written); DELETE ends it; history names each token's principal."""
     h, url = start(tmp_path)
-    a, a_id = issue(h, "alice")
+    a, _ = issue(h, "alice")
     a2, _ = issue(h, "alice")
     b, _ = issue(h, "bob")
     sid = open_session(url, a)
     assert re.fullmatch(r"[0-9a-f]{32}", sid)
-    status, who = whoami(url, a, sid)
-    assert status == 200 and who["principal"] == "alice" and who["token_id"] == a_id and who["binding"] == "global"
-    assert whoami(url, b, sid)[0] == 404
-    assert whoami(url, a2, sid)[0] == 404
+    assert upsert(url, a, sid, "MEMORY.md", "# alice\n")["created"] is True
+    status, who = read_entry(url, a, sid)
+    assert status == 200 and who["content"] == "# alice\n"
+    before = snapshot(h.home)
+    for other in (b, a2):
+        status, _ = tool(url, other, sid, "memory_upsert", {"path": "MEMORY.md", "content": "# taken\n",
+                                                           "expected_revision": who["revision"]})
+        assert status == 404
+    assert snapshot(h.home) == before
+    (version,) = h.cli("memory", "history", "MEMORY.md").json["versions"]
+    assert version["actor"]["principal"] == "alice" and version["actor"]["client"] == "amux-mcp"
+    assert read_entry(url, b, sid)[0] == 404
+    assert read_entry(url, a2, sid)[0] == 404
     assert request(url, "DELETE", headers=bearer(b, **{"Mcp-Session-Id": sid}))[0] == 404
-    assert whoami(url, a, sid)[0] == 200
+    assert read_entry(url, a, sid)[0] == 200
     assert request(url, "DELETE", headers=bearer(a, **{"Mcp-Session-Id": sid,
                                                         "MCP-Protocol-Version": PROTOCOL}))[0] == 200
-    assert whoami(url, a, sid)[0] == 404
+    assert read_entry(url, a, sid)[0] == 404
 
 
 def test_isolation_user_gives_each_token_its_principals_scope(tmp_path: Path) -> None:
-    """With isolation ``user`` the inner server gets ``principal:NAME`` for each token; a delegated token works
-    only with its binding in ``Amux-Binding``."""
+    """With isolation ``user`` each token reads and writes its own principal's scope only (search, get and
+    upsert of the same path land in ``users/<key>``); a delegated token works only with its binding in
+    ``Amux-Binding``, in its principal's scope, and history records that binding."""
     h, url = start(tmp_path, isolation="user")
     a, _ = issue(h, "alice")
     b, _ = issue(h, "bob")
-    d, d_id = issue(h, "bob", "--binding", "principal:bob")
+    d, _ = issue(h, "bob", "--binding", "principal:bob")
+    sids = {}
     for token, name in ((a, "alice"), (b, "bob")):
-        status, who = whoami(url, token, open_session(url, token))
-        assert status == 200 and who["principal"] == name and who["binding"] == f"principal:{name}", who
-        assert who["scope"] == "principal"
+        sids[name] = sid = open_session(url, token)
+        assert upsert(url, token, sid, "notes/who.md", f"# {name}\n\nisoword {name} only\n")["created"] is True
+    for token, name, other in ((a, "alice", "bob"), (b, "bob", "alice")):
+        status, who = tool(url, token, sids[name], arguments={"path": "notes/who.md"})
+        assert status == 200 and who["structuredContent"]["content"] == f"# {name}\n\nisoword {name} only\n"
+        status, found = tool(url, token, sids[name], "memory_search", {"query": "isoword"})
+        assert status == 200 and len(found["structuredContent"]["matches"]) == 1
+        assert name in found["structuredContent"]["matches"][0]["snippet"], found
+        assert other not in json.dumps(found["structuredContent"]), found
+    dirs = sorted(p.parent.parent.name for p in (h.home / "memory" / "users").glob("*/notes/who.md"))
+    assert len(dirs) == 2, dirs
     assert request(url, body=INIT, headers=bearer(d))[0] == 401
     assert request(url, body=INIT, headers=bearer(d, **{"Amux-Binding": "principal:alice"}))[0] == 401
     sid = open_session(url, d, **{"Amux-Binding": "principal:bob"})
-    status, who = whoami(url, d, sid, **{"Amux-Binding": "principal:bob"})
-    assert status == 200 and who["token_id"] == d_id and who["binding"] == "principal:bob"
+    status, who = tool(url, d, sid, arguments={"path": "notes/who.md"}, **{"Amux-Binding": "principal:bob"})
+    assert status == 200 and who["structuredContent"]["content"].startswith("# bob"), who
 
 
 def test_idle_sessions_expire_and_the_cap_per_principal_answers(tmp_path: Path) -> None:
@@ -218,7 +267,7 @@ def test_idle_sessions_expire_and_the_cap_per_principal_answers(tmp_path: Path) 
                                                         "MCP-Protocol-Version": PROTOCOL}))[0] == 200
     open_session(url, a)
     time.sleep(3.5)
-    assert whoami(url, a, sids[1])[0] == 404
+    assert read_entry(url, a, sids[1])[0] == 404
     open_session(url, a)  # the expired ones no longer count
 
 
@@ -266,7 +315,7 @@ def test_stalled_clients_do_not_stall_others(tmp_path: Path) -> None:
     time.sleep(0.5)
     t0 = time.monotonic()
     sid = open_session(url, a)
-    assert whoami(url, a, sid)[0] == 200
+    assert read_entry(url, a, sid)[0] == 200
     with HubClient(h.socket, timeout=5) as c:
         assert c.hello["principal"]
     assert time.monotonic() - t0 < 3
@@ -368,3 +417,204 @@ def test_printed_claude_command_registers_the_server(tmp_path: Path) -> None:
     assert added.returncode == 0, added.stderr
     listed = subprocess.run([str(claude), "mcp", "list"], env=env, capture_output=True, text=True, timeout=120)
     assert "amux" in listed.stdout and url in listed.stdout, listed.stdout + listed.stderr
+
+
+# -- the Hub's own MCP server behind the front door (DESIGN.md §9.2) ---------------------------------------
+
+WIRE = json.loads((Path(__file__).parent / "fixtures" / "mcp_wire.json").read_text(encoding="utf-8"))
+
+
+def wire(name: str) -> Any:
+    """A fixture message (the relay's exact answer), with the package's version (captured at 0.1.0)."""
+    from protocol.version import package_version
+
+    doc = json.loads(WIRE[name])
+    if "serverInfo" in doc.get("result", {}):
+        doc["result"]["serverInfo"]["version"] = package_version()
+    return doc
+
+
+def test_initialize_and_tools_list_are_the_relays(tmp_path: Path) -> None:
+    """Over HTTP, ``initialize`` (instructions on by default, off with ``Amux-Instructions: off``), ``tools/list``
+    and ``ping`` answer exactly what the relay answers (``tests/fixtures/mcp_wire.json``); a bad
+    ``Amux-Instructions`` or ``Amux-Session`` is 400 and opens nothing."""
+    h, url = start(tmp_path)
+    token, _ = issue(h, "alice")
+    init = json.loads(WIRE["initialize_request"])
+    for extra, expected in (({}, "initialize_instructions_on"), ({"Amux-Instructions": "off"},
+                                                                   "initialize_instructions_off")):
+        status, headers, body = request(url, body=init, headers=bearer(token, **extra))
+        assert status == 200, body
+        assert message(body) == wire(expected)
+        sid = headers["mcp-session-id"]
+        more = {**extra, "MCP-Protocol-Version": "2025-11-25"}
+        status, _, _ = request(url, body={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                               headers=bearer(token, **{"Mcp-Session-Id": sid}, **more))
+        assert status == 202
+        status, _, body = request(url, body=json.loads('{"jsonrpc":"2.0","id":2,"method":"tools/list"}'),
+                                  headers=bearer(token, **{"Mcp-Session-Id": sid}, **more))
+        assert status == 200 and message(body) == wire("tools_list")
+        status, _, body = request(url, body={"jsonrpc": "2.0", "id": 4, "method": "ping"},
+                                  headers=bearer(token, **{"Mcp-Session-Id": sid}, **more))
+        assert status == 200 and message(body) == wire("ping")
+    before = snapshot(h.home)
+    for bad in ({"Amux-Instructions": "maybe"}, {"Amux-Session": "has space"}, {"Amux-Session": "x" * 129}):
+        status, headers, body = request(url, body=init, headers=bearer(token, **bad))
+        assert status == 400 and "mcp-session-id" not in headers, (bad, status, body)
+        assert next(iter(bad)) in message(body)["error"]["message"], body
+    assert snapshot(h.home) == before
+
+
+def test_the_memory_tools_over_http_with_history_and_pages_per_session(tmp_path: Path) -> None:
+    """upsert, get, search and forget through one HTTP session act on the Hub (the CLI sees it); history names
+    client ``amux-mcp``, the principal and the ``Amux-Session``; a result over the page budget comes in pages
+    that ``result_continue`` serves to its own session only, and they end with the session (DELETE)."""
+    h, url = start(tmp_path)
+    token, _ = issue(h, "alice")
+    launch = {"Amux-Session": "launch-1234"}
+    sid = open_session(url, token, **launch)
+    made = upsert(url, token, sid, "notes/fact.md", "# Fact\n\nhttpword lives here\n", **launch)
+    assert made["created"] is True
+    assert h.cli("memory", "get", "notes/fact.md").json["content"] == "# Fact\n\nhttpword lives here\n"
+    status, found = tool(url, token, sid, "memory_search", {"query": "httpword"}, **launch)
+    assert status == 200 and [m["path"] for m in found["structuredContent"]["matches"]] == ["notes/fact.md"]
+    assert "notes/fact.md" in found["content"][0]["text"]
+    (version,) = h.cli("memory", "history", "notes/fact.md").json["versions"]
+    assert version["actor"] == {"principal": "alice", "client": "amux-mcp", "binding": None,
+                                "session": "launch-1234"}, version
+    status, gone = tool(url, token, sid, "memory_forget", {"path": "notes/fact.md",
+                                                          "expected_revision": made["revision"]}, **launch)
+    assert status == 200 and gone["structuredContent"]["deleted"] is True
+    assert not (h.home / "memory" / "global" / "notes" / "fact.md").exists()
+
+    big = "".join(f"line {i} " + "x" * 80 + "\n" for i in range(600))  # ~54 KiB: a get comes in pages
+    upsert(url, token, sid, "big.md", big)
+    other = open_session(url, token)
+    status, first = tool(url, token, sid, arguments={"path": "big.md"})
+    assert status == 200 and first["structuredContent"]["pages"] >= 2, first
+    page_token = first["structuredContent"]["continuation"]
+    status, crossed = tool(url, token, other, "result_continue", {"token": page_token})
+    assert status == 200 and crossed["isError"], crossed
+    assert crossed["structuredContent"]["error"]["data"]["reason"] == "unknown"
+    data, next_token = first["structuredContent"]["data"], page_token
+    while next_token is not None:
+        status, page = tool(url, token, sid, "result_continue", {"token": next_token})
+        assert status == 200 and not page["isError"], page
+        data, next_token = data + page["structuredContent"]["data"], page["structuredContent"]["continuation"]
+    content = json.loads(data)["content"]
+    assert len(content) > 6000 and big.startswith(content)
+    assert request(url, "DELETE", headers=bearer(token, **{"Mcp-Session-Id": sid,
+                                                            "MCP-Protocol-Version": PROTOCOL}))[0] == 200
+    assert tool(url, token, sid, "result_continue", {"token": page_token})[0] == 404
+
+
+def test_review_on_keeps_an_http_upsert_as_a_proposal(tmp_path: Path) -> None:
+    """With ``memory.review = agents`` an HTTP MCP caller is an agent: its upsert answers a pending proposal,
+    the document is not written, and ``amux memory review`` lists it; ``tools/list`` publishes the proposal
+    schemas."""
+    h, url = start(tmp_path, **{"memory.review": "agents"})
+    token, _ = issue(h, "alice")
+    sid = open_session(url, token)
+    status, listed = rpc(url, token, sid, "tools/list")
+    assert status == 200 and listed != wire("tools_list")
+    assert "proposal" in json.dumps(listed["result"]["tools"][2]["outputSchema"])
+    result = upsert(url, token, sid, "MEMORY.md", "# by an agent\n")
+    assert result["proposed"] is True and result["status"] == "pending", result
+    assert not (h.home / "memory" / "global" / "MEMORY.md").exists()
+    pending = h.cli("memory", "review", "--json").json["proposals"]
+    assert [p["id"] for p in pending] == [result["proposal"]], pending
+
+
+def test_the_sdk_streamable_http_client_uses_the_memory_tools(tmp_path: Path) -> None:
+    """The ``mcp`` SDK's own streamable-HTTP client (``tests/remote_mcp_client.py``'s stack) against the Hub:
+    initialize names the ``amux`` server with its instructions; upsert, search, get, a paged get followed with
+    ``result_continue``, and forget all answer as over the relay."""
+    import anyio
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    h, url = start(tmp_path)
+    token, _ = issue(h, "alice")
+    big = "".join(f"row {i} " + "y" * 90 + "\n" for i in range(400))
+
+    async def run() -> dict[str, Any]:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30.0))
+        with anyio.fail_after(60):
+            async with (http, streamable_http_client(url, http_client=http) as (read, write),
+                        ClientSession(read, write) as session):
+                init = await session.initialize()
+                out: dict[str, Any] = {"server": init.server_info.name, "instructions": init.instructions}
+                made = await session.call_tool("memory_upsert", {"path": "sdk.md", "content": "# sdkword\n",
+                                                                 "expected_revision": "absent"})
+                out["search"] = (await session.call_tool("memory_search", {"query": "sdkword"})).structured_content
+                out["get"] = (await session.call_tool("memory_get", {"path": "sdk.md"})).structured_content
+                await session.call_tool("memory_upsert", {"path": "big.md", "content": big,
+                                                          "expected_revision": "absent"})
+                page = (await session.call_tool("memory_get", {"path": "big.md"})).structured_content
+                assert page is not None
+                data, pages = page["data"], 1
+                while page["continuation"] is not None:
+                    page = (await session.call_tool("result_continue",
+                                                    {"token": page["continuation"]})).structured_content
+                    assert page is not None
+                    data, pages = data + page["data"], pages + 1
+                out["paged"] = (pages, json.loads(data)["content"])
+                assert made.structured_content is not None
+                out["forget"] = (await session.call_tool("memory_forget", {
+                    "path": "sdk.md", "expected_revision": made.structured_content["revision"]})).structured_content
+                return out
+
+    out = anyio.run(run)
+    from protocol.agent_protocol import render
+
+    assert out["server"] == "amux" and out["instructions"] == render("mcp")
+    assert [m["path"] for m in out["search"]["matches"]] == ["sdk.md"]
+    assert out["get"]["content"] == "# sdkword\n"
+    pages, content = out["paged"]
+    assert pages >= 2 and big.startswith(content) and len(content) > 6000
+    assert out["forget"]["deleted"] is True and h.cli("memory", "list").json["entries"] == [
+        {"path": "big.md", "bytes": len(big.encode())}]
+
+
+def test_an_http_caller_is_an_agent_the_secret_check_cannot_be_overridden(tmp_path: Path) -> None:
+    """An HTTP ``memory_upsert`` of a note holding a (fake) credential is refused with ``secret_detected`` even with
+    ``allow_secret: true`` among its arguments (no schema names it; the Hub refuses it from an agent), the value
+    is not echoed, and nothing is written.  A session opened with ``Amux-Instructions: off`` keeps its server
+    when a later request leaves the header out."""
+    from tests.secret_samples import samples
+
+    h, url = start(tmp_path)
+    token, _ = issue(h, "alice")
+    sample = samples(41)[0]
+    sid = open_session(url, token)
+    before = snapshot(h.home)
+    status, result = tool(url, token, sid, "memory_upsert", {
+        "path": "deploy.md", "content": f"# Deploy\n\n{sample.line}\n", "expected_revision": "absent",
+        "allow_secret": True})
+    assert status == 200 and result["isError"], result
+    assert result["structuredContent"]["error"]["code"] == "secret_detected", result
+    assert sample.secret not in json.dumps(result)
+    assert snapshot(h.home) == before
+    quiet = open_session(url, token, **{"Amux-Instructions": "off"})
+    assert read_entry(url, token, quiet, **{"Amux-Instructions": "off"})[0] == 200
+    assert read_entry(url, token, quiet)[0] == 200
+
+
+def test_session_pagers_are_per_session_and_dropped() -> None:
+    """:class:`hub.mcp.http.SessionPagers`: one pager per (token, session), the same one again on reuse, dropped
+    by :meth:`forget` and once unused for the page TTL."""
+    from hub.mcp.http import SessionPagers
+
+    now = [0.0]
+    pagers = SessionPagers(ttl=10, clock=lambda: now[0])
+    a = pagers.of("t1", "s1")
+    assert pagers.of("t1", "s1") is a and pagers.of("t2", "s1") is not a and pagers.of("t1", "s2") is not a
+    assert len(pagers) == 3
+    pagers.forget("s1")
+    assert len(pagers) == 1 and pagers.of("t1", "s1") is not a
+    now[0] = 9.0
+    pagers.of("t1", "s2")
+    now[0] = 15.0
+    pagers.of("t9", "s9")
+    assert len(pagers) == 2, "t1/s1 unused for 15 s is gone; t1/s2, used at 9 s, stays"

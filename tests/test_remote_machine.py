@@ -19,9 +19,8 @@ Hub's Unix socket, which a namespace does not hide, is never used):
   CLI) then has the document;
 - ``tests/remote_mcp_client.py``, the ``mcp`` SDK's streamable-HTTP client
   trusting the CA, with the token from the printed ``claude mcp add`` line:
-  lists the tools and calls one (``memory_search`` once the Hub serves the
-  five memory tools, else the stand-in ``whoami``, whose principal must be
-  the token's);
+  lists the five memory tools and calls ``memory_search``, which finds the
+  document the CLI wrote (the token's principal's memory);
 - without the CA, both the CLI and the MCP client are refused (certificate
   verify failed) and nothing is written.
 
@@ -199,11 +198,10 @@ def test_a_client_on_another_machine_uses_the_printed_commands(
     mcp = netns.run([*client, "--ca", str(other / ".amux" / "hub-ca.pem")], env)
     assert mcp.returncode == 0, mcp.stderr.decode()
     doc = json.loads(mcp.stdout)
-    assert doc["tools"] and not doc["is_error"], doc
-    if doc["called"] == "whoami":  # the stand-in server (until hub/mcp/ serves the memory tools)
-        assert json.loads(doc["text"])["principal"] == "alice", doc
-    else:
-        assert "notes/remote.md" in doc["text"] + json.dumps(doc["structured"]), doc
+    assert doc["tools"] == ["memory_search", "memory_get", "memory_upsert", "memory_forget", "result_continue"], doc
+    assert doc["called"] == "memory_search" and not doc["is_error"], doc
+    assert [m["path"] for m in doc["structured"]["matches"]] == ["notes/remote.md"], doc
+    assert "notes/remote.md" in doc["text"], doc
 
     before = h.cli("memory", "list").json["entries"]
     no_ca = [line for line in plan["env"] if not line.startswith("export AMUX_HUB_CA=")]

@@ -6,12 +6,14 @@ save, a concurrent CLI write then a save (the conflict page, nothing lost),
 history diff and restore, a settings change landing in ``config.toml``, a
 hostile note (no script runs, nothing is fetched from another origin, the CSP
 header is present), 390 px and 1280 px, labelled controls, keyboard focus,
-and a console free of errors.  ``AMUX_UI_SCREENSHOTS=1`` writes the README's
+a console free of errors, and the Review page (DESIGN.md §21: an agent session's proposals listed and
+counted, approve, reject, a conflict then the merged approval).  ``AMUX_UI_SCREENSHOTS=1`` writes the README's
 screenshots to ``tools/ui/screenshots/``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import os
 import shutil
@@ -403,6 +405,133 @@ def test_narrow_and_wide_layouts_fit_and_controls_are_labelled(signed_in: Any, u
     finally:
         d.set_window_size(1280, 900)
     assert console_errors(d) == []
+
+
+LAYOUT_BROKEN = ("return [...document.querySelectorAll('main th, main td time, main td code, main td.actor, "
+                 "main button')].filter(e => { const r = document.createRange(); r.selectNodeContents(e); "
+                 "return e.textContent.trim() && r.getClientRects().length > 1; }).map(e => e.outerHTML)")
+LAYOUT_UNLABELLED = ("return [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]"
+                     ".filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label'))"
+                     ".map(e => e.outerHTML)")
+
+
+def agent_proposes(h: HubProcess, path: str, content: bytes, expected: str, session: str) -> str:
+    """An agent's upsert through a Hub connection whose ``hello`` carries ``session`` (as under ``amux
+    launch``): with ``memory.review = agents`` it is kept as a proposal; returns its id."""
+    from tools.client.blocking import HubClient
+    from tools.client.settings import ClientSettings
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
+    settings = ClientSettings.from_env(environ={**env, "AMUX_HOME": str(h.home), "AMUX_SESSION_ID": session},
+                                       socket_path=h.socket)
+    with HubClient(h.socket, settings=settings) as a:
+        r = a.call("upsert", {"path": path, "content": content, "expected_revision": expected})
+    assert r.get("proposed") is True, r
+    return str(r["proposal"])
+
+
+def test_review_page_approves_exact_bytes_rejects_and_shows_a_conflict(browser: Any, tmp_path: Path) -> None:
+    """DESIGN.md §21 in the browser: proposals by an agent session are listed (and counted in the navigation);
+    approve writes exactly the proposed bytes; reject leaves the document; approving after the document
+    changed shows the conflict (nothing written) and the edited merge is then approved; hostile agent text
+    runs nothing; the pages fit 390 px and 1280 px."""
+    (tmp_path / "review-hub").mkdir()
+    h = make_hub(tmp_path / "review-hub", settings={"memory.review": "agents"})
+    u = start_ui(h.env, tmp=tmp_path)
+    d = browser
+    try:
+        plan = h.cli("memory", "upsert", "notes/plan.md", "--expected-revision", "absent", input=PLAN_V1.encode())
+        keep = h.cli("memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=INDEX.encode())
+        assert plan.returncode == 0 and keep.returncode == 0, (plan.stderr, keep.stderr)
+        hostile = (b"# Found\n\n<script>window.pwned = 1</script>\n<img src=x onerror=\"window.pwned = 2\">\n"
+                   b"- tabs, not spaces\r\n- no final newline")
+        created = agent_proposes(h, "notes/found.md", hostile, "absent", "sess-4242")
+        edited = agent_proposes(h, "notes/plan.md", (PLAN_V1 + "- from the agent\n").encode(),
+                                plan.json["revision"], "sess-4242")
+        dropped = agent_proposes(h, "MEMORY.md", b"# Memory\n\n(rewritten by the agent)\n", keep.json["revision"],
+                                 "sess-77")
+        d.get(u.url)
+        assert d.current_url == u.base + "/"
+        assert text_of(d, by("ID"), "nav-review") == "Review (3)"
+        assert "3 memory changes proposed by agents" in text_of(d, by("ID"), "review-pending")
+        click_and_load(d, d.find_element(by("ID"), "nav-review"))
+        assert d.current_url == u.base + "/review"
+        table = text_of(d, by("ID"), "proposals")
+        assert "notes/found.md" in table and "notes/plan.md" in table and "MEMORY.md" in table
+        assert "session sess-4242" in table and "session sess-77" in table and "+1 −0" in table
+        shot(d, "review.png")
+
+        # Approve as proposed: the file holds exactly the agent's bytes (CRLF line, no final newline).
+        click_and_load(d, d.find_element(by("CSS_SELECTOR"), f"a[href='/review/{created}']"))
+        assert d.execute_script("return typeof window.pwned") == "undefined"
+        assert d.find_elements(by("CSS_SELECTOR"), "main img, main script") == []
+        assert "<script>window.pwned = 1</script>" in text_of(d, by("ID"), "diff-base")
+        assert "sess-4242" in text_of(d, by("ID"), "proposal-meta")
+        shot(d, "proposal.png")
+        click_and_load(d, d.find_element(by("ID"), "approve"))
+        assert d.current_url == u.base + f"/review?approved={created}", d.current_url
+        assert "approved" in text_of(d, by("ID"), "review-message")
+        assert (h.scope_dir / "notes" / "found.md").read_bytes() == hostile
+        assert text_of(d, by("ID"), "nav-review") == "Review (2)"
+
+        # Reject with a reason: the document stays.
+        d.get(u.base + f"/review/{dropped}")
+        d.find_element(by("ID"), "reason").send_keys("keep my index")
+        click_and_load(d, d.find_element(by("ID"), "reject"))
+        assert d.current_url == u.base + f"/review?rejected={dropped}"
+        assert (h.scope_dir / "MEMORY.md").read_text() == INDEX
+
+        # The document changes after the page loaded: approving is refused, shown as a conflict, then merged.
+        d.get(u.base + f"/review/{edited}")
+        v2 = PLAN_V1 + "- from a person\n"
+        r = h.cli("memory", "upsert", "notes/plan.md", "--expected-revision", plan.json["revision"], input=v2.encode())
+        assert r.returncode == 0, r.stderr
+        click_and_load(d, d.find_element(by("ID"), "approve"))
+        assert "nothing was written" in text_of(d, by("CSS_SELECTOR"), ".conflict")
+        assert d.find_element(by("ID"), "theirs").text.strip() == v2.strip()
+        assert (h.scope_dir / "notes" / "plan.md").read_text() == v2
+        box = d.find_element(by("ID"), "content")
+        assert box.get_attribute("value").endswith("- from the agent\n")
+        merged = v2 + "- from the agent\n"
+        box.clear()
+        box.send_keys(merged)
+        click_and_load(d, d.find_element(by("ID"), "approve-edited"))
+        assert d.current_url == u.base + f"/review?approved={edited}", d.current_url
+        assert (h.scope_dir / "notes" / "plan.md").read_text() == merged
+        assert d.find_elements(by("ID"), "nav-review") and "(" not in text_of(d, by("ID"), "nav-review")
+
+        # Layout: a fresh proposal and the list, at 390 px and 1280 px.
+        again = agent_proposes(h, "notes/plan.md", (merged + "- one more\n").encode(),
+                               hashlib.sha256(merged.encode()).hexdigest(), "sess-4242")
+        stale = agent_proposes(h, "notes/found.md", hostile + b"\n- and a fact\n", hashlib.sha256(hostile).hexdigest(),
+                       "sess-9")
+        r = h.cli("memory", "upsert", "notes/found.md", "--expected-revision", hashlib.sha256(hostile).hexdigest(),
+                  input=b"# Found\n\nrewritten by a person\n")
+        assert r.returncode == 0, r.stderr
+        try:
+            for width in (390, 1280):
+                d.set_window_size(width, 900)
+                for path in ("/review", f"/review/{again}", f"/review/{stale}"):
+                    d.get(u.base + path)
+                    overflow = d.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+                    assert overflow <= 0, (width, path, overflow)
+                    assert d.execute_script(LAYOUT_BROKEN) == [], (width, path)
+                    assert d.execute_script(LAYOUT_UNLABELLED) == [], path
+                    if path == "/review":
+                        assert "changed since" in text_of(d, by("ID"), "proposals")
+                    if path == f"/review/{stale}":
+                        assert "changed since the agent read it" in text_of(d, by("ID"), "changed-since")
+                        assert "rewritten by a person" in text_of(d, by("ID"), "diff-current")
+                        if width == 1280:
+                            shot(d, "proposal-changed.png")
+                    elif width == 390:
+                        shot(d, "review-390.png" if path == "/review" else "proposal-390.png")
+        finally:
+            d.set_window_size(1280, 900)
+        assert console_errors(d) == []
+    finally:
+        u.stop()
+        h.stop()
 
 
 def test_the_readme_screenshots_exist() -> None:

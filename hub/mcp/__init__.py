@@ -25,7 +25,12 @@ A ``tools/call`` goes down this package in order:
   ``mcp_open``: MCP frames to and from the SDK server (``amux mcp`` relays
   an agent's stdio to it).
 * :mod:`hub.mcp.server` — :func:`~hub.mcp.server.build_server`, the one
-  entry point of every transport: a server for one session's caller.
+  entry point of every transport: a server for one session's caller (and
+  :func:`~hub.mcp.server.build_shared_server`, the same answers from one
+  server for many sessions).
+* :mod:`hub.mcp.http` — the servers the streamable-HTTP listener
+  (:mod:`hub.mcp_http`) runs: the caller of each request, pages per MCP
+  session.
 * :mod:`hub.mcp.catalog` — the published tools (names, descriptions,
   annotations, input and output schemas) and the one dispatcher: an unknown
   tool or arguments that fail the input schema become a ``bad_request`` tool

@@ -2,7 +2,8 @@
 
 :func:`build_server` is the one entry point every transport uses: the Hub's
 socket and TLS connections (:mod:`hub.mcp.session`, after ``mcp_open``), and
-the streamable-HTTP front door, which runs the same server under the SDK's
+the streamable-HTTP front door, which runs one shared server
+(:func:`build_shared_server`, through :mod:`hub.mcp.http`) under the SDK's
 session manager.  It takes how to reach the memory service for the session's
 caller (a :data:`hub.mcp.handlers.Backend`, normally
 :func:`hub.mcp.handlers.hub_backend` over ``Hub.call`` with the caller's
@@ -23,8 +24,9 @@ Instructions
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
@@ -74,6 +76,37 @@ def build_server(backend: Backend, *, instructions: bool = True, page_ttl: float
         title=SERVER_TITLE,
         instructions=render_protocol("mcp") if instructions else None,
         lifespan=lifespan,
+        get_tool_input_schema=tools.input_schema,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def build_shared_server(tools_for: Callable[[ServerRequestContext[Any]], MemoryTools], *,
+                        instructions: bool = True, review: bool = False) -> Server[Any]:
+    """An ``amux`` MCP server shared by many sessions, as the SDK's streamable-HTTP manager runs one.
+
+    The same ``initialize`` and ``tools/list`` answers as :func:`build_server`
+    (name, version, title, instructions, tools), but no per-session state of
+    its own: each ``tools/call`` runs on ``tools_for(ctx)``, the
+    :class:`MemoryTools` of the caller and session of that request (built by
+    :mod:`hub.mcp.http` from the HTTP request).  ``instructions`` and
+    ``review`` as in :func:`build_server`.
+    """
+    tools = catalog()
+
+    async def list_tools(_: ServerRequestContext[Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools.listing(review))
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await tools.call(tools_for(ctx), params.name, params.arguments)
+
+    return Server(
+        SERVER_NAME,
+        version=package_version(),
+        title=SERVER_TITLE,
+        instructions=render_protocol("mcp") if instructions else None,
         get_tool_input_schema=tools.input_schema,
         on_list_tools=list_tools,
         on_call_tool=call_tool,

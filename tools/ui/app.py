@@ -15,10 +15,12 @@ the page it came from, keeping what the user typed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
 from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -26,6 +28,7 @@ from urllib.parse import quote
 import trio
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -34,11 +37,34 @@ from starlette.staticfiles import StaticFiles
 from protocol.errors import ErrorCode, HubError
 from protocol.params import ABSENT
 from tools.client.blocking import HubClient
+from tools.client.inert import inert
 from tools.ui import pages
 from tools.ui.render import diff_rows, highlight, render_markdown
 from tools.ui.security import CSRF_FIELD, SESSION_KEY, Guard, check_csrf
 
 T = TypeVar("T")
+
+NAV: ContextVar[dict[str, Any] | None] = ContextVar("amux_ui_nav", default=None)
+"""The navigation's review state of the request being served (``{review, pending}`` once known, DESIGN.md §21):
+:class:`NavState` sets a fresh dict for each ``GET``/``HEAD`` (None for a ``POST``: its answer is a redirect),
+the first Hub call of the page view fills it on the same connection (:meth:`UiApp.hub`), the template reads it."""
+
+
+class NavState:
+    """ASGI middleware giving each page view its own :data:`NAV` holder (reset when the answer is sent)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        token = NAV.set({} if scope.get("method") in ("GET", "HEAD") else None)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            NAV.reset(token)
 
 RESTART_HINT = ("press \u201cRestart the Hub\u201d below (what 'amux hub restart' does; a Hub run by its "
                 "systemd user service is restarted through systemd)")
@@ -54,6 +80,13 @@ PAGE_HINTS = {
     ErrorCode.CONFLICT.value: "the document changed since this page was loaded (or it already exists). On the "
     "edit page the version now stored is shown below and your text is kept; elsewhere, reload and try again.",
 }
+REVIEW_CONFLICT_HINT = ("the document changed since the agent read it (or since this page was loaded): nothing "
+                        "was written. The version now stored is shown below, and the text you approved is kept in "
+                        "the editor; merge it there and approve the edited text (that replaces the stored version).")
+"""A ``conflict`` on the proposal page (DESIGN.md §21), shown instead of :data:`PAGE_HINTS`' edit-page wording."""
+
+DECIDED_AS = {"approve": "approved", "reject": "rejected"}
+"""A ``review_decide`` decision → the query flag of the Review page it leads to."""
 """What to do in the page's own terms, shown before the Hub's message (which names CLI flags and commands)
 for these error codes."""
 
@@ -75,7 +108,19 @@ def templates() -> Environment:
     env.filters["docurl"] = lambda path: "/doc/" + quote(str(path), safe="/")
     env.filters["short"] = lambda rev: str(rev)[:12]
     env.filters["sha256"] = lambda text: hashlib.sha256(form_text(str(text)).encode("utf-8")).hexdigest()
+    env.filters["inert"] = inert
+    env.filters["age"] = age
     return env
+
+
+def age(seconds: Any) -> str:
+    """``seconds`` (an int, a proposal's ``age_seconds``) as a person reads an age: ``40 s``, ``5 min``,
+    ``3 h``, ``2 d`` (whole units, rounded down)."""
+    value = max(0, int(seconds))
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if value >= size:
+            return f"{value // size} {unit}"
+    return f"{value} s"
 
 
 class UiApp:
@@ -95,7 +140,7 @@ class UiApp:
     def starlette(self) -> Starlette:
         """The Starlette application (wrap it in :class:`Guard` and set :attr:`guard` before serving)."""
         static = Path(__file__).resolve().parent / "static"
-        return Starlette(routes=[
+        return Starlette(middleware=[Middleware(NavState)], routes=[
             Route("/", self.overview),
             Route("/lint", self.lint),
             Route("/doc/{path:path}", self.document),
@@ -110,6 +155,9 @@ class UiApp:
             Route("/search", self.search),
             Route("/settings", self.settings, methods=["GET", "POST"]),
             Route("/restart", self.restart_hub, methods=["POST"]),
+            Route("/review", self.review),
+            Route("/review/decide", self.review_decide, methods=["POST"]),
+            Route("/review/{id}", self.review_show),
             Route("/favicon.ico", self.favicon),
             Mount("/static", StaticFiles(directory=str(static)), name="static"),
         ])
@@ -118,10 +166,16 @@ class UiApp:
 
     async def hub(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(client, *args, **kwargs)`` in a worker thread on a fresh connection; raises what the Hub
-        answers."""
+        answers.  On a page view (:data:`NAV` holds a dict) the first call also asks, on the same connection,
+        for the navigation's review count (:func:`tools.ui.pages.review_state`)."""
+        nav = NAV.get()
+
         def run() -> T:
             with self.client_factory() as client:
-                return fn(client, *args, **kwargs)
+                out = fn(client, *args, **kwargs)
+                if nav is not None and "pending" not in nav:
+                    nav.update(pages.review_state(client))
+                return out
 
         return await trio.to_thread.run_sync(run)
 
@@ -148,8 +202,16 @@ class UiApp:
         """Render template ``name`` with ``values`` plus the CSRF token of ``request``'s session."""
         assert self.guard is not None
         csrf = self.guard.csrf_for(str(request.scope.get(SESSION_KEY, "")))
-        html = self.env.get_template(name).render(csrf=csrf, csrf_field=CSRF_FIELD, **values)
+        html = self.env.get_template(name).render(csrf=csrf, csrf_field=CSRF_FIELD, nav=NAV.get() or {}, **values)
         return HTMLResponse(html, status_code=status)
+
+    async def nav_state(self) -> None:
+        """Fill :data:`NAV` for a page that asks the Hub nothing else (its navigation shows the review count);
+        a Hub that does not answer leaves the count out."""
+        nav = NAV.get()
+        if nav is not None and "pending" not in nav:
+            with contextlib.suppress(HubError):
+                await self.hub(lambda client: None)
 
     def error_page(self, request: Request, exc: HubError, status: int = 400) -> HTMLResponse:
         """A page showing one Hub error (code, message)."""
@@ -189,6 +251,8 @@ class UiApp:
         :data:`LINT_SUMMARY_ROWS`), fetched by ``ui.js`` after the overview loaded, since lint reads every
         document."""
         summary = request.query_params.get("summary") == "1"
+        if summary:
+            NAV.set(None)  # a fragment: no navigation to fill
         try:
             problems = await self.hub(pages.lint)
         except HubError as exc:
@@ -209,6 +273,7 @@ class UiApp:
 
     async def new(self, request: Request) -> Response:
         path = request.query_params.get("path", "")
+        await self.nav_state()
         return self.page(request, "new.html", title="New document", path=path, draft="", error=None)
 
     async def save(self, request: Request) -> Response:
@@ -335,6 +400,8 @@ class UiApp:
     async def search(self, request: Request) -> Response:
         query = request.query_params.get("q", "").strip()
         fragment = request.query_params.get("fragment") == "1"
+        if fragment:
+            NAV.set(None)  # a fragment fetched as the person types: no navigation, no extra Hub call
         result: dict[str, Any] | None = None
         error: HubError | None = None
         if query:
@@ -388,6 +455,7 @@ class UiApp:
                     message = f"{key} = {stored!r} saved; no Hub runs for this home now, so it applies when one starts"
             except HubError as exc:
                 error = exc
+        await self.nav_state()
         rows: list[dict[str, Any]] = []
         state: dict[str, Any] = {"running": False, "writable": False, "config": None}
         if self.home is not None:
@@ -419,3 +487,99 @@ class UiApp:
         except HubError as exc:
             return self.error_page(request, exc, 503)
         return self.see("/settings?restarted=1")
+
+    # -- review (DESIGN.md §21) --------------------------------------------------------------
+
+    async def review(self, request: Request) -> Response:
+        """``/review``: every pending proposal, oldest first (path, action, proposer and session, age, +/−
+        lines, whether the document changed since the agent read it); ``?approved=ID`` / ``?rejected=ID``
+        after a decision."""
+        try:
+            data = await self.hub(pages.review_list)
+        except HubError as exc:
+            return self.error_page(request, exc, 503 if exc.code is ErrorCode.UNAVAILABLE else 400)
+        done = {flag: request.query_params.get(flag, "") for flag in ("approved", "rejected")}
+        return self.page(request, "review.html", title="Review", done=done, **data)
+
+    async def review_show(self, request: Request) -> Response:
+        """``/review/ID``: one proposal, its diffs and the Approve, Edit then approve and Reject forms."""
+        try:
+            data = await self.hub(pages.proposal, request.path_params["id"])
+        except HubError as exc:
+            return self.error_page(request, exc, 404 if exc.code in (ErrorCode.NOT_FOUND, ErrorCode.BAD_REQUEST)
+                                   else 400)
+        return self.proposal_page(request, data, draft=data["proposed"] or "", error=None,
+                                  already=request.query_params.get("already") == "1")
+
+    def proposal_page(self, request: Request, data: dict[str, Any], *, draft: str, error: HubError | None,
+                      conflict: bool = False, already: bool = False) -> HTMLResponse:
+        """Render ``proposal.html`` for :func:`tools.ui.pages.proposal`'s ``data``, the editor holding ``draft``;
+        with ``conflict``, the version now stored and the diff stored → ``draft`` above it (as the edit page
+        shows a conflict, DESIGN.md §20.1)."""
+        rows, cut = diff_rows(data["diff"]["hunks"])
+        current_rows: list[dict[str, str]] = []
+        current_cut = False
+        if data["diff_current"] is not None:
+            current_rows, current_cut = diff_rows(data["diff_current"]["hunks"])
+        from tools.ui.render import SHOWN_MAX_CHARS
+
+        clash = None
+        if conflict:
+            stored = data["current"] or ""
+            changes = pages.text_diff(stored, draft)
+            clash_rows, clash_cut = diff_rows(changes["hunks"])
+            clash = {"theirs": stored[:SHOWN_MAX_CHARS], "theirs_cut": len(stored) > SHOWN_MAX_CHARS,
+                     "exists": data["current"] is not None, "revision": data["expected"], "rows": clash_rows,
+                     "rows_cut": clash_cut, **changes}
+        entry = data["proposal"]
+        return self.page(request, "proposal.html", title=f"Proposal {entry['id']}", p=entry, rows=rows, rows_cut=cut,
+                         current_rows=current_rows, current_cut=current_cut, draft=draft, error=error,
+                         conflict=clash, already=already, review_conflict_hint=REVIEW_CONFLICT_HINT,
+                         shown_max=SHOWN_MAX_CHARS, **data)
+
+    async def review_decide(self, request: Request) -> Response:
+        """``POST /review/decide``: ``id``, ``decision`` (``approve`` | ``reject``), ``expected_revision`` (the
+        document's revision the page showed), ``reason``; from the editor also ``edited=1``, ``content``,
+        ``proposed_sha256``, ``base_revision`` and ``newline``.  Success: 303 to ``/review``.  A Hub refusal
+        (``conflict`` above all: the document changed, nothing written) shows the proposal page again with the
+        error, the version now stored and the text kept in the editor."""
+        try:
+            fields = await self.form(request)
+        except HubError as exc:
+            return self.error_page(request, exc, 403)
+        pid, decision = fields.get("id", "").strip(), fields.get("decision", "")
+        if decision not in DECIDED_AS:
+            return self.error_page(request, HubError(ErrorCode.BAD_REQUEST, "decision must be approve or reject "
+                                                     "(nothing was changed)", {"field": "decision"}))
+        expected = fields.get("expected_revision") or None
+        reason = fields.get("reason", "").strip() or None
+        draft: str | None = None
+        try:
+            if decision == "approve" and fields.get("edited") == "1":
+                submitted = fields.get("content", "")
+                draft = submitted.replace("\r\n", "\n")
+                if fields.get("newline") == "crlf":
+                    draft = draft.replace("\n", "\r\n")
+                unedited = hmac.compare_digest(hashlib.sha256(form_text(submitted).encode("utf-8")).hexdigest(),
+                                               fields.get("proposed_sha256", ""))
+                result = await self.hub(pages.approve_edited, pid, draft, unedited=unedited,
+                                        base_revision=fields.get("base_revision", ""),
+                                        expected_revision=expected, reason=reason)
+            else:
+                result = await self.hub(pages.review_decide, pid, decision, expected_revision=expected, reason=reason)
+        except HubError as exc:
+            return await self.decide_failed(request, pid, exc, draft)
+        if result.get("already_decided"):
+            return self.see(f"/review/{quote(str(result.get('proposal', pid)), safe='')}?already=1")
+        return self.see(f"/review?{DECIDED_AS[decision]}={quote(str(result.get('proposal', pid)), safe='')}")
+
+    async def decide_failed(self, request: Request, pid: str, exc: HubError, draft: str | None) -> Response:
+        """The proposal page again after a refused decision (200: the page is the answer), re-read so it shows
+        the document as it is now; the editor keeps ``draft`` (the person's text), else the proposed text.
+        A proposal that cannot be read any more gets the error page."""
+        try:
+            data = await self.hub(pages.proposal, pid)
+        except HubError:
+            return self.error_page(request, exc, 409 if exc.code is ErrorCode.CONFLICT else 400)
+        text = draft if draft is not None else data["proposed"] or ""
+        return self.proposal_page(request, data, draft=text, error=exc, conflict=exc.code is ErrorCode.CONFLICT)

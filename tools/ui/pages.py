@@ -219,3 +219,133 @@ def restore(client: HubClient, path: str, revision: str, expected_revision: str)
 def purge(client: HubClient, path: str, revision: str | None, all_versions: bool) -> dict[str, Any]:
     """``purge`` one stored version or all of a path's."""
     return client.call("purge", purge_params(path, revision=revision, all_versions=all_versions))
+
+
+# -- review (DESIGN.md §21) ----------------------------------------------------------------------
+
+
+def review_state(client: HubClient) -> dict[str, Any]:
+    """``{review, pending}``: the Hub's ``memory.review`` setting and how many proposals of the caller's scope
+    wait (``review_list``'s first page); ``{"review": "off", "pending": 0}`` when the Hub cannot say (memory
+    disabled, an older Hub), so the navigation simply shows no count."""
+    from protocol.requests import review_list_params
+
+    try:
+        answer = client.call("review_list", review_list_params())
+    except HubError:
+        return {"review": "off", "pending": 0}
+    return {"review": str(answer.get("review", "off")), "pending": int(answer.get("pending", 0))}
+
+
+def review_list(client: HubClient) -> dict[str, Any]:
+    """Every pending proposal, oldest first: ``{proposals: [entry], pending, review}``
+    (:func:`tools.client.paging.review_all`; an entry as ``review_list`` answers it)."""
+    from tools.client.paging import review_all
+
+    return review_all(client)
+
+
+def proposal_text(client: HubClient, proposal: str, text: str, max_bytes: int) -> tuple[bytes | None, dict[str, Any],
+                                                                                      bool]:
+    """``(bytes, first answer without content, cut)``: one of a proposal's texts (``proposed``, ``base`` or
+    ``current``) from ``review_show`` pages, at most about ``max_bytes`` of it (``cut`` when there is more: a
+    document put there by hand can be any size).  ``bytes`` is None when that text does not exist (a deletion,
+    an absent document, a base the history no longer holds).  Raises what the Hub answers (``not_found`` for an
+    unknown id, ``bad_request`` for a malformed one) and ``internal`` when the pages make no progress."""
+    from protocol.requests import review_show_params
+
+    parts: list[bytes] = []
+    offset, size = 0, 0
+    first: dict[str, Any] | None = None
+    while True:
+        page = client.call("review_show", review_show_params(proposal, text=text, offset=offset))
+        if first is None:
+            first = {k: v for k, v in page.items() if k != "content"}
+        parts.append(page["content"])
+        size += len(page["content"])
+        if not page["truncated"] or size >= max_bytes:
+            return (b"".join(parts) if page["exists"] else None), first, bool(page["truncated"])
+        next_offset = page["next_offset"]
+        if not isinstance(next_offset, int) or next_offset <= offset:
+            raise HubError(ErrorCode.INTERNAL, f"review_show of {proposal} made no progress at offset {offset}")
+        offset = next_offset
+
+
+def proposal(client: HubClient, proposal_id: str) -> dict[str, Any]:
+    """One proposal as its page shows it (DESIGN.md §21): ``{proposal, proposed, base, current, expected,
+    base_stored, warnings, cut, diff, diff_current}``.
+
+    ``proposal`` is the ``review_show`` entry (path, action, actor, session, time, status, changed, ...);
+    ``proposed``/``base``/``current`` the three texts decoded (``None`` when absent), each at most
+    ``document_max_bytes`` read (``cut`` names the ones that were longer); ``expected`` the revision of the
+    current text read (what an approval from this page compares against: ``absent`` when there is no
+    document); ``diff`` the hunks base → proposed and ``diff_current`` current → proposed when the document
+    changed since the agent read it (else None), as :func:`tools.client.textdiff.hunks_as_data` with
+    ``added``/``removed`` counts.
+    """
+    import hashlib
+
+    from protocol.limits import LIMITS
+    from tools.client.textdiff import diff_hunks, hunks_as_data, line_counts
+
+    cap = LIMITS.document_max_bytes
+    proposed, meta, proposed_cut = proposal_text(client, proposal_id, "proposed", cap)
+    base, _, base_cut = proposal_text(client, proposal_id, "base", cap)
+    current, now, current_cut = proposal_text(client, proposal_id, "current", cap)
+    entry = now["proposal"]  # the freshest entry: current_revision as of the current text's read
+    if current is None:
+        expected = ABSENT
+    elif current_cut:
+        expected = str(entry["current_revision"])
+    else:
+        expected = hashlib.sha256(current).hexdigest()
+
+    def diff(old: bytes | None, new: bytes | None) -> dict[str, Any]:
+        hunks = diff_hunks(old or b"", new or b"")
+        added, removed = line_counts(hunks)
+        return {"hunks": hunks_as_data(hunks), "added": added, "removed": removed}
+
+    def text(data: bytes | None) -> str | None:
+        return None if data is None else data.decode("utf-8", "replace")
+
+    changed = expected != entry["base_revision"]
+    return {"proposal": {**entry, "changed": changed}, "proposed": text(proposed), "base": text(base),
+            "current": text(current), "expected": expected, "base_stored": bool(meta.get("base_stored", True)),
+            "warnings": list(meta.get("warnings") or []),
+            "cut": [name for name, was in (("proposed", proposed_cut), ("base", base_cut), ("current", current_cut))
+                    if was],
+            "diff": diff(base, proposed), "diff_current": diff(current, proposed) if changed else None}
+
+
+def review_decide(client: HubClient, proposal_id: str, decision: str, *, expected_revision: str | None,
+                  content: bytes | None = None, reason: str | None = None) -> dict[str, Any]:
+    """``review_decide``: approve (a compare-and-swap write at ``expected_revision`` of the proposed bytes, or
+    of ``content`` when the person edited them) or reject (``reason`` kept with the decision).  Returns the
+    Hub's answer (``{proposal, path, status, already_decided, revision?, warnings?}``); raises ``conflict``
+    when the document is not where the approval expects it (nothing written), ``unauthorized`` for an agent
+    caller, and what else the write raises."""
+    from protocol.requests import review_decide_params
+
+    return client.call("review_decide", review_decide_params(
+        proposal_id, decision, expected_revision=expected_revision if decision == "approve" else None,
+        content=content, reason=reason))
+
+
+def approve_edited(client: HubClient, proposal_id: str, text: str, *, unedited: bool, base_revision: str,
+                   expected_revision: str | None, reason: str | None) -> dict[str, Any]:
+    """Approve from the page's editor: ``text`` is what it held (line breaks as the document uses them).
+
+    Left ``unedited`` (the textarea came back as the proposed text, up to what forms do to line breaks), the
+    proposal is approved as proposed, so its exact bytes are written, when the document is still at
+    ``base_revision``; when it moved on (the person chose to put the proposal over the newer version) the
+    exact proposed bytes are sent as the edited content.  Otherwise ``text`` is the content.  Raises as
+    :func:`review_decide`.
+    """
+    content: bytes | None = text.encode("utf-8")
+    if unedited:
+        content = None
+        if expected_revision != base_revision:
+            proposed, _, cut = proposal_text(client, proposal_id, "proposed", 2**62)
+            content = proposed if proposed is not None and not cut else text.encode("utf-8")
+    return review_decide(client, proposal_id, "approve", expected_revision=expected_revision, content=content,
+                         reason=reason)

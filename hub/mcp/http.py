@@ -1,0 +1,99 @@
+"""The ``amux`` MCP server as the Hub's streamable-HTTP listener runs it (DESIGN.md §9.2, §7).
+
+The SDK's ``StreamableHTTPSessionManager`` runs one server for all of its
+sessions, so what :func:`hub.mcp.server.build_server` keeps per session is
+found per request here instead:
+
+* the caller: :func:`hub.mcp_http.caller_of`, the identity and scope the
+  front door authenticated for this very request (a token revoked since the
+  session opened is refused by the front door, then by ``Hub.call``).  The
+  identity's client is :data:`hub.identity.MCP_CLIENT`, so an HTTP caller is
+  an agent for review and for the secret override exactly as a relay's
+  session is (:func:`hub.identity.agent_reason`, DESIGN.md §16.4, §21);
+* the pages of ``result_continue``: :class:`SessionPagers`, one
+  :class:`~hub.mcp.pager.Pager` per MCP session (keyed by token id and
+  ``MCP-Session-Id``; a session-less request of the 2026 protocol gets its
+  token's pager), dropped when the session ends or once unused for the page
+  time to live.
+
+:func:`memory_servers` is the listener's default server factory
+(``hub.mcp_http.ServerFactory``): two shared servers, with and without the
+instructions (``Amux-Instructions: off``, which ``amux launch`` sends since
+it puts the protocol in the agent's own instructions), over one set of pages.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from mcp.server import ServerRequestContext
+
+from hub.mcp.handlers import MemoryTools, hub_backend
+from hub.mcp.pager import DEFAULT_PAGE_TTL, Pager
+from hub.mcp.server import build_shared_server
+from hub.mcp_http import MCP_SESSION_HEADER, McpServers, caller_of
+
+if TYPE_CHECKING:
+    from hub.server import Hub
+
+class SessionPagers:
+    """One :class:`Pager` per (token id, MCP session id), so pages of one session are never served to another.
+
+    ``ttl`` is in seconds of ``clock``: a pager none of whose pages could still
+    be read (unused for ``ttl``) is dropped at the next lookup, as is every
+    pager of a session :meth:`forget` names (DELETE, expiry).  Not thread-safe;
+    Trio tasks are fine (no awaits).
+    """
+
+    def __init__(self, ttl: float = DEFAULT_PAGE_TTL, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self.clock = clock
+        self._pagers: dict[tuple[str, str], tuple[Pager, float]] = {}
+
+    def of(self, token_id: str, session_id: str) -> Pager:
+        """The pager of ``session_id`` opened with ``token_id`` (``""``: no session), made on first use."""
+        now = self.clock()
+        for key in [k for k, (_, used) in self._pagers.items() if now - used >= self.ttl]:
+            del self._pagers[key]
+        key = (token_id, session_id)
+        pager = self._pagers[key][0] if key in self._pagers else Pager(ttl=self.ttl, clock=self.clock)
+        self._pagers[key] = (pager, now)
+        return pager
+
+    def forget(self, session_id: str) -> None:
+        """Drop the pages of the ended session ``session_id``."""
+        for key in [k for k in self._pagers if k[1] == session_id]:
+            del self._pagers[key]
+
+    def __len__(self) -> int:
+        """How many pagers are kept."""
+        return len(self._pagers)
+
+
+def memory_tools_of(hub: Hub, pagers: SessionPagers) -> Callable[[ServerRequestContext[Any]], MemoryTools]:
+    """``ctx`` -> the :class:`MemoryTools` of that request's caller and session (see the module docstring).
+
+    Raises ``LookupError`` for a request that did not come through the Hub's front door.
+    """
+
+    def tools_for(ctx: ServerRequestContext[Any]) -> MemoryTools:
+        caller = caller_of(ctx.request)
+        headers = getattr(ctx.request, "headers", {})
+        sid = headers.get(MCP_SESSION_HEADER) or ""
+        return MemoryTools(hub_backend(hub.call, caller.identity, caller.scope),
+                           pagers.of(caller.identity.token_id or "", sid))
+
+    return tools_for
+
+
+def memory_servers(hub: Hub) -> McpServers:
+    """The listener's MCP servers: the ``amux`` memory tools for each request's caller, with and without
+    the instructions, publishing the review schemas when ``memory.review`` is on (DESIGN.md §21)."""
+    pagers = SessionPagers()
+    tools_for = memory_tools_of(hub, pagers)
+    review = hub.config.review != "off"
+    return McpServers(build_shared_server(tools_for, instructions=True, review=review),
+                      build_shared_server(tools_for, instructions=False, review=review),
+                      pagers.forget)
