@@ -16,7 +16,8 @@ at each step:
    prints ``OPEN n`` and waits for a line on stdin;
 2. then every session calls the tool every ``interval`` seconds (a random
    phase first) for ``seconds``; without ``call.name``: ``memory_get`` (with
-   ``call.arguments``) when the server lists it, else ``whoami`` (no arguments);
+   ``call.arguments``, its answer holding ``call.expect``) when the server
+   lists it, else ``whoami`` (no arguments);
 3. it prints ``RESULT {json}``: ``calls``, ``answered`` (200 with a result
    that is not an error), ``statuses`` (HTTP status counts, or the exception
    type), ``failures`` (the first 20, as text), ``latency_ms`` (``n``,
@@ -133,8 +134,9 @@ class Session:
             raise RuntimeError(f"tools/list answered {status}: {str(answer)[:300]}")
         return [t["name"] for t in answer["result"]["tools"]]
 
-    async def call(self, name: str, arguments: dict[str, Any], tally: Tally) -> None:
-        """One ``tools/call``, timed and counted in ``tally``."""
+    async def call(self, name: str, arguments: dict[str, Any], expect: str, tally: Tally) -> None:
+        """One ``tools/call``, timed and counted in ``tally``; answered when its result is no error and its JSON
+        holds ``expect``."""
         tally.calls += 1
         t0 = time.perf_counter()
         try:
@@ -149,7 +151,7 @@ class Session:
         tally.statuses[str(status)] += 1
         if status != 200:
             tally.fail(f"HTTP {status}: {answer}")
-        elif "result" not in answer or answer["result"].get("isError"):
+        elif "result" not in answer or answer["result"].get("isError") or expect not in json.dumps(answer["result"]):
             tally.fail(f"not a result: {json.dumps(answer)[:300]}")
         else:
             tally.answered += 1
@@ -184,6 +186,7 @@ async def _run(spec: dict[str, Any]) -> dict[str, Any]:
         call = spec.get("call") or {}
         name = call.get("name") or ("memory_get" if "memory_get" in tools else "whoami")
         arguments = call.get("arguments", {}) if name != "whoami" else {}
+        expect = call.get("expect", "") if name != "whoami" else ""
         tally = Tally()
         interval = float(spec["interval"])
         deadline = trio.current_time() + float(spec["seconds"])
@@ -192,7 +195,7 @@ async def _run(spec: dict[str, Any]) -> dict[str, Any]:
             await trio.sleep(random.uniform(0, interval))
             next_at = trio.current_time()
             while next_at < deadline:
-                await s.call(name, arguments, tally)
+                await s.call(name, arguments, expect, tally)
                 next_at += interval
                 await trio.sleep_until(next_at)
 

@@ -58,7 +58,8 @@ PROBE_PAUSE = 0.005
 """Seconds each probe client waits between two ``get`` calls."""
 BASELINE_SECONDS = 10.0
 NOTE = "notes/load.md"
-DOC = ("# Load\n\n" + "- a line of a two-kilobyte note the load test reads again and again\n" * 30).encode()
+LINE = "- a line of a two-kilobyte note the load test reads again and again"
+DOC = ("# Load\n\n" + f"{LINE}\n" * 30).encode()
 
 
 def start(tmp: Path) -> tuple[HubProcess, str]:
@@ -143,8 +144,9 @@ def test_100_http_sessions_under_load_answer_every_call_and_spare_unix_clients(t
             c.call("upsert", {"path": NOTE, "content": DOC, "expected_revision": "absent"})
         tokens = issue_tokens(h.home)
         memory: dict[int, dict[str, int]] = {0: rss(h.proc.pid)}
+        # memory_get's arguments and a line its answer must hold (whoami takes none)
         spec = {"url": url, "tokens": tokens, "sessions": SESSIONS, "stages": [10, SESSIONS], "seconds": SECONDS,
-                "interval": INTERVAL, "call": {"arguments": {"path": NOTE}}}  # memory_get's; whoami takes none
+                "interval": INTERVAL, "call": {"arguments": {"path": NOTE}, "expect": LINE}}
         gen = subprocess.Popen([sys.executable, "-m", "tests.stress.mcp_http_load"], cwd=REPO, text=True,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert gen.stdin is not None and gen.stdout is not None
