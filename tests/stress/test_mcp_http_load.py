@@ -102,6 +102,8 @@ class Probe:
         self.clients = [h.client(timeout=30.0) for _ in range(PROBES)]
         self.phase = "off"
         self.times: dict[str, list[float]] = {"alone": [], "load": []}
+        self.stamps: list[float] = []
+        """When each ``load`` sample ended (``time.monotonic``), for the p99 of each 10 s of the load."""
         self.errors: list[str] = []
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self._loop, args=(c,), daemon=True) for c in self.clients]
@@ -122,6 +124,8 @@ class Probe:
                 self.errors.append(f"get answered {r}")
             if phase in self.times and self.phase == phase:
                 self.times[phase].append(elapsed)
+                if phase == "load":
+                    self.stamps.append(time.monotonic())
             time.sleep(PROBE_PAUSE)  # a client's pace, not a spin: the probe must not be the load
 
     def close(self) -> None:
@@ -149,7 +153,7 @@ def test_100_http_sessions_under_load_answer_every_call_and_spare_unix_clients(t
                 "interval": INTERVAL, "call": {"arguments": {"path": NOTE}, "expect": LINE}}
         gen = subprocess.Popen([sys.executable, "-m", "tests.stress.mcp_http_load"], cwd=REPO, text=True,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert gen.stdin is not None and gen.stdout is not None
+        assert gen.stdin is not None and gen.stdout is not None and gen.stderr is not None
         probe: Probe | None = None
         out_lines: list[str] = []
         cpu: dict[str, float] = {}
@@ -189,13 +193,17 @@ def test_100_http_sessions_under_load_answer_every_call_and_spare_unix_clients(t
     result: dict[str, Any] = json.loads(out.split("RESULT ", 1)[1])
     assert probe is not None
     alone, load = probe.times["alone"], probe.times["load"]
+    first = probe.stamps[0] if probe.stamps else 0.0
+    windows = [p99(w) for k in range(3)
+               if (w := [v for v, t in zip(load, probe.stamps, strict=True) if k * 10 <= t - first < (k + 1) * 10])]
     mib = {k: {m: round(v / 1024, 1) for m, v in kv.items()} for k, kv in memory.items()}
     report(f"MCP HTTP load: {result['sessions']} sessions x {SECONDS:.0f} s calling {result['tool']}: "
            f"{result['calls']} calls, {result['answered']} answered, statuses {result['statuses']}, "
            f"latency p50 {result['latency_ms']['p50']} / p99 {result['latency_ms']['p99']} / max "
            f"{result['latency_ms']['max']} ms, {len(result['slow'])} over 100 ms; "
            f"CPU s during the calls: Hub {cpu.get('hub', 0):.1f}, load generator {cpu.get('gen', 0):.1f}; "
-           f"Unix get p99 alone {p99(alone):.2f} ms ({len(alone)}), under load {p99(load):.2f} ms ({len(load)}); "
+           f"Unix get p99 alone {p99(alone):.2f} ms ({len(alone)}), under load {p99(load):.2f} ms ({len(load)}; "
+           f"by 10 s: {' / '.join(f'{w:.2f}' for w in windows)}); "
            f"Hub MiB with 0 / 10 / 100 sessions {mib[0]} / {mib[10]} / {mib[SESSIONS]}, after {mib[-1]}; "
            f"whole test {time.monotonic() - t_start:.0f} s")
     assert probe.errors == [], probe.errors[:5]
