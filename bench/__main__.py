@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import budget, data, footprint, growth, history, latency, ops, report, review, secrets, startup
+from bench import budget, data, footprint, growth, history, latency, mcp_http, ops, report, review, secrets, startup
 from bench.context import Ctx, verdict
 from bench.util import CORPUS, REPO, machine, ripgrep
 
@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         results["h"] = section("h", lambda: history.run(ctx))
         results["s"] = section("s", lambda: secrets.run(ctx))
         results["r"] = section("r", lambda: review.run(ctx))
+        results["m"] = section("m", lambda: mcp_http.run(ctx))
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

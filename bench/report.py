@@ -203,6 +203,23 @@ def markdown(r: dict[str, Any]) -> str:
         for label, st in f["stats"].items():
             L.append(f"| `{label}` | {st['p50']:.1f} | {st['p95']:.1f} | {st['min']:.1f} | {st['max']:.1f} |")
         L.append("")
+    m = r.get("m")
+    if m:
+        L.append("## m. MCP over streamable HTTP\n")
+        L.append(f"One session on a persistent loopback HTTP/1.1 connection calling `{m['tool']}` of a "
+                 f"{m['note_bytes']:,}-byte note, alternating call by call with a Unix-socket `get` of the same note "
+                 f"({m['n']} each), ms:\n")
+        L.append("| call | p50 | p95 | p99 | max |")
+        L.append("|---|--:|--:|--:|--:|")
+        for label, key in ((f"HTTP `{m['tool']}`", "http"), ("Unix socket `get`", "unix")):
+            st = m[key]
+            L.append(f"| {label} | {st['p50']:.2f} | {st['p95']:.2f} | {st['p99']:.2f} | {st['max']:.2f} |")
+        L.append("\nThe Hub's memory with open MCP HTTP sessions (each after `initialize` and `tools/list`):\n")
+        L.append("| open sessions | VmRSS | VmHWM |")
+        L.append("|--:|--:|--:|")
+        for pt in m["points"]:
+            L.append(f"| {pt['sessions']} | {_kib(pt['VmRSS'])} | {_kib(pt['VmHWM'])} |")
+        L.append(f"\n{m['mib_per_session']:.3f} MiB a session (VmRSS slope from the first to the last row).\n")
     if r["notes"]:
         L.append("## Notes\n")
         L += [f"- {n}" for n in r["notes"]]

@@ -14,6 +14,7 @@ the requests already running finish and answer (for at most
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import os
@@ -177,11 +178,16 @@ async def _serve_until_stopped(hub: Hub, config: HubConfig, limits: Limits, list
 
 async def _warm_mcp() -> None:
     """Import the MCP server (the ``mcp`` SDK, ~0.5 s of CPU) in a worker thread once the Hub serves, so the
-    first ``mcp_open`` does not wait for it (DESIGN.md §9.2).  A failure is left for ``mcp_open`` to report."""
+    first ``mcp_open`` does not wait for it (DESIGN.md §9.2), then freeze the garbage collector's view of what
+    start-up made (``gc.freeze``).  A failure is left for ``mcp_open`` to report."""
     try:
         await trio.to_thread.run_sync(importlib.import_module, "hub.mcp.session", abandon_on_cancel=True)
     except Exception:
         log.exception("the MCP server could not be imported")
+    # Everything imported so far (the SDK, pydantic's models, the schemas) lives as long as the Hub: out of the
+    # collector's sight, a full collection scans only what requests made since.  Measured with 100 open MCP HTTP
+    # sessions: full collections of 120-400 ms, each stalling every connection, became ≤ 55 ms.
+    gc.freeze()
 
 
 def _start_accepting(hub: Hub, listeners: _Listeners, conns: trio.Nursery, accept: trio.Nursery) -> None:

@@ -37,6 +37,8 @@ EXPECTED_TARGETS = (
     "h. `history` and `log` p50",
     "h. history store size",
     "s. upsert throughput, secret scan on vs off",
+    "m. MCP HTTP `memory_get`",
+    "m. Hub memory per open MCP HTTP session",
 )
 """Target rows the quick run reports, by the start of their name (thresholds may change)."""
 MUST_PASS = ("a. full scope complete", "b. over 1,024 files")

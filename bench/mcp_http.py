@@ -1,0 +1,202 @@
+"""(m) MCP over streamable HTTP (``hub.mcp_listen``, DESIGN.md §7, §9.2): a tool call's latency and a session's memory.
+
+A real Hub with ``hub.mcp_listen`` on a free loopback port, tokens from the
+real CLI (``amux hub principal add``, ``amux hub token issue``), plain
+``http.client`` (one persistent HTTP/1.1 connection per session: what an
+agent's HTTP stack sends, with no client library's cost in the figure).
+
+1. Latency: one session calls ``memory_get`` of a 2 KiB note (the stand-in
+   ``whoami`` while the listener does not list the memory tools), alternating
+   call by call with a Unix-socket ``get`` of the same note on a persistent
+   :class:`tools.client.blocking.HubClient`; p50 of each, the same run.  The
+   rounds are spaced to 90 % of the per-token rate (``MCP_HTTP_RATE_PER_SECOND``),
+   so no 429 is measured, in the quick run too: back to back (inside the burst)
+   the HTTP p50 is about 1.5 ms lower (2.7 against 4.3 ms, measured), the
+   Unix one the same.
+2. Memory: the Hub's ``VmRSS``/``VmHWM`` with 0, 10 and 100 open sessions
+   (``initialize``, ``notifications/initialized`` and ``tools/list`` each,
+   then left open), over principals of at most ``MCP_HTTP_SESSIONS_PER_PRINCIPAL``
+   sessions; the cost of a session is the RSS slope from 0 to 100.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import subprocess
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from bench.context import Ctx
+from bench.util import HubProc, amux_argv, ms, rss_kib, summary
+from hub.config import set_value
+from protocol.limits import MCP_HTTP_RATE_PER_SECOND, MCP_HTTP_SESSIONS_PER_PRINCIPAL
+
+GET_GOAL_MS = 3.0
+"""Target: an HTTP ``memory_get`` of a 2 KiB note, p50 on loopback over one session, in ms."""
+SESSION_GOAL_MIB = 0.5
+"""Target: the Hub's resident memory per open MCP HTTP session, MiB (100 sessions: ≤ 50 MiB, under the Hub's own
+~80 MiB; the cap of 16 sessions a principal keeps one client from opening more than 8 MiB of them)."""
+SESSION_STEPS = (0, 10, 100)
+"""Open sessions at which the Hub's memory is read."""
+
+PROTOCOL = "2025-06-18"
+NOTE = "notes/mcp-http.md"
+DOC = ("# MCP over HTTP\n\n" + "- a line of the two-kilobyte note the bench reads again and again\n" * 31).encode()
+
+
+class Session:
+    """One MCP session over its own persistent HTTP connection; every request returns ``(status, answer)``."""
+
+    def __init__(self, url: str, token: str) -> None:
+        u = urlsplit(url)
+        self.path = u.path
+        self.conn = http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port, timeout=30)
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                        "Accept": "application/json, text/event-stream"}
+        self.next_id = 0
+
+    def post(self, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        """POST one JSON-RPC message: ``(status, headers lower-cased, body)``."""
+        self.conn.request("POST", self.path, json.dumps(body).encode(), self.headers)
+        resp = self.conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+
+    def request(self, method: str, params: dict[str, Any]) -> Any:
+        """One JSON-RPC request; its ``result``.  Raises ``RuntimeError`` for any other answer."""
+        self.next_id += 1
+        status, _, body = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        answer = _message(body) if status == 200 else None
+        if not isinstance(answer, dict) or "result" not in answer or answer["result"].get("isError"):
+            raise RuntimeError(f"{method} answered HTTP {status}: {body[:300]!r}")
+        return answer["result"]
+
+    def open(self) -> list[str]:
+        """``initialize``, ``notifications/initialized``, ``tools/list``; the tool names.  Raises ``RuntimeError``."""
+        status, headers, body = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+        if status != 200 or "mcp-session-id" not in headers:
+            raise RuntimeError(f"initialize answered HTTP {status}: {body[:300]!r}")
+        self.headers |= {"Mcp-Session-Id": headers["mcp-session-id"], "MCP-Protocol-Version": PROTOCOL}
+        status, _, body = self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        if status != 202:
+            raise RuntimeError(f"notifications/initialized answered HTTP {status}: {body[:300]!r}")
+        return [t["name"] for t in self.request("tools/list", {})["tools"]]
+
+    def close(self) -> None:
+        """End the session (DELETE) and the connection."""
+        try:
+            self.conn.request("DELETE", self.path, headers=self.headers)
+            self.conn.getresponse().read()
+        except (OSError, http.client.HTTPException):
+            pass
+        self.conn.close()
+
+
+def _message(body: bytes) -> Any:
+    """The JSON-RPC message of an SSE (``data:`` line) or JSON answer."""
+    text = body.decode()
+    for line in text.splitlines():
+        if line.startswith("data: "):
+            return json.loads(line[6:])
+    return json.loads(text)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _token(hub: HubProc, principal: str) -> str:
+    """A new principal and a token for it, through the real CLI."""
+    for args in (("hub", "principal", "add", principal), ("hub", "token", "issue", principal)):
+        proc = subprocess.run([*amux_argv(), *args], env=hub.env, capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            raise RuntimeError(f"amux {' '.join(args)} failed ({proc.returncode}): {proc.stderr[-1000:]}")
+    return str(json.loads(proc.stdout)["token"])
+
+
+def _latency(url: str, token: str, hub: HubProc, n: int) -> dict[str, Any]:
+    """``n`` HTTP tool calls alternating with ``n`` Unix-socket ``get`` calls, under the token's rate."""
+    session = Session(url, token)
+    client = hub.client()
+    try:
+        tools = session.open()
+        name, arguments = ("memory_get", {"path": NOTE}) if "memory_get" in tools else ("whoami", {})
+        times: dict[str, list[float]] = {"http": [], "unix": []}
+        pace = 1.0 / (MCP_HTTP_RATE_PER_SECOND * 0.9)  # as an agent calls: spaced, never a burst
+        last = 0.0
+        for i in range(n + 5):  # 5 warm-up rounds, unmeasured
+            time.sleep(max(0.0, last + pace - time.perf_counter()))
+            last = t0 = time.perf_counter()
+            result = session.request("tools/call", {"name": name, "arguments": arguments})
+            t1 = time.perf_counter()
+            got = client.call("get", {"path": NOTE})
+            t2 = time.perf_counter()
+            if name == "memory_get" and NOTE not in json.dumps(result):
+                raise RuntimeError(f"memory_get answered {json.dumps(result)[:300]}")
+            if got.get("total_bytes") != len(DOC):
+                raise RuntimeError(f"get answered {got}")
+            if i >= 5:
+                times["http"].append(ms(t1 - t0))
+                times["unix"].append(ms(t2 - t1))
+    finally:
+        session.close()
+        client.close()
+    return {"tool": name, "tools": tools, "http": summary(times["http"]), "unix": summary(times["unix"])}
+
+
+def _memory(url: str, tokens: list[str], pid: int) -> dict[str, Any]:
+    """The Hub's ``VmRSS``/``VmHWM`` (KiB) at each count of :data:`SESSION_STEPS` open sessions."""
+    sessions: list[Session] = []
+    points: list[dict[str, int]] = []
+    try:
+        for step in SESSION_STEPS:
+            while len(sessions) < step:
+                s = Session(url, tokens[len(sessions) // MCP_HTTP_SESSIONS_PER_PRINCIPAL])
+                sessions.append(s)
+                s.open()
+                s.conn.close()  # the session stays open in the Hub; only the connection goes
+            time.sleep(0.3)
+            points.append({"sessions": step, **rss_kib(pid)})
+    finally:
+        for s in sessions:
+            s.close()
+    return {"points": points}
+
+
+def run(ctx: Ctx) -> dict[str, Any]:
+    """Section m: the HTTP ``memory_get`` p50 beside the Unix ``get`` p50, and MiB per open session; two targets."""
+    n = 30 if ctx.quick else 400
+    hub = HubProc.create(ctx.tmp / "m-http")
+    set_value(hub.home, "hub.mcp_listen", f"127.0.0.1:{_free_port()}")
+    with hub:
+        with hub.client() as c:
+            c.call("upsert", {"path": NOTE, "content": DOC, "expected_revision": "absent"})
+            url = c.hello.get("mcp_url")
+        if not isinstance(url, str):
+            raise RuntimeError(f"the Hub's hello names no MCP URL: {url!r}")
+        per = MCP_HTTP_SESSIONS_PER_PRINCIPAL
+        tokens = [_token(hub, f"bench{i}") for i in range(1 + -(-max(SESSION_STEPS) // per))]
+        lat = _latency(url, tokens[0], hub, n)
+        mem = _memory(url, tokens[1:], hub.pid)
+    out: dict[str, Any] = {"n": n, "note_bytes": len(DOC), **lat, **mem}
+    http_p50, unix_p50 = lat["http"]["p50"], lat["unix"]["p50"]
+    stand_in = "" if lat["tool"] == "memory_get" else " (the listener's stand-in `whoami`: no memory tools on HTTP yet)"
+    ctx.target(f"m. MCP HTTP `memory_get` of a 2 KiB note, p50 over one session ≤ {GET_GOAL_MS:g} ms",
+               http_p50 <= GET_GOAL_MS,
+               f"{lat['tool']} p50 {http_p50:.2f} ms (p95 {lat['http']['p95']:.2f}) beside Unix-socket `get` p50 "
+               f"{unix_p50:.2f} ms in the same loop ({http_p50 / unix_p50:.1f}×; {n} each){stand_in}",
+               f"≤ {GET_GOAL_MS:g} ms")
+    first, last = mem["points"][0], mem["points"][-1]
+    per_session = (last["VmRSS"] - first["VmRSS"]) / 1024 / max(1, last["sessions"] - first["sessions"])
+    out["mib_per_session"] = round(per_session, 3)
+    ctx.target(f"m. Hub memory per open MCP HTTP session ≤ {SESSION_GOAL_MIB:g} MiB", per_session <= SESSION_GOAL_MIB,
+               f"{per_session:.3f} MiB a session; VmRSS "
+               + " / ".join(f"{p['VmRSS'] / 1024:.1f}" for p in mem["points"])
+               + f" MiB with {' / '.join(str(p['sessions']) for p in mem['points'])} sessions open "
+               f"(VmHWM {last['VmHWM'] / 1024:.1f} MiB)", f"≤ {SESSION_GOAL_MIB:g} MiB")
+    return out

@@ -1,0 +1,234 @@
+"""Load: 100 concurrent MCP sessions over streamable HTTP on one Hub, while Unix-socket clients keep their latency.
+
+A real Hub (``hub.mcp_listen`` on loopback) and, in a second process
+(``tests/stress/mcp_http_load.py``, raw HTTP on Trio), 100 sessions spread
+over 10 principals with 2 tokens each (5 sessions a token, 10 a principal:
+under the per-principal cap of ``MCP_HTTP_SESSIONS_PER_PRINCIPAL``), each
+calling a tool every 4 s for 30 s: 25 calls a second in all, 1.25 a token
+(``MCP_HTTP_RATE_PER_SECOND`` is 20), far above an agent's pace of a memory
+call per turn.  An HTTP tool call costs the Hub 3-6 ms of CPU at this pace
+(a Unix-socket ``get`` 0.4 ms).  Measured 2026-12-01 on a 2-core VM: a call
+every 2 s (50 a second) keeps every call answered but lifts the Unix p99
+1.5-2.7x from run to run (so not here, where it must hold every run); a call
+every 0.5 s saturates the Hub's core (HTTP p50 0.4 s).  The tool is ``memory_get`` of a 2 KiB note
+when the server lists it, else the stand-in ``whoami``.
+
+Proof: every call is answered with a result (no 5xx, no 429, no transport
+error) and every session made progress; meanwhile two Unix-socket clients
+(:class:`tools.client.blocking.HubClient`, ``get`` of a small document in a
+loop) keep their p99 within 2x of the p99 they had alone just before (with
+the 100 sessions open but quiet).  The Hub's ``VmRSS``/``VmHWM`` with 0, 10
+and 100 sessions open is reported.  ``AMUX_STRESS=full`` keeps the same
+sizes (the 30 s is the requirement); the whole test stays under about 60 s.
+DESIGN.md §6 (bounds), §7 (tokens).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hub.registry import Registry, modify
+from protocol.limits import MCP_HTTP_RATE_PER_SECOND, MCP_HTTP_SESSIONS_PER_PRINCIPAL
+from tests.conftest import REPO, HubProcess, make_hub
+from tests.stress.scale import report
+from tools.client.blocking import HubClient
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+SESSIONS = 100
+PRINCIPALS = 10
+TOKENS_PER_PRINCIPAL = 2
+SECONDS = 30.0
+INTERVAL = 4.0
+"""Seconds between one session's calls."""
+PROBES = 2
+"""Unix-socket clients measuring ``get`` latency."""
+PROBE_PAUSE = 0.005
+"""Seconds each probe client waits between two ``get`` calls."""
+BASELINE_SECONDS = 10.0
+NOTE = "notes/load.md"
+LINE = "- a line of a two-kilobyte note the load test reads again and again"
+DOC = ("# Load\n\n" + f"{LINE}\n" * 30).encode()
+
+
+def start(tmp: Path) -> tuple[HubProcess, str]:
+    """A Hub with ``hub.mcp_listen`` on a free loopback port; ``(hub, MCP URL)`` from its log."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    h = make_hub(tmp, settings={"hub.mcp_listen": f"127.0.0.1:{port}"})
+    assert h.log is not None
+    found = re.findall(r"serving MCP on (https?://\S+)", h.log.read_text())
+    assert found, h.log.read_text()
+    return h, found[-1]
+
+
+def rss(pid: int) -> dict[str, int]:
+    """``VmRSS`` and ``VmHWM`` of ``pid`` in KiB, from ``/proc``."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds ``pid`` has used, from ``/proc/PID/stat``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def p99(values: list[float]) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, round(0.99 * (len(s) - 1)))]
+
+
+class Probe:
+    """Unix-socket clients in threads, each a ``get`` of :data:`NOTE` in a loop, latencies (ms) per phase."""
+
+    def __init__(self, h: HubProcess) -> None:
+        self.clients = [h.client(timeout=30.0) for _ in range(PROBES)]
+        self.phase = "off"
+        self.times: dict[str, list[float]] = {"alone": [], "load": []}
+        self.stamps: list[float] = []
+        """When each ``load`` sample ended (``time.monotonic``), for the p99 of each 10 s of the load."""
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._loop, args=(c,), daemon=True) for c in self.clients]
+        for t in self.threads:
+            t.start()
+
+    def _loop(self, c: HubClient) -> None:
+        while not self.stop.is_set():
+            phase = self.phase
+            t0 = time.perf_counter()
+            try:
+                r = c.call("get", {"path": NOTE})
+            except Exception as exc:  # noqa: BLE001 - reported by the test
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+                return
+            elapsed = (time.perf_counter() - t0) * 1000.0
+            if r.get("exists") is not True:
+                self.errors.append(f"get answered {r}")
+            if phase in self.times and self.phase == phase:
+                self.times[phase].append(elapsed)
+                if phase == "load":
+                    self.stamps.append(time.monotonic())
+            time.sleep(PROBE_PAUSE)  # a client's pace, not a spin: the probe must not be the load
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(10)
+        for c in self.clients:
+            c.close()
+
+
+def test_100_http_sessions_under_load_answer_every_call_and_spare_unix_clients(tmp_path: Path) -> None:
+    assert SESSIONS // PRINCIPALS <= MCP_HTTP_SESSIONS_PER_PRINCIPAL
+    per_token_rate = SESSIONS / (PRINCIPALS * TOKENS_PER_PRINCIPAL) / INTERVAL
+    assert per_token_rate <= MCP_HTTP_RATE_PER_SECOND / 2
+    t_start = time.monotonic()
+    h, url = start(tmp_path)
+    assert h.proc is not None
+    try:
+        with h.client() as c:
+            c.call("upsert", {"path": NOTE, "content": DOC, "expected_revision": "absent"})
+        tokens = issue_tokens(h.home)
+        memory: dict[int, dict[str, int]] = {0: rss(h.proc.pid)}
+        # memory_get's arguments and a line its answer must hold (whoami takes none)
+        spec = {"url": url, "tokens": tokens, "sessions": SESSIONS, "stages": [10, SESSIONS], "seconds": SECONDS,
+                "interval": INTERVAL, "call": {"arguments": {"path": NOTE}, "expect": LINE}}
+        gen = subprocess.Popen([sys.executable, "-m", "tests.stress.mcp_http_load"], cwd=REPO, text=True,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert gen.stdin is not None and gen.stdout is not None and gen.stderr is not None
+        probe: Probe | None = None
+        out_lines: list[str] = []
+        cpu: dict[str, float] = {}
+        try:
+            gen.stdin.write(json.dumps(spec) + "\n")
+            gen.stdin.flush()
+            for stage in (10, SESSIONS):
+                line = gen.stdout.readline()
+                assert line == f"OPEN {stage}\n", line + gen.stderr.read()
+                time.sleep(0.5)
+                memory[stage] = rss(h.proc.pid)
+                if stage == SESSIONS:
+                    probe = Probe(h)
+                    probe.phase = "alone"
+                    time.sleep(BASELINE_SECONDS)
+                    probe.phase = "load"
+                    cpu = {"hub": cpu_seconds(h.proc.pid), "gen": cpu_seconds(gen.pid)}
+                gen.stdin.write("go\n")
+                gen.stdin.flush()
+            while line := gen.stdout.readline():  # the call phase is bounded by the generator's own deadline
+                out_lines.append(line)
+                if line.startswith("RESULT "):
+                    cpu = {k: cpu_seconds(pid) - cpu[k] for k, pid in (("hub", h.proc.pid), ("gen", gen.pid))}
+                    break
+            out, err = gen.communicate(timeout=60)
+            out = "".join(out_lines) + out
+        finally:
+            if gen.poll() is None:
+                gen.kill()
+                gen.wait()
+            if probe is not None:
+                probe.close()
+        memory[-1] = rss(h.proc.pid)
+    finally:
+        h.stop()
+    assert gen.returncode == 0, err
+    result: dict[str, Any] = json.loads(out.split("RESULT ", 1)[1])
+    assert probe is not None
+    alone, load = probe.times["alone"], probe.times["load"]
+    first = probe.stamps[0] if probe.stamps else 0.0
+    windows = [p99(w) for k in range(3)
+               if (w := [v for v, t in zip(load, probe.stamps, strict=True) if k * 10 <= t - first < (k + 1) * 10])]
+    mib = {k: {m: round(v / 1024, 1) for m, v in kv.items()} for k, kv in memory.items()}
+    report(f"MCP HTTP load: {result['sessions']} sessions x {SECONDS:.0f} s calling {result['tool']}: "
+           f"{result['calls']} calls, {result['answered']} answered, statuses {result['statuses']}, "
+           f"latency p50 {result['latency_ms']['p50']} / p99 {result['latency_ms']['p99']} / max "
+           f"{result['latency_ms']['max']} ms, {len(result['slow'])} over 100 ms; "
+           f"CPU s during the calls: Hub {cpu.get('hub', 0):.1f}, load generator {cpu.get('gen', 0):.1f}; "
+           f"Unix get p99 alone {p99(alone):.2f} ms ({len(alone)}), under load {p99(load):.2f} ms ({len(load)}; "
+           f"by 10 s: {' / '.join(f'{w:.2f}' for w in windows)}); "
+           f"Hub MiB with 0 / 10 / 100 sessions {mib[0]} / {mib[10]} / {mib[SESSIONS]}, after {mib[-1]}; "
+           f"whole test {time.monotonic() - t_start:.0f} s")
+    assert probe.errors == [], probe.errors[:5]
+    assert result["sessions"] == SESSIONS
+    expected = SESSIONS * SECONDS / INTERVAL
+    assert result["calls"] >= 0.9 * expected, result  # the generator kept its pace
+    assert result["failures"] == [] and result["answered"] == result["calls"], result
+    assert set(result["statuses"]) == {"200"}, result["statuses"]
+    assert result["per_session_min"] >= 0.9 * SECONDS / INTERVAL, result
+    assert len(alone) >= 200 and len(load) >= 1000, (len(alone), len(load))
+    assert p99(load) <= 2 * p99(alone), (p99(alone), p99(load))
+
+
+
+def issue_tokens(home: Path) -> list[str]:
+    """:data:`PRINCIPALS` service principals with :data:`TOKENS_PER_PRINCIPAL` tokens each, in one registry write
+    (what ``amux hub principal add`` and ``amux hub token issue`` do, without 30 processes; the Hub rereads the
+    registry when it changes).  Returns the tokens, principal by principal."""
+    def change(registry: Registry, now: float) -> tuple[Registry, list[str]]:
+        tokens = []
+        for p in range(PRINCIPALS):
+            registry, _ = registry.add_principal(f"agent{p}", "service", now)
+            for _ in range(TOKENS_PER_PRINCIPAL):
+                registry, token, _ = registry.issue_token(f"agent{p}", now, None, None)
+                tokens.append(token)
+        return registry, tokens
+
+    return modify(home, change)
