@@ -650,6 +650,9 @@ class MemoryService:
 
         def work() -> Result:
             version, data = self.history.scope(scope.relpath).find(p.path, p.revision)  # a prefix: the full one
+            if self._reviewed(actor, p.path):  # an agent's restore is a write like any other (DESIGN.md §21)
+                return self._propose(scope, p.path, data, p.expected_revision, actor, allow_shrink=True,
+                                     allow_secret=p.allow_secret)
             return self._write(scope, p.path, data, p.expected_revision, True, actor, restored_from=version.revision,
                                allow_secret=p.allow_secret)
 

@@ -429,8 +429,25 @@ def render_log(r: dict[str, Any], *, again: list[str] | None = None) -> Renderab
                   *more(r.get("next_cursor"), again or ["amux", "memory", "log"])])
 
 
+def render_proposed(r: dict[str, Any]) -> RenderableType:
+    """A write kept for review (``proposed: true``, DESIGN.md §21), one line: nothing is in memory yet.
+
+    ``proposed p1a2b3c4d5e6f for MEMORY.md: pending review, not yet in memory ('amux memory review show ID')``;
+    a deletion says the deletion is proposed.  The path is an agent's and made :func:`inert`.
+    """
+    pid = inert(r.get("proposal"))
+    path = (inert(r.get("path")), "bold cyan")
+    again = (command("amux", "memory", "review", "show", r.get("proposal")), "dim")
+    if r.get("action") == "forget":
+        return text(f"proposed {pid} to delete ", path, ": pending review, nothing deleted yet (", again, ")")
+    return text(f"proposed {pid} for ", path, ": pending review, not yet in memory (", again, ")")
+
+
 def render_upsert(r: dict[str, Any]) -> RenderableType:
-    """An ``upsert`` (or ``restore``) result, one line: created/replaced/restored, bytes, the new short revision."""
+    """An ``upsert`` (or ``restore``) result, one line: created/replaced/restored, bytes, the new short revision;
+    a write kept for review says so instead (:func:`render_proposed`)."""
+    if r.get("proposed"):
+        return render_proposed(r)
     if r.get("restored_from"):
         how = f"restored {short_revision(r.get('restored_from'))} as"
     else:
@@ -440,7 +457,10 @@ def render_upsert(r: dict[str, Any]) -> RenderableType:
 
 
 def render_edit(r: dict[str, Any]) -> RenderableType:
-    """An ``edit`` result, one line: saved (created or updated) with the new short revision, or no change."""
+    """An ``edit`` result, one line: saved (created or updated) with the new short revision, or no change; a
+    write kept for review says so instead (:func:`render_proposed`)."""
+    if r.get("proposed"):
+        return render_proposed(r)
     path = (inert(r.get("path")), "bold cyan")
     if not r.get("changed"):
         if r.get("revision") == ABSENT:
@@ -453,7 +473,10 @@ def render_edit(r: dict[str, Any]) -> RenderableType:
 
 
 def render_forget(r: dict[str, Any]) -> RenderableType:
-    """A ``forget`` result, one line: deleted (undo with restore), or already absent."""
+    """A ``forget`` result, one line: deleted (undo with restore), or already absent; a deletion kept for review
+    says so instead (:func:`render_proposed`)."""
+    if r.get("proposed"):
+        return render_proposed(r)
     path = r.get("path")
     if r.get("already_absent"):
         return text((inert(path), "bold cyan"), " was already absent; nothing was deleted")

@@ -1,0 +1,75 @@
+"""What a person sees of review before write (DESIGN.md §21) through the real CLI and a real Hub, in a terminal.
+
+An agent's write kept for review must never read as saved; ``approve --edit`` on a changed document merges
+(three-way, base → current vs base → proposed) and writes against the current revision; errors point at the
+review commands; log and history mark an approved change and its proposer; decided proposals say who decided.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import CliResult, HubProcess, amux_argv
+from tests.terminal import run_in_terminal
+from tools.client.blocking import HubClient
+
+REVIEW = {"memory.review": "agents"}
+
+AGENT = {"AMUX_SESSION_ID": "x"}
+"""The environment of a CLI run inside an agent session: its writes are proposals."""
+
+
+def person(h: HubProcess) -> HubClient:
+    """A connection as a person's CLI opens it (no session: not an agent)."""
+    return h.client()
+
+
+def ok(r: CliResult) -> Any:
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    return r.json
+
+
+def screen(h: HubProcess, *args: str, env: dict[str, str] | None = None, input: bytes = b"",
+           columns: int = 120) -> tuple[int, str, str]:
+    """Run ``amux ARGS`` with stdout on a terminal ``columns`` wide: exit status, screen text, stderr."""
+    out = run_in_terminal([*amux_argv(), *args], env={**h.env, **(env or {})}, input=input, columns=columns)
+    return out.returncode, re.sub(r"\x1b\[[0-9;]*m", "", out.screen), out.stderr
+
+
+def test_terminal_says_an_agents_write_is_proposed_not_saved(hub_factory: Any, tmp_path: Path) -> None:
+    h: HubProcess = hub_factory(settings=REVIEW)
+    with person(h) as p:
+        rev = p.call("upsert", {"path": "MEMORY.md", "content": b"# Prefs\n",
+                            "expected_revision": "absent"})["revision"]
+        p.call("upsert", {"path": "notes/deploy.md", "content": b"deploy\n", "expected_revision": "absent"})
+        deploy = p.call("get", {"path": "notes/deploy.md"})["revision"]
+    body = tmp_path / "p.md"
+    body.write_bytes(b"# Prefs\n- tabs\n")
+    code, out, err = screen(h, "memory", "upsert", "MEMORY.md", "--expected-revision", rev, "--file", str(body),
+                            env=AGENT)
+    assert code == 0, err
+    assert "replaced" not in out and "revision now" not in out, out
+    assert "proposed p" in out and "for MEMORY.md: pending review, not yet in memory" in out, out
+    assert "amux memory review show p" in out, out
+    code, out, err = screen(h, "memory", "upsert", "new.md", "--expected-revision", "absent", "--file", str(body),
+                            env=AGENT)
+    assert code == 0 and "created" not in out and "pending review" in out, (out, err)
+    code, out, err = screen(h, "memory", "forget", "notes/deploy.md", "--expected-revision", deploy, env=AGENT)
+    assert code == 0, err
+    assert "deleted notes" not in out and "to delete notes/deploy.md: pending review, nothing deleted yet" in out, out
+    assert (h.scope_dir / "notes" / "deploy.md").read_bytes() == b"deploy\n"
+    assert (h.scope_dir / "MEMORY.md").read_bytes() == b"# Prefs\n" and not (h.scope_dir / "new.md").exists()
+
+
+def test_an_agents_restore_is_a_proposal_too(hub_factory: Any) -> None:
+    h: HubProcess = hub_factory(settings=REVIEW)
+    with person(h) as p:
+        first = p.call("upsert", {"path": "MEMORY.md", "content": b"one\n", "expected_revision": "absent"})["revision"]
+        now = p.call("upsert", {"path": "MEMORY.md", "content": b"two\n", "expected_revision": first})["revision"]
+    code, out, err = screen(h, "memory", "restore", "MEMORY.md", "--revision", first[:12], "--expected-revision", now,
+                            env=AGENT)
+    assert code == 0, err
+    assert "restored" not in out and "pending review, not yet in memory" in out, out
+    assert (h.scope_dir / "MEMORY.md").read_bytes() == b"two\n"
