@@ -7,6 +7,7 @@ review commands; log and history mark an approved change and its proposer; decid
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,18 @@ AGENT = {"AMUX_SESSION_ID": "x"}
 def person(h: HubProcess) -> HubClient:
     """A connection as a person's CLI opens it (no session: not an agent)."""
     return h.client()
+
+
+def agent(h: HubProcess, session: str = "sess-1") -> HubClient:
+    """A connection as a launched agent's CLI opens it: a ``hello`` carrying a session."""
+    from tools.client.settings import ClientSettings
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
+    settings = ClientSettings.from_env(environ={**env, "AMUX_HOME": str(h.home), "AMUX_SESSION_ID": session},
+                                       socket_path=h.socket)
+    c = HubClient(h.socket, settings=settings)
+    c.connect()
+    return c
 
 
 def ok(r: CliResult) -> Any:
@@ -73,3 +86,46 @@ def test_an_agents_restore_is_a_proposal_too(hub_factory: Any) -> None:
     assert code == 0, err
     assert "restored" not in out and "pending review, not yet in memory" in out, out
     assert (h.scope_dir / "MEMORY.md").read_bytes() == b"two\n"
+
+
+def _editor(tmp_path: Path, name: str, script: str) -> dict[str, str]:
+    editor = tmp_path / name
+    editor.write_text("#!/bin/sh\n" + script + "\n")
+    editor.chmod(0o755)
+    return {"EDITOR": str(editor), "VISUAL": ""}
+
+
+def test_approve_edit_merges_a_change_made_after_the_proposal(hub_factory: Any, tmp_path: Path) -> None:
+    h: HubProcess = hub_factory(settings=REVIEW)
+    with person(h) as p:
+        rev = p.call("upsert", {"path": "t.md", "content": b"one\ntwo\nthree\n", "expected_revision": "absent"})
+    with agent(h) as a:
+        pid = a.call("upsert", {"path": "t.md", "content": b"one\ntwo\nthree\nagent\n",
+                                "expected_revision": rev["revision"]})["proposal"]
+    with person(h) as p:
+        p.call("upsert", {"path": "t.md", "content": b"ONE\ntwo\nthree\n", "expected_revision": rev["revision"]})
+    seen = tmp_path / "seen.txt"
+    done = ok(h.cli("memory", "review", "approve", pid, "--edit", "--json",
+                    env=_editor(tmp_path, "keep.sh", f"cp \"$1\" {seen}")))
+    assert seen.read_bytes() == b"ONE\ntwo\nthree\nagent\n"  # both changes, no markers: they did not overlap
+    assert done[0]["status"] == "approved"
+    assert (h.scope_dir / "t.md").read_bytes() == b"ONE\ntwo\nthree\nagent\n"  # the person's change kept
+
+
+def test_approve_edit_with_overlapping_changes_refuses_markers_left(hub_factory: Any, tmp_path: Path) -> None:
+    h: HubProcess = hub_factory(settings=REVIEW)
+    with person(h) as p:
+        rev = p.call("upsert", {"path": "t.md", "content": b"a\nb\n", "expected_revision": "absent"})["revision"]
+    with agent(h) as a:
+        pid = a.call("upsert", {"path": "t.md", "content": b"a\nagent\n", "expected_revision": rev})["proposal"]
+    with person(h) as p:
+        p.call("upsert", {"path": "t.md", "content": b"a\nperson\n", "expected_revision": rev})
+    r = h.cli("memory", "review", "approve", pid, "--edit", "--json", env=_editor(tmp_path, "noop.sh", "true"))
+    assert r.returncode != 0, (r.stdout, r.stderr)
+    assert "conflict markers" in r.stdout.decode() + r.stderr
+    assert (h.scope_dir / "t.md").read_bytes() == b"a\nperson\n"
+    assert [e["id"] for e in ok(h.cli("memory", "review", "--json"))["proposals"]] == [pid]
+    fix = _editor(tmp_path, "fix.sh", "grep -v -e '^<<<<<<<' -e '^=======' -e '^>>>>>>>' \"$1\" > \"$1.x\"; "
+                  "mv \"$1.x\" \"$1\"")
+    ok(h.cli("memory", "review", "approve", pid, "--edit", "--json", env=fix))
+    assert (h.scope_dir / "t.md").read_bytes() == b"a\nperson\nagent\n"

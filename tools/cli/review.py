@@ -4,8 +4,9 @@ With ``memory.review = agents`` an agent's write waits as a proposal.  ``amux me
 the pending ones (a table fitting 80 columns in a terminal, JSON when piped or with ``--json``);
 ``show ID`` prints the diff against the document the agent saw and, when the document changed since,
 against the current text; ``approve ID... [--edit]`` writes them (compare-and-swap at the revision
-shown; ``--edit`` opens ``$VISUAL``/``$EDITOR`` on the proposed text first, as ``amux memory edit``
-does), ``reject ID... [--reason TEXT]`` drops them; both take ``--path-prefix`` to decide every
+shown; ``--edit`` opens ``$VISUAL``/``$EDITOR`` on the proposed text first, or, when the document changed
+since, on the three-way merge of both changes, as ``amux memory edit`` does on a conflict),
+``reject ID... [--reason TEXT]`` drops them; both take ``--path-prefix`` to decide every
 pending proposal under a prefix.  Proposed text is an agent's: every byte shown in a terminal is made
 inert (:func:`tools.client.inert.inert`, DESIGN.md §17).
 """
@@ -169,15 +170,29 @@ def _targets(client: Any, ids: tuple[str, ...], path_prefix: str) -> list[str]:
     return [str(e["id"]) for e in review_all(client, path_prefix)["proposals"]]
 
 
-def _edited(proposed: bytes, path: str) -> bytes:
-    """The proposed text after the person edited it in ``$VISUAL``/``$EDITOR`` (a file in a fresh 0700 folder)."""
-    from tools.cli.edit import run_editor
+CURRENT_LABEL = b"current (in memory now)"
+"""The label of the document's current side in an ``approve --edit`` merge's conflict markers."""
+
+PROPOSED_LABEL = b"proposed (by the agent)"
+"""The label of the proposal's side in an ``approve --edit`` merge's conflict markers."""
+
+
+def _edited(text: bytes, path: str, merged: bool = False) -> bytes:
+    """``text`` after the person edited it in ``$VISUAL``/``$EDITOR`` (a file in a fresh 0700 folder).
+
+    ``merged``: ``text`` is a three-way merge (:func:`_merge`); saving it with conflict markers left is
+    refused (``bad_request``, the file kept).  Raises ``bad_request`` when the editor fails (file kept).
+    """
+    from tools.cli.edit import has_markers, run_editor
 
     folder = Path(tempfile.mkdtemp(prefix="amux-review-"))
     file = folder / os.path.basename(path)
-    file.write_bytes(proposed)
+    file.write_bytes(text)
     os.chmod(file, 0o600)
     why = run_editor(file)
+    if why is None and merged and has_markers(file.read_bytes(), CURRENT_LABEL[:7], PROPOSED_LABEL[:8]):
+        why = ("conflict markers (<<<<<<< current ... >>>>>>> proposed) are left in the file: keep what you want "
+               "and remove the markers")
     if why is not None:
         raise HubError(ErrorCode.BAD_REQUEST, f"{why}; nothing was approved (the text is kept in {file})",
                        {"kept_file": str(file)})
@@ -185,6 +200,22 @@ def _edited(proposed: bytes, path: str) -> bytes:
     file.unlink()
     folder.rmdir()
     return data
+
+
+def _merge(base: bytes | None, current: bytes | None, proposed: bytes,
+           entry: dict[str, Any]) -> tuple[bytes, int]:
+    """The three-way merge ``approve --edit`` opens when the document changed since the proposal: base → current
+    (:data:`CURRENT_LABEL`) with base → proposed (:data:`PROPOSED_LABEL`), ``(merged bytes, conflicts)``; says on
+    stderr what it did (the merge of ``amux memory edit``, :func:`tools.cli.edit.merge_versions`)."""
+    from tools.cli.edit import merge_versions
+
+    merged, conflicts = merge_versions(base or b"", current or b"", proposed, PROPOSED_LABEL, CURRENT_LABEL)
+    clash = (f"{conflicts} part(s) where both changed the same lines are marked <<<<<<< current ... >>>>>>> "
+             "proposed: keep what you want and remove the markers" if conflicts
+             else "the changes did not overlap: check the result and save")
+    say(f"{entry['path']} changed since proposal {entry['id']} (now {str(entry['current_revision'])[:12]}): "
+        f"opening the proposal merged into the current text; {clash}")
+    return merged, conflicts
 
 
 def decide(decision: str, ids: tuple[str, ...], path_prefix: str, *, edit: bool = False, reason: str | None = None,
@@ -212,7 +243,14 @@ def decide(decision: str, ids: tuple[str, ...], path_prefix: str, *, edit: bool 
                             if proposed is None:
                                 raise HubError(ErrorCode.BAD_REQUEST, f"proposal {pid} deletes {entry['path']}: "
                                                "there is no text to edit", {"field": "edit"})
-                            content = _edited(proposed, entry["path"])
+                            if entry["changed"]:  # merge base → current with base → proposed (DESIGN.md §21)
+                                base, _ = review_text(client, pid, "base")
+                                current, meta = review_text(client, pid, "current")
+                                entry = meta["proposal"]  # approve against the revision merged with
+                                merged, _ = _merge(base, current, proposed, entry)
+                                content = _edited(merged, entry["path"], merged=True)
+                            else:
+                                content = _edited(proposed, entry["path"])
                         params = review_decide_params(pid, "approve", expected_revision=entry["current_revision"],
                                                       content=content, reason=reason)
                     else:
@@ -266,7 +304,9 @@ def approve(*proposals: str, path_prefix: str = "", edit: bool = False, reason: 
     path_prefix
         Approve every pending proposal whose path starts with this instead.
     edit
-        Open $VISUAL / $EDITOR on the proposed text first and approve what you save (one proposal).
+        Open $VISUAL / $EDITOR on the proposed text first and approve what you save (one proposal). When the
+        document changed since the agent read it, the editor gets both changes merged (conflict markers where
+        they overlap; saving with markers left approves nothing).
     reason
         A short note kept with the decision.
     """
