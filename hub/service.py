@@ -552,7 +552,10 @@ class MemoryService:
         if actor.agent is not None:
             raise HubError(ErrorCode.UNAUTHORIZED, "an agent cannot approve or reject memory changes: a person "
                            "decides with 'amux memory review' (this caller is an agent: "
-                           f"{actor.agent}); nothing was changed", {"reason": "agent_caller", "agent": actor.agent})
+                           f"{actor.agent}); nothing was changed", {"reason": "agent_caller", "agent": actor.agent},
+                           next_step="A person must decide: tell the user memory changes await review; they run "
+                           "'amux memory review' outside the agent session (without AMUX_SESSION_ID or an agent's "
+                           "token).")
 
         def work() -> Result:
             sp = self._proposals(scope)
@@ -575,7 +578,9 @@ class MemoryService:
                                f"now {observed[:12]}); nothing was written. See all three with 'amux memory review "
                                f"show {q.id}' and approve a merge with 'amux memory review approve {q.id} --edit'",
                                {"path": q.path, "proposal": q.id, "base_revision": q.base_revision,
-                                "expected_revision": q.base_revision, "observed_revision": observed})
+                                "expected_revision": q.base_revision, "observed_revision": observed},
+                               next_step=f"Merge both changes with 'amux memory review approve {q.id} --edit' "
+                               f"(see them with 'amux memory review show {q.id}'), or reject it.")
             review = {"proposal": q.id, "proposed_by": q.actor}
             warnings: list[str] = []
             if q.action == "forget":

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import CliResult, HubProcess, amux_argv
 from tests.terminal import run_in_terminal
 from tools.client.blocking import HubClient
@@ -129,3 +130,25 @@ def test_approve_edit_with_overlapping_changes_refuses_markers_left(hub_factory:
                   "mv \"$1.x\" \"$1\"")
     ok(h.cli("memory", "review", "approve", pid, "--edit", "--json", env=fix))
     assert (h.scope_dir / "t.md").read_bytes() == b"a\nperson\nagent\n"
+
+
+def test_next_steps_point_at_the_review_commands(hub_factory: Any) -> None:
+    h: HubProcess = hub_factory(settings=REVIEW)
+    for verb in ("show", "approve", "reject"):
+        code, _, err = screen(h, "memory", "review", verb, "p000000000000")
+        assert code == EXIT_CODES[ErrorCode.NOT_FOUND], err
+        assert "next: List the pending proposals with 'amux memory review'" in err, err
+        assert "document does not exist" not in err, err
+    with person(h) as p:
+        rev = p.call("upsert", {"path": "t.md", "content": b"a\n", "expected_revision": "absent"})["revision"]
+    with agent(h) as a:
+        pid = a.call("upsert", {"path": "t.md", "content": b"a\nb\n", "expected_revision": rev})["proposal"]
+    code, _, err = screen(h, "memory", "review", "approve", pid, env=AGENT)
+    assert code == EXIT_CODES[ErrorCode.UNAUTHORIZED], err
+    assert "A person must decide" in err and "outside the agent session" in err and "AMUX_TOKEN, or ask" not in err
+    with person(h) as p:
+        p.call("upsert", {"path": "t.md", "content": b"c\n", "expected_revision": rev})
+    code, _, err = screen(h, "memory", "review", "approve", pid)
+    assert code == EXIT_CODES[ErrorCode.CONFLICT], err
+    assert f"next: Merge both changes with 'amux memory review approve {pid} --edit'" in err, err
+    assert (h.scope_dir / "t.md").read_bytes() == b"c\n"
