@@ -538,10 +538,12 @@ class MemoryService:
         """``review_decide``: approve or reject a proposal, as a person (DESIGN.md §21).
 
         An agent caller (:func:`hub.identity.agent_reason`) is refused with ``unauthorized``
-        (``data.reason`` ``agent_caller``), whatever it asks.  A proposal decided before answers
+        (``data.reason`` ``agent_caller``), whatever it asks.  A proposal decided the same way before answers
         ``{proposal, status, already_decided: true, decision, path}`` and changes nothing (approving twice
-        applies once).  ``reject`` records the decision (``reason``).  ``approve`` is a compare-and-swap
-        write by the approver on ``expected_revision``, of the proposed bytes or the person's ``content``,
+        applies once); deciding the other way (approving a rejected, expired or superseded one, rejecting an
+        approved one) is ``conflict`` (``data.status``).  ``reject`` records the decision (``reason``).
+        ``approve`` is a compare-and-swap write by the approver on ``expected_revision``, of the proposed
+        bytes or the person's ``content``,
         recorded in history with ``review: {proposal, proposed_by}``; the credential check and quotas run
         again, the rewrite guard only warns (``warnings``).  Approving as proposed when the document is no
         longer at the proposal's base is ``conflict`` (nothing written; show it and approve an edited
@@ -561,6 +563,13 @@ class MemoryService:
             sp = self._proposals(scope)
             q = sp.get(p.id)
             if q.status != PENDING:
+                same = ("approved", "applied") if p.decision == "approve" else ("rejected",)
+                if q.status not in same:  # deciding the other way: refused, not a silent success
+                    raise HubError(ErrorCode.CONFLICT, f"proposal {q.id} for {q.path} was already {q.status}; it "
+                                   f"cannot be {p.decision}d now and nothing was changed",
+                                   {"proposal": q.id, "path": q.path, "status": q.status, "decision": q.decision},
+                                   next_step=f"See who decided and why with 'amux memory review show {q.id}'; "
+                                   "list the pending proposals with 'amux memory review'.")
                 return {"proposal": q.id, "path": q.path, "status": q.status, "already_decided": True,
                         "decision": q.decision}
             now = self.clock()

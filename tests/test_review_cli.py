@@ -152,3 +152,22 @@ def test_next_steps_point_at_the_review_commands(hub_factory: Any) -> None:
     assert code == EXIT_CODES[ErrorCode.CONFLICT], err
     assert f"next: Merge both changes with 'amux memory review approve {pid} --edit'" in err, err
     assert (h.scope_dir / "t.md").read_bytes() == b"c\n"
+
+
+def test_deciding_the_other_way_no_match_and_one_failed_id(hub_factory: Any) -> None:
+    h: HubProcess = hub_factory(settings=REVIEW)
+    with agent(h) as a:
+        pid = a.call("upsert", {"path": "t.md", "content": b"a\n", "expected_revision": "absent"})["proposal"]
+    ok(h.cli("memory", "review", "reject", pid, "--json"))
+    r = h.cli("memory", "review", "approve", pid)  # piped: the documented error shape
+    assert r.returncode == EXIT_CODES[ErrorCode.CONFLICT], (r.stdout, r.stderr)
+    assert r.json["error"]["code"] == "conflict" and r.json["error"]["data"]["status"] == "rejected"
+    assert not (h.scope_dir / "t.md").exists()
+    again = ok(h.cli("memory", "review", "reject", pid, "--json"))  # the same decision twice: applied once
+    assert again[0]["already_decided"] is True
+    r = h.cli("memory", "review", "approve", "p000000000000")
+    assert r.returncode == EXIT_CODES[ErrorCode.NOT_FOUND] and r.json["error"]["code"] == "not_found"
+    code, out, err = screen(h, "memory", "review", "approve", "--path-prefix", "nothing/")
+    assert code == 0 and "no pending proposals under nothing/" in out + err, (out, err)
+    code, out, _ = screen(h, "memory", "review", "approve", "--help")
+    assert "[PROPOSAL...]" in out and "[ARGS...]" not in out, out

@@ -134,8 +134,10 @@ def review_pending(*, path_prefix: str = "", as_json: AsJson = False) -> int:
 
 
 review_app.command("tools.cli.review:show", name="show")
-review_app.command("tools.cli.review:approve", name="approve")
-review_app.command("tools.cli.review:reject", name="reject")
+review_app.command("tools.cli.review:approve", name="approve",
+                   usage="Usage: amux memory review approve [OPTIONS] [PROPOSAL...]")
+review_app.command("tools.cli.review:reject", name="reject",
+                   usage="Usage: amux memory review reject [OPTIONS] [PROPOSAL...]")
 memory_app.command("tools.cli.typed:memory_new", name="new")
 memory_app.command("tools.cli.typed:memory_remove", name="remove")
 memory_app.command("tools.cli.typed:memory_index", name="index")

@@ -167,7 +167,10 @@ def _targets(client: Any, ids: tuple[str, ...], path_prefix: str) -> list[str]:
                        "(list them with 'amux memory review')", {"field": "id"})
     from tools.client.paging import review_all
 
-    return [str(e["id"]) for e in review_all(client, path_prefix)["proposals"]]
+    found = [str(e["id"]) for e in review_all(client, path_prefix)["proposals"]]
+    if not found:
+        say(f"no pending proposals under {path_prefix}; nothing decided")
+    return found
 
 
 CURRENT_LABEL = b"current (in memory now)"
@@ -221,7 +224,8 @@ def _merge(base: bytes | None, current: bytes | None, proposed: bytes,
 def decide(decision: str, ids: tuple[str, ...], path_prefix: str, *, edit: bool = False, reason: str | None = None,
            as_json: bool = False) -> int:
     """Approve or reject proposals one by one; prints each answer (a JSON list when piped) and returns 0, or
-    the exit status of the first failure (the others are still tried)."""
+    the exit status of the first failure (the others are still tried).  A single id that fails prints the
+    error as every command does (``{"error": {...}}`` when piped) with its exit status."""
     from protocol.requests import review_decide_params
     from tools.client.paging import review_text
 
@@ -257,6 +261,8 @@ def decide(decision: str, ids: tuple[str, ...], path_prefix: str, *, edit: bool 
                         params = review_decide_params(pid, "reject", reason=reason)
                     result = client.call("review_decide", params)
                 except HubError as exc:
+                    if ids and len(ids) == 1:  # one id: the documented error shape and exit status
+                        return fail(exc, as_json=as_json)
                     if not status:
                         status = exc.exit_code
                     results.append({"proposal": pid, "error": exc.to_wire()})
