@@ -171,3 +171,19 @@ def test_deciding_the_other_way_no_match_and_one_failed_id(hub_factory: Any) -> 
     assert code == 0 and "no pending proposals under nothing/" in out + err, (out, err)
     code, out, _ = screen(h, "memory", "review", "approve", "--help")
     assert "[PROPOSAL...]" in out and "[ARGS...]" not in out, out
+
+
+def test_review_table_shows_the_session_within_80_columns(hub_factory: Any) -> None:
+    h: HubProcess = hub_factory(settings=REVIEW)
+    long_session = "67e5f0a8-7ff6-458d-a94c-d01912345678"
+    with agent(h, session=long_session) as a:
+        a.call("upsert", {"path": "a.md", "content": b"a\n", "expected_revision": "absent"})
+    with agent(h, session="s2") as a:
+        a.call("upsert", {"path": "b.md", "content": b"b\n", "expected_revision": "absent"})
+    code, out, err = screen(h, "memory", "review", columns=80)
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert "SESSION" in lines[0] and all(len(line) <= 80 for line in lines), lines
+    assert any("67e5f0a8…" in line and "a.md" in line for line in lines), lines
+    assert any(" s2 " in line and "b.md" in line for line in lines), lines
+    assert long_session not in out

@@ -120,8 +120,9 @@ memory_app.command(review_app)
 def review_pending(*, path_prefix: str = "", as_json: AsJson = False) -> int:
     """The memory changes agents proposed, waiting for your review (memory.review = agents).
 
-    In a terminal, a table fitting 80 columns; piped or with --json, {"proposals": [...], "pending",
-    "review"}. Then: amux memory review show ID; approve ID; reject ID.
+    In a terminal, a table fitting 80 columns (id, age, action, lines changed, session, path and
+    proposer); piped or with --json, {"proposals": [...], "pending", "review"}.
+    Then: amux memory review show ID; approve ID; reject ID.
 
     Parameters
     ----------

@@ -45,20 +45,27 @@ def _cut(text: str, width: int) -> str:
 
 def table(entries: list[dict[str, Any]]) -> str:
     """The terminal table of pending proposals: id, age, action, +/- lines, ``!`` when the document changed
-    since, path and proposer, every row within :data:`WIDTH` columns, agent text made inert."""
+    since, the proposer's session (cut to :data:`tools.cli.human.SHORT_SESSION` characters and ``…``, as
+    ``log`` does; ``-`` for none), path and proposer, every row within :data:`WIDTH` columns, agent text
+    made inert."""
+    from tools.cli.human import SHORT_SESSION
     from tools.client.inert import inert
 
-    head = f"{'ID':13} {'AGE':>4} {'ACTION':6} {'+/-':>9} {'!':1} {'PATH / BY':}"
+    session_width = SHORT_SESSION + 1
+    head = f"{'ID':13} {'AGE':>4} {'ACTION':6} {'+/-':>9} {'!':1} {'SESSION':{session_width}} {'PATH / BY':}"
     lines = [head]
     for e in entries:
+        session = inert(e["actor"].get("session") or "-")
+        if len(session) > session_width:
+            session = session[:SHORT_SESSION] + "…"
         change = "delete" if e["action"] == "forget" else "write"
         lines_changed = f"+{e['added']}/-{e['removed']}"
         by = inert(e["actor"].get("principal") or "?") + " via " + inert(e["actor"].get("client") or "?")
-        rest = WIDTH - (13 + 1 + 4 + 1 + 6 + 1 + 9 + 1 + 1 + 1)
+        rest = WIDTH - (13 + 1 + 4 + 1 + 6 + 1 + 9 + 1 + 1 + 1 + session_width + 1)
         path = inert(e["path"])
         cell = _cut(f"{path}  ({by})", rest)
         lines.append(f"{e['id']:13} {_age(int(e['age_seconds'])):>4} {change:6} {_cut(lines_changed, 9):>9} "
-                     f"{'!' if e['changed'] else ' '} {cell}")
+                     f"{'!' if e['changed'] else ' '} {session:{session_width}} {cell}")
     return "\n".join(lines)
 
 
@@ -66,7 +73,8 @@ def review(*, path_prefix: str = "", as_json: AsJson = False) -> int:
     """The memory changes agents proposed, waiting for your review (memory.review = agents).
 
     In a terminal, a table: id, age, write or delete, lines added/removed, "!" when the document changed
-    since the agent read it, path and who proposed it. Piped or with --json, {"proposals": [{"id",
+    since the agent read it, the agent's session (shortened), path and who proposed it.
+    Piped or with --json, {"proposals": [{"id",
     "path", "action", "status", "actor", "session", "time", "age_seconds", "added", "removed", "bytes",
     "base_revision", "proposed_revision", "current_revision", "changed"}], "pending", "review"}.
     Then: amux memory review show ID; approve ID; reject ID.
