@@ -187,3 +187,25 @@ def test_review_table_shows_the_session_within_80_columns(hub_factory: Any) -> N
     assert any("67e5f0a8…" in line and "a.md" in line for line in lines), lines
     assert any(" s2 " in line and "b.md" in line for line in lines), lines
     assert long_session not in out
+
+
+def test_log_and_history_mark_an_approved_proposal_and_show_says_who_decided(hub_factory: Any) -> None:
+    h: HubProcess = hub_factory(settings=REVIEW)
+    with agent(h, session="x") as a:
+        pid = a.call("upsert", {"path": "MEMORY.md", "content": b"# Prefs\n",
+                                "expected_revision": "absent"})["proposal"]
+        other = a.call("upsert", {"path": "notes/n.md", "content": b"n\n", "expected_revision": "absent"})["proposal"]
+    ok(h.cli("memory", "review", "approve", pid, "--json"))
+    for args in (("memory", "log"), ("memory", "history", "MEMORY.md")):
+        code, out, err = screen(h, *args, columns=120)
+        assert code == 0, err
+        row = next(line for line in out.splitlines() if "create" in line or "update" in line)
+        assert f"(review {pid})" in row and "proposed by" in row and "x" in row.split("proposed by")[1], out
+    code, out, err = screen(h, "memory", "log", columns=80)
+    assert code == 0 and "(review" in out, out
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    ok(h.cli("memory", "review", "reject", other, "--reason", "not <b>needed</b>", "--json"))
+    code, out, err = screen(h, "memory", "review", "show", other)
+    assert code == 0, err
+    decided = next(line for line in out.splitlines() if line.startswith("decided:"))
+    assert "rejected by" in decided and "reason: not <b>needed</b>" in decided and "20" in decided, out

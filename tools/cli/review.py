@@ -152,7 +152,15 @@ def show(proposal: str, /, *, as_json: AsJson = False) -> int:
           f"{inert(path)}")
     print(f"by {inert(actor.get('principal'))} via {inert(actor.get('client'))}"
           + (f", session {inert(actor.get('session'))}" if actor.get("session") else "") + f", {entry['time']}")
-    if entry["changed"]:
+    decision = entry.get("decision")
+    if entry["status"] != "pending" and isinstance(decision, dict):
+        by = decision.get("by")
+        who = (f"by {inert(by.get('principal'))} via {inert(by.get('client'))}" if isinstance(by, dict)
+               else "by the Hub")
+        print(f"decided: {entry['status']} {who}, {inert(decision.get('time'))}"
+              + (f"; reason: {inert(decision.get('reason'))}" if decision.get("reason") else "")
+              + (f"; revision {inert(decision.get('revision'))[:12]}" if decision.get("revision") else ""))
+    elif entry["changed"]:
         print(f"! {inert(path)} changed since the agent read it: approving as proposed is refused; "
               f"'amux memory review approve {entry['id']} --edit' merges")
     for warning in meta["warnings"]:
