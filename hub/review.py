@@ -198,7 +198,9 @@ class ScopeProposals:
         p = self.proposals.get(proposal_id)
         if p is None:
             raise HubError(ErrorCode.NOT_FOUND, f"no proposal {proposal_id} in this memory (list them with "
-                           "'amux memory review')", {"proposal": proposal_id})
+                           "'amux memory review')", {"proposal": proposal_id},
+                           next_step="List the pending proposals with 'amux memory review' and use an id it shows; "
+                           "a decided proposal is kept for memory.review_max_days only.")
         return p
 
     def save(self, p: Proposal) -> None:

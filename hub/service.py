@@ -538,10 +538,12 @@ class MemoryService:
         """``review_decide``: approve or reject a proposal, as a person (DESIGN.md §21).
 
         An agent caller (:func:`hub.identity.agent_reason`) is refused with ``unauthorized``
-        (``data.reason`` ``agent_caller``), whatever it asks.  A proposal decided before answers
+        (``data.reason`` ``agent_caller``), whatever it asks.  A proposal decided the same way before answers
         ``{proposal, status, already_decided: true, decision, path}`` and changes nothing (approving twice
-        applies once).  ``reject`` records the decision (``reason``).  ``approve`` is a compare-and-swap
-        write by the approver on ``expected_revision``, of the proposed bytes or the person's ``content``,
+        applies once); deciding the other way (approving a rejected, expired or superseded one, rejecting an
+        approved one) is ``conflict`` (``data.status``).  ``reject`` records the decision (``reason``).
+        ``approve`` is a compare-and-swap write by the approver on ``expected_revision``, of the proposed
+        bytes or the person's ``content``,
         recorded in history with ``review: {proposal, proposed_by}``; the credential check and quotas run
         again, the rewrite guard only warns (``warnings``).  Approving as proposed when the document is no
         longer at the proposal's base is ``conflict`` (nothing written; show it and approve an edited
@@ -552,12 +554,22 @@ class MemoryService:
         if actor.agent is not None:
             raise HubError(ErrorCode.UNAUTHORIZED, "an agent cannot approve or reject memory changes: a person "
                            "decides with 'amux memory review' (this caller is an agent: "
-                           f"{actor.agent}); nothing was changed", {"reason": "agent_caller", "agent": actor.agent})
+                           f"{actor.agent}); nothing was changed", {"reason": "agent_caller", "agent": actor.agent},
+                           next_step="A person must decide: tell the user memory changes await review; they run "
+                           "'amux memory review' outside the agent session (without AMUX_SESSION_ID or an agent's "
+                           "token).")
 
         def work() -> Result:
             sp = self._proposals(scope)
             q = sp.get(p.id)
             if q.status != PENDING:
+                same = ("approved", "applied") if p.decision == "approve" else ("rejected",)
+                if q.status not in same:  # deciding the other way: refused, not a silent success
+                    raise HubError(ErrorCode.CONFLICT, f"proposal {q.id} for {q.path} was already {q.status}; it "
+                                   f"cannot be {p.decision}d now and nothing was changed",
+                                   {"proposal": q.id, "path": q.path, "status": q.status, "decision": q.decision},
+                                   next_step=f"See who decided and why with 'amux memory review show {q.id}'; "
+                                   "list the pending proposals with 'amux memory review'.")
                 return {"proposal": q.id, "path": q.path, "status": q.status, "already_decided": True,
                         "decision": q.decision}
             now = self.clock()
@@ -575,7 +587,9 @@ class MemoryService:
                                f"now {observed[:12]}); nothing was written. See all three with 'amux memory review "
                                f"show {q.id}' and approve a merge with 'amux memory review approve {q.id} --edit'",
                                {"path": q.path, "proposal": q.id, "base_revision": q.base_revision,
-                                "expected_revision": q.base_revision, "observed_revision": observed})
+                                "expected_revision": q.base_revision, "observed_revision": observed},
+                               next_step=f"Merge both changes with 'amux memory review approve {q.id} --edit' "
+                               f"(see them with 'amux memory review show {q.id}'), or reject it.")
             review = {"proposal": q.id, "proposed_by": q.actor}
             warnings: list[str] = []
             if q.action == "forget":
@@ -650,6 +664,9 @@ class MemoryService:
 
         def work() -> Result:
             version, data = self.history.scope(scope.relpath).find(p.path, p.revision)  # a prefix: the full one
+            if self._reviewed(actor, p.path):  # an agent's restore is a write like any other (DESIGN.md §21)
+                return self._propose(scope, p.path, data, p.expected_revision, actor, allow_shrink=True,
+                                     allow_secret=p.allow_secret)
             return self._write(scope, p.path, data, p.expected_revision, True, actor, restored_from=version.revision,
                                allow_secret=p.allow_secret)
 

@@ -161,8 +161,9 @@ SETTINGS: dict[str, Setting] = {
                                   "(secret_detected), 'warn' accepts it with a warning, 'off' does not look"),
     "memory.secret_allow": Setting("", _sha256_list, "SHA-256 hex digests (comma-separated) of exact values the "
                                    "credential check lets through, e.g. example keys in documentation"),
-    "memory.review": Setting("off", _review, "'agents': an agent's upsert or forget on a path under review is kept "
-                             "as a proposal until a person approves it ('amux memory review'); 'off': applied at once"),
+    "memory.review": Setting("off", _review, "'agents': an agent's upsert, forget or restore on a path under "
+                             "review is kept as a proposal until a person approves it ('amux memory review'); "
+                             "'off': applied at once"),
     "memory.review_paths": Setting("**", _globs, "comma-separated globs of the paths under review (** = every "
                                    "path; e.g. MEMORY.md,user/**)"),
     "memory.review_max_days": Setting(30, _positive, "days a pending proposal waits before it expires"),

@@ -139,7 +139,7 @@ def test_changed_base_is_never_applied_silently_and_edit_merges(hub_factory: Any
     assert shown["base"] == "one\ntwo\n" and shown["current"] == "one\ntwo\nperson\n"
     assert "+agent" in shown["diff_current"] and "-person" in shown["diff_current"]
     e = failed(h.cli("memory", "review", "approve", pid, "--json"), ErrorCode.CONFLICT)
-    assert e[0]["error"]["data"]["proposal"] == pid and "--edit" in e[0]["error"]["message"]
+    assert e["data"]["proposal"] == pid and "--edit" in e["message"]
     assert (h.scope_dir / "t.md").read_bytes() == b"one\ntwo\nperson\n"
     editor = tmp_path / "merge.sh"
     editor.write_text("#!/bin/sh\nprintf 'one\\ntwo\\nperson\\nagent\\n' > \"$1\"\n")
@@ -163,7 +163,7 @@ def test_delegated_token_is_an_agent_and_review_paths_limit_review(hub_factory: 
                  env={"AMUX_SESSION_ID": "pi-7"}))  # Pi's CLI: a session
     assert r["proposed"] is True
     e = failed(h.cli("memory", "review", "reject", r["proposal"], "--json", env=env), ErrorCode.UNAUTHORIZED)
-    assert e[0]["error"]["data"]["reason"] == "agent_caller"
+    assert e["data"]["reason"] == "agent_caller"
     ok(h.cli("memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=b"# m\n"))  # a person: at once
     assert (h.scope_dir / "MEMORY.md").exists()
     assert sorted(e["path"] for e in pending(h)) == ["user/deep/x.md", "user/prefs.md"]

@@ -120,8 +120,9 @@ memory_app.command(review_app)
 def review_pending(*, path_prefix: str = "", as_json: AsJson = False) -> int:
     """The memory changes agents proposed, waiting for your review (memory.review = agents).
 
-    In a terminal, a table fitting 80 columns; piped or with --json, {"proposals": [...], "pending",
-    "review"}. Then: amux memory review show ID; approve ID; reject ID.
+    In a terminal, a table fitting 80 columns (id, age, action, lines changed, session, path and
+    proposer); piped or with --json, {"proposals": [...], "pending", "review"}.
+    Then: amux memory review show ID; approve ID; reject ID.
 
     Parameters
     ----------
@@ -134,8 +135,10 @@ def review_pending(*, path_prefix: str = "", as_json: AsJson = False) -> int:
 
 
 review_app.command("tools.cli.review:show", name="show")
-review_app.command("tools.cli.review:approve", name="approve")
-review_app.command("tools.cli.review:reject", name="reject")
+review_app.command("tools.cli.review:approve", name="approve",
+                   usage="Usage: amux memory review approve [OPTIONS] [PROPOSAL...]")
+review_app.command("tools.cli.review:reject", name="reject",
+                   usage="Usage: amux memory review reject [OPTIONS] [PROPOSAL...]")
 memory_app.command("tools.cli.typed:memory_new", name="new")
 memory_app.command("tools.cli.typed:memory_remove", name="remove")
 memory_app.command("tools.cli.typed:memory_index", name="index")

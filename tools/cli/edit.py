@@ -94,11 +94,12 @@ def run_editor(file: Path) -> str | None:
 
 
 
-def merge_versions(base: bytes, yours: bytes, theirs: bytes, theirs_label: bytes) -> tuple[bytes, int]:
+def merge_versions(base: bytes, yours: bytes, theirs: bytes, theirs_label: bytes,
+                   yours_label: bytes = YOURS) -> tuple[bytes, int]:
     """Three-way merge of ``yours`` and ``theirs``, both edited from ``base``: ``(merged bytes, conflicts)``.
 
     Changes on one side only are taken as they are; where both sides changed
-    the same lines, both are kept between ``<<<<<<< yours``, ``=======`` and
+    the same lines, both are kept between ``<<<<<<< YOURS_LABEL``, ``=======`` and
     ``>>>>>>> THEIRS_LABEL`` lines, and counted in ``conflicts``.
     """
     from merge3 import Merge3
@@ -107,14 +108,15 @@ def merge_versions(base: bytes, yours: bytes, theirs: bytes, theirs_label: bytes
 
     merger = Merge3(split_lines(base), split_lines(yours), split_lines(theirs))
     conflicts = sum(1 for region in merger.merge_regions() if region[0] == "conflict")
-    lines = merger.merge_lines(name_a=YOURS, name_b=theirs_label, start_marker=START_MARKER,
+    lines = merger.merge_lines(name_a=yours_label, name_b=theirs_label, start_marker=START_MARKER,
                                mid_marker=MID_MARKER, end_marker=END_MARKER)
     return b"".join(lines), conflicts
 
 
-def has_markers(data: bytes) -> bool:
-    """Whether ``data`` still holds a conflict marker line that :func:`merge_versions` wrote."""
-    return any(line.startswith((START_MARKER + b" " + YOURS, END_MARKER + b" theirs")) for line in data.split(b"\n"))
+def has_markers(data: bytes, yours: bytes = YOURS, theirs: bytes = b"theirs") -> bool:
+    """Whether ``data`` still holds a conflict marker line that :func:`merge_versions` wrote (``yours`` and
+    ``theirs``: the start of the two labels)."""
+    return any(line.startswith((START_MARKER + b" " + yours, END_MARKER + b" " + theirs)) for line in data.split(b"\n"))
 
 
 @dataclass

@@ -338,6 +338,23 @@ ACTION_FLOOR = 12
 """``restore of REV`` wraps after ``of``."""
 
 
+def reviewed(version: dict[str, Any]) -> str | None:
+    """The id of the proposal a version approved (its ``review`` member, DESIGN.md §21), made inert; else None."""
+    review = version.get("review")
+    return inert(review.get("proposal") or "?") if isinstance(review, dict) else None
+
+
+def by_cell(version: dict[str, Any], form: ActorForm = "full") -> str:
+    """The "by" cell of a version: :func:`actor` in ``form`` and, for an approved proposal, ``, proposed by``
+    the agent (``principal/client session``, cut as ``form`` says; ``bare`` drops its session too)."""
+    who = actor(version, form=form)
+    review = version.get("review")
+    if isinstance(review, dict) and isinstance(review.get("proposed_by"), dict):
+        who += ", proposed by " + actor({"actor": review["proposed_by"]},
+                                        form="bare" if form == "bare" else "compact")
+    return who
+
+
 def version_table(versions: list[dict[str, Any]], *, with_path: bool,
                   now: datetime.datetime | None = None) -> FittedTable:
     """The rows of ``history`` or ``log``: time, (path,) action, revision, actor, size, lines changed.
@@ -349,18 +366,25 @@ def version_table(versions: list[dict[str, Any]], *, with_path: bool,
     the "by" cell's session cut to :data:`SHORT_SESSION` characters, then
     without the word "session" (:func:`actor`), then the time without
     seconds or date (:func:`short_times`, ``now`` the current UTC time, by
-    default the clock's), then "by" as ``principal/client session``, then
-    without the session.  Only then do "by", the path and the action wrap or
+    default the clock's), then "by" as ``principal/client session``, then an
+    approved proposal's action as ``update (review)`` without its id, then
+    "by" without the session.  An approved proposal's action says ``(review
+    ID)`` and its "by" ``, proposed by`` the agent (:func:`by_cell`, DESIGN.md
+    §21).  Only then do "by", the path and the action wrap or
     fold, never cut.
     """
-    actions = []
-    for v in versions:
+    def action_cell(v: dict[str, Any], short: bool) -> Text:
         action = inert(v.get("action"))
         if v.get("restored_from"):
             action += f" of {short_revision(v.get('restored_from'))}"
+        proposal = reviewed(v)
+        if proposal is not None:  # an approved proposal (DESIGN.md §21)
+            action += " (review)" if short else f" (review {proposal})"
         if v.get("secret_override"):  # a person let credentials in (DESIGN.md §16.4)
             action += f" [secret override: {', '.join(inert(rule) for rule in v.get('secret_override') or [])}]"
-        actions.append(text(action))
+        return text(action)
+
+    actions = [action_cell(v, False) for v in versions]
     columns: list[tuple[str, str, list[Text], bool]] = [("time (UTC)", "left", [text(when(v)) for v in versions], True)]
     if with_path:
         columns.append(("path", "left", [text((inert(v.get("path")), "cyan")) for v in versions], True))
@@ -368,20 +392,23 @@ def version_table(versions: list[dict[str, Any]], *, with_path: bool,
     columns += [
         ("action", "left", actions, True),
         ("revision", "left", [text((short_revision(v.get("revision")), "bold")) for v in versions], False),
-        ("by", "left", [text(actor(v)) for v in versions], True),
+        ("by", "left", [text(by_cell(v)) for v in versions], True),
         ("bytes", "right", [text(str(v.get("bytes"))) for v in versions], False),
         ("+/-", "right", [text((f"+{v.get('added', 0)}", "green"), " ", (f"-{v.get('removed', 0)}", "red"))
                           for v in versions], False),
     ]
 
     def by_cells(form: ActorForm) -> tuple[int, list[Text], str | None]:
-        return by, [text(actor(v, form=form)) for v in versions], None
+        return by, [text(by_cell(v, form)) for v in versions], None
 
     alternatives = [by_cells("short"), by_cells("brief")]
     times = short_times(versions, now or datetime.datetime.now(datetime.UTC))
     if times is not None:
         alternatives.append((0, [text(cell) for cell in times[1]], times[0]))
-    alternatives += [by_cells("compact"), by_cells("bare")]
+    alternatives.append(by_cells("compact"))
+    if any(reviewed(v) is not None for v in versions):  # "(review)" without the proposal's id
+        alternatives.append((action_column, [action_cell(v, True) for v in versions], None))
+    alternatives.append(by_cells("bare"))
     steps = [(by, BY_FLOORS[0]), (0, TIME_FLOOR), (by, BY_FLOORS[1])]
     if with_path:
         steps.append((1, PATH_FLOORS[0]))
@@ -429,8 +456,25 @@ def render_log(r: dict[str, Any], *, again: list[str] | None = None) -> Renderab
                   *more(r.get("next_cursor"), again or ["amux", "memory", "log"])])
 
 
+def render_proposed(r: dict[str, Any]) -> RenderableType:
+    """A write kept for review (``proposed: true``, DESIGN.md §21), one line: nothing is in memory yet.
+
+    ``proposed p1a2b3c4d5e6f for MEMORY.md: pending review, not yet in memory ('amux memory review show ID')``;
+    a deletion says the deletion is proposed.  The path is an agent's and made :func:`inert`.
+    """
+    pid = inert(r.get("proposal"))
+    path = (inert(r.get("path")), "bold cyan")
+    again = (command("amux", "memory", "review", "show", r.get("proposal")), "dim")
+    if r.get("action") == "forget":
+        return text(f"proposed {pid} to delete ", path, ": pending review, nothing deleted yet (", again, ")")
+    return text(f"proposed {pid} for ", path, ": pending review, not yet in memory (", again, ")")
+
+
 def render_upsert(r: dict[str, Any]) -> RenderableType:
-    """An ``upsert`` (or ``restore``) result, one line: created/replaced/restored, bytes, the new short revision."""
+    """An ``upsert`` (or ``restore``) result, one line: created/replaced/restored, bytes, the new short revision;
+    a write kept for review says so instead (:func:`render_proposed`)."""
+    if r.get("proposed"):
+        return render_proposed(r)
     if r.get("restored_from"):
         how = f"restored {short_revision(r.get('restored_from'))} as"
     else:
@@ -440,7 +484,10 @@ def render_upsert(r: dict[str, Any]) -> RenderableType:
 
 
 def render_edit(r: dict[str, Any]) -> RenderableType:
-    """An ``edit`` result, one line: saved (created or updated) with the new short revision, or no change."""
+    """An ``edit`` result, one line: saved (created or updated) with the new short revision, or no change; a
+    write kept for review says so instead (:func:`render_proposed`)."""
+    if r.get("proposed"):
+        return render_proposed(r)
     path = (inert(r.get("path")), "bold cyan")
     if not r.get("changed"):
         if r.get("revision") == ABSENT:
@@ -453,7 +500,10 @@ def render_edit(r: dict[str, Any]) -> RenderableType:
 
 
 def render_forget(r: dict[str, Any]) -> RenderableType:
-    """A ``forget`` result, one line: deleted (undo with restore), or already absent."""
+    """A ``forget`` result, one line: deleted (undo with restore), or already absent; a deletion kept for review
+    says so instead (:func:`render_proposed`)."""
+    if r.get("proposed"):
+        return render_proposed(r)
     path = r.get("path")
     if r.get("already_absent"):
         return text((inert(path), "bold cyan"), " was already absent; nothing was deleted")

@@ -4,8 +4,9 @@ With ``memory.review = agents`` an agent's write waits as a proposal.  ``amux me
 the pending ones (a table fitting 80 columns in a terminal, JSON when piped or with ``--json``);
 ``show ID`` prints the diff against the document the agent saw and, when the document changed since,
 against the current text; ``approve ID... [--edit]`` writes them (compare-and-swap at the revision
-shown; ``--edit`` opens ``$VISUAL``/``$EDITOR`` on the proposed text first, as ``amux memory edit``
-does), ``reject ID... [--reason TEXT]`` drops them; both take ``--path-prefix`` to decide every
+shown; ``--edit`` opens ``$VISUAL``/``$EDITOR`` on the proposed text first, or, when the document changed
+since, on the three-way merge of both changes, as ``amux memory edit`` does on a conflict),
+``reject ID... [--reason TEXT]`` drops them; both take ``--path-prefix`` to decide every
 pending proposal under a prefix.  Proposed text is an agent's: every byte shown in a terminal is made
 inert (:func:`tools.client.inert.inert`, DESIGN.md §17).
 """
@@ -44,20 +45,27 @@ def _cut(text: str, width: int) -> str:
 
 def table(entries: list[dict[str, Any]]) -> str:
     """The terminal table of pending proposals: id, age, action, +/- lines, ``!`` when the document changed
-    since, path and proposer, every row within :data:`WIDTH` columns, agent text made inert."""
+    since, the proposer's session (cut to :data:`tools.cli.human.SHORT_SESSION` characters and ``…``, as
+    ``log`` does; ``-`` for none), path and proposer, every row within :data:`WIDTH` columns, agent text
+    made inert."""
+    from tools.cli.human import SHORT_SESSION
     from tools.client.inert import inert
 
-    head = f"{'ID':13} {'AGE':>4} {'ACTION':6} {'+/-':>9} {'!':1} {'PATH / BY':}"
+    session_width = SHORT_SESSION + 1
+    head = f"{'ID':13} {'AGE':>4} {'ACTION':6} {'+/-':>9} {'!':1} {'SESSION':{session_width}} {'PATH / BY':}"
     lines = [head]
     for e in entries:
+        session = inert(e["actor"].get("session") or "-")
+        if len(session) > session_width:
+            session = session[:SHORT_SESSION] + "…"
         change = "delete" if e["action"] == "forget" else "write"
         lines_changed = f"+{e['added']}/-{e['removed']}"
         by = inert(e["actor"].get("principal") or "?") + " via " + inert(e["actor"].get("client") or "?")
-        rest = WIDTH - (13 + 1 + 4 + 1 + 6 + 1 + 9 + 1 + 1 + 1)
+        rest = WIDTH - (13 + 1 + 4 + 1 + 6 + 1 + 9 + 1 + 1 + 1 + session_width + 1)
         path = inert(e["path"])
         cell = _cut(f"{path}  ({by})", rest)
         lines.append(f"{e['id']:13} {_age(int(e['age_seconds'])):>4} {change:6} {_cut(lines_changed, 9):>9} "
-                     f"{'!' if e['changed'] else ' '} {cell}")
+                     f"{'!' if e['changed'] else ' '} {session:{session_width}} {cell}")
     return "\n".join(lines)
 
 
@@ -65,7 +73,8 @@ def review(*, path_prefix: str = "", as_json: AsJson = False) -> int:
     """The memory changes agents proposed, waiting for your review (memory.review = agents).
 
     In a terminal, a table: id, age, write or delete, lines added/removed, "!" when the document changed
-    since the agent read it, path and who proposed it. Piped or with --json, {"proposals": [{"id",
+    since the agent read it, the agent's session (shortened), path and who proposed it.
+    Piped or with --json, {"proposals": [{"id",
     "path", "action", "status", "actor", "session", "time", "age_seconds", "added", "removed", "bytes",
     "base_revision", "proposed_revision", "current_revision", "changed"}], "pending", "review"}.
     Then: amux memory review show ID; approve ID; reject ID.
@@ -143,7 +152,15 @@ def show(proposal: str, /, *, as_json: AsJson = False) -> int:
           f"{inert(path)}")
     print(f"by {inert(actor.get('principal'))} via {inert(actor.get('client'))}"
           + (f", session {inert(actor.get('session'))}" if actor.get("session") else "") + f", {entry['time']}")
-    if entry["changed"]:
+    decision = entry.get("decision")
+    if entry["status"] != "pending" and isinstance(decision, dict):
+        by = decision.get("by")
+        who = (f"by {inert(by.get('principal'))} via {inert(by.get('client'))}" if isinstance(by, dict)
+               else "by the Hub")
+        print(f"decided: {entry['status']} {who}, {inert(decision.get('time'))}"
+              + (f"; reason: {inert(decision.get('reason'))}" if decision.get("reason") else "")
+              + (f"; revision {inert(decision.get('revision'))[:12]}" if decision.get("revision") else ""))
+    elif entry["changed"]:
         print(f"! {inert(path)} changed since the agent read it: approving as proposed is refused; "
               f"'amux memory review approve {entry['id']} --edit' merges")
     for warning in meta["warnings"]:
@@ -166,18 +183,35 @@ def _targets(client: Any, ids: tuple[str, ...], path_prefix: str) -> list[str]:
                        "(list them with 'amux memory review')", {"field": "id"})
     from tools.client.paging import review_all
 
-    return [str(e["id"]) for e in review_all(client, path_prefix)["proposals"]]
+    found = [str(e["id"]) for e in review_all(client, path_prefix)["proposals"]]
+    if not found:
+        say(f"no pending proposals under {path_prefix}; nothing decided")
+    return found
 
 
-def _edited(proposed: bytes, path: str) -> bytes:
-    """The proposed text after the person edited it in ``$VISUAL``/``$EDITOR`` (a file in a fresh 0700 folder)."""
-    from tools.cli.edit import run_editor
+CURRENT_LABEL = b"current (in memory now)"
+"""The label of the document's current side in an ``approve --edit`` merge's conflict markers."""
+
+PROPOSED_LABEL = b"proposed (by the agent)"
+"""The label of the proposal's side in an ``approve --edit`` merge's conflict markers."""
+
+
+def _edited(text: bytes, path: str, merged: bool = False) -> bytes:
+    """``text`` after the person edited it in ``$VISUAL``/``$EDITOR`` (a file in a fresh 0700 folder).
+
+    ``merged``: ``text`` is a three-way merge (:func:`_merge`); saving it with conflict markers left is
+    refused (``bad_request``, the file kept).  Raises ``bad_request`` when the editor fails (file kept).
+    """
+    from tools.cli.edit import has_markers, run_editor
 
     folder = Path(tempfile.mkdtemp(prefix="amux-review-"))
     file = folder / os.path.basename(path)
-    file.write_bytes(proposed)
+    file.write_bytes(text)
     os.chmod(file, 0o600)
     why = run_editor(file)
+    if why is None and merged and has_markers(file.read_bytes(), CURRENT_LABEL[:7], PROPOSED_LABEL[:8]):
+        why = ("conflict markers (<<<<<<< current ... >>>>>>> proposed) are left in the file: keep what you want "
+               "and remove the markers")
     if why is not None:
         raise HubError(ErrorCode.BAD_REQUEST, f"{why}; nothing was approved (the text is kept in {file})",
                        {"kept_file": str(file)})
@@ -187,10 +221,27 @@ def _edited(proposed: bytes, path: str) -> bytes:
     return data
 
 
+def _merge(base: bytes | None, current: bytes | None, proposed: bytes,
+           entry: dict[str, Any]) -> tuple[bytes, int]:
+    """The three-way merge ``approve --edit`` opens when the document changed since the proposal: base → current
+    (:data:`CURRENT_LABEL`) with base → proposed (:data:`PROPOSED_LABEL`), ``(merged bytes, conflicts)``; says on
+    stderr what it did (the merge of ``amux memory edit``, :func:`tools.cli.edit.merge_versions`)."""
+    from tools.cli.edit import merge_versions
+
+    merged, conflicts = merge_versions(base or b"", current or b"", proposed, PROPOSED_LABEL, CURRENT_LABEL)
+    clash = (f"{conflicts} part(s) where both changed the same lines are marked <<<<<<< current ... >>>>>>> "
+             "proposed: keep what you want and remove the markers" if conflicts
+             else "the changes did not overlap: check the result and save")
+    say(f"{entry['path']} changed since proposal {entry['id']} (now {str(entry['current_revision'])[:12]}): "
+        f"opening the proposal merged into the current text; {clash}")
+    return merged, conflicts
+
+
 def decide(decision: str, ids: tuple[str, ...], path_prefix: str, *, edit: bool = False, reason: str | None = None,
            as_json: bool = False) -> int:
     """Approve or reject proposals one by one; prints each answer (a JSON list when piped) and returns 0, or
-    the exit status of the first failure (the others are still tried)."""
+    the exit status of the first failure (the others are still tried).  A single id that fails prints the
+    error as every command does (``{"error": {...}}`` when piped) with its exit status."""
     from protocol.requests import review_decide_params
     from tools.client.paging import review_text
 
@@ -212,13 +263,22 @@ def decide(decision: str, ids: tuple[str, ...], path_prefix: str, *, edit: bool 
                             if proposed is None:
                                 raise HubError(ErrorCode.BAD_REQUEST, f"proposal {pid} deletes {entry['path']}: "
                                                "there is no text to edit", {"field": "edit"})
-                            content = _edited(proposed, entry["path"])
+                            if entry["changed"]:  # merge base → current with base → proposed (DESIGN.md §21)
+                                base, _ = review_text(client, pid, "base")
+                                current, meta = review_text(client, pid, "current")
+                                entry = meta["proposal"]  # approve against the revision merged with
+                                merged, _ = _merge(base, current, proposed, entry)
+                                content = _edited(merged, entry["path"], merged=True)
+                            else:
+                                content = _edited(proposed, entry["path"])
                         params = review_decide_params(pid, "approve", expected_revision=entry["current_revision"],
                                                       content=content, reason=reason)
                     else:
                         params = review_decide_params(pid, "reject", reason=reason)
                     result = client.call("review_decide", params)
                 except HubError as exc:
+                    if ids and len(ids) == 1:  # one id: the documented error shape and exit status
+                        return fail(exc, as_json=as_json)
                     if not status:
                         status = exc.exit_code
                     results.append({"proposal": pid, "error": exc.to_wire()})
@@ -266,7 +326,9 @@ def approve(*proposals: str, path_prefix: str = "", edit: bool = False, reason: 
     path_prefix
         Approve every pending proposal whose path starts with this instead.
     edit
-        Open $VISUAL / $EDITOR on the proposed text first and approve what you save (one proposal).
+        Open $VISUAL / $EDITOR on the proposed text first and approve what you save (one proposal). When the
+        document changed since the agent read it, the editor gets both changes merged (conflict markers where
+        they overlap; saving with markers left approves nothing).
     reason
         A short note kept with the decision.
     """
