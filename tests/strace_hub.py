@@ -27,10 +27,11 @@ def parse_trace(text: str) -> list[str]:
     """The calls of a ``strace -f -o FILE`` trace, one whole call per line, pids stripped.
 
     With several threads strace splits a call another thread interrupts into ``PID fsync(13 <unfinished ...>``
-    and, later, ``PID <... fsync resumed>) = 0``; the two halves are joined into ``fsync(13) = 0``
-    (the column padding of the short resumed line collapsed to one space) and put where the call *returned* (the resumed line), so "A happened before B" means A had completed.  Lines strace adds
-    on its own (``+++ exited``, ``--- SIGTERM``) are kept as they are.  A call still unfinished at the end
-    (the process was killed inside it) is kept, marked ``<unfinished ...>``, at its start.
+    and, later, ``PID <... fsync resumed>) = 0``; the two halves are joined into ``fsync(13) = 0`` (the
+    column padding of the short resumed line collapsed to one space) and put where the call *returned* (the
+    resumed line), so "A happened before B" means A had completed.  Lines strace adds on its own
+    (``+++ exited``, ``--- SIGTERM``) are kept as they are.  A call still unfinished at the end (the process
+    was killed inside it) is kept, marked ``<unfinished ...>``, at its start.
     """
     out: list[str | None] = []
     pending: dict[str, tuple[int, str]] = {}  # pid -> (slot in out, the call's first half)
