@@ -54,6 +54,10 @@ class CliResult:
         return json.loads(self.stdout)
 
 
+_STARTED: list[subprocess.Popen[bytes]] = []
+"""Every Hub process :meth:`HubProcess.start` ran, in order (:func:`_stop_leftover_hubs`)."""
+
+
 @dataclass
 class HubProcess:
     """A Hub running as a subprocess with its own home; ``cli()`` runs the real CLI against it."""
@@ -79,6 +83,7 @@ class HubProcess:
         assert self.log is not None
         with open(self.log, "ab") as out:  # the Hub keeps its own copy of the descriptor
             self.proc = spawn_serve(self.home, env=self.env, extra=extra, prefix=self.prefix, stdout=out, stderr=out)
+        _STARTED.append(self.proc)
         try:
             wait_until_answering(self.proc, self.socket, timeout)
         except HubStartError as exc:
@@ -144,6 +149,24 @@ def make_hub(tmp_path: Path, *, enabled: bool = True, isolation: str = "off",
     if start:
         hub.start()
     return hub
+
+
+@pytest.fixture(autouse=True)
+def _stop_leftover_hubs() -> Iterator[None]:
+    """After each test, SIGTERM (then SIGKILL) every Hub it started and left running: a test that builds
+    Hubs with :func:`make_hub` directly otherwise leaves them serving for the rest of the session.  Hubs
+    of module- or session-scoped fixtures were started before this fixture's set-up and are left alone."""
+    mark = len(_STARTED)
+    yield
+    while len(_STARTED) > mark:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ durability-order and history-order tests."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -16,6 +17,43 @@ from tests.conftest import amux_argv, make_hub
 from tools.client.blocking import HubClient
 
 STRACE = shutil.which("strace")
+
+_UNFINISHED = re.compile(r"^(?P<call>.*?) <unfinished \.\.\.>$")
+_RESUMED = re.compile(r"^<\.\.\. (?P<name>\w+) resumed>(?P<rest>.*)$")
+_PADDED_RESULT = re.compile(r"^(?P<args>.*?\))\s+(?P<result>= .*)$")
+
+
+def parse_trace(text: str) -> list[str]:
+    """The calls of a ``strace -f -o FILE`` trace, one whole call per line, pids stripped.
+
+    With several threads strace splits a call another thread interrupts into ``PID fsync(13 <unfinished ...>``
+    and, later, ``PID <... fsync resumed>) = 0``; the two halves are joined into ``fsync(13) = 0`` (the
+    column padding of the short resumed line collapsed to one space) and put where the call *returned* (the
+    resumed line), so "A happened before B" means A had completed.  Lines strace adds on its own
+    (``+++ exited``, ``--- SIGTERM``) are kept as they are.  A call still unfinished at the end (the process
+    was killed inside it) is kept, marked ``<unfinished ...>``, at its start.
+    """
+    out: list[str | None] = []
+    pending: dict[str, tuple[int, str]] = {}  # pid -> (slot in out, the call's first half)
+    for raw in text.splitlines():
+        pid, body = ("", raw)
+        if raw[:1].isdigit():
+            pid, _, body = raw.partition(" ")
+            body = body.lstrip()
+        if (m := _UNFINISHED.match(body)) is not None:
+            pending[pid] = (len(out), m.group("call"))
+            out.append(body)
+            continue
+        if (m := _RESUMED.match(body)) is not None and pid in pending:
+            slot, first = pending.pop(pid)
+            out[slot] = None
+            rest = m.group("rest")
+            if (p := _PADDED_RESULT.match(rest)) is not None:  # strace pads a short resumed line to column 40
+                rest = f"{p.group('args')} {p.group('result')}"
+            out.append(first + rest)
+            continue
+        out.append(body)
+    return [line for line in out if line is not None]
 
 
 def need_strace() -> str:
@@ -63,5 +101,5 @@ def traced_hub(tmp_path: Path, calls: list[dict[str, object]], *, isolation: str
         except (OSError, ValueError, IndexError):
             proc.kill()
         proc.wait(30)
-    lines = [line.split(None, 1)[1] if line[:1].isdigit() else line for line in trace.read_text().splitlines()]
+    lines = parse_trace(trace.read_text())
     return hub.home, lines, answers

@@ -31,6 +31,7 @@ def test_linear_fit_of_a_line() -> None:
     assert fit["r2"] == pytest.approx(1.0) and fit["exponent"] == pytest.approx(1.0)
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_hub_proc_starts_answers_and_stops(tmp_path: Path) -> None:
     with HubProc.create(tmp_path) as h:
         c = h.client()  # connected

@@ -31,6 +31,7 @@ def _tree(root: Path) -> dict[str, bytes | None]:
     return out
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_two_writers_same_revision_exactly_one_wins(hub: HubProcess) -> None:
     created = hub.cli("memory", "upsert", "notes/race.md", "--expected-revision", "absent", input=b"base\n")
     rev = created.json["revision"]

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 from tests.conftest import amux_argv
-from tests.strace_hub import need_strace, traced_hub
+from tests.strace_hub import need_strace, parse_trace, traced_hub
 
 
 def test_upsert_syscall_order(tmp_path: Path) -> None:
@@ -66,7 +66,7 @@ def _assert_parents_fsynced(lines: list[str], made: list[tuple[int, str]], answe
     for n, path in made:
         parent = os.path.dirname(path)
         fsynced = [k for k, body in enumerate(lines)
-                   if n < k < answered and re.match(rf"f(data)?sync\(\d+<{re.escape(parent)}>\) = 0", body)]
+                   if n < k < answered and re.match(rf"f(data)?sync\(\d+<{re.escape(parent)}>\)\s*= 0", body)]
         assert fsynced, f"{parent} (parent of the new {path}) was never fsynced before the answer:\n" + \
             "\n".join(lines[n:answered + 1])
 
@@ -110,7 +110,7 @@ def test_first_write_into_a_project_library_fsyncs_every_new_directory_parent(tm
          "--description", "kept", "--project", str(project)],
         env=env, capture_output=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    lines = [line.split(None, 1)[1] if line[:1].isdigit() else line for line in trace.read_text().splitlines()]
+    lines = parse_trace(trace.read_text())
     made = _new_directories(lines, os.path.realpath(project))
     made_paths = [p for _, p in made]
     library = os.path.realpath(project / ".agent" / "memory")
@@ -118,3 +118,17 @@ def test_first_write_into_a_project_library_fsyncs_every_new_directory_parent(tm
     printed = next((n for n, body in enumerate(lines) if re.match(r"write\(1<", body)), len(lines))
     _assert_parents_fsynced(lines, made, printed)
     assert (project / ".agent" / "memory" / "reference" / "durable.md").is_file()
+
+
+def test_parse_trace_joins_a_call_split_by_another_thread() -> None:
+    """strace ``-f`` splits a call another thread interrupted; the parser joins the halves where it returned."""
+    text = ("101 openat(AT_FDCWD, \"a\", O_RDONLY) = 13\n"
+            "101 fsync(13 <unfinished ...>\n"
+            "102 write(4, \"x\", 1)        = 1\n"
+            "101 <... fsync resumed>)     = 0\n"
+            "101 rename(\"a\", \"b\") = 0\n"
+            "102 +++ exited with 0 +++\n"
+            "103 fdatasync(7 <unfinished ...>\n")
+    assert parse_trace(text) == ['openat(AT_FDCWD, "a", O_RDONLY) = 13', 'write(4, "x", 1)        = 1',
+                                 "fsync(13) = 0", 'rename("a", "b") = 0', "+++ exited with 0 +++",
+                                 "fdatasync(7 <unfinished ...>"]

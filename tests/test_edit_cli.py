@@ -183,6 +183,7 @@ def test_edit_conflict_abort_shows_the_diff_and_keeps_the_users_text(hub: HubPro
     assert len(editor.calls) == 1
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_edit_conflict_reopen_merges_both_versions(hub: HubProcess, editor: Editor) -> None:
     put(hub, "doc.md", b"# Doc\none\ntwo\n")
     theirs = "# Doc\none\nTHEIRS\n"
@@ -262,6 +263,7 @@ def test_edit_refuses_a_bad_path_before_starting_the_editor(hub: HubProcess, edi
     assert editor.calls == []
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_editor_variable_is_split_like_a_shell_and_visual_wins(hub: HubProcess, editor: Editor,
                                                                tmp_path: Path) -> None:
     put(hub, "a.md", b"# A\n")
@@ -275,6 +277,7 @@ def test_editor_variable_is_split_like_a_shell_and_visual_wins(hub: HubProcess, 
     assert current(hub, "a.md") == b"# A\nadded in the editor\n"
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_edit_prompts_on_a_terminal(hub: HubProcess, editor: Editor) -> None:
     import pty
     import select
@@ -330,6 +333,7 @@ def test_edit_in_a_terminal_prints_one_line_and_json_with_json(hub: HubProcess, 
                                                           "changed": False}
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_edit_failures_in_a_terminal_are_said_once(hub: HubProcess, editor: Editor) -> None:
     put(hub, "doc.md", b"# Doc\none\ntwo\n")
     r = edit_in_terminal(hub, editor, "race", "doc.md", EDIT_TEST_PATH="doc.md",
@@ -346,6 +350,7 @@ def test_edit_failures_in_a_terminal_are_said_once(hub: HubProcess, editor: Edit
     assert not Path(editor.calls[-1]["file"]).parent.exists(), "an empty text is not kept"
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_edit_diff_on_a_terminal_cannot_drive_it(hub: HubProcess, editor: Editor) -> None:
     put(hub, "doc.md", b"# Doc\nold\n")
     r = editor.edit("race", "doc.md", EDIT_TEST_PATH="doc.md", EDIT_TEST_THEIRS="# Doc\n\x1b]0;pwned\x07\x1b[2J\n",
@@ -358,6 +363,7 @@ def test_edit_diff_on_a_terminal_cannot_drive_it(hub: HubProcess, editor: Editor
 # -- revisions people type -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_a_twelve_digit_prefix_works_for_compare_and_swap(hub: HubProcess) -> None:
     rev = put(hub, "a.md", b"one\n")
     r = hub.cli("memory", "upsert", "a.md", "--expected-revision", rev[:12].upper(), input=b"two\n")
@@ -367,6 +373,7 @@ def test_a_twelve_digit_prefix_works_for_compare_and_swap(hub: HubProcess) -> No
     assert r.returncode == 0 and r.json["deleted"] is True and current(hub, "a.md") is None
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_an_eleven_digit_prefix_is_refused_and_changes_nothing(hub: HubProcess) -> None:
     rev = put(hub, "a.md", b"one\n")
     for args, data in [(("upsert", "a.md"), b"two\n"), (("forget", "a.md"), b"")]:
@@ -376,6 +383,7 @@ def test_an_eleven_digit_prefix_is_refused_and_changes_nothing(hub: HubProcess) 
     assert current(hub, "a.md") == b"one\n"
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_a_wrong_prefix_is_a_conflict_with_full_revisions(hub: HubProcess) -> None:
     rev = put(hub, "a.md", b"one\n")
     wrong = ("0" if rev[0] != "0" else "1") + rev[1:12]
@@ -385,6 +393,7 @@ def test_a_wrong_prefix_is_a_conflict_with_full_revisions(hub: HubProcess) -> No
     assert current(hub, "a.md") == b"one\n"
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_absent_is_never_abbreviated(hub: HubProcess) -> None:
     put(hub, "a.md", b"one\n")
     for spelling in ("abs", "absen", "a"):

@@ -340,6 +340,7 @@ def test_restore_honours_compare_and_swap(hub: HubProcess) -> None:
     assert (hub.scope_dir / "facts.md").read_bytes() == v1
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_restore_is_not_held_back_by_the_rewrite_guard(hub: HubProcess) -> None:
     long = b"# Long\n\n" + b"".join(b"- fact %d\n" % i for i in range(60))
     r1 = upsert(hub, "long.md", long, "absent")
@@ -350,6 +351,7 @@ def test_restore_is_not_held_back_by_the_rewrite_guard(hub: HubProcess) -> None:
     assert (hub.scope_dir / "long.md").read_bytes() == long
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_a_hand_edit_is_recorded_as_external(hub: HubProcess) -> None:
     r1 = upsert(hub, "hand.md", b"# Hand\n\nby the hub\n", "absent")
     edited = b"# Hand\n\nby an editor\n"
@@ -602,6 +604,7 @@ def test_a_malformed_session_id_is_a_bad_request_naming_the_variable(hub: HubPro
 # -- review fixes ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_overwriting_a_document_untouched_for_200_days_can_be_undone(hub: HubProcess) -> None:
     old = b"# Old\n\nwritten long ago by hand\n"
     path = hub.scope_dir / "old.md"

@@ -25,7 +25,7 @@ from hub.server import Hub
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder, encode_frame
 from protocol.limits import LIMITS
-from protocol.messages import PROTOCOL_VERSION, Response, decode_response, encode_request, pack
+from protocol.messages import DATA_METHODS, METHODS, PROTOCOL_VERSION, Response, decode_response, encode_request, pack
 from tests.conftest import HubProcess
 from tests.raw_hub import RAW_TIMEOUT, Raw, error_of
 
@@ -355,8 +355,9 @@ def test_hello_with_global_binding_and_isolation_off(hub: HubProcess) -> None:
         assert hello["binding"] == "global"
         assert hello["isolation"] == "off"
         assert hello["limits"]["max_frame_bytes"] == MAX
-        assert set(hello["methods"]) == {"search", "get", "upsert", "forget", "export", "list", "history", "log",
-                                         "restore", "purge", "scan"}
+        # Derived from protocol.messages, so a new method cannot make this stale: the Hub lists every method
+        # it answers except the handshake ("hello") and the switch into an MCP session ("mcp_open", §9.2).
+        assert set(hello["methods"]) == METHODS - {"hello", "mcp_open"} == DATA_METHODS
         assert_works(conn)
 
 

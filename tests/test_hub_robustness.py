@@ -145,6 +145,7 @@ def test_hand_placed_non_utf8_file_exports_byte_identical(hub: HubProcess) -> No
     assert pages >= 2
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_overlong_segment_is_invalid_path_and_creates_nothing(hub: HubProcess) -> None:
     before = sorted(p.name for p in hub.home.rglob("*"))
     long_name = "leftover1/leftover2/" + "d" * 300 + "/x.md"

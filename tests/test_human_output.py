@@ -69,6 +69,7 @@ def test_search_lists_ranked_paths_lines_and_snippets(filled: HubProcess) -> Non
     assert SGR.search(r.screen), "colour and bold in a terminal that has them"
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_search_says_plainly_when_results_are_cut(filled: HubProcess) -> None:
     r = term(filled, "memory", "search", "trio", "--limit", "1")
     assert r.returncode == 0, r.stderr
@@ -231,6 +232,7 @@ def test_writes_print_one_line_with_the_new_short_revision(hub: HubProcess) -> N
     assert r.stderr == "", "the notice piped output gives on stderr is the rendered line here"
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_an_error_is_printed_once_on_stderr_with_the_next_step_and_nothing_on_stdout(filled: HubProcess) -> None:
     r = term(filled, "memory", "upsert", "MEMORY.md", "--expected-revision", "0" * 64, input=b"# other\n")
     assert r.returncode == 5

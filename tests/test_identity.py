@@ -500,6 +500,7 @@ def test_registry_changes_apply_at_once_and_a_broken_file_fails_closed(hub_facto
     assert ok(h.cli("hub", "status", env=as_token(token)))["principal"] == "alice"
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_concurrent_registry_edits_lose_nothing(tmp_path: Path) -> None:
     import subprocess
 
@@ -520,6 +521,7 @@ def test_concurrent_registry_edits_lose_nothing(tmp_path: Path) -> None:
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the CLI as other uids")
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 @needs_root
 def test_aliases_make_several_os_accounts_share_one_scope(hub_factory: Any, shared_dir: Path) -> None:
     h: HubProcess = hub_factory(isolation="user", settings={"hub.socket_path": str(shared_dir / "hub.sock"),

@@ -30,6 +30,7 @@ def _hub(hub_factory: Any, shared_dir: Path, isolation: str) -> HubProcess:
     return h
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_isolation_user_keeps_principals_apart(hub_factory: Any, shared_dir: Path) -> None:
     h = _hub(hub_factory, shared_dir, "user")
     a_in = shared_input(shared_dir, "a.md", "# Alice\n\nalpha-secret preference\n")

@@ -312,6 +312,7 @@ def test_several_misplaced_options_are_named_together(launcher: Launcher, tmp_pa
     assert not launcher.ran and not run_dir.exists() and not (launcher.hub.home / "sessions").exists()
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_agents_own_options_of_the_same_name_and_anything_after_a_double_dash_pass_through(
         launcher: Launcher) -> None:
     # Claude Code has its own --session-id (and --resume, which is its native resume: refused below).
@@ -354,6 +355,7 @@ def test_print_spec_runs_nothing_but_stores_the_session(launcher: Launcher) -> N
     assert launcher.session("s-spec")["binding"] == "global"
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_pi_has_only_an_amux_wrapper_on_path_and_the_cli_protocol(launcher: Launcher) -> None:
     word = "zanzibarquux"
     assert launcher.hub.cli("memory", "upsert", "notes/pi.md", "--expected-revision", "absent",
@@ -380,6 +382,7 @@ def test_pi_has_only_an_amux_wrapper_on_path_and_the_cli_protocol(launcher: Laun
     assert not os.path.exists(os.path.dirname(wrapper["path"]))  # --print-spec leaves nothing behind
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_pi_run_dir_keeps_nothing_of_the_launch(launcher: Launcher, tmp_path: Path) -> None:
     existing = tmp_path / "rd"
     existing.mkdir()
@@ -402,6 +405,7 @@ def test_pi_run_dir_keeps_nothing_of_the_launch(launcher: Launcher, tmp_path: Pa
     assert not run_dir.exists()
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_refused_arguments_store_no_session_and_ask_no_hub(launcher: Launcher) -> None:
     sessions = launcher.hub.home / "sessions"
     before = sorted(os.listdir(sessions)) if sessions.exists() else []
@@ -526,6 +530,7 @@ def _stub_hub(path: Path, *, trickle: float | None = None) -> Iterator[Path]:
         server.close()
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_users_config_files_are_byte_identical(launcher: Launcher, tmp_path: Path) -> None:
     codex_home = tmp_path / "codex-home"
     codex_home.mkdir()
@@ -695,6 +700,7 @@ def _processes_running(needle: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 @needs_root
 def test_as_user_run_dir_the_user_cannot_enter_is_named_and_nothing_is_left(hub_factory: Any,
                                                                             shared_dir: Path) -> None:
@@ -715,6 +721,7 @@ def test_as_user_run_dir_the_user_cannot_enter_is_named_and_nothing_is_left(hub_
     assert launch.record["uid"] == uid and not (shared_dir / "fresh").exists()
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 @needs_root
 def test_as_user_with_an_unreadable_installation_is_an_explicit_error(hub_factory: Any, shared_dir: Path) -> None:
     if not str(Path(sys.executable).resolve()).startswith("/root/"):

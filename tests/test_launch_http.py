@@ -173,6 +173,7 @@ def wait_for(path: Path, timeout: float = 30) -> None:
 # -- fast: the plan, the hand-over, the revocation -----------------------------------------------
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_print_spec_says_http_with_the_token_redacted_and_issues_nothing(tmp_path: Path) -> None:
     """``--print-spec`` for claude and codex shows the HTTP attachment: Claude's config is a 0600 file (not
     argv), Codex's token a variable; every token is ``<redacted>`` and no token is issued for a printed spec."""
@@ -214,6 +215,7 @@ def test_print_spec_says_http_with_the_token_redacted_and_issues_nothing(tmp_pat
         h.stop()
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_relay_when_the_principal_is_unregistered_or_the_hub_serves_no_http(tmp_path: Path) -> None:
     """No registered principal: the relay, saying why and how to change it; no HTTP listener: the relay, quietly."""
     h, _ = http_hub(tmp_path / "a", register=False)
@@ -239,6 +241,7 @@ def test_relay_when_the_principal_is_unregistered_or_the_hub_serves_no_http(tmp_
         plain.stop()
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 @pytest.mark.parametrize("agent", ["claude", "codex"])
 def test_the_token_works_during_the_run_and_is_revoked_after_sigterm(tmp_path: Path, agent: str) -> None:
     """The stand-in agent gets a working delegated token (0600 file for Claude, variable for Codex; never in

@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from collections.abc import Collection, Iterator
 from pathlib import Path
@@ -495,15 +496,41 @@ def _product_module(name: str) -> str | None:
     return None
 
 
+def _is_import_function(node: ast.expr) -> bool:
+    """``importlib.import_module``, a bare ``import_module`` (``from importlib import import_module``) or
+    ``__import__``."""
+    if isinstance(node, ast.Name):
+        return node.id in ("import_module", "__import__")
+    return (isinstance(node, ast.Attribute) and node.attr == "import_module"
+            and isinstance(node.value, ast.Name) and node.value.id == "importlib")
+
+
+def dynamic_imports(node: ast.AST) -> list[str]:
+    """The literal module names a call imports at run time: ``importlib.import_module("hub.store")``,
+    ``__import__("hub.store")``, and the function handed on with its name as the next argument
+    (``trio.to_thread.run_sync(importlib.import_module, "hub.mcp.session")``).  Relative names
+    (``import_module(".x", pkg)``) and computed ones are not seen."""
+    if not isinstance(node, ast.Call):
+        return []
+    args = [node.func, *node.args]
+    return [nxt.value for fn, nxt in itertools.pairwise(args)
+            if _is_import_function(fn) and isinstance(nxt, ast.Constant) and isinstance(nxt.value, str)
+            and not nxt.value.startswith(".")]
+
+
 def imported_modules(module: str, source: str, is_package: bool) -> Iterator[tuple[int, str]]:
     """``(line, product module)`` for every import in ``source``: module level, in functions, under
-    ``if TYPE_CHECKING:`` alike; ``from P import m`` counts as importing ``P.m`` when that is a module."""
+    ``if TYPE_CHECKING:`` alike; ``from P import m`` counts as importing ``P.m`` when that is a module;
+    ``importlib.import_module("P.m")`` and ``__import__("P.m")`` with a literal name count too
+    (:func:`dynamic_imports`)."""
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = _resolve_from(module, node, is_package)
             names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        elif isinstance(node, ast.Call) and (found := dynamic_imports(node)):
+            names = found
         else:
             continue
         for name in dict.fromkeys(names):
@@ -540,12 +567,18 @@ def test_map_checker_finds_a_planted_import_and_lets_an_allowed_one_pass() -> No
                             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import tools.cli.app\n", False),
         "tools.cli.agent": ("tools/cli/agent.py", "def m():\n    from tools.mcp.relay import main\n"
                             "    from tools.ui import pages\n", False),
+        "protocol.paths": ("protocol/paths.py", "import importlib\nimportlib.import_module('hub.store')\n"
+                           "def f():\n    return __import__('hub.server')\nimportlib.import_module('json')\n"
+                           "run(importlib.import_module, 'tools.ui.app')\nimport_module('.limits', 'p')\n", False),
     }
     assert map_violations(allowed, sources) == [
         "protocol/framing.py:2: protocol.framing imports hub.store, which DESIGN.md §2.1 does not allow",
         "tools/mcp/relay.py:2: tools.mcp.relay imports tools.ui.app, which DESIGN.md §2.1 does not allow",
         "tools/mcp/relay.py:5: tools.mcp.relay imports tools.cli.app, which DESIGN.md §2.1 does not allow",
         "tools/cli/agent.py:3: tools.cli.agent imports tools.ui.pages, which DESIGN.md §2.1 does not allow",
+        "protocol/paths.py:2: protocol.paths imports hub.store, which DESIGN.md §2.1 does not allow",
+        "protocol/paths.py:6: protocol.paths imports tools.ui.app, which DESIGN.md §2.1 does not allow",
+        "protocol/paths.py:4: protocol.paths imports hub.server, which DESIGN.md §2.1 does not allow",
     ]
 
 

@@ -66,6 +66,7 @@ def test_list_prefix_and_cli(hub: HubProcess) -> None:
                                                "user/me.md"]
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_list_rejects_bad_arguments_and_respects_disabled(hub_factory: object, hub: HubProcess) -> None:
     with hub.client() as client:
         for params, code in (({"path_prefix": "../"}, ErrorCode.INVALID_PATH),

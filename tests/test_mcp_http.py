@@ -143,6 +143,7 @@ def snapshot(home: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_tokens_are_checked_on_every_request_and_refusals_say_nothing(tmp_path: Path) -> None:
     """Missing, wrong, revoked, expired and delegated-without-binding tokens get the same 401 with a bare
     ``WWW-Authenticate: Bearer``; a token in the query string is never read; nothing is written."""
@@ -177,6 +178,7 @@ def test_tokens_are_checked_on_every_request_and_refusals_say_nothing(tmp_path: 
     assert read_entry(url, good, sid)[0] == 401
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_host_and_origin(tmp_path: Path) -> None:
     """``Host`` must name the listener (421 otherwise); ``Origin`` may be absent, or the listener's own (else
     403); refusals write nothing."""
@@ -194,6 +196,7 @@ def test_host_and_origin(tmp_path: Path) -> None:
     assert request(url, body=INIT, headers=bearer(token, Host=f"localhost:{port}"))[0] == 200
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_sessions_belong_to_their_token_and_end(tmp_path: Path) -> None:
     """A session id is 128 random bits, usable only with the token that opened it (another token, even of the
     same principal: 404, and nothing is written); DELETE ends it; history names each token's principal."""
@@ -223,6 +226,7 @@ def test_sessions_belong_to_their_token_and_end(tmp_path: Path) -> None:
     assert read_entry(url, a, sid)[0] == 404
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_isolation_user_gives_each_token_its_principals_scope(tmp_path: Path) -> None:
     """With isolation ``user`` each token reads and writes its own principal's scope only (search, get and
     upsert of the same path land in ``users/<key>``); a delegated token works only with its binding in
@@ -251,6 +255,7 @@ def test_isolation_user_gives_each_token_its_principals_scope(tmp_path: Path) ->
     assert status == 200 and who["structuredContent"]["content"].startswith("# bob"), who
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_idle_sessions_expire_and_the_cap_per_principal_answers(tmp_path: Path) -> None:
     """``hub.mcp_session_idle`` ends an idle session (404 after); the 17th open session of one principal is
     answered 429 at once while another principal still opens one; an ended session frees its place."""
@@ -271,6 +276,7 @@ def test_idle_sessions_expire_and_the_cap_per_principal_answers(tmp_path: Path) 
     open_session(url, a)  # the expired ones no longer count
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_body_bound_and_rate(tmp_path: Path) -> None:
     """A body over ``MCP_HTTP_MAX_BODY_BYTES`` is 413; past the burst one token gets 429 with ``Retry-After``
     while another token is unaffected."""
@@ -299,6 +305,7 @@ def test_body_bound_and_rate(tmp_path: Path) -> None:
     assert snapshot(h.home) == before
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_stalled_clients_do_not_stall_others(tmp_path: Path) -> None:
     """Half-sent headers (slowloris) and a body that never finishes, held open, while another token's session
     and a Unix-socket client are served at once; the stalled ones are closed by the listener's timeouts."""
@@ -337,6 +344,7 @@ def test_plain_http_off_loopback_refuses_to_start(tmp_path: Path) -> None:
     assert not h.socket.exists()
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_tls_init_then_the_listener_is_reachable_with_the_ca_only(tmp_path: Path) -> None:
     """``amux hub tls init`` makes 0600 keys and sets the TLS settings; the Hub then serves ``https`` that a
     client verifying with ``ca.pem`` reaches and one with the system roots refuses; a second init refuses
@@ -376,6 +384,7 @@ def test_tls_init_then_the_listener_is_reachable_with_the_ca_only(tmp_path: Path
     assert {c["name"]: c for c in json.loads(d.stdout)["checks"]}["mcp_http"]["status"] == "fail"
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_hub_connect_prints_working_commands(tmp_path: Path) -> None:
     """``amux hub connect`` issues a working token once and prints, per agent, the commands with it: Claude
     Code's ``claude mcp add --transport http``, Codex's ``codex mcp add --url`` with the token in an
@@ -435,6 +444,7 @@ def wire(name: str) -> Any:
     return doc
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_initialize_and_tools_list_are_the_relays(tmp_path: Path) -> None:
     """Over HTTP, ``initialize`` (instructions on by default, off with ``Amux-Instructions: off``), ``tools/list``
     and ``ping`` answer exactly what the relay answers (``tests/fixtures/mcp_wire.json``); a bad
@@ -466,6 +476,7 @@ def test_initialize_and_tools_list_are_the_relays(tmp_path: Path) -> None:
     assert snapshot(h.home) == before
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_the_memory_tools_over_http_with_history_and_pages_per_session(tmp_path: Path) -> None:
     """upsert, get, search and forget through one HTTP session act on the Hub (the CLI sees it); history names
     client ``amux-mcp``, the principal and the ``Amux-Session``; a result over the page budget comes in pages
@@ -509,6 +520,7 @@ def test_the_memory_tools_over_http_with_history_and_pages_per_session(tmp_path:
     assert tool(url, token, sid, "result_continue", {"token": page_token})[0] == 404
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_review_on_keeps_an_http_upsert_as_a_proposal(tmp_path: Path) -> None:
     """With ``memory.review = agents`` an HTTP MCP caller is an agent: its upsert answers a pending proposal,
     the document is not written, and ``amux memory review`` lists it; ``tools/list`` publishes the proposal
@@ -526,6 +538,7 @@ def test_review_on_keeps_an_http_upsert_as_a_proposal(tmp_path: Path) -> None:
     assert [p["id"] for p in pending] == [result["proposal"]], pending
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_the_sdk_streamable_http_client_uses_the_memory_tools(tmp_path: Path) -> None:
     """The ``mcp`` SDK's own streamable-HTTP client (``tests/remote_mcp_client.py``'s stack) against the Hub:
     initialize names the ``amux`` server with its instructions; upsert, search, get, a paged get followed with
@@ -578,6 +591,7 @@ def test_the_sdk_streamable_http_client_uses_the_memory_tools(tmp_path: Path) ->
         {"path": "big.md", "bytes": len(big.encode())}]
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_an_http_caller_is_an_agent_the_secret_check_cannot_be_overridden(tmp_path: Path) -> None:
     """An HTTP ``memory_upsert`` of a note holding a (fake) credential is refused with ``secret_detected`` even with
     ``allow_secret: true`` among its arguments (no schema names it; the Hub refuses it from an agent), the value

@@ -95,6 +95,7 @@ class Relay:
         return self.proc.stderr.read().decode()
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_initialize_and_tools_list_are_byte_identical_to_the_old_server(hub: HubProcess) -> None:
     relay = Relay(hub.home)
     try:
@@ -142,6 +143,7 @@ def test_with_no_hub_the_relay_answers_like_the_old_server_then_uses_a_hub_that_
     assert "not usable" in log
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_a_hub_killed_mid_session_is_unavailable_then_serves_again(hub: HubProcess) -> None:
     relay = Relay(hub.home)
     try:
@@ -160,6 +162,7 @@ def test_a_hub_killed_mid_session_is_unavailable_then_serves_again(hub: HubProce
         relay.close()
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_two_relays_are_two_sessions_with_their_own_pages(hub: HubProcess) -> None:
     big = "".join(f"line {i} " + "x" * 80 + "\n" for i in range(600))  # ~54 KiB: a get comes in pages
     a, b = Relay(hub.home), Relay(hub.home)
@@ -202,6 +205,7 @@ def test_the_relay_imports_no_sdk_trio_pydantic_or_cli(hub: HubProcess, tmp_path
     assert loaded == [], loaded
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the relay as other uids")
 def test_a_relay_run_as_another_user_gets_that_users_scope(hub_factory: Any, shared_dir: Path) -> None:
     h: HubProcess = hub_factory(isolation="user", settings={"hub.socket_path": str(shared_dir / "hub.sock"),

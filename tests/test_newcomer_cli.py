@@ -62,6 +62,7 @@ def test_launch_without_the_agent_program_says_how_to_install_it(tmp_path: Path,
     assert "next_step" not in error["data"]
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_a_version_never_recorded_points_at_the_history(hub: HubProcess) -> None:
     r = hub.cli("memory", "upsert", "notes/deploy.md", "--expected-revision", "absent", input=b"# Deploy\n")
     assert r.returncode == 0, r.stderr
@@ -130,6 +131,7 @@ def admin(env: dict[str, str], *args: str) -> Any:
     return json.loads(r.plain)
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_admin_commands_take_json_and_print_for_a_person(tmp_path: Path) -> None:
     env = clean_env(tmp_path / "home")
     assert admin(env, "hub", "principal", "add", "alice")["added"] is True
@@ -163,6 +165,7 @@ def test_admin_commands_take_json_and_print_for_a_person(tmp_path: Path) -> None
     assert got.plain == "memory.enabled = true\n"
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_counts_are_singular_for_one(hub: HubProcess) -> None:
     sample = samples()[0]
     r = hub.cli("memory", "upsert", "notes/keys.md", "--expected-revision", "absent", "--allow-secret",

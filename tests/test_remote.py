@@ -516,6 +516,7 @@ async def test_network_listener_is_checked_before_anything_opens(tmp_path: Path)
     assert not (tmp_path / "hub.sock").exists()
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_hub_survives_garbage_on_the_tls_port(hub_factory: Any, certs: Certs) -> None:
     h = tls_hub(hub_factory, certs)
     host, port = network_address(h).removeprefix("tls://").rsplit(":", 1)

@@ -70,6 +70,7 @@ def test_review_off_answers_exactly_as_before(hub: HubProcess) -> None:
     assert ok(hub.cli("memory", "review", "--json")) == {"proposals": [], "pending": 0, "review": "off"}
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_agent_write_is_a_proposal_and_approval_writes_exactly_it(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(settings=REVIEW)
     body = b"# Prefs\n- tabs, not spaces\n"
@@ -105,6 +106,7 @@ def test_agent_write_is_a_proposal_and_approval_writes_exactly_it(hub_factory: A
     assert pending(h) == []
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_reject_forget_proposal_and_path_prefix(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(settings=REVIEW)
     with person(h) as p:
@@ -125,6 +127,7 @@ def test_reject_forget_proposal_and_path_prefix(hub_factory: Any) -> None:
     assert json.loads(log[0])["reason"] == "not needed"
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_changed_base_is_never_applied_silently_and_edit_merges(hub_factory: Any, tmp_path: Path) -> None:
     h: HubProcess = hub_factory(settings=REVIEW)
     with person(h) as p:
@@ -150,6 +153,7 @@ def test_changed_base_is_never_applied_silently_and_edit_merges(hub_factory: Any
     assert (h.scope_dir / "t.md").read_bytes() == b"one\ntwo\nperson\nagent\n"
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_delegated_token_is_an_agent_and_review_paths_limit_review(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(settings={**REVIEW, "memory.review_paths": "MEMORY.md,user/**"})
     ok(h.cli("hub", "principal", "add", "alice"))
@@ -169,6 +173,7 @@ def test_delegated_token_is_an_agent_and_review_paths_limit_review(hub_factory: 
     assert sorted(e["path"] for e in pending(h)) == ["user/deep/x.md", "user/prefs.md"]
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_cap_replacement_and_the_backlog_error(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(settings={**REVIEW, "memory.review_max_pending": "2"})
     with agent(h) as a:
@@ -184,6 +189,7 @@ def test_cap_replacement_and_the_backlog_error(hub_factory: Any) -> None:
     assert ok(h.cli("memory", "review", "show", first["proposal"], "--json"))["proposal"]["status"] == "superseded"
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_refusals_at_proposal_time_are_todays_errors(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(settings=REVIEW)
     key = "ghp_" + "Zx9" * 12
@@ -202,6 +208,7 @@ def _proposal_file(h: HubProcess, pid: str) -> Path:
     return h.home / "review" / "global" / f"{pid}.json"
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_kill_9_keeps_an_acknowledged_proposal_and_expiry(hub_factory: Any) -> None:
     h: HubProcess = hub_factory(settings={**REVIEW, "memory.review_max_days": "30"})
     with agent(h) as a:
@@ -221,6 +228,7 @@ def test_kill_9_keeps_an_acknowledged_proposal_and_expiry(hub_factory: Any) -> N
     assert json.loads((h.home / "review" / "global" / "decisions.log").read_text())["status"] == "expired"
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_crash_between_write_and_mark_is_shown_truthfully(hub_factory: Any) -> None:
     """An approval whose proposal was not marked decided (kill between the two) is found approved, not pending."""
     h: HubProcess = hub_factory(settings=REVIEW)

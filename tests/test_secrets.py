@@ -331,6 +331,7 @@ def test_long_adversarial_lines_are_checked_in_linear_time(hub: HubProcess, line
     assert r.returncode == 0, r.stdout
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_long_lines_of_jwt_lookalikes_are_checked_without_backtracking(hub: HubProcess) -> None:
     """The reviewer's 63 KB line of ``eyJ`` took 2 s of CPU under the scope lock, and ``scan --history`` paid it
     again for each stored version: eight such versions must now be written and scanned inside a 10 s process
@@ -429,6 +430,7 @@ def test_a_path_holding_a_credential_is_refused_and_never_echoed(hub: HubProcess
     assert_no_leak(sample, hub.log.read_text())
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_an_agent_session_cannot_override_the_check(hub: HubProcess) -> None:
     sample = samples(33)[0]
     r = hub.cli("memory", "upsert", "pi.md", "--expected-revision", "absent", "--allow-secret",
@@ -556,6 +558,7 @@ def test_import_skips_host_memories_holding_credentials_and_imports_the_rest(hub
     assert not any(sample.secret.encode() in p.read_bytes() for p in hub.scope_dir.rglob("*.md"))
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_a_project_library_refuses_credentials_in_process(hub: HubProcess, tmp_path: Path) -> None:
     sample = samples(39)[0]
     project = tmp_path / "proj"

@@ -792,6 +792,7 @@ def test_a_plain_forget_leaves_a_dead_link_that_lint_says_index_fixes(target: Ta
     assert out["errors"] == 0 and out["warnings"] == 0, out["problems"]
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_every_lint_finding_names_its_fix(tmp_path: Path, hub: HubProcess) -> None:
     t = Target("hub", hub.scope_dir, hub=hub, index="index.md")
     t.put("user/ok.md", topic_text("ok", "user", tags=["A B"]))
@@ -846,6 +847,7 @@ def test_an_old_memory_md_index_in_a_hub_scope_moves_to_index_md(hub: HubProcess
         "# Team memory\n\nAsk before deleting anything.\n\n## Links\n- https://example.com/wiki\n")
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_memory_md_without_typed_memories_is_never_touched_and_a_full_one_refuses_the_pointer(
         hub: HubProcess) -> None:
     t = Target("hub", hub.scope_dir, hub=hub, index="index.md")

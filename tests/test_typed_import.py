@@ -403,6 +403,7 @@ def test_a_conflict_mid_import_stops_and_reports_what_was_done(hub: HubProcess, 
         parse_topic_file((hub.scope_dir / path).read_text())
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_a_host_file_with_an_impossible_date_is_skipped_and_named(hub: HubProcess, tmp_path: Path) -> None:
     notes = tmp_path / "notes"
     notes.mkdir()

@@ -96,6 +96,7 @@ def test_sign_in_redirect_keeps_the_path_as_sent_and_stays_on_this_site(hub: Hub
     assert sign_in_location("/é".encode(), b"") == "/%C3%A9"
 
 
+@pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_state_changing_requests_need_cookie_same_origin_and_csrf_token(hub: HubProcess, ui: UiProcess) -> None:
     cookie = ui.sign_in()
     _, _, page = request(ui, "GET", "/new", cookie=cookie)

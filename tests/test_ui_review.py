@@ -103,6 +103,7 @@ def test_review_page_lists_counts_and_escapes_agent_text(reviewed: tuple[HubProc
     assert not (h.scope_dir / "notes" / "evil.md").exists()  # looking changes nothing
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_decide_needs_cookie_same_origin_and_csrf_then_approve_writes_the_exact_bytes(
         reviewed: tuple[HubProcess, UiProcess]) -> None:
     h, ui = reviewed
@@ -148,6 +149,7 @@ def test_decide_needs_cookie_same_origin_and_csrf_then_approve_writes_the_exact_
     assert status == 303 and headers["location"] == f"/review/{pid}?already=1"  # twice applies once
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_reject_leaves_the_document_and_keeps_the_reason(reviewed: tuple[HubProcess, UiProcess]) -> None:
     h, ui = reviewed
     rev = write(h, "notes/keep.md", b"keep me\n")

@@ -1,9 +1,19 @@
 """This installation's ``amux`` command, for anything that must start it again (DESIGN.md §2.3).
 
-One answer to "which ``amux`` is this?" for the service files (§19.3), ``amux launch``'s
-entry point (§10), the test suite and the bench: the console script beside the running
-interpreter (a virtualenv's ``bin/amux``), else ``amux`` on ``PATH``, else the module form
-``[python, -m, tools.cli]``. Nothing here imports more than the standard library.
+Two questions, two answers (deliberately not unified):
+
+- :func:`amux_script` -- "which single ``amux`` *file* can I hand to another program?"  ``amux launch``
+  (§10) writes it into the agent's MCP registration and, under ``--as-user``, copies it for the other
+  account (``launch/isolation.py``), so it must be one executable file; the module form cannot be copied.
+  It prefers ``argv0`` (the very script the user ran, so the agent gets the same installation), then the
+  script beside ``sys.executable``, then ``amux`` on ``PATH`` as a last resort, else ``None`` (launch
+  then fails with ``not_found``, listing :func:`script_candidates`).
+- :func:`amux_command` -- "which argv runs *exactly this code*?"  The service files (§19.3), spawning a
+  Hub (``tools/lifecycle/spawn.py``), ``amux doctor``, the bench and the tests need this installation and
+  no other, and may take an argv prefix: the script beside ``sys.executable``, else
+  ``[python, -m, tools.cli]``.  Never ``PATH``: an ``amux`` there may be another installation or version.
+
+Nothing here imports more than the standard library.
 """
 
 from __future__ import annotations
