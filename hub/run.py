@@ -176,10 +176,17 @@ async def _serve_until_stopped(hub: Hub, config: HubConfig, limits: Limits, list
             conns.cancel_scope.deadline = trio.current_time() + limits.shutdown_grace_seconds
 
 
+MCP_WARM_DELAY_SECONDS = 2.0
+"""Seconds after the Hub serves before it imports the MCP server in the background: the import holds the GIL
+for ~0.5-1.5 s, and the writes and reads that follow a restart should not wait for it."""
+
+
 async def _warm_mcp() -> None:
-    """Import the MCP server (the ``mcp`` SDK, ~0.5 s of CPU) in a worker thread once the Hub serves, so the
-    first ``mcp_open`` does not wait for it (DESIGN.md §9.2), then freeze the garbage collector's view of what
-    start-up made (``gc.freeze``).  A failure is left for ``mcp_open`` to report."""
+    """Import the MCP server (the ``mcp`` SDK, ~0.5 s of CPU) in a worker thread :data:`MCP_WARM_DELAY_SECONDS`
+    after the Hub serves, so a later ``mcp_open`` does not wait for it (an earlier one imports it itself,
+    DESIGN.md §9.2), then freeze the garbage collector's view of what start-up made (``gc.freeze``).  A failure
+    is left for ``mcp_open`` to report.  Cancelled with the Hub's nursery at shutdown."""
+    await trio.sleep(MCP_WARM_DELAY_SECONDS)
     try:
         await trio.to_thread.run_sync(importlib.import_module, "hub.mcp.session", abandon_on_cancel=True)
     except Exception:
