@@ -185,8 +185,23 @@ def click_and_load(driver: Any, element: Any, timeout: float = WAIT_SECONDS) -> 
 
     old = driver.find_element(By.TAG_NAME, "html")
     element.click()
-    wait(driver, expected_conditions.staleness_of(old), timeout)
+    wait(driver, lambda _: replaced(old, expected_conditions.staleness_of(old)), timeout)
     wait(driver, loaded, timeout)
+
+
+def replaced(old: Any, stale: Any) -> bool:
+    """Whether the element ``old`` left the document: ``stale(driver)`` (Selenium's ``staleness_of``), where
+    chromedriver may instead answer "Node with given id does not belong to the document" or "No node with
+    given id found" as a plain ``WebDriverException`` while the old document is being torn down: that too
+    means it is gone.  Any other error is raised."""
+    from selenium.common.exceptions import WebDriverException
+
+    try:
+        return bool(stale(None))
+    except WebDriverException as exc:
+        if "does not belong to the document" in str(exc) or "No node with given id" in str(exc):
+            return True
+        raise
 
 
 def text_of(driver: Any, by: str, selector: str, timeout: float = WAIT_SECONDS) -> str:
