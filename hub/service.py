@@ -301,8 +301,7 @@ class MemoryService:
             log.warning("wrote %s holding %s (%s): %s", path, credentials(len(findings)), how,
                         "; ".join(f"line {f.line} {f.rule} {f.preview}" for f in findings))
             result["secret_findings"] = [f.wire() for f in findings]
-            noun = "credential" if len(findings) == 1 else "credentials"
-            result["warnings"] = [f"{path} holds {len(findings)} {noun} (secret_findings); "
+            result["warnings"] = [f"{path} holds {credentials(len(findings))} (secret_findings); "
                                   + ("written because --allow-secret overrode the check"
                                      if allow_secret else "written because memory.secret_scan is warn")]
         return result

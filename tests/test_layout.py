@@ -272,8 +272,9 @@ SEPARATE_CONSTANTS = {
 """Same name and value on purpose: ``(name, module)`` → why it is a different quantity."""
 
 
-def module_constants(source: str) -> Iterator[tuple[str, object]]:
-    """``(NAME, value)`` for each module-level upper-case name bound to a literal (a leading ``_`` dropped)."""
+def upper_case_bindings(source: str) -> Iterator[tuple[int, str, ast.expr]]:
+    """``(line, NAME, value)`` for each module-level ``NAME = value`` (or ``NAME: T = value``) whose name is
+    upper case, a leading ``_`` allowed."""
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target, value = node.targets[0], node.value
@@ -281,8 +282,15 @@ def module_constants(source: str) -> Iterator[tuple[str, object]]:
             target, value = node.target, node.value
         else:
             continue
-        if isinstance(target, ast.Name) and target.id.lstrip("_").isupper() and isinstance(value, ast.Constant):
-            yield target.id.lstrip("_"), value.value
+        if isinstance(target, ast.Name) and target.id.lstrip("_").isupper():
+            yield node.lineno, target.id, value
+
+
+def module_constants(source: str) -> Iterator[tuple[str, object]]:
+    """``(NAME, value)`` for each module-level upper-case name bound to a literal (a leading ``_`` dropped)."""
+    for _, name, value in upper_case_bindings(source):
+        if isinstance(value, ast.Constant):
+            yield name.lstrip("_"), value.value
 
 
 def repeated_constants(sources: dict[str, str]) -> list[str]:
@@ -656,15 +664,9 @@ def _numeric(node: ast.expr) -> bool:
 
 def numeric_constants(source: str) -> Iterator[tuple[int, str]]:
     """``(line, NAME)`` for each module-level upper-case name (``_`` prefix allowed) bound to a number."""
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            target, value = node.target, node.value
-        else:
-            continue
-        if isinstance(target, ast.Name) and target.id.lstrip("_").isupper() and _numeric(value):
-            yield node.lineno, target.id
+    for line, name, value in upper_case_bindings(source):
+        if _numeric(value):
+            yield line, name
 
 
 def unplaced_constants(sources: dict[str, tuple[str, str]], named: set[str]) -> list[str]:
