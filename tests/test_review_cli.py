@@ -209,3 +209,33 @@ def test_log_and_history_mark_an_approved_proposal_and_show_says_who_decided(hub
     assert code == 0, err
     decided = next(line for line in out.splitlines() if line.startswith("decided:"))
     assert "rejected by" in decided and "reason: not <b>needed</b>" in decided and "20" in decided, out
+
+
+def test_typed_commands_in_an_agent_session_report_a_proposal_not_a_topic(hub_factory: Any) -> None:
+    """``memory new``/``remove``/``index`` from an agent session under review: the Hub keeps each write as a
+    proposal, so the command says so (JSON and terminal) and never claims a topic it did not write."""
+    h: HubProcess = hub_factory(settings={**REVIEW, "memory.review_paths": "user/**"})
+    args = ["memory", "new", "user", "likes-tea", "--tags", "pref", "--description", "prefers tea", "--body", "Tea."]
+    made = ok(h.cli(*args, "--json", env=AGENT))
+    assert made["proposed"] == "user/likes-tea.md" and made["proposal"].startswith("p") and made["index"] is None
+    assert "created" not in made and not (h.scope_dir / "user" / "likes-tea.md").exists()
+    assert not (h.scope_dir / "index.md").exists()  # the index waits for the topic: nothing was written
+    code, out, err = screen(h, *args[:3], "likes-milk", *args[4:], env=AGENT)
+    assert code == 0, err
+    assert "created" not in out and "for user/likes-milk.md: pending review, not yet in memory" in out, out
+    assert "amux memory review show p" in out and "amux memory index" in out, out
+    # A person approves the first one and rebuilds the index; an agent's removal is then a proposal too.
+    ok(h.cli("memory", "review", "approve", made["proposal"], "--json"))
+    assert ok(h.cli("memory", "index", "--json"))["changed"] is True
+    gone = ok(h.cli("memory", "remove", "likes-tea", "--json", env=AGENT))
+    assert gone["proposed"] == "user/likes-tea.md" and "removed" not in gone, gone
+    assert (h.scope_dir / "user" / "likes-tea.md").exists()
+    # With the index itself under review, a person's topic is written and only the agent's index rebuild waits.
+    h2: HubProcess = hub_factory(settings={**REVIEW, "memory.review_paths": "index.md"})
+    ok(h2.cli(*args, "--json"))  # a person: written, index built
+    ok(h2.cli("memory", "new", "user", "likes-milk", "--tags", "pref", "--description", "milk", "--body", "Milk.",
+              "--json"))
+    (h2.scope_dir / "user" / "likes-tea.md").unlink()  # the index is now stale
+    rebuilt = ok(h2.cli("memory", "index", "--json", env=AGENT))
+    assert rebuilt["proposal"].startswith("p") and rebuilt["changed"] is False and rebuilt["up_to_date"] is False
+    assert "likes-tea" in (h2.scope_dir / "index.md").read_text()  # unchanged until approved

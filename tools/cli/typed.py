@@ -46,7 +46,9 @@ def memory_new(
     expires 90 days after today unless --expires says otherwise.  Refuses a
     name that exists in any type (exit 5, conflict), a type at its cap and
     a topic the index has no room for (exit 6), writing nothing; warns on
-    stderr about similar topics.  Prints {created, revision, index, warnings}.
+    stderr about similar topics.  Prints {created, revision, index, warnings}; an
+    agent's topic the Hub keeps for review prints {proposed, proposal, index: null,
+    warnings} and writes nothing until a person approves it.
 
     Parameters
     ----------
@@ -100,7 +102,8 @@ def memory_remove(name: str, /, *, expected_revision: str | None = None, project
     concurrent change is a conflict (exit 5) and nothing is deleted; an
     unknown name exits 4 (not_found), a name several topics share exits 2.
     Use this rather than 'amux memory forget', which would leave a dead
-    index link. Prints {removed, revision, index}.
+    index link. Prints {removed, revision, index} (under review: {proposed,
+    proposal, revision, index: null}, nothing deleted yet).
 
     Parameters
     ----------

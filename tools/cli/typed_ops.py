@@ -66,6 +66,9 @@ def _import_lines(report: dict[str, Any]) -> list[str]:
     summary = report["summary"]
     if report["mode"] == "apply":
         head = f"created {counted(len(report.get('created') or []), 'topic')} in {inert(report['library'])}"
+        if report.get("proposed"):  # kept for review (DESIGN.md §21)
+            head += (f"; {counted(len(report['proposed']), 'topic')} proposed for review: a person approves them "
+                     "with 'amux memory review', then runs 'amux memory index'")
     else:
         head = (f"dry run: would create {summary['create']} of {counted(summary['candidates'], 'candidate')} from "
                 f"{inert(report['from'])} in {inert(report['library'])}")
@@ -178,4 +181,6 @@ def import_command(
     finally:
         lib.close()
     report.update(created=outcome["created"], not_attempted=outcome["not_attempted"], index=outcome["index"])
+    if outcome.get("proposed"):
+        report["proposed"] = outcome["proposed"]
     return _finish(report, outcome["error"], lambda: _import_lines(report), json)

@@ -181,7 +181,10 @@ def create(lib: Library, new: NewTopic) -> dict[str, Any]:
     index that is not UTF-8.  An index ``conflict`` after the topic was
     written is retried (up to :data:`INDEX_ATTEMPTS` rebuilds); when the
     index step still fails, raises its error with a message saying the topic
-    exists and ``data.created``/``data.revision``/``data.step``.
+    exists and ``data.created``/``data.revision``/``data.step``.  When the
+    Hub keeps the topic for review (DESIGN.md §21) nothing is written and
+    the result is ``{proposed: path, proposal: id, index: None, warnings}``;
+    the index is rebuilt after approval (``amux memory index``).
     """
     catalog = load_catalog(lib, everything=False)
     _check_room(lib, catalog, new)
@@ -192,6 +195,9 @@ def create(lib: Library, new: NewTopic) -> dict[str, Any]:
                          "message": f"similar topics exist: {', '.join(similar)}; "
                                     "if one says the same, update it and forget this one"})
     revision = lib.write(new.path, new.text.encode("utf-8"), ABSENT)
+    if lib.proposals:  # kept for review (DESIGN.md §21): the index lists the topic once a person approves it
+        return {"proposed": new.path, "proposal": lib.proposals[0]["proposal"], "index": None,
+                "warnings": warnings}
     try:
         index = update_index_retrying(lib)
     except HubError as exc:
@@ -199,8 +205,17 @@ def create(lib: Library, new: NewTopic) -> dict[str, Any]:
                        "the topic exists; fix that and run 'amux memory index'",
                        {**exc.data, "created": new.path, "revision": revision, "step": "index"}) from None
     return {"created": new.path, "revision": revision,
-            "index": {"path": index["path"], "revision": index["revision"], "changed": index["changed"]},
+            "index": index_summary(index),
             "warnings": warnings}
+
+
+def index_summary(index: dict[str, Any]) -> dict[str, Any]:
+    """``{path, revision, changed}`` of an :func:`~tools.typed.index.update_index` result, plus
+    ``proposal`` when the Hub kept the index's rewrite for review (DESIGN.md §21)."""
+    summary = {"path": index["path"], "revision": index["revision"], "changed": index["changed"]}
+    if index.get("proposal"):
+        summary["proposal"] = index["proposal"]
+    return summary
 
 
 def _check_room(lib: Library, catalog: Catalog, new: NewTopic) -> None:

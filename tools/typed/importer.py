@@ -420,7 +420,9 @@ def apply_plan(lib: Library, plan: Plan, *, on_step: Callable[[str, str], None] 
     data}``, ``created`` lists what was written before it, ``not_attempted``
     the rest; when a topic write failed the index is left alone (``amux memory
     index`` lists the created topics later).  ``on_step(step, path)`` runs
-    before each write (a seam for tests).
+    before each write (a seam for tests).  Topics the Hub keeps for review
+    (DESIGN.md §21) are listed in ``proposed`` (``{proposal, path, action}``
+    each), not ``created``.
     """
     from tools.typed.index import update_index
 
@@ -431,12 +433,16 @@ def apply_plan(lib: Library, plan: Plan, *, on_step: Callable[[str, str], None] 
         try:
             if on_step is not None:
                 on_step("create", item.target)
+            kept = len(lib.proposals)
             lib.write(item.target, item.content, ABSENT)
         except HubError as exc:
             report["error"] = _error("create", item.target, exc)
             report["not_attempted"] = [i.target for i in creates[n + 1:]]
             return report
-        report["created"].append(item.target)
+        if len(lib.proposals) > kept:  # kept for review (DESIGN.md §21): written once a person approves it
+            report.setdefault("proposed", []).append(lib.proposals[-1])
+        else:
+            report["created"].append(item.target)
     if not report["created"]:
         return report
     try:

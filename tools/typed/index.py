@@ -360,6 +360,9 @@ def update_index(lib: Library, catalog: Catalog | None = None, *, check: bool = 
     identical; ``up_to_date`` is whether the documents match the library once
     the call returns (so True after a write; with ``check`` it is the state
     found, of both documents).  With ``check`` nothing is ever written.
+    A write the Hub keeps for review (DESIGN.md §21) is not done: that
+    document's entry gets ``proposal`` (the id), keeps ``changed`` False and
+    makes ``up_to_date`` False.
     Writes pass the revision read (a concurrent edit is a ``conflict``) and
     ``allow_shrink``: the text is computed whole, not elided.  The index is
     written first, then ``MEMORY.md`` (so a failure in between leaves the
@@ -390,13 +393,21 @@ def update_index(lib: Library, catalog: Catalog | None = None, *, check: bool = 
     check_credentials(new_text, catalog, lib.index_path)
     if pointer is not None and pointer_text is not None and catalog.pointer is not None:
         check_size(pointer_text, catalog.pointer.path, lib.pointer_max_bytes, lib.pointer_max_lines, lib.label)
+    kept = len(lib.proposals)
     if not index_same:
-        result["revision"] = _store(lib, current, new_text)
-        result["changed"] = True
+        revision = _store(lib, current, new_text)
+        if len(lib.proposals) == kept:
+            result["revision"], result["changed"] = revision, True
+        else:
+            result["proposal"] = lib.proposals[-1]["proposal"]  # kept for review (DESIGN.md §21): not written
     if pointer is not None and catalog.pointer is not None and pointer_text is not None and not pointer_same:
-        pointer["revision"] = _store(lib, catalog.pointer, pointer_text)
-        pointer["changed"] = pointer["up_to_date"] = True
-    result["up_to_date"] = True
+        kept = len(lib.proposals)
+        revision = _store(lib, catalog.pointer, pointer_text)
+        if len(lib.proposals) == kept:
+            pointer["revision"], pointer["changed"], pointer["up_to_date"] = revision, True, True
+        else:
+            pointer["proposal"] = lib.proposals[-1]["proposal"]
+    result["up_to_date"] = "proposal" not in result and (pointer is None or pointer["up_to_date"])
     return result
 
 

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.errors import ErrorCode, HubError
 from protocol.limits import LIMITS
@@ -96,6 +96,9 @@ class Library(Protocol):
     """Largest entry document holding the pointer, in bytes (unused without ``pointer_path``)."""
     pointer_max_lines: int
     """Most lines in that entry document."""
+    proposals: list[dict[str, Any]]
+    """Writes the Hub kept for review instead of doing (DESIGN.md §21), in order: each ``{proposal, path,
+    action}``; always empty for a project library."""
 
     def list_paths(self, prefix: str = "") -> list[str]:
         """Sorted logical paths of every ``.md`` document starting with ``prefix``."""
@@ -135,6 +138,7 @@ class HubLibrary:
         self.index_max_lines: int | None = None
         self.pointer_max_bytes = int(limits.get("entry_max_bytes", LIMITS.entry_max_bytes))
         self.pointer_max_lines = int(limits.get("entry_max_lines", LIMITS.entry_max_lines))
+        self.proposals: list[dict[str, Any]] = []
 
     def list_paths(self, prefix: str = "") -> list[str]:
         """All pages of the Hub's ``list``; raises ``quota_exceeded`` if the Hub says the walk was cut short."""
@@ -162,12 +166,24 @@ class HubLibrary:
         return Doc(path, data, revision)
 
     def write(self, path: str, content: bytes, expected_revision: str, *, allow_shrink: bool = False) -> str:
+        """The Hub's ``upsert``; a write kept for review (DESIGN.md §21) is appended to :attr:`proposals`
+        and its ``proposed_revision`` returned: the document is unchanged until a person approves it."""
         params = upsert_params(path, content, expected_revision, allow_shrink=allow_shrink)
-        return str(self.client.call("upsert", params)["revision"])
+        result = self.client.call("upsert", params)
+        if result.get("proposed"):
+            self._proposed(result)
+            return str(result["proposed_revision"])
+        return str(result["revision"])
 
     def delete(self, path: str, expected_revision: str) -> None:
-        """The Hub's ``forget``."""
-        self.client.call("forget", forget_params(path, expected_revision))
+        """The Hub's ``forget`` (a delete kept for review is appended to :attr:`proposals`)."""
+        result = self.client.call("forget", forget_params(path, expected_revision))
+        if result.get("proposed"):
+            self._proposed(result)
+
+    def _proposed(self, result: dict[str, Any]) -> None:
+        self.proposals.append({"proposal": result.get("proposal"), "path": result.get("path"),
+                               "action": result.get("action")})
 
     def search(self, words: list[str], limit: int = LIMITS.search_default_limit) -> list[str]:
         """The Hub's ``search`` for ``words``: cut to the Hub's query bounds (keyword count, then
@@ -219,6 +235,7 @@ class ProjectLibrary:
         self.index_max_lines: int | None = PROJECT_INDEX_MAX_LINES
         self.pointer_max_bytes = PROJECT_INDEX_MAX_BYTES
         self.pointer_max_lines = PROJECT_INDEX_MAX_LINES
+        self.proposals: list[dict[str, Any]] = []  # a project library has no review: written in-process
         self._store = Store(Limits(entry_max_bytes=PROJECT_INDEX_MAX_BYTES, entry_max_lines=PROJECT_INDEX_MAX_LINES,
                                    document_max_bytes=PROJECT_DOCUMENT_MAX_BYTES), file_mode=0o666, dir_mode=0o777)
 

@@ -13,7 +13,7 @@ from typing import Any
 from protocol.errors import ErrorCode, HubError
 from protocol.params import ABSENT
 from tools.typed.catalog import load_catalog
-from tools.typed.create import update_index_retrying
+from tools.typed.create import index_summary, update_index_retrying
 from tools.typed.library import Library
 
 
@@ -28,6 +28,8 @@ def remove(lib: Library, name: str, expected_revision: str | None = None) -> dic
     topic is not at ``expected_revision`` or changed since it was read.
     When the index step fails after the delete, raises its error with a
     message saying the topic is gone and ``data.removed``/``data.step``.
+    When the Hub keeps the delete for review (DESIGN.md §21) nothing is
+    deleted: ``{proposed: path, proposal: id, revision, index: None}``.
     """
     if expected_revision is not None and expected_revision.strip().lower() == ABSENT:
         raise HubError(ErrorCode.BAD_REQUEST, "--expected-revision absent makes no sense for a delete: remove "
@@ -49,6 +51,9 @@ def remove(lib: Library, name: str, expected_revision: str | None = None) -> dic
     topic = found[0]
     revision = expected_revision if expected_revision is not None else topic.revision
     lib.delete(topic.path, revision)
+    if lib.proposals:  # kept for review (DESIGN.md §21): nothing deleted yet
+        return {"proposed": topic.path, "proposal": lib.proposals[0]["proposal"], "revision": topic.revision,
+                "index": None}
     try:
         index = update_index_retrying(lib)
     except HubError as exc:
@@ -56,4 +61,4 @@ def remove(lib: Library, name: str, expected_revision: str | None = None) -> dic
                        "fix that and run 'amux memory index'",
                        {**exc.data, "removed": topic.path, "step": "index"}) from None
     return {"removed": topic.path, "revision": topic.revision,
-            "index": {"path": index["path"], "revision": index["revision"], "changed": index["changed"]}}
+            "index": index_summary(index)}
