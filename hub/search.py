@@ -312,11 +312,13 @@ class _Matcher:
 
 
 @functools.lru_cache(maxsize=64)
-def _matcher(folded_kws: tuple[bytes, ...], frequent: tuple[bool, ...]) -> _Matcher:
+def _matcher(folded_kws: tuple[bytes, ...], frequent: tuple[bool, ...], dense: bool = False) -> _Matcher:
     """The :class:`_Matcher` of ``folded_kws``, built once per query (and kept for repeated queries):
-    keyword ``i`` joins the group unless ``frequent[i]``, and the group needs :data:`GROUP_MIN` keywords."""
+    keyword ``i`` joins the group unless ``frequent[i]``; the group needs :data:`GROUP_MIN` keywords and
+    is not used when ``dense`` (its keywords together are frequent: one reported match per occurrence
+    would cost more than one jumping pass per keyword)."""
     group = tuple(i for i in range(len(folded_kws)) if not frequent[i])
-    if len(group) < GROUP_MIN:
+    if len(group) < GROUP_MIN or dense:
         return _Matcher((), None, (), tuple(range(len(folded_kws))))
     patterns = [folded_kws[i] for i in group]
     checks = tuple(tuple((q, at) for q, kw in enumerate(patterns) if q != p for at in _hidden_at(other, kw))
@@ -339,13 +341,17 @@ def _presence(hay: Haystack, folded_kws: list[bytes]) -> dict[int, list[int]]:
     :data:`FREQUENT_HITS` hits in the first :data:`SAMPLE_BYTES`) is found
     with ``bytes.find``, jumping to the next document after each hit, so it
     costs about one short search per document rather than one reported match
-    per occurrence; fewer than :data:`GROUP_MIN` rare keywords each get a
-    one-pattern automaton (``memmem`` underneath).
+    per occurrence.  Fewer than :data:`GROUP_MIN` rare keywords, or rare
+    keywords that together reach :data:`FREQUENT_HITS` in the sample (the
+    one pass would report too many matches), each get a one-pattern
+    automaton (``memmem`` underneath), as before.
     """
     blob, starts = hay.blob, hay.starts
     ends = starts[1:] + [len(blob)]
-    frequent = tuple(blob.count(kw, 0, SAMPLE_BYTES) >= FREQUENT_HITS for kw in folded_kws)
-    matcher = _matcher(tuple(folded_kws), frequent)
+    sampled = [blob.count(kw, 0, SAMPLE_BYTES) for kw in folded_kws]
+    frequent = tuple(hits >= FREQUENT_HITS for hits in sampled)
+    dense = sum(hits for hits in sampled if hits < FREQUENT_HITS) >= FREQUENT_HITS
+    matcher = _matcher(tuple(folded_kws), frequent, dense)
     found: dict[int, set[int]] = {}
     if matcher.automaton is not None:
         _credit(found, matcher.automaton, blob, starts, ends, matcher.group, matcher.checks, folded_kws)
