@@ -17,6 +17,7 @@ result then says ``incomplete``.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
 import time
@@ -271,43 +272,120 @@ def _best_line(hay: Haystack, index: int, matched: list[int], folded_kws: list[b
     return blob.count(b"\n", start, best_pos), best_kw
 
 
-def _presence(hay: Haystack, folded_kws: list[bytes]) -> dict[int, list[int]]:
-    """Which keywords each document contains: ``{document index: [keyword index, ...]}``.
+SAMPLE_BYTES = 65536
+"""How much of the haystack (bytes) :func:`_presence` samples to tell a frequent keyword from a rare one."""
 
-    One pass per keyword over the joined haystack.  A keyword that looks
-    frequent (dozens of hits in the first 64 KiB) is found with ``bytes.find``,
-    jumping to the next document after each hit, so it costs about one short
-    search per document.  Any other keyword is located with a single-pattern
-    Aho-Corasick searcher (SIMD ``memmem`` underneath), which reports its few
-    occurrences at memory speed.
+FREQUENT_HITS = 32
+"""A keyword with at least this many hits in the first :data:`SAMPLE_BYTES` is frequent (DESIGN.md §5.1)."""
+
+
+GROUP_MIN = 5
+"""The one-pass automaton is used for this many rare keywords or more; fewer are searched one by one (a
+one-pattern search is ``memmem``, and the library's prefilter for 2-4 patterns is sometimes a slow one)."""
+
+
+def _hidden_at(other: bytes, kw: bytes) -> tuple[int, ...]:
+    """Offsets from the start of a match of ``other`` at which an occurrence of ``kw`` could lie under it in
+    a leftmost-longest, non-overlapping scan (DESIGN.md §5.1), ascending.
+
+    A match covering an occurrence starts at or before it (a reported match
+    never starts inside an earlier one) and ends inside or after it: ``kw``
+    lies inside ``other`` (equal folded keywords included; at the same start
+    the longest keyword is reported), or a proper suffix of ``other`` is a
+    proper prefix of ``kw``.  Elsewhere ``other`` cannot hide ``kw``.
+    """
+    inside = {at for at in range(len(other) - len(kw) + 1) if other.startswith(kw, at)}
+    overlap = {len(other) - n for n in range(1, min(len(kw), len(other))) if other.endswith(kw[:n])}
+    return tuple(sorted(inside | overlap))
+
+
+@dataclass(frozen=True)
+class _Matcher:
+    """How one query's folded keywords are found: ``group`` (keyword indexes) in one leftmost-longest
+    Aho-Corasick pass (``automaton``; ``checks[p]``: ``(pattern, offset)`` pairs where a match of pattern
+    ``p`` could hide another pattern, :func:`_hidden_at`), every other keyword in a pass of its own."""
+
+    group: tuple[int, ...]
+    automaton: ahocorasick_rs.BytesAhoCorasick | None
+    checks: tuple[tuple[tuple[int, int], ...], ...]
+    alone: tuple[int, ...]
+
+
+@functools.lru_cache(maxsize=64)
+def _matcher(folded_kws: tuple[bytes, ...], frequent: tuple[bool, ...], dense: bool = False) -> _Matcher:
+    """The :class:`_Matcher` of ``folded_kws``, built once per query (and kept for repeated queries):
+    keyword ``i`` joins the group unless ``frequent[i]``; the group needs :data:`GROUP_MIN` keywords and
+    is not used when ``dense`` (its keywords together are frequent: one reported match per occurrence
+    would cost more than one jumping pass per keyword)."""
+    group = tuple(i for i in range(len(folded_kws)) if not frequent[i])
+    if len(group) < GROUP_MIN or dense:
+        return _Matcher((), None, (), tuple(range(len(folded_kws))))
+    patterns = [folded_kws[i] for i in group]
+    checks = tuple(tuple((q, at) for q, kw in enumerate(patterns) if q != p for at in _hidden_at(other, kw))
+                   for p, other in enumerate(patterns))
+    automaton = ahocorasick_rs.BytesAhoCorasick(patterns, matchkind=ahocorasick_rs.MatchKind.LeftmostLongest)
+    return _Matcher(group, automaton, checks, tuple(i for i, f in enumerate(frequent) if f))
+
+
+def _presence(hay: Haystack, folded_kws: list[bytes]) -> dict[int, list[int]]:
+    """Which keywords each document contains: ``{document index: [keyword index, ...]}`` (indexes ascending).
+
+    Many rare keywords go through the haystack in one pass (DESIGN.md §5.1):
+    a leftmost-longest Aho-Corasick automaton of all of them (SIMD prefilter
+    underneath) reports their occurrences, each credited to its document.  A
+    non-overlapping scan can hide one keyword's occurrence under another's
+    match (one keyword inside another, or one's end the next one's start);
+    those places are fixed offsets from the reported match's start
+    (:func:`_hidden_at`), and are tested with ``bytes.startswith``: the result
+    is exactly the per-keyword test.  A frequent keyword (at least
+    :data:`FREQUENT_HITS` hits in the first :data:`SAMPLE_BYTES`) is found
+    with ``bytes.find``, jumping to the next document after each hit, so it
+    costs about one short search per document rather than one reported match
+    per occurrence.  Fewer than :data:`GROUP_MIN` rare keywords, or rare
+    keywords that together reach :data:`FREQUENT_HITS` in the sample (the
+    one pass would report too many matches), each get a one-pattern
+    automaton (``memmem`` underneath), as before.
     """
     blob, starts = hay.blob, hay.starts
     ends = starts[1:] + [len(blob)]
-    # Keyword indexes are appended in increasing order, at most once per document: lists stay sorted.
-    found: dict[int, list[int]] = {}
-    for ki, kw in enumerate(folded_kws):
-        if blob.count(kw, 0, 65536) >= 32:
+    sampled = [blob.count(kw, 0, SAMPLE_BYTES) for kw in folded_kws]
+    frequent = tuple(hits >= FREQUENT_HITS for hits in sampled)
+    dense = sum(hits for hits in sampled if hits < FREQUENT_HITS) >= FREQUENT_HITS
+    matcher = _matcher(tuple(folded_kws), frequent, dense)
+    found: dict[int, set[int]] = {}
+    if matcher.automaton is not None:
+        _credit(found, matcher.automaton, blob, starts, ends, matcher.group, matcher.checks, folded_kws)
+    for ki in matcher.alone:
+        kw = folded_kws[ki]
+        if frequent[ki]:
             pos = blob.find(kw)
             while pos >= 0:
                 d = bisect_right(starts, pos) - 1
-                if d in found:
-                    found[d].append(ki)
-                else:
-                    found[d] = [ki]
+                found.setdefault(d, set()).add(ki)
                 pos = blob.find(kw, ends[d])
         else:
-            searcher = ahocorasick_rs.BytesAhoCorasick([kw])
-            end = -1
-            for _, start, _ in searcher.find_matches_as_indexes(blob):
-                if start < end:
-                    continue  # another hit in a document already counted (hits come in position order)
-                d = bisect_right(starts, start) - 1
-                if d in found:
-                    found[d].append(ki)
-                else:
-                    found[d] = [ki]
-                end = ends[d]
-    return found
+            _credit(found, ahocorasick_rs.BytesAhoCorasick([kw]), blob, starts, ends, (ki,), ((),), folded_kws)
+    return {d: sorted(ks) for d, ks in found.items()}
+
+
+def _credit(found: dict[int, set[int]], automaton: ahocorasick_rs.BytesAhoCorasick, blob: bytes,
+            starts: list[int], ends: list[int], keyword_of: tuple[int, ...],
+            checks: tuple[tuple[tuple[int, int], ...], ...], folded_kws: list[bytes]) -> None:
+    """Add to ``found`` the keywords (``keyword_of[pattern]``) of every match ``automaton`` reports in
+    ``blob``, each to the document it starts in (matches come in position order), and those a match hides
+    (``checks[pattern]``: ``(pattern, offset)`` tested with ``bytes.startswith``)."""
+    end = -1
+    ks: set[int] = set()
+    for pattern, start, _ in automaton.find_matches_as_indexes(blob):
+        if start >= end:
+            d = bisect_right(starts, start) - 1
+            end = ends[d]
+            ks = found.setdefault(d, set())
+        ks.add(keyword_of[pattern])
+        for other, at in checks[pattern]:
+            ki = keyword_of[other]
+            if ki not in ks and blob.startswith(folded_kws[ki], start + at):
+                ks.add(ki)
 
 
 def _prefetch(dir_fd: int, names: list[str]) -> None:

@@ -27,6 +27,8 @@ Hub
   * ``hub.rewrite_guard.MIN_DROPPED_LINES`` (lines), ``hub.rewrite_guard.MIN_DROPPED_BYTES`` (bytes),
     ``hub.rewrite_guard._ASIDE_MAX`` (characters): the rewrite guard's floors (§12).
   * ``hub.search.LISTING_WORK_FACTOR`` (times): candidate names listed per ``scan_max_total_entries`` (§5.4.1).
+  * ``hub.search.SAMPLE_BYTES`` (bytes), ``hub.search.FREQUENT_HITS`` (count), ``hub.search.GROUP_MIN`` (keywords):
+    how the scan's keyword matcher picks one pass or per-keyword passes (§5.1).
   * ``hub.secrets.MAX_FINDINGS`` (count), ``hub.secrets.KEYWORD_MIN_LENGTH`` (characters),
     ``hub.secrets.KEYWORD_MIN_ENTROPY`` (bits a character), ``hub.secrets.TOKEN_MIN_LENGTH`` (characters),
     ``hub.secrets.TOKEN_MIN_ENTROPY`` (bits a character), ``hub.secrets.ANALYZE_MAX_CHARS`` (characters),
