@@ -25,7 +25,9 @@ Hub
   * ``hub.registry.MAX_TOKEN_CHARS`` (characters): longest token accepted.
   * ``hub.registry.DELEGATED_DEFAULT_TTL`` (s): lifetime of a token issued with a binding (§7.4).
   * ``hub.rewrite_guard.MIN_DROPPED_LINES`` (lines), ``hub.rewrite_guard.MIN_DROPPED_BYTES`` (bytes),
-    ``hub.rewrite_guard._ASIDE_MAX`` (characters): the rewrite guard's floors (§12).
+    ``hub.rewrite_guard._ASIDE_MAX`` (characters): the rewrite guard's floors (§12);
+    ``hub.rewrite_guard.LINE_MEMO_ENTRIES`` (lines), ``hub.rewrite_guard.LINE_MEMO_MAX_CHARS`` (characters):
+    its memo of checked lines.
   * ``hub.search.LISTING_WORK_FACTOR`` (times): candidate names listed per ``scan_max_total_entries`` (§5.4.1).
   * ``hub.secrets.MAX_FINDINGS`` (count), ``hub.secrets.KEYWORD_MIN_LENGTH`` (characters),
     ``hub.secrets.KEYWORD_MIN_ENTROPY`` (bits a character), ``hub.secrets.TOKEN_MIN_LENGTH`` (characters),
