@@ -92,7 +92,8 @@ The benchmark's goals and sizes
     ``bench.history.SIZE_GOAL_BYTES`` (bytes), ``bench.latency.LIMIT`` (results),
     ``bench.secrets.THROUGHPUT_GOAL`` (ratio), ``bench.startup.GOAL_MS`` (ms), ``bench.startup.RELAY_GOAL_MS``
     (ms), ``bench.startup.RELAY_GOAL_KIB`` (KiB), ``bench.review.PROPOSAL_THROUGHPUT_GOAL`` (ratio),
-    ``bench.mcp_http.GET_GOAL_MS`` (ms), ``bench.mcp_http.SESSION_GOAL_MIB`` (MiB).
+    ``bench.mcp_http.GET_GOAL_MS`` (ms), ``bench.mcp_http.SESSION_GOAL_MIB`` (MiB), ``bench.ops.RAW_GOAL``
+    (ratio), ``bench.ops.SCOPES_GOAL`` (ratio), ``bench.ops.SCOPED_WRITERS`` (clients).
 """
 
 from __future__ import annotations
