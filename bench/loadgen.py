@@ -1,11 +1,14 @@
 """Closed-loop load over N concurrent Hub connections (run as its own process by the bench).
 
-``python -m bench.loadgen SOCKET --clients N --seconds S --method get|search|upsert --params JSON``
-prints one JSON object: completed requests, errors, throughput and latency
+``python -m bench.loadgen SOCKET --clients N --seconds S --method get|search|upsert --params JSON
+[--tokens FILE]`` prints one JSON object: completed requests, errors, throughput and latency
 percentiles.  Each connection says hello, then sends one request at a time
 for ``S`` seconds (after a short warm-up); the requests that complete inside
 the window count, with their whole latency.  asyncio keeps the generator's own
 cost per request small so the Hub, not the client, is what is measured.
+With ``--tokens FILE`` (a JSON list of tokens) connection ``i`` says hello
+with token ``i mod len``: with isolation ``user`` each writes in its own
+principal's scope.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from protocol.framing import FrameDecoder
@@ -41,20 +45,25 @@ class Conn:
             self.decoder.feed(data)
 
 
-async def _open(socket_path: str) -> Conn:
+async def _open(socket_path: str, token: str | None = None) -> Conn:
     reader, writer = await asyncio.open_unix_connection(socket_path)
     conn = Conn(reader, writer)
-    await conn.call("hello", {"protocol": PROTOCOL_VERSION, "client": "bench-loadgen"})
+    hello: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "client": "bench-loadgen"}
+    if token is not None:
+        hello["token"] = token
+    await conn.call("hello", hello)
     return conn
 
 
 async def run(socket_path: str, clients: int, seconds: float, warmup: float, method: str,
-              params: dict[str, Any]) -> dict[str, Any]:
+              params: dict[str, Any], tokens: list[str] | None = None) -> dict[str, Any]:
     conns: list[Conn] = []
     while len(conns) < clients:
         # In batches: the Hub's listen backlog is 128, a burst of 256 connects at once would overflow it.
         batch = min(32, clients - len(conns))
-        conns += await asyncio.gather(*(_open(socket_path) for _ in range(batch)))
+        first = len(conns)
+        conns += await asyncio.gather(*(_open(socket_path, tokens[(first + k) % len(tokens)] if tokens else None)
+                                        for k in range(batch)))
     latencies: list[float] = []
     errors: dict[str, int] = {}
     start = time.perf_counter()
@@ -112,8 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=float, default=0.3)
     ap.add_argument("--method", default="get")
     ap.add_argument("--params", default='{"path": "MEMORY.md"}', help="JSON params of every request")
+    ap.add_argument("--tokens", help="JSON file: a list of tokens, connection i says hello with token i mod len")
     a = ap.parse_args(argv)
-    out = asyncio.run(run(a.socket, a.clients, a.seconds, a.warmup, a.method, json.loads(a.params)))
+    tokens = json.loads(Path(a.tokens).read_text(encoding="utf-8")) if a.tokens else None
+    out = asyncio.run(run(a.socket, a.clients, a.seconds, a.warmup, a.method, json.loads(a.params), tokens))
     json.dump(out, sys.stdout)
     sys.stdout.write("\n")
     return 0

@@ -136,8 +136,9 @@ def markdown(r: dict[str, Any]) -> str:
     L.append("Round trip on one persistent connection, ms (p50 / p99). The raw loop is write + fsync + rename + "
              "fsync(dir) of the same content in a directory next to the scope (same file system), run in blocks "
              "alternating with the upserts.\n")
-    L.append("| scope | get | upsert | forget | raw durable write | upsert/s | raw/s | ratio |")
-    L.append("|---|--:|--:|--:|--:|--:|--:|--:|")
+    L.append("| scope | get | upsert | forget | raw durable write | upsert/s | raw/s | ratio "
+             "| history off /s / ratio |")
+    L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for tp in c["throughput"]:
         lat = c["latency"][tp["scope"]]
 
@@ -145,7 +146,8 @@ def markdown(r: dict[str, Any]) -> str:
             return f"{s['p50']:.3f} / {s['p99']:.3f}"
         L.append(f"| {tp['scope']} | {p(lat['get'])} | {p(lat['upsert'])} | {p(lat['forget'])} "
                  f"| {p(lat['raw_write_fsync_rename_fsync'])} | {tp['upsert_per_s']:.0f} | {tp['raw_loop_per_s']:.0f} "
-                 f"| {tp['ratio']:.2f} |")
+                 f"| {tp['ratio']:.2f} | {tp['history_off_per_s']:.0f} / {tp['history_off_ratio']:.2f} |"
+                 if "history_off_per_s" in tp else f"| {tp['ratio']:.2f} | — |")
     L.append("\nConcurrent clients (closed loop, one request at a time per connection, separate load-generator "
              "process):\n")
     L.append("| method | clients | throughput /s | p50 ms | p99 ms | errors |")
@@ -153,6 +155,16 @@ def markdown(r: dict[str, Any]) -> str:
     for row in c["concurrency"]:
         L.append(f"| {row['method']} | {row['clients']} | {row['throughput_per_s']:.0f} | {row['p50_ms']:.2f} "
                  f"| {row['p99_ms']:.2f} | {row['errors'] or 'none'} |")
+    if c.get("scoped_writers"):
+        sw = c["scoped_writers"]
+        L.append("\nWriters in separate scopes (isolation `user`, one principal and token each, each upserting its "
+                 "own document; 1 and 8 clients take turns twice):\n")
+        L.append("| clients | throughput /s | p50 ms | p99 ms | errors |")
+        L.append("|--:|--:|--:|--:|---|")
+        for row in sw["runs"]:
+            L.append(f"| {row['clients']} | {row['throughput_per_s']:.0f} | {row['p50_ms']:.2f} "
+                     f"| {row['p99_ms']:.2f} | {row['errors'] or 'none'} |")
+        L.append(f"\n{sw['many_per_s']:.0f}/s vs {sw['one_per_s']:.0f}/s = {sw['ratio']:.2f}.")
     L.append("")
     # d
     d = r["d"]

@@ -89,21 +89,49 @@ def _aside_is_placeholder(match: re.Match[str], line: str) -> bool:
     return (alone or comment) and (_REST_RE.search(inner) is not None or _BARE_RE.match(match.group(0)) is not None)
 
 
+def _line_placeholders(line: str) -> tuple[str, ...]:
+    """The placeholders of one stripped, non-empty line (as :func:`placeholders` reports them)."""
+    bare = _LEAD_RE.sub("", line).strip()
+    found: list[str]
+    if _BARE_RE.match(line):
+        found = [line]
+    elif _line_is_placeholder(bare):
+        found = [bare.rstrip(".:; ")]
+    else:
+        found = [m.group(0) for m in _ASIDE_RE.finditer(line) if _aside_is_placeholder(m, line)]
+    return tuple(" ".join(f.split()).lower() for f in found)
+
+
+_line_memo: dict[str, tuple[str, ...]] = {}
+""":func:`_line_placeholders` of lines seen before (at most :data:`LINE_MEMO_ENTRIES` lines of at most
+:data:`LINE_MEMO_MAX_CHARS` characters, about 4 MiB): a document rewritten again keeps most of its lines,
+and the regular expressions cost about 15 µs a line, so each write would otherwise pay ~1 ms for a 2 KiB
+note (DESIGN.md §12).  The answer depends on the line alone, so the memo changes no verdict."""
+
+LINE_MEMO_ENTRIES: Final = 8192
+"""Lines :data:`_line_memo` holds before it is emptied and refilled."""
+
+LINE_MEMO_MAX_CHARS: Final = 512
+"""Longer lines are checked every time, not remembered (they are rare in notes; the memo stays small)."""
+
+
 def placeholders(text: str) -> list[str]:
     """The elision placeholders in ``text`` (each as found, lower case, whitespace collapsed), in order."""
     found: list[str] = []
+    memo = _line_memo
     for raw in text.splitlines():
         line = raw.strip()
         if not line:
             continue
-        bare = _LEAD_RE.sub("", line).strip()
-        if _BARE_RE.match(line):
-            found.append(line)
-        elif _line_is_placeholder(bare):
-            found.append(bare.rstrip(".:; "))
-        else:
-            found.extend(m.group(0) for m in _ASIDE_RE.finditer(line) if _aside_is_placeholder(m, line))
-    return [" ".join(f.split()).lower() for f in found]
+        hit = memo.get(line)
+        if hit is None:
+            hit = _line_placeholders(line)
+            if len(line) <= LINE_MEMO_MAX_CHARS:
+                if len(memo) >= LINE_MEMO_ENTRIES:
+                    memo.clear()
+                memo[line] = hit
+        found.extend(hit)
+    return found
 
 
 def count_lines(data: bytes) -> int:

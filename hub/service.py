@@ -48,7 +48,7 @@ from hub.rewrite_guard import check_rewrite
 from hub.scan_report import document_entries, report, version_entries
 from hub.search import Reader, read_file_nofollow, search_scope
 from hub.secrets import Finding, credentials, find_secrets, refusal, scrub
-from hub.store import Store, revision_of
+from hub.store import BeforeWrite, Store, revision_of
 from hub.walk import walk_documents
 from protocol.config_file import enable_command, home_option
 from protocol.errors import ErrorCode, HubError
@@ -95,6 +95,19 @@ def _stop_when_cancelled() -> bool:
     except trio.Cancelled:
         return True
     return False
+
+
+def _before_change(hist: ScopeHistory | None, path: str, seen: list[bytes | None]) -> BeforeWrite:
+    """The hook a write or forget runs once every check passed, just before it touches the document (worker
+    thread, scope lock held): it keeps the bytes it replaces in ``seen`` and, with history on, first records a
+    hand edit found on disk as ``external`` (DESIGN.md §15.3 step 2)."""
+
+    def before(old: bytes | None, mtime_ns: int) -> None:
+        seen.append(old)
+        if hist is not None:
+            hist.sync(path, old, mtime_ns)
+
+    return before
 
 
 class MemoryService:
@@ -277,14 +290,9 @@ class MemoryService:
         override = sorted({f.rule for f in findings}) if findings and allow_secret else None
         hist = self._recording(scope)
         seen: list[bytes | None] = []
-
-        def before(old: bytes | None, mtime_ns: int) -> None:
-            seen.append(old)
-            if hist is not None:
-                hist.sync(path, old, mtime_ns)
-
         try:
-            result = self.store.upsert(self._dir(scope), path, content, expected_revision, allow_shrink, before)
+            result = self.store.upsert(self._dir(scope), path, content, expected_revision, allow_shrink,
+                                       _before_change(hist, path, seen))
         except HubError as exc:
             if findings:
                 raise scrubbed(exc, content) from None
@@ -320,13 +328,7 @@ class MemoryService:
         """Forget with history (worker thread): hand edit recorded first, unlink durably, tombstone durably."""
         hist = self._recording(scope)
         seen: list[bytes | None] = []
-
-        def before(old: bytes | None, mtime_ns: int) -> None:
-            seen.append(old)
-            if hist is not None:
-                hist.sync(path, old, mtime_ns)
-
-        result = self.store.forget(self._dir(scope), path, expected_revision, before)
+        result = self.store.forget(self._dir(scope), path, expected_revision, _before_change(hist, path, seen))
         if hist is not None:
             if result["deleted"]:
                 hist.record(path, None, "forget", actor, previous=seen[0] if seen else None, after_change=True,

@@ -25,7 +25,9 @@ Hub
   * ``hub.registry.MAX_TOKEN_CHARS`` (characters): longest token accepted.
   * ``hub.registry.DELEGATED_DEFAULT_TTL`` (s): lifetime of a token issued with a binding (§7.4).
   * ``hub.rewrite_guard.MIN_DROPPED_LINES`` (lines), ``hub.rewrite_guard.MIN_DROPPED_BYTES`` (bytes),
-    ``hub.rewrite_guard._ASIDE_MAX`` (characters): the rewrite guard's floors (§12).
+    ``hub.rewrite_guard._ASIDE_MAX`` (characters): the rewrite guard's floors (§12);
+    ``hub.rewrite_guard.LINE_MEMO_ENTRIES`` (lines), ``hub.rewrite_guard.LINE_MEMO_MAX_CHARS`` (characters):
+    its memo of checked lines.
   * ``hub.search.LISTING_WORK_FACTOR`` (times): candidate names listed per ``scan_max_total_entries`` (§5.4.1).
   * ``hub.search.SAMPLE_BYTES`` (bytes), ``hub.search.FREQUENT_HITS`` (count), ``hub.search.GROUP_MIN`` (keywords):
     how the scan's keyword matcher picks one pass or per-keyword passes (§5.1).
@@ -92,7 +94,8 @@ The benchmark's goals and sizes
     ``bench.history.SIZE_GOAL_BYTES`` (bytes), ``bench.latency.LIMIT`` (results),
     ``bench.secrets.THROUGHPUT_GOAL`` (ratio), ``bench.startup.GOAL_MS`` (ms), ``bench.startup.RELAY_GOAL_MS``
     (ms), ``bench.startup.RELAY_GOAL_KIB`` (KiB), ``bench.review.PROPOSAL_THROUGHPUT_GOAL`` (ratio),
-    ``bench.mcp_http.GET_GOAL_MS`` (ms), ``bench.mcp_http.SESSION_GOAL_MIB`` (MiB).
+    ``bench.mcp_http.GET_GOAL_MS`` (ms), ``bench.mcp_http.SESSION_GOAL_MIB`` (MiB), ``bench.ops.RAW_GOAL``
+    (ratio), ``bench.ops.SCOPES_GOAL`` (ratio), ``bench.ops.SCOPED_WRITERS`` (clients).
 """
 
 from __future__ import annotations

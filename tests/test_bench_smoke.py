@@ -31,7 +31,8 @@ EXPECTED_TARGETS = (
     "b. over 1,024 files",
     "b. slowed read path",
     "c. get p50",
-    "c. upsert throughput",
+    "c. upsert with history on",
+    "c. 8 writers in 8 principals' scopes",
     "d. growth",
     "h. upsert throughput with history on",
     "h. `history` and `log` p50",
@@ -142,13 +143,17 @@ def _check_operations(results: dict[str, Any], markdown: str) -> None:
         for op in ("get", "upsert", "forget", "raw_write_fsync_rename_fsync"):
             _p50(ops[op])
         row = next(r for r in _table_rows(markdown, "## c. Operations") if r["scope"] == scope)
-        assert all(_is_figure(cell) for column, cell in row.items() if column != "scope"), row
+        assert all(_is_figure(cell) for column, cell in row.items() if column != "scope" and cell != "—"), row
     for row in c["throughput"]:
         assert _positive(row["upsert_per_s"]) and _positive(row["raw_loop_per_s"]), row
     assert {(r["method"], r["clients"]) for r in c["concurrency"]} >= {("get", 1), ("get", 8), ("upsert", 8)}
     for row in c["concurrency"]:  # a closed loop of at most a few connections: no busy, no error at all
         assert row["errors"] == {} and row["completed"] > 0 and _positive(row["throughput_per_s"]), row
         assert 0 < row["p50_ms"] <= row["p99_ms"], row
+    scoped = c["scoped_writers"]  # 8 principals' scopes beside one (isolation user, a token each)
+    assert [r["clients"] for r in scoped["runs"]] == [1, 8, 1, 8], scoped
+    assert all(r["errors"] == {} and r["completed"] > 0 for r in scoped["runs"]), scoped
+    assert _positive(scoped["ratio"]), scoped
 
 
 def _check_growth_and_footprint(results: dict[str, Any]) -> None:
