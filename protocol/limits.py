@@ -27,6 +27,9 @@ Hub
   * ``hub.rewrite_guard.MIN_DROPPED_LINES`` (lines), ``hub.rewrite_guard.MIN_DROPPED_BYTES`` (bytes),
     ``hub.rewrite_guard._ASIDE_MAX`` (characters): the rewrite guard's floors (§12).
   * ``hub.search.LISTING_WORK_FACTOR`` (times): candidate names listed per ``scan_max_total_entries`` (§5.4.1).
+  * ``hub.search.READ_POOL_THREADS`` (threads), ``hub.search.READ_AHEAD`` (files),
+    ``hub.search.SLOW_READ_SECONDS`` (s), ``hub.search.SLOW_READS_TO_POOL`` (reads),
+    ``hub.search.SLOW_READ_WINDOW`` (reads): the scan's read pool on a cold page cache (§5.4.1).
   * ``hub.search.SAMPLE_BYTES`` (bytes), ``hub.search.FREQUENT_HITS`` (count), ``hub.search.GROUP_MIN`` (keywords):
     how the scan's keyword matcher picks one pass or per-keyword passes (§5.1).
   * ``hub.secrets.MAX_FINDINGS`` (count), ``hub.secrets.KEYWORD_MIN_LENGTH`` (characters),
