@@ -89,7 +89,8 @@ Typed memories (§11)
     ``tools.typed.model.MAX_NESTING`` (levels).
 
 The benchmark's goals and sizes
-  * ``bench.__main__.CLI_GOAL_MS`` (ms), ``bench.__main__.RG_RATIO_GOAL`` (ratio), ``bench.data.MIB`` (bytes),
+  * ``bench.__main__.CLI_GOAL_MS`` (ms), ``bench.__main__.RG_RATIO_GOAL`` (ratio),
+    ``bench.__main__.COMMON16_GOAL`` (ratio), ``bench.__main__.DISK_COLD_GOAL`` (ratio), ``bench.data.MIB`` (bytes),
     ``bench.data.SCAN_BYTES`` (bytes), ``bench.growth.EXPONENT_GOAL`` (exponent),
     ``bench.history.THROUGHPUT_GOAL`` (ratio), ``bench.history.LATENCY_GOAL_MS`` (ms),
     ``bench.history.SIZE_GOAL_BYTES`` (bytes), ``bench.latency.LIMIT`` (results),
