@@ -11,7 +11,8 @@ first of: ``scan_max_files`` documents, ``scan_max_bytes`` read, the caller's
 ``should_stop()`` (the Hub wires this to a Trio cancel scope with the 250 ms
 budget), the point where one more file read at the pace of the slowest recent
 read would end past ``scan_budget_seconds``, or the directory-entry limits; the
-result then says ``incomplete``.
+result then says ``incomplete``.  On a cold page cache the reads overlap in a
+small thread pool, taken in plan order (:class:`_Collector`, DESIGN.md §5.4.1).
 """
 
 from __future__ import annotations
@@ -415,7 +416,7 @@ def _prefetch(dir_fd: int, names: list[str]) -> None:
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _GONE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENXIO})
 
-READ_POOL_THREADS = 8
+READ_POOL_THREADS = 4
 """Threads (so reads at once) of a scan's read pool once its reads are slow (DESIGN.md §5.4.1)."""
 READ_AHEAD = 32
 """Files handed to the read pool and not yet taken, at most: a slow read at the head of the plan does
