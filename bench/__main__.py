@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         for i, (label, docs) in enumerate(scopes if wanted("a") else []):
             queries = data.derive_queries(docs)
             if quick:
-                keep = ("en-common-4", "zh-rare-1", "en-rare-16", "zh-common-4")
+                keep = ("en-common-4", "zh-rare-1", "en-rare-16", "zh-common-4", "en-common-16")
                 queries = [q for q in queries if q.name in keep] or queries[:3]
                 reps, cold, cli, disk = 2, 1, 1, 0
             elif i == 0:
