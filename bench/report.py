@@ -63,7 +63,56 @@ def markdown(r: dict[str, Any]) -> str:
                                   "(1, 5, 15 min; other work on the machine shows here)")):
         L.append(f"| {k} | {v} |")
     L.append("")
-    # a
+    if r.get("a"):
+        _markdown_a(L, r)
+    if r.get("b"):
+        _markdown_b(L, r)
+    if r.get("c"):
+        _markdown_c(L, r)
+    if r.get("d"):
+        _markdown_d(L, r)
+    if r.get("e"):
+        _markdown_e(L, r)
+    # f
+    f = r.get("f")
+    if f:
+        L.append("## f. Start-up\n")
+        L.append(f"Whole processes of the same interpreter, alternating ({f['reps']} rounds), ms; `amux memory search` "
+                 "against a real Hub on a one-document scope. Heavy modules it imported: "
+                 f"{f['heavy_imports']}.\n")
+        L.append("| process | p50 | p95 | min | max |")
+        L.append("|---|--:|--:|--:|--:|")
+        for label, st in f["stats"].items():
+            L.append(f"| `{label}` | {st['p50']:.1f} | {st['p95']:.1f} | {st['min']:.1f} | {st['max']:.1f} |")
+        L.append("")
+    m = r.get("m")
+    if m:
+        L.append("## m. MCP over streamable HTTP\n")
+        L.append(f"One session on a persistent loopback HTTP/1.1 connection calling `{m['tool']}` of a "
+                 f"{m['note_bytes']:,}-byte note, alternating call by call with a Unix-socket `get` of the same note "
+                 f"({m['n']} each), ms:\n")
+        L.append("| call | p50 | p95 | p99 | max |")
+        L.append("|---|--:|--:|--:|--:|")
+        for label, key in ((f"HTTP `{m['tool']}`", "http"), ("Unix socket `get`", "unix")):
+            st = m[key]
+            L.append(f"| {label} | {st['p50']:.2f} | {st['p95']:.2f} | {st['p99']:.2f} | {st['max']:.2f} |")
+        L.append("\nThe Hub's memory with open MCP HTTP sessions (each after `initialize` and `tools/list`):\n")
+        L.append("| open sessions | VmRSS | VmHWM |")
+        L.append("|--:|--:|--:|")
+        for pt in m["points"]:
+            L.append(f"| {pt['sessions']} | {_kib(pt['VmRSS'])} | {_kib(pt['VmHWM'])} |")
+        L.append(f"\n{m['mib_per_session']:.3f} MiB a session (VmRSS slope from the first to the last row).\n")
+    if r["notes"]:
+        L.append("## Notes\n")
+        L += [f"- {n}" for n in r["notes"]]
+        L.append("")
+    if r.get("plot"):
+        L.append(f"![plot]({r['plot']})\n")
+    return "\n".join(L)
+
+
+def _markdown_a(L: list[str], r: dict[str, Any]) -> None:
+    """Section a (search latency) of :func:`markdown`."""
     L.append("## a. Search latency\n")
     L.append("Milliseconds, p50 / p95. **Hub** = `elapsed_ms` the Hub reports (scan time inside the Hub, warm "
              "content cache); **RTT** = round trip of the same call over a persistent socket connection; **cold** "
@@ -113,7 +162,10 @@ def markdown(r: dict[str, Any]) -> str:
                  + "; ".join(f"`{k}` {v['p50']:.1f} / {v['p95']:.1f}" for k, v in cb.items())
                  + " — the rest of `amux memory search` is argument parsing, connect + hello, the search and JSON "
                  "output.\n")
-    # b
+
+
+def _markdown_b(L: list[str], r: dict[str, Any]) -> None:
+    """Section b (scan budget) of :func:`markdown`."""
     b = r["b"]
     L.append("## b. Scan budget\n")
     L.append("| case | incomplete | reasons | scanned files | scanned bytes | Hub elapsed p50 / max ms |")
@@ -130,7 +182,10 @@ def markdown(r: dict[str, Any]) -> str:
                  f"| {row['elapsed_ms']['p50']:.1f} / {row['elapsed_ms']['max']:.1f} "
                  f"| {row['call_wall_ms']['p50']:.1f} / {row['call_wall_ms']['max']:.1f} |")
     L.append("")
-    # c
+
+
+def _markdown_c(L: list[str], r: dict[str, Any]) -> None:
+    """Section c (operations) of :func:`markdown`."""
     c = r["c"]
     L.append("## c. Operations over the Unix socket\n")
     L.append("Round trip on one persistent connection, ms (p50 / p99). The raw loop is write + fsync + rename + "
@@ -166,7 +221,10 @@ def markdown(r: dict[str, Any]) -> str:
                      f"| {row['p99_ms']:.2f} | {row['errors'] or 'none'} |")
         L.append(f"\n{sw['many_per_s']:.0f}/s vs {sw['one_per_s']:.0f}/s = {sw['ratio']:.2f}.")
     L.append("")
-    # d
+
+
+def _markdown_d(L: list[str], r: dict[str, Any]) -> None:
+    """Section d (growth) of :func:`markdown`."""
     d = r["d"]
     L.append("## d. Growth (in process, limits raised past 8 MiB)\n")
     for key, unit in (("files_axis", "files"), ("bytes_axis", "MiB")):
@@ -183,7 +241,10 @@ def markdown(r: dict[str, Any]) -> str:
         fits = "; ".join(f"{k}: {f['slope']:.3f} ms/{unit[:-1] if unit == 'files' else unit} + {f['intercept']:.2f} ms "
                          f"(R² {f['r2']:.3f}, log-log exponent {f['exponent']:.2f})" for k, f in s["fits"].items())
         L.append(f"\nFit: {fits}\n")
-    # e
+
+
+def _markdown_e(L: list[str], r: dict[str, Any]) -> None:
+    """Section e (footprint) of :func:`markdown`."""
     e = r["e"]
     L.append("## e. Footprint (Hub RSS)\n")
     L.append("| state | RSS | peak (VmHWM) |\n|---|--:|--:|")
@@ -203,42 +264,6 @@ def markdown(r: dict[str, Any]) -> str:
         L.append(f"In process on the same {e['scopes']} scopes: at most {ci['max_held_bytes'] / MIB:.1f} MiB held "
                  f"({ci['scopes_kept']} scopes kept; unbounded it would be {ci['unbounded_would_be'] / MIB:.0f} MiB).")
     L.append("")
-    # f
-    f = r.get("f")
-    if f:
-        L.append("## f. Start-up\n")
-        L.append(f"Whole processes of the same interpreter, alternating ({f['reps']} rounds), ms; `amux memory search` "
-                 "against a real Hub on a one-document scope. Heavy modules it imported: "
-                 f"{f['heavy_imports']}.\n")
-        L.append("| process | p50 | p95 | min | max |")
-        L.append("|---|--:|--:|--:|--:|")
-        for label, st in f["stats"].items():
-            L.append(f"| `{label}` | {st['p50']:.1f} | {st['p95']:.1f} | {st['min']:.1f} | {st['max']:.1f} |")
-        L.append("")
-    m = r.get("m")
-    if m:
-        L.append("## m. MCP over streamable HTTP\n")
-        L.append(f"One session on a persistent loopback HTTP/1.1 connection calling `{m['tool']}` of a "
-                 f"{m['note_bytes']:,}-byte note, alternating call by call with a Unix-socket `get` of the same note "
-                 f"({m['n']} each), ms:\n")
-        L.append("| call | p50 | p95 | p99 | max |")
-        L.append("|---|--:|--:|--:|--:|")
-        for label, key in ((f"HTTP `{m['tool']}`", "http"), ("Unix socket `get`", "unix")):
-            st = m[key]
-            L.append(f"| {label} | {st['p50']:.2f} | {st['p95']:.2f} | {st['p99']:.2f} | {st['max']:.2f} |")
-        L.append("\nThe Hub's memory with open MCP HTTP sessions (each after `initialize` and `tools/list`):\n")
-        L.append("| open sessions | VmRSS | VmHWM |")
-        L.append("|--:|--:|--:|")
-        for pt in m["points"]:
-            L.append(f"| {pt['sessions']} | {_kib(pt['VmRSS'])} | {_kib(pt['VmHWM'])} |")
-        L.append(f"\n{m['mib_per_session']:.3f} MiB a session (VmRSS slope from the first to the last row).\n")
-    if r["notes"]:
-        L.append("## Notes\n")
-        L += [f"- {n}" for n in r["notes"]]
-        L.append("")
-    if r.get("plot"):
-        L.append(f"![plot]({r['plot']})\n")
-    return "\n".join(L)
 
 
 def write_json(r: dict[str, Any], path: Path) -> None:

@@ -11,7 +11,8 @@ first of: ``scan_max_files`` documents, ``scan_max_bytes`` read, the caller's
 ``should_stop()`` (the Hub wires this to a Trio cancel scope with the 250 ms
 budget), the point where one more file read at the pace of the slowest recent
 read would end past ``scan_budget_seconds``, or the directory-entry limits; the
-result then says ``incomplete``.
+result then says ``incomplete``.  On a cold page cache the reads overlap in a
+small thread pool, taken in plan order (:class:`_Collector`, DESIGN.md §5.4.1).
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ import stat
 import time
 import unicodedata
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -391,9 +395,10 @@ def _credit(found: dict[int, set[int]], automaton: ahocorasick_rs.BytesAhoCorasi
 def _prefetch(dir_fd: int, names: list[str]) -> None:
     """Ask the kernel to start reading files the scan has never cached (``POSIX_FADV_WILLNEED``).
 
-    The scan reads one file at a time; on a cold page cache (a first search
-    after boot) the disk then works on all of them at once instead of one
-    request per read.  Only a hint: errors are ignored and nothing is read here.
+    The scan reads one file at a time until reads turn out slow; on a cold
+    page cache (a first search after boot) the disk then works on all of them
+    at once instead of one request per read.  Only a hint: errors are ignored
+    and nothing is read here.
     """
     for name in names:
         try:
@@ -411,6 +416,70 @@ def _prefetch(dir_fd: int, names: list[str]) -> None:
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _GONE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENXIO})
 
+READ_POOL_THREADS = 4
+"""Threads (so reads at once) of a scan's read pool once its reads are slow (DESIGN.md §5.4.1)."""
+READ_AHEAD = 32
+"""Files handed to the read pool and not yet taken, at most: a slow read at the head of the plan does
+not idle the other threads."""
+SLOW_READ_SECONDS = 0.0002
+"""A file's ``lstat`` and read taking longer than this is slow: the page cache did not have it."""
+SLOW_READS_TO_POOL = 4
+"""Slow reads among the last :data:`SLOW_READ_WINDOW` that start the read pool (one slow read on a
+loaded machine is a preemption, not a cold disk; a warm scan must not pay a hand-off per file)."""
+SLOW_READ_WINDOW = 8
+"""How many of the latest reads :data:`SLOW_READS_TO_POOL` counts among."""
+
+
+@dataclass
+class _Fetched:
+    """What a pool thread found for one planned file: its ``lstat`` (None: gone or not a regular file),
+    the error of the ``lstat`` or the read, the bytes read (None: not read) and the seconds the read took."""
+
+    st: os.stat_result | None = None
+    error: OSError | None = None
+    data: bytes | None = None
+    seconds: float = 0.0
+
+
+def _fetch(collector: _Collector, dir_fd: int, absdir: str, name: str, cached: CachedDoc | None, may_read: bool,
+           max_size: int) -> _Fetched | None:
+    """Pool task: ``lstat`` one file relative to ``dir_fd`` and read it unless ``cached`` is still fresh,
+    it may not be read (a new path that is not canonical) or it is larger than ``max_size`` bytes (more
+    than the byte budget can have left).  None, doing nothing, when it starts too late for one more
+    read at the slowest recent pace (``collector.read_cost``) before the deadline.  Changes nothing
+    shared: the scan's thread takes the result."""
+    if time.perf_counter() + collector.read_cost > collector.deadline:
+        return None
+    out = _Fetched()
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return out
+    except OSError as exc:
+        out.error = exc
+        return out
+    if not stat.S_ISREG(st.st_mode):
+        return out
+    out.st = st
+    if may_read and st.st_size <= max_size and (cached is None or not cached.fresh(st)):
+        began = time.perf_counter()
+        try:
+            out.data = collector.reader(absdir + "/" + name)
+        except OSError as exc:
+            out.error = exc
+        out.seconds = time.perf_counter() - began
+    return out
+
+
+@dataclass
+class _InFlight:
+    """One planned file handed to the pool, in plan order."""
+
+    absdir: str
+    logical: str
+    future: Future[_Fetched | None]
+    folder: list[int]  # [dir_fd, files of the folder not yet taken]; the fd closes at 0
+
 
 @dataclass
 class _Collector:
@@ -422,6 +491,18 @@ class _Collector:
     logical paths taken (for the cache's prune after a complete walk).
     ``read_cost`` is the slowest recent read-and-fold of one file, in
     seconds (a decaying maximum).
+
+    Reads run on the scan's thread until :data:`SLOW_READS_TO_POOL` of the
+    last :data:`SLOW_READ_WINDOW` took over :data:`SLOW_READ_SECONDS` (a cold
+    page cache); then up to :data:`READ_POOL_THREADS` ``lstat``-and-reads
+    overlap in a thread pool (reads release the GIL; up to :data:`READ_AHEAD`
+    files handed over), a read being handed over, and started, only while now
+    plus ``read_cost`` is within the deadline.  Results are
+    taken, folded, counted and budgeted in plan order on the scan's thread, so
+    what a search returns does not depend on which read finished first; a file
+    handed over but not taken when the budget ends (waiting for it would
+    overrun) is neither counted nor scanned.  :meth:`close` ends the pool
+    before the scan returns: no thread outlives its request.
     """
 
     limits: Limits
@@ -434,33 +515,142 @@ class _Collector:
     docs: list[CachedDoc] = field(default_factory=list)
     scanned_bytes: int = 0
     seen: set[str] = field(default_factory=set)
+    pool: ThreadPoolExecutor | None = None
+    recent_slow: deque[bool] = field(default_factory=lambda: deque(maxlen=SLOW_READ_WINDOW))
+    in_flight: deque[_InFlight] = field(default_factory=deque)
 
     def out_of_time(self) -> bool:
         """True once the caller says stop or the time budget is spent."""
         return self.should_stop() or time.perf_counter() > self.deadline
 
+    def run(self, plan: list[Batch]) -> None:
+        """Take every planned file in order until a budget stops the scan; then :meth:`close`."""
+        try:
+            for absdir, batch in plan:
+                if self.walk.halted:
+                    break
+                self.folder(absdir, batch)
+            while self.in_flight and not self.walk.halted:
+                self.take()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Drop what is still in flight (not counted), wait for running reads, end the pool, close the folders."""
+        for item in self.in_flight:
+            item.future.cancel()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+        while self.in_flight:
+            self._done_with(self.in_flight.popleft())
+
+    def _done_with(self, item: _InFlight) -> None:
+        item.folder[1] -= 1
+        if item.folder[1] == 0:
+            os.close(item.folder[0])
+
     def folder(self, absdir: str, batch: list[FileEntry]) -> None:
-        """Read one directory's planned files (until the file budget or a stop); a vanished one is skipped."""
+        """Take one directory's planned files (until the file budget or a stop); a vanished one is skipped."""
         try:
             dir_fd = os.open(absdir, _DIR_FLAGS)
         except OSError as exc:
             if exc.errno not in _GONE:
                 self.walk.cannot_read(batch[0][0].rpartition("/")[0] + "/", exc)
             return  # gone (or replaced by a symlink) since it was listed
+        folder = [dir_fd, 1]  # the 1 is this call's own hold on the fd
         try:
-            room = max(0, self.limits.scan_max_files - len(self.docs))
-            _prefetch(dir_fd, [name for logical, name in batch[:room] if logical not in self.cache.docs])
+            room = max(0, self.limits.scan_max_files - len(self.docs) - len(self.in_flight))
+            if self.pool is None:
+                _prefetch(dir_fd, [name for logical, name in batch[:room] if logical not in self.cache.docs])
             for logical, name in batch:
+                if self.pool is not None:
+                    if not self.hand_over(absdir, dir_fd, logical, name, folder):
+                        break
+                    continue
                 if len(self.docs) >= self.limits.scan_max_files:
                     self.walk.stop("files")
                     break
                 if not self.file(absdir, dir_fd, logical, name):
                     break
         finally:
-            os.close(dir_fd)
+            folder[1] -= 1
+            if folder[1] == 0:
+                os.close(dir_fd)
+
+    def hand_over(self, absdir: str, dir_fd: int, logical: str, name: str, folder: list[int]) -> bool:
+        """Give one file to the pool, first taking results while the pool is full or the deadline leaves no
+        room for one more read; False when the scan must stop."""
+        assert self.pool is not None
+        while True:
+            if self.walk.halted:
+                return False
+            if len(self.docs) + len(self.in_flight) >= self.limits.scan_max_files:
+                if not self.in_flight:
+                    self.walk.stop("files")
+                    return False
+            elif len(self.in_flight) < READ_AHEAD and not self.should_stop() \
+                    and time.perf_counter() + self.read_cost <= self.deadline:
+                break
+            elif not self.in_flight:
+                self.walk.stop("time")  # one more read at the slowest recent pace would overrun
+                return False
+            self.take()
+        cached = self.cache.docs.get(logical)
+        may_read = cached is not None or is_canonical_path(logical)  # a cached path was validated when first read
+        future = self.pool.submit(_fetch, self, dir_fd, absdir, name, cached, may_read,
+                                  self.limits.scan_max_bytes - self.scanned_bytes)
+        folder[1] += 1
+        self.in_flight.append(_InFlight(absdir, logical, future, folder))
+        return True
+
+    def take(self) -> None:
+        """Take the oldest file in flight (waiting at most until the deadline); stops the scan (``time``) when
+        it is not done by then."""
+        item = self.in_flight[0]
+        try:
+            fetched = item.future.result(timeout=max(0.0, self.deadline - time.perf_counter()))
+        except FuturesTimeout:
+            self.walk.stop("time")
+            return
+        self.in_flight.popleft()
+        self._done_with(item)
+        if fetched is None or self.should_stop():
+            self.walk.stop("time")
+            return
+        self.record(item.absdir, item.logical, fetched)
+
+    def record(self, absdir: str, logical: str, fetched: _Fetched) -> None:
+        """Count one file the pool fetched, exactly as :meth:`file` would have."""
+        if fetched.st is None:
+            if fetched.error is not None:
+                self.walk.cannot_read(logical, fetched.error)
+            return
+        st = fetched.st
+        if self.scanned_bytes + st.st_size > self.limits.scan_max_bytes:
+            self.walk.skip("bytes")
+            return
+        doc = self.cache.docs.get(logical)
+        if doc is None or not doc.fresh(st):
+            if doc is None and not is_canonical_path(logical):
+                return
+            if fetched.error is not None:
+                if fetched.error.errno is not None and fetched.error.errno not in _GONE:
+                    self.walk.cannot_read(logical, fetched.error)
+                return
+            if fetched.data is None:
+                return  # unreachable: the pool reads every stale file that fits the byte budget
+            began = time.perf_counter()
+            doc = CachedDoc.load(logical, st, fetched.data)
+            self.cache.put(doc)
+            self.read_cost = max(fetched.seconds + time.perf_counter() - began, self.read_cost * 0.9)
+        self.seen.add(logical)
+        self.docs.append(doc)
+        self.scanned_bytes += len(doc.data)
 
     def file(self, absdir: str, dir_fd: int, logical: str, name: str) -> bool:
         """Take one file (from the cache while fresh, else read); False when the scan must stop (time)."""
+        began = time.perf_counter()
         st = self.lstat(dir_fd, logical, name)
         if st is None:
             return True
@@ -477,7 +667,7 @@ class _Collector:
                 return False
             if doc is None and not is_canonical_path(logical):  # a cached path was validated when first read
                 return True
-            doc = self.read(absdir, logical, name, st)
+            doc = self.read(absdir, logical, name, st, began)
             if doc is None:
                 return True
         elif len(self.docs) % 64 == 63 and self.should_stop():
@@ -500,15 +690,19 @@ class _Collector:
             return None
         return st if stat.S_ISREG(st.st_mode) else None
 
-    def read(self, absdir: str, logical: str, name: str, st: os.stat_result) -> CachedDoc | None:
-        """Read and fold one file into the cache, noting its cost; None when it could not be read."""
-        began = time.perf_counter()
+    def read(self, absdir: str, logical: str, name: str, st: os.stat_result, began: float) -> CachedDoc | None:
+        """Read and fold one file into the cache, noting its cost (from ``began``, before its ``lstat``) and
+        starting the read pool once reads are slow; None when it could not be read."""
         try:
             data = self.reader(absdir + "/" + name)
         except OSError as exc:
             if exc.errno is not None and exc.errno not in _GONE:
                 self.walk.cannot_read(logical, exc)  # EACCES, EIO: say so; a vanished or odd file is just absent
             return None
+        io_done = time.perf_counter()
+        self.recent_slow.append(io_done - began > SLOW_READ_SECONDS)
+        if sum(self.recent_slow) >= SLOW_READS_TO_POOL and self.pool is None:
+            self.pool = ThreadPoolExecutor(READ_POOL_THREADS, thread_name_prefix="amux-read")
         doc = CachedDoc.load(logical, st, data)
         self.cache.put(doc)
         self.read_cost = max(time.perf_counter() - began, self.read_cost * 0.9)
@@ -527,10 +721,7 @@ def _collect(
     collector = _Collector(limits, walk, should_stop, reader, cache, time.perf_counter() + limits.scan_budget_seconds)
     seen_dirs: set[str] = set()
     batches = _list_tree(root, path_prefix, walk, cache, seen_dirs, collector.out_of_time)
-    for absdir, batch in _fair_plan(batches, root, limits.scan_max_files, walk):
-        if walk.halted:
-            break
-        collector.folder(absdir, batch)
+    collector.run(_fair_plan(batches, root, limits.scan_max_files, walk))
     if not walk.incomplete:
         cache.prune(path_prefix, collector.seen, seen_dirs)
     return collector.docs, collector.scanned_bytes

@@ -29,6 +29,9 @@ Hub
     ``hub.rewrite_guard.LINE_MEMO_ENTRIES`` (lines), ``hub.rewrite_guard.LINE_MEMO_MAX_CHARS`` (characters):
     its memo of checked lines.
   * ``hub.search.LISTING_WORK_FACTOR`` (times): candidate names listed per ``scan_max_total_entries`` (§5.4.1).
+  * ``hub.search.READ_POOL_THREADS`` (threads), ``hub.search.READ_AHEAD`` (files),
+    ``hub.search.SLOW_READ_SECONDS`` (s), ``hub.search.SLOW_READS_TO_POOL`` (reads),
+    ``hub.search.SLOW_READ_WINDOW`` (reads): the scan's read pool on a cold page cache (§5.4.1).
   * ``hub.search.SAMPLE_BYTES`` (bytes), ``hub.search.FREQUENT_HITS`` (count), ``hub.search.GROUP_MIN`` (keywords):
     how the scan's keyword matcher picks one pass or per-keyword passes (§5.1).
   * ``hub.secrets.MAX_FINDINGS`` (count), ``hub.secrets.KEYWORD_MIN_LENGTH`` (characters),
@@ -88,7 +91,8 @@ Typed memories (§11)
     ``tools.typed.model.MAX_NESTING`` (levels).
 
 The benchmark's goals and sizes
-  * ``bench.__main__.CLI_GOAL_MS`` (ms), ``bench.__main__.RG_RATIO_GOAL`` (ratio), ``bench.data.MIB`` (bytes),
+  * ``bench.__main__.CLI_GOAL_MS`` (ms), ``bench.__main__.RG_RATIO_GOAL`` (ratio),
+    ``bench.__main__.COMMON16_GOAL`` (ratio), ``bench.__main__.DISK_COLD_GOAL`` (ratio), ``bench.data.MIB`` (bytes),
     ``bench.data.SCAN_BYTES`` (bytes), ``bench.growth.EXPONENT_GOAL`` (exponent),
     ``bench.history.THROUGHPUT_GOAL`` (ratio), ``bench.history.LATENCY_GOAL_MS`` (ms),
     ``bench.history.SIZE_GOAL_BYTES`` (bytes), ``bench.latency.LIMIT`` (results),

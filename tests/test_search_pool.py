@@ -1,0 +1,150 @@
+"""The scan's read pool on a slow (cold) disk: reads overlap, results and budgets do not depend on
+which read finishes first, the time budget still stops the scan, and no thread outlives it
+(DESIGN.md §5.4.1)."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import hub.search as hub_search
+from hub.cache import ScopeCache
+from hub.config import HubConfig
+from hub.identity import GLOBAL
+from hub.search import read_file_nofollow, search_scope
+from hub.service import MemoryService
+from protocol.limits import LIMITS
+
+ROOMY = dataclasses.replace(LIMITS, scan_budget_seconds=5.0)
+
+
+def write_scope(root: Path, count: int, body: str = "needle {i}\n") -> None:
+    """``count`` documents: a third at the top level, the rest in two folders."""
+    for i in range(count):
+        folder = ("", "alpha/", "beta/")[i % 3]
+        p = root / f"{folder}f{i:03d}.md"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(body.format(i=i) + ("extra words " * (i % 7)) + "\n")
+
+
+class SlowReader:
+    """A reader that sleeps ``seconds`` (or a seeded random 1–``seconds``) before each read and
+    records which thread read which file."""
+
+    def __init__(self, seconds: float, jitter: bool = False) -> None:
+        self.seconds, self.rng = seconds, random.Random(7) if jitter else None
+        self.calls: list[str] = []
+        self.threads: set[int] = set()
+        self.lock = threading.Lock()
+        self.fail: dict[str, OSError] = {}
+
+    def __call__(self, abspath: str) -> bytes:
+        with self.lock:
+            self.calls.append(abspath)
+            self.threads.add(threading.get_ident())
+            pause = self.rng.uniform(0.001, self.seconds) if self.rng else self.seconds
+        time.sleep(pause)
+        for suffix, exc in self.fail.items():
+            if abspath.endswith(suffix):
+                raise exc
+        return read_file_nofollow(abspath)
+
+
+def without_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hub_search, "SLOW_READS_TO_POOL", 10**9)
+
+
+def comparable(res: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in res.items() if k != "elapsed_ms"}
+
+
+def test_slow_reads_overlap_and_give_the_same_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_scope(tmp_path, 40)
+    reader = SlowReader(0.020)
+    before = threading.active_count()
+    t0 = time.perf_counter()
+    pooled = search_scope(str(tmp_path), ("needle", "extra"), "", 20, ROOMY, reader=reader, cache=ScopeCache())
+    elapsed = time.perf_counter() - t0
+    assert threading.active_count() == before  # the pool ended with the scan
+    assert pooled["incomplete"] is False and pooled["scanned_files"] == 40
+    assert elapsed < 0.5 * 40 * 0.020, elapsed  # one after another would take 0.8 s
+    assert len(reader.threads) > 1
+    assert sorted(reader.calls) == sorted(set(reader.calls)) and len(reader.calls) == 40  # once per file
+    without_pool(monkeypatch)
+    plain = search_scope(str(tmp_path), ("needle", "extra"), "", 20, ROOMY, reader=read_file_nofollow,
+                         cache=ScopeCache())
+    assert comparable(pooled) == comparable(plain)
+
+
+def test_results_and_byte_budget_do_not_depend_on_which_read_finishes_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_scope(tmp_path, 60)
+    sizes = sorted(p.stat().st_size for p in tmp_path.rglob("*.md"))
+    limits = dataclasses.replace(ROOMY, scan_max_bytes=sum(sizes[:45]), scan_max_files=50)
+    pooled = search_scope(str(tmp_path), ("needle", "words"), "", 20, limits, reader=SlowReader(0.012, jitter=True),
+                          cache=ScopeCache())
+    assert pooled["incomplete"] is True and set(pooled["incomplete_reasons"]) == {"files", "bytes"}
+    assert pooled["scanned_bytes"] <= limits.scan_max_bytes
+    without_pool(monkeypatch)
+    plain = search_scope(str(tmp_path), ("needle", "words"), "", 20, limits, cache=ScopeCache())
+    assert comparable(pooled) == comparable(plain)
+
+
+def test_read_errors_in_the_pool_are_reported_as_without_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_scope(tmp_path, 30)
+    reader = SlowReader(0.005)
+    reader.fail = {"alpha/f007.md": PermissionError(errno.EACCES, "denied"),
+                   "beta/f011.md": OSError(errno.EIO, "I/O error"),
+                   "f012.md": FileNotFoundError(errno.ENOENT, "gone")}
+    pooled = search_scope(str(tmp_path), ("needle",), "", 20, ROOMY, reader=reader, cache=ScopeCache())
+    assert len(reader.threads) > 1
+    assert pooled["incomplete_reasons"] == ["unreadable"]
+    assert sorted(pooled["unreadable"]) == ["alpha/f007.md", "beta/f011.md"]
+    assert pooled["scanned_files"] == 27
+    without_pool(monkeypatch)
+    reader.seconds = 0.0
+    assert comparable(search_scope(str(tmp_path), ("needle",), "", 20, ROOMY, reader=reader,
+                                   cache=ScopeCache())) == comparable(pooled)
+
+
+def test_a_slow_disk_still_stops_by_the_budget_and_leaves_no_thread(tmp_path: Path) -> None:
+    write_scope(tmp_path, 300)
+    reader = SlowReader(0.020)
+    before = threading.active_count()
+    t0 = time.perf_counter()
+    res = search_scope(str(tmp_path), ("needle",), "", 20, LIMITS, reader=reader, cache=ScopeCache())
+    elapsed = time.perf_counter() - t0
+    calls = len(reader.calls)
+    assert res["incomplete"] is True and res["incomplete_reasons"] == ["time"]
+    assert elapsed <= LIMITS.scan_budget_seconds + 0.030, elapsed
+    assert len(reader.threads) > 1 and res["scanned_files"] > LIMITS.scan_budget_seconds / 0.020  # overlapped
+    assert res["scanned_files"] <= calls < 300
+    assert threading.active_count() == before
+    time.sleep(0.05)
+    assert len(reader.calls) == calls  # nothing reads after the scan returned
+
+
+async def test_slow_reader_through_the_service_stops_in_time(tmp_path: Path) -> None:
+    root = tmp_path / "memory" / "global"
+    write_scope(root, 300)
+    config = HubConfig(home=tmp_path, memory_enabled=True, isolation="off",
+                       socket_path=tmp_path / "hub.sock", socket_mode=0o600, socket_group="")
+    reader = SlowReader(0.020)
+    service = MemoryService(config, LIMITS, reader)
+    before = threading.active_count()
+    res = await service.call(GLOBAL, "search", {"query": "needle", "limit": 20})
+    calls = len(reader.calls)
+    assert res["incomplete"] is True and "time" in res["incomplete_reasons"]
+    assert res["elapsed_ms"] <= 260, res["elapsed_ms"]
+    assert len(reader.threads) > 1
+    assert threading.active_count() <= before + 1  # trio's idle worker thread may stay; no pool thread does
+    assert not [t for t in threading.enumerate() if t.name.startswith("amux-read")]
+    time.sleep(0.05)
+    assert len(reader.calls) == calls
