@@ -19,7 +19,7 @@ from protocol.errors import HubError
 from protocol.paths import normalize_path
 from tests.conftest import HubProcess, need_corpus
 
-pytestmark = pytest.mark.slow  # the whole real-Markdown corpus
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("corpus_e2e")]  # the whole real-Markdown corpus, read once
 
 SCOPE_FILES = 1024
 SCAN_BYTES = 8 * 1024 * 1024

@@ -559,6 +559,7 @@ def test_running_out_of_descriptors_in_a_search_is_a_storage_error_not_unreadabl
         hub.stop()
 
 
+@pytest.mark.alone  # measures the median write time
 def test_writes_stay_quick_in_a_scope_of_many_empty_folders(hub: HubProcess) -> None:
     scope = hub.scope_dir
     fd = os.open(scope, os.O_RDONLY | os.O_DIRECTORY)
