@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,6 +31,13 @@ from tests.fakemodel import FakeModel
 from tools.client.blocking import HubClient
 from tools.client.installation import amux_command
 from tools.lifecycle.spawn import HubStartError, spawn_serve, wait_until_answering
+
+# The suite starts thousands of Python processes (Hubs, the CLI, relays).  With PYTHONDONTWRITEBYTECODE set,
+# each one compiled every module of this repository it imports anew, and every pytest-xdist worker rewrote
+# every test module anew: cache the bytecode (``__pycache__`` is gitignored).  Workers and subprocesses
+# inherit this environment.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
