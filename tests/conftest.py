@@ -38,6 +38,11 @@ from tools.lifecycle.spawn import HubStartError, spawn_serve, wait_until_answeri
 # inherit this environment.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist gives its workers COLUMNS=80 and LINES=24; the CLI (rich) would draw every table that wide,
+    # also on the wider pseudo-terminals of tests/terminal.py.  A serial run has neither.
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

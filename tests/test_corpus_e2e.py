@@ -98,6 +98,7 @@ def test_reference_scan_agrees_with_corpus_counts(corpus_docs: Any) -> None:
         assert count == expected, query
 
 
+@pytest.mark.alone  # a full-scope search must finish within the search time budget (incomplete is False)
 def test_cli_search_on_full_scope_matches_literal_scan(hub: HubProcess, corpus_docs: Any) -> None:
     _, scope = corpus_docs
     assert len(scope) == SCOPE_FILES
