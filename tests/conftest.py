@@ -10,11 +10,13 @@ another test module (``tests/test_layout.py`` checks it).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,6 +31,18 @@ from tests.fakemodel import FakeModel
 from tools.client.blocking import HubClient
 from tools.client.installation import amux_command
 from tools.lifecycle.spawn import HubStartError, spawn_serve, wait_until_answering
+
+# The suite starts thousands of Python processes (Hubs, the CLI, relays).  With PYTHONDONTWRITEBYTECODE set,
+# each one compiled every module of this repository it imports anew, and every pytest-xdist worker rewrote
+# every test module anew: cache the bytecode (``__pycache__`` is gitignored).  Workers and subprocesses
+# inherit this environment.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist gives its workers COLUMNS=80 and LINES=24; the CLI (rich) would draw every table that wide,
+    # also on the wider pseudo-terminals of tests/terminal.py.  A serial run has neither.
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -193,6 +207,45 @@ def hub(hub_factory: Any) -> HubProcess:
     """A running Hub with memory enabled and isolation off."""
     h: HubProcess = hub_factory()
     return h
+
+
+def _run_lock_files() -> tuple[Path, Path] | None:
+    """The two lock files the workers of this parallel run share (:func:`pytest_runtest_protocol`), or ``None``
+    when pytest runs serially (no ``PYTEST_XDIST_TESTRUNUID``: ``-n 0`` or ``-p no:xdist``)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        return None
+    base = Path(tempfile.gettempdir()) / f"amux-pytest-{run}"
+    return base.with_suffix(".gate"), base.with_suffix(".run")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: the wait is not counted by pytest-timeout
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
+    """Under parallel workers (pytest-xdist), a test marked ``alone`` runs while no other test does.
+
+    A readers-writer lock on two files shared by the run's workers, held over set-up, call and tear-down
+    (so also over module fixtures set up or torn down with the test): every other test holds ``.run``
+    shared; an ``alone`` test holds it exclusively.  ``.gate`` keeps a waiting ``alone`` test from starving:
+    it holds ``.gate`` while it waits and runs, and a test takes ``.gate`` for a moment before ``.run``.
+    Serial runs take no lock.
+    """
+    files = _run_lock_files()
+    if files is None:
+        return (yield)
+    alone = item.get_closest_marker("alone") is not None
+    with open(files[0], "a") as gate, open(files[1], "a") as run:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(run, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            return (yield)
+        finally:
+            fcntl.flock(run, fcntl.LOCK_UN)
+            if alone:
+                fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects

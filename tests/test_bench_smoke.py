@@ -171,10 +171,12 @@ def _check_growth_and_footprint(results: dict[str, Any]) -> None:
     assert e["idle"]["VmRSS"] > 0 and e["idle_connections"]["VmRSS"] >= e["before_connections"]["VmRSS"] > 0, e
 
 
-def test_bench_quick_runs(tmp_path: Path) -> None:
+def test_bench_quick_runs(tmp_path: Path, shared_dir: Path) -> None:
     out = tmp_path / "results"
+    # The bench's Hub sockets live under --tmp: a short /tmp folder, as a pytest-xdist worker's tmp_path
+    # (.../popen-gw0/test_bench_quick_runs0/...) makes them longer than AF_UNIX allows.
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--synthetic", "--out", str(out), "--tmp", str(tmp_path)],
+        [sys.executable, "-m", "bench", "--quick", "--synthetic", "--out", str(out), "--tmp", str(shared_dir)],
         cwd=REPO, capture_output=True, text=True, timeout=240,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]

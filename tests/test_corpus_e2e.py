@@ -19,7 +19,7 @@ from protocol.errors import HubError
 from protocol.paths import normalize_path
 from tests.conftest import HubProcess, need_corpus
 
-pytestmark = pytest.mark.slow  # the whole real-Markdown corpus
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("corpus_e2e")]  # the whole real-Markdown corpus, read once
 
 SCOPE_FILES = 1024
 SCAN_BYTES = 8 * 1024 * 1024
@@ -98,6 +98,7 @@ def test_reference_scan_agrees_with_corpus_counts(corpus_docs: Any) -> None:
         assert count == expected, query
 
 
+@pytest.mark.alone  # a full-scope search must finish within the search time budget (incomplete is False)
 def test_cli_search_on_full_scope_matches_literal_scan(hub: HubProcess, corpus_docs: Any) -> None:
     _, scope = corpus_docs
     assert len(scope) == SCOPE_FILES

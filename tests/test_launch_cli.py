@@ -457,6 +457,7 @@ def test_agents_own_resume_needs_the_amux_session(launcher: Launcher, agent: str
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # measures elapsed time
 def test_a_trickling_hub_cannot_hold_the_launch(tmp_path: Path) -> None:
     # One byte every 0.3 s: each read succeeds, so only an overall deadline ends the hello.
     with _stub_hub(tmp_path / "trickle.sock", trickle=0.3) as sock:

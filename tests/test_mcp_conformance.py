@@ -36,7 +36,7 @@ from tests.agent_clients import CLIENTS, unavailable
 from tests.bearer_proxy import BearerProxy
 from tests.conftest import HubProcess, make_hub
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mcp_conformance")]  # one worker: one module Hub
 
 APPLICABLE = {
     "server-initialize": "initialize answers with a valid structure",

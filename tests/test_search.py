@@ -531,6 +531,7 @@ def make_service(tmp_path: Path, reader: Any = read_file_nofollow, enabled: bool
     return MemoryService(config, LIMITS, reader)
 
 
+@pytest.mark.alone  # measures elapsed time
 async def test_time_budget_via_service(tmp_path: Path) -> None:
     root = tmp_path / "memory" / "global"
     write(root, {f"f{i:02d}.md": "needle\n" for i in range(20)})

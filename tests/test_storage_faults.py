@@ -346,6 +346,7 @@ def crowd(folder: Path, count: int, suffix: str) -> None:
         os.close(fd)
 
 
+@pytest.mark.alone  # a 20,000-entry scope: the exact incomplete_reasons assume the search time budget holds
 def test_a_crowded_folder_does_not_hide_the_rest_and_stray_files_cost_nothing(hub: HubProcess) -> None:
     scope = hub.scope_dir
     place(scope, "MEMORY.md", b"# Memory\ntopword\n")
@@ -374,6 +375,7 @@ def crowd_many(scope: Path, folders: int, each: int, width: int = 3) -> None:
         crowd(scope / f"d{d:0{width}}", each, ".md")
 
 
+@pytest.mark.alone  # a 20,000-entry scope: the exact incomplete_reasons assume the search time budget holds
 def test_many_ordinary_folders_do_not_hide_a_later_one(hub: HubProcess) -> None:
     # 100 folders of 200 notes: 20,000 .md names, more than the 16,384 total entries, listed before notes/.
     scope = hub.scope_dir
@@ -559,6 +561,7 @@ def test_running_out_of_descriptors_in_a_search_is_a_storage_error_not_unreadabl
         hub.stop()
 
 
+@pytest.mark.alone  # measures the median write time
 def test_writes_stay_quick_in_a_scope_of_many_empty_folders(hub: HubProcess) -> None:
     scope = hub.scope_dir
     fd = os.open(scope, os.O_RDONLY | os.O_DIRECTORY)

@@ -28,7 +28,8 @@ from tests.conftest import REPO, HubProcess, make_hub
 from tests.ui_helpers import UiProcess, chromium, click_and_load, loaded, request, start_ui, take_cookie, text_of, wait
 from tools.ui.render import SHOWN_MAX_CHARS
 
-pytestmark = pytest.mark.slow  # a real browser (chromium + chromedriver) per test
+# a real browser (chromium + chromedriver) per test; one worker under pytest-xdist (one browser, Hub and page)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ui_browser")]
 
 SHOTS = REPO / "tools" / "ui" / "screenshots"
 

@@ -27,6 +27,11 @@ for tool in node npm; do
   fi
 done
 
+# One install at a time (parallel pytest workers, two checkouts sharing $AMUX_CLIENTS_DIR): the others wait here.
+mkdir -p "$dest"
+exec 9>"$dest/.install.lock"
+flock 9
+
 stamp="$dest/pins.txt"
 want="$(printf '%s\n' "${PINS[@]}")"
 installed=1

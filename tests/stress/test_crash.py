@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600 if FULL else 300)]  # t
 
 WORKERS = 4
 DOCS_PER_WORKER = 3
+WRITES_START_SECONDS = 20.0  # a round waits at most this long for its first acknowledged write
 
 
 @dataclass
@@ -134,8 +135,14 @@ def test_kill_9_during_writes_loses_nothing_acknowledged(hub: HubProcess) -> Non
             threading.Thread(target=_writer, args=(hub, w, docs[w], stop, rng.randrange(1 << 30), tally))
             for w in range(WORKERS)
         ]
+        acked_before = tally.acked
         for t in threads:
             t.start()
+        # The kill lands among writes: after the first acknowledged write of this round (on a loaded machine,
+        # connecting can take longer than the random pause), then a random pause.
+        writing_by = time.monotonic() + WRITES_START_SECONDS
+        while tally.acked == acked_before and not tally.errors and time.monotonic() < writing_by:
+            time.sleep(0.002)
         time.sleep(rng.uniform(0.005, 0.15))
         assert hub.stop(signal.SIGKILL) == -signal.SIGKILL
         stop.set()

@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600 if FULL else 300)]
 
 WORKERS = 4
 DOCS_PER_WORKER = 2
+WRITES_START_SECONDS = 20.0  # a round waits at most this long for its first acknowledged write
 ABSENT = "absent"
 
 
@@ -153,8 +154,14 @@ def _run(hub: HubProcess, rounds: int, seed: int, tail: int | None) -> tuple[int
         stop = threading.Event()
         threads = [threading.Thread(target=_writer, args=(hub, w, docs[w], stop, rng.randrange(1 << 30), tally))
                    for w in range(WORKERS)]
+        acked_before = tally.acked
         for t in threads:
             t.start()
+        # The kill lands among writes: after the first acknowledged write of this round (on a loaded machine,
+        # connecting can take longer than the random pause), then a random pause.
+        writing_by = time.monotonic() + WRITES_START_SECONDS
+        while tally.acked == acked_before and not tally.errors and time.monotonic() < writing_by:
+            time.sleep(0.002)
         time.sleep(rng.uniform(0.02, 0.2))
         assert hub.stop(signal.SIGKILL) == -signal.SIGKILL
         stop.set()

@@ -44,7 +44,7 @@ from tests.conftest import REPO, HubProcess, make_hub
 from tests.stress.scale import report
 from tools.client.blocking import HubClient
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.slow, pytest.mark.alone, pytest.mark.timeout(180)]  # alone: it measures p99 latency
 
 SESSIONS = 100
 PRINCIPALS = 10
