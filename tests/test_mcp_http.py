@@ -16,6 +16,7 @@ client.  DESIGN.md §7, §9.2, §21.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -67,12 +68,10 @@ def request(url: str, method: str = "POST", body: Any = None, headers: dict[str,
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     hdrs = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(headers or {})}
-    try:
+    # A server refusing a body (413) answers and closes before reading all of it; the answer is already in
+    # this socket's receive buffer, so it is read as a client that sent the whole body would.
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
         conn.request(method, path or u.path, body=data, headers=hdrs)
-    except (BrokenPipeError, ConnectionResetError):
-        # A server refusing a body (413) answers and closes before reading all of it; the answer is already
-        # in this socket's receive buffer, so read it as a client that sent the body would.
-        pass
     resp = conn.getresponse()
     out = resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
     conn.close()
