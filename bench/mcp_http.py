@@ -68,7 +68,7 @@ class Session:
         """One JSON-RPC request; its ``result``.  Raises ``RuntimeError`` for any other answer."""
         self.next_id += 1
         status, _, body = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        answer = _message(body) if status == 200 else None
+        answer = rpc_message(body) if status == 200 else None
         if not isinstance(answer, dict) or "result" not in answer or answer["result"].get("isError"):
             raise RuntimeError(f"{method} answered HTTP {status}: {body[:300]!r}")
         return answer["result"]
@@ -95,8 +95,9 @@ class Session:
         self.conn.close()
 
 
-def _message(body: bytes) -> Any:
-    """The JSON-RPC message of an SSE (``data:`` line) or JSON answer."""
+def rpc_message(body: bytes) -> Any:
+    """The JSON-RPC message of an MCP streamable-HTTP answer body: the first SSE ``data:`` line's JSON, or
+    the body itself as JSON (``json.JSONDecodeError`` when it is neither).  Shared with the tests."""
     text = body.decode()
     for line in text.splitlines():
         if line.startswith("data: "):

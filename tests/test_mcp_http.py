@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from bench.mcp_http import rpc_message
 from tests.conftest import HubProcess, amux_argv, make_hub
 from tools.client.blocking import HubClient
 
@@ -82,15 +83,6 @@ def bearer(token: str, **more: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}", **more}
 
 
-def message(body: bytes) -> Any:
-    """The JSON-RPC message of an SSE or JSON answer."""
-    text = body.decode()
-    for line in text.splitlines():
-        if line.startswith("data: "):
-            return json.loads(line[6:])
-    return json.loads(text)
-
-
 def open_session(url: str, token: str, **more: str) -> str:
     status, headers, body = request(url, body=INIT, headers=bearer(token, **more))
     assert status == 200, (status, body)
@@ -109,7 +101,7 @@ def rpc(url: str, token: str, sid: str, method: str, params: dict[str, Any] | No
         body["params"] = params
     status, _, raw = request(url, body=body, headers=bearer(
         token, **{"Mcp-Session-Id": sid, "MCP-Protocol-Version": PROTOCOL}, **more))
-    return (status, message(raw)) if status == 200 else (status, raw)
+    return (status, rpc_message(raw)) if status == 200 else (status, raw)
 
 
 def tool(url: str, token: str, sid: str, name: str = "memory_get", arguments: dict[str, Any] | None = None,
@@ -269,7 +261,7 @@ def test_idle_sessions_expire_and_the_cap_per_principal_answers(tmp_path: Path) 
     sids = [open_session(url, a) for _ in range(16)]
     t0 = time.monotonic()
     status, headers, body = request(url, body=INIT, headers=bearer(a))
-    assert status == 429 and "16 open MCP sessions" in message(body)["error"]["message"], body
+    assert status == 429 and "16 open MCP sessions" in rpc_message(body)["error"]["message"], body
     assert time.monotonic() - t0 < 2 and headers["retry-after"]
     open_session(url, b)
     assert request(url, "DELETE", headers=bearer(a, **{"Mcp-Session-Id": sids[0],
@@ -460,7 +452,7 @@ def test_initialize_and_tools_list_are_the_relays(tmp_path: Path) -> None:
                                                                    "initialize_instructions_off")):
         status, headers, body = request(url, body=init, headers=bearer(token, **extra))
         assert status == 200, body
-        assert message(body) == wire(expected)
+        assert rpc_message(body) == wire(expected)
         sid = headers["mcp-session-id"]
         more = {**extra, "MCP-Protocol-Version": "2025-11-25"}
         status, _, _ = request(url, body={"jsonrpc": "2.0", "method": "notifications/initialized"},
@@ -468,15 +460,15 @@ def test_initialize_and_tools_list_are_the_relays(tmp_path: Path) -> None:
         assert status == 202
         status, _, body = request(url, body=json.loads('{"jsonrpc":"2.0","id":2,"method":"tools/list"}'),
                                   headers=bearer(token, **{"Mcp-Session-Id": sid}, **more))
-        assert status == 200 and message(body) == wire("tools_list")
+        assert status == 200 and rpc_message(body) == wire("tools_list")
         status, _, body = request(url, body={"jsonrpc": "2.0", "id": 4, "method": "ping"},
                                   headers=bearer(token, **{"Mcp-Session-Id": sid}, **more))
-        assert status == 200 and message(body) == wire("ping")
+        assert status == 200 and rpc_message(body) == wire("ping")
     before = snapshot(h.home)
     for bad in ({"Amux-Instructions": "maybe"}, {"Amux-Session": "has space"}, {"Amux-Session": "x" * 129}):
         status, headers, body = request(url, body=init, headers=bearer(token, **bad))
         assert status == 400 and "mcp-session-id" not in headers, (bad, status, body)
-        assert next(iter(bad)) in message(body)["error"]["message"], body
+        assert next(iter(bad)) in rpc_message(body)["error"]["message"], body
     assert snapshot(h.home) == before
 
 

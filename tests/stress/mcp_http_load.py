@@ -43,6 +43,8 @@ from typing import Any
 import httpx2
 import trio
 
+from bench.mcp_http import rpc_message
+
 PROTOCOL = "2025-06-18"
 REQUEST_TIMEOUT_SECONDS = 30.0
 """One HTTP request's bound (connect, write, read)."""
@@ -61,15 +63,6 @@ def percentile(values: list[float], q: float) -> float:
     lo = math.floor(k)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
-def answer_of(body: bytes) -> Any:
-    """The JSON-RPC message of an SSE (``data:`` line) or plain JSON answer."""
-    text = body.decode()
-    for line in text.splitlines():
-        if line.startswith("data: "):
-            return json.loads(line[6:])
-    return json.loads(text)
 
 
 @dataclass
@@ -116,7 +109,7 @@ class Session:
         resp = await self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
         if resp.status_code != 200:
             return resp.status_code, resp.text
-        return 200, answer_of(resp.content)
+        return 200, rpc_message(resp.content)
 
     async def open(self) -> list[str]:
         """``initialize``, ``notifications/initialized`` and ``tools/list``; the tool names.  Raises
