@@ -22,9 +22,11 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -313,12 +315,14 @@ def is_amux_mcp(cmd: list[str]) -> bool:
                                                         for c in cmd[:3])
 
 
-def watch(proc: subprocess.Popen[str], environ_key: str | None = None) -> tuple[list[list[str]], str | None]:
-    """Sample ``proc``'s process tree every 20 ms until it exits: every command line seen, and the token (from
-    a descendant's ``--mcp-config`` file, or from its environment variable ``environ_key``)."""
+def watch(proc: subprocess.Popen[str], environ_key: str | None = None,
+          timeout: float = 120) -> tuple[list[list[str]], str | None]:
+    """Sample ``proc``'s process tree every 20 ms until it exits (or ``timeout`` seconds pass): every command
+    line seen, and the token (from a descendant's ``--mcp-config`` file, or from its variable ``environ_key``)."""
     seen: list[list[str]] = []
     token: str | None = None
-    while proc.poll() is None:
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
         for pid, cmd in descendants(proc.pid).items():
             if cmd not in seen:
                 seen.append(cmd)
@@ -336,6 +340,35 @@ def watch(proc: subprocess.Popen[str], environ_key: str | None = None) -> tuple[
                     pass
         time.sleep(0.02)
     return seen, token
+
+
+@dataclass
+class Watched:
+    """A finished agent run: exit status, its whole stdout and stderr, the command lines seen in its
+    process tree and the token found there (:func:`watch`)."""
+
+    returncode: int
+    out: str
+    err: str
+    seen: list[list[str]]
+    token: str | None
+
+
+def run_watched(argv: list[str], env: dict[str, str], cwd: Path, environ_key: str | None = None) -> Watched:
+    """Run ``argv`` (stdin closed) while :func:`watch` samples its tree; killed after 120 s.  Output goes to
+    files, so an agent printing more than a pipe holds is never blocked while it is watched."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err, text=True,
+                                stdin=subprocess.DEVNULL)
+        try:
+            seen, token = watch(proc, environ_key)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        out.seek(0)
+        err.seek(0)
+        return Watched(proc.returncode, out.read(), err.read(), seen, token)
 
 
 @pytest.fixture
@@ -384,17 +417,10 @@ def test_real_claude_connects_over_http_with_no_amux_mcp_process(
     work = tmp_path / "work"
     work.mkdir()
     session = str(uuid.uuid4())
-    proc = subprocess.Popen([*amux_argv(), "launch", "--session-id", session, "claude", "-p", "hello",
-                             "--output-format", "stream-json", "--verbose", "--no-session-persistence"],
-                            env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
-    try:
-        seen, token = watch(proc)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err[-3000:]
+    run = run_watched([*amux_argv(), "launch", "--session-id", session, "claude", "-p", "hello",
+                       "--output-format", "stream-json", "--verbose", "--no-session-persistence"], env, work)
+    seen, token, out, err = run.seen, run.token, run.out, run.err
+    assert run.returncode == 0, err[-3000:]
     assert any("HTTP listener" in line for line in err.splitlines() if line.startswith("amux:")), err[-2000:]
     assert any(os.path.basename(c[0]) == "claude" for c in seen if c), seen
     assert not [c for c in seen if is_amux_mcp(c)], "no amux mcp process in the agent's tree"
@@ -432,16 +458,10 @@ def test_real_codex_connects_over_http_with_no_amux_mcp_process(
     env = agent_env(agents, h, tmp_path / "home")
     work = tmp_path / "work"
     work.mkdir()
-    proc = subprocess.Popen([*amux_argv(), "launch", "codex", "exec", "--skip-git-repo-check",
-                             *codex_provider(fake_model), "hello"], env=env, cwd=work, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-    try:
-        seen, token = watch(proc, "AMUX_MCP_BEARER")
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err[-3000:]
+    run = run_watched([*amux_argv(), "launch", "codex", "exec", "--skip-git-repo-check",
+                       *codex_provider(fake_model), "hello"], env, work, "AMUX_MCP_BEARER")
+    seen, token, err = run.seen, run.token, run.err
+    assert run.returncode == 0, err[-3000:]
     assert not [c for c in seen if is_amux_mcp(c)], "no amux mcp process in the agent's tree"
     assert any("codex" in " ".join(c) for c in seen), seen
     assert token is not None and not any(token in " ".join(c) for c in seen), "the token is never in a command line"
@@ -476,18 +496,11 @@ def test_real_claude_registered_with_hub_connect_reads_a_fact_over_http(
     added = subprocess.run(command, shell=True, env=env, cwd=work, capture_output=True, text=True, timeout=120)
     assert added.returncode == 0, added.stderr
     script_lookup(fake_model)
-    proc = subprocess.Popen([str(agents / "claude"), "-p", "How is quokka built?", "--output-format", "stream-json",
-                             "--verbose", "--no-session-persistence",
-                             "--allowedTools=mcp__amux__memory_search,mcp__amux__memory_get"],
-                            env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
-    try:
-        seen, _ = watch(proc)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err[-3000:] + out[-2000:]
+    run = run_watched([str(agents / "claude"), "-p", "How is quokka built?", "--output-format", "stream-json",
+                       "--verbose", "--no-session-persistence",
+                       "--allowedTools=mcp__amux__memory_search,mcp__amux__memory_get"], env, work)
+    seen = run.seen
+    assert run.returncode == 0, run.err[-3000:] + run.out[-2000:]
     assert not [c for c in seen if is_amux_mcp(c)], "no amux mcp process"
     turns = fake_model.turns("/v1/messages")
     assert len(turns) == 3, [r.path for r in fake_model.requests]
@@ -516,17 +529,11 @@ def test_real_codex_registered_with_hub_connect_reads_a_fact_over_http(
     config = (tmp_path / "home" / ".codex" / "config.toml").read_text()
     assert url in config and "AMUX_TOKEN" in config and r.json["token"] not in config, config
     script_lookup(fake_model)
-    proc = subprocess.Popen([str(agents / "codex"), "exec", "--skip-git-repo-check", "--ephemeral",
-                             "-c", 'mcp_servers.amux.default_tools_approval_mode="approve"',
-                             *codex_provider(fake_model), "How is quokka built?"], env=env, cwd=work,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-    try:
-        seen, _ = watch(proc)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err[-3000:]
+    run = run_watched([str(agents / "codex"), "exec", "--skip-git-repo-check", "--ephemeral",
+                       "-c", 'mcp_servers.amux.default_tools_approval_mode="approve"',
+                       *codex_provider(fake_model), "How is quokka built?"], env, work)
+    seen, err = run.seen, run.err
+    assert run.returncode == 0, err[-3000:]
     assert not [c for c in seen if is_amux_mcp(c)], "no amux mcp process"
     turns = fake_model.turns("/v1/responses")
     assert len(turns) == 3, err[-2000:]
