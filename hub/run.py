@@ -169,7 +169,7 @@ async def _serve_until_stopped(hub: Hub, config: HubConfig, limits: Limits, list
                 _log_listening(hub, config, listeners)
                 task_status.started(hub)
                 stopped.serving = True
-                accept.start_soon(_warm_mcp)
+                accept.start_soon(warm_mcp, hub)
             await listeners.aclose()
             http_stop.set()
             hub.stop_reading()
@@ -177,20 +177,47 @@ async def _serve_until_stopped(hub: Hub, config: HubConfig, limits: Limits, list
 
 
 MCP_WARM_DELAY_SECONDS = 2.0
-"""Seconds after the Hub serves before it imports the MCP server in the background: the import holds the GIL
-for ~0.5-1.5 s, and the writes and reads that follow a restart should not wait for it."""
+"""Seconds after the Hub serves before it starts importing the MCP server in the background."""
+
+MCP_WARM_IDLE_SECONDS = 0.5
+"""Each step of that import waits until no data call has run for this long: an import holds the GIL, and
+the calls that follow a restart (a client's burst, the first searches) should not wait for it."""
+
+MCP_WARM_STEPS = ("pydantic", "mcp_types", "mcp_types.methods", "mcp", "hub.mcp.session")
+"""The import in steps of at most ~160 ms of CPU each (measured with ``-X importtime``), the last one the MCP
+server itself; a step this SDK does not have is skipped.  A call that arrives during a step waits at most
+about one step."""
 
 
-async def _warm_mcp() -> None:
-    """Import the MCP server (the ``mcp`` SDK, ~0.5 s of CPU) in a worker thread :data:`MCP_WARM_DELAY_SECONDS`
-    after the Hub serves, so a later ``mcp_open`` does not wait for it (an earlier one imports it itself,
-    DESIGN.md §9.2), then freeze the garbage collector's view of what start-up made (``gc.freeze``).  A failure
-    is left for ``mcp_open`` to report.  Cancelled with the Hub's nursery at shutdown."""
+def idle_for(hub: Hub) -> float:
+    """Seconds since the Hub last ran a data call (0.0 while one runs; ``inf`` before the first)."""
+    if hub.calls_running:
+        return 0.0
+    return trio.current_time() - hub.last_call_ended
+
+
+async def warm_mcp(hub: Hub) -> None:
+    """Import the MCP server (the ``mcp`` SDK, ~0.4-1.5 s of CPU) in a worker thread, so a later ``mcp_open``
+    does not wait for it (an earlier one imports it itself, DESIGN.md §22.1), then freeze the garbage
+    collector's view of what start-up made (``gc.freeze``).
+
+    Starts :data:`MCP_WARM_DELAY_SECONDS` after the Hub serves and runs :data:`MCP_WARM_STEPS` one at a time,
+    each only once the Hub has been idle :data:`MCP_WARM_IDLE_SECONDS` (:func:`idle_for`): a Hub that is never
+    idle never imports it here.  A failure is logged and left for ``mcp_open`` to report.  Cancelled with the
+    Hub's nursery at shutdown (a step already running is abandoned)."""
     await trio.sleep(MCP_WARM_DELAY_SECONDS)
-    try:
-        await trio.to_thread.run_sync(importlib.import_module, "hub.mcp.session", abandon_on_cancel=True)
-    except Exception:
-        log.exception("the MCP server could not be imported")
+    for step in MCP_WARM_STEPS:
+        while (idle := idle_for(hub)) < MCP_WARM_IDLE_SECONDS:
+            await trio.sleep(MCP_WARM_IDLE_SECONDS - idle)
+        try:
+            await trio.to_thread.run_sync(importlib.import_module, step, abandon_on_cancel=True)
+        except ModuleNotFoundError as exc:
+            if step == MCP_WARM_STEPS[-1] or exc.name != step:
+                log.exception("the MCP server could not be imported")
+                break
+        except Exception:
+            log.exception("the MCP server could not be imported")
+            break
     # Everything imported so far (the SDK, pydantic's models, the schemas) lives as long as the Hub: out of the
     # collector's sight, a full collection scans only what requests made since.  Measured with 100 open MCP HTTP
     # sessions: full collections of 120-400 ms, each stalling every connection, became ≤ 55 ms.

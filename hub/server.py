@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import ssl
 import time
 from collections.abc import Callable
@@ -63,6 +64,11 @@ class Hub:
         """``tls://HOST:PORT`` / ``tcp://HOST:PORT`` actually listened on (set by :func:`hub.run.serve`)."""
         self.mcp_url: str | None = None
         """The MCP streamable-HTTP listener's URL once it serves (``hub.mcp_listen``), answered in ``hello``."""
+        self.calls_running = 0
+        """Data calls (:meth:`call`) running now, from every transport."""
+        self.last_call_ended = -math.inf
+        """``trio.current_time()`` when the last data call ended (``-inf``: none yet).  With
+        :attr:`calls_running` it tells background work when the Hub is idle (:func:`hub.run.idle_for`)."""
 
     @property
     def connections(self) -> int:
@@ -197,6 +203,14 @@ class Hub:
         Cancellation reaches a data call only while it waits: once its file work
         has started it runs to the end and is answered.
         """
+        self.calls_running += 1
+        try:
+            return await self._call(identity, scope, request)
+        finally:
+            self.calls_running -= 1
+            self.last_call_ended = trio.current_time()
+
+    async def _call(self, identity: Identity, scope: Scope, request: Request) -> Result:
         await self._still_authorized(identity)
         result: Result | None = None
         deadline = self.limits.request_start_seconds

@@ -53,7 +53,8 @@ Clients and frontends
   * ``tools.client.base.RECEIVE_BYTES`` (bytes): one ``recv``.
   * ``tools.client.textdiff.CONTEXT_LINES`` (lines), ``tools.client.when.MAX_DURATION_SECONDS`` (s).
   * ``tools.lifecycle.spawn.POLL_INTERVAL_S`` (s): between ``hello`` attempts while a Hub starts.
-  * ``hub.run.MCP_WARM_DELAY_SECONDS`` (s): when the Hub imports the MCP server after start (§22.1).
+  * ``hub.run.MCP_WARM_DELAY_SECONDS`` (s): when the Hub starts importing the MCP server after start (§22.1).
+  * ``hub.run.MCP_WARM_IDLE_SECONDS`` (s): how long the Hub is idle before each step of that import (§22.1).
   * ``tools.lifecycle.control.LOG_ROTATE_BYTES`` (bytes), ``tools.lifecycle.control.EXIT_WAIT_SECONDS`` (s),
     ``tools.lifecycle.control.LOG_TAIL_LINES`` (lines), ``tools.lifecycle.control.TIMEOUT_SECONDS`` (s),
     ``tools.lifecycle.control.TERMINATE_WAIT_SECONDS`` (s), ``tools.lifecycle.manager.SYSTEMCTL_TIMEOUT_SECONDS`` (s),

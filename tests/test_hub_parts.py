@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import gc
+import logging
+import math
 import socket
 import unicodedata
 from importlib.metadata import version
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import trio
+import trio.testing
 
+import hub.run as hub_run
 from hub.config import HubConfig
 from hub.home import HomeLock
 from hub.run import run
@@ -69,3 +75,110 @@ def test_run_exits_hub_start_failed_when_another_hub_holds_the_home(
         holder.release()
     assert "already serving" in capsys.readouterr().err
     assert not (tmp_path / "hub.sock").exists()
+
+
+THREAD_GRACE = 0.2
+"""Real seconds of no progress before the mock clock jumps: a worker thread's job is not idleness."""
+
+
+class _HeldService:
+    """A stand-in memory service whose every call waits for ``release`` (and counts the Hub's running calls)."""
+
+    def __init__(self, hub_ref: list[Hub]) -> None:
+        self.hub_ref = hub_ref
+        self.release = trio.Event()
+        self.running_seen: list[int] = []
+
+    async def call(self, scope: object, method: str, params: dict[str, object], identity: object) -> dict[str, object]:
+        self.running_seen.append(self.hub_ref[0].calls_running)
+        await self.release.wait()
+        return {"ok": True}
+
+
+async def _exchange(client: trio.SocketStream, decoder: FrameDecoder, rid: int, method: str,
+                    params: dict[str, object]) -> dict[str, object]:
+    await client.send_all(encode_request(rid, method, params))
+    while (body := decoder.next_frame()) is None:
+        decoder.feed(await client.receive_some(65536))
+    result: dict[str, object] = decode_response(body).unwrap()
+    return result
+
+
+async def test_the_mcp_warm_import_waits_for_an_idle_hub_and_goes_in_steps(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mock_clock.autojump_threshold = THREAD_GRACE  # waiting on a worker thread is not idleness
+    hub_ref: list[Hub] = []
+    service = _HeldService(hub_ref)
+    hub = Hub(_config(tmp_path), LIMITS, service=service)  # type: ignore[arg-type]
+    hub_ref.append(hub)
+    imported: list[tuple[str, float]] = []
+    frozen: list[float] = []
+    freeze = trio.Event()
+
+    def import_module(name: str) -> None:
+        imported.append((name, trio.from_thread.run_sync(trio.current_time)))
+        if name == "amux_no_such_step":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    monkeypatch.setattr(hub_run, "importlib", SimpleNamespace(import_module=import_module))
+    monkeypatch.setattr(hub_run, "MCP_WARM_STEPS", ("json", "amux_no_such_step", "hub.mcp.session"))
+    def gc_freeze() -> None:
+        frozen.append(trio.current_time())
+        freeze.set()
+
+    monkeypatch.setattr(gc, "freeze", gc_freeze)
+    assert hub_run.idle_for(hub) == math.inf  # no call yet
+    a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    client, decoder = trio.SocketStream(b), FrameDecoder()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hub.handle, trio.SocketStream(a))
+        await _exchange(client, decoder, 1, "hello", {"protocol": PROTOCOL_VERSION})
+        start = trio.current_time()
+        nursery.start_soon(hub_run.warm_mcp, hub)
+        # A data call that runs for 4 s: the import waits all that time, past its start-up delay.
+        call = trio.Event()
+
+        async def held_call() -> None:
+            assert await _exchange(client, decoder, 2, "get", {"path": "MEMORY.md"}) == {"ok": True}
+            call.set()
+
+        nursery.start_soon(held_call)
+        await trio.sleep(4)
+        assert service.running_seen == [1] and hub.calls_running == 1 and hub_run.idle_for(hub) == 0.0
+        assert imported == []
+        service.release.set()
+        await call.wait()
+        ended = trio.current_time()
+        assert hub.calls_running == 0 and hub.last_call_ended == ended
+        with trio.fail_after(600):
+            await freeze.wait()
+        assert ended - start >= hub_run.MCP_WARM_DELAY_SECONDS
+        # Every step waited for an idle Hub; the missing one was skipped; the collector was frozen once at the end.
+        assert [name for name, _ in imported] == ["json", "amux_no_such_step", "hub.mcp.session"]
+        assert imported[0][1] >= ended + hub_run.MCP_WARM_IDLE_SECONDS
+        assert frozen[0] >= imported[-1][1] and len(frozen) == 1
+        await client.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_mcp_warm_import_reports_a_missing_mcp_server_and_stops(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    mock_clock.autojump_threshold = THREAD_GRACE
+    hub = Hub(_config(tmp_path), LIMITS)
+    imported: list[str] = []
+
+    def import_module(name: str) -> None:
+        imported.append(name)
+        # A step the SDK lacks is skipped; a step whose own dependency is missing is a broken SDK.
+        raise ModuleNotFoundError("No module named 'x'", name=name if name == "amux_no_such_step" else "pydantic_core")
+
+    monkeypatch.setattr(hub_run, "importlib", SimpleNamespace(import_module=import_module))
+    monkeypatch.setattr(hub_run, "MCP_WARM_STEPS", ("amux_no_such_step", "mcp", "hub.mcp.session"))
+    monkeypatch.setattr(gc, "freeze", lambda: None)
+    with caplog.at_level(logging.ERROR, logger="amux.hub"), trio.fail_after(600):
+        await hub_run.warm_mcp(hub)
+    assert imported == ["amux_no_such_step", "mcp"]  # nothing after the broken step
+    assert "the MCP server could not be imported" in caplog.text
