@@ -393,7 +393,7 @@ def _credit(found: dict[int, set[int]], automaton: ahocorasick_rs.BytesAhoCorasi
 
 
 def _prefetch(dir_fd: int, names: list[str]) -> None:
-    """Ask the kernel to start reading files the scan has never cached (``POSIX_FADV_WILLNEED``).
+    """Ask the kernel to start reading files the scan must read (``POSIX_FADV_WILLNEED``).
 
     The scan reads one file at a time until reads turn out slow; on a cold
     page cache (a first search after boot) the disk then works on all of them
@@ -414,6 +414,8 @@ def _prefetch(dir_fd: int, names: list[str]) -> None:
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NOT_STATED = object()
+"""``_Collector.file``'s marker: no ``lstat`` was taken ahead for this file."""
 _GONE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENXIO})
 
 READ_POOL_THREADS = 4
@@ -486,8 +488,9 @@ class _Collector:
     """Step 3 of the scan (DESIGN.md §5.4.1): read the planned files within budget, refreshing the cache.
 
     Each file is ``lstat``-ed relative to its open directory (no path walk per
-    file); a cached entry whose size, mtime, ctime or inode differs is read
-    again.  ``docs`` and ``scanned_bytes`` are what was read; ``seen`` the
+    file), a folder's files before any is read (:meth:`stat_ahead`, which hints
+    the kernel to read ahead every one to be read); a cached entry whose size,
+    mtime, ctime or inode differs is read again.  ``docs`` and ``scanned_bytes`` are what was read; ``seen`` the
     logical paths taken (for the cache's prune after a complete walk).
     ``read_cost`` is the slowest recent read-and-fold of one file, in
     seconds (a decaying maximum).
@@ -561,8 +564,9 @@ class _Collector:
         folder = [dir_fd, 1]  # the 1 is this call's own hold on the fd
         try:
             room = max(0, self.limits.scan_max_files - len(self.docs) - len(self.in_flight))
+            stats: dict[str, os.stat_result | OSError | None] = {}
             if self.pool is None:
-                _prefetch(dir_fd, [name for logical, name in batch[:room] if logical not in self.cache.docs])
+                stats = self.stat_ahead(dir_fd, batch[:room])
             for logical, name in batch:
                 if self.pool is not None:
                     if not self.hand_over(absdir, dir_fd, logical, name, folder):
@@ -571,12 +575,41 @@ class _Collector:
                 if len(self.docs) >= self.limits.scan_max_files:
                     self.walk.stop("files")
                     break
-                if not self.file(absdir, dir_fd, logical, name):
+                if not self.file(absdir, dir_fd, logical, name, stats.pop(logical, _NOT_STATED)):
                     break
         finally:
             folder[1] -= 1
             if folder[1] == 0:
                 os.close(dir_fd)
+
+    def stat_ahead(self, dir_fd: int, batch: list[FileEntry]) -> dict[str, os.stat_result | OSError | None]:
+        """``lstat`` a folder's planned files before reading any, and hint the kernel to read ahead the ones the
+        cache does not hold fresh (:func:`_prefetch`): on a cold page cache the disk then works on all of them
+        at once, whether the cache never held a file or holds an older version of it.
+
+        Returns logical path → ``lstat`` (None: gone or not a regular file; an ``OSError`` to report when
+        :meth:`file` takes it).  Stops early, leaving the rest to :meth:`file`, once the budget is spent."""
+        stats: dict[str, os.stat_result | OSError | None] = {}
+        stale: list[str] = []
+        for i, (logical, name) in enumerate(batch):
+            if i % 64 == 63 and self.out_of_time():
+                break
+            try:
+                st: os.stat_result | OSError | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            except OSError as exc:
+                st = exc
+            if isinstance(st, os.stat_result):
+                if not stat.S_ISREG(st.st_mode):
+                    st = None
+                else:
+                    doc = self.cache.docs.get(logical)
+                    if doc is None or not doc.fresh(st):
+                        stale.append(name)
+            stats[logical] = st
+        _prefetch(dir_fd, stale)
+        return stats
 
     def hand_over(self, absdir: str, dir_fd: int, logical: str, name: str, folder: list[int]) -> bool:
         """Give one file to the pool, first taking results while the pool is full or the deadline leaves no
@@ -648,10 +681,19 @@ class _Collector:
         self.docs.append(doc)
         self.scanned_bytes += len(doc.data)
 
-    def file(self, absdir: str, dir_fd: int, logical: str, name: str) -> bool:
-        """Take one file (from the cache while fresh, else read); False when the scan must stop (time)."""
+    def file(self, absdir: str, dir_fd: int, logical: str, name: str,
+             stated: object = _NOT_STATED) -> bool:
+        """Take one file (from the cache while fresh, else read); False when the scan must stop (time).
+        ``stated`` is its result from :meth:`stat_ahead`, if it has one (else ``lstat`` now)."""
         began = time.perf_counter()
-        st = self.lstat(dir_fd, logical, name)
+        if stated is _NOT_STATED:
+            st = self.lstat(dir_fd, logical, name)
+        elif isinstance(stated, OSError):
+            self.walk.cannot_read(logical, stated)
+            st = None
+        else:
+            assert stated is None or isinstance(stated, os.stat_result)
+            st = stated
         if st is None:
             return True
         if self.scanned_bytes + st.st_size > self.limits.scan_max_bytes:

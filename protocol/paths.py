@@ -28,6 +28,8 @@ def _reject(path: str, why: str) -> HubError:
 def _check_chars(path: str) -> None:
     if "\\" in path:
         raise _reject(path, "backslashes are not allowed; use '/' between segments")
+    if path.isprintable():
+        return  # no Cc, Cf, Cs or separator (tests/test_paths.py checks every code point); the loop costs ~1 µs a char
     for ch in path:
         category = unicodedata.category(ch)
         if category == "Cs":

@@ -292,3 +292,25 @@ def test_prefix_rejected(prefix: str) -> None:
     with pytest.raises(HubError) as info:
         parse_search({"query": "x", "path_prefix": prefix})
     assert info.value.code is ErrorCode.INVALID_PATH
+
+
+def test_a_printable_path_has_no_character_the_path_rules_refuse() -> None:
+    # protocol.paths takes str.isprintable() as proof that no character is Cc, Cf, Cs or a line or paragraph
+    # separator (and skips its per-character loop): check that for every code point this Python knows.
+    refused = {"Cc", "Cf", "Cs"}
+    wrong = [f"U+{cp:04X}" for cp in range(0x110000)
+             if chr(cp).isprintable() and (unicodedata.category(chr(cp)) in refused or chr(cp) in "\u2028\u2029\u0085")]
+    assert wrong == []
+
+
+@pytest.mark.parametrize("path", ["笔记/配置.md", "Ünïcödé/ß-ﬁ.md", "emoji-🧠.md", "a\u00a0b.md", "a\u3000b.md"])
+def test_non_ascii_paths_are_accepted_whether_printable_or_not(path: str) -> None:
+    # NBSP and the ideographic space are not printable, so they take the per-character path; the rest do not.
+    assert normalize_path(path) == unicodedata.normalize("NFC", path)
+
+
+@pytest.mark.parametrize("ch", ["\u200d", "\u202e", "\u2028", "\u0085", "\x7f", "\ufeff"])
+def test_an_invisible_or_control_character_beside_printable_text_is_refused(ch: str) -> None:
+    with pytest.raises(HubError) as info:
+        normalize_path(f"notes/笔记{ch}x.md")
+    assert info.value.code is ErrorCode.INVALID_PATH

@@ -738,3 +738,40 @@ def test_a_list_cut_by_the_entry_bound_keeps_the_top_level_and_says_so(tmp_path:
     paths = [e["path"] for e in page["entries"]]
     assert paths[:4] == ["00.md", "01.md", "02.md", "MEMORY.md"] and len(paths) == 9
     assert all(p.startswith("sub/") for p in paths[4:]) and page["incomplete_reasons"] == ["total entries"]
+
+
+def test_the_scan_asks_the_kernel_to_read_ahead_exactly_the_files_it_must_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a cold page cache the read-ahead hint lets the disk work on a folder's files at once.  It must cover
+    # files the cache holds an older version of (changed since), not only files it never held, and no fresh file.
+    from hub.cache import ScopeCache
+
+    files = {f"notes/n{i}.md": f"# Note {i}\n\nbody {i} keyword\n" for i in range(10)}
+    files["MEMORY.md"] = "# Memory\n\nkeyword\n"
+    write(tmp_path, files)
+    hinted: list[str] = []
+    real = os.posix_fadvise
+
+    def fadvise(fd: int, offset: int, length: int, advice: int) -> None:
+        if advice == os.POSIX_FADV_WILLNEED:
+            hinted.append(os.path.relpath(os.readlink(f"/proc/self/fd/{fd}"), tmp_path))
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", fadvise)
+    cache = ScopeCache()
+    past = time.time() - 3600
+    for rel in files:
+        os.utime(tmp_path / rel, (past, past))  # older than the cache's racy window: entries can be fresh
+    first = search_scope(str(tmp_path), ("keyword",), "", 20, LIMITS, cache=cache)
+    assert first["candidates"] == 11 and sorted(hinted) == sorted(files)
+    hinted.clear()
+    again = search_scope(str(tmp_path), ("keyword",), "", 20, LIMITS, cache=cache)
+    assert again["candidates"] == 11 and hinted == []  # every entry fresh: nothing to read, nothing hinted
+    changed = ["notes/n2.md", "notes/n7.md", "MEMORY.md"]
+    for rel in changed:
+        (tmp_path / rel).write_text(files[rel].replace("keyword", "keyword changed"))
+        os.utime(tmp_path / rel, (past + 60, past + 60))
+    after = search_scope(str(tmp_path), ("changed",), "", 20, LIMITS, cache=cache)
+    assert sorted(hinted) == sorted(changed)
+    assert sorted(m["path"] for m in after["matches"]) == sorted(changed)
