@@ -180,8 +180,8 @@ def make_directories(path: str, mode: int = 0o700) -> list[str]:
     return created
 
 
-def open_document(dir_fd: int, name: str, logical: str) -> int | None:
-    """Open an existing regular file read-only without following a symlink; None if missing.
+def open_document(dir_fd: int, name: str, logical: str) -> tuple[int, os.stat_result] | None:
+    """Open an existing regular file read-only without following a symlink: ``(fd, its fstat)``; None if missing.
 
     ``O_NONBLOCK`` keeps a hand-placed FIFO from hanging the Hub; anything but a
     regular file is ``invalid_path``; a file the Hub may not read is
@@ -199,18 +199,22 @@ def open_document(dir_fd: int, name: str, logical: str) -> int | None:
         raise from_os_error(exc, "open", logical) from exc
     try:
         with step("stat", logical):
-            mode = os.fstat(fd).st_mode
+            st = os.fstat(fd)
     except BaseException:
         os.close(fd)
         raise
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise _invalid(logical, "not a regular file")
-    return fd
+    return fd, st
 
 
-def read_all(fd: int, logical: str = "") -> bytes:
-    """Read an open file from the start to its end; a failure is ``storage_error`` etc. naming ``logical``."""
+def read_all(fd: int, logical: str = "", size: int = -1) -> bytes:
+    """Read an open file from the start to its end; a failure is ``storage_error`` etc. naming ``logical``.
+
+    ``size`` (bytes, from the file's ``fstat``): a short read that reaches it ends the read without
+    asking again for the end of the file; a file grown since is still read to its end.
+    """
     parts: list[bytes] = []
     pos = 0
     while True:
@@ -220,6 +224,8 @@ def read_all(fd: int, logical: str = "") -> bytes:
             return b"".join(parts)
         parts.append(chunk)
         pos += len(chunk)
+        if len(chunk) < CHUNK and 0 <= size <= pos:
+            return b"".join(parts)
 
 
 def atomic_write(parent: OpenedParent, name: str, data: bytes, mode: int = 0o600, logical: str = "") -> None:

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hub import fsio
-from hub.faults import step
 from hub.rewrite_guard import check_rewrite, count_lines
 from hub.walk import count_documents
 from protocol.errors import ErrorCode, HubError
@@ -133,6 +132,19 @@ def _utf8_boundary(data: bytes, pos: int) -> int:
     return pos
 
 
+def _read_in(dir_fd: int, name: str, logical: str) -> tuple[bytes | None, int]:
+    """``(bytes, mtime_ns)`` of document ``name`` in the open folder ``dir_fd`` (``(None, 0)``: absent).
+    Errors as :meth:`Store.read`."""
+    opened = fsio.open_document(dir_fd, name, logical)
+    if opened is None:
+        return None, 0
+    fd, st = opened
+    try:
+        return fsio.read_all(fd, logical, st.st_size), st.st_mtime_ns
+    finally:
+        os.close(fd)
+
+
 class Store:
     """Documents under one memory root, addressed by (scope directory, logical path).
 
@@ -171,17 +183,7 @@ class Store:
         """:meth:`read` plus the file's mtime in epoch nanoseconds (0 when it does not exist); same errors."""
         segments = path.split("/")
         with fsio.open_parent(scope_dir, segments, path, create=False) as parent:
-            if parent is None:
-                return None, 0
-            fd = fsio.open_document(parent.fd, segments[-1], path)
-            if fd is None:
-                return None, 0
-            try:
-                with step("stat", path):
-                    mtime_ns = os.fstat(fd).st_mtime_ns
-                return fsio.read_all(fd, path), mtime_ns
-            finally:
-                os.close(fd)
+            return (None, 0) if parent is None else _read_in(parent.fd, segments[-1], path)
 
     def get(self, scope_dir: str, path: str, start_line: int = 0, end_line: int = 0, offset: int = 0) -> Result:
         """A bounded fragment of a document, with whole-file metadata.
@@ -435,23 +437,29 @@ class Store:
         before the write (the history's hand-edit check, DESIGN.md §15); if
         it raises, nothing is written.
         """
-        old, mtime_ns = self.read_stat(scope_dir, path)
-        observed = ABSENT if old is None else revision_of(old)
-        if not revision_matches(expected_revision, observed):
-            raise _conflict(path, expected_revision, observed)
-        usage = self._check_quota(scope_dir, path, content, old)
-        if old is not None and not allow_shrink:
-            check_rewrite(path, old, content)
-        if before_write is not None:
-            before_write(old, mtime_ns)
         segments = path.split("/")
-        with fsio.open_parent(scope_dir, segments, path, create=True, dir_mode=self.dir_mode) as parent:
-            assert parent is not None
-            try:
+        # One walk to the folder serves the read and, when it exists, the write (no folder is created
+        # before every check passed).
+        with fsio.open_parent(scope_dir, segments, path, create=False) as parent:
+            old, mtime_ns = (None, 0) if parent is None else _read_in(parent.fd, segments[-1], path)
+            observed = ABSENT if old is None else revision_of(old)
+            if not revision_matches(expected_revision, observed):
+                raise _conflict(path, expected_revision, observed)
+            usage = self._check_quota(scope_dir, path, content, old)
+            if old is not None and not allow_shrink:
+                check_rewrite(path, old, content)
+            if before_write is not None:
+                before_write(old, mtime_ns)
+            if parent is not None:
                 fsio.atomic_write(parent, segments[-1], content, self.file_mode, path)
-            except BaseException:
-                fsio.remove_created(parent)
-                raise
+        if parent is None:
+            with fsio.open_parent(scope_dir, segments, path, create=True, dir_mode=self.dir_mode) as made:
+                assert made is not None
+                try:
+                    fsio.atomic_write(made, segments[-1], content, self.file_mode, path)
+                except BaseException:
+                    fsio.remove_created(made)
+                    raise
         self._account(scope_dir, segments, 1 if old is None else 0, len(content) - (0 if old is None else len(old)))
         result: Result = {"path": path, "revision": revision_of(content), "created": old is None,
                           "bytes": len(content)}
@@ -472,13 +480,13 @@ class Store:
         """
         segments = path.split("/")
         with fsio.open_parent(scope_dir, segments, path, create=False) as parent:
-            fd = None if parent is None else fsio.open_document(parent.fd, segments[-1], path)
-            if parent is None or fd is None:
+            opened = None if parent is None else fsio.open_document(parent.fd, segments[-1], path)
+            if parent is None or opened is None:
                 return {"path": path, "deleted": False, "already_absent": True, "revision": ABSENT}
+            fd, st = opened
             try:
-                with step("stat", path):
-                    mtime_ns = os.fstat(fd).st_mtime_ns
-                data = fsio.read_all(fd, path)
+                mtime_ns = st.st_mtime_ns
+                data = fsio.read_all(fd, path, st.st_size)
             finally:
                 os.close(fd)
             observed = revision_of(data)
