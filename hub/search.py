@@ -580,7 +580,7 @@ class _Collector:
         folder = [dir_fd, 1]  # the 1 is this call's own hold on the fd
         try:
             room = max(0, self.limits.scan_max_files - len(self.docs) - len(self.in_flight))
-            stats: dict[str, os.stat_result | OSError | None] = {}
+            stats: dict[str, CachedDoc | os.stat_result | OSError | None] = {}
             if self.pool is None:
                 stats = self.stat_ahead(dir_fd, batch[:room])
             for logical, name in batch:
@@ -598,14 +598,16 @@ class _Collector:
             if folder[1] == 0:
                 os.close(dir_fd)
 
-    def stat_ahead(self, dir_fd: int, batch: list[FileEntry]) -> dict[str, os.stat_result | OSError | None]:
+    def stat_ahead(self, dir_fd: int,
+                   batch: list[FileEntry]) -> dict[str, CachedDoc | os.stat_result | OSError | None]:
         """``lstat`` a folder's planned files before reading any, and hint the kernel to read ahead the ones the
         cache does not hold fresh (:func:`_prefetch`): on a cold page cache the disk then works on all of them
         at once, whether the cache never held a file or holds an older version of it.
 
-        Returns logical path → ``lstat`` (None: gone or not a regular file; an ``OSError`` to report when
-        :meth:`file` takes it).  Stops early, leaving the rest to :meth:`file`, once the budget is spent."""
-        stats: dict[str, os.stat_result | OSError | None] = {}
+        Returns logical path → its cache entry when fresh, else its ``lstat`` (None: gone or not a regular
+        file; an ``OSError`` to report when :meth:`file` takes it).  Stops early, leaving the rest to
+        :meth:`file`, once the budget is spent."""
+        stats: dict[str, CachedDoc | os.stat_result | OSError | None] = {}
         stale: list[str] = []
         for i, (logical, name) in enumerate(batch):
             if i % 64 == 63 and self.out_of_time():
@@ -621,8 +623,10 @@ class _Collector:
                     st = None
                 else:
                     doc = self.cache.docs.get(logical)
-                    if doc is None or not doc.fresh(st):
-                        stale.append(name)
+                    if doc is not None and doc.fresh(st):
+                        stats[logical] = doc
+                        continue
+                    stale.append(name)
             stats[logical] = st
         _prefetch(dir_fd, stale)
         return stats
@@ -700,7 +704,19 @@ class _Collector:
     def file(self, absdir: str, dir_fd: int, logical: str, name: str,
              stated: object = _NOT_STATED) -> bool:
         """Take one file (from the cache while fresh, else read); False when the scan must stop (time).
-        ``stated`` is its result from :meth:`stat_ahead`, if it has one (else ``lstat`` now)."""
+        ``stated`` is its result from :meth:`stat_ahead`, if it has one (else ``lstat`` now): its cache entry
+        when that ``lstat`` found it fresh."""
+        if isinstance(stated, CachedDoc):  # the warm path: one check per file
+            if self.scanned_bytes + stated.size > self.limits.scan_max_bytes:
+                self.walk.skip("bytes")
+                return True
+            if len(self.docs) % 64 == 63 and self.should_stop():
+                self.walk.stop("time")
+                return False
+            self.seen.add(logical)
+            self.docs.append(stated)
+            self.scanned_bytes += len(stated.data)
+            return True
         began = time.perf_counter()
         if stated is _NOT_STATED:
             st = self.lstat(dir_fd, logical, name)
