@@ -604,18 +604,24 @@ class _Collector:
         at once, whether the cache never held a file or holds an older version of it.
 
         Returns logical path → ``lstat`` (None: gone or not a regular file; an ``OSError`` to report when
-        :meth:`file` takes it).  Stops early, leaving the rest to :meth:`file`, once the budget is spent."""
+        :meth:`file` takes it).  Stops early, leaving the rest to :meth:`file`, once the budget is spent or
+        :data:`SLOW_READS_TO_POOL` ``lstat`` calls took over :data:`SLOW_READ_SECONDS` (inodes not cached: each
+        costs a seek, which :meth:`file` counts in a read's cost, so the time budget and the read pool see it)."""
         stats: dict[str, os.stat_result | OSError | None] = {}
         stale: list[str] = []
+        slow = 0
         for i, (logical, name) in enumerate(batch):
             if i % 64 == 63 and self.out_of_time():
                 break
+            began = time.perf_counter()
             try:
                 st: os.stat_result | OSError | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except FileNotFoundError:
                 st = None
             except OSError as exc:
                 st = exc
+            now = time.perf_counter()
+            slow += now - began > SLOW_READ_SECONDS
             if isinstance(st, os.stat_result):
                 if not stat.S_ISREG(st.st_mode):
                     st = None
@@ -624,6 +630,8 @@ class _Collector:
                     if doc is None or not doc.fresh(st):
                         stale.append(name)
             stats[logical] = st
+            if slow >= SLOW_READS_TO_POOL or now > self.deadline:
+                break  # the rest are lstat-ed by file() (or the pool), within the budget
         _prefetch(dir_fd, stale)
         return stats
 
