@@ -701,6 +701,9 @@ class _Collector:
             doc = CachedDoc.load(logical, st, fetched.data)
             self.cache.put(doc)
             self.read_cost = max(fetched.seconds + time.perf_counter() - began, self.read_cost * 0.9)
+            if self.scanned_bytes + len(doc.data) > self.limits.scan_max_bytes:
+                self.walk.skip("bytes")  # it grew between its lstat and the read
+                return
         self.seen.add(logical)
         self.docs.append(doc)
         self.scanned_bytes += len(doc.data)
@@ -735,6 +738,10 @@ class _Collector:
                 return True
             doc = self.read(absdir, logical, name, st, began)
             if doc is None:
+                return True
+            if self.scanned_bytes + len(doc.data) > self.limits.scan_max_bytes:
+                # It grew since its lstat (taken by stat_ahead before the folder's reads): held to what was read.
+                self.walk.skip("bytes")
                 return True
         elif len(self.docs) % 64 == 63 and self.should_stop():
             self.walk.stop("time")
