@@ -6,6 +6,8 @@ import gc
 import logging
 import math
 import socket
+import threading
+import time
 import unicodedata
 from importlib.metadata import version
 from pathlib import Path
@@ -16,6 +18,7 @@ import trio
 import trio.testing
 
 import hub.run as hub_run
+import hub.server as hub_server
 from hub.config import HubConfig
 from hub.home import HomeLock
 from hub.run import run
@@ -220,5 +223,47 @@ async def test_a_busy_hub_whose_sdk_is_imported_already_still_freezes_the_collec
         assert hub.calls_running == 1 and imported == []
         assert frozen[0] - start <= hub_run.MCP_WARM_DELAY_SECONDS + 0.1
         service.release.set()
+        await client.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_mcp_open_during_a_warm_step_imports_the_sdk_after_it(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two threads importing the SDK from different modules at once can fail: measured, a warm "mcp" step with an
+    # mcp_open importing hub.mcp.session 0.1 s into the warm-up raised _DeadlockError (mcp.shared.message).
+    mock_clock.autojump_threshold = THREAD_GRACE
+    hub = Hub(_config(tmp_path), LIMITS)
+    events: list[str] = []
+    in_step, release = threading.Event(), threading.Event()
+
+    def warm_import(name: str) -> None:
+        events.append("warm step begins")
+        in_step.set()
+        release.wait(10)
+        events.append("warm step ends")
+
+    def open_import(name: str) -> None:
+        events.append("mcp_open imports")
+        raise ImportError("the test stops mcp_open here")
+
+    monkeypatch.setattr(hub_run, "importlib", SimpleNamespace(import_module=warm_import))
+    monkeypatch.setattr(hub_server, "importlib", SimpleNamespace(import_module=open_import))
+    monkeypatch.setattr(hub_run, "MCP_WARM_STEPS", ("amux_warm_step",))
+    monkeypatch.setattr(gc, "freeze", lambda: None)
+    a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    client, decoder = trio.SocketStream(b), FrameDecoder()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hub.handle, trio.SocketStream(a))
+        await _exchange(client, decoder, 1, "hello", {"protocol": PROTOCOL_VERSION})
+        nursery.start_soon(hub_run.warm_mcp, hub)
+        await trio.to_thread.run_sync(in_step.wait)
+        await client.send_all(encode_request(2, "mcp_open", {}))
+        await trio.to_thread.run_sync(time.sleep, 0.3)  # real time for mcp_open to reach its import
+        release.set()
+        with trio.fail_after(60):
+            while decoder.next_frame() is None and (data := await client.receive_some(65536)):
+                decoder.feed(data)  # an error answer, or the connection closed
+        assert events == ["warm step begins", "warm step ends", "mcp_open imports"]
         await client.aclose()
         nursery.cancel_scope.cancel()
