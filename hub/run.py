@@ -189,6 +189,11 @@ server itself; a step this SDK does not have is skipped.  A call that arrives du
 about one step."""
 
 
+def _import_step(hub: Hub, step: str) -> None:
+    with hub.import_lock:  # not beside an mcp_open's import of the SDK (Hub.import_lock)
+        importlib.import_module(step)
+
+
 def idle_for(hub: Hub) -> float:
     """Seconds since the Hub last ran a data call (0.0 while one runs; ``inf`` before the first)."""
     if hub.calls_running:
@@ -203,14 +208,18 @@ async def warm_mcp(hub: Hub) -> None:
 
     Starts :data:`MCP_WARM_DELAY_SECONDS` after the Hub serves and runs :data:`MCP_WARM_STEPS` one at a time,
     each only once the Hub has been idle :data:`MCP_WARM_IDLE_SECONDS` (:func:`idle_for`): a Hub that is never
-    idle never imports it here.  A failure is logged and left for ``mcp_open`` to report.  Cancelled with the
+    idle never imports it here.  A step already imported (the MCP HTTP listener imports the SDK at start, an
+    ``mcp_open`` imports it too) waits for nothing, so such a Hub freezes the collector however busy it is.
+    A failure is logged and left for ``mcp_open`` to report.  Cancelled with the
     Hub's nursery at shutdown (a step already running is abandoned)."""
     await trio.sleep(MCP_WARM_DELAY_SECONDS)
     for step in MCP_WARM_STEPS:
+        if step in sys.modules:
+            continue  # imported already (the MCP HTTP listener, an earlier mcp_open): no wait for an idle Hub
         while (idle := idle_for(hub)) < MCP_WARM_IDLE_SECONDS:
             await trio.sleep(MCP_WARM_IDLE_SECONDS - idle)
         try:
-            await trio.to_thread.run_sync(importlib.import_module, step, abandon_on_cancel=True)
+            await trio.to_thread.run_sync(_import_step, hub, step, abandon_on_cancel=True)
         except ModuleNotFoundError as exc:
             if step == MCP_WARM_STEPS[-1] or exc.name != step:
                 log.exception("the MCP server could not be imported")

@@ -606,28 +606,37 @@ class _Collector:
 
         Returns logical path → its cache entry when fresh, else its ``lstat`` (None: gone or not a regular
         file; an ``OSError`` to report when :meth:`file` takes it).  Stops early, leaving the rest to
-        :meth:`file`, once the budget is spent."""
+        :meth:`file`, once the budget is spent or :data:`SLOW_READS_TO_POOL` ``lstat`` calls took over
+        :data:`SLOW_READ_SECONDS` (inodes not cached: each costs a seek, which :meth:`file` counts in a read's
+        cost, so the time budget and the read pool see it)."""
         stats: dict[str, CachedDoc | os.stat_result | OSError | None] = {}
         stale: list[str] = []
+        slow = 0
         for i, (logical, name) in enumerate(batch):
             if i % 64 == 63 and self.out_of_time():
                 break
+            began = time.perf_counter()
             try:
                 st: os.stat_result | OSError | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except FileNotFoundError:
                 st = None
             except OSError as exc:
                 st = exc
+            now = time.perf_counter()
+            slow += now - began > SLOW_READ_SECONDS
+            entry: CachedDoc | os.stat_result | OSError | None = st
             if isinstance(st, os.stat_result):
                 if not stat.S_ISREG(st.st_mode):
-                    st = None
+                    entry = None
                 else:
                     doc = self.cache.docs.get(logical)
                     if doc is not None and doc.fresh(st):
-                        stats[logical] = doc
-                        continue
-                    stale.append(name)
-            stats[logical] = st
+                        entry = doc
+                    else:
+                        stale.append(name)
+            stats[logical] = entry
+            if slow >= SLOW_READS_TO_POOL or now > self.deadline:
+                break  # the rest are lstat-ed by file() (or the pool), within the budget
         _prefetch(dir_fd, stale)
         return stats
 
@@ -697,6 +706,9 @@ class _Collector:
             doc = CachedDoc.load(logical, st, fetched.data)
             self.cache.put(doc)
             self.read_cost = max(fetched.seconds + time.perf_counter() - began, self.read_cost * 0.9)
+            if self.scanned_bytes + len(doc.data) > self.limits.scan_max_bytes:
+                self.walk.skip("bytes")  # it grew between its lstat and the read
+                return
         self.seen.add(logical)
         self.docs.append(doc)
         self.scanned_bytes += len(doc.data)
@@ -743,6 +755,10 @@ class _Collector:
                 return True
             doc = self.read(absdir, logical, name, st, began)
             if doc is None:
+                return True
+            if self.scanned_bytes + len(doc.data) > self.limits.scan_max_bytes:
+                # It grew since its lstat (taken by stat_ahead before the folder's reads): held to what was read.
+                self.walk.skip("bytes")
                 return True
         elif len(self.docs) % 64 == 63 and self.should_stop():
             self.walk.stop("time")

@@ -22,6 +22,7 @@ import dataclasses
 import importlib
 import math
 import ssl
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -64,6 +65,10 @@ class Hub:
         """``tls://HOST:PORT`` / ``tcp://HOST:PORT`` actually listened on (set by :func:`hub.run.serve`)."""
         self.mcp_url: str | None = None
         """The MCP streamable-HTTP listener's URL once it serves (``hub.mcp_listen``), answered in ``hello``."""
+        self.import_lock = threading.Lock()
+        """Held by the worker thread that imports the MCP server or a step of it (:meth:`mcp_open`,
+        :func:`hub.run.warm_mcp`): two threads importing the SDK from different modules at once can fail
+        (``_DeadlockError`` between their module locks), one at a time cannot."""
         self.calls_running = 0
         """Data calls (:meth:`call`) running now, from every transport."""
         self.last_call_ended = -math.inf
@@ -179,7 +184,7 @@ class Hub:
         if conn.mcp is not None:
             raise HubError(ErrorCode.BAD_REQUEST, "this connection already is an MCP session")
         assert conn.identity is not None and conn.scope is not None
-        await trio.to_thread.run_sync(importlib.import_module, "hub.mcp.session")  # the SDK: once, off the loop
+        await trio.to_thread.run_sync(self.import_serially, "hub.mcp.session")  # the SDK: once, off the loop
         from hub.mcp.handlers import hub_backend
         from hub.mcp.session import McpBridge
 
@@ -189,6 +194,11 @@ class Hub:
         conn.mcp = bridge
         nursery.start_soon(bridge.run)
         return {"mcp": True, "instructions": p.instructions}
+
+    def import_serially(self, name: str) -> object:
+        """``importlib.import_module(name)`` under :attr:`import_lock` (blocking: call it in a worker thread)."""
+        with self.import_lock:
+            return importlib.import_module(name)
 
     # -- data requests -------------------------------------------------------
 

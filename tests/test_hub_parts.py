@@ -6,6 +6,8 @@ import gc
 import logging
 import math
 import socket
+import threading
+import time
 import unicodedata
 from importlib.metadata import version
 from pathlib import Path
@@ -16,6 +18,7 @@ import trio
 import trio.testing
 
 import hub.run as hub_run
+import hub.server as hub_server
 from hub.config import HubConfig
 from hub.home import HomeLock
 from hub.run import run
@@ -122,7 +125,7 @@ async def test_the_mcp_warm_import_waits_for_an_idle_hub_and_goes_in_steps(
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
     monkeypatch.setattr(hub_run, "importlib", SimpleNamespace(import_module=import_module))
-    monkeypatch.setattr(hub_run, "MCP_WARM_STEPS", ("json", "amux_no_such_step", "hub.mcp.session"))
+    monkeypatch.setattr(hub_run, "MCP_WARM_STEPS", ("amux_warm_first", "amux_no_such_step", "amux_warm_last"))
     def gc_freeze() -> None:
         frozen.append(trio.current_time())
         freeze.set()
@@ -155,7 +158,7 @@ async def test_the_mcp_warm_import_waits_for_an_idle_hub_and_goes_in_steps(
             await freeze.wait()
         assert ended - start >= hub_run.MCP_WARM_DELAY_SECONDS
         # Every step waited for an idle Hub; the missing one was skipped; the collector was frozen once at the end.
-        assert [name for name, _ in imported] == ["json", "amux_no_such_step", "hub.mcp.session"]
+        assert [name for name, _ in imported] == ["amux_warm_first", "amux_no_such_step", "amux_warm_last"]
         assert imported[0][1] >= ended + hub_run.MCP_WARM_IDLE_SECONDS
         assert frozen[0] >= imported[-1][1] and len(frozen) == 1
         await client.aclose()
@@ -176,9 +179,91 @@ async def test_the_mcp_warm_import_reports_a_missing_mcp_server_and_stops(
         raise ModuleNotFoundError("No module named 'x'", name=name if name == "amux_no_such_step" else "pydantic_core")
 
     monkeypatch.setattr(hub_run, "importlib", SimpleNamespace(import_module=import_module))
-    monkeypatch.setattr(hub_run, "MCP_WARM_STEPS", ("amux_no_such_step", "mcp", "hub.mcp.session"))
+    monkeypatch.setattr(hub_run, "MCP_WARM_STEPS", ("amux_no_such_step", "amux_broken_step", "amux_warm_last"))
     monkeypatch.setattr(gc, "freeze", lambda: None)
     with caplog.at_level(logging.ERROR, logger="amux.hub"), trio.fail_after(600):
         await hub_run.warm_mcp(hub)
-    assert imported == ["amux_no_such_step", "mcp"]  # nothing after the broken step
+    assert imported == ["amux_no_such_step", "amux_broken_step"]  # nothing after the broken step
     assert "the MCP server could not be imported" in caplog.text
+
+
+async def test_a_busy_hub_whose_sdk_is_imported_already_still_freezes_the_collector(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With the MCP HTTP listener on (or after an mcp_open) the SDK is imported already: the steps cost nothing,
+    # and a Hub that is never idle (many MCP sessions calling tools) must still freeze what start-up made.
+    mock_clock.autojump_threshold = THREAD_GRACE
+    hub_ref: list[Hub] = []
+    service = _HeldService(hub_ref)
+    hub = Hub(_config(tmp_path), LIMITS, service=service)  # type: ignore[arg-type]
+    hub_ref.append(hub)
+    imported: list[str] = []
+    frozen: list[float] = []
+    freeze = trio.Event()
+
+    def gc_freeze() -> None:
+        frozen.append(trio.current_time())
+        freeze.set()
+
+    monkeypatch.setattr(hub_run, "importlib", SimpleNamespace(import_module=imported.append))
+    monkeypatch.setattr(hub_run, "MCP_WARM_STEPS", ("json", "trio"))  # both imported by this test already
+    monkeypatch.setattr(gc, "freeze", gc_freeze)
+    a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    client, decoder = trio.SocketStream(b), FrameDecoder()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hub.handle, trio.SocketStream(a))
+        await _exchange(client, decoder, 1, "hello", {"protocol": PROTOCOL_VERSION})
+        await client.send_all(encode_request(2, "get", {"path": "MEMORY.md"}))  # held: the Hub stays busy
+        while not service.running_seen:
+            await trio.sleep(0.01)
+        start = trio.current_time()
+        nursery.start_soon(hub_run.warm_mcp, hub)
+        with trio.fail_after(60):
+            await freeze.wait()
+        assert hub.calls_running == 1 and imported == []
+        assert frozen[0] - start <= hub_run.MCP_WARM_DELAY_SECONDS + 0.1
+        service.release.set()
+        await client.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_mcp_open_during_a_warm_step_imports_the_sdk_after_it(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two threads importing the SDK from different modules at once can fail: measured, a warm "mcp" step with an
+    # mcp_open importing hub.mcp.session 0.1 s into the warm-up raised _DeadlockError (mcp.shared.message).
+    mock_clock.autojump_threshold = THREAD_GRACE
+    hub = Hub(_config(tmp_path), LIMITS)
+    events: list[str] = []
+    in_step, release = threading.Event(), threading.Event()
+
+    def warm_import(name: str) -> None:
+        events.append("warm step begins")
+        in_step.set()
+        release.wait(10)
+        events.append("warm step ends")
+
+    def open_import(name: str) -> None:
+        events.append("mcp_open imports")
+        raise ImportError("the test stops mcp_open here")
+
+    monkeypatch.setattr(hub_run, "importlib", SimpleNamespace(import_module=warm_import))
+    monkeypatch.setattr(hub_server, "importlib", SimpleNamespace(import_module=open_import))
+    monkeypatch.setattr(hub_run, "MCP_WARM_STEPS", ("amux_warm_step",))
+    monkeypatch.setattr(gc, "freeze", lambda: None)
+    a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    client, decoder = trio.SocketStream(b), FrameDecoder()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hub.handle, trio.SocketStream(a))
+        await _exchange(client, decoder, 1, "hello", {"protocol": PROTOCOL_VERSION})
+        nursery.start_soon(hub_run.warm_mcp, hub)
+        await trio.to_thread.run_sync(in_step.wait)
+        await client.send_all(encode_request(2, "mcp_open", {}))
+        await trio.to_thread.run_sync(time.sleep, 0.3)  # real time for mcp_open to reach its import
+        release.set()
+        with trio.fail_after(60):
+            while decoder.next_frame() is None and (data := await client.receive_some(65536)):
+                decoder.feed(data)  # an error answer, or the connection closed
+        assert events == ["warm step begins", "warm step ends", "mcp_open imports"]
+        await client.aclose()
+        nursery.cancel_scope.cancel()

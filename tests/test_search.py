@@ -775,3 +775,23 @@ def test_the_scan_asks_the_kernel_to_read_ahead_exactly_the_files_it_must_read(
     after = search_scope(str(tmp_path), ("changed",), "", 20, LIMITS, cache=cache)
     assert sorted(hinted) == sorted(changed)
     assert sorted(m["path"] for m in after["matches"]) == sorted(changed)
+
+
+def test_a_file_that_grows_during_the_scan_does_not_push_the_read_bytes_over_the_budget(tmp_path: Path) -> None:
+    # A folder's files are lstat-ed before any is read; one edited (made larger) while the scan reads its
+    # neighbours must still be held to the bytes left, by what was read, not by its size at the lstat.
+    from hub.cache import ScopeCache
+
+    write(tmp_path, {f"notes/n{i}.md": f"keyword {i}\n" for i in range(4)})
+    big = tmp_path / "notes" / "n3.md"
+    limits = dataclasses.replace(LIMITS, scan_max_bytes=4096)
+
+    def reader(abspath: str) -> bytes:
+        if abspath.endswith("/n0.md"):
+            big.write_text("keyword grown\n" + "x" * 8192)  # an editor saving it in place, mid-scan
+        return read_file_nofollow(abspath)
+
+    res = search_scope(str(tmp_path), ("keyword",), "", 20, limits, reader=reader, cache=ScopeCache())
+    assert res["scanned_bytes"] <= limits.scan_max_bytes, res["scanned_bytes"]
+    assert res["incomplete_reasons"] == ["bytes"] and res["scanned_files"] == 3
+    assert sorted(m["path"] for m in res["matches"]) == ["notes/n0.md", "notes/n1.md", "notes/n2.md"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import os
 import random
 import threading
 import time
@@ -148,3 +149,37 @@ async def test_slow_reader_through_the_service_stops_in_time(tmp_path: Path) -> 
     assert not [t for t in threading.enumerate() if t.name.startswith("amux-read")]
     time.sleep(0.05)
     assert len(reader.calls) == calls
+
+
+class SlowLstat:
+    """``os.stat`` as the scan calls it (relative to a folder's fd) sleeping ``seconds`` first: a disk whose
+    inodes are not cached, where an ``lstat`` costs a seek like a read does."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.real, self.calls = seconds, os.stat, 0
+
+    def __call__(self, path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if kwargs.get("dir_fd") is not None:
+            self.calls += 1
+            time.sleep(self.seconds)
+        return self.real(path, *args, **kwargs)
+
+
+@pytest.mark.parametrize("layout", ["top level", "one folder"])
+def test_a_slow_lstat_still_stops_by_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    # The scan lstats a folder's files before reading them (for the read-ahead hint): on a disk where each
+    # lstat is slow, that pass must neither overrun the 250 ms nor leave the budget spent before the first read.
+    folder = tmp_path if layout == "top level" else tmp_path / "notes"
+    folder.mkdir(exist_ok=True)
+    for i in range(300):
+        (folder / f"f{i:03d}.md").write_text(f"needle {i}\n")
+    slow = SlowLstat(0.006)
+    monkeypatch.setattr(os, "stat", slow)
+    t0 = time.perf_counter()
+    res = search_scope(str(tmp_path), ("needle",), "", 20, LIMITS, cache=ScopeCache())
+    elapsed = time.perf_counter() - t0
+    monkeypatch.undo()
+    assert res["incomplete"] is True and res["incomplete_reasons"] == ["time"]
+    assert elapsed <= LIMITS.scan_budget_seconds + 0.030, elapsed
+    assert res["scanned_files"] > LIMITS.scan_budget_seconds / 0.006, res["scanned_files"]  # the pool overlaps lstats
+    assert not [t for t in threading.enumerate() if t.name.startswith("amux-read")]
