@@ -598,6 +598,11 @@ class _Collector:
             if folder[1] == 0:
                 os.close(dir_fd)
 
+    def start_pool(self) -> None:
+        """Start the read pool (once): reads are slow, the page or inode cache did not have them."""
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(READ_POOL_THREADS, thread_name_prefix="amux-read")
+
     def stat_ahead(self, dir_fd: int,
                    batch: list[FileEntry]) -> dict[str, CachedDoc | os.stat_result | OSError | None]:
         """``lstat`` a folder's planned files before reading any, and hint the kernel to read ahead the ones the
@@ -606,9 +611,9 @@ class _Collector:
 
         Returns logical path → its cache entry when fresh, else its ``lstat`` (None: gone or not a regular
         file; an ``OSError`` to report when :meth:`file` takes it).  Stops early, leaving the rest to
-        :meth:`file`, once the budget is spent or :data:`SLOW_READS_TO_POOL` ``lstat`` calls took over
-        :data:`SLOW_READ_SECONDS` (inodes not cached: each costs a seek, which :meth:`file` counts in a read's
-        cost, so the time budget and the read pool see it)."""
+        :meth:`file`, once the budget is spent, or starts the read pool and leaves the rest to it once
+        :data:`SLOW_READS_TO_POOL` ``lstat`` calls took over :data:`SLOW_READ_SECONDS` (inodes not cached: the
+        pool overlaps them and counts each in its read's cost, so the time budget sees it)."""
         stats: dict[str, CachedDoc | os.stat_result | OSError | None] = {}
         stale: list[str] = []
         slow = 0
@@ -635,8 +640,11 @@ class _Collector:
                     else:
                         stale.append(name)
             stats[logical] = entry
-            if slow >= SLOW_READS_TO_POOL or now > self.deadline:
-                break  # the rest are lstat-ed by file() (or the pool), within the budget
+            if slow >= SLOW_READS_TO_POOL:
+                self.start_pool()  # a cold disk: the rest are lstat-ed and read by the pool, within the budget
+                break
+            if now > self.deadline:
+                break  # the rest are left to file(), which stops the scan in time
         _prefetch(dir_fd, stale)
         return stats
 
@@ -791,8 +799,8 @@ class _Collector:
             return None
         io_done = time.perf_counter()
         self.recent_slow.append(io_done - began > SLOW_READ_SECONDS)
-        if sum(self.recent_slow) >= SLOW_READS_TO_POOL and self.pool is None:
-            self.pool = ThreadPoolExecutor(READ_POOL_THREADS, thread_name_prefix="amux-read")
+        if sum(self.recent_slow) >= SLOW_READS_TO_POOL:
+            self.start_pool()
         doc = CachedDoc.load(logical, st, data)
         self.cache.put(doc)
         self.read_cost = max(time.perf_counter() - began, self.read_cost * 0.9)
