@@ -15,7 +15,6 @@ the requests already running finish and answer (for at most
 from __future__ import annotations
 
 import gc
-import importlib
 import logging
 import os
 import signal
@@ -189,11 +188,6 @@ server itself; a step this SDK does not have is skipped.  A call that arrives du
 about one step."""
 
 
-def _import_step(hub: Hub, step: str) -> None:
-    with hub.import_lock:  # not beside an mcp_open's import of the SDK (Hub.import_lock)
-        importlib.import_module(step)
-
-
 def idle_for(hub: Hub) -> float:
     """Seconds since the Hub last ran a data call (0.0 while one runs; ``inf`` before the first)."""
     if hub.calls_running:
@@ -219,7 +213,7 @@ async def warm_mcp(hub: Hub) -> None:
         while (idle := idle_for(hub)) < MCP_WARM_IDLE_SECONDS:
             await trio.sleep(MCP_WARM_IDLE_SECONDS - idle)
         try:
-            await trio.to_thread.run_sync(_import_step, hub, step, abandon_on_cancel=True)
+            await trio.to_thread.run_sync(hub.import_serially, step, abandon_on_cancel=True)
         except ModuleNotFoundError as exc:
             if step == MCP_WARM_STEPS[-1] or exc.name != step:
                 log.exception("the MCP server could not be imported")

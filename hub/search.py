@@ -618,7 +618,7 @@ class _Collector:
         stale: list[str] = []
         slow = 0
         for i, (logical, name) in enumerate(batch):
-            if i % 64 == 63 and self.out_of_time():
+            if i % 64 == 63 and self.should_stop():
                 break
             began = time.perf_counter()
             try:
@@ -717,26 +717,18 @@ class _Collector:
             if self.scanned_bytes + len(doc.data) > self.limits.scan_max_bytes:
                 self.walk.skip("bytes")  # it grew between its lstat and the read
                 return
-        self.seen.add(logical)
-        self.docs.append(doc)
-        self.scanned_bytes += len(doc.data)
+        self.add(logical, doc)
 
     def file(self, absdir: str, dir_fd: int, logical: str, name: str,
              stated: object = _NOT_STATED) -> bool:
         """Take one file (from the cache while fresh, else read); False when the scan must stop (time).
         ``stated`` is its result from :meth:`stat_ahead`, if it has one (else ``lstat`` now): its cache entry
         when that ``lstat`` found it fresh."""
-        if isinstance(stated, CachedDoc):  # the warm path: one check per file
+        if isinstance(stated, CachedDoc):  # the warm path: fresh, one check per file
             if self.scanned_bytes + stated.size > self.limits.scan_max_bytes:
                 self.walk.skip("bytes")
                 return True
-            if len(self.docs) % 64 == 63 and self.should_stop():
-                self.walk.stop("time")
-                return False
-            self.seen.add(logical)
-            self.docs.append(stated)
-            self.scanned_bytes += len(stated.data)
-            return True
+            return self.take_fresh(logical, stated)
         began = time.perf_counter()
         if stated is _NOT_STATED:
             st = self.lstat(dir_fd, logical, name)
@@ -753,28 +745,41 @@ class _Collector:
             self.walk.skip("bytes")
             return True
         doc = self.cache.docs.get(logical)
-        if doc is None or not doc.fresh(st):
-            # Stop when the budget is spent, or when reading one more file at the pace of the
-            # slowest recent read would overrun it (a slow disk: return in time, not one read late).
-            if self.should_stop() or time.perf_counter() + self.read_cost > self.deadline:
-                self.walk.stop("time")
-                return False
-            if doc is None and not is_canonical_path(logical):  # a cached path was validated when first read
-                return True
-            doc = self.read(absdir, logical, name, st, began)
-            if doc is None:
-                return True
-            if self.scanned_bytes + len(doc.data) > self.limits.scan_max_bytes:
-                # It grew since its lstat (taken by stat_ahead before the folder's reads): held to what was read.
-                self.walk.skip("bytes")
-                return True
-        elif len(self.docs) % 64 == 63 and self.should_stop():
+        if doc is not None and doc.fresh(st):
+            return self.take_fresh(logical, doc)
+        # Stop when the budget is spent, or when reading one more file at the pace of the
+        # slowest recent read would overrun it (a slow disk: return in time, not one read late).
+        if self.should_stop() or time.perf_counter() + self.read_cost > self.deadline:
             self.walk.stop("time")
             return False
-        self.seen.add(logical)
+        if doc is None and not is_canonical_path(logical):  # a cached path was validated when first read
+            return True
+        doc = self.read(absdir, logical, name, st, began)
+        if doc is None:
+            return True
+        if self.scanned_bytes + len(doc.data) > self.limits.scan_max_bytes:
+            # It grew since its lstat (taken by stat_ahead before the folder's reads): held to what was read.
+            self.walk.skip("bytes")
+            return True
+        self.add(logical, doc)
+        return True
+
+    def take_fresh(self, logical: str, doc: CachedDoc) -> bool:
+        """Take a document the cache holds fresh (every 64th asks whether to stop); False when the scan
+        must stop (time)."""
+        if len(self.docs) % 64 == 63 and self.should_stop():
+            self.walk.stop("time")
+            return False
+        self.seen.add(logical)  # what add() does, without a second call on the warm path
         self.docs.append(doc)
         self.scanned_bytes += len(doc.data)
         return True
+
+    def add(self, logical: str, doc: CachedDoc) -> None:
+        """Count ``doc`` as scanned (its bytes against the budget; ``logical`` seen for the cache's prune)."""
+        self.seen.add(logical)
+        self.docs.append(doc)
+        self.scanned_bytes += len(doc.data)
 
     def lstat(self, dir_fd: int, logical: str, name: str) -> os.stat_result | None:
         """The file's ``lstat`` when it is (still) a regular file; None when it is gone, odd or unreadable

@@ -480,15 +480,9 @@ class Store:
         """
         segments = path.split("/")
         with fsio.open_parent(scope_dir, segments, path, create=False) as parent:
-            opened = None if parent is None else fsio.open_document(parent.fd, segments[-1], path)
-            if parent is None or opened is None:
+            data, mtime_ns = (None, 0) if parent is None else _read_in(parent.fd, segments[-1], path)
+            if parent is None or data is None:
                 return {"path": path, "deleted": False, "already_absent": True, "revision": ABSENT}
-            fd, st = opened
-            try:
-                mtime_ns = st.st_mtime_ns
-                data = fsio.read_all(fd, path, st.st_size)
-            finally:
-                os.close(fd)
             observed = revision_of(data)
             if not revision_matches(expected_revision, observed):
                 raise _conflict(path, expected_revision, observed)

@@ -124,7 +124,7 @@ async def test_the_mcp_warm_import_waits_for_an_idle_hub_and_goes_in_steps(
         if name == "amux_no_such_step":
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
-    monkeypatch.setattr(hub_run, "importlib", SimpleNamespace(import_module=import_module))
+    monkeypatch.setattr(hub_server, "importlib", SimpleNamespace(import_module=import_module))
     monkeypatch.setattr(hub_run, "MCP_WARM_STEPS", ("amux_warm_first", "amux_no_such_step", "amux_warm_last"))
     def gc_freeze() -> None:
         frozen.append(trio.current_time())
@@ -178,7 +178,7 @@ async def test_the_mcp_warm_import_reports_a_missing_mcp_server_and_stops(
         # A step the SDK lacks is skipped; a step whose own dependency is missing is a broken SDK.
         raise ModuleNotFoundError("No module named 'x'", name=name if name == "amux_no_such_step" else "pydantic_core")
 
-    monkeypatch.setattr(hub_run, "importlib", SimpleNamespace(import_module=import_module))
+    monkeypatch.setattr(hub_server, "importlib", SimpleNamespace(import_module=import_module))
     monkeypatch.setattr(hub_run, "MCP_WARM_STEPS", ("amux_no_such_step", "amux_broken_step", "amux_warm_last"))
     monkeypatch.setattr(gc, "freeze", lambda: None)
     with caplog.at_level(logging.ERROR, logger="amux.hub"), trio.fail_after(600):
@@ -205,7 +205,7 @@ async def test_a_busy_hub_whose_sdk_is_imported_already_still_freezes_the_collec
         frozen.append(trio.current_time())
         freeze.set()
 
-    monkeypatch.setattr(hub_run, "importlib", SimpleNamespace(import_module=imported.append))
+    monkeypatch.setattr(hub_server, "importlib", SimpleNamespace(import_module=imported.append))
     monkeypatch.setattr(hub_run, "MCP_WARM_STEPS", ("json", "trio"))  # both imported by this test already
     monkeypatch.setattr(gc, "freeze", gc_freeze)
     a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -247,8 +247,10 @@ async def test_an_mcp_open_during_a_warm_step_imports_the_sdk_after_it(
         events.append("mcp_open imports")
         raise ImportError("the test stops mcp_open here")
 
-    monkeypatch.setattr(hub_run, "importlib", SimpleNamespace(import_module=warm_import))
-    monkeypatch.setattr(hub_server, "importlib", SimpleNamespace(import_module=open_import))
+    def import_module(name: str) -> None:  # both imports go through Hub.import_serially
+        (warm_import if name == "amux_warm_step" else open_import)(name)
+
+    monkeypatch.setattr(hub_server, "importlib", SimpleNamespace(import_module=import_module))
     monkeypatch.setattr(hub_run, "MCP_WARM_STEPS", ("amux_warm_step",))
     monkeypatch.setattr(gc, "freeze", lambda: None)
     a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
