@@ -10,14 +10,14 @@ from typing import Any
 
 import trio
 
+from amux_memory.hub.config import HubConfig
+from amux_memory.hub.identity import GLOBAL
+from amux_memory.hub.search import read_file_nofollow
+from amux_memory.hub.service import MemoryService
+from amux_memory.protocol.limits import LIMITS
 from bench.context import Ctx
 from bench.data import MIB, Synth, check_result, literal_rank, walk_order, write_scope
 from bench.util import HubProc, ms, summary
-from hub.config import HubConfig
-from hub.identity import GLOBAL
-from hub.search import read_file_nofollow
-from hub.service import MemoryService
-from protocol.limits import LIMITS
 
 STOP_GOAL_MS = LIMITS.scan_budget_seconds * 1000 + 10
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from amux_memory.protocol.errors import HubError
+from amux_memory.protocol.limits import LIMITS
+from amux_memory.protocol.paths import normalize_path
 from bench.util import CORPUS
-from protocol.errors import HubError
-from protocol.limits import LIMITS
-from protocol.paths import normalize_path
 
 MIB = 1024 * 1024
 SCAN_BYTES = 8 * MIB

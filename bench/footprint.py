@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from amux_memory.hub.cache import ContentCache
+from amux_memory.hub.search import search_scope
+from amux_memory.protocol.limits import LIMITS
+from amux_memory.tools.client.blocking import HubClient
 from bench.context import Ctx
 from bench.data import MIB, Synth, write_scope
 from bench.util import HubProc, rss_kib
-from hub.cache import ContentCache
-from hub.search import search_scope
-from protocol.limits import LIMITS
-from tools.client.blocking import HubClient
 
 
 def _free_uids(count: int, start: int = 52001) -> list[int]:

@@ -8,13 +8,13 @@ import dataclasses
 import time
 from typing import Any
 
+from amux_memory.hub.cache import ScopeCache
+from amux_memory.hub.search import search_scope
+from amux_memory.protocol.limits import LIMITS
 from bench.context import Ctx
 from bench.data import MIB, Query, Synth, check_result, derive_queries, literal_rank, write_scope
 from bench.latency import time_rg
 from bench.util import linear_fit, ms, summary
-from hub.cache import ScopeCache
-from hub.search import search_scope
-from protocol.limits import LIMITS
 
 RAISED = dataclasses.replace(LIMITS, scan_max_bytes=64 * MIB, scan_max_files=4096, scan_budget_seconds=60.0)
 EXPONENT_GOAL = 1.15

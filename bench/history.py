@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from amux_memory.hub.config import set_value
 from bench.context import Ctx
 from bench.util import HubProc, alternating_upserts, ms, summary
-from hub.config import set_value
 
 DOC = b"# Preferences\n\n" + b"- prefer small, reviewed changes; run the tests before committing\n" * 30  # ~2 KiB
 THROUGHPUT_GOAL = 0.8

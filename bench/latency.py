@@ -190,9 +190,10 @@ def _one_query(ctx: Ctx, label: str, hub: HubProc, client: Any, root: Path, docs
 
 def cli_breakdown(ctx: Ctx, reps: int) -> dict[str, Any]:
     """Where the CLI's wall time goes: interpreter start, importing the CLI, the whole search command."""
-    out: dict[str, list[float]] = {"python -c pass": [], "python -c 'import tools.cli.app'": []}
+    importing = "import amux_memory.tools.cli.app"
+    out: dict[str, list[float]] = {"python -c pass": [], f"python -c '{importing}'": []}
     for _ in range(reps):
-        for label, code in (("python -c pass", "pass"), ("python -c 'import tools.cli.app'", "import tools.cli.app")):
+        for label, code in (("python -c pass", "pass"), (f"python -c '{importing}'", importing)):
             t0 = time.perf_counter()
             subprocess.run([sys.executable, "-c", code], check=True)
             out[label].append(ms(time.perf_counter() - t0))

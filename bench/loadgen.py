@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from protocol.framing import FrameDecoder
-from protocol.messages import PROTOCOL_VERSION, decode_response, encode_request
+from amux_memory.protocol.framing import FrameDecoder
+from amux_memory.protocol.messages import PROTOCOL_VERSION, decode_response, encode_request
 
 
 class Conn:

@@ -29,10 +29,10 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from amux_memory.hub.config import set_value
+from amux_memory.protocol.limits import MCP_HTTP_RATE_PER_SECOND, MCP_HTTP_SESSIONS_PER_PRINCIPAL
 from bench.context import Ctx
 from bench.util import HubProc, amux_argv, ms, rss_kib, summary
-from hub.config import set_value
-from protocol.limits import MCP_HTTP_RATE_PER_SECOND, MCP_HTTP_SESSIONS_PER_PRINCIPAL
 
 GET_GOAL_MS = 3.0
 """Target: an HTTP ``memory_get`` of a 2 KiB note, p50 on loopback over one session, in ms."""

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from amux_memory.hub.config import set_value
+from amux_memory.hub.registry import Registry, modify
 from bench.context import Ctx
 from bench.data import write_scope
 from bench.util import REPO, HubProc, ms, summary
-from hub.config import set_value
-from hub.registry import Registry, modify
 
 RAW_GOAL = 0.5
 """Upsert throughput with history on, as a fraction of the raw durable-write loop (the least such a write needs

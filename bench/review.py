@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from amux_memory.hub.config import set_value
 from bench.context import Ctx
 from bench.util import HubProc, ms, summary
-from hub.config import set_value
 
 DOC = b"# Preferences\n\n" + b"- prefer small, reviewed changes; run the tests before committing\n" * 30  # ~2 KiB
 PROPOSAL_THROUGHPUT_GOAL = 0.5
@@ -17,8 +17,8 @@ PROPOSAL_THROUGHPUT_GOAL = 0.5
 
 def _agent(hub: HubProc) -> Any:
     """A connection that says ``hello`` with a session, as a launched agent's does."""
-    from tools.client.blocking import HubClient
-    from tools.client.settings import ClientSettings
+    from amux_memory.tools.client.blocking import HubClient
+    from amux_memory.tools.client.settings import ClientSettings
 
     settings = ClientSettings.from_env({"AMUX_SESSION_ID": "bench-agent"}, socket_path=hub.socket)
     c = HubClient(hub.socket, settings=settings, timeout=60.0)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from amux_memory.hub.config import set_value
+from amux_memory.hub.secrets import find_secrets
 from bench.context import Ctx
 from bench.util import CORPUS, HubProc, alternating_upserts
-from hub.config import set_value
-from hub.secrets import find_secrets
 
 DOC = b"# Preferences\n\n" + b"- prefer small, reviewed changes; run the tests before committing\n" * 30  # ~2 KiB
 THROUGHPUT_GOAL = 0.9

@@ -47,7 +47,7 @@ _AFTER = ('{"jsonrpc":"2.0","method":"notifications/initialized"}\n{"jsonrpc":"2
 
 _IMPORTS = (
     "import sys\n"
-    "from tools.cli.app import main\n"
+    "from amux_memory.tools.cli.app import main\n"
     "code = main(['memory', 'search', {word!r}])\n"
     "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r})\n"
     "sys.stderr.write('HEAVY=' + repr(heavy) + '\\n')\n"

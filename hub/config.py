@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hub import fsio
-from protocol.config_file import CONFIG_NAME, read_config, socket_path
-from protocol.settings import SETTINGS as SETTINGS
-from protocol.settings import Setting as Setting
-from protocol.settings import default_value, updated_file, value_in
-from protocol.settings import describe as describe
-from protocol.settings import get_value as get_value
-from protocol.settings import parse_listen as parse_listen
+from amux_memory.hub import fsio
+from amux_memory.protocol.config_file import CONFIG_NAME, read_config, socket_path
+from amux_memory.protocol.settings import SETTINGS as SETTINGS
+from amux_memory.protocol.settings import Setting as Setting
+from amux_memory.protocol.settings import default_value, updated_file, value_in
+from amux_memory.protocol.settings import describe as describe
+from amux_memory.protocol.settings import get_value as get_value
+from amux_memory.protocol.settings import parse_listen as parse_listen
 
 
 def allow_list(text: str) -> frozenset[str]:

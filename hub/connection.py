@@ -33,11 +33,11 @@ from typing import Any, Protocol
 
 import trio
 
-from hub.faults import STORAGE_CODES, from_os_error, log_fault
-from hub.identity import Identity, Peer, Scope, peer_credentials
-from protocol.errors import ErrorCode, HubError
-from protocol.framing import FrameDecoder
-from protocol.limits import (
+from amux_memory.hub.faults import STORAGE_CODES, from_os_error, log_fault
+from amux_memory.hub.identity import Identity, Peer, Scope, peer_credentials
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.framing import FrameDecoder
+from amux_memory.protocol.limits import (
     FRAME_TIMEOUT_SECONDS,
     HELLO_TIMEOUT_SECONDS,
     IDLE_TIMEOUT_SECONDS,
@@ -46,7 +46,7 @@ from protocol.limits import (
     TLS_HANDSHAKE_TIMEOUT_SECONDS,
     Limits,
 )
-from protocol.messages import Request, decode_request, encode_error, encode_result
+from amux_memory.protocol.messages import Request, decode_request, encode_error, encode_result
 
 log = logging.getLogger("amux.hub")
 

@@ -23,9 +23,9 @@ import os
 from types import TracebackType
 from typing import Any
 
-from protocol.errors import ErrorCode, HubError
-from protocol.limits import MAX_REPORTED_PATH_CHARS as MAX_REPORTED_PATH_CHARS
-from protocol.limits import MAX_REPORTED_PATHS as MAX_REPORTED_PATHS
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import MAX_REPORTED_PATH_CHARS as MAX_REPORTED_PATH_CHARS
+from amux_memory.protocol.limits import MAX_REPORTED_PATHS as MAX_REPORTED_PATHS
 
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 _DENIED = frozenset({errno.EACCES, errno.EPERM})

@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from hub.faults import SCOPE_ROOT, from_os_error, step
-from protocol.errors import ErrorCode, HubError
+from amux_memory.hub.faults import SCOPE_ROOT, from_os_error, step
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 TEMP_SUFFIX = ".amux-tmp"
 """Temporary files end with this (never ``.md``), so search and get never see them."""

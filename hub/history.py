@@ -54,11 +54,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from hub.faults import step
-from hub.fsio import TEMP_SUFFIX
-from hub.rewrite_guard import count_lines
-from protocol.errors import ErrorCode, HubError
-from protocol.params import ABSENT, REVISION_DIGITS
+from amux_memory.hub.faults import step
+from amux_memory.hub.fsio import TEMP_SUFFIX
+from amux_memory.hub.rewrite_guard import count_lines
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.params import ABSENT, REVISION_DIGITS
 
 log = logging.getLogger(__name__)
 
@@ -434,7 +434,7 @@ class ScopeHistory:
         None selects the whole scope (``log``: entries with ``path``, filtered
         by ``path_prefix`` and ``since``).  Returns ``(entries, next_cursor)``.
         """
-        from protocol.messages import packed_size
+        from amux_memory.protocol.messages import packed_size
 
         with self.lock:
             self.load(create=False)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from hub.fsio import make_directories
-from hub.registry import RegistryFileError, read_registry, registry_path
+from amux_memory.hub.fsio import make_directories
+from amux_memory.hub.registry import RegistryFileError, read_registry, registry_path
 
 LOCK_RETRY_SECONDS = 0.25
 """How long :meth:`HomeLock.acquire` retries a held lock before refusing: the clients' lock probe (``amux hub

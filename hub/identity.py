@@ -25,8 +25,8 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from hub.registry import Registry
-from protocol.errors import ErrorCode, HubError
+from amux_memory.hub.registry import Registry
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 _UCRED = struct.Struct("3i")
 

@@ -28,13 +28,13 @@ from pathlib import Path
 
 import trio
 
-from hub.config import HubConfig, parse_listen
-from hub.connection import ConnectionSet
-from hub.home import HubStartError
-from protocol.endpoint import is_loopback
-from protocol.errors import ErrorCode, HubError
-from protocol.limits import MAX_CONNECTIONS
-from protocol.messages import encode_error
+from amux_memory.hub.config import HubConfig, parse_listen
+from amux_memory.hub.connection import ConnectionSet
+from amux_memory.hub.home import HubStartError
+from amux_memory.protocol.endpoint import is_loopback
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import MAX_CONNECTIONS
+from amux_memory.protocol.messages import encode_error
 
 log = logging.getLogger("amux.hub")
 

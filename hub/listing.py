@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hub.walk import walk_documents
-from protocol.limits import Limits
-from protocol.messages import packed_size
+from amux_memory.hub.walk import walk_documents
+from amux_memory.protocol.limits import Limits
+from amux_memory.protocol.messages import packed_size
 
 Result = dict[str, Any]
 

@@ -55,24 +55,24 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from hub.config import HubConfig, parse_listen
-from hub.home import HubStartError
-from hub.identity import MCP_CLIENT, Identity, Scope, authenticate, scope_for
-from protocol.endpoint import is_loopback
-from protocol.errors import ErrorCode, HubError
-from protocol.limits import (
+from amux_memory.hub.config import HubConfig, parse_listen
+from amux_memory.hub.home import HubStartError
+from amux_memory.hub.identity import MCP_CLIENT, Identity, Scope, authenticate, scope_for
+from amux_memory.protocol.endpoint import is_loopback
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import (
     MCP_HTTP_BODY_TIMEOUT_SECONDS,
     MCP_HTTP_BURST,
     MCP_HTTP_MAX_BODY_BYTES,
     MCP_HTTP_RATE_PER_SECOND,
     MCP_HTTP_SESSIONS_PER_PRINCIPAL,
 )
-from protocol.params import check_session
+from amux_memory.protocol.params import check_session
 
 if TYPE_CHECKING:
     from mcp.server import Server
 
-    from hub.server import Hub
+    from amux_memory.hub.server import Hub
 
 log = logging.getLogger("amux.hub")
 
@@ -142,7 +142,7 @@ def bind_mcp_socket(settings: McpHttpSettings) -> socket.socket:
     Raises :class:`HubStartError` when the TLS files do not load or the address cannot be bound.
     """
     if settings.tls is not None:
-        from hub.listeners import tls_server_context
+        from amux_memory.hub.listeners import tls_server_context
 
         tls_server_context(*settings.tls)
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
@@ -501,7 +501,7 @@ ServerFactory = Callable[["Hub"], McpServers]
 
 def default_servers(hub: Hub) -> McpServers:
     """:func:`hub.mcp.http.memory_servers`, imported on first use (the ``mcp`` SDK is ~0.5 s of CPU)."""
-    from hub.mcp.http import memory_servers
+    from amux_memory.hub.mcp.http import memory_servers
 
     return memory_servers(hub)
 

@@ -42,9 +42,9 @@ from typing import Any, TypeVar
 
 import tomli_w
 
-from hub import fsio
-from hub.faults import step
-from protocol.errors import ErrorCode, HubError
+from amux_memory.hub import fsio
+from amux_memory.hub.faults import step
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 REGISTRY_NAME = "principals.toml"
 LOCK_NAME = ".principals.lock"

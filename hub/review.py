@@ -30,11 +30,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from hub import fsio
-from hub.faults import step
-from hub.history import Actor, utc_time, write_all
-from protocol.errors import ErrorCode, HubError
-from protocol.params import ABSENT
+from amux_memory.hub import fsio
+from amux_memory.hub.faults import step
+from amux_memory.hub.history import Actor, utc_time, write_all
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.params import ABSENT
 
 PENDING = "pending"
 DECIDED = ("approved", "rejected", "expired", "superseded", "applied")

@@ -29,7 +29,7 @@ import re
 from collections import Counter
 from typing import Final
 
-from protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 MIN_DROPPED_LINES: Final = 20
 """A cut of this many lines or fewer never trips the line rule (short notes are rewritten freely)."""

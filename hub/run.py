@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import trio
 
-from hub import fsio
-from hub.config import HubConfig
-from hub.home import HomeLock, HubStartError, check_registry, prepare_memory_root
-from hub.listeners import (
+from amux_memory.hub import fsio
+from amux_memory.hub.config import HubConfig
+from amux_memory.hub.home import HomeLock, HubStartError, check_registry, prepare_memory_root
+from amux_memory.hub.listeners import (
     NetworkSettings,
     accept_loop,
     listener_address,
@@ -38,7 +38,7 @@ from hub.listeners import (
     open_network_listeners,
     open_unix_listener,
 )
-from hub.mcp_http import (
+from amux_memory.hub.mcp_http import (
     McpHttpSettings,
     ServerFactory,
     bind_mcp_socket,
@@ -46,11 +46,11 @@ from hub.mcp_http import (
     mcp_http_settings,
     serve_mcp_http,
 )
-from hub.server import Hub
-from hub.service import MemoryService
-from protocol.config_file import LOCK_NAME, enable_command
-from protocol.errors import ExitStatus
-from protocol.limits import Limits
+from amux_memory.hub.server import Hub
+from amux_memory.hub.service import MemoryService
+from amux_memory.protocol.config_file import LOCK_NAME, enable_command
+from amux_memory.protocol.errors import ExitStatus
+from amux_memory.protocol.limits import Limits
 
 log = logging.getLogger("amux.hub")
 
@@ -182,7 +182,7 @@ MCP_WARM_IDLE_SECONDS = 0.5
 """Each step of that import waits until no data call has run for this long: an import holds the GIL, and
 the calls that follow a restart (a client's burst, the first searches) should not wait for it."""
 
-MCP_WARM_STEPS = ("pydantic", "mcp_types", "mcp_types.methods", "mcp", "hub.mcp.session")
+MCP_WARM_STEPS = ("pydantic", "mcp_types", "mcp_types.methods", "mcp", "amux_memory.hub.mcp.session")
 """The import in steps of at most ~160 ms of CPU each (measured with ``-X importtime``), the last one the MCP
 server itself; a step this SDK does not have is skipped.  A call that arrives during a step waits at most
 about one step."""

@@ -17,11 +17,11 @@ import shlex
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-from hub.history import Version
-from hub.secrets import Finding, find_secrets, rule_names, scrub
-from hub.store import revision_of
-from protocol.limits import Limits
-from protocol.messages import packed_size
+from amux_memory.hub.history import Version
+from amux_memory.hub.secrets import Finding, find_secrets, rule_names, scrub
+from amux_memory.hub.store import revision_of
+from amux_memory.protocol.limits import Limits
+from amux_memory.protocol.messages import packed_size
 
 Result = dict[str, Any]
 

@@ -33,12 +33,12 @@ from typing import Any
 
 import ahocorasick_rs
 
-from hub.cache import CachedDoc, Haystack, ScopeCache, fold
-from hub.faults import MAX_REPORTED_PATHS, SCOPE_ROOT, short_path
-from hub.walk import Batch, FileEntry, breadth_first
-from protocol.limits import Limits
-from protocol.messages import packed_size
-from protocol.paths import is_canonical_path
+from amux_memory.hub.cache import CachedDoc, Haystack, ScopeCache, fold
+from amux_memory.hub.faults import MAX_REPORTED_PATHS, SCOPE_ROOT, short_path
+from amux_memory.hub.walk import Batch, FileEntry, breadth_first
+from amux_memory.protocol.limits import Limits
+from amux_memory.protocol.messages import packed_size
+from amux_memory.protocol.paths import is_canonical_path
 
 Reader = Callable[[str], bytes]
 """Reads one file (absolute path) without following symlinks; returns its bytes."""

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Final
 import ahocorasick_rs
 
 if TYPE_CHECKING:
-    from protocol.errors import HubError
+    from amux_memory.protocol.errors import HubError
 
 MAX_FINDINGS: Final = 20
 """At most this many findings are reported per document (the answer stays small)."""
@@ -673,7 +673,7 @@ def refusal(path: str, findings: list[Finding], *, in_path: bool = False) -> Hub
     """The ``secret_detected`` error of a write refused for ``findings`` (DESIGN.md §16.2): ``data`` is
     ``{path, findings}``; with ``in_path`` the findings are the path's (line 0, ``"in": "path"``) and the path is
     shown redacted.  Built here so the Hub and a project library (written in-process) refuse alike."""
-    from protocol.errors import ErrorCode, HubError
+    from amux_memory.protocol.errors import ErrorCode, HubError
 
     rules_found = ", ".join(sorted({f.rule for f in findings}))
     if in_path:

@@ -29,16 +29,16 @@ from typing import Any
 
 import trio
 
-from hub.config import HubConfig
-from hub.connection import Connection, ConnectionSet
-from hub.identity import Identity, Scope, authenticate, scope_for, user_name
-from hub.registry import RegistryWatcher
-from hub.service import MemoryService
-from protocol.errors import ErrorCode, HubError
-from protocol.limits import Limits
-from protocol.messages import DATA_METHODS, PROTOCOL_VERSION, Request
-from protocol.params import parse_hello, parse_mcp_open
-from protocol.version import package_version
+from amux_memory.hub.config import HubConfig
+from amux_memory.hub.connection import Connection, ConnectionSet
+from amux_memory.hub.identity import Identity, Scope, authenticate, scope_for, user_name
+from amux_memory.hub.registry import RegistryWatcher
+from amux_memory.hub.service import MemoryService
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import Limits
+from amux_memory.protocol.messages import DATA_METHODS, PROTOCOL_VERSION, Request
+from amux_memory.protocol.params import parse_hello, parse_mcp_open
+from amux_memory.protocol.version import package_version
 
 Result = dict[str, Any]
 
@@ -184,9 +184,10 @@ class Hub:
         if conn.mcp is not None:
             raise HubError(ErrorCode.BAD_REQUEST, "this connection already is an MCP session")
         assert conn.identity is not None and conn.scope is not None
-        await trio.to_thread.run_sync(self.import_serially, "hub.mcp.session")  # the SDK: once, off the loop
-        from hub.mcp.handlers import hub_backend
-        from hub.mcp.session import McpBridge
+        # The SDK: once, off the loop.
+        await trio.to_thread.run_sync(self.import_serially, "amux_memory.hub.mcp.session")
+        from amux_memory.hub.mcp.handlers import hub_backend
+        from amux_memory.hub.mcp.session import McpBridge
 
         bridge = McpBridge(conn, hub_backend(self.call, conn.identity, conn.scope), instructions=p.instructions,
                            review=self.config.review != "off",

@@ -38,23 +38,31 @@ from typing import Any, Final
 
 import trio
 
-from hub.cache import ContentCache
-from hub.config import HubConfig
-from hub.history import Actor, HistoryStore, Retention, ScopeHistory, line_changes, time_ns
-from hub.identity import MCP_CLIENT, Identity, Scope, agent_reason
-from hub.listing import list_documents
-from hub.review import PENDING, Proposal, ProposalStore, ScopeProposals, new_id, path_matcher, revision_or_absent
-from hub.rewrite_guard import check_rewrite
-from hub.scan_report import document_entries, report, version_entries
-from hub.search import Reader, read_file_nofollow, search_scope
-from hub.secrets import Finding, credentials, find_secrets, refusal, scrub
-from hub.store import BeforeWrite, Store, revision_of
-from hub.walk import walk_documents
-from protocol.config_file import enable_command, home_option
-from protocol.errors import ErrorCode, HubError
-from protocol.limits import Limits
-from protocol.messages import DATA_METHODS
-from protocol.params import (
+from amux_memory.hub.cache import ContentCache
+from amux_memory.hub.config import HubConfig
+from amux_memory.hub.history import Actor, HistoryStore, Retention, ScopeHistory, line_changes, time_ns
+from amux_memory.hub.identity import MCP_CLIENT, Identity, Scope, agent_reason
+from amux_memory.hub.listing import list_documents
+from amux_memory.hub.review import (
+    PENDING,
+    Proposal,
+    ProposalStore,
+    ScopeProposals,
+    new_id,
+    path_matcher,
+    revision_or_absent,
+)
+from amux_memory.hub.rewrite_guard import check_rewrite
+from amux_memory.hub.scan_report import document_entries, report, version_entries
+from amux_memory.hub.search import Reader, read_file_nofollow, search_scope
+from amux_memory.hub.secrets import Finding, credentials, find_secrets, refusal, scrub
+from amux_memory.hub.store import BeforeWrite, Store, revision_of
+from amux_memory.hub.walk import walk_documents
+from amux_memory.protocol.config_file import enable_command, home_option
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import Limits
+from amux_memory.protocol.messages import DATA_METHODS
+from amux_memory.protocol.params import (
     ABSENT,
     parse_export,
     parse_forget,
@@ -454,7 +462,7 @@ class MemoryService:
         p = parse_review_list(params)
 
         def work() -> Result:
-            from protocol.messages import packed_size
+            from amux_memory.protocol.messages import packed_size
 
             sp = self._proposals(scope)
             now = self.clock()
@@ -494,7 +502,7 @@ class MemoryService:
         p = parse_review_show(params)
 
         def work() -> Result:
-            from protocol.messages import packed_size
+            from amux_memory.protocol.messages import packed_size
 
             sp = self._proposals(scope)
             q = sp.get(p.id)
@@ -655,7 +663,7 @@ class MemoryService:
 
     def _page_budget(self, fixed: dict[str, Any]) -> int:
         """Bytes left for a page's entries: the response budget minus the envelope, ``fixed`` and a cursor."""
-        from protocol.messages import packed_size
+        from amux_memory.protocol.messages import packed_size
 
         return (self.limits.response_max_bytes - self.limits.response_envelope_bytes
                 - packed_size({**fixed, "versions": [], "next_cursor": "9" * 18}) - 8)

@@ -20,13 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hub import fsio
-from hub.rewrite_guard import check_rewrite, count_lines
-from hub.walk import count_documents
-from protocol.errors import ErrorCode, HubError
-from protocol.limits import ENTRY_NAME, Limits
-from protocol.messages import packed_size
-from protocol.params import ABSENT, revision_matches
+from amux_memory.hub import fsio
+from amux_memory.hub.rewrite_guard import check_rewrite, count_lines
+from amux_memory.hub.walk import count_documents
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import ENTRY_NAME, Limits
+from amux_memory.protocol.messages import packed_size
+from amux_memory.protocol.params import ABSENT, revision_matches
 
 Result = dict[str, Any]
 

@@ -31,10 +31,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from hub.cache import DIR, MARKDOWN, RAW_ENTRIES_FACTOR, Listing, ScopeCache, is_racy
-from hub.faults import MAX_REPORTED_PATHS, SCOPE_ROOT, short_path
-from protocol.limits import ENTRY_NAME, Limits
-from protocol.paths import is_canonical_path
+from amux_memory.hub.cache import DIR, MARKDOWN, RAW_ENTRIES_FACTOR, Listing, ScopeCache, is_racy
+from amux_memory.hub.faults import MAX_REPORTED_PATHS, SCOPE_ROOT, short_path
+from amux_memory.protocol.limits import ENTRY_NAME, Limits
+from amux_memory.protocol.paths import is_canonical_path
 
 FileEntry = tuple[str, str]
 """``(logical path, file name)`` of one Markdown file."""

@@ -11,10 +11,10 @@ Codex app-server driver (:mod:`launch.codex_app_server`).  One whole
 :func:`launch.orchestrate.launch`.
 """
 
-from launch.agents import AGENTS, plan
-from launch.context import AgentContext, read_context
-from launch.errors import LaunchError
-from launch.spec import DirSpec, FileSpec, LaunchSpec, RunAs
+from amux_memory.launch.agents import AGENTS, plan
+from amux_memory.launch.context import AgentContext, read_context
+from amux_memory.launch.errors import LaunchError
+from amux_memory.launch.spec import DirSpec, FileSpec, LaunchSpec, RunAs
 
 __all__ = ["AGENTS", "AgentContext", "DirSpec", "FileSpec", "LaunchError", "LaunchSpec", "RunAs", "plan",
            "read_context"]

@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from launch.agent_args import (
+from amux_memory.launch.agent_args import (
     END_OF_OPTIONS,
     codex_overrides,
     merge_instructions,
@@ -52,8 +52,8 @@ from launch.agent_args import (
     toml_value,
     variadic_values,
 )
-from launch.attach import AGENTS_WITH_HTTP, REDACTED, TOKEN_ENV, HttpMcp
-from launch.context import (
+from amux_memory.launch.attach import AGENTS_WITH_HTTP, REDACTED, TOKEN_ENV, HttpMcp
+from amux_memory.launch.context import (
     APPEND_FLAG,
     CLAUDE_APPEND_FILE_FLAG,
     CLAUDE_MCP_CONFIG_FLAG,
@@ -63,11 +63,11 @@ from launch.context import (
     AgentContext,
     is_json_object_text,
 )
-from launch.errors import LaunchError
-from launch.spec import DirSpec, FileSpec, LaunchSpec, RunAs
-from protocol.agent_protocol import render
-from protocol.errors import ErrorCode
-from tools.client.settings import SESSION_ENV
+from amux_memory.launch.errors import LaunchError
+from amux_memory.launch.spec import DirSpec, FileSpec, LaunchSpec, RunAs
+from amux_memory.protocol.agent_protocol import render
+from amux_memory.protocol.errors import ErrorCode
+from amux_memory.tools.client.settings import SESSION_ENV
 
 AGENTS: Final = ("claude", "codex", "pi")
 """Agents ``amux launch`` can give memory to."""
@@ -419,7 +419,7 @@ def claude_settings(given: str | None, ctx: AgentContext) -> str:
         text = _settings_text(given, ctx)
         if text is None:
             raise LaunchError("agent", f"{CLAUDE_SETTINGS_FLAG} {given}: its file was not read; pass the context "
-                              "from launch.context.read_context", {"file": given})
+                              "from amux_memory.launch.context.read_context", {"file": given})
         try:
             parsed = json.loads(text)
         except ValueError as exc:
@@ -472,7 +472,7 @@ def codex_user_instructions(args: Sequence[str], config: Mapping[str, object],
     if profile is not None:
         if profiles is None or profile not in profiles:
             raise LaunchError("agent", f"the Codex profile {profile!r} was not read; pass the context from "
-                              "launch.context.read_context", {"profile": profile})
+                              "amux_memory.launch.context.read_context", {"profile": profile})
         chosen = profiles[profile].get("developer_instructions")
         if isinstance(chosen, str):
             return rest, chosen

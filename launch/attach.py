@@ -38,11 +38,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
-from protocol.endpoint import is_loopback
-from protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.endpoint import is_loopback
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 if TYPE_CHECKING:
-    from hub.registry import Registry, Token
+    from amux_memory.hub.registry import Registry, Token
 
 TOKEN_ENV: Final = "AMUX_MCP_BEARER"
 """The environment variable that hands Codex the launch's delegated token (``bearer_token_env_var``)."""
@@ -121,7 +121,7 @@ def loopback_http_url(url: str | None) -> bool:
 
 def own_socket(home: Path, hub: str) -> bool:
     """Whether the Hub address ``hub`` is ``home``'s own Unix socket (from its ``config.toml``)."""
-    from protocol.config_file import read_config, socket_path
+    from amux_memory.protocol.config_file import read_config, socket_path
 
     try:
         own = os.path.abspath(socket_path(home, read_config(home)))
@@ -150,7 +150,7 @@ def choose(agent: str, *, binding: str | None, principal: str | None, mcp_url: s
                       "launch's token")
     if not principal:
         return Choice("relay", why="the Hub named no principal for this launch")
-    from hub import registry as reg
+    from amux_memory.hub import registry as reg
 
     try:
         if not issue:
@@ -176,7 +176,7 @@ def _issue(r: Registry, principal: str, binding: str, now: float) -> tuple[Regis
 def revoke(home: Path, token_id: str) -> str | None:
     """Revoke the launch's token ``token_id`` in ``home``'s registry; ``None`` when done, else a warning text
     (the token then expires on its own within 12 h)."""
-    from hub import registry as reg
+    from amux_memory.hub import registry as reg
 
     try:
         reg.modify(home, lambda r, now: r.revoke_token(token_id, now))

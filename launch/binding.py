@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from launch.errors import LaunchError
-from launch.sessions import SessionState
-from protocol.errors import ErrorCode, HubError
+from amux_memory.launch.errors import LaunchError
+from amux_memory.launch.sessions import SessionState
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 HELLO_TIMEOUT: Final = 2.5
 """Seconds a launch waits for the Hub's ``hello``: one overall limit for connect plus answer (an isolated launch's
@@ -59,7 +59,7 @@ def hub_address() -> str:
 
     Raises ``bad_request`` for a malformed ``AMUX_HUB``.
     """
-    from tools.client.settings import resolve_endpoint
+    from amux_memory.tools.client.settings import resolve_endpoint
 
     endpoint = resolve_endpoint()
     if endpoint.kind == "unix" and endpoint.path is not None:
@@ -70,8 +70,8 @@ def hub_address() -> str:
 def _enable_hint(hub: str) -> str:
     """The command that enables memory for ``hub``: with ``--home`` when it is AMUX_HOME's own socket and that home
     is not ``~/.amux`` (DESIGN.md §13.2); for any other Hub, the command without a home, run on the Hub's host."""
-    from protocol.config_file import enable_command, read_config, socket_path
-    from tools.client.settings import default_home
+    from amux_memory.protocol.config_file import enable_command, read_config, socket_path
+    from amux_memory.tools.client.settings import default_home
 
     home = default_home()
     try:
@@ -85,7 +85,7 @@ def _enable_hint(hub: str) -> str:
 
 def hub_hello(hub: str, *, timeout: float = HELLO_TIMEOUT) -> HelloFn:
     """A :data:`HelloFn` that connects to ``hub`` from this process (``AMUX_TOKEN`` and ``AMUX_HUB_CA`` as usual)."""
-    from tools.client.blocking import HubClient
+    from amux_memory.tools.client.blocking import HubClient
 
     def hello(binding: str | None) -> dict[str, Any]:
         # "" (not None): never send the launcher's own AMUX_MEMORY_BINDING on a fresh resolution.

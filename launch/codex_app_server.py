@@ -33,8 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Final
 
-from launch.agents import CODEX_MEMORY_OFF
-from launch.errors import LaunchError
+from amux_memory.launch.agents import CODEX_MEMORY_OFF
+from amux_memory.launch.errors import LaunchError
 
 DEFAULT_TIMEOUT: Final = 30.0
 """Seconds to wait for each reply."""

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launch.agent_args import option_value, take_value_option, variadic_values
-from launch.errors import LaunchError
+from amux_memory.launch.agent_args import option_value, take_value_option, variadic_values
+from amux_memory.launch.errors import LaunchError
 
 APPEND_FLAG = "--append-system-prompt"
 CLAUDE_APPEND_FILE_FLAG = "--append-system-prompt-file"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 
 class LaunchError(HubError):

@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from launch.agents import ENTRY_NAME, MEMORY_DIR
-from launch.binding import HELLO_TIMEOUT, HelloFn
-from launch.errors import LaunchError
-from launch.spec import RunAs
-from protocol.errors import ErrorCode, HubError
-from tools.client.installation import amux_script, script_candidates
-from tools.client.settings import BINDING_ENV, CONNECT_DEADLINE_ENV, HUB_ENV
+from amux_memory.launch.agents import ENTRY_NAME, MEMORY_DIR
+from amux_memory.launch.binding import HELLO_TIMEOUT, HelloFn
+from amux_memory.launch.errors import LaunchError
+from amux_memory.launch.spec import RunAs
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.client.installation import amux_script, script_candidates
+from amux_memory.tools.client.settings import BINDING_ENV, CONNECT_DEADLINE_ENV, HUB_ENV
 
 __all__ = ["ENTRY_NAME", "Prepared", "find_entry_point", "hello_as", "prepare", "target"]
 
@@ -226,6 +226,6 @@ def _probe_result(proc: subprocess.CompletedProcess[bytes], run_as: RunAs, entry
     if isinstance(parsed, dict) and "error" in parsed:
         raise HubError.from_wire(parsed["error"])
     tail = proc.stderr.decode(errors="replace").strip().splitlines()[-3:]
-    from tools.client.wording import ended
+    from amux_memory.tools.client.wording import ended
 
     raise _cannot_run(run_as, entry, f"{ended(proc.returncode)}: {' / '.join(tail) or 'no output'}")

@@ -36,10 +36,10 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from launch.attach import HttpMcp
-    from launch.binding import HelloFn, Resolution
-    from launch.isolation import Prepared
-    from launch.spec import LaunchSpec, RunAs
+    from amux_memory.launch.attach import HttpMcp
+    from amux_memory.launch.binding import HelloFn, Resolution
+    from amux_memory.launch.isolation import Prepared
+    from amux_memory.launch.spec import LaunchSpec, RunAs
 
 
 @dataclass
@@ -118,9 +118,9 @@ def launch(request: LaunchRequest, *, emit_spec: Callable[[dict[str, Any]], None
     (nothing was run), and :class:`Terminated` when SIGTERM/SIGHUP arrived
     before the agent started (everything prepared was removed).
     """
-    from launch.agents import AGENTS, unsupported
-    from launch.binding import hub_address
-    from launch.runner import run
+    from amux_memory.launch.agents import AGENTS, unsupported
+    from amux_memory.launch.binding import hub_address
+    from amux_memory.launch.runner import run
 
     if request.agent not in AGENTS:
         raise unsupported(request.agent)
@@ -160,9 +160,9 @@ def check_native_resume(request: LaunchRequest) -> list[str]:
     :class:`~launch.errors.LaunchError` (step ``session``).  Returns the
     warnings to show (one when ``--new-session`` allowed it).
     """
-    from launch.agents import TITLES
-    from launch.errors import LaunchError
-    from launch.native_resume import native_resume
+    from amux_memory.launch.agents import TITLES
+    from amux_memory.launch.errors import LaunchError
+    from amux_memory.launch.native_resume import native_resume
 
     if request.resume is not None:
         return []
@@ -189,7 +189,7 @@ def plan_launch(request: LaunchRequest, hub: str, setup: LaunchSetup, environ: d
     stores anything.  Raises :class:`~launch.errors.LaunchError` for
     arguments the launch refuses.
     """
-    from launch import plan, read_context
+    from amux_memory.launch import plan, read_context
 
     run_as = setup.run_as
     # An isolated agent reads the target user's Codex/Pi configuration, not the launcher's.
@@ -214,8 +214,8 @@ def attach(request: LaunchRequest, resolution: Resolution, setup: LaunchSetup) -
     """The HTTP attachment for this launch (:func:`launch.attach.choose`), or ``None`` for the ``amux mcp`` relay,
     with the warning saying why a Hub that serves HTTP is not used.  A token it issues is recorded in
     ``setup`` first, so :meth:`LaunchSetup.discard` revokes it whatever happens next."""
-    from launch.attach import choose
-    from tools.client.settings import default_home
+    from amux_memory.launch.attach import choose
+    from amux_memory.tools.client.settings import default_home
 
     home = default_home()
     choice = choose(request.agent, binding=resolution.binding, principal=resolution.principal,
@@ -233,8 +233,8 @@ def agent_executable(request: LaunchRequest, environ: dict[str, str]) -> str:
     the agent and may be run where it is installed.  Otherwise raises
     :class:`~launch.errors.LaunchError` (``not_found``).
     """
-    from launch.errors import LaunchError
-    from launch.runner import find_executable
+    from amux_memory.launch.errors import LaunchError
+    from amux_memory.launch.runner import find_executable
 
     try:
         return find_executable(request.agent, environ)
@@ -252,10 +252,10 @@ def resolve_session(request: LaunchRequest, hub: str, setup: LaunchSetup) -> tup
     session, one launched with another agent or another ``--as-user``, a
     malformed or existing new session id.
     """
-    from launch import sessions
-    from launch.binding import resolve_fresh, resolve_resume
-    from launch.errors import LaunchError
-    from tools.client.settings import default_home
+    from amux_memory.launch import sessions
+    from amux_memory.launch.binding import resolve_fresh, resolve_resume
+    from amux_memory.launch.errors import LaunchError
+    from amux_memory.tools.client.settings import default_home
 
     home = default_home()
     if request.resume is not None:
@@ -300,8 +300,8 @@ class LaunchSetup:
     @classmethod
     def make(cls, request: LaunchRequest, hub: str) -> LaunchSetup:
         """Prepare for ``request``; raises :class:`~launch.errors.LaunchError` (nothing is left behind then)."""
-        from launch.binding import hub_hello
-        from launch.isolation import find_entry_point
+        from amux_memory.launch.binding import hub_hello
+        from amux_memory.launch.isolation import find_entry_point
 
         entry = find_entry_point(sys.argv[0] if sys.argv else None)
         if request.as_user:
@@ -318,8 +318,8 @@ class LaunchSetup:
 
     @classmethod
     def _isolated(cls, user: str, run_dir_opt: str | None, hub: str, entry: Path) -> LaunchSetup:
-        from launch.errors import LaunchError
-        from launch.isolation import hello_as, prepare, target
+        from amux_memory.launch.errors import LaunchError
+        from amux_memory.launch.isolation import hello_as, prepare, target
 
         if os.geteuid() != 0:
             raise LaunchError("isolation", "--as-user needs the launcher to run as root", {"user": user})
@@ -337,7 +337,7 @@ class LaunchSetup:
     def discard(self) -> str | None:
         """Remove what this launch made (the isolated memory directory, or the whole run directory if it created
         it) and revoke its token; returns a warning when the token could not be revoked, else ``None``."""
-        from launch.attach import revoke
+        from amux_memory.launch.attach import revoke
 
         warning = None
         if self.revoke is not None:
@@ -354,14 +354,14 @@ def temp_run_dir() -> Path:
     """A new temporary run directory, named so that :func:`launch.runner.remove_paths` may remove it once empty."""
     import tempfile
 
-    from launch.runner import RUN_DIR_PREFIX
+    from amux_memory.launch.runner import RUN_DIR_PREFIX
 
     return Path(tempfile.mkdtemp(prefix=RUN_DIR_PREFIX))
 
 
 def discard_run_dir(run_dir: Path, created: bool) -> None:
     """Remove ``run_dir`` whole if this launch ``created`` it, else only its launch-local memory directory."""
-    from launch.agents import MEMORY_DIR
-    from launch.runner import remove_paths
+    from amux_memory.launch.agents import MEMORY_DIR
+    from amux_memory.launch.runner import remove_paths
 
     remove_paths([str(run_dir if created else run_dir / MEMORY_DIR)])

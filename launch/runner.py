@@ -21,9 +21,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Final
 
-from launch.errors import LaunchError
-from launch.spec import DirSpec, FileSpec, LaunchSpec
-from protocol.errors import ErrorCode
+from amux_memory.launch.errors import LaunchError
+from amux_memory.launch.spec import DirSpec, FileSpec, LaunchSpec
+from amux_memory.protocol.errors import ErrorCode
 
 _FORWARDED: Final = (signal.SIGTERM, signal.SIGHUP)
 

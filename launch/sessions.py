@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from launch.errors import LaunchError
-from protocol.errors import ErrorCode, HubError
+from amux_memory.launch.errors import LaunchError
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 SESSION_ID_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """A session id: 1-128 characters of ``[A-Za-z0-9._-]``, not starting with a dot or dash."""
@@ -69,7 +69,7 @@ def store(home: Path, state: SessionState, *, fresh: bool = True) -> Path:
     With ``fresh`` an existing session of that id is an error (``bad_request``):
     a new launch never overwrites another session's binding.
     """
-    from hub.fsio import replace_file
+    from amux_memory.hub.fsio import replace_file
 
     path = session_path(home, state.session_id)
     if fresh and path.exists():

@@ -11,8 +11,8 @@ closed set of errors (:mod:`protocol.errors`) and the agent protocol text
 (:mod:`protocol.agent_protocol`).
 """
 
-from protocol.errors import ErrorCode, HubError
-from protocol.framing import FrameDecoder, encode_frame
-from protocol.limits import LIMITS, Limits
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.framing import FrameDecoder, encode_frame
+from amux_memory.protocol.limits import LIMITS, Limits
 
 __all__ = ["ErrorCode", "HubError", "FrameDecoder", "encode_frame", "LIMITS", "Limits"]

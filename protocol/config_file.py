@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 CONFIG_NAME = "config.toml"
 """The settings file's name under ``<AMUX_HOME>``."""

@@ -34,11 +34,11 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-from protocol.errors import ErrorCode, HubError
-from protocol.framing import FrameDecoder
-from protocol.limits import LIMITS
-from protocol.messages import Response, decode_response, encode_request
-from protocol.requests import hello_params
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.framing import FrameDecoder
+from amux_memory.protocol.limits import LIMITS
+from amux_memory.protocol.messages import Response, decode_response, encode_request
+from amux_memory.protocol.requests import hello_params
 
 INT_MIN = -(2**63)
 INT_MAX = 2**64 - 1

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any
 
-from protocol.limits import ENTRY_NAME
+from amux_memory.protocol.limits import ENTRY_NAME
 
 
 class ErrorCode(StrEnum):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import struct
 
-from protocol.errors import ErrorCode, HubError
-from protocol.limits import LIMITS
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import LIMITS
 
 HEADER = struct.Struct(">I")
 HEADER_BYTES = HEADER.size

@@ -15,9 +15,9 @@ from typing import Any, Final
 
 import msgpack
 
-from protocol.errors import ErrorCode, HubError, names_for_error
-from protocol.framing import encode_frame
-from protocol.limits import LIMITS
+from amux_memory.protocol.errors import ErrorCode, HubError, names_for_error
+from amux_memory.protocol.framing import encode_frame
+from amux_memory.protocol.limits import LIMITS
 
 PROTOCOL_VERSION: Final = 1
 

@@ -13,9 +13,9 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.errors import ErrorCode, HubError, names_for_error
-from protocol.limits import LIMITS, MCP_MAX_PAGE_TTL
-from protocol.paths import normalize_path, normalize_prefix
+from amux_memory.protocol.errors import ErrorCode, HubError, names_for_error
+from amux_memory.protocol.limits import LIMITS, MCP_MAX_PAGE_TTL
+from amux_memory.protocol.paths import normalize_path, normalize_prefix
 
 ABSENT = "absent"
 """The ``expected_revision`` that means "create; the document must not exist"."""

@@ -11,8 +11,8 @@ import re
 import unicodedata
 from urllib.parse import unquote
 
-from protocol.errors import ErrorCode, HubError
-from protocol.limits import LIMITS
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import LIMITS
 
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 _SEPARATORS = frozenset("\u2028\u2029\u0085")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.messages import PROTOCOL_VERSION
+from amux_memory.protocol.messages import PROTOCOL_VERSION
 
 
 def mcp_open_params(*, instructions: bool = True, page_ttl: int | None = None) -> dict[str, Any]:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.config_file import CONFIG_NAME, expand_path, read_config, setting_text
-from protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.config_file import CONFIG_NAME, expand_path, read_config, setting_text
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 
 def _bool(text: str) -> bool:
@@ -130,7 +130,7 @@ def _globs(text: str) -> str:
 
 
 def _max_pending(text: str) -> int:
-    from protocol.limits import REVIEW_MAX_PENDING_CEILING
+    from amux_memory.protocol.limits import REVIEW_MAX_PENDING_CEILING
 
     value = _positive(text)
     if value > REVIEW_MAX_PENDING_CEILING:

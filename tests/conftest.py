@@ -25,12 +25,12 @@ from typing import Any
 
 import pytest
 
-from hub.config import set_value
+from amux_memory.hub.config import set_value
+from amux_memory.tools.client.blocking import HubClient
+from amux_memory.tools.client.installation import amux_command
+from amux_memory.tools.lifecycle.spawn import HubStartError, spawn_serve, wait_until_answering
 from tests.agent_clients import install_clients
 from tests.fakemodel import FakeModel
-from tools.client.blocking import HubClient
-from tools.client.installation import amux_command
-from tools.lifecycle.spawn import HubStartError, spawn_serve, wait_until_answering
 
 # The suite starts thousands of Python processes (Hubs, the CLI, relays).  With PYTHONDONTWRITEBYTECODE set,
 # each one compiled every module of this repository it imports anew, and every pytest-xdist worker rewrote

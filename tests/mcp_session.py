@@ -19,7 +19,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
 
-from protocol.errors import ErrorCode
+from amux_memory.protocol.errors import ErrorCode
 from tests.conftest import amux_argv
 
 _SCHEMAS: dict[int, dict[str, Any]] = {}

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import amux_argv, make_hub
-from tools.client.blocking import HubClient
 
 WARMUP = 20
 PACE_SECONDS = 0.055

@@ -20,10 +20,10 @@ from typing import Any
 
 # Imported before fork: the child (another uid) cannot read root's site-packages.  The commands the
 # children run are registered lazily, so their modules are imported here too.
-import tools.cli.app  # noqa: F401
-import tools.cli.hub  # noqa: F401
-import tools.cli.memory  # noqa: F401
-import tools.client  # noqa: F401
+import amux_memory.tools.cli.app  # noqa: F401
+import amux_memory.tools.cli.hub  # noqa: F401
+import amux_memory.tools.cli.memory  # noqa: F401
+import amux_memory.tools.client  # noqa: F401
 from tests.conftest import REPO
 
 
@@ -75,7 +75,7 @@ def run_as(uid: int, socket: Path, *args: str, env: dict[str, str] | None = None
             sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - lives until os._exit
             sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
             sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
-            from tools.cli.app import main
+            from amux_memory.tools.cli.app import main
 
             code = main(list(args))
         except BaseException as exc:  # noqa: BLE001 - report anything to the parent
@@ -129,6 +129,7 @@ def readable_amux(shared: Path, python: str) -> Path:
     script = shared / "bin" / "amux"
     script.parent.mkdir(mode=0o755)
     script.write_text(f"#!{python} -S\nimport site, sys\nsite.addsitedir({str(site_packages)!r})\n"
-                      f"sys.path.insert(0, {str(REPO)!r})\nfrom tools.cli.app import main\nsys.exit(main())\n")
+                      f"sys.path.insert(0, {str(REPO)!r})\n"
+                      "from amux_memory.tools.cli.app import main\nsys.exit(main())\n")
     script.chmod(0o755)
     return script

@@ -12,9 +12,9 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from protocol.errors import ErrorCode
-from protocol.framing import FrameDecoder
-from protocol.messages import PROTOCOL_VERSION, Response, decode_response, encode_request
+from amux_memory.protocol.errors import ErrorCode
+from amux_memory.protocol.framing import FrameDecoder
+from amux_memory.protocol.messages import PROTOCOL_VERSION, Response, decode_response, encode_request
 
 RAW_TIMEOUT = 5.0
 """Seconds a :class:`Raw` socket waits for any one send or receive before ``TimeoutError``."""

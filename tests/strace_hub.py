@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import amux_argv, make_hub
-from tools.client.blocking import HubClient
 
 STRACE = shutil.which("strace")
 

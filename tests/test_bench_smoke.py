@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from protocol.limits import LIMITS
+from amux_memory.protocol.limits import LIMITS
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow  # the whole quick bench (tests/test_bench_util.py keeps bench/util.py in the inner loop)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from amux_memory.hub.config import set_value
 from bench.util import HubProc, linear_fit, percentile, summary
-from hub.config import set_value
 
 
 def test_percentile_and_summary() -> None:

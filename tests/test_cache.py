@@ -6,9 +6,9 @@ import os
 import random
 from pathlib import Path
 
-from hub.cache import ContentCache, ScopeCache
-from hub.search import search_scope
-from protocol.limits import LIMITS
+from amux_memory.hub.cache import ContentCache, ScopeCache
+from amux_memory.hub.search import search_scope
+from amux_memory.protocol.limits import LIMITS
 
 
 def _paths(res: dict[str, object]) -> list[str]:

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus, HubError
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, ExitStatus, HubError
+from amux_memory.tools.client.blocking import HubClient
+from amux_memory.tools.client.paging import export_document
 from tests.conftest import REPO, HubProcess, amux_argv
-from tools.client.blocking import HubClient
-from tools.client.paging import export_document
 
 
 def _tree(root: Path) -> dict[str, bytes | None]:
@@ -347,7 +347,7 @@ def test_help_documents_every_exit_status(tmp_path: Path) -> None:
 
 
 def test_python_dash_m_runs_the_cli(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "tools.cli", "system", "config", "get", "memory.enabled"],
+    proc = subprocess.run([sys.executable, "-m", "amux_memory.tools.cli", "system", "config", "get", "memory.enabled"],
                           capture_output=True, env=_plain_env(tmp_path), timeout=60)
     assert proc.returncode == 0 and b'"value": false' in proc.stdout, proc.stderr.decode()
 
@@ -355,11 +355,12 @@ def test_python_dash_m_runs_the_cli(tmp_path: Path) -> None:
 def test_data_commands_import_only_what_they_use(hub: HubProcess) -> None:
     code = (
         "import sys\n"
-        "from tools.cli.app import main\n"
+        "from amux_memory.tools.cli.app import main\n"
         "codes = [main(['memory', 'search', 'x']), main(['memory', 'show', 'MEMORY.md']), main(['hub', 'status'])]\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('trio', 'mcp', 'jsonschema', 'frontmatter',\n"
+        "heavy = sorted(m for m in sys.modules if m.removeprefix('amux_memory.').split('.')[0] in (\n"
+        "    'trio', 'mcp', 'jsonschema', 'frontmatter',\n"
         "                                                            'yaml', 'hub', 'launch'))\n"
-        "cli = sorted(m for m in sys.modules if m.startswith('tools.cli.'))\n"
+        "cli = sorted(m.removeprefix('amux_memory.') for m in sys.modules if m.startswith('amux_memory.tools.cli.'))\n"
         "sys.stderr.write(f'CODES={codes} HEAVY={heavy} CLI={cli}')\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, env=hub.env, cwd=REPO, timeout=60)

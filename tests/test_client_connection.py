@@ -17,13 +17,13 @@ from typing import Any
 import msgpack
 import pytest
 
-from protocol.connection import ClientConnection, ConnectionClosed, unencodable
-from protocol.endpoint import Endpoint
-from protocol.errors import ErrorCode, HubError
-from protocol.framing import FrameDecoder, FrameTooLarge, encode_frame
-from protocol.limits import LIMITS
-from protocol.messages import PROTOCOL_VERSION, decode_request, encode_error, encode_result
-from protocol.requests import (
+from amux_memory.protocol.connection import ClientConnection, ConnectionClosed, unencodable
+from amux_memory.protocol.endpoint import Endpoint
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.framing import FrameDecoder, FrameTooLarge, encode_frame
+from amux_memory.protocol.limits import LIMITS
+from amux_memory.protocol.messages import PROTOCOL_VERSION, decode_request, encode_error, encode_result
+from amux_memory.protocol.requests import (
     export_params,
     forget_params,
     get_params,
@@ -32,10 +32,15 @@ from protocol.requests import (
     search_params,
     upsert_params,
 )
+from amux_memory.tools.client.blocking import HubClient
+from amux_memory.tools.client.paging import export_document, list_all
+from amux_memory.tools.client.settings import (
+    ClientSettings,
+    connect_deadline_from_env,
+    resolve_endpoint,
+    resolve_socket,
+)
 from tests.conftest import HubProcess
-from tools.client.blocking import HubClient
-from tools.client.paging import export_document, list_all
-from tools.client.settings import ClientSettings, connect_deadline_from_env, resolve_endpoint, resolve_socket
 
 LONE = "\udcff"
 """What Python makes of the byte 0xff in a non-UTF-8 argv or file name (surrogateescape)."""
@@ -72,7 +77,7 @@ def test_builders_send_optional_fields_only_when_set() -> None:
 
 
 def test_builders_make_params_the_hub_accepts() -> None:
-    from protocol import params as p
+    from amux_memory.protocol import params as p
 
     rev = "a" * 64
     assert p.parse_hello(hello_params("c", "global", "t")).binding == "global"

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
 from tests.conftest import REPO, HubProcess, amux_argv
 
 
@@ -64,7 +64,7 @@ def test_a_section_that_is_not_a_table_is_bad_request_and_serve_exits_21(tmp_pat
 
 def _imported(env: dict[str, str], *argv: str) -> set[str]:
     """Top-level packages a CLI run imports, from ``python -X importtime``."""
-    code = f"import sys\nfrom tools.cli.app import main\nsys.exit(main({list(argv)!r}))\n"
+    code = f"import sys\nfrom amux_memory.tools.cli.app import main\nsys.exit(main({list(argv)!r}))\n"
     proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, env=env,
                           cwd=REPO, timeout=60)
     names = set()
@@ -92,8 +92,8 @@ def test_hub_config_defaults_are_the_settings_table(tmp_path: Path) -> None:
     runs with exactly :class:`hub.config.HubConfig`'s field defaults, and those are the table's, parsed."""
     from dataclasses import MISSING, fields
 
-    from hub.config import HubConfig, allow_list, load
-    from protocol.settings import SETTINGS, default_value
+    from amux_memory.hub.config import HubConfig, allow_list, load
+    from amux_memory.protocol.settings import SETTINGS, default_value
 
     loaded = load(tmp_path)
     required = {f.name: getattr(loaded, f.name) for f in fields(HubConfig)
@@ -112,10 +112,10 @@ def test_the_web_page_reads_settings_without_the_hub() -> None:
     from there; only writing ``config.toml`` durably is the Hub's (``hub.config.set_value``)."""
     import ast
 
-    allowed = {"tools/ui/app.py": {"hub.config"}, "tools/ui/serve.py": set(), "tools/cli/doctor.py": set()}
+    allowed = {"tools/ui/app.py": {"amux_memory.hub.config"}, "tools/ui/serve.py": set(), "tools/cli/doctor.py": set()}
     for name, writes in allowed.items():
         tree = ast.parse((REPO / name).read_text(encoding="utf-8"))
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
         imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        assert {m for m in imported if m == "hub" or m.startswith("hub.")} == writes, name
-        assert "protocol.settings" in imported, name
+        assert {m for m in imported if m.startswith("amux_memory.hub")} == writes, name
+        assert "amux_memory.protocol.settings" in imported, name

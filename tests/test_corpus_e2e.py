@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import HubError
-from protocol.paths import normalize_path
+from amux_memory.protocol.errors import HubError
+from amux_memory.protocol.paths import normalize_path
 from tests.conftest import HubProcess, need_corpus
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("corpus_e2e")]  # the whole real-Markdown corpus, read once

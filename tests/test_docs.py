@@ -82,7 +82,7 @@ def test_moved_material_is_linked() -> None:
 def cli_commands() -> list[str]:
     """Every command of the ``amux`` cyclopts app (``"amux hub tls init"``), a group with a default command
     (``amux memory review``) and its subcommands alike."""
-    from tools.cli.app import app
+    from amux_memory.tools.cli.app import app
 
     found: list[str] = []
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
 from tests.conftest import CliResult, HubProcess, amux_argv
 
 BIN = str(Path(sys.executable).parent)

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus, HubError
-from protocol.requests import upsert_params
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, ExitStatus, HubError
+from amux_memory.protocol.requests import upsert_params
 from tests.conftest import CliResult, HubProcess, amux_argv
 from tests.mcp_session import call, err, mcp_session
 from tests.terminal import TerminalResult, run_in_terminal

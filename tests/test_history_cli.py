@@ -22,15 +22,15 @@ import pytest
 import trio
 
 # Imported before any fork to another uid: the child cannot read root's site-packages (tests/other_users.py).
-import tools.cli.history  # noqa: F401
-import tools.client.textdiff  # noqa: F401
-import tools.client.when  # noqa: F401
-from protocol.errors import EXIT_CODES, ErrorCode, HubError
+import amux_memory.tools.cli.history  # noqa: F401
+import amux_memory.tools.client.textdiff  # noqa: F401
+import amux_memory.tools.client.when  # noqa: F401
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
+from amux_memory.tools.client.textdiff import diff_hunks, hunks_as_data, render_unified, split_lines
+from amux_memory.tools.client.when import parse_since
 from tests.conftest import HubProcess, amux_argv
 from tests.mcp_session import call, mcp_session, ok
 from tests.other_users import ALICE, BOB, run_as, shared_input
-from tools.client.textdiff import diff_hunks, hunks_as_data, render_unified, split_lines
-from tools.client.when import parse_since
 
 NOW = dt.datetime(2026, 12, 1, 8, 40, 37, 123456, tzinfo=dt.UTC)
 TIMEOUT = 60
@@ -86,8 +86,8 @@ def test_bad_since_through_the_cli_exits_2_before_any_hub_is_asked(tmp_path: Pat
 
 
 def test_clients_send_the_session_from_amux_session_id_only_when_set() -> None:
-    from protocol.requests import hello_params
-    from tools.client.settings import ClientSettings
+    from amux_memory.protocol.requests import hello_params
+    from amux_memory.tools.client.settings import ClientSettings
 
     settings = ClientSettings.from_env({"AMUX_SESSION_ID": "sess-9", "AMUX_HUB": "/tmp/none.sock"})
     assert settings.session == "sess-9"
@@ -563,12 +563,13 @@ def test_history_commands_load_neither_trio_nor_mcp(tmp_path: Path) -> None:
     # Agents without MCP run these as plain CLI calls: start-up time matters (DESIGN.md §13.6).
     code = (
         "import sys\n"
-        "from tools.cli.app import main\n"
+        "from amux_memory.tools.cli.app import main\n"
         "for argv in (['memory', 'log', '--since', '24h'], ['memory', 'history', 'a.md'],\n"
         "             ['memory', 'diff', 'a.md', '--from', 'absent'], ['memory', 'purge', 'a.md', '--all'],\n"
         "             ['memory', 'restore', 'a.md', '--revision', 'r', '--expected-revision', 'absent']):\n"
         "    main(argv)\n"
-        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('trio', 'mcp', 'hub'))\n"
+        "roots = {m.removeprefix('amux_memory.').split('.')[0]: m for m in sys.modules}\n"
+        "loaded = sorted(m for root, m in roots.items() if root in ('trio', 'mcp', 'hub'))\n"
         "sys.stderr.write('LOADED=' + repr(loaded))\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}

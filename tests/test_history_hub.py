@@ -19,11 +19,11 @@ from typing import Any
 import msgpack
 import pytest
 
-from protocol.errors import EXIT_CODES, ErrorCode, HubError
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
+from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess
 from tests.other_users import ALICE, BOB, run_as, shared_input
 from tests.strace_hub import traced_hub
-from tools.client.blocking import HubClient
 
 
 def rev(data: bytes) -> str:
@@ -314,7 +314,7 @@ def test_torn_tail_is_cut_on_restart(hub: HubProcess) -> None:
 
 
 def test_versions_older_than_max_days_are_pruned(hub_factory: Any) -> None:
-    from hub.history import Actor, Retention, ScopeHistory, time_ns
+    from amux_memory.hub.history import Actor, Retention, ScopeHistory, time_ns
 
     h: HubProcess = hub_factory(start=False)
     h.configure("memory.history_max_days", "30")

@@ -19,9 +19,9 @@ import re
 
 import pytest
 
+from amux_memory.tools.cli.human import version_table
 from tests.conftest import HubProcess, amux_argv
 from tests.terminal import run_in_terminal
-from tools.cli.human import version_table
 
 SESSION = "67e5f0a8-7ff6-458d-a94c-d01912345678"
 """A 36-character session id, as ``amux launch`` gives an agent."""

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import EXIT_CODES, ErrorCode
-from protocol.framing import FrameDecoder
-from protocol.messages import decode_response, encode_request
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode
+from amux_memory.protocol.framing import FrameDecoder
+from amux_memory.protocol.messages import decode_response, encode_request
 from tests.conftest import HubProcess
 from tests.hostile import HOSTILE, SYMLINKED
 

@@ -20,12 +20,20 @@ import pytest
 import trio
 import trio.testing
 
-from hub.config import HubConfig
-from hub.server import Hub
-from protocol.errors import ErrorCode
-from protocol.framing import FrameDecoder, encode_frame
-from protocol.limits import LIMITS
-from protocol.messages import DATA_METHODS, METHODS, PROTOCOL_VERSION, Response, decode_response, encode_request, pack
+from amux_memory.hub.config import HubConfig
+from amux_memory.hub.server import Hub
+from amux_memory.protocol.errors import ErrorCode
+from amux_memory.protocol.framing import FrameDecoder, encode_frame
+from amux_memory.protocol.limits import LIMITS
+from amux_memory.protocol.messages import (
+    DATA_METHODS,
+    METHODS,
+    PROTOCOL_VERSION,
+    Response,
+    decode_response,
+    encode_request,
+    pack,
+)
 from tests.conftest import HubProcess
 from tests.raw_hub import RAW_TIMEOUT, Raw, error_of
 

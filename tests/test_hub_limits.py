@@ -11,16 +11,16 @@ import pytest
 import trio
 import trio.testing
 
-import hub.connection as connection
-import hub.listeners as listeners
-from hub.config import HubConfig
-from hub.identity import GLOBAL
-from hub.run import serve
-from hub.server import Hub
-from protocol.errors import ErrorCode
-from protocol.framing import FrameDecoder
-from protocol.limits import LIMITS
-from protocol.messages import Response, decode_response, encode_request
+import amux_memory.hub.connection as connection
+import amux_memory.hub.listeners as listeners
+from amux_memory.hub.config import HubConfig
+from amux_memory.hub.identity import GLOBAL
+from amux_memory.hub.run import serve
+from amux_memory.hub.server import Hub
+from amux_memory.protocol.errors import ErrorCode
+from amux_memory.protocol.framing import FrameDecoder
+from amux_memory.protocol.limits import LIMITS
+from amux_memory.protocol.messages import Response, decode_response, encode_request
 
 
 def _config(tmp_path: Path) -> HubConfig:

@@ -17,20 +17,20 @@ import pytest
 import trio
 import trio.testing
 
-import hub.run as hub_run
-import hub.server as hub_server
-from hub.config import HubConfig
-from hub.home import HomeLock
-from hub.run import run
-from hub.server import Hub
-from hub.service import HANDLERS
-from protocol.config_file import LOCK_NAME
-from protocol.errors import ExitStatus
-from protocol.framing import FrameDecoder
-from protocol.limits import LIMITS
-from protocol.messages import DATA_METHODS, PROTOCOL_VERSION, decode_response, encode_request
-from protocol.paths import is_canonical_path
-from protocol.version import package_version
+import amux_memory.hub.run as hub_run
+import amux_memory.hub.server as hub_server
+from amux_memory.hub.config import HubConfig
+from amux_memory.hub.home import HomeLock
+from amux_memory.hub.run import run
+from amux_memory.hub.server import Hub
+from amux_memory.hub.service import HANDLERS
+from amux_memory.protocol.config_file import LOCK_NAME
+from amux_memory.protocol.errors import ExitStatus
+from amux_memory.protocol.framing import FrameDecoder
+from amux_memory.protocol.limits import LIMITS
+from amux_memory.protocol.messages import DATA_METHODS, PROTOCOL_VERSION, decode_response, encode_request
+from amux_memory.protocol.paths import is_canonical_path
+from amux_memory.protocol.version import package_version
 
 
 def _config(tmp_path: Path) -> HubConfig:

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
-from protocol.framing import FrameDecoder
-from protocol.messages import decode_response, encode_request
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
+from amux_memory.protocol.framing import FrameDecoder
+from amux_memory.protocol.messages import decode_response, encode_request
 from tests.conftest import HubProcess, amux_argv
 
 

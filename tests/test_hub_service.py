@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
 from tests.conftest import CliResult, amux_argv
 
 IN_CI = os.environ.get("CI") == "true"
@@ -298,7 +298,7 @@ def test_uninstall_removes_only_a_unit_amux_wrote_and_homes_get_their_own(home: 
 
 
 def test_restart_of_a_service_run_hub_names_the_service_manager(tmp_path: Path) -> None:
-    from tools.lifecycle.manager import managed_restart
+    from amux_memory.tools.lifecycle.manager import managed_restart
 
     home = tmp_path / "h"
     user_unit = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/amux-hub-1a2b3c4d.service\n"

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from protocol.requests import get_params, history_params
+from amux_memory.protocol.requests import get_params, history_params
 from tests.conftest import HubProcess, amux_argv
 from tests.terminal import SGR, TerminalResult, run_in_terminal
 
@@ -325,7 +325,7 @@ def test_piped_output_is_the_json_of_json_mode_and_of_today(filled: HubProcess, 
         assert piped.stdout == hub_json(filled, "history", history_params("MEMORY.md", limit=20, cursor=""))
 
 
-IMPORTED_RICH = ("import sys; from tools.cli.app import main; code = main(sys.argv[1:]); "
+IMPORTED_RICH = ("import sys; from amux_memory.tools.cli.app import main; code = main(sys.argv[1:]); "
                  "print('rich imported' if any(m == 'rich' or m.startswith('rich.') for m in sys.modules) "
                  "else 'no rich', file=sys.stderr); sys.exit(code)")
 
@@ -416,7 +416,7 @@ def test_no_hub_in_a_terminal_says_how_to_start_one(tmp_path: Path) -> None:
 
 
 def test_inert_escapes_every_terminal_control_and_keeps_text() -> None:
-    from tools.client.inert import inert
+    from amux_memory.tools.client.inert import inert
 
     controls = [*map(chr, range(0x20)), "\x7f", *map(chr, range(0x80, 0xA0)), "\u061c", "\u200e", "\u200f",
                 *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A)), "\u2028", "\u2029"]
@@ -497,8 +497,8 @@ def test_every_renderer_name_has_a_renderer_that_runs_on_a_sample() -> None:
 
     from rich.console import Console
 
-    from tools.cli.human import RENDERERS, render
-    from tools.cli.view import Renderer, View
+    from amux_memory.tools.cli.human import RENDERERS, render
+    from amux_memory.tools.cli.view import Renderer, View
 
     names = set(get_args(Renderer))
     assert set(RENDERERS) == names == set(RENDERER_SAMPLES)
@@ -527,5 +527,6 @@ def test_human_and_output_do_not_import_each_other() -> None:
                 names.update(alias.name for alias in node.names)
         return names
 
-    assert "tools.cli.output" not in imported("human") and "tools.cli.human" not in imported("console")
-    assert "tools.cli.output" not in imported("view") and "tools.cli.human" not in imported("view")
+    output, human = "amux_memory.tools.cli.output", "amux_memory.tools.cli.human"
+    assert output not in imported("human") and human not in imported("console")
+    assert output not in imported("view") and human not in imported("view")

@@ -24,9 +24,9 @@ import pytest
 import trio
 import trio.testing
 
-from hub.config import HubConfig
-from hub.identity import authenticate, scope_for
-from hub.registry import (
+from amux_memory.hub.config import HubConfig
+from amux_memory.hub.identity import authenticate, scope_for
+from amux_memory.hub.registry import (
     REGISTRY_NAME,
     Registry,
     RegistryFileError,
@@ -36,15 +36,15 @@ from hub.registry import (
     modify,
     read_registry,
 )
-from hub.server import Hub
-from protocol.errors import EXIT_CODES, ErrorCode, HubError
-from protocol.framing import FrameDecoder
-from protocol.limits import LIMITS
-from protocol.messages import PROTOCOL_VERSION, decode_response, encode_request
+from amux_memory.hub.server import Hub
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
+from amux_memory.protocol.framing import FrameDecoder
+from amux_memory.protocol.limits import LIMITS
+from amux_memory.protocol.messages import PROTOCOL_VERSION, decode_response, encode_request
+from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import CliResult, HubProcess
 from tests.other_users import ALICE, BOB, free_uid, run_as, shared_input
 from tests.raw_hub import Raw, error_of
-from tools.client.blocking import HubClient
 
 UNAUTHORIZED = EXIT_CODES[ErrorCode.UNAUTHORIZED]
 NOW = 1_800_000_000.0

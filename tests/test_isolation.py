@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import EXIT_CODES, ErrorCode
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import HubProcess
 from tests.other_users import ALICE, BOB, run_as, shared_input
 

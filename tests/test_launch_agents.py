@@ -45,8 +45,8 @@ from typing import Any
 
 import pytest
 
-from hub.mcp.handlers import TOOL_NAMES
-from protocol.agent_protocol import render
+from amux_memory.hub.mcp.handlers import TOOL_NAMES
+from amux_memory.protocol.agent_protocol import render
 from tests.agent_clients import client_env, unavailable
 from tests.conftest import REPO, HubProcess, amux_argv
 from tests.fakemodel import (
@@ -135,7 +135,8 @@ def slow_amux(directory: Path, delay: float = 2.0) -> Path:
     script = directory / "amux"
     directory.mkdir(parents=True, exist_ok=True)
     script.write_text(f"#!{sys.executable}\nimport sys, time\nif sys.argv[1:2] == ['mcp']:\n    time.sleep({delay})\n"
-                      f"sys.path.insert(0, {str(REPO)!r})\nfrom tools.cli.app import main\nsys.exit(main())\n")
+                      f"sys.path.insert(0, {str(REPO)!r})\n"
+                      "from amux_memory.tools.cli.app import main\nsys.exit(main())\n")
     script.chmod(0o755)
     return script
 
@@ -469,8 +470,8 @@ def test_codex_as_another_user_gets_its_own_codex_home_and_reaches_the_hub(
 @pytest.mark.parametrize("agent", ["claude", "codex", "pi"])
 def test_the_agents_own_options_named_like_amux_options_are_the_ones_that_pass_through(
         agents: Path, hub: HubProcess, tmp_path: Path, agent: str) -> None:
-    from launch.misplaced import AGENT_OWN_OPTIONS
-    from tools.cli.launch import option_arities
+    from amux_memory.launch.misplaced import AGENT_OWN_OPTIONS
+    from amux_memory.tools.cli.launch import option_arities
 
     env = launch_env(agents, hub, tmp_path / "home")
     helps = [subprocess.run([str(agents / agent), *sub, "--help"], capture_output=True, text=True, env=env,

@@ -27,12 +27,12 @@ from typing import Any
 
 import pytest
 
-from launch import plan, read_context
-from launch.agents import MEMORY_DIR
-from launch.codex_app_server import CodexAppServer, start_memory_thread
-from launch.errors import LaunchError
-from protocol.agent_protocol import render
-from protocol.errors import EXIT_CODES, ErrorCode
+from amux_memory.launch import plan, read_context
+from amux_memory.launch.agents import MEMORY_DIR
+from amux_memory.launch.codex_app_server import CodexAppServer, start_memory_thread
+from amux_memory.launch.errors import LaunchError
+from amux_memory.protocol.agent_protocol import render
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import CliResult, HubProcess, amux_argv, make_hub
 from tests.other_users import free_uid, readable_amux, readable_python
 
@@ -393,8 +393,8 @@ def test_pi_run_dir_keeps_nothing_of_the_launch(launcher: Launcher, tmp_path: Pa
     assert launcher("--run-dir", str(missing), "pi", "-p", "hi").returncode == 0
     assert not missing.exists(), "a run directory made for this launch is removed with it"
     # A printed spec, run later by a Runtime, cleans up after itself too.
-    from launch.runner import run
-    from launch.spec import LaunchSpec
+    from amux_memory.launch.runner import run
+    from amux_memory.launch.spec import LaunchSpec
 
     spec = LaunchSpec.from_dict(json.loads(launcher("--print-spec", "pi", "-p", "hi").stdout))
     run_dir = Path(spec.files[0].path).parent.parent.parent
@@ -475,8 +475,8 @@ def test_a_trickling_hub_cannot_hold_the_launch(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_hub_client_connect_deadline(tmp_path: Path) -> None:
-    from protocol.errors import HubError
-    from tools.client.blocking import HubClient
+    from amux_memory.protocol.errors import HubError
+    from amux_memory.tools.client.blocking import HubClient
 
     with _stub_hub(tmp_path / "t.sock", trickle=0.2) as sock:
         started = time.monotonic()
@@ -636,8 +636,8 @@ def test_as_user_codex_gets_its_own_codex_home(hub_factory: Any, shared_dir: Pat
 @pytest.mark.slow
 @needs_root
 def test_as_user_print_spec_is_a_complete_spec_that_runs(hub_factory: Any, shared_dir: Path) -> None:
-    from launch.runner import run
-    from launch.spec import LaunchSpec
+    from amux_memory.launch.runner import run
+    from amux_memory.launch.spec import LaunchSpec
 
     launch = _isolated_launcher(hub_factory, shared_dir)
     uid = free_uid(43301)

@@ -311,8 +311,8 @@ def descendants(pid: int) -> dict[int, list[str]]:
 
 
 def is_amux_mcp(cmd: list[str]) -> bool:
-    return len(cmd) >= 2 and "mcp" in cmd[1:3] and any(os.path.basename(c).startswith("amux") or c == "tools.cli"
-                                                        for c in cmd[:3])
+    return len(cmd) >= 2 and "mcp" in cmd[1:3] and any(
+        os.path.basename(c).startswith("amux") or c == "amux_memory.tools.cli" for c in cmd[:3])
 
 
 def watch(proc: subprocess.Popen[str], environ_key: str | None = None,
@@ -404,7 +404,7 @@ def test_real_claude_connects_over_http_with_no_amux_mcp_process(
     the protocol once (the server's instructions are off: ``Amux-Instructions``); its ``memory_upsert`` is
     recorded with the launch's session (``Amux-Session``); no ``amux mcp`` ever runs under the launch; the
     token it used is refused (401) after the run."""
-    from protocol.agent_protocol import render
+    from amux_memory.protocol.agent_protocol import render
 
     h, url = http_hub_process
     served = listener_tools(h, url)
@@ -449,7 +449,7 @@ def test_real_codex_connects_over_http_with_no_amux_mcp_process(
     """``codex exec`` with the server ``required`` runs to the end (it connected), offers the listener's amux
     tools to the model, answers the fake model's ``memory_search`` and ``memory_get`` with the Hub's stored
     fact, holds the protocol once, never runs ``amux mcp``, and its token is refused (401) after the run."""
-    from protocol.agent_protocol import render
+    from amux_memory.protocol.agent_protocol import render
 
     h, url = http_hub_process
     served = [n for n in listener_tools(h, url) if n in REAL_TOOLS]  # the launch enables the real tools only
@@ -483,7 +483,7 @@ def test_real_claude_registered_with_hub_connect_reads_a_fact_over_http(
     a temporary ``CLAUDE_CONFIG_DIR``; then a plain ``claude -p`` (no launch, no ``amux mcp`` anywhere) gets the
     Hub's stored fact for the fake model's ``memory_search`` and ``memory_get``, with the server's own
     instructions (the protocol once, from ``initialize``)."""
-    from protocol.agent_protocol import render
+    from amux_memory.protocol.agent_protocol import render
 
     h, url = http_hub_process
     seed_fact(h)
@@ -544,10 +544,10 @@ def test_real_codex_registered_with_hub_connect_reads_a_fact_over_http(
 def test_the_http_plan_refuses_what_it_cannot_hand_over_safely() -> None:
     """Pure planning: only plain-HTTP loopback URLs qualify; Claude over HTTP needs a run directory for its 0600
     file, Pi and ``--as-user`` never get an HTTP attachment, and the spec's server data never holds the token."""
-    from launch import plan
-    from launch.attach import HttpMcp, loopback_http_url
-    from launch.errors import LaunchError
-    from launch.spec import RunAs
+    from amux_memory.launch import plan
+    from amux_memory.launch.attach import HttpMcp, loopback_http_url
+    from amux_memory.launch.errors import LaunchError
+    from amux_memory.launch.spec import RunAs
 
     assert loopback_http_url("http://127.0.0.1:8765/mcp") and loopback_http_url("http://[::1]:1/mcp")
     assert not loopback_http_url("https://127.0.0.1:8765/mcp") and not loopback_http_url("http://0.0.0.0:1/mcp")

@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from launch import AgentContext, LaunchError, LaunchSpec, RunAs, plan, read_context
-from launch.agent_args import (
+from amux_memory.launch import AgentContext, LaunchError, LaunchSpec, RunAs, plan, read_context
+from amux_memory.launch.agent_args import (
     merge_instructions,
     take_codex_override,
     take_value_option,
     toml_value,
     variadic_values,
 )
-from launch.agents import (
+from amux_memory.launch.agents import (
     CLAUDE_TOOL_NAMES,
     ENTRY_NAME,
     MCP_TOOL_NAMES,
@@ -32,10 +32,10 @@ from launch.agents import (
     claude_settings,
     codex_user_instructions,
 )
-from launch.codex_app_server import THREAD_PARAMS_REFUSED, confirm_memory_off, start_memory_thread
-from launch.native_resume import native_resume
-from launch.spec import DirSpec, FileSpec
-from protocol.agent_protocol import render
+from amux_memory.launch.codex_app_server import THREAD_PARAMS_REFUSED, confirm_memory_off, start_memory_thread
+from amux_memory.launch.native_resume import native_resume
+from amux_memory.launch.spec import DirSpec, FileSpec
+from amux_memory.protocol.agent_protocol import render
 
 MCP = render("mcp")
 CLI = render("cli")
@@ -99,7 +99,7 @@ def test_claude_merges_append_text_with_the_protocol_once_and_configures_mcp() -
 
 
 def test_mcp_tool_names_match_the_server() -> None:
-    from hub.mcp.handlers import TOOL_NAMES
+    from amux_memory.hub.mcp.handlers import TOOL_NAMES
 
     assert MCP_TOOL_NAMES == TOOL_NAMES
 
@@ -344,11 +344,11 @@ def test_pi_merges_file_values_and_its_append_system_md() -> None:
 
 
 def test_pi_wrapper_runs_any_amux_command(tmp_path: Path) -> None:
-    spec = plan("pi", [], binding="global", hub=HUB, amux_command=["/usr/bin/python3", "-m", "tools.cli"],
+    spec = plan("pi", [], binding="global", hub=HUB, amux_command=["/usr/bin/python3", "-m", "amux_memory.tools.cli"],
                 run_dir=str(tmp_path), environ={"PATH": "/bin"})
     [wrapper] = spec.files
     assert wrapper.path == str(tmp_path / MEMORY_DIR / "amux") and wrapper.mode == 0o700
-    assert "exec /usr/bin/python3 -m tools.cli \"$@\"" in wrapper.content
+    assert "exec /usr/bin/python3 -m amux_memory.tools.cli \"$@\"" in wrapper.content
     assert spec.env_set["PATH"].split(os.pathsep)[0] == str(tmp_path / MEMORY_DIR)
     assert spec.cleanup == [str(tmp_path / MEMORY_DIR)]
 

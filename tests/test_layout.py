@@ -34,6 +34,19 @@ from pathlib import Path
 from tests.conftest import REPO
 
 PACKAGES = ("hub", "protocol", "tools", "launch", "bench")
+"""The product's folders.  Modules are named here by their folder path (``hub.store``); the installed
+import root (:data:`ROOT`) is left off the names the code imports (:func:`unroot`)."""
+
+ROOT = "amux_memory"
+"""The one import package the distribution installs (DESIGN.md §2.1): ``hub/`` is ``amux_memory.hub``."""
+
+INSTALLED = ("hub", "protocol", "tools", "launch")
+"""The folders installed under :data:`ROOT` (``bench/`` and ``tests/`` are not installed)."""
+
+
+def unroot(name: str) -> str:
+    """``amux_memory.hub.store`` → ``hub.store`` (other names unchanged)."""
+    return name.removeprefix(ROOT + ".")
 
 
 def product_files() -> Iterator[tuple[str, Path]]:
@@ -86,7 +99,7 @@ def _module_level_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportF
 
 def _resolve_from(module: str, node: ast.ImportFrom, is_package: bool) -> str:
     if not node.level:
-        return node.module or ""
+        return unroot(node.module or "")
     base = module.split(".")
     if not is_package:
         base = base[:-1]
@@ -102,7 +115,7 @@ def import_graph() -> dict[str, set[str]]:
         edges: set[str] = set()
         for node in _module_level_imports(tree):
             if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
+                targets = [unroot(alias.name) for alias in node.names]
             else:
                 source = _resolve_from(module, node, path.name == "__init__.py")
                 targets = [source] + [f"{source}.{alias.name}" for alias in node.names]
@@ -168,6 +181,37 @@ def test_no_module_level_import_cycle() -> None:
     assert cycles(import_graph()) == []
 
 
+def bare_imports(source: str) -> list[str]:
+    """Imports in ``source`` (anywhere) of one of the installed folders by its bare name (``import hub``,
+    ``from tools.cli import app``), not under the one import root :data:`ROOT` (DESIGN.md §2.1)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            names = dynamic_imports(node)
+        found += [f"line {node.lineno}: {name}" for name in names if name.split(".")[0] in INSTALLED]
+    return found
+
+
+def test_bare_import_finder() -> None:
+    sample = ("import hub.store\nfrom tools.cli import app\nfrom amux_memory.hub import store\n"
+              "def f():\n    import protocol\n    from . import x\nimportlib.import_module('launch.spec')\n"
+              "import toolsmith\n")
+    assert bare_imports(sample) == ["line 1: hub.store", "line 2: tools.cli", "line 5: protocol",
+                                    "line 7: launch.spec"]
+
+
+def test_every_import_goes_through_the_one_root() -> None:
+    """A user's own ``tools`` or ``protocol`` package on ``sys.path`` must not be able to stand in for ours."""
+    files = list(MODULES.values()) + suite_files()
+    problems = {str(path.relative_to(REPO)): found for path in files
+                if (found := bare_imports(path.read_text(encoding="utf-8")))}
+    assert problems == {}
+
+
 def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
@@ -180,10 +224,11 @@ def private_crossings(module: str, source: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name in MODULES or alias.name.split(".")[0] in PACKAGES:
-                    aliases[alias.asname or alias.name.split(".")[0]] = alias.name
+                name = unroot(alias.name)
+                if name in MODULES or name.split(".")[0] in PACKAGES:
+                    aliases[alias.asname or alias.name.split(".")[0]] = name
         elif isinstance(node, ast.ImportFrom):
-            source_module = _resolve_from(module, node, False) if node.level else (node.module or "")
+            source_module = _resolve_from(module, node, False)
             if source_module.split(".")[0] not in PACKAGES:
                 continue
             for alias in node.names:
@@ -521,7 +566,7 @@ def dynamic_imports(node: ast.AST) -> list[str]:
     if not isinstance(node, ast.Call):
         return []
     args = [node.func, *node.args]
-    return [nxt.value for fn, nxt in itertools.pairwise(args)
+    return [unroot(nxt.value) for fn, nxt in itertools.pairwise(args)
             if _is_import_function(fn) and isinstance(nxt, ast.Constant) and isinstance(nxt.value, str)
             and not nxt.value.startswith(".")]
 
@@ -533,7 +578,7 @@ def imported_modules(module: str, source: str, is_package: bool) -> Iterator[tup
     (:func:`dynamic_imports`)."""
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            names = [unroot(alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = _resolve_from(module, node, is_package)
             names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
@@ -640,7 +685,7 @@ def accepted_params() -> dict[str, set[str]]:
 
 
 def test_the_method_table_is_complete() -> None:
-    from protocol.messages import METHODS
+    from amux_memory.protocol.messages import METHODS
 
     table = design_methods()
     assert set(table) == set(METHODS)
@@ -688,9 +733,9 @@ def test_constant_finder() -> None:
 
 
 def test_every_numeric_constant_is_in_limits_or_named_there() -> None:
-    import protocol.limits
+    from amux_memory.protocol import limits
 
-    named = set(re.findall(r"``([\w.]+\.\w+)``", protocol.limits.__doc__ or ""))
+    named = set(re.findall(r"``([\w.]+\.\w+)``", limits.__doc__ or ""))
     sources = {m: (str(p.relative_to(REPO)), p.read_text(encoding="utf-8")) for m, p in MODULES.items()}
     found = unplaced_constants(sources, named)
     assert not found, "\n" + "\n".join(found)

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import ErrorCode, ExitStatus, HubError
+from amux_memory.protocol.errors import ErrorCode, ExitStatus, HubError
+from amux_memory.tools.client.running import serving_hub
 from tests.conftest import HubProcess
-from tools.client.running import serving_hub
 
 
 def test_unit_names_and_labels_are_the_ones_the_detection_recognises(tmp_path: Path) -> None:
-    from tools.lifecycle.manager import managed_restart
-    from tools.lifecycle.units import is_amux_label, is_amux_unit, launchd_label, unit_name
+    from amux_memory.tools.lifecycle.manager import managed_restart
+    from amux_memory.tools.lifecycle.units import is_amux_label, is_amux_unit, launchd_label, unit_name
 
     home = tmp_path / "h"
     assert unit_name(home).startswith("amux-hub-") and len(unit_name(home)) == len("amux-hub-12345678.service")
@@ -36,7 +36,7 @@ def test_unit_names_and_labels_are_the_ones_the_detection_recognises(tmp_path: P
 def test_service_restart_command_of_a_process_no_service_runs_is_none(tmp_path: Path) -> None:
     import os
 
-    from tools.lifecycle.manager import service_restart_command
+    from amux_memory.tools.lifecycle.manager import service_restart_command
 
     assert service_restart_command(2 ** 22 + 12345, tmp_path) is None  # no such pid: nothing to read
     env = dict(os.environ)
@@ -51,7 +51,7 @@ def test_service_restart_command_of_a_process_no_service_runs_is_none(tmp_path: 
 
 
 def test_restart_of_a_managed_hub_stops_nothing(hub: HubProcess, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tools.lifecycle.control as control
+    import amux_memory.tools.lifecycle.control as control
 
     before = serving_hub(hub.home)
     assert before is not None
@@ -65,7 +65,7 @@ def test_restart_of_a_managed_hub_stops_nothing(hub: HubProcess, monkeypatch: py
 
 
 def test_a_start_that_fails_is_data(tmp_path: Path) -> None:
-    from tools.lifecycle.control import HubStartFailed, start_hub
+    from amux_memory.tools.lifecycle.control import HubStartFailed, start_hub
 
     home = tmp_path / "home"
     home.mkdir()
@@ -80,8 +80,8 @@ def test_a_start_that_fails_is_data(tmp_path: Path) -> None:
 
 def test_ui_restart_runs_no_amux_cli(hub: HubProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The page's restart spawns exactly one process, the new ``amux hub serve``: no ``amux hub restart``."""
-    from tools.lifecycle.control import stop_hub
-    from tools.ui.restart import restart_hub
+    from amux_memory.tools.lifecycle.control import stop_hub
+    from amux_memory.tools.ui.restart import restart_hub
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user unit for this home
     spawned: list[subprocess.Popen[Any]] = []

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import EXIT_CODES, ErrorCode, HubError
-from protocol.limits import LIMITS
-from protocol.messages import packed_size
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
+from amux_memory.protocol.limits import LIMITS
+from amux_memory.protocol.messages import packed_size
 from tests.conftest import HubProcess
 
 
@@ -88,7 +88,7 @@ def test_list_rejects_bad_arguments_and_respects_disabled(hub_factory: object, h
 def test_a_file_gone_between_readdir_and_stat_is_skipped_not_an_error(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A write's temp file renamed (or a document forgotten) while ``list`` walks: it is simply not there."""
-    from hub import listing, store
+    from amux_memory.hub import listing, store
 
     scope = tmp_path / "scope"
     for rel in ("a.md", "b.md", "sub/c.md"):

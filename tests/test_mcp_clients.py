@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from hub.mcp.handlers import TOOL_NAMES
-from protocol.agent_protocol import render
+from amux_memory.hub.mcp.handlers import TOOL_NAMES
+from amux_memory.protocol.agent_protocol import render
 from tests.agent_clients import client_env
 from tests.conftest import HubProcess, amux_argv
 from tests.fakemodel import FakeModel, ToolCall, anthropic_tool_results, codex_provider

@@ -30,9 +30,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from amux_memory.tools.client.blocking import HubClient
 from bench.mcp_http import rpc_message
 from tests.conftest import HubProcess, amux_argv, make_hub
-from tools.client.blocking import HubClient
 
 PROTOCOL = "2025-06-18"
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -276,7 +276,7 @@ def test_idle_sessions_expire_and_the_cap_per_principal_answers(tmp_path: Path) 
 def test_body_bound_and_rate(tmp_path: Path) -> None:
     """A body over ``MCP_HTTP_MAX_BODY_BYTES`` is 413; past the burst one token gets 429 with ``Retry-After``
     while another token is unaffected."""
-    from protocol.limits import MCP_HTTP_BURST, MCP_HTTP_MAX_BODY_BYTES
+    from amux_memory.protocol.limits import MCP_HTTP_BURST, MCP_HTTP_MAX_BODY_BYTES
 
     h, url = start(tmp_path)
     a, _ = issue(h, "alice")
@@ -432,7 +432,7 @@ WIRE = json.loads((Path(__file__).parent / "fixtures" / "mcp_wire.json").read_te
 
 def wire(name: str) -> Any:
     """A fixture message (the relay's exact answer), with the package's version (captured at 0.1.0)."""
-    from protocol.version import package_version
+    from amux_memory.protocol.version import package_version
 
     doc = json.loads(WIRE[name])
     if "serverInfo" in doc.get("result", {}):
@@ -576,7 +576,7 @@ def test_the_sdk_streamable_http_client_uses_the_memory_tools(tmp_path: Path) ->
                 return out
 
     out = anyio.run(run)
-    from protocol.agent_protocol import render
+    from amux_memory.protocol.agent_protocol import render
 
     assert out["server"] == "amux" and out["instructions"] == render("mcp")
     assert [m["path"] for m in out["search"]["matches"]] == ["sdk.md"]
@@ -615,7 +615,7 @@ def test_an_http_caller_is_an_agent_the_secret_check_cannot_be_overridden(tmp_pa
 def test_session_pagers_are_per_session_and_dropped() -> None:
     """:class:`hub.mcp.http.SessionPagers`: one pager per (token, session), the same one again on reuse, dropped
     by :meth:`forget` and once unused for the page TTL."""
-    from hub.mcp.http import SessionPagers
+    from amux_memory.hub.mcp.http import SessionPagers
 
     now = [0.0]
     pagers = SessionPagers(ttl=10, clock=lambda: now[0])

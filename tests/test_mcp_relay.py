@@ -24,12 +24,12 @@ import pytest
 import trio
 
 # Imported before any fork to another uid: the child cannot read root's site-packages (tests/other_users.py).
-import tools.cli.agent  # noqa: F401
-import tools.mcp.relay  # noqa: F401
-from hub.mcp.snapshot import snapshot
-from protocol.errors import ErrorCode
-from protocol.messages import decode_mcp, decode_response, encode_mcp, encode_request
-from protocol.version import package_version
+import amux_memory.tools.cli.agent  # noqa: F401
+import amux_memory.tools.mcp.relay  # noqa: F401
+from amux_memory.hub.mcp.snapshot import snapshot
+from amux_memory.protocol.errors import ErrorCode
+from amux_memory.protocol.messages import decode_mcp, decode_response, encode_mcp, encode_request
+from amux_memory.protocol.version import package_version
 from tests.conftest import REPO, HubProcess, amux_argv
 from tests.other_users import ALICE, BOB, run_as, shared_input
 from tests.raw_hub import Raw
@@ -117,7 +117,7 @@ def test_initialize_and_tools_list_are_byte_identical_to_the_old_server(hub: Hub
 
 def test_the_shipped_offline_snapshot_is_what_the_hub_server_answers() -> None:
     shipped = json.loads(OFFLINE.read_text(encoding="utf-8"))
-    assert shipped == trio.run(snapshot), "regenerate: python -m hub.mcp.snapshot > tools/mcp/offline.json"
+    assert shipped == trio.run(snapshot), "regenerate: python -m amux_memory.hub.mcp.snapshot > tools/mcp/offline.json"
 
 
 def test_with_no_hub_the_relay_answers_like_the_old_server_then_uses_a_hub_that_starts(hub_factory: Any) -> None:
@@ -190,7 +190,7 @@ def test_the_relay_imports_no_sdk_trio_pydantic_or_cli(hub: HubProcess, tmp_path
     code = ("import atexit, sys\n"
             "atexit.register(lambda: sys.stderr.write('MODULES=' + ' '.join(sorted(sys.modules)) + '\\n'))\n"
             "sys.argv = ['amux', 'mcp']\n"
-            "from tools.cli.entry import main\n"
+            "from amux_memory.tools.cli.entry import main\n"
             "main()\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
     lines = [FIXTURE["initialize_request"], INITIALIZED, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}',

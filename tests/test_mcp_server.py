@@ -27,14 +27,14 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import METHOD_NOT_FOUND, CallToolResult
 
-from hub.mcp.catalog import catalog
-from hub.mcp.handlers import TOOL_NAMES, MemoryTools
-from hub.mcp.pager import PAGE_BUDGET, Pager
-from hub.mcp.render import result_json, result_size
-from hub.mcp.schemas import ERROR_SCHEMA
-from protocol.agent_protocol import MAX_PROTOCOL_BYTES, VARIANTS, render
-from protocol.errors import ErrorCode, HubError
-from protocol.limits import LIMITS
+from amux_memory.hub.mcp.catalog import catalog
+from amux_memory.hub.mcp.handlers import TOOL_NAMES, MemoryTools
+from amux_memory.hub.mcp.pager import PAGE_BUDGET, Pager
+from amux_memory.hub.mcp.render import result_json, result_size
+from amux_memory.hub.mcp.schemas import ERROR_SCHEMA
+from amux_memory.protocol.agent_protocol import MAX_PROTOCOL_BYTES, VARIANTS, render
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import LIMITS
 from tests.conftest import REPO, HubProcess, amux_argv
 from tests.mcp_session import call, err, mcp_session, ok, text
 
@@ -83,11 +83,12 @@ def test_protocol_show_prints_either_variant_exactly(tmp_path: Path) -> None:
 def test_other_commands_never_import_mcp(tmp_path: Path) -> None:
     code = (
         "import sys\n"
-        "from tools.cli.app import main\n"
+        "from amux_memory.tools.cli.app import main\n"
         "for argv in (['protocol', 'show'], ['protocol', 'show', '--variant', 'cli'], ['hub', 'status'],\n"
         "             ['memory', 'search', 'x'], ['system', 'config', 'get', 'memory.enabled'], ['--help']):\n"
         "    main(argv)\n"
-        "loaded = sorted(m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'mcp_types', 'tools.mcp')))\n"
+        "loaded = sorted(m for m in sys.modules\n"
+        "                if m == 'mcp' or m.startswith(('mcp.', 'mcp_types', 'amux_memory.tools.mcp')))\n"
         "sys.stderr.write('LOADED=' + repr(loaded))\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}

@@ -15,7 +15,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from protocol.errors import ERRORS, EXIT_CODES, ErrorCode, ExitStatus, HubError
+from amux_memory.protocol.errors import ERRORS, EXIT_CODES, ErrorCode, ExitStatus, HubError
 from tests.conftest import HubProcess, amux_argv
 from tests.secret_samples import samples
 from tests.terminal import TerminalResult, run_in_terminal

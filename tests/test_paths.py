@@ -10,10 +10,10 @@ import unicodedata
 
 import pytest
 
-from protocol.errors import ErrorCode, HubError
-from protocol.limits import LIMITS
-from protocol.params import parse_export, parse_forget, parse_get, parse_search, parse_upsert
-from protocol.paths import normalize_path, normalize_prefix
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import LIMITS
+from amux_memory.protocol.params import parse_export, parse_forget, parse_get, parse_search, parse_upsert
+from amux_memory.protocol.paths import normalize_path, normalize_prefix
 
 REV = "0" * 64
 

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import params as P
-from protocol.errors import EXIT_CODES, ErrorCode, HubError
-from protocol.framing import HEADER_BYTES, FrameDecoder, FrameTooLarge, encode_frame
-from protocol.limits import LIMITS
-from protocol.messages import (
+from amux_memory.protocol import params as P
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
+from amux_memory.protocol.framing import HEADER_BYTES, FrameDecoder, FrameTooLarge, encode_frame
+from amux_memory.protocol.limits import LIMITS
+from amux_memory.protocol.messages import (
     METHODS,
     Request,
     Response,
@@ -33,7 +33,7 @@ from protocol.messages import (
     encode_result,
     pack,
 )
-from protocol.paths import normalize_path
+from amux_memory.protocol.paths import normalize_path
 
 MAX = LIMITS.max_frame_bytes
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import trio
 
-from protocol.errors import EXIT_CODES, ErrorCode, HubError
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
+from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import CliResult, HubProcess
-from tools.client.blocking import HubClient
 
 REVIEW = {"memory.review": "agents"}
 
@@ -38,7 +38,7 @@ def failed(r: CliResult, code: ErrorCode) -> dict[str, Any]:
 def agent(h: HubProcess, session: str = "sess-1", **kw: Any) -> HubClient:
     """A connection as a launched agent's CLI would open it: a ``hello`` carrying a session."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
-    from tools.client.settings import ClientSettings
+    from amux_memory.tools.client.settings import ClientSettings
 
     settings = ClientSettings.from_env(environ={**env, "AMUX_HOME": str(h.home), "AMUX_SESSION_ID": session},
                                        socket_path=h.socket)

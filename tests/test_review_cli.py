@@ -12,10 +12,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from protocol.errors import EXIT_CODES, ErrorCode
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode
+from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import CliResult, HubProcess, amux_argv
 from tests.terminal import run_in_terminal
-from tools.client.blocking import HubClient
 
 REVIEW = {"memory.review": "agents"}
 
@@ -30,7 +30,7 @@ def person(h: HubProcess) -> HubClient:
 
 def agent(h: HubProcess, session: str = "sess-1") -> HubClient:
     """A connection as a launched agent's CLI opens it: a ``hello`` carrying a session."""
-    from tools.client.settings import ClientSettings
+    from amux_memory.tools.client.settings import ClientSettings
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
     settings = ClientSettings.from_env(environ={**env, "AMUX_HOME": str(h.home), "AMUX_SESSION_ID": session},

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hub.rewrite_guard import MIN_DROPPED_LINES, check_rewrite
-from protocol.errors import EXIT_CODES, ErrorCode, HubError
+from amux_memory.hub.rewrite_guard import MIN_DROPPED_LINES, check_rewrite
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
 from tests.conftest import HubProcess, need_corpus
 from tests.mcp_session import call, mcp_session, ok
 

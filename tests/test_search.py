@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from hub.config import HubConfig
-from hub.identity import GLOBAL
-from hub.search import read_file_nofollow, search_scope
-from hub.service import MemoryService
-from protocol.errors import ErrorCode, HubError
-from protocol.limits import LIMITS, Limits
-from protocol.messages import packed_size
-from protocol.params import parse_search
+from amux_memory.hub.config import HubConfig
+from amux_memory.hub.identity import GLOBAL
+from amux_memory.hub.search import read_file_nofollow, search_scope
+from amux_memory.hub.service import MemoryService
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import LIMITS, Limits
+from amux_memory.protocol.messages import packed_size
+from amux_memory.protocol.params import parse_search
 
 
 def sha(data: bytes) -> str:
@@ -665,10 +665,8 @@ def test_a_crowded_folder_gets_a_fair_share_of_the_file_budget(tmp_path: Path) -
 
 
 def test_unreadable_folders_are_skipped_named_and_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import hub.listing
-    import hub.store
-    import hub.walk
-    from hub.faults import MAX_REPORTED_PATH_CHARS, MAX_REPORTED_PATHS
+    from amux_memory.hub import listing, store, walk
+    from amux_memory.hub.faults import MAX_REPORTED_PATH_CHARS, MAX_REPORTED_PATHS
 
     for i in range(20):
         (tmp_path / f"locked-{i:02}-{'x' * 200}").mkdir()
@@ -681,17 +679,17 @@ def test_unreadable_folders_are_skipped_named_and_bounded(tmp_path: Path, monkey
             raise PermissionError(13, "Permission denied", str(path))
         return real_scandir(path)
 
-    monkeypatch.setattr(hub.walk.os, "scandir", scandir)  # the one walker lists for search, list and the count
+    monkeypatch.setattr(walk.os, "scandir", scandir)  # the one walker lists for search, list and the count
     res = search_scope(str(tmp_path), ("unicornword",), "", 5, LIMITS)
     assert [m["path"] for m in res["matches"]] == ["notes/ok.md"]
     assert res["incomplete"] is True and res["incomplete_reasons"] == ["unreadable"]
     assert len(res["unreadable"]) == MAX_REPORTED_PATHS
     assert all(len(p) <= MAX_REPORTED_PATH_CHARS and p.startswith("locked-") for p in res["unreadable"])
-    listed = hub.listing.list_documents(str(tmp_path), "", "", LIMITS)
+    listed = listing.list_documents(str(tmp_path), "", "", LIMITS)
     assert [e["path"] for e in listed["entries"]] == ["notes/ok.md"]
     assert listed["incomplete"] is True and listed["incomplete_reasons"] == ["unreadable"]
     assert len(listed["unreadable"]) == MAX_REPORTED_PATHS
-    usage = hub.store.Store(LIMITS).usage(str(tmp_path))
+    usage = store.Store(LIMITS).usage(str(tmp_path))
     assert usage.documents == 1 and len(usage.unreadable) == MAX_REPORTED_PATHS
 
 
@@ -731,7 +729,7 @@ def test_under_the_entry_bound_folders_count_first_and_the_names_left_are_shared
 
 def test_a_list_cut_by_the_entry_bound_keeps_the_top_level_and_says_so(tmp_path: Path) -> None:
     """The depth-first walk of ``list`` visits the top level before any folder's contents (DESIGN.md §5.8)."""
-    from hub.listing import list_documents
+    from amux_memory.hub.listing import list_documents
 
     _order_tree(tmp_path, {"": 3, "sub": 20})
     page = list_documents(str(tmp_path), "", "", dataclasses.replace(LIMITS, scan_max_total_entries=10))
@@ -745,7 +743,7 @@ def test_the_scan_asks_the_kernel_to_read_ahead_exactly_the_files_it_must_read(
 ) -> None:
     # On a cold page cache the read-ahead hint lets the disk work on a folder's files at once.  It must cover
     # files the cache holds an older version of (changed since), not only files it never held, and no fresh file.
-    from hub.cache import ScopeCache
+    from amux_memory.hub.cache import ScopeCache
 
     files = {f"notes/n{i}.md": f"# Note {i}\n\nbody {i} keyword\n" for i in range(10)}
     files["MEMORY.md"] = "# Memory\n\nkeyword\n"
@@ -780,7 +778,7 @@ def test_the_scan_asks_the_kernel_to_read_ahead_exactly_the_files_it_must_read(
 def test_a_file_that_grows_during_the_scan_does_not_push_the_read_bytes_over_the_budget(tmp_path: Path) -> None:
     # A folder's files are lstat-ed before any is read; one edited (made larger) while the scan reads its
     # neighbours must still be held to the bytes left, by what was read, not by its size at the lstat.
-    from hub.cache import ScopeCache
+    from amux_memory.hub.cache import ScopeCache
 
     write(tmp_path, {f"notes/n{i}.md": f"keyword {i}\n" for i in range(4)})
     big = tmp_path / "notes" / "n3.md"

@@ -14,8 +14,8 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hub.cache import CachedDoc, ScopeCache, fold
-from hub.search import GROUP_MIN, _matcher, _presence
+from amux_memory.hub.cache import CachedDoc, ScopeCache, fold
+from amux_memory.hub.search import GROUP_MIN, _matcher, _presence
 
 ALPHABET = "abAB ßSsİi\u0307e\u0301é中文中ﬁ"
 words = st.text(ALPHABET.replace(" ", ""), min_size=1, max_size=4)

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-import hub.search as hub_search
-from hub.cache import ScopeCache
-from hub.config import HubConfig
-from hub.identity import GLOBAL
-from hub.search import read_file_nofollow, search_scope
-from hub.service import MemoryService
-from protocol.limits import LIMITS
+import amux_memory.hub.search as hub_search
+from amux_memory.hub.cache import ScopeCache
+from amux_memory.hub.config import HubConfig
+from amux_memory.hub.identity import GLOBAL
+from amux_memory.hub.search import read_file_nofollow, search_scope
+from amux_memory.hub.service import MemoryService
+from amux_memory.protocol.limits import LIMITS
 
 ROOMY = dataclasses.replace(LIMITS, scan_budget_seconds=5.0)
 

@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 import trio
 
-from hub.secrets import find_secrets, redact
-from protocol.errors import ERRORS, ErrorCode, HubError
-from protocol.requests import upsert_params
+from amux_memory.hub.secrets import find_secrets, redact
+from amux_memory.protocol.errors import ERRORS, ErrorCode, HubError
+from amux_memory.protocol.requests import upsert_params
+from amux_memory.tools.client.blocking import HubClient
+from amux_memory.tools.typed.hosts import claude_bucket
 from tests.conftest import HubProcess, amux_argv
 from tests.mcp_session import call, err, mcp_session, ok
 from tests.secret_samples import REFERENCES, Sample, note_forms, samples
 from tests.terminal import run_in_terminal
-from tools.client.blocking import HubClient
-from tools.typed.hosts import claude_bucket
 
 TIMEOUT = 60
 CLEAN = b"# Deploy notes\n\nThe deploy token is in 1Password, item 'deploy'.\n"
@@ -595,7 +595,7 @@ def test_index_names_the_topic_a_credential_comes_from_and_lint_reports_it(hub: 
 
 
 def test_shell_command_quotes_every_word_and_puts_double_dash_before_a_dash_path() -> None:
-    from hub.scan_report import clean_up_commands, purge_command, shell_command
+    from amux_memory.hub.scan_report import clean_up_commands, purge_command, shell_command
 
     hostile = "notes/$(touch x) ; rm -rf y.md"
     assert shell_command(["memory", "export"], hostile) == "amux memory export 'notes/$(touch x) ; rm -rf y.md'"

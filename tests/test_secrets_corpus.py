@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.errors import ErrorCode, HubError
-from protocol.requests import upsert_params
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.requests import upsert_params
 from tests.conftest import HubProcess, need_corpus
 
 SLOTS = 500

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from hub.secrets import find_secrets, redact
-from protocol.errors import EXIT_CODES, ErrorCode
+from amux_memory.hub.secrets import find_secrets, redact
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import HubProcess
 from tests.mcp_session import call, err, mcp_session, ok
 from tests.secret_samples import Sample, url_password_forms

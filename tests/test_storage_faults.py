@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 import trio
 
-from protocol.errors import ERRORS, ErrorCode, HubError
+from amux_memory.protocol.errors import ERRORS, ErrorCode, HubError
 from tests.conftest import CliResult, HubProcess, amux_argv, make_hub
 
 pytestmark = pytest.mark.slow  # crowded, huge and unreadable folders and mounts, each on a real Hub
@@ -530,7 +530,7 @@ def test_an_unreadable_scope_folder_is_named_slash_everywhere(tmp_path: Path) ->
 def test_running_out_of_descriptors_in_a_search_is_a_storage_error_not_unreadable(tmp_path: Path) -> None:
     if shutil.which("prlimit") is None:
         pytest.skip("needs prlimit (util-linux) to lower the Hub's descriptor limit")
-    from tools.client.blocking import HubClient
+    from amux_memory.tools.client.blocking import HubClient
 
     hub = make_hub(tmp_path, start=False)
     hub.prefix = ["prlimit", "--nofile=48:48", "--"]
@@ -584,7 +584,7 @@ def test_writes_stay_quick_in_a_scope_of_many_empty_folders(hub: HubProcess) -> 
 
 
 def test_errno_mapping_covers_the_documented_cases() -> None:
-    from hub.faults import from_os_error
+    from amux_memory.hub.faults import from_os_error
 
     cases = {errno.ENOSPC: ErrorCode.STORAGE_FULL, errno.EDQUOT: ErrorCode.STORAGE_FULL,
              errno.EROFS: ErrorCode.STORAGE_READ_ONLY, errno.EACCES: ErrorCode.PERMISSION_DENIED,

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from hub import fsio
-from hub.search import search_scope
-from hub.store import Store
-from protocol.errors import ErrorCode, HubError
-from protocol.limits import KIB, LIMITS, MIB
-from protocol.messages import packed_size
-from protocol.params import parse_export, parse_forget, parse_get, parse_upsert
-from protocol.paths import normalize_path
+from amux_memory.hub import fsio
+from amux_memory.hub.search import search_scope
+from amux_memory.hub.store import Store
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import KIB, LIMITS, MIB
+from amux_memory.protocol.messages import packed_size
+from amux_memory.protocol.params import parse_export, parse_forget, parse_get, parse_upsert
+from amux_memory.protocol.paths import normalize_path
 
 Snapshot = dict[str, tuple[Any, ...]]
 
@@ -818,7 +818,7 @@ def test_parse_upsert_accepts_str_and_bytes() -> None:
 def test_scope_usage_tracks_the_hubs_writes_and_recounts_hand_edits(
     store: Store, scope: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hub.store as store_module
+    import amux_memory.hub.store as store_module
 
     a = store.upsert(str(scope), "a.md", b"x" * 100, "absent")
     store.upsert(str(scope), "b.md", b"y" * 50, "absent")
@@ -833,7 +833,7 @@ def test_scope_usage_tracks_the_hubs_writes_and_recounts_hand_edits(
 def test_quota_count_is_bounded_and_replacing_near_the_document_limit_does_not_recount(
     store: Store, scope: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hub.store as store_module
+    import amux_memory.hub.store as store_module
 
     for i in range(970):  # within 1/16 of the 1,024 documents
         (scope / f"n{i:04}.md").write_bytes(b"x\n")

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import EXIT_CODES, ErrorCode
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode
+from amux_memory.tools.typed.archive import archive
+from amux_memory.tools.typed.library import HubLibrary, Library, ProjectLibrary
+from amux_memory.tools.typed.model import parse_date
 from tests.conftest import CliResult, HubProcess
-from tools.typed.archive import archive
-from tools.typed.library import HubLibrary, Library, ProjectLibrary
-from tools.typed.model import parse_date
 
 TODAY = "2026-06-01"
 PREAMBLE = "# Memory\nHand-written: read feedback first.\n"

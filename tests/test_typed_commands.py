@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
+from amux_memory.tools.typed.create import build_topic, create
+from amux_memory.tools.typed.library import HubLibrary
+from amux_memory.tools.typed.model import INDEX_POINTER, parse_topic, render_topic
 from tests.conftest import CliResult, HubProcess, amux_argv
-from tools.typed.create import build_topic, create
-from tools.typed.library import HubLibrary
-from tools.typed.model import INDEX_POINTER, parse_topic, render_topic
 
 TODAY = "2026-03-01"
 
@@ -349,9 +349,9 @@ class _Meddling:
 def test_an_index_conflict_is_retried_and_only_a_lasting_one_is_reported(tmp_path: Path) -> None:
     import datetime as dt
 
-    from protocol.errors import HubError
-    from tools.typed.create import INDEX_ATTEMPTS, build_topic, create
-    from tools.typed.library import ProjectLibrary
+    from amux_memory.protocol.errors import HubError
+    from amux_memory.tools.typed.create import INDEX_ATTEMPTS, build_topic, create
+    from amux_memory.tools.typed.library import ProjectLibrary
 
     lib = ProjectLibrary(tmp_path)
     day = dt.date(2026, 3, 1)

@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import EXIT_CODES, ErrorCode
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode
+from amux_memory.tools.typed.hosts import claude_bucket, discover
+from amux_memory.tools.typed.importer import apply_plan, plan_import
+from amux_memory.tools.typed.library import HubLibrary
 from tests.agent_clients import client_env
 from tests.conftest import REPO, CliResult, HubProcess, amux_argv, need_corpus
 from tests.fakemodel import FakeModel, ToolCall, anthropic_system
-from tools.typed.hosts import claude_bucket, discover
-from tools.typed.importer import apply_plan, plan_import
-from tools.typed.library import HubLibrary
 
 FIXTURES = REPO / "tests" / "fixtures" / "hosts"
 QODER_USER = "5d41402abc4b2a76b9719d911017c592"
@@ -96,14 +96,14 @@ def lint_ok(hub: HubProcess, home: Path, *extra: str) -> dict[str, Any]:
 
 
 def parse_topic_file_lenient(text: str) -> tuple[dict[str, Any], str]:
-    from tools.typed.model import parse_topic
+    from amux_memory.tools.typed.model import parse_topic
 
     meta, body, _ = parse_topic(text)
     return meta, body
 
 
 def parse_topic_file(text: str) -> tuple[dict[str, Any], str]:
-    from tools.typed.model import parse_topic, validate_meta
+    from amux_memory.tools.typed.model import parse_topic, validate_meta
 
     meta, body, _ = parse_topic(text)
     assert validate_meta(meta) == [], meta
@@ -348,10 +348,10 @@ def test_caps_are_respected_and_the_hub_index_holds_every_capped_topic(hub: HubP
 
 
 def test_caps_are_checked_before_the_costly_similarity_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tools.typed import importer
-    from tools.typed.hosts import Candidate, Discovery
-    from tools.typed.library import ProjectLibrary
-    from tools.typed.model import render_topic
+    from amux_memory.tools.typed import importer
+    from amux_memory.tools.typed.hosts import Candidate, Discovery
+    from amux_memory.tools.typed.library import ProjectLibrary
+    from amux_memory.tools.typed.model import render_topic
 
     lib = ProjectLibrary(tmp_path)
     for n in range(10):
@@ -463,7 +463,7 @@ def test_corpus_frontmatter_folder_imports_and_lints_clean(hub: HubProcess, tmp_
 
 
 def test_discovery_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tools.typed.hosts import base
+    from amux_memory.tools.typed.hosts import base
 
     tree = tmp_path / "many"
     tree.mkdir()

@@ -14,14 +14,21 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import ErrorCode, HubError
-from tests.conftest import REPO
-from tools.typed import model
-from tools.typed.catalog import Catalog, topic_from_doc
-from tools.typed.index import LINE_MAX, build_index, entry_line, generated_flags, index_links, is_generated, merge
-from tools.typed.index import render_block as index_block
-from tools.typed.library import Doc, ProjectLibrary
-from tools.typed.model import (
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.typed import model
+from amux_memory.tools.typed.catalog import Catalog, topic_from_doc
+from amux_memory.tools.typed.index import (
+    LINE_MAX,
+    build_index,
+    entry_line,
+    generated_flags,
+    index_links,
+    is_generated,
+    merge,
+)
+from amux_memory.tools.typed.index import render_block as index_block
+from amux_memory.tools.typed.library import Doc, ProjectLibrary
+from amux_memory.tools.typed.model import (
     CAPS,
     TYPES,
     Problem,
@@ -33,6 +40,7 @@ from tools.typed.model import (
     topic_path,
     validate_meta,
 )
+from tests.conftest import REPO
 
 
 def _meta(**over: Any) -> dict[str, Any]:
@@ -289,7 +297,7 @@ PATH_CHARS = st.sampled_from(list("ab-_.()[]<>#%41 \u3000合同é\"'!*`&?;:~{}|^
 @st.composite
 def topic_paths(draw: st.DrawFn) -> str:
     """A path list_paths could return: valid under protocol.paths, directly in a type directory."""
-    from protocol.paths import normalize_path
+    from amux_memory.protocol.paths import normalize_path
 
     stem = "".join(draw(st.lists(PATH_CHARS, min_size=1, max_size=12)))
     path = f"{draw(st.sampled_from(TYPES))}/{stem}.md"
@@ -384,10 +392,10 @@ class _SearchAll:
 def test_any_frontmatter_value_is_handled_by_every_command(meta: dict[str, Any], path: str) -> None:
     import yaml
 
-    from tools.typed.archive import plan_archive
-    from tools.typed.create import build_topic, likely_duplicates
-    from tools.typed.importer import KnownTopics
-    from tools.typed.lint import lint_catalog
+    from amux_memory.tools.typed.archive import plan_archive
+    from amux_memory.tools.typed.create import build_topic, likely_duplicates
+    from amux_memory.tools.typed.importer import KnownTopics
+    from amux_memory.tools.typed.lint import lint_catalog
 
     text = "---\n" + yaml.safe_dump(meta, allow_unicode=True) + "---\nword body\n"
     topic = topic_from_doc(Doc(path, text.encode(), "r"))
@@ -434,8 +442,8 @@ def test_project_library_search_folds_like_the_hub(tmp_path: Path, written: str,
     """A composed accent finds a decomposed one and back, in text and in paths, as a Hub search does."""
     import unicodedata
 
-    from hub.search import search_scope
-    from protocol.limits import LIMITS
+    from amux_memory.hub.search import search_scope
+    from amux_memory.protocol.limits import LIMITS
 
     lib = ProjectLibrary(tmp_path)
     named = f"reference/{written}.md"  # stored under its NFC name, as the Hub stores it
@@ -488,8 +496,8 @@ def test_project_library_refuses_symlinks(tmp_path: Path) -> None:
 RACER = """
 import sys
 from pathlib import Path
-from protocol.errors import HubError
-from tools.typed.library import ProjectLibrary
+from amux_memory.protocol.errors import HubError
+from amux_memory.tools.typed.library import ProjectLibrary
 lib = ProjectLibrary(Path(sys.argv[1]))
 sys.stdin.readline()  # start together
 try:

@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
+from amux_memory.tools.ui.render import SHOWN_MAX_CHARS
 from tests.conftest import REPO, HubProcess, make_hub
 from tests.ui_helpers import UiProcess, chromium, click_and_load, loaded, request, start_ui, take_cookie, text_of, wait
-from tools.ui.render import SHOWN_MAX_CHARS
 
 # a real browser (chromium + chromedriver) per test; one worker under pytest-xdist (one browser, Hub and page)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ui_browser")]
@@ -364,7 +364,7 @@ def test_a_no_referrer_form_on_another_loopback_port_cannot_save(signed_in: Any,
 
 def test_two_pages_in_one_browser_stay_signed_in_and_the_opener_file_signs_in(
         signed_in: Any, ui: UiProcess, hub: HubProcess, tmp_path: Path) -> None:
-    from tools.ui.serve import redirect_page
+    from amux_memory.tools.ui.serve import redirect_page
 
     second = start_ui(hub.env, tmp=tmp_path)
     opener = redirect_page(second.url)
@@ -419,8 +419,8 @@ LAYOUT_UNLABELLED = ("return [...document.querySelectorAll('input:not([type=hidd
 def agent_proposes(h: HubProcess, path: str, content: bytes, expected: str, session: str) -> str:
     """An agent's upsert through a Hub connection whose ``hello`` carries ``session`` (as under ``amux
     launch``): with ``memory.review = agents`` it is kept as a proposal; returns its id."""
-    from tools.client.blocking import HubClient
-    from tools.client.settings import ClientSettings
+    from amux_memory.tools.client.blocking import HubClient
+    from amux_memory.tools.client.settings import ClientSettings
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
     settings = ClientSettings.from_env(environ={**env, "AMUX_HOME": str(h.home), "AMUX_SESSION_ID": session},

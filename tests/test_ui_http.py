@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from protocol.requests import list_params, log_params, upsert_params
+from amux_memory.protocol.requests import list_params, log_params, upsert_params
 from tests.conftest import HubProcess
 from tests.ui_helpers import UiProcess, csrf_of, moves_to, request, start_ui
 
@@ -67,7 +67,7 @@ def test_start_token_is_single_use(hub: HubProcess, ui: UiProcess) -> None:
 
 
 def test_page_binds_an_address_of_its_own_and_answers_only_to_it(hub: HubProcess, ui: UiProcess) -> None:
-    from tools.ui.serve import own_loopback
+    from amux_memory.tools.ui.serve import own_loopback
 
     if not sys.platform.startswith("linux"):
         pytest.skip("only Linux routes all of 127/8 to loopback")
@@ -84,7 +84,7 @@ def test_page_binds_an_address_of_its_own_and_answers_only_to_it(hub: HubProcess
 
 
 def test_sign_in_redirect_keeps_the_path_as_sent_and_stays_on_this_site(hub: HubProcess, ui: UiProcess) -> None:
-    from tools.ui.security import sign_in_location
+    from amux_memory.tools.ui.security import sign_in_location
 
     status, _, body = request(ui, "GET", "//evil.example/doc/notes/%E6%97%A5%E6%9C%AC%3Fb%23c.md?x=%C3%A9&y=<"
                               "&token=" + ui.token)
@@ -129,7 +129,7 @@ def test_state_changing_requests_need_cookie_same_origin_and_csrf_token(hub: Hub
 
 @pytest.mark.slow
 def test_taken_port_and_network_host_without_tls_are_clear_errors(hub: HubProcess, tmp_path: Path) -> None:
-    from tools.ui.serve import own_loopback
+    from amux_memory.tools.ui.serve import own_loopback
 
     own = own_loopback(os.getuid(), hub.home) if sys.platform.startswith("linux") else "127.0.0.1"
     for address, args in ((own, []), ("127.0.0.1", ["--host", "127.0.0.1"])):
@@ -309,7 +309,7 @@ def test_home_option_picks_that_homes_hub_and_settings(hub_factory: Any, tmp_pat
 
 @pytest.mark.slow
 def test_settings_restart_button_restarts_the_hub_like_amux_hub_restart(hub_factory: Any, tmp_path: Path) -> None:
-    from tools.client.running import serving_hub
+    from amux_memory.tools.client.running import serving_hub
 
     h: HubProcess = hub_factory()
     before = serving_hub(h.home)
@@ -343,7 +343,7 @@ def test_settings_restart_button_restarts_the_hub_like_amux_hub_restart(hub_fact
 
 @pytest.mark.slow
 def test_a_huge_hand_placed_document_gets_a_capped_diff_and_a_history(hub: HubProcess, ui: UiProcess) -> None:
-    from tools.ui.render import DIFF_MAX_ROWS, SHOWN_MAX_CHARS
+    from amux_memory.tools.ui.render import DIFF_MAX_ROWS, SHOWN_MAX_CHARS
 
     (hub.scope_dir / "notes").mkdir(parents=True, exist_ok=True)
     huge = "".join(f"line {i} of a big file\n" for i in range(150_000))  # 3.6 MB, more than the page reads
@@ -360,8 +360,8 @@ def test_a_huge_hand_placed_document_gets_a_capped_diff_and_a_history(hub: HubPr
 
 
 def test_a_csrf_token_is_worth_nothing_with_another_session() -> None:
-    from protocol.errors import HubError
-    from tools.ui.security import SESSION_KEY, Guard, check_csrf
+    from amux_memory.protocol.errors import HubError
+    from amux_memory.tools.ui.security import SESSION_KEY, Guard, check_csrf
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         raise AssertionError("not called")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.ui.render import highlight, page_href, render_markdown, safe_url
+from amux_memory.tools.ui.render import highlight, page_href, render_markdown, safe_url
 
 
 @pytest.mark.parametrize("url", ["javascript:alert(1)", "JaVaScRiPt:x", "java\tscript:x", " javascript:x",
@@ -50,8 +50,8 @@ def test_data_commands_do_not_import_the_web_stack() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from tools.cli.app import main; main(['memory', 'search', 'x']); "
-            "print(sorted(m for m in ('starlette', 'hypercorn', 'jinja2', 'markdown_it', 'tools.ui') "
+    code = ("import sys; from amux_memory.tools.cli.app import main; main(['memory', 'search', 'x']); "
+            "print(sorted(m for m in ('starlette', 'hypercorn', 'jinja2', 'markdown_it', 'amux_memory.tools.ui') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={"AMUX_HOME": "/nonexistent-amux-home", "PATH": "/usr/bin:/bin"})
@@ -67,7 +67,7 @@ def test_frontmatter_is_a_code_block_not_a_heading() -> None:
 
 
 def test_diff_rows_are_capped_and_say_so() -> None:
-    from tools.ui.render import diff_rows
+    from amux_memory.tools.ui.render import diff_rows
 
     hunks = [{"old_start": 0, "old_lines": 0, "new_start": 1, "new_lines": 10,
               "lines": [f"+line {i}" for i in range(10)]}]

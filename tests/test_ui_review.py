@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from markupsafe import escape
 
+from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess
 from tests.ui_helpers import UiProcess, csrf_of, request, start_ui
-from tools.client.blocking import HubClient
 
 REVIEW = {"memory.review": "agents"}
 HOSTILE_SESSION = "<script>alert('session')</script>"
@@ -33,7 +33,7 @@ HOSTILE_TEXT = "# Notes\n\n<script>alert('note')</script>\n<img src=x onerror=al
 def agent(h: HubProcess, session: str = "sess-1", client: str = "amux-cli") -> HubClient:
     """A connection as a launched agent's CLI opens it: a ``hello`` carrying ``session`` (an agent caller) and
     the client name ``client``."""
-    from tools.client.settings import ClientSettings
+    from amux_memory.tools.client.settings import ClientSettings
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
     settings = ClientSettings.from_env(environ={**env, "AMUX_HOME": str(h.home), "AMUX_SESSION_ID": session},

@@ -19,14 +19,14 @@ from typing import Annotated, Any
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from hub.faults import STORAGE_CODES, from_os_error, log_fault
-from hub.identity import Identity, Scope
-from hub.mcp.pager import Pager
-from hub.mcp.render import RENDERERS, error_result
-from protocol.errors import HubError
-from protocol.limits import ENTRY_NAME, KIB, LIMITS
-from protocol.messages import Request
-from protocol.requests import forget_params, get_params, search_params, upsert_params
+from amux_memory.hub.faults import STORAGE_CODES, from_os_error, log_fault
+from amux_memory.hub.identity import Identity, Scope
+from amux_memory.hub.mcp.pager import Pager
+from amux_memory.hub.mcp.render import RENDERERS, error_result
+from amux_memory.protocol.errors import HubError
+from amux_memory.protocol.limits import ENTRY_NAME, KIB, LIMITS
+from amux_memory.protocol.messages import Request
+from amux_memory.protocol.requests import forget_params, get_params, search_params, upsert_params
 
 log = logging.getLogger("amux.mcp")
 

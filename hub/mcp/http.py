@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server import ServerRequestContext
 
-from hub.mcp.handlers import MemoryTools, hub_backend
-from hub.mcp.pager import DEFAULT_PAGE_TTL, Pager
-from hub.mcp.server import build_shared_server
-from hub.mcp_http import MCP_SESSION_HEADER, McpServers, caller_of
+from amux_memory.hub.mcp.handlers import MemoryTools, hub_backend
+from amux_memory.hub.mcp.pager import DEFAULT_PAGE_TTL, Pager
+from amux_memory.hub.mcp.server import build_shared_server
+from amux_memory.hub.mcp_http import MCP_SESSION_HEADER, McpServers, caller_of
 
 if TYPE_CHECKING:
-    from hub.server import Hub
+    from amux_memory.hub.server import Hub
 
 class SessionPagers:
     """One :class:`Pager` per (token id, MCP session id), so pages of one session are never served to another.

@@ -23,8 +23,8 @@ from typing import Any
 
 from mcp.types import CallToolResult
 
-from hub.mcp.render import result_json, result_size, text_result
-from protocol.errors import ErrorCode, HubError
+from amux_memory.hub.mcp.render import result_json, result_size, text_result
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 PAGE_BUDGET = 6 * 1024
 """Bytes a serialized ``CallToolResult`` (one answer or one page) may take."""

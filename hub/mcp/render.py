@@ -17,7 +17,7 @@ from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 
-from protocol.errors import HubError
+from amux_memory.protocol.errors import HubError
 
 
 def _jsonable(value: Any) -> Any:

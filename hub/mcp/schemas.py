@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import ErrorCode
+from amux_memory.protocol.errors import ErrorCode
 
 _STR = {"type": "string"}
 _INT = {"type": "integer"}

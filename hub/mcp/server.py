@@ -31,11 +31,11 @@ from typing import Any
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 
-from hub.mcp.catalog import catalog
-from hub.mcp.handlers import Backend, MemoryTools
-from hub.mcp.pager import DEFAULT_PAGE_TTL, Pager
-from protocol.agent_protocol import render as render_protocol
-from protocol.version import package_version
+from amux_memory.hub.mcp.catalog import catalog
+from amux_memory.hub.mcp.handlers import Backend, MemoryTools
+from amux_memory.hub.mcp.pager import DEFAULT_PAGE_TTL, Pager
+from amux_memory.protocol.agent_protocol import render as render_protocol
+from amux_memory.protocol.version import package_version
 
 SERVER_NAME = "amux"
 """The server's name in ``initialize`` (clients prefix tools with it: ``mcp__amux__memory_get``)."""

@@ -31,15 +31,15 @@ from mcp.types import (
     jsonrpc_message_adapter,
 )
 
-from hub.mcp.handlers import Backend
-from hub.mcp.pager import DEFAULT_PAGE_TTL
-from hub.mcp.server import build_server
-from protocol.errors import HubError
-from protocol.limits import MAX_IN_FLIGHT
-from protocol.messages import decode_mcp, encode_mcp
+from amux_memory.hub.mcp.handlers import Backend
+from amux_memory.hub.mcp.pager import DEFAULT_PAGE_TTL
+from amux_memory.hub.mcp.server import build_server
+from amux_memory.protocol.errors import HubError
+from amux_memory.protocol.limits import MAX_IN_FLIGHT
+from amux_memory.protocol.messages import decode_mcp, encode_mcp
 
 if TYPE_CHECKING:
-    from hub.connection import Connection
+    from amux_memory.hub.connection import Connection
 
 log = logging.getLogger("amux.mcp")
 

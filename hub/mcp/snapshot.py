@@ -4,7 +4,7 @@ The relay ships them as ``tools/mcp/offline.json``; a test holds that file to
 :func:`snapshot` byte for byte.  Regenerate it after changing a tool, a
 schema, the protocol text or the version::
 
-    python -m hub.mcp.snapshot > tools/mcp/offline.json
+    python -m amux_memory.hub.mcp.snapshot > tools/mcp/offline.json
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import trio
 from mcp.shared.message import SessionMessage
 from mcp.types import jsonrpc_message_adapter
 
-from hub.mcp.handlers import Backend
-from hub.mcp.server import build_server
-from hub.mcp.session import json_text
-from protocol.errors import ErrorCode, HubError
+from amux_memory.hub.mcp.handlers import Backend
+from amux_memory.hub.mcp.server import build_server
+from amux_memory.hub.mcp.session import json_text
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 """The ``initialize`` protocol versions the SDK server accepts as asked (any other gets the last one)."""

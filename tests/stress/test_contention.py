@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.client.paging import export_document
 from tests.conftest import HubProcess
 from tests.stress.scale import FULL, pick, report
-from tools.client.paging import export_document
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600 if FULL else 300)]  # the full runs take many minutes
 

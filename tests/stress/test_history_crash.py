@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from hub.history import Retention, ScopeHistory
-from protocol.errors import ErrorCode, HubError
+from amux_memory.hub.history import Retention, ScopeHistory
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess
 from tests.stress.scale import FULL, pick, report
-from tools.client.blocking import HubClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600 if FULL else 300)]
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import trio
 
-from protocol.errors import ErrorCode
-from protocol.framing import FrameDecoder
-from protocol.messages import decode_response, encode_request
+from amux_memory.protocol.errors import ErrorCode
+from amux_memory.protocol.framing import FrameDecoder
+from amux_memory.protocol.messages import decode_response, encode_request
 from tests.conftest import HubProcess
 from tests.stress.scale import FULL, pick, report
 

@@ -38,11 +38,11 @@ from typing import Any
 
 import pytest
 
-from hub.registry import Registry, modify
-from protocol.limits import MCP_HTTP_RATE_PER_SECOND, MCP_HTTP_SESSIONS_PER_PRINCIPAL
+from amux_memory.hub.registry import Registry, modify
+from amux_memory.protocol.limits import MCP_HTTP_RATE_PER_SECOND, MCP_HTTP_SESSIONS_PER_PRINCIPAL
+from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import REPO, HubProcess, make_hub
 from tests.stress.scale import report
-from tools.client.blocking import HubClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.alone, pytest.mark.timeout(180)]  # alone: it measures p99 latency
 

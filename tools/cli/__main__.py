@@ -1,6 +1,6 @@
 """``python -m tools.cli``: the ``amux`` command."""
 
-from tools.cli.entry import main
+from amux_memory.tools.cli.entry import main
 
 if __name__ == "__main__":
     main()

@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from protocol.errors import HubError
-from tools.cli.options import Home, resolve_home
-from tools.cli.output import fail, human_output, say
-from tools.cli.plain import Json, show, table
-from tools.client.inert import inert
+from amux_memory.protocol.errors import HubError
+from amux_memory.tools.cli.options import Home, resolve_home
+from amux_memory.tools.cli.output import fail, human_output, say
+from amux_memory.tools.cli.plain import Json, show, table
+from amux_memory.tools.client.inert import inert
 
 
 def _principal_view(registry: Any, name: str) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def principal_add(name: str, /, *, service: bool = False, home: Home = None, jso
     service
         A service principal (for service executions) rather than a person.
     """
-    from hub import registry as reg
+    from amux_memory.hub import registry as reg
 
     def action() -> dict[str, Any]:
         kind = "service" if service else "user"
@@ -85,14 +85,14 @@ def principal_remove(name: str, /, *, home: Home = None, json: Json = False) -> 
     name
         The principal.
     """
-    from hub import registry as reg
+    from amux_memory.hub import registry as reg
 
     def action() -> dict[str, Any]:
         removed = reg.modify(resolve_home(home), lambda r, now: r.remove_principal(name, now))
         return {"name": name, "removed": True, **removed}
 
     def lines(doc: dict[str, Any]) -> list[str]:
-        from tools.client.wording import counted
+        from amux_memory.tools.client.wording import counted
 
         return [f"principal {inert(doc['name'])} removed, with {counted(len(doc['aliases']), 'alias')} and "
                 f"{counted(len(doc['tokens']), 'token')}; its memory files are kept"]
@@ -113,7 +113,7 @@ def principal_alias(name: str, alias: str, /, *, home: Home = None, json: Json =
     alias
         os:USER_NAME or os-uid:NUMBER. os-uid wins when both match one caller.
     """
-    from hub import registry as reg
+    from amux_memory.hub import registry as reg
 
     def action() -> dict[str, Any]:
         canonical = reg.modify(resolve_home(home), lambda r, now: r.add_alias(name, alias))
@@ -134,7 +134,7 @@ def principal_unalias(alias: str, /, *, home: Home = None, json: Json = False) -
     alias
         os:USER_NAME or os-uid:NUMBER.
     """
-    from hub import registry as reg
+    from amux_memory.hub import registry as reg
 
     def action() -> dict[str, Any]:
         principal = reg.modify(resolve_home(home), lambda r, now: r.remove_alias(alias))
@@ -153,7 +153,7 @@ def principal_list(*, home: Home = None, json: Json = False) -> int:
     Parameters
     ----------
     """
-    from hub import registry as reg
+    from amux_memory.hub import registry as reg
 
     def action() -> dict[str, Any]:
         current, _ = reg.read_registry(reg.registry_path(resolve_home(home)))
@@ -187,7 +187,7 @@ def token_issue(name: str, /, *, ttl: int | None = None, binding: str | None = N
     binding
         Make it a delegated credential tied to this binding: 'principal:NAME' or 'global'.
     """
-    from hub import registry as reg
+    from amux_memory.hub import registry as reg
 
     def action() -> dict[str, Any]:
         text, record = reg.modify(resolve_home(home), lambda r, now: _issue(r, name, now, ttl, binding))
@@ -223,7 +223,7 @@ def token_list(*, principal: str | None = None, home: Home = None, json: Json = 
     principal
         Only this principal's tokens.
     """
-    from hub import registry as reg
+    from amux_memory.hub import registry as reg
 
     def action() -> dict[str, Any]:
         current, _ = reg.read_registry(reg.registry_path(resolve_home(home)))
@@ -251,7 +251,7 @@ def token_revoke(token_id: str, /, *, home: Home = None, json: Json = False) -> 
     token_id
         The id shown by 'amux hub token issue' / 'amux hub token list'.
     """
-    from hub import registry as reg
+    from amux_memory.hub import registry as reg
 
     def action() -> dict[str, Any]:
         record = reg.modify(resolve_home(home), lambda r, now: r.revoke_token(token_id, now))

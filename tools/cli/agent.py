@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from tools.cli.output import write_bytes
+from amux_memory.tools.cli.output import write_bytes
 
 
 def protocol_show(*, variant: Literal["mcp", "cli"] = "mcp") -> int:
@@ -16,7 +16,7 @@ def protocol_show(*, variant: Literal["mcp", "cli"] = "mcp") -> int:
         mcp: names the MCP tools (it is the MCP server's instructions);
         cli: names the 'amux memory' commands, for agents without MCP.
     """
-    from protocol.agent_protocol import render
+    from amux_memory.protocol.agent_protocol import render
 
     write_bytes(render(variant).encode("utf-8"))
     return 0
@@ -35,6 +35,6 @@ def mcp_serve() -> int:
     Add it to an agent with, e.g., 'claude mcp add -s user amux -- amux mcp'
     or 'codex mcp add amux -- amux mcp'.
     """
-    from tools.mcp.relay import main as serve
+    from amux_memory.tools.mcp.relay import main as serve
 
     return serve()

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from cyclopts import App
 
-from protocol.errors import ExitStatus
-from protocol.version import package_version
-from tools.cli.options import AsJson
-from tools.cli.output import exit_status_help
+from amux_memory.protocol.errors import ExitStatus
+from amux_memory.protocol.version import package_version
+from amux_memory.tools.cli.options import AsJson
+from amux_memory.tools.cli.output import exit_status_help
 
 if TYPE_CHECKING:
     from cyclopts.exceptions import CycloptsError
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 def usage_error_panel(error: CycloptsError) -> Any:
     """What cyclopts prints for a usage error: :func:`tools.cli.suggest.format_usage_error`, imported only then."""
-    from tools.cli.suggest import format_usage_error
+    from amux_memory.tools.cli.suggest import format_usage_error
 
     return format_usage_error(error)
 
@@ -78,41 +78,41 @@ hub_app.command(principal_app)
 hub_app.command(token_app)
 hub_app.command(service_app)
 hub_app.command(tls_app)
-tls_app.command("tools.cli.tls:tls_init", name="init")
-hub_app.command("tools.cli.connect:connect", name="connect")
+tls_app.command("amux_memory.tools.cli.tls:tls_init", name="init")
+hub_app.command("amux_memory.tools.cli.connect:connect", name="connect")
 
-hub_app.command("tools.cli.hub:serve", name="serve")
-hub_app.command("tools.cli.hub:status", name="status")
-hub_app.command("tools.cli.hub:start", name="start")
-hub_app.command("tools.cli.hub:stop", name="stop")
-hub_app.command("tools.cli.hub:restart", name="restart")
-service_app.command("tools.cli.service:service_install", name="install")
-service_app.command("tools.cli.service:service_uninstall", name="uninstall")
-principal_app.command("tools.cli.admin:principal_add", name="add")
-principal_app.command("tools.cli.admin:principal_remove", name="remove")
-principal_app.command("tools.cli.admin:principal_alias", name="alias")
-principal_app.command("tools.cli.admin:principal_unalias", name="unalias")
-principal_app.command("tools.cli.admin:principal_list", name="list")
-token_app.command("tools.cli.admin:token_issue", name="issue")
-token_app.command("tools.cli.admin:token_list", name="list")
-token_app.command("tools.cli.admin:token_revoke", name="revoke")
-config_app.command("tools.cli.config:config_get", name="get")
-config_app.command("tools.cli.config:config_set", name="set")
-config_app.command("tools.cli.config:config_list", name="list")
+hub_app.command("amux_memory.tools.cli.hub:serve", name="serve")
+hub_app.command("amux_memory.tools.cli.hub:status", name="status")
+hub_app.command("amux_memory.tools.cli.hub:start", name="start")
+hub_app.command("amux_memory.tools.cli.hub:stop", name="stop")
+hub_app.command("amux_memory.tools.cli.hub:restart", name="restart")
+service_app.command("amux_memory.tools.cli.service:service_install", name="install")
+service_app.command("amux_memory.tools.cli.service:service_uninstall", name="uninstall")
+principal_app.command("amux_memory.tools.cli.admin:principal_add", name="add")
+principal_app.command("amux_memory.tools.cli.admin:principal_remove", name="remove")
+principal_app.command("amux_memory.tools.cli.admin:principal_alias", name="alias")
+principal_app.command("amux_memory.tools.cli.admin:principal_unalias", name="unalias")
+principal_app.command("amux_memory.tools.cli.admin:principal_list", name="list")
+token_app.command("amux_memory.tools.cli.admin:token_issue", name="issue")
+token_app.command("amux_memory.tools.cli.admin:token_list", name="list")
+token_app.command("amux_memory.tools.cli.admin:token_revoke", name="revoke")
+config_app.command("amux_memory.tools.cli.config:config_get", name="get")
+config_app.command("amux_memory.tools.cli.config:config_set", name="set")
+config_app.command("amux_memory.tools.cli.config:config_list", name="list")
 
-memory_app.command("tools.cli.memory:search", name="search")
-memory_app.command("tools.cli.memory:show", name="show", alias="get")
-memory_app.command("tools.cli.memory:upsert", name="upsert")
-memory_app.command("tools.cli.memory:list_documents", name="list")
-memory_app.command("tools.cli.memory:forget", name="forget")
-memory_app.command("tools.cli.memory:export", name="export")
-memory_app.command("tools.cli.edit:edit", name="edit")
-memory_app.command("tools.cli.history:history", name="history")
-memory_app.command("tools.cli.history:log", name="log")
-memory_app.command("tools.cli.history:diff", name="diff")
-memory_app.command("tools.cli.history:restore", name="restore")
-memory_app.command("tools.cli.history:purge", name="purge")
-memory_app.command("tools.cli.scan:scan", name="scan")
+memory_app.command("amux_memory.tools.cli.memory:search", name="search")
+memory_app.command("amux_memory.tools.cli.memory:show", name="show", alias="get")
+memory_app.command("amux_memory.tools.cli.memory:upsert", name="upsert")
+memory_app.command("amux_memory.tools.cli.memory:list_documents", name="list")
+memory_app.command("amux_memory.tools.cli.memory:forget", name="forget")
+memory_app.command("amux_memory.tools.cli.memory:export", name="export")
+memory_app.command("amux_memory.tools.cli.edit:edit", name="edit")
+memory_app.command("amux_memory.tools.cli.history:history", name="history")
+memory_app.command("amux_memory.tools.cli.history:log", name="log")
+memory_app.command("amux_memory.tools.cli.history:diff", name="diff")
+memory_app.command("amux_memory.tools.cli.history:restore", name="restore")
+memory_app.command("amux_memory.tools.cli.history:purge", name="purge")
+memory_app.command("amux_memory.tools.cli.scan:scan", name="scan")
 memory_app.command(review_app)
 
 
@@ -129,30 +129,31 @@ def review_pending(*, path_prefix: str = "", as_json: AsJson = False) -> int:
     path_prefix
         Only proposals whose path starts with this.
     """
-    from tools.cli.review import review
+    from amux_memory.tools.cli.review import review
 
     return review(path_prefix=path_prefix, as_json=as_json)
 
 
-review_app.command("tools.cli.review:show", name="show")
-review_app.command("tools.cli.review:approve", name="approve",
+review_app.command("amux_memory.tools.cli.review:show", name="show")
+review_app.command("amux_memory.tools.cli.review:approve", name="approve",
                    usage="Usage: amux memory review approve [OPTIONS] [PROPOSAL...]")
-review_app.command("tools.cli.review:reject", name="reject",
+review_app.command("amux_memory.tools.cli.review:reject", name="reject",
                    usage="Usage: amux memory review reject [OPTIONS] [PROPOSAL...]")
-memory_app.command("tools.cli.typed:memory_new", name="new")
-memory_app.command("tools.cli.typed:memory_remove", name="remove")
-memory_app.command("tools.cli.typed:memory_index", name="index")
-memory_app.command("tools.cli.typed:memory_lint", name="lint")
-memory_app.command("tools.cli.typed_ops:archive_command", name="archive")
-memory_app.command("tools.cli.typed_ops:import_command", name="import")
+memory_app.command("amux_memory.tools.cli.typed:memory_new", name="new")
+memory_app.command("amux_memory.tools.cli.typed:memory_remove", name="remove")
+memory_app.command("amux_memory.tools.cli.typed:memory_index", name="index")
+memory_app.command("amux_memory.tools.cli.typed:memory_lint", name="lint")
+memory_app.command("amux_memory.tools.cli.typed_ops:archive_command", name="archive")
+memory_app.command("amux_memory.tools.cli.typed_ops:import_command", name="import")
 
-protocol_app.command("tools.cli.agent:protocol_show", name="show")
-app.command("tools.cli.agent:mcp_serve", name="mcp")
-app.command("tools.cli.doctor:doctor", name="doctor")
-app.command("tools.cli.ui:ui", name="ui")
+protocol_app.command("amux_memory.tools.cli.agent:protocol_show", name="show")
+app.command("amux_memory.tools.cli.agent:mcp_serve", name="mcp")
+app.command("amux_memory.tools.cli.doctor:doctor", name="doctor")
+app.command("amux_memory.tools.cli.ui:ui", name="ui")
 # Its tokens go to tools.cli.launch raw: the agent's own --help, --version and -- must reach the agent.  The
 # delimiter is a NUL (no argv token can contain one), not "": cyclopts would take an empty argument for it.
-app.command("tools.cli.launch:launch", name="launch", help_flags=[], version_flags=[], end_of_options_delimiter="\0")
+app.command("amux_memory.tools.cli.launch:launch", name="launch", help_flags=[], version_flags=[],
+            end_of_options_delimiter="\0")
 
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json as jsonlib
 
-from protocol.errors import ErrorCode, HubError
-from tools.cli.options import Home, resolve_home
-from tools.cli.output import emit, fail, human_output, say
-from tools.cli.plain import Json, show
-from tools.cli.view import View
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.cli.options import Home, resolve_home
+from amux_memory.tools.cli.output import emit, fail, human_output, say
+from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.cli.view import View
 
 
 def config_get(key: str, /, *, home: Home = None, json: Json = False) -> int:
@@ -26,7 +26,7 @@ def config_get(key: str, /, *, home: Home = None, json: Json = False) -> int:
         memory.history_max_days, memory.history_max_bytes, hub.socket_path, hub.socket_mode,
         hub.socket_group, hub.listen, hub.tls_cert or hub.tls_key.
     """
-    from protocol.settings import get_value
+    from amux_memory.protocol.settings import get_value
 
     try:
         doc = {"key": key, "value": get_value(resolve_home(home), key)}
@@ -53,9 +53,9 @@ def config_set(key: str, value: str, /, *, home: Home = None, json: Json = False
     value
         The new value.
     """
-    from hub.config import set_value
-    from protocol.config_file import CONFIG_NAME, home_option
-    from tools.client.running import serving_hub
+    from amux_memory.hub.config import set_value
+    from amux_memory.protocol.config_file import CONFIG_NAME, home_option
+    from amux_memory.tools.client.running import serving_hub
 
     target = resolve_home(home)
     try:
@@ -72,7 +72,7 @@ def config_set(key: str, value: str, /, *, home: Home = None, json: Json = False
                      f"of it by deleting {target / 'history'} while the Hub is stopped")
     doc = {"key": key, "value": stored, "file": str(target / CONFIG_NAME), "restart_required": holder is not None}
     if human_output(json):
-        from tools.client.inert import inert
+        from amux_memory.tools.client.inert import inert
 
         show(doc, [inert(note) for note in notes], json_flag=json)
         return 0
@@ -90,8 +90,8 @@ def config_list(*, home: Home = None, json: Json = False) -> int:
     with --json or when stdout is not a terminal.  Exit status 0; 2
     bad_request for an invalid config.toml (the message names the entry).
     """
-    from protocol.config_file import CONFIG_NAME
-    from protocol.settings import describe
+    from amux_memory.protocol.config_file import CONFIG_NAME
+    from amux_memory.protocol.settings import describe
 
     target = resolve_home(home)
     try:

@@ -16,12 +16,12 @@ import socket
 import time
 from typing import Any, Literal
 
-from protocol.errors import ErrorCode, HubError
-from tools.cli.options import Home, resolve_home
-from tools.cli.output import fail
-from tools.cli.plain import Json, show
-from tools.client.settings import CA_ENV, HUB_ENV
-from tools.client.settings import TOKEN_ENV as TOKEN_VAR
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.cli.options import Home, resolve_home
+from amux_memory.tools.cli.output import fail
+from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.client.settings import CA_ENV, HUB_ENV
+from amux_memory.tools.client.settings import TOKEN_ENV as TOKEN_VAR
 
 Agent = Literal["claude", "codex", "pi", "env"]
 
@@ -38,8 +38,8 @@ def check_url(url: str) -> str:
     to another host, no host, or whitespace or control characters (shown inert)."""
     from urllib.parse import urlsplit
 
-    from protocol.endpoint import is_loopback
-    from tools.client.inert import inert
+    from amux_memory.protocol.endpoint import is_loopback
+    from amux_memory.tools.client.inert import inert
 
     def bad(why: str) -> HubError:
         return HubError(ErrorCode.BAD_REQUEST, f"--url {inert(url)!s}: {why}; nothing was issued", {"field": "url"})
@@ -63,7 +63,7 @@ def check_url(url: str) -> str:
 def _cli_endpoint(root: Any) -> str:
     """``tls://HOST:PORT`` (``tcp://`` without TLS) the amux CLI on another machine uses, from ``hub.listen``;
     ``""`` when it is off."""
-    from protocol.settings import get_value, parse_listen
+    from amux_memory.protocol.settings import get_value, parse_listen
 
     cli = str(get_value(root, "hub.listen"))
     if not cli:
@@ -77,7 +77,7 @@ def _cli_endpoint(root: Any) -> str:
 def _listener_url(root: Any) -> tuple[str, str]:
     """``(MCP URL, CLI endpoint or "")`` from ``hub.mcp_listen`` and ``hub.listen``; raises ``bad_request`` when
     ``hub.mcp_listen`` is off."""
-    from protocol.settings import get_value, parse_listen
+    from amux_memory.protocol.settings import get_value, parse_listen
 
     listen = str(get_value(root, "hub.mcp_listen"))
     if not listen:
@@ -152,10 +152,10 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: str | None = 
         The URL the other machine uses (an SSH tunnel's or a TLS terminator's); default from hub.mcp_listen.
         https, or http to a loopback host only.
     """
-    from hub import registry as reg
-    from protocol.settings import get_value
-    from tools.client.inert import inert
-    from tools.client.when import duration_seconds
+    from amux_memory.hub import registry as reg
+    from amux_memory.protocol.settings import get_value
+    from amux_memory.tools.client.inert import inert
+    from amux_memory.tools.client.when import duration_seconds
 
     try:
         root = resolve_home(home)

@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from protocol.errors import ErrorCode, ExitStatus, HubError
-from tools.cli.options import Home, resolve_home
-from tools.cli.plain import Json, show
+from amux_memory.protocol.errors import ErrorCode, ExitStatus, HubError
+from amux_memory.tools.cli.options import Home, resolve_home
+from amux_memory.tools.cli.plain import Json, show
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
@@ -112,10 +112,10 @@ def check_cli(ctx: Context) -> Check:
 
 def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
     """The home and socket, the Hub answering, memory enabled, principal and scope."""
-    from protocol.config_file import enable_command
-    from protocol.settings import get_value
-    from tools.client.blocking import HubClient
-    from tools.client.running import serving_hub
+    from amux_memory.protocol.config_file import enable_command
+    from amux_memory.protocol.settings import get_value
+    from amux_memory.tools.client.blocking import HubClient
+    from amux_memory.tools.client.running import serving_hub
 
     where = remote or str(socket)
     checks = [Check("home", "ok" if ctx.home.is_dir() else "warn",
@@ -127,7 +127,7 @@ def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
     try:
         with (HubClient() if remote else HubClient(socket)) as client:
             ctx.hello = dict(client.hello)
-            from tools.lifecycle.control import pending_review
+            from amux_memory.tools.lifecycle.control import pending_review
 
             waiting = pending_review(client)
     except HubError as exc:
@@ -205,7 +205,7 @@ def registered_hub(server: Any) -> str:
     ``AMUX_HOME``'s socket, else ``~/.amux``'s (DESIGN.md §19).  A malformed
     ``AMUX_HUB`` is returned as it is written.
     """
-    from tools.client.settings import HUB_ENV, resolve_endpoint
+    from amux_memory.tools.client.settings import HUB_ENV, resolve_endpoint
 
     environ = {**os.environ, **_server_env(server)}
     try:
@@ -223,7 +223,7 @@ def normal_endpoint(endpoint: str) -> str:
 def hub_answers(endpoint: str) -> bool:
     """Whether a Hub answers ``hello`` at ``endpoint`` (a socket path; an address counts as answering, unchecked:
     reaching it may need a token).  Waits at most 2 s."""
-    from tools.lifecycle.spawn import serves
+    from amux_memory.tools.lifecycle.spawn import serves
 
     return "://" in endpoint or serves(Path(endpoint))
 
@@ -435,8 +435,8 @@ def check_mcp_http(ctx: Context) -> list[Check]:
     host and does not expire within ``tools.cli.tls.EXPIRY_WARNING_DAYS`` (a warning) or is not expired."""
     import socket as stdlib_socket
 
-    from protocol.settings import get_value, parse_listen
-    from tools.cli.tls import EXPIRY_WARNING_DAYS, certificate_problems
+    from amux_memory.protocol.settings import get_value, parse_listen
+    from amux_memory.tools.cli.tls import EXPIRY_WARNING_DAYS, certificate_problems
 
     try:
         listen, cert = str(get_value(ctx.home, "hub.mcp_listen")), str(get_value(ctx.home, "hub.tls_cert"))
@@ -479,11 +479,11 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
     when stdout is not a terminal.  Exit status 0 when nothing failed
     (warnings allowed), 20 when a check failed.
     """
-    from protocol.config_file import home_option
-    from tools.client.inert import inert
-    from tools.client.installation import amux_command
-    from tools.client.settings import HUB_ENV
-    from tools.lifecycle.control import home_socket
+    from amux_memory.protocol.config_file import home_option
+    from amux_memory.tools.client.inert import inert
+    from amux_memory.tools.client.installation import amux_command
+    from amux_memory.tools.client.settings import HUB_ENV
+    from amux_memory.tools.lifecycle.control import home_socket
 
     target = resolve_home(home)
     remote = None if home is not None else (os.environ.get(HUB_ENV) or None)

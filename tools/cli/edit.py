@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from protocol.errors import ErrorCode, ExitStatus, HubError
-from protocol.params import ABSENT, EMPTY_CONTENT
-from tools.cli.options import AsJson
-from tools.cli.output import emit, fail, human_output, say
-from tools.cli.view import View
+from amux_memory.protocol.errors import ErrorCode, ExitStatus, HubError
+from amux_memory.protocol.params import ABSENT, EMPTY_CONTENT
+from amux_memory.tools.cli.options import AsJson
+from amux_memory.tools.cli.output import emit, fail, human_output, say
+from amux_memory.tools.cli.view import View
 
 OnConflict = Literal["reopen", "abort"]
 """What ``--on-conflict`` may say: re-open the editor on the merge, or stop and keep the file."""
@@ -87,7 +87,7 @@ def run_editor(file: Path) -> str | None:
     except OSError as exc:
         return f"cannot run the editor {argv[0]!r} ({exc.strerror}); set $VISUAL or $EDITOR"
     if done.returncode != 0:
-        from tools.client.wording import ended
+        from amux_memory.tools.client.wording import ended
 
         return f"the editor {argv[0]!r} {ended(done.returncode)}"
     return None
@@ -104,7 +104,7 @@ def merge_versions(base: bytes, yours: bytes, theirs: bytes, theirs_label: bytes
     """
     from merge3 import Merge3
 
-    from tools.client.textdiff import split_lines
+    from amux_memory.tools.client.textdiff import split_lines
 
     merger = Merge3(split_lines(base), split_lines(yours), split_lines(theirs))
     conflicts = sum(1 for region in merger.merge_regions() if region[0] == "conflict")
@@ -194,7 +194,7 @@ def decide(on_conflict: OnConflict | None, question: str) -> OnConflict:
 
 def show_changes(session: Session, current: bytes, current_rev: str) -> None:
     """Print on stderr what changed in memory since the edit started: a unified diff, terminal-safe."""
-    from tools.client.textdiff import diff_hunks, render_unified
+    from amux_memory.tools.client.textdiff import diff_hunks, render_unified
 
     if current_rev == ABSENT:
         say(f"{session.path} was deleted while you edited it (it had revision {session.revision[:12]})")
@@ -210,8 +210,8 @@ def show_changes(session: Session, current: bytes, current_rev: str) -> None:
 
 def write_back(session: Session, content: bytes, allow_shrink: bool, allow_empty: bool) -> dict[str, Any]:
     """Upsert ``content`` at the session's revision over a new connection; the Hub's result, or raise."""
-    from protocol.requests import upsert_params
-    from tools.client.blocking import HubClient
+    from amux_memory.protocol.requests import upsert_params
+    from amux_memory.tools.client.blocking import HubClient
 
     params = upsert_params(session.path, content, session.revision, allow_shrink=allow_shrink,
                            allow_empty=allow_empty)
@@ -221,8 +221,8 @@ def write_back(session: Session, content: bytes, allow_shrink: bool, allow_empty
 
 def read_current(path: str) -> tuple[bytes, str]:
     """The document as it is now, whole: ``(bytes, revision)``; ``(b"", "absent")`` when it does not exist."""
-    from tools.client.blocking import HubClient
-    from tools.client.paging import read_version
+    from amux_memory.tools.client.blocking import HubClient
+    from amux_memory.tools.client.paging import read_version
 
     with HubClient() as client:
         return read_version(client, path, None)
@@ -282,7 +282,7 @@ def edit(
     allow_empty
         Allow saving an empty document (to delete one, use 'amux memory forget').
     """
-    from protocol.paths import normalize_path
+    from amux_memory.protocol.paths import normalize_path
 
     try:
         path = normalize_path(path)

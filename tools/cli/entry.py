@@ -14,9 +14,9 @@ import sys
 def main() -> None:
     """Run ``amux`` with ``sys.argv`` and exit with its status."""
     if sys.argv[1:] == ["mcp"]:
-        from tools.mcp.relay import main as relay
+        from amux_memory.tools.mcp.relay import main as relay
 
         sys.exit(relay())
-    from tools.cli.app import main as cli
+    from amux_memory.tools.cli.app import main as cli
 
     cli()

@@ -16,11 +16,11 @@ from typing import Annotated, Any
 
 from cyclopts import Parameter
 
-from protocol.errors import ErrorCode, HubError
-from tools.cli.memory import call_hub
-from tools.cli.options import AsJson
-from tools.cli.output import emit, fail, fail_quietly, human_output, say, write_shown
-from tools.cli.view import View
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.cli.memory import call_hub
+from amux_memory.tools.cli.options import AsJson
+from amux_memory.tools.cli.output import emit, fail, fail_quietly, human_output, say, write_shown
+from amux_memory.tools.cli.view import View
 
 HISTORY_OFF = ("history is off on this Hub (memory.history = false): nothing new is recorded, what is stored is "
                "shown; 'amux system config set memory.history true' and a Hub restart turn it back on")
@@ -33,7 +33,7 @@ def read_history(method: str, params: dict[str, Any], view: View, *, as_json: bo
 
     Returns 0, or the error's exit status after :func:`tools.cli.output.fail`.
     """
-    from tools.client.blocking import HubClient
+    from amux_memory.tools.client.blocking import HubClient
 
     try:
         with HubClient() as client:
@@ -69,7 +69,7 @@ def history(path: str, /, *, limit: int = 20, cursor: str = "", as_json: AsJson 
     cursor
         The next_cursor of the previous page ("" for the newest).
     """
-    from protocol.requests import history_params
+    from amux_memory.protocol.requests import history_params
 
     again = ["amux", "memory", "history", path, *(["--limit", str(limit)] if limit != 20 else [])]
     return read_history("history", history_params(path, limit=limit, cursor=cursor), View("history", {"again": again}),
@@ -98,8 +98,8 @@ def log(*, path_prefix: str = "", since: str | None = None, limit: int = 50, cur
     cursor
         The next_cursor of the previous page ("" for the newest).
     """
-    from protocol.requests import log_params
-    from tools.client.when import parse_since
+    from amux_memory.protocol.requests import log_params
+    from amux_memory.tools.client.when import parse_since
 
     try:
         since_wire = parse_since(since) if since is not None else None
@@ -143,9 +143,9 @@ def diff(
         Print {"path", "from", "to", "added", "removed", "hunks": [{"old_start",
         "old_lines", "new_start", "new_lines", "lines"}]} instead of the text.
     """
-    from tools.client.blocking import HubClient
-    from tools.client.paging import read_version
-    from tools.client.textdiff import diff_hunks, hunks_as_data, line_counts, render_unified
+    from amux_memory.tools.client.blocking import HubClient
+    from amux_memory.tools.client.paging import read_version
+    from amux_memory.tools.client.textdiff import diff_hunks, hunks_as_data, line_counts, render_unified
 
     try:
         with HubClient() as client:
@@ -189,10 +189,10 @@ def restore(path: str, /, *, revision: str, expected_revision: str | None = None
         refuses with secret_detected); the history records the override.
     """
     if expected_revision is None:
-        from tools.cli.memory import missing_revision
+        from amux_memory.tools.cli.memory import missing_revision
 
         return fail(missing_revision("restore", path), as_json=as_json)
-    from protocol.requests import restore_params
+    from amux_memory.protocol.requests import restore_params
 
     return call_hub("restore", restore_params(path, revision, expected_revision, allow_secret=allow_secret),
                     View("upsert"), as_json=as_json)
@@ -231,8 +231,8 @@ def purge(
     if (revision is None) == (not all_versions):
         return fail(HubError(ErrorCode.BAD_REQUEST, "memory purge: give exactly one of --revision REV or --all "
                              "(see 'amux memory purge --help')", {"field": "revision"}), as_json=as_json)
-    from protocol.requests import purge_params
-    from tools.client.blocking import HubClient
+    from amux_memory.protocol.requests import purge_params
+    from amux_memory.tools.client.blocking import HubClient
 
     try:
         with HubClient() as client:

@@ -14,12 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from protocol.config_file import home_option
-from protocol.errors import ErrorCode, ExitStatus, HubError
-from tools.cli.options import Home, resolve_home
-from tools.cli.output import emit, fail, human_output, say
-from tools.cli.plain import Json, show
-from tools.lifecycle.control import HubStartFailed, hub_status, restart_hub, start_hub, stop_hub
+from amux_memory.protocol.config_file import home_option
+from amux_memory.protocol.errors import ErrorCode, ExitStatus, HubError
+from amux_memory.tools.cli.options import Home, resolve_home
+from amux_memory.tools.cli.output import emit, fail, human_output, say
+from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.lifecycle.control import HubStartFailed, hub_status, restart_hub, start_hub, stop_hub
 
 
 def serve(*, home: Home = None, listen: str | None = None) -> int:
@@ -41,9 +41,9 @@ def serve(*, home: Home = None, listen: str | None = None) -> int:
     """
     import dataclasses
 
-    from hub import config as hub_config
-    from hub.run import run
-    from protocol.limits import LIMITS
+    from amux_memory.hub import config as hub_config
+    from amux_memory.hub.run import run
+    from amux_memory.protocol.limits import LIMITS
 
     try:
         cfg = hub_config.load(resolve_home(home).resolve())
@@ -74,14 +74,14 @@ def status(*, home: Home = None, json: Json = False) -> int:
     remote Hub or the home's lock holder does not answer, 8 unauthorized when
     it refuses this caller).
     """
-    from tools.client.settings import HUB_ENV
+    from amux_memory.tools.client.settings import HUB_ENV
 
     try:
         doc = hub_status(resolve_home(home), remote=home is None and bool(os.environ.get(HUB_ENV)))
     except HubError as exc:
         return fail(exc, as_json=json)
     if not doc["running"]:
-        from tools.client.inert import inert  # a home path may hold control characters (DESIGN.md §17)
+        from amux_memory.tools.client.inert import inert  # a home path may hold control characters (DESIGN.md §17)
 
         show(doc, [f"no Hub is running for {inert(doc['home'])}; start one with '{inert(doc['start_command'])}'"],
              json_flag=json)
@@ -91,8 +91,8 @@ def status(*, home: Home = None, json: Json = False) -> int:
 
 
 def _status_lines(doc: dict[str, Any]) -> list[str]:
-    from tools.cli.plain import duration, table
-    from tools.client.inert import inert
+    from amux_memory.tools.cli.plain import duration, table
+    from amux_memory.tools.client.inert import inert
 
     head = "Hub running"
     if doc["pid"] is not None:

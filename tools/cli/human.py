@@ -23,12 +23,12 @@ import shlex
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
-from protocol.errors import ERRORS, ErrorCode, HubError
-from protocol.params import ABSENT
-from tools.cli.console import print_err
-from tools.cli.view import Renderer, View
-from tools.client.inert import inert
-from tools.client.wording import counted
+from amux_memory.protocol.errors import ERRORS, ErrorCode, HubError
+from amux_memory.protocol.params import ABSENT
+from amux_memory.tools.cli.console import print_err
+from amux_memory.tools.cli.view import Renderer, View
+from amux_memory.tools.client.inert import inert
+from amux_memory.tools.client.wording import counted
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType

@@ -17,8 +17,8 @@ from typing import Annotated, Any
 
 from cyclopts import App, Parameter
 
-from protocol.errors import HubError
-from tools.cli.output import emit, fail, say, usage_error
+from amux_memory.protocol.errors import HubError
+from amux_memory.tools.cli.output import emit, fail, say, usage_error
 
 
 def _non_empty(_type: Any, value: Any) -> None:
@@ -152,7 +152,7 @@ def refuse_misplaced(head: list[str], agent: str, args: list[str]) -> int | None
     """
     import shlex
 
-    from launch.misplaced import misplaced_options, moved_before_agent
+    from amux_memory.launch.misplaced import misplaced_options, moved_before_agent
 
     found = misplaced_options(agent, args, option_arities())
     if not found:
@@ -165,8 +165,8 @@ def refuse_misplaced(head: list[str], agent: str, args: list[str]) -> int | None
 
 def launch(*tokens: Annotated[str, Parameter(allow_leading_hyphen=True)]) -> int:
     """Start claude, codex or pi with amux memory (amux launch --help for the options)."""
-    from launch.orchestrate import LaunchRequest, Terminated
-    from launch.orchestrate import launch as run_launch
+    from amux_memory.launch.orchestrate import LaunchRequest, Terminated
+    from amux_memory.launch.orchestrate import launch as run_launch
 
     head, agent, args = split_at_agent(list(tokens))
     options = options_app(head)  # a usage error exits 2 from here; --help prints and returns None

@@ -17,12 +17,12 @@ from typing import Annotated, Any
 
 from cyclopts import Parameter
 
-from protocol.errors import ErrorCode, HubError
-from protocol.limits import LIMITS
-from protocol.requests import forget_params, get_params, search_params
-from tools.cli.options import AsJson
-from tools.cli.output import emit, fail, fail_quietly, write_shown
-from tools.cli.view import View
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import LIMITS
+from amux_memory.protocol.requests import forget_params, get_params, search_params
+from amux_memory.tools.cli.options import AsJson
+from amux_memory.tools.cli.output import emit, fail, fail_quietly, write_shown
+from amux_memory.tools.cli.view import View
 
 
 def call_hub(method: str, params: dict[str, Any], view: View | None = None, *, as_json: bool = False) -> int:
@@ -30,7 +30,7 @@ def call_hub(method: str, params: dict[str, Any], view: View | None = None, *, a
 
     Returns 0, or the error's exit status after :func:`tools.cli.output.fail`.
     """
-    from tools.client.blocking import HubClient
+    from amux_memory.tools.client.blocking import HubClient
 
     try:
         with HubClient() as client:
@@ -158,7 +158,7 @@ def upsert(path: str, /, *, expected_revision: str | None = None, file: Path | N
         content = read_content(file)
     except HubError as exc:
         return fail(exc, as_json=as_json)
-    from protocol.requests import upsert_params
+    from amux_memory.protocol.requests import upsert_params
 
     return call_hub("upsert", upsert_params(path, content, expected_revision, allow_shrink=allow_shrink,
                                             allow_empty=allow_empty, allow_secret=allow_secret), View("upsert"),
@@ -178,8 +178,8 @@ def list_documents(*, path_prefix: str = "", as_json: AsJson = False) -> int:
     path_prefix
         Only documents whose path starts with this, e.g. feedback/.
     """
-    from tools.client.blocking import HubClient
-    from tools.client.paging import list_report
+    from amux_memory.tools.client.blocking import HubClient
+    from amux_memory.tools.client.paging import list_report
 
     try:
         with HubClient() as client:
@@ -221,8 +221,8 @@ def export(path: str, /, *, revision: str | None = None) -> int:
     revision
         A stored version's revision, from 'amux memory history'.
     """
-    from tools.client.blocking import HubClient
-    from tools.client.paging import export_document
+    from amux_memory.tools.client.blocking import HubClient
+    from amux_memory.tools.client.paging import export_document
 
     try:
         with HubClient() as client:

@@ -13,7 +13,7 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 Home = Annotated[Path | None, Parameter(name="--home", help="The Hub's home (default: AMUX_HOME, else ~/.amux).")]
 """``--home DIR``: the Hub's home directory; ``None`` means the default (see :func:`resolve_home`)."""
@@ -33,7 +33,7 @@ def resolve_home(home: Path | None) -> Path:
     """``--home`` as a path: the given one, else ``AMUX_HOME``, else ``~/.amux``; ``~`` expanded, not resolved."""
     if home is not None:
         return home.expanduser()
-    from tools.client.settings import default_home
+    from amux_memory.tools.client.settings import default_home
 
     return default_home().expanduser()
 
@@ -47,7 +47,7 @@ def parse_today(text: str | None) -> dt.date:
     """
     if text is None:
         return dt.date.today()
-    from tools.typed.model import parse_date
+    from amux_memory.tools.typed.model import parse_date
 
     day = parse_date(text)
     if day is None:

@@ -23,8 +23,8 @@ import os
 import sys
 from typing import Any
 
-from protocol.errors import ERRORS, ExitStatus, HubError, encodable, encodable_value
-from tools.cli.view import View
+from amux_memory.protocol.errors import ERRORS, ExitStatus, HubError, encodable, encodable_value
+from amux_memory.tools.cli.view import View
 
 OUTPUT_ENV = "AMUX_OUTPUT"
 """``AMUX_OUTPUT=json`` makes every command print JSON even in a terminal, as ``--json`` does."""
@@ -68,8 +68,8 @@ def emit(obj: Any, view: View | None = None, *, as_json: bool = False) -> None:
     ``\\udcff`` (JSON ``"\\\\udcff"``), as :class:`HubError` shows it.
     """
     if view is not None and human_output(as_json):
-        from tools.cli.console import print_out
-        from tools.cli.human import render
+        from amux_memory.tools.cli.console import print_out
+        from amux_memory.tools.cli.human import render
 
         print_out(render(view, obj))
         return
@@ -85,8 +85,8 @@ def write_shown(data: bytes, view: View) -> None:
     with control sequences made visible, never executed (DESIGN.md §17).
     """
     if human_output():
-        from tools.cli.console import print_out
-        from tools.cli.human import render
+        from amux_memory.tools.cli.console import print_out
+        from amux_memory.tools.cli.human import render
 
         print_out(render(view, data))
         return
@@ -109,7 +109,7 @@ def fail(exc: HubError, *, as_json: bool = False) -> int:
     the code, the message, the next step and the data (DESIGN.md §17).
     """
     if human_output(as_json):
-        from tools.cli.human import print_error
+        from amux_memory.tools.cli.human import print_error
 
         print_error(exc)
         return exc.exit_code

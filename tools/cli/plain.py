@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from cyclopts import Parameter
 
-from tools.cli.output import emit, human_output, write_bytes
+from amux_memory.tools.cli.output import emit, human_output, write_bytes
 
 Json = Annotated[bool, Parameter(name="--json", negative="", help="Print JSON even in a terminal (it is always "
                                  "JSON when stdout is not a terminal).")]
@@ -39,7 +39,7 @@ def duration(seconds: float) -> str:
 
 def table(rows: Sequence[Sequence[object]]) -> list[str]:
     """``rows`` as left-aligned columns separated by two spaces (every cell made :func:`~tools.client.inert.inert`)."""
-    from tools.client.inert import inert
+    from amux_memory.tools.client.inert import inert
 
     cells = [[inert(c) for c in row] for row in rows]
     if not cells:

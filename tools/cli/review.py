@@ -18,16 +18,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from protocol.errors import ErrorCode, HubError
-from tools.cli.options import AsJson
-from tools.cli.output import emit, fail, human_output, say, write_bytes
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.cli.options import AsJson
+from amux_memory.tools.cli.output import emit, fail, human_output, say, write_bytes
 
 WIDTH = 80
 """Columns the terminal table fits in."""
 
 
 def _client() -> Any:
-    from tools.client.blocking import HubClient
+    from amux_memory.tools.client.blocking import HubClient
 
     return HubClient()
 
@@ -48,8 +48,8 @@ def table(entries: list[dict[str, Any]]) -> str:
     since, the proposer's session (cut to :data:`tools.cli.human.SHORT_SESSION` characters and ``…``, as
     ``log`` does; ``-`` for none), path and proposer, every row within :data:`WIDTH` columns, agent text
     made inert."""
-    from tools.cli.human import SHORT_SESSION
-    from tools.client.inert import inert
+    from amux_memory.tools.cli.human import SHORT_SESSION
+    from amux_memory.tools.client.inert import inert
 
     session_width = SHORT_SESSION + 1
     head = f"{'ID':13} {'AGE':>4} {'ACTION':6} {'+/-':>9} {'!':1} {'SESSION':{session_width}} {'PATH / BY':}"
@@ -84,7 +84,7 @@ def review(*, path_prefix: str = "", as_json: AsJson = False) -> int:
     path_prefix
         Only proposals whose path starts with this.
     """
-    from tools.client.paging import review_all
+    from amux_memory.tools.client.paging import review_all
 
     try:
         with _client() as client:
@@ -105,7 +105,7 @@ def review(*, path_prefix: str = "", as_json: AsJson = False) -> int:
 
 
 def _diff(old: bytes | None, new: bytes | None, old_label: str, new_label: str) -> bytes:
-    from tools.client.textdiff import diff_hunks, render_unified
+    from amux_memory.tools.client.textdiff import diff_hunks, render_unified
 
     return render_unified(diff_hunks(old or b"", new or b""), old_label, new_label)
 
@@ -122,7 +122,7 @@ def show(proposal: str, /, *, as_json: AsJson = False) -> int:
     proposal
         The proposal's id, as 'amux memory review' lists it.
     """
-    from tools.client.paging import review_text
+    from amux_memory.tools.client.paging import review_text
 
     try:
         with _client() as client:
@@ -145,7 +145,7 @@ def show(proposal: str, /, *, as_json: AsJson = False) -> int:
               "diff_current": None if diff_current is None else diff_current.decode("utf-8", "replace"),
               "base_stored": meta["base_stored"], "warnings": meta["warnings"]})
         return 0
-    from tools.client.inert import inert
+    from amux_memory.tools.client.inert import inert
 
     actor = entry["actor"]
     print(f"proposal {entry['id']} ({entry['status']}): {'delete' if entry['action'] == 'forget' else 'write'} "
@@ -181,7 +181,7 @@ def _targets(client: Any, ids: tuple[str, ...], path_prefix: str) -> list[str]:
     if not path_prefix:
         raise HubError(ErrorCode.BAD_REQUEST, "name the proposals to decide: their ids, or --path-prefix PREFIX "
                        "(list them with 'amux memory review')", {"field": "id"})
-    from tools.client.paging import review_all
+    from amux_memory.tools.client.paging import review_all
 
     found = [str(e["id"]) for e in review_all(client, path_prefix)["proposals"]]
     if not found:
@@ -202,7 +202,7 @@ def _edited(text: bytes, path: str, merged: bool = False) -> bytes:
     ``merged``: ``text`` is a three-way merge (:func:`_merge`); saving it with conflict markers left is
     refused (``bad_request``, the file kept).  Raises ``bad_request`` when the editor fails (file kept).
     """
-    from tools.cli.edit import has_markers, run_editor
+    from amux_memory.tools.cli.edit import has_markers, run_editor
 
     folder = Path(tempfile.mkdtemp(prefix="amux-review-"))
     file = folder / os.path.basename(path)
@@ -226,7 +226,7 @@ def _merge(base: bytes | None, current: bytes | None, proposed: bytes,
     """The three-way merge ``approve --edit`` opens when the document changed since the proposal: base → current
     (:data:`CURRENT_LABEL`) with base → proposed (:data:`PROPOSED_LABEL`), ``(merged bytes, conflicts)``; says on
     stderr what it did (the merge of ``amux memory edit``, :func:`tools.cli.edit.merge_versions`)."""
-    from tools.cli.edit import merge_versions
+    from amux_memory.tools.cli.edit import merge_versions
 
     merged, conflicts = merge_versions(base or b"", current or b"", proposed, PROPOSED_LABEL, CURRENT_LABEL)
     clash = (f"{conflicts} part(s) where both changed the same lines are marked <<<<<<< current ... >>>>>>> "
@@ -242,8 +242,8 @@ def decide(decision: str, ids: tuple[str, ...], path_prefix: str, *, edit: bool 
     """Approve or reject proposals one by one; prints each answer (a JSON list when piped) and returns 0, or
     the exit status of the first failure (the others are still tried).  A single id that fails prints the
     error as every command does (``{"error": {...}}`` when piped) with its exit status."""
-    from protocol.requests import review_decide_params
-    from tools.client.paging import review_text
+    from amux_memory.protocol.requests import review_decide_params
+    from amux_memory.tools.client.paging import review_text
 
     results: list[dict[str, Any]] = []
     status = 0
@@ -283,7 +283,7 @@ def decide(decision: str, ids: tuple[str, ...], path_prefix: str, *, edit: bool 
                         status = exc.exit_code
                     results.append({"proposal": pid, "error": exc.to_wire()})
                     if human_output(as_json):
-                        from tools.cli.human import print_error
+                        from amux_memory.tools.cli.human import print_error
 
                         print_error(exc)
                     else:
@@ -301,7 +301,7 @@ def decide(decision: str, ids: tuple[str, ...], path_prefix: str, *, edit: bool 
 
 
 def _say_result(r: dict[str, Any]) -> None:
-    from tools.client.inert import inert
+    from amux_memory.tools.client.inert import inert
 
     if r.get("already_decided"):
         print(f"{r['proposal']}: already decided ({r['status']}); nothing changed")

@@ -7,9 +7,9 @@ client is imported.
 
 from __future__ import annotations
 
-from tools.cli.memory import call_hub
-from tools.cli.options import AsJson
-from tools.cli.view import View
+from amux_memory.tools.cli.memory import call_hub
+from amux_memory.tools.cli.options import AsJson
+from amux_memory.tools.cli.view import View
 
 
 def scan(*, history: bool = False, as_json: AsJson = False) -> int:
@@ -34,6 +34,6 @@ def scan(*, history: bool = False, as_json: AsJson = False) -> int:
     history
         Also look in the stored versions of the history.
     """
-    from protocol.requests import scan_params
+    from amux_memory.protocol.requests import scan_params
 
     return call_hub("scan", scan_params(history=history), View("scan"), as_json=as_json)

@@ -12,13 +12,13 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from protocol.errors import ErrorCode, HubError
-from tools.cli.options import Home, resolve_home
-from tools.cli.output import fail, write_bytes
-from tools.cli.plain import Json, show
-from tools.client.installation import amux_command
-from tools.lifecycle.install import install_service, uninstall_service
-from tools.lifecycle.units import Manager, default_manager, service_file
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.cli.options import Home, resolve_home
+from amux_memory.tools.cli.output import fail, write_bytes
+from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.client.installation import amux_command
+from amux_memory.tools.lifecycle.install import install_service, uninstall_service
+from amux_memory.tools.lifecycle.units import Manager, default_manager, service_file
 
 ManagerOption = Annotated[Manager | None, Parameter(
     name="--manager", help="systemd or launchd (default: launchd on macOS, systemd elsewhere).")]
@@ -46,7 +46,7 @@ def service_install(*, home: Home = None, user: UserOption = False, print_: Anno
     if print_:
         write_bytes(service_file(kind, command, target, user=user))
         return 0
-    from hub.fsio import replace_file
+    from amux_memory.hub.fsio import replace_file
 
     try:
         doc = install_service(kind, user, target, command, replace_file)

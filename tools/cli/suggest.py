@@ -122,14 +122,14 @@ def format_usage_error(error: CycloptsError) -> Any:
     from cyclopts.panel import CycloptsPanel
     from rich.text import Text
 
-    from tools.client.inert import inert
+    from amux_memory.tools.client.inert import inert
 
     if isinstance(error, UnknownCommandError) and error.unused_tokens and error.app is not None:
         token = inert(error.unused_tokens[0])
         return CycloptsPanel(Text(unknown_command_message(token, visible_commands(error.app))))
     argument = getattr(error, "argument", None)
     if isinstance(error, MissingArgumentError) and argument is not None and REVISION_OPTION in argument.names:
-        from tools.cli.memory import missing_revision
+        from amux_memory.tools.cli.memory import missing_revision
 
         chain = error.command_chain or ("memory", "upsert")
         hint = missing_revision(chain[-1], "PATH").message

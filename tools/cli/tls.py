@@ -20,11 +20,11 @@ from typing import Annotated, Any
 
 from cyclopts import Parameter
 
-from protocol.errors import ErrorCode, HubError
-from tools.cli.options import Home, resolve_home
-from tools.cli.output import fail
-from tools.cli.plain import Json, show
-from tools.client.inert import inert
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.cli.options import Home, resolve_home
+from amux_memory.tools.cli.output import fail
+from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.client.inert import inert
 
 CA_DAYS = 3650
 """Days the private CA is valid."""
@@ -48,7 +48,7 @@ def check_name(name: str) -> str:
     (field ``name``, the name shown inert).  DESIGN.md §7."""
     import re
 
-    from tools.client.inert import inert
+    from amux_memory.tools.client.inert import inert
 
     def bad(why: str) -> HubError:
         return HubError(ErrorCode.BAD_REQUEST, f"--name {inert(repr(name))}: {why}; nothing was written",
@@ -158,7 +158,7 @@ def tls_init(*, name: Annotated[list[str] | None, Parameter(negative="")] = None
     force
         Replace the CA and certificate (machines that trusted the old CA must get the new ca.pem).
     """
-    from hub.config import get_value, set_value
+    from amux_memory.hub.config import get_value, set_value
 
     try:
         extra = [check_name(n) for n in name or []]

@@ -13,14 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from protocol.errors import ErrorCode, ExitStatus, HubError
-from tools.cli.options import AsJson, Project, parse_today
-from tools.cli.output import emit, fail, human_output, say, write_bytes
-from tools.cli.view import View
+from amux_memory.protocol.errors import ErrorCode, ExitStatus, HubError
+from amux_memory.tools.cli.options import AsJson, Project, parse_today
+from amux_memory.tools.cli.output import emit, fail, human_output, say, write_bytes
+from amux_memory.tools.cli.view import View
 
 
 def _library(project: Path | None) -> Any:
-    from tools.typed.library import open_library
+    from amux_memory.tools.typed.library import open_library
 
     return open_library(project)
 
@@ -69,7 +69,7 @@ def memory_new(
     today
         The creation date, YYYY-MM-DD (default: today).
     """
-    from tools.typed.create import build_topic, create, parse_tags
+    from amux_memory.tools.typed.create import build_topic, create, parse_tags
 
     try:
         if body is not None and file is not None:
@@ -114,7 +114,7 @@ def memory_remove(name: str, /, *, expected_revision: str | None = None, project
         prefix of at least 12 hex digits, as 'amux memory show' prints it
         ("absent" is refused: a delete needs a topic).
     """
-    from tools.typed.remove import remove
+    from amux_memory.tools.typed.remove import remove
 
     try:
         lib = _library(project)
@@ -144,7 +144,7 @@ def memory_index(*, project: Project = None, check: bool = False, as_json: AsJso
     check
         Only report whether the index (and its pointer) is up to date ("up_to_date"); exit 20 when it is not.
     """
-    from tools.typed.index import update_index
+    from amux_memory.tools.typed.index import update_index
 
     try:
         lib = _library(project)
@@ -179,7 +179,7 @@ def memory_lint(*, project: Project = None, json: bool = False, today: str | Non
     today
         The date expiry is judged against, YYYY-MM-DD (default: today).
     """
-    from tools.typed.lint import lint_library, summary
+    from amux_memory.tools.typed.lint import lint_library, summary
 
     try:
         day = parse_today(today)
@@ -197,7 +197,7 @@ def memory_lint(*, project: Project = None, json: bool = False, today: str | Non
     else:
         out = "".join(p.render() + "\n" for p in problems)
         write_bytes(out.encode("utf-8", "backslashreplace"))  # a lone surrogate shows as \udcff
-        from tools.client.wording import counted
+        from amux_memory.tools.client.wording import counted
 
         say(f"{label}: {counted(counts['errors'], 'error')}, {counted(counts['warnings'], 'warning')}, "
             f"{counted(counts['infos'], 'info')}")

@@ -17,10 +17,10 @@ from typing import Annotated, Any, Literal
 
 from cyclopts import Parameter
 
-from protocol.errors import ErrorCode, HubError
-from tools.cli.options import Project, parse_today
-from tools.cli.output import emit, fail, human_output, say
-from tools.cli.plain import Json, show
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.cli.options import Project, parse_today
+from amux_memory.tools.cli.output import emit, fail, human_output, say
+from amux_memory.tools.cli.plain import Json, show
 
 TypeName = Literal["user", "feedback", "project", "reference"]
 
@@ -42,8 +42,8 @@ def _finish(report: dict[str, Any], error: dict[str, Any] | None, lines: Callabl
 
 
 def _archive_lines(report: dict[str, Any]) -> list[str]:
-    from tools.client.inert import inert
-    from tools.client.wording import counted
+    from amux_memory.tools.client.inert import inert
+    from amux_memory.tools.client.wording import counted
 
     verb = "would move" if report.get("dry_run") else "moved"
     out = [f"{inert(report.get('library'))}: {verb} {counted(len(report['moved']), 'expired feedback topic')}"
@@ -59,9 +59,9 @@ def _archive_lines(report: dict[str, Any]) -> list[str]:
 
 
 def _import_lines(report: dict[str, Any]) -> list[str]:
-    from tools.cli.plain import table
-    from tools.client.inert import inert
-    from tools.client.wording import counted
+    from amux_memory.tools.cli.plain import table
+    from amux_memory.tools.client.inert import inert
+    from amux_memory.tools.client.wording import counted
 
     summary = report["summary"]
     if report["mode"] == "apply":
@@ -101,8 +101,8 @@ def archive_command(*, today: str | None = None, project: Project = None, dry_ru
     dry_run
         Only report what would move.
     """
-    from tools.typed.archive import archive
-    from tools.typed.library import open_library
+    from amux_memory.tools.typed.archive import archive
+    from amux_memory.tools.typed.library import open_library
 
     try:
         day = parse_today(today)
@@ -156,9 +156,9 @@ def import_command(
     all_projects
         Read every project's Claude Code / Qoder memory, not just one.
     """
-    from tools.typed.hosts import SourceError, discover
-    from tools.typed.importer import apply_plan, plan_import
-    from tools.typed.library import open_library
+    from amux_memory.tools.typed.hosts import SourceError, discover
+    from amux_memory.tools.typed.importer import apply_plan, plan_import
+    from amux_memory.tools.typed.library import open_library
 
     if apply and dry_run:
         return fail(HubError(ErrorCode.BAD_REQUEST, "--apply and --dry-run exclude each other"), as_json=json)

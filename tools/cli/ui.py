@@ -6,9 +6,9 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from protocol.errors import HubError
-from tools.cli.options import Home
-from tools.cli.output import fail
+from amux_memory.protocol.errors import HubError
+from amux_memory.tools.cli.options import Home
+from amux_memory.tools.cli.output import fail
 
 NoOpen = Annotated[bool, Parameter(negative="")]
 
@@ -33,7 +33,7 @@ def ui(*, port: int = 8787, host: str | None = None, no_open: NoOpen = False, ho
     no_open
         Print the URL without opening a browser.
     """
-    from tools.ui.serve import serve_ui
+    from amux_memory.tools.ui.serve import serve_ui
 
     try:
         serve_ui(host, port, open_browser=not no_open, home=home)

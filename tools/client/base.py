@@ -8,9 +8,9 @@ no Trio here, so the client's import path stays light.
 
 from __future__ import annotations
 
-from protocol.endpoint import Endpoint
-from protocol.limits import CLIENT_TIMEOUT_SECONDS
-from tools.client.settings import ClientSettings
+from amux_memory.protocol.endpoint import Endpoint
+from amux_memory.protocol.limits import CLIENT_TIMEOUT_SECONDS
+from amux_memory.tools.client.settings import ClientSettings
 
 DEFAULT_TIMEOUT = CLIENT_TIMEOUT_SECONDS
 """Seconds one socket operation may take before the Hub counts as not answering."""

@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from protocol.connection import ClientConnection, ConnectionClosed
-from protocol.endpoint import Endpoint, parse_endpoint
-from protocol.errors import ErrorCode, HubError
-from tools.client.base import DEFAULT_TIMEOUT, RECEIVE_BYTES, ClientBase
-from tools.client.failures import connect_failed, lost, no_answer, tls_failed, where
-from tools.client.settings import ClientSettings
+from amux_memory.protocol.connection import ClientConnection, ConnectionClosed
+from amux_memory.protocol.endpoint import Endpoint, parse_endpoint
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.client.base import DEFAULT_TIMEOUT, RECEIVE_BYTES, ClientBase
+from amux_memory.tools.client.failures import connect_failed, lost, no_answer, tls_failed, where
+from amux_memory.tools.client.settings import ClientSettings
 
 
 class HubClient(ClientBase):

@@ -12,8 +12,8 @@ same failure.
 
 from __future__ import annotations
 
-from protocol.endpoint import Endpoint
-from protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.endpoint import Endpoint
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 RETRY_SAFE = frozenset({"search", "get", "export", "list", "history", "log"})
 """Methods that change nothing: resending one whose answer was lost is harmless."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import encodable
+from amux_memory.protocol.errors import encodable
 
 _BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 _CONTROLS = (*range(0x20), 0x7F, *range(0x80, 0xA0), *_BIDI, 0x2028, 0x2029)

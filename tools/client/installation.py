@@ -55,4 +55,4 @@ def amux_command() -> list[str]:
     script = Path(sys.executable).absolute().parent / "amux"
     if script.is_file() and os.access(script, os.X_OK):
         return [str(script)]
-    return [str(Path(sys.executable).absolute()), "-m", "tools.cli"]
+    return [str(Path(sys.executable).absolute()), "-m", "amux_memory.tools.cli"]

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from protocol.errors import ErrorCode, HubError
-from protocol.params import ABSENT
-from protocol.requests import export_params, list_params, review_list_params, review_show_params
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.params import ABSENT
+from amux_memory.protocol.requests import export_params, list_params, review_list_params, review_show_params
 
 
 class Caller(Protocol):

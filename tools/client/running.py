@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.config_file import LOCK_NAME
+from amux_memory.protocol.config_file import LOCK_NAME
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from protocol.config_file import read_config, socket_path
-from protocol.endpoint import Endpoint, parse_endpoint, unix_endpoint
-from protocol.errors import HubError
+from amux_memory.protocol.config_file import read_config, socket_path
+from amux_memory.protocol.endpoint import Endpoint, parse_endpoint, unix_endpoint
+from amux_memory.protocol.errors import HubError
 
 if TYPE_CHECKING:
     import ssl

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 """Seconds per duration unit."""

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.config_file import home_option
-from protocol.errors import ErrorCode, HubError
-from tools.client.running import serving_hub
-from tools.lifecycle.manager import active_user_unit, service_restart_command
-from tools.lifecycle.spawn import HubStartError, serves, spawn_serve, wait_until_answering
-from tools.lifecycle.units import unit_name
+from amux_memory.protocol.config_file import home_option
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.client.running import serving_hub
+from amux_memory.tools.lifecycle.manager import active_user_unit, service_restart_command
+from amux_memory.tools.lifecycle.spawn import HubStartError, serves, spawn_serve, wait_until_answering
+from amux_memory.tools.lifecycle.units import unit_name
 
 LOG_NAME = "hub.log"
 """``amux hub start``'s log file under the home."""
@@ -74,7 +74,7 @@ class Restarted:
 def home_socket(home: Path) -> Path:
     """Where the Hub of ``home`` listens (``hub.socket_path`` of its ``config.toml``, else ``home/hub.sock``);
     an unreadable or invalid file counts as unset (the Hub itself would refuse to start on it)."""
-    from protocol.config_file import read_config, socket_path
+    from amux_memory.protocol.config_file import read_config, socket_path
 
     try:
         raw = read_config(home)
@@ -91,7 +91,7 @@ def iso_utc(seconds: float) -> str:
 def pending_review(client: Any) -> int | None:
     """How many proposals await review in the caller's scope (``review_list``'s ``pending``, DESIGN.md §21);
     None when the Hub cannot say (memory disabled, an older Hub)."""
-    from protocol.requests import review_list_params
+    from amux_memory.protocol.requests import review_list_params
 
     try:
         return int(client.call("review_list", review_list_params())["pending"])
@@ -111,8 +111,8 @@ def hub_status(target: Path, *, remote: bool) -> dict[str, Any]:
     does not answer.
     ``pending_review`` is how many agents' proposals await review (DESIGN.md §21), None when memory is off.
     """
-    from tools.client.blocking import HubClient
-    from tools.client.settings import HUB_ENV
+    from amux_memory.tools.client.blocking import HubClient
+    from amux_memory.tools.client.settings import HUB_ENV
 
     local_socket = home_socket(target)
     try:
@@ -198,7 +198,7 @@ def start_hub(target: Path, *, listen: str | None = None, timeout: float = TIMEO
                              probe=serves)
     except HubStartError as exc:
         if exc.exit_status is not None:
-            from tools.client.wording import ended
+            from amux_memory.tools.client.wording import ended
 
             raise HubStartFailed(f"the Hub {ended(exc.exit_status)} before answering; see {log}",
                                  {**data, "exit_status": exc.exit_status, "log_tail": _tail(log, offset)}) from None

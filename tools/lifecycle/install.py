@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from protocol.errors import ErrorCode, HubError
-from tools.lifecycle.units import (
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.lifecycle.units import (
     Manager,
     enable_hint,
     serve_command,

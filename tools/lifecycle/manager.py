@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tools.lifecycle.units import is_amux_label, is_amux_unit, service_path, systemd_quote, unit_name
+from amux_memory.tools.lifecycle.units import is_amux_label, is_amux_unit, service_path, systemd_quote, unit_name
 
 SYSTEMCTL_TIMEOUT_SECONDS = 10
 """How long ``systemctl --user is-active`` may take before the question fails."""

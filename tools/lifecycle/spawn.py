@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from protocol.errors import ErrorCode, HubError
-from tools.client.blocking import HubClient
-from tools.client.installation import amux_command
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.client.blocking import HubClient
+from amux_memory.tools.client.installation import amux_command
 
 POLL_INTERVAL_S = 0.02
 """Seconds between two ``hello`` attempts while a Hub starts."""
@@ -82,7 +82,7 @@ def wait_until_answering(proc: subprocess.Popen[bytes], socket: Path, timeout: f
     while True:
         code = proc.poll()
         if code is not None:
-            from tools.client.wording import ended
+            from amux_memory.tools.client.wording import ended
 
             raise HubStartError(f"the Hub {ended(code)} before answering", code)
         if probe(socket) and (accept is None or accept()):

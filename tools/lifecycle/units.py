@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from protocol.errors import ExitStatus
+from amux_memory.protocol.errors import ExitStatus
 
 UNIT_PREFIX = "amux-hub"
 """The start of every systemd unit amux installs (``amux-hub.service``, ``amux-hub-<hash8>.service``)."""

@@ -39,14 +39,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from protocol.endpoint import Endpoint
-from protocol.errors import ErrorCode, HubError
-from protocol.framing import FrameDecoder
-from protocol.messages import decode_mcp, decode_response, encode_mcp
-from protocol.requests import mcp_open_params
-from tools.client.base import DEFAULT_TIMEOUT, RECEIVE_BYTES
-from tools.client.blocking import HubClient
-from tools.client.failures import lost
+from amux_memory.protocol.endpoint import Endpoint
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.framing import FrameDecoder
+from amux_memory.protocol.messages import decode_mcp, decode_response, encode_mcp
+from amux_memory.protocol.requests import mcp_open_params
+from amux_memory.tools.client.base import DEFAULT_TIMEOUT, RECEIVE_BYTES
+from amux_memory.tools.client.blocking import HubClient
+from amux_memory.tools.client.failures import lost
 
 LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 """``$AMUX_MCP_LOG`` names → levels (as the ``logging`` module numbers them; it is not imported: start-up time)."""
@@ -91,7 +91,7 @@ TOOL_METHODS = {"memory_search": "search", "memory_get": "get", "memory_upsert":
 """Tool → the Hub method it runs, to word a lost answer (a lost read can be retried, a lost write is uncertain)."""
 
 OFFLINE_FILE = Path(__file__).with_name("offline.json")
-"""The server's ``initialize`` and ``tools/list`` results (``python -m hub.mcp.snapshot``)."""
+"""The server's ``initialize`` and ``tools/list`` results (``python -m amux_memory.hub.mcp.snapshot``)."""
 
 
 def _dump(value: Any) -> str:

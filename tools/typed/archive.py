@@ -35,11 +35,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.errors import HubError
-from protocol.params import ABSENT
-from tools.typed.catalog import Catalog, Topic, load_catalog
-from tools.typed.library import Library
-from tools.typed.model import ARCHIVE_DIR, feedback_expiry_of
+from amux_memory.protocol.errors import HubError
+from amux_memory.protocol.params import ABSENT
+from amux_memory.tools.typed.catalog import Catalog, Topic, load_catalog
+from amux_memory.tools.typed.library import Library
+from amux_memory.tools.typed.model import ARCHIVE_DIR, feedback_expiry_of
 
 Hook = Callable[[str, str], None]
 """``on_step(step, path)``: called before each step (``copy``, ``delete``, ``index``); a seam for tests."""
@@ -108,7 +108,7 @@ def archive(lib: Library, *, today: _dt.date, dry_run: bool = False, on_step: Ho
 
 def _lists_missing_feedback(catalog: Catalog) -> bool:
     """Whether the index links to feedback that is gone (an earlier run moved it, then its index write failed)."""
-    from tools.typed.index import index_links
+    from amux_memory.tools.typed.index import index_links
 
     present = {t.path for t in catalog.topics}
     return any(target.startswith("feedback/") and target not in present
@@ -171,7 +171,7 @@ def _undo_copy(lib: Library, target: str, revision: str, original: str, reused: 
 
 
 def _reindex(lib: Library, report: dict[str, Any], on_step: Hook | None) -> None:
-    from tools.typed.index import update_index
+    from amux_memory.tools.typed.index import update_index
 
     try:
         catalog = load_catalog(lib, everything=False)

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.typed.library import Doc, Library
-from tools.typed.model import ARCHIVE_DIR, TYPES, TopicError, parse_topic
+from amux_memory.tools.typed.library import Doc, Library
+from amux_memory.tools.typed.model import ARCHIVE_DIR, TYPES, TopicError, parse_topic
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,13 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from hub.cache import fold
-from protocol.errors import ErrorCode, HubError
-from protocol.params import ABSENT
-from tools.typed.catalog import Catalog, load_catalog, topic_from_doc
-from tools.typed.index import build_index, build_pointer, check_index_size, check_size, update_index
-from tools.typed.library import Doc, Library
-from tools.typed.model import (
+from amux_memory.hub.cache import fold
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.params import ABSENT
+from amux_memory.tools.typed.catalog import Catalog, load_catalog, topic_from_doc
+from amux_memory.tools.typed.index import build_index, build_pointer, check_index_size, check_size, update_index
+from amux_memory.tools.typed.library import Doc, Library
+from amux_memory.tools.typed.model import (
     CAPS,
     FEEDBACK_DEFAULT_DAYS,
     HOW_SECTION,

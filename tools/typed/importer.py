@@ -47,13 +47,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hub.secrets import find_secrets
-from protocol.errors import HubError
-from protocol.params import ABSENT
-from tools.typed.catalog import Catalog, Topic, load_catalog, topic_from_doc
-from tools.typed.hosts import Candidate, Discovery
-from tools.typed.library import Doc, Library
-from tools.typed.model import (
+from amux_memory.hub.secrets import find_secrets
+from amux_memory.protocol.errors import HubError
+from amux_memory.protocol.params import ABSENT
+from amux_memory.tools.typed.catalog import Catalog, Topic, load_catalog, topic_from_doc
+from amux_memory.tools.typed.hosts import Candidate, Discovery
+from amux_memory.tools.typed.library import Doc, Library
+from amux_memory.tools.typed.model import (
     CAPS,
     TYPES,
     feedback_expiry,
@@ -310,7 +310,7 @@ def library_limits(lib: Library) -> tuple[int, int, int]:
     From the Hub's ``hello`` limits for a Hub library; the project library's
     document limit and the Hub's scope limits (the same store code) otherwise.
     """
-    from protocol.limits import LIMITS
+    from amux_memory.protocol.limits import LIMITS
 
     hello = getattr(getattr(lib, "client", None), "hello", None) or {}
     limits = hello.get("limits") or {}
@@ -318,7 +318,7 @@ def library_limits(lib: Library) -> tuple[int, int, int]:
         return (int(limits.get("document_max_bytes", LIMITS.document_max_bytes)),
                 int(limits.get("scope_max_documents", LIMITS.scope_max_documents)),
                 int(limits.get("scope_max_bytes", LIMITS.scope_max_bytes)))
-    from tools.typed.library import PROJECT_DOCUMENT_MAX_BYTES
+    from amux_memory.tools.typed.library import PROJECT_DOCUMENT_MAX_BYTES
 
     return PROJECT_DOCUMENT_MAX_BYTES, LIMITS.scope_max_documents, LIMITS.scope_max_bytes
 
@@ -341,7 +341,7 @@ def plan_import(lib: Library, discovery: Discovery, *, default_type: str = "refe
     Reads the whole library once (``catalog`` may be passed in); writes
     nothing.  Raises :class:`HubError` when the library cannot be read.
     """
-    from tools.typed.index import build_index, check_index_size
+    from amux_memory.tools.typed.index import build_index, check_index_size
 
     catalog = catalog if catalog is not None else load_catalog(lib)
     known = KnownTopics.from_catalog(catalog)
@@ -424,7 +424,7 @@ def apply_plan(lib: Library, plan: Plan, *, on_step: Callable[[str, str], None] 
     (DESIGN.md §21) are listed in ``proposed`` (``{proposal, path, action}``
     each), not ``created``.
     """
-    from tools.typed.index import update_index
+    from amux_memory.tools.typed.index import update_index
 
     report: dict[str, Any] = {"created": [], "not_attempted": [], "index": None, "error": None}
     creates = plan.creates

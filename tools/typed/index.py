@@ -45,10 +45,10 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
-from protocol.errors import ErrorCode, HubError
-from tools.typed.catalog import Catalog, Topic, load_catalog
-from tools.typed.library import Doc, Library
-from tools.typed.model import CAPS, INDEX_POINTER, INDEX_POINTER_LINE, TYPES
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.typed.catalog import Catalog, Topic, load_catalog
+from amux_memory.tools.typed.library import Doc, Library
+from amux_memory.tools.typed.model import CAPS, INDEX_POINTER, INDEX_POINTER_LINE, TYPES
 
 LINE_MAX = 200
 """Most characters on one index line (DESIGN.md §11)."""
@@ -285,7 +285,7 @@ def build_pointer(catalog: Catalog, index: str) -> str | None:
 def check_credentials(text: str, catalog: Catalog, path: str) -> None:
     """Raise ``secret_detected`` (nothing written) when the index ``text`` would quote a credential, naming the
     topics whose description it comes from (``data.topics``), since those are what to fix (DESIGN.md §16)."""
-    from hub.secrets import find_secrets
+    from amux_memory.hub.secrets import find_secrets
 
     found = find_secrets(text.encode("utf-8", "surrogatepass"))
     if not found:

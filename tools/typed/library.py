@@ -33,14 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from protocol.errors import ErrorCode, HubError
-from protocol.limits import LIMITS
-from protocol.params import ABSENT
-from protocol.requests import forget_params, search_params, upsert_params
-from tools.typed.model import ENTRY_PATH, HUB_INDEX_PATH
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import LIMITS
+from amux_memory.protocol.params import ABSENT
+from amux_memory.protocol.requests import forget_params, search_params, upsert_params
+from amux_memory.tools.typed.model import ENTRY_PATH, HUB_INDEX_PATH
 
 if TYPE_CHECKING:
-    from tools.client.blocking import HubClient
+    from amux_memory.tools.client.blocking import HubClient
 
 PROJECT_SUBDIR = Path(".agent") / "memory"
 """A project's library, relative to the project directory."""
@@ -142,7 +142,7 @@ class HubLibrary:
 
     def list_paths(self, prefix: str = "") -> list[str]:
         """All pages of the Hub's ``list``; raises ``quota_exceeded`` if the Hub says the walk was cut short."""
-        from tools.client.paging import list_all
+        from amux_memory.tools.client.paging import list_all
 
         entries, incomplete = list_all(self.client, prefix)
         if incomplete:
@@ -155,7 +155,7 @@ class HubLibrary:
         return sorted(str(e["path"]) for e in entries)
 
     def read(self, path: str) -> Doc:
-        from tools.client.paging import export_document
+        from amux_memory.tools.client.paging import export_document
 
         try:
             data, revision = export_document(self.client, path)
@@ -219,8 +219,8 @@ class ProjectLibrary:
     """
 
     def __init__(self, project: Path) -> None:
-        from hub.store import Store
-        from protocol.limits import Limits
+        from amux_memory.hub.store import Store
+        from amux_memory.protocol.limits import Limits
 
         project = Path(project).expanduser()
         if not project.is_dir():
@@ -255,7 +255,7 @@ class ProjectLibrary:
                                "or file by hand), then run the command again.")
 
     def _guard(self, path: str) -> str:
-        from protocol.paths import normalize_path
+        from amux_memory.protocol.paths import normalize_path
 
         self._check_no_symlinks()
         return normalize_path(path)
@@ -264,7 +264,7 @@ class ProjectLibrary:
     def _locked(self) -> Iterator[None]:
         """Hold an exclusive ``flock`` on the library directory, creating it (and ``.agent/``) if needed
         with the parent of each new directory fsynced (:func:`hub.fsio.make_directories`, DESIGN.md §4.5)."""
-        from hub.fsio import make_directories
+        from amux_memory.hub.fsio import make_directories
 
         make_directories(str(self.root), 0o777)  # the umask applies, as for os.makedirs
         self._check_no_symlinks()
@@ -278,7 +278,7 @@ class ProjectLibrary:
     def list_paths(self, prefix: str = "") -> list[str]:
         """The library's documents, walked like a Hub scope (:func:`hub.walk.walk_documents`):
         symlinks never followed, names the path rules forbid skipped, the same entry bounds."""
-        from hub.walk import walk_documents
+        from amux_memory.hub.walk import walk_documents
 
         self._check_no_symlinks()
         walked = walk_documents(str(self.root), prefix, self._store.limits)
@@ -286,7 +286,7 @@ class ProjectLibrary:
 
     def symlinks(self) -> list[str]:
         """Sorted paths (relative to the library) of the symbolic links in it, which are never followed."""
-        from hub.walk import depth_first
+        from amux_memory.hub.walk import depth_first
 
         self._check_no_symlinks()
         found: list[str] = []
@@ -303,7 +303,7 @@ class ProjectLibrary:
 
     def read(self, path: str) -> Doc:
         """The whole file (:meth:`hub.store.Store.read`); ``bad_request`` when the OS refuses access."""
-        from hub.store import revision_of
+        from amux_memory.hub.store import revision_of
 
         logical = self._guard(path)
         try:
@@ -316,8 +316,8 @@ class ProjectLibrary:
         """:meth:`hub.store.Store.upsert` under the library lock; ``bad_request`` for content that is not UTF-8,
         ``secret_detected`` for a path or content holding a credential (the Hub's check, DESIGN.md §16: a
         project library is likely committed, so there is no override)."""
-        from hub.secrets import find_secrets, refusal
-        from protocol.params import parse_revision
+        from amux_memory.hub.secrets import find_secrets, refusal
+        from amux_memory.protocol.params import parse_revision
 
         logical = self._guard(path)
         expected = parse_revision(expected_revision)
@@ -337,7 +337,7 @@ class ProjectLibrary:
 
     def delete(self, path: str, expected_revision: str) -> None:
         """:meth:`hub.store.Store.forget` under the library lock."""
-        from protocol.params import parse_revision
+        from amux_memory.protocol.params import parse_revision
 
         logical = self._guard(path)
         expected = parse_revision(expected_revision)
@@ -352,7 +352,7 @@ class ProjectLibrary:
         path, then by path; at most ``limit``.  Words and text are folded as the Hub folds them
         (:func:`hub.cache.fold`: NFC, then casefold) and at most ``query_max_keywords`` words count.
         Reads every document (the library is small); raises as :meth:`read` does."""
-        from hub.cache import fold
+        from amux_memory.hub.cache import fold
 
         needles = list(dict.fromkeys(fold(w) for w in words if w.strip()))[:LIMITS.query_max_keywords]
         if not needles:
@@ -394,7 +394,7 @@ def open_library(project: Path | None) -> HubLibrary | ProjectLibrary:
     """
     if project is not None:
         return ProjectLibrary(project)
-    from tools.client.blocking import HubClient
+    from amux_memory.tools.client.blocking import HubClient
 
     client = HubClient()
     client.connect()

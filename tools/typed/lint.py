@@ -54,9 +54,9 @@ import datetime as _dt
 import re
 from collections import defaultdict
 
-from tools.client.wording import counted
-from tools.typed.catalog import Catalog, Topic, load_catalog
-from tools.typed.index import (
+from amux_memory.tools.client.wording import counted
+from amux_memory.tools.typed.catalog import Catalog, Topic, load_catalog
+from amux_memory.tools.typed.index import (
     ENTRY_LINE,
     LINE_MAX,
     build_index,
@@ -65,8 +65,8 @@ from tools.typed.index import (
     generated_flags,
     index_links,
 )
-from tools.typed.library import Library
-from tools.typed.model import (
+from amux_memory.tools.typed.library import Library
+from amux_memory.tools.typed.model import (
     CAPS,
     HOW_SECTION,
     INDEX_POINTER_LINE,
@@ -187,7 +187,7 @@ def _topic_problems(topic: Topic, today: _dt.date, edit: str) -> list[Problem]:
 
 def _credentials(topic: Topic, by_hand: str) -> list[Problem]:
     """An error per credential in the topic (the Hub's rules, DESIGN.md §16): placed by hand or before the check."""
-    from hub.secrets import find_secrets
+    from amux_memory.hub.secrets import find_secrets
 
     return [Problem("error", "credential", topic.path, f.line,
                     _fix(f"holds a credential ({f.rule} {f.preview}); store where it lives instead", by_hand))

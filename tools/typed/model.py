@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
 
-from protocol.limits import ENTRY_NAME
+from amux_memory.protocol.limits import ENTRY_NAME
 
 TYPES = ("user", "feedback", "project", "reference")
 """The four memory types, in the order the index lists them."""
@@ -120,7 +120,7 @@ class TopicError(ValueError):
 def _schema_text() -> str:
     from importlib import resources
 
-    return resources.files("tools.typed").joinpath("memory.schema.json").read_text("utf-8")
+    return resources.files("amux_memory.tools.typed").joinpath("memory.schema.json").read_text("utf-8")
 
 
 def load_schema() -> dict[str, Any]:
@@ -211,7 +211,7 @@ _RANK = {"type": 0, "required": 1, "enum": 2, "pattern": 3, "format": 4}
 
 def _message(error: Any) -> str:
     # jsonschema's messages repeat a whole instance; keep them short and say what is wanted.
-    from tools.client.wording import counted
+    from amux_memory.tools.client.wording import counted
 
     v = error.validator
     if v == "required":

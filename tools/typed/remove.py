@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import ErrorCode, HubError
-from protocol.params import ABSENT
-from tools.typed.catalog import load_catalog
-from tools.typed.create import index_summary, update_index_retrying
-from tools.typed.library import Library
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.params import ABSENT
+from amux_memory.tools.typed.catalog import load_catalog
+from amux_memory.tools.typed.create import index_summary, update_index_retrying
+from amux_memory.tools.typed.library import Library
 
 
 def remove(lib: Library, name: str, expected_revision: str | None = None) -> dict[str, Any]:

@@ -34,13 +34,13 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from protocol.errors import ErrorCode, HubError
-from protocol.params import ABSENT
-from tools.client.blocking import HubClient
-from tools.client.inert import inert
-from tools.ui import pages
-from tools.ui.render import diff_rows, highlight, render_markdown
-from tools.ui.security import CSRF_FIELD, SESSION_KEY, Guard, check_csrf
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.params import ABSENT
+from amux_memory.tools.client.blocking import HubClient
+from amux_memory.tools.client.inert import inert
+from amux_memory.tools.ui import pages
+from amux_memory.tools.ui.render import diff_rows, highlight, render_markdown
+from amux_memory.tools.ui.security import CSRF_FIELD, SESSION_KEY, Guard, check_csrf
 
 T = TypeVar("T")
 
@@ -100,7 +100,8 @@ def form_text(text: str) -> str:
 def templates() -> Environment:
     """The Jinja2 environment: the package's templates, autoescape on for every file (a field the Hub
     left out of an answer, such as a version's ``gone``, renders as empty)."""
-    env = Environment(loader=PackageLoader("tools.ui", "templates"), autoescape=select_autoescape(default=True))
+    env = Environment(loader=PackageLoader("amux_memory.tools.ui", "templates"),
+                      autoescape=select_autoescape(default=True))
     env.globals["page_hints"] = PAGE_HINTS
     env.filters["markdown"] = render_markdown
     env.filters["highlight"] = highlight
@@ -389,7 +390,7 @@ class UiApp:
         since = request.query_params.get("since") or None
         try:
             if since is not None:
-                from tools.client.when import parse_since
+                from amux_memory.tools.client.when import parse_since
 
                 since = parse_since(since)
             data = await self.hub(pages.log_page, since=since, cursor=request.query_params.get("cursor", ""))
@@ -416,7 +417,7 @@ class UiApp:
         """``{running, writable, config}`` of :attr:`home`: whether a Hub serves it now
         (:func:`tools.client.running.serving_hub`), and whether this user may change its ``config.toml``
         (the file, or the home when there is none yet, is writable: the settings are the Hub's own user's)."""
-        from tools.client.running import serving_hub
+        from amux_memory.tools.client.running import serving_hub
 
         assert self.home is not None
         config = self.home / "config.toml"
@@ -424,7 +425,7 @@ class UiApp:
         return {"running": serving_hub(self.home) is not None, "writable": writable, "config": config}
 
     async def settings(self, request: Request) -> Response:
-        from protocol.settings import SETTINGS, get_value
+        from amux_memory.protocol.settings import SETTINGS, get_value
 
         message: str | None = request.query_params.get("restarted") and "The Hub was restarted." or None
         error: HubError | None = None
@@ -445,7 +446,9 @@ class UiApp:
                 return self.error_page(request, HubError(
                     ErrorCode.PERMISSION_DENIED, f"{self.home / 'config.toml'} is not yours to change: the "
                     "settings belong to the Hub's own user (nothing was written)", {"field": "home"}), 403)
-            from hub.config import set_value  # the durable write of config.toml (hub.fsio, DESIGN.md §4.5, §4.8)
+            from amux_memory.hub.config import (
+                set_value,  # the durable write of config.toml (hub.fsio, DESIGN.md §4.5, §4.8)
+            )
 
             try:
                 stored = await trio.to_thread.run_sync(set_value, self.home, key, value)
@@ -473,7 +476,7 @@ class UiApp:
     async def restart_hub(self, request: Request) -> Response:
         """``POST /restart``: restart the Hub of :attr:`home` (:func:`tools.ui.restart.restart_hub`), then
         back to the settings page; refused (nothing done) for a remote Hub or another user's home."""
-        from tools.ui.restart import restart_hub
+        from amux_memory.tools.ui.restart import restart_hub
 
         try:
             await self.form(request)
@@ -521,7 +524,7 @@ class UiApp:
         current_cut = False
         if data["diff_current"] is not None:
             current_rows, current_cut = diff_rows(data["diff_current"]["hunks"])
-        from tools.ui.render import SHOWN_MAX_CHARS
+        from amux_memory.tools.ui.render import SHOWN_MAX_CHARS
 
         clash = None
         if conflict:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from protocol.errors import ErrorCode, HubError
-from protocol.params import ABSENT
-from protocol.requests import (
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.params import ABSENT
+from amux_memory.protocol.requests import (
     export_params,
     forget_params,
     get_params,
@@ -29,8 +29,8 @@ from protocol.requests import (
     search_params,
     upsert_params,
 )
-from tools.client.blocking import HubClient
-from tools.client.paging import list_report, read_version
+from amux_memory.tools.client.blocking import HubClient
+from amux_memory.tools.client.paging import list_report, read_version
 
 OVERVIEW_LOG_LIMIT = 200
 """Changes of the scope's log read for the overview's "last change" column (newest first; older documents
@@ -82,9 +82,9 @@ def overview(client: HubClient, cursor: str = "") -> dict[str, Any]:
     typed-memory type to ``(count, cap)``, from a listing of each type's folder only (a typed topic
     lives there, DESIGN.md §11).
     """
-    from tools.typed.catalog import topic_from_doc
-    from tools.typed.library import Doc
-    from tools.typed.model import CAPS, ENTRY_PATH, TYPES
+    from amux_memory.tools.typed.catalog import topic_from_doc
+    from amux_memory.tools.typed.library import Doc
+    from amux_memory.tools.typed.model import CAPS, ENTRY_PATH, TYPES
 
     hello = dict(client.hello)
     index, index_revision = read_version(client, ENTRY_PATH)
@@ -124,8 +124,8 @@ def lint(client: HubClient) -> list[dict[str, Any]]:
 
     Reads every document once (the typed library's catalog), so it is its own page, not the overview's.
     """
-    from tools.typed.library import HubLibrary
-    from tools.typed.lint import lint_library
+    from amux_memory.tools.typed.library import HubLibrary
+    from amux_memory.tools.typed.lint import lint_library
 
     problems = lint_library(HubLibrary(client), dt.date.today())
     return [{"severity": p.severity, "code": p.code, "path": p.path, "line": p.line, "message": p.message}
@@ -140,8 +140,8 @@ def document(client: HubClient, path: str) -> dict[str, Any]:
     it); ``editable`` is false for a document over the Hub's ``document_max_bytes`` (put there by hand:
     no save of it could succeed, so the page offers no editor).
     """
-    from protocol.limits import LIMITS
-    from tools.ui.render import SHOWN_MAX_CHARS
+    from amux_memory.protocol.limits import LIMITS
+    from amux_memory.tools.ui.render import SHOWN_MAX_CHARS
 
     data, revision, total = read_head(client, path, whole_up_to=LIMITS.document_max_bytes,
                                       head_bytes=4 * SHOWN_MAX_CHARS)
@@ -169,7 +169,7 @@ def history(client: HubClient, path: str, cursor: str = "") -> dict[str, Any]:
 
 def diff(client: HubClient, path: str, old_revision: str | None, new_revision: str | None) -> dict[str, Any]:
     """``{old, new, hunks, added, removed}``: the unified diff between two versions (``None``: the live one)."""
-    from tools.client.textdiff import diff_hunks, hunks_as_data, line_counts
+    from amux_memory.tools.client.textdiff import diff_hunks, hunks_as_data, line_counts
 
     old, old_rev = read_version(client, path, old_revision)
     new, new_rev = read_version(client, path, new_revision)
@@ -180,7 +180,7 @@ def diff(client: HubClient, path: str, old_revision: str | None, new_revision: s
 
 def text_diff(old: str, new: str) -> dict[str, Any]:
     """The diff of two texts, shaped like :func:`diff` without revisions (for a conflict)."""
-    from tools.client.textdiff import diff_hunks, hunks_as_data, line_counts
+    from amux_memory.tools.client.textdiff import diff_hunks, hunks_as_data, line_counts
 
     hunks = diff_hunks(old.encode("utf-8"), new.encode("utf-8"))
     added, removed = line_counts(hunks)
@@ -195,7 +195,7 @@ def log_page(client: HubClient, *, since: str | None = None, limit: int = 100, c
 def search(client: HubClient, query: str) -> dict[str, Any]:
     """The Hub's ``search`` for ``query`` (keywords separated by spaces), as many matches as it allows
     (``LIMITS.search_max_limit``)."""
-    from protocol.limits import LIMITS
+    from amux_memory.protocol.limits import LIMITS
 
     return client.call("search", search_params(query, limit=LIMITS.search_max_limit))
 
@@ -228,7 +228,7 @@ def review_state(client: HubClient) -> dict[str, Any]:
     """``{review, pending}``: the Hub's ``memory.review`` setting and how many proposals of the caller's scope
     wait (``review_list``'s first page); ``{"review": "off", "pending": 0}`` when the Hub cannot say (memory
     disabled, an older Hub), so the navigation simply shows no count."""
-    from protocol.requests import review_list_params
+    from amux_memory.protocol.requests import review_list_params
 
     try:
         answer = client.call("review_list", review_list_params())
@@ -240,7 +240,7 @@ def review_state(client: HubClient) -> dict[str, Any]:
 def review_list(client: HubClient) -> dict[str, Any]:
     """Every pending proposal, oldest first: ``{proposals: [entry], pending, review}``
     (:func:`tools.client.paging.review_all`; an entry as ``review_list`` answers it)."""
-    from tools.client.paging import review_all
+    from amux_memory.tools.client.paging import review_all
 
     return review_all(client)
 
@@ -252,7 +252,7 @@ def proposal_text(client: HubClient, proposal: str, text: str, max_bytes: int) -
     document put there by hand can be any size).  ``bytes`` is None when that text does not exist (a deletion,
     an absent document, a base the history no longer holds).  Raises what the Hub answers (``not_found`` for an
     unknown id, ``bad_request`` for a malformed one) and ``internal`` when the pages make no progress."""
-    from protocol.requests import review_show_params
+    from amux_memory.protocol.requests import review_show_params
 
     parts: list[bytes] = []
     offset, size = 0, 0
@@ -285,8 +285,8 @@ def proposal(client: HubClient, proposal_id: str) -> dict[str, Any]:
     """
     import hashlib
 
-    from protocol.limits import LIMITS
-    from tools.client.textdiff import diff_hunks, hunks_as_data, line_counts
+    from amux_memory.protocol.limits import LIMITS
+    from amux_memory.tools.client.textdiff import diff_hunks, hunks_as_data, line_counts
 
     cap = LIMITS.document_max_bytes
     proposed, meta, proposed_cut = proposal_text(client, proposal_id, "proposed", cap)
@@ -324,7 +324,7 @@ def review_decide(client: HubClient, proposal_id: str, decision: str, *, expecte
     Hub's answer (``{proposal, path, status, already_decided, revision?, warnings?}``); raises ``conflict``
     when the document is not where the approval expects it (nothing written), ``unauthorized`` for an agent
     caller, and what else the write raises."""
-    from protocol.requests import review_decide_params
+    from amux_memory.protocol.requests import review_decide_params
 
     return client.call("review_decide", review_decide_params(
         proposal_id, decision, expected_revision=expected_revision if decision == "approve" else None,

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from protocol.errors import ErrorCode, HubError
-from tools.lifecycle.control import TIMEOUT_SECONDS
-from tools.lifecycle.control import restart_hub as restart_lifecycle
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.lifecycle.control import TIMEOUT_SECONDS
+from amux_memory.tools.lifecycle.control import restart_hub as restart_lifecycle
 
 
 def restart_hub(home: Path) -> str:

@@ -44,7 +44,7 @@ from urllib.parse import parse_qsl, quote_from_bytes
 
 from markupsafe import escape
 
-from protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.errors import ErrorCode, HubError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -27,9 +27,9 @@ from pathlib import Path
 
 from markupsafe import escape
 
-from protocol.errors import ErrorCode, HubError
-from tools.client.settings import ClientSettings
-from tools.ui.security import Guard, host_names, loopback
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.client.settings import ClientSettings
+from amux_memory.tools.ui.security import Guard, host_names, loopback
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -102,7 +102,7 @@ def tls_files(home: Path, host: str) -> tuple[str, str] | None:
     """
     if loopback(host):
         return None
-    from protocol.settings import get_value
+    from amux_memory.protocol.settings import get_value
 
     cert, key = str(get_value(home, "hub.tls_cert")), str(get_value(home, "hub.tls_key"))
     if not cert or not key:
@@ -122,7 +122,7 @@ def client_settings(home: Path | None) -> tuple[ClientSettings, Path | None]:
     environment's Hub, as the CLI (``AMUX_HUB``, ``AMUX_HOME``); its local home is ``None`` when
     ``AMUX_HUB`` names a remote Hub (its settings are on its machine).
     """
-    from tools.client.settings import HOME_ENV, HUB_ENV, default_home, resolve_socket
+    from amux_memory.tools.client.settings import HOME_ENV, HUB_ENV, default_home, resolve_socket
 
     if home is None:
         settings = ClientSettings.from_env()
@@ -146,11 +146,11 @@ def serve_ui(host: str | None, port: int, *, open_browser: bool, home: Path | No
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
-    from tools.client.blocking import HubClient
-    from tools.ui.app import UiApp
+    from amux_memory.tools.client.blocking import HubClient
+    from amux_memory.tools.ui.app import UiApp
 
     settings, local_home = client_settings(home)
-    from tools.client.settings import default_home
+    from amux_memory.tools.client.settings import default_home
 
     tls = tls_files(local_home or default_home(), host or "127.0.0.1")
     if host is None:

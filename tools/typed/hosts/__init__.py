@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tools.typed.hosts.base import (
+from amux_memory.tools.typed.hosts.base import (
     MAX_DEPTH,
     MAX_FILE_BYTES,
     MAX_FILES,
@@ -40,11 +40,11 @@ from tools.typed.hosts.base import (
     read_host_file,
     walk_markdown,
 )
-from tools.typed.hosts.claude_code import claude_bucket, discover_claude_code
-from tools.typed.hosts.codex import discover_codex
-from tools.typed.hosts.directory import discover_directory
-from tools.typed.hosts.minimax import discover_minimax
-from tools.typed.hosts.qoder import discover_qoder, qoder_type
+from amux_memory.tools.typed.hosts.claude_code import claude_bucket, discover_claude_code
+from amux_memory.tools.typed.hosts.codex import discover_codex
+from amux_memory.tools.typed.hosts.directory import discover_directory
+from amux_memory.tools.typed.hosts.minimax import discover_minimax
+from amux_memory.tools.typed.hosts.qoder import discover_qoder, qoder_type
 
 __all__ = [
     "HOSTS",

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools.typed.model import TYPES, TopicError, parse_date, parse_topic, short_repr
+from amux_memory.tools.typed.model import TYPES, TopicError, parse_date, parse_topic, short_repr
 
 MAX_FILES = 1024
 """Most Markdown files one discovery reads."""

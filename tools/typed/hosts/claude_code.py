@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.typed.hosts.base import Discovery, collect_markdown, git_root, list_dirs
+from amux_memory.tools.typed.hosts.base import Discovery, collect_markdown, git_root, list_dirs
 
 BUCKET_MAX = 200
 """Longest bucket name (characters) Claude Code uses before cutting and adding a hash."""

@@ -21,7 +21,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from tools.typed.hosts.base import (
+from amux_memory.tools.typed.hosts.base import (
     Candidate,
     Discovery,
     Skipped,
@@ -32,7 +32,7 @@ from tools.typed.hosts.base import (
     read_host_file,
     walk_markdown,
 )
-from tools.typed.model import parse_date
+from amux_memory.tools.typed.model import parse_date
 
 _DERIVED = {
     "memory_summary.md": "derived: Codex's prompt-sized digest of MEMORY.md",

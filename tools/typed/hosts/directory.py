@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.typed.hosts.base import Discovery, collect_markdown
+from amux_memory.tools.typed.hosts.base import Discovery, collect_markdown
 
 
 def discover_directory(root: Path) -> Discovery:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.typed.hosts.base import Discovery, Skipped, candidate_from_file, walk_markdown
+from amux_memory.tools.typed.hosts.base import Discovery, Skipped, candidate_from_file, walk_markdown
 
 
 def discover_minimax(home: Path) -> Discovery:

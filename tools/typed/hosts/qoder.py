@@ -10,7 +10,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tools.typed.hosts.base import Discovery, Skipped, candidate_from_file, git_root, list_dirs, walk_markdown
+from amux_memory.tools.typed.hosts.base import (
+    Discovery,
+    Skipped,
+    candidate_from_file,
+    git_root,
+    list_dirs,
+    walk_markdown,
+)
 
 _CATEGORY = (
     (("user", "preference", "profile", "persona", "habit", "style"), "user"),
