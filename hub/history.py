@@ -183,6 +183,9 @@ class Version:
     review: dict[str, Any] | None = None
     """For an approved proposal (DESIGN.md §21): ``{proposal, proposed_by}`` (the proposer's actor map; the
     version's ``actor`` is the approver)."""
+    origin: dict[str, Any] | None = None
+    """For a copy or move between scopes (DESIGN.md §7.8): ``{from: {scope, document, revision}}`` on the
+    written version, ``{to: {scope, document}}`` on the tombstone a move leaves at its source."""
 
     def __post_init__(self) -> None:
         if not self.recorded:
@@ -203,6 +206,8 @@ class Version:
             h["secret_override"] = self.secret_override
         if self.review is not None:
             h["review"] = self.review
+        if self.origin is not None:
+            h["origin"] = self.origin
         return h
 
     def wire(self, with_path: bool = False) -> dict[str, Any]:
@@ -216,6 +221,8 @@ class Version:
             w["secret_override"] = self.secret_override
         if self.review is not None:
             w["review"] = self.review
+        if self.origin is not None:
+            w["origin"] = self.origin
         if with_path:
             w = {"path": self.path, **w}
         return w
@@ -240,6 +247,7 @@ def _version_from(h: dict[str, Any], offset: int, record: int) -> Version:
         gone=h.get("gone"), recorded=str(h.get("recorded") or h["time"]),
         secret_override=[str(r) for r in h["secret_override"]] if isinstance(h.get("secret_override"), list) else None,
         review=h["review"] if isinstance(h.get("review"), dict) else None,
+        origin=h["origin"] if isinstance(h.get("origin"), dict) else None,
     )
 
 
@@ -477,7 +485,7 @@ class ScopeHistory:
     def record(self, path: str, content: bytes | None, action: str, actor: Actor, *, previous: bytes | None,
                epoch_ns: int | None = None, restored_from: str | None = None, after_change: bool = False,
                recorded_ns: int | None = None, secret_override: list[str] | None = None,
-               review: dict[str, Any] | None = None) -> Version:
+               review: dict[str, Any] | None = None, origin: dict[str, Any] | None = None) -> Version:
         """Append one version durably (one write, one ``fdatasync``) and apply retention; returns it.
 
         ``content`` None is a tombstone.  ``previous`` is the version before
@@ -485,7 +493,8 @@ class ScopeHistory:
         file's mtime for ``external``; now otherwise), ``recorded_ns`` when it
         was recorded (now; retention ages by it); ``secret_override`` the
         rules a person overrode to write it (DESIGN.md §16); ``review`` the approved proposal
-        (``{proposal, proposed_by}``, DESIGN.md §21).  Raises ``storage_*``,
+        (``{proposal, proposed_by}``, DESIGN.md §21); ``origin`` where a copy or move took the text from
+        (:attr:`Version.origin`).  Raises ``storage_*``,
         with ``uncertain`` when ``after_change`` (the document was already
         written: it stands, and the next write records it as ``external``).
         """
@@ -498,7 +507,7 @@ class ScopeHistory:
                         utc_time(now if epoch_ns is None else epoch_ns), action, actor.as_dict(), len(body),
                         count_lines(body) if body else 0, added, removed, restored_from, body=len(body),
                         recorded=utc_time(now if recorded_ns is None else recorded_ns),
-                        secret_override=secret_override, review=review)
+                        secret_override=secret_override, review=review, origin=origin)
             data = _encode(v, body)
             if self.end + len(data) > self.allocated:
                 self._preallocate(len(data), path, after_change)

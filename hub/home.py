@@ -103,13 +103,13 @@ def lock_with_retry(fd: int) -> None:
 
 
 def prepare_memory_root(root: Path) -> None:
-    """Create ``memory/``, ``global/`` and ``users/`` as private (``0700``) directories, durably
+    """Create ``memory/``, ``global/``, ``users/`` and ``teams/`` as private (``0700``) directories, durably
     (:func:`hub.fsio.make_directories`: the parent of each new one is fsynced, DESIGN.md §4.5).
 
-    Raises :class:`HubStartError` when ``global`` or ``users`` is a symlink or
+    Raises :class:`HubStartError` when ``global``, ``users`` or ``teams`` is a symlink or
     a file: the Hub never follows a symlink into a scope (DESIGN.md §4); and,
     naming the errno and path, when a missing one cannot be made or a wrong
-    mode cannot be fixed.  Nothing is written when all three exist with mode
+    mode cannot be fixed.  Nothing is written when all four exist with mode
     ``0700``, so a Hub starts on a read-only memory root and serves reads
     (writes then answer ``storage_read_only``, DESIGN.md §4.8).
     """
@@ -117,7 +117,7 @@ def prepare_memory_root(root: Path) -> None:
         make_directories(str(root), 0o700)
         if os.stat(root).st_mode & 0o7777 != 0o700:
             os.chmod(root, 0o700)
-    for sub in (root / "global", root / "users"):
+    for sub in (root / "global", root / "users", root / "teams"):
         if sub.is_symlink() or (sub.exists() and not sub.is_dir()):
             raise HubStartError(f"{sub} must be a plain directory, not a symlink or file; fix it by hand")
         with start_step("create", sub):

@@ -144,16 +144,21 @@ def authenticate(registry: Registry, *, uid: int | None, os_name: str | None, to
 
 @dataclass(frozen=True)
 class Scope:
-    """A memory scope: its binding string (what a conversation is frozen to) and its directory.
+    """A memory scope as one caller holds it: its binding string (what a conversation is frozen to), its
+    directory and, for a team's scope, the team's review rule and whether the caller maintains it.
 
-    ``binding`` is ``"global"`` or ``"principal:<id>"``; ``relpath`` is
-    ``"global"`` or ``"users/<sha256 hex of the principal id>"``, relative to
-    the memory root.
+    ``binding`` is ``"global"``, ``"principal:<id>"`` or ``"team:<name>"``; ``relpath`` is ``"global"``,
+    ``"users/<sha256 hex of the principal id>"`` or ``"teams/<sha256 hex of the name>"``, relative to the
+    memory root.  ``review`` is None for a caller's own scope (``memory.review`` applies) and the team's rule
+    (``off``, ``agents``, ``all``) for a mounted team; ``maintainer`` says the caller may decide the team's
+    proposals and that, under ``all``, its own writes are not proposals (DESIGN.md §7.8, §21).
     """
 
     binding: str
     relpath: str
     kind: str
+    review: str | None = None
+    maintainer: bool = False
 
     def directory(self, memory_root: str) -> str:
         """Absolute directory of this scope under ``memory_root``."""
@@ -176,3 +181,10 @@ def scope_for(isolation: str, principal: str) -> Scope:
                        {"reason": "no_principal"})
     key = hashlib.sha256(principal.encode("utf-8")).hexdigest()
     return Scope(f"principal:{principal}", f"users/{key}", "principal")
+
+
+def team_scope(name: str) -> Scope:
+    """The scope of team ``name`` (DESIGN.md §7.8): binding ``team:<name>``, directory
+    ``teams/<sha256 hex of the name>`` (a key derived here, never named by a caller)."""
+    key = hashlib.sha256(name.encode("utf-8")).hexdigest()
+    return Scope(f"team:{name}", f"teams/{key}", "team")

@@ -9,6 +9,11 @@ It names who may use the Hub beyond the local OS users it already knows:
   several OS accounts (a person's CLI login, the account a chat bridge runs
   as, ...) share one isolated scope.  An OS user without an alias is the
   principal named like it (or ``uid:<n>``), as before.
+* **teams** — named sets of principals, each member with a role
+  (``reader``, ``writer`` or ``maintainer``), and the team's review rule
+  (``off``, ``agents`` or ``all``).  A team's memory is a scope of its own,
+  ``teams/<sha256(name)>``, mounted at ``@NAME/`` for every member
+  (DESIGN.md §7.8).
 * **tokens** — bearer credentials.  Only a SHA-256 hash of the secret is
   stored, with its id, principal, creation time, optional expiry and optional
   binding.  A token with a binding is a *delegated* credential: every
@@ -51,6 +56,10 @@ LOCK_NAME = ".principals.lock"
 FORMAT_VERSION = 1
 
 KINDS = ("user", "service")
+ROLES = ("reader", "writer", "maintainer")
+"""A member's role in a team, weakest first (DESIGN.md §7.8): each may do what the one before it may."""
+TEAM_REVIEW = ("off", "agents", "all")
+"""A team's review rule (DESIGN.md §7.8): none, an agent's writes, or every write by a non-maintainer."""
 TOKEN_PREFIX = "amux"
 MAX_TOKEN_CHARS = 256
 DELEGATED_DEFAULT_TTL = 12 * 3600
@@ -58,6 +67,7 @@ DELEGATED_DEFAULT_TTL = 12 * 3600
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}$")
 _OS_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@$-]{0,63}$")
+_TEAM = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 _TOKEN_ID = re.compile(r"^[0-9a-f]{12}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _BINDING = re.compile(r"^(global|principal:[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63})$")
@@ -99,6 +109,16 @@ def check_alias(alias: str) -> str:
     )
 
 
+def check_team(name: object) -> str:
+    """A team name: 1-40 characters, lower-case letters, digits, ``-`` and ``_``, not starting with ``-`` or
+    ``_`` (it is a path segment, ``@NAME/``, on every file system).  Raises ``bad_request``."""
+    if not isinstance(name, str) or not _TEAM.fullmatch(name):
+        shown = name[:60] if isinstance(name, str) else type(name).__name__
+        raise _bad(f"invalid team name {shown!r}: use 1-40 lower-case letters, digits, '-' or '_', starting "
+                   "with a letter or digit (it is mounted as @NAME/)", field="team")
+    return name
+
+
 def check_binding(binding: str) -> str:
     """A scope binding a delegated token may be tied to: ``global`` or ``principal:<name>``."""
     if not isinstance(binding, str) or not _BINDING.fullmatch(binding):
@@ -129,6 +149,23 @@ class Principal:
     name: str
     kind: str
     created: int
+
+
+@dataclass(frozen=True)
+class Team:
+    """A team (DESIGN.md §7.8): its name, review rule (:data:`TEAM_REVIEW`), creation time (epoch s) and
+    members, principal name → role (:data:`ROLES`)."""
+
+    name: str
+    review: str
+    created: int
+    members: Mapping[str, str] = field(default_factory=dict)
+
+    def public(self) -> dict[str, Any]:
+        """What ``amux hub team show`` prints: ``{name, review, created (ISO 8601), members: [{principal,
+        role}]}``, members sorted by name."""
+        return {"name": self.name, "review": self.review, "created": _iso(self.created),
+                "members": [{"principal": p, "role": r} for p, r in sorted(self.members.items())]}
 
 
 @dataclass(frozen=True)
@@ -173,8 +210,13 @@ class Registry:
     principals: Mapping[str, Principal] = field(default_factory=dict)
     aliases: Mapping[str, str] = field(default_factory=dict)
     tokens: Mapping[str, Token] = field(default_factory=dict)
+    teams: Mapping[str, Team] = field(default_factory=dict)
 
     # -- lookups (used by the Hub) ---------------------------------------------
+
+    def teams_of(self, principal: str) -> dict[str, tuple[Team, str]]:
+        """The teams ``principal`` belongs to: team name → (team, role).  Empty for a non-member."""
+        return {t.name: (t, t.members[principal]) for t in self.teams.values() if principal in t.members}
 
     def principal_for_os(self, uid: int, name: str | None) -> str | None:
         """The principal an OS account is aliased to (``os-uid:`` wins over ``os:``), or None."""
@@ -250,9 +292,12 @@ class Registry:
         aliases = {a: p for a, p in self.aliases.items() if p != name}
         tokens = {t.id: t for t in self.tokens.values() if t.principal != name}
         principals = {n: p for n, p in self.principals.items() if n != name}
+        teams = {t.name: replace(t, members={m: r for m, r in t.members.items() if m != name})
+                 for t in self.teams.values()}
         removed = {"aliases": sorted(set(self.aliases) - set(aliases)),
-                   "tokens": sorted(set(self.tokens) - set(tokens))}
-        return Registry(principals, aliases, tokens), removed
+                   "tokens": sorted(set(self.tokens) - set(tokens)),
+                   "teams": sorted(t.name for t in self.teams.values() if name in t.members)}
+        return Registry(principals, aliases, tokens, teams), removed
 
     def add_alias(self, name: str, alias: str) -> tuple[Registry, str]:
         """Map ``os:USER`` / ``os-uid:N`` to principal ``name``; returns the new snapshot and the normalised alias.
@@ -319,6 +364,68 @@ class Registry:
             record = replace(record, revoked=int(now))
         return replace(self, tokens={**self.tokens, token_id: record}), record
 
+    # -- teams (DESIGN.md §7.8) ---------------------------------------------------
+
+    def add_team(self, name: str, review: str, now: float) -> tuple[Registry, bool]:
+        """Create team ``name`` with review rule ``review``; returns the new snapshot and whether it was added.
+
+        Adding an existing team with the same rule changes nothing (False).  Raises ``bad_request`` for an
+        invalid name or rule, ``conflict`` when it exists with another rule (nothing changed).
+        """
+        check_team(name)
+        if review not in TEAM_REVIEW:
+            raise _bad(f"a team's review rule must be one of {', '.join(TEAM_REVIEW)}, not {review[:40]!r}",
+                       field="review")
+        existing = self.teams.get(name)
+        if existing is not None:
+            if existing.review != review:
+                raise HubError(ErrorCode.CONFLICT, f"team {name!r} already exists with review {existing.review!r}",
+                               {"team": name, "review": existing.review},
+                               next_step="'amux hub team show NAME' shows it; remove it first to change its rule.")
+            return self, False
+        return replace(self, teams={**self.teams, name: Team(name, review, int(now))}), True
+
+    def remove_team(self, name: str) -> tuple[Registry, Team]:
+        """Drop team ``name`` and its memberships (its files stay); returns the new snapshot and the team.
+        Raises ``not_found`` for an unknown team."""
+        team = self.team(name)
+        return replace(self, teams={n: t for n, t in self.teams.items() if n != name}), team
+
+    def add_member(self, name: str, principal: str, role: str) -> tuple[Registry, str | None]:
+        """Make ``principal`` (registered) a member of team ``name`` with ``role``; returns the new snapshot and
+        the role it had before (None: it was not a member; the same role: nothing changed).  Raises
+        ``not_found`` for an unknown team or principal, ``bad_request`` for an invalid role."""
+        team = self.team(name)
+        self._need(principal)
+        if role not in ROLES:
+            raise _bad(f"a member's role must be one of {', '.join(ROLES)}, not {role[:40]!r}", field="role")
+        before = team.members.get(principal)
+        team = replace(team, members={**team.members, principal: role})
+        return replace(self, teams={**self.teams, name: team}), before
+
+    def remove_member(self, name: str, principal: str) -> tuple[Registry, str]:
+        """Take ``principal`` out of team ``name``; returns the new snapshot and the role it had.  Raises
+        ``not_found`` for an unknown team or a principal that is not a member."""
+        team = self.team(name)
+        check_name(principal)
+        role = team.members.get(principal)
+        if role is None:
+            raise HubError(ErrorCode.NOT_FOUND, f"{principal!r} is not a member of team {name!r}",
+                           {"team": name, "principal": principal},
+                           next_step="'amux hub team show NAME' lists the members.")
+        team = replace(team, members={m: r for m, r in team.members.items() if m != principal})
+        return replace(self, teams={**self.teams, name: team}), role
+
+    def team(self, name: str) -> Team:
+        """The team named ``name``; raises ``bad_request`` for an invalid name, ``not_found`` for no such team
+        (on the Hub host: the registry is its operator's)."""
+        check_team(name)
+        team = self.teams.get(name)
+        if team is None:
+            raise HubError(ErrorCode.NOT_FOUND, f"no team {name!r}; create it with 'amux hub team add {name}'",
+                           {"team": name}, next_step="'amux hub team list' shows the teams.")
+        return team
+
     def pruned(self, now: float) -> Registry:
         """Drop tokens that expired: they can never be valid again, and delegated ones pile up."""
         return replace(self, tokens={i: t for i, t in self.tokens.items() if not t.expired(now)})
@@ -343,18 +450,23 @@ class Registry:
                 if getattr(t, key) is not None:
                     entry[key] = getattr(t, key)
             tokens[t.id] = entry
-        return {
+        document: dict[str, Any] = {
             "version": FORMAT_VERSION,
             "principals": {p.name: {"kind": p.kind, "created": p.created}
                            for p in sorted(self.principals.values(), key=lambda p: p.name)},
             "aliases": dict(sorted(self.aliases.items())),
             "tokens": tokens,
         }
+        if self.teams:
+            document["teams"] = {t.name: {"review": t.review, "created": t.created,
+                                          "members": dict(sorted(t.members.items()))}
+                                 for t in sorted(self.teams.values(), key=lambda t: t.name)}
+        return document
 
     @classmethod
     def from_toml(cls, raw: Mapping[str, Any]) -> Registry:
         """Validate a parsed file strictly; raises ``ValueError`` naming the first problem."""
-        unknown = set(raw) - {"version", "principals", "aliases", "tokens"}
+        unknown = set(raw) - {"version", "principals", "aliases", "tokens", "teams"}
         if unknown:
             raise ValueError(f"unknown top-level keys {sorted(unknown)}")
         if raw.get("version", FORMAT_VERSION) != FORMAT_VERSION:
@@ -393,7 +505,18 @@ class Registry:
                 raise ValueError(f"token {token_id!r} has a missing or invalid field (principal must be "
                                  "in [principals], sha256 64 hex digits, times integers)")
             tokens[token_id] = Token(token_id, principal, digest, created, expires, binding, revoked)
-        return cls(principals, aliases, tokens)
+        teams: dict[str, Team] = {}
+        for name, entry in _table(raw, "teams").items():
+            if not _TEAM.fullmatch(name) or set(entry) - {"review", "created", "members"}:
+                raise ValueError(f"team {name[:60]!r} is malformed (a name of lower-case letters, digits, '-' and "
+                                 "'_'; keys review, created, members)")
+            review, created, members = entry.get("review"), entry.get("created", 0), entry.get("members", {})
+            if (review not in TEAM_REVIEW or not _is_int(created) or not isinstance(members, dict)
+                    or any(m not in principals or r not in ROLES for m, r in members.items())):
+                raise ValueError(f"team {name!r} needs review = 'off'|'agents'|'all', an integer created and "
+                                 "members mapping principals in [principals] to 'reader'|'writer'|'maintainer'")
+            teams[name] = Team(name, review, created, dict(members))
+        return cls(principals, aliases, tokens, teams)
 
 
 def _is_int(v: object) -> bool:

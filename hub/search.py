@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import ahocorasick_rs
@@ -929,3 +929,126 @@ def _match(hay: Haystack, index: int, matched: list[int], keywords: tuple[str, .
         "revision": doc.revision,
         "matched": [keywords[i] for i in matched],
     }
+
+
+@dataclass(frozen=True)
+class SearchPart:
+    """One scope a search covers (DESIGN.md §7.8): ``label`` (``""`` for the caller's own scope, ``@NAME/`` for
+    a team mount, put before every path the part answers), the scope's directory, the path prefix inside it
+    and the scope's content cache."""
+
+    label: str
+    root: str
+    prefix: str
+    cache: ScopeCache
+
+
+def search_parts(
+    parts: list[SearchPart],
+    keywords: tuple[str, ...],
+    limit: int,
+    limits: Limits,
+    should_stop: Callable[[], bool] = lambda: False,
+    reader: Reader = read_file_nofollow,
+    on_start: Callable[[], None] = lambda: None,
+) -> dict[str, Any]:
+    """Scan several scopes as one search under one budget and rank their documents together (DESIGN.md §7.8).
+
+    One part is exactly :func:`search_scope`.  With more, the 1,024 files are shared max-min fairly
+    (:func:`fair_shares`) among the parts by how many documents each lists, the bytes in proportion to the
+    files each was given (what a part leaves unused passes to the next), and the time is one deadline for all;
+    the parts are read from the smallest share to the largest, so a crowded mount runs out last.  Each part
+    is scanned as :func:`search_scope` scans a scope (its own plan, cache and incomplete reasons).  Matches are
+    ranked across parts by the same rule (distinct keywords, keywords in the path or title of the document
+    inside its scope, then the shown path) and named by their mounted path.  The answer is
+    :func:`search_scope`'s plus ``parts``: ``[{mount, scanned_files, incomplete_reasons}]`` in the order given
+    (``mount`` is the label), so a caller sees which mount was cut short.  Caches are locked in the order of
+    their directories (no two searches wait for each other in a circle); ``on_start`` runs once all are held.
+    """
+    if len(parts) == 1:
+        only = parts[0]
+        return _labelled(search_scope(only.root, keywords, only.prefix, limit, limits, should_stop, reader,
+                                      only.cache, on_start), only.label)
+    folded_str = [fold(k) for k in keywords]
+    folded_kws = [k.encode("utf-8") for k in folded_str]
+    order = sorted(range(len(parts)), key=lambda i: parts[i].root)
+    locks = [parts[i].cache.lock for i in order]
+    for lock in locks:
+        lock.acquire()
+    try:
+        on_start()
+        deadline = time.perf_counter() + limits.scan_budget_seconds
+        walks = [_Walk(limits) for _ in parts]
+        seen_dirs: list[set[str]] = [set() for _ in parts]
+
+        def out_of_time() -> bool:
+            return should_stop() or time.perf_counter() > deadline
+
+        listed = [_list_tree(p.root, p.prefix, walks[i], p.cache, seen_dirs[i], out_of_time)
+                  for i, p in enumerate(parts)]
+        shares = fair_shares([sum(len(files) for _, files in batches) for batches in listed], limits.scan_max_files)
+        bytes_left, files_left = limits.scan_max_bytes, sum(shares)
+        found: list[tuple[int, list[CachedDoc]]] = []
+        scanned_bytes = 0
+        for i in sorted(range(len(parts)), key=lambda i: (shares[i], i)):
+            part, walk = parts[i], walks[i]
+            budget = bytes_left * shares[i] // files_left if files_left else 0
+            files_left -= shares[i]
+            share = replace(limits, scan_max_files=shares[i], scan_max_bytes=budget)
+            collector = _Collector(share, walk, should_stop, reader, part.cache, deadline)
+            collector.run(_fair_plan(listed[i], part.root, shares[i], walk))
+            if not walk.incomplete:
+                part.cache.prune(part.prefix, collector.seen, seen_dirs[i])
+            bytes_left -= collector.scanned_bytes
+            scanned_bytes += collector.scanned_bytes
+            collector.docs.sort(key=_path_of)
+            found.append((i, collector.docs))
+        ranked: list[tuple[tuple[int, int, str], str, Haystack, int, list[int]]] = []
+        candidates = 0
+        for i, docs in found:
+            hay = parts[i].cache.haystack_for(docs)
+            hits = _presence(hay, folded_kws)
+            candidates += len(hits)
+            for index, matched in _top(hits, docs, folded_str, limit):
+                where = sum(1 for k in matched if folded_str[k] in docs[index].where)
+                label = parts[i].label
+                ranked.append(((-len(matched), -where, label + docs[index].path), label, hay, index, matched))
+    finally:
+        for lock in reversed(locks):
+            lock.release()
+    ranked.sort(key=lambda item: item[0])
+    reasons: list[str] = []
+    for walk in walks:
+        reasons += [r for r in walk.reasons if r not in reasons]
+    result: dict[str, Any] = {
+        "matches": [], "candidates": candidates, "incomplete": any(w.incomplete for w in walks),
+        "incomplete_reasons": reasons,
+        "unreadable": [p.label + u for p, w in zip(parts, walks, strict=True) for u in w.unreadable],
+        "scanned_files": sum(len(docs) for _, docs in found), "scanned_bytes": scanned_bytes,
+        "truncated": candidates > limit,
+        "parts": [{"mount": p.label, "scanned_files": len(docs), "incomplete_reasons": walks[i].reasons}
+                  for p, (i, docs) in zip(parts, sorted(found), strict=True)],
+    }
+    errors = sorted({e for w in walks for e in w.storage_errors})
+    if errors:
+        result["storage_errors"] = errors
+    size = packed_size(result)
+    for _, label, hay, index, matched in ranked[:limit]:
+        match = _match(hay, index, matched, keywords, folded_str, folded_kws, limits)
+        match["path"] = label + match["path"]
+        grow = packed_size(match) + 2
+        if size + grow > limits.response_max_bytes - limits.response_envelope_bytes:
+            result["truncated"] = True
+            break
+        result["matches"].append(match)
+        size += grow
+    return result
+
+
+def _labelled(result: dict[str, Any], label: str) -> dict[str, Any]:
+    """A one-part answer with its paths under ``label`` (unchanged for the root)."""
+    if label:
+        for match in result["matches"]:
+            match["path"] = label + match["path"]
+        result["unreadable"] = [label + u for u in result["unreadable"]]
+    return result

@@ -29,9 +29,11 @@ from typing import Any
 
 import trio
 
+from amux_memory.hub import mounted
 from amux_memory.hub.config import HubConfig
 from amux_memory.hub.connection import Connection, ConnectionSet
 from amux_memory.hub.identity import Identity, Scope, authenticate, scope_for, user_name
+from amux_memory.hub.mounts import View, view_for
 from amux_memory.hub.registry import RegistryWatcher
 from amux_memory.hub.service import MemoryService
 from amux_memory.protocol.errors import ErrorCode, HubError
@@ -221,8 +223,18 @@ class Hub:
             self.calls_running -= 1
             self.last_call_ended = trio.current_time()
 
+    async def view_of(self, identity: Identity, scope: Scope) -> View:
+        """The caller's view for this call (DESIGN.md §7.8): ``scope`` at the root and its teams as mounts, from
+        the registry as it is now (re-read when the file changed), so a removed member loses a mount at once."""
+        if self.registry.changed():
+            registry = await trio.to_thread.run_sync(self.registry.reload)
+        else:
+            registry = self.registry.current()
+        return view_for(registry, identity.principal, scope)
+
     async def _call(self, identity: Identity, scope: Scope, request: Request) -> Result:
         await self._still_authorized(identity)
+        view = await self.view_of(identity, scope)
         result: Result | None = None
         deadline = self.limits.request_start_seconds
         # This deadline bounds only the wait for the scope's lock and for a worker thread to start: the
@@ -230,7 +242,7 @@ class Hub:
         # worker thread cannot be cancelled, so once it runs, the call returns its result even past the
         # deadline (DESIGN.md §6).
         with trio.move_on_after(deadline):
-            result = await self.service.call(scope, request.method, request.params, identity)
+            result = await mounted.call(self.service, view, request.method, request.params, identity)
         if result is None:
             raise HubError(
                 ErrorCode.BUSY,

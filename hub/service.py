@@ -54,7 +54,7 @@ from amux_memory.hub.review import (
 )
 from amux_memory.hub.rewrite_guard import check_rewrite
 from amux_memory.hub.scan_report import document_entries, report, version_entries
-from amux_memory.hub.search import Reader, read_file_nofollow, search_scope
+from amux_memory.hub.search import Reader, SearchPart, read_file_nofollow, search_parts, search_scope
 from amux_memory.hub.secrets import Finding, credentials, find_secrets, refusal, scrub
 from amux_memory.hub.store import BeforeWrite, Store, revision_of
 from amux_memory.hub.walk import walk_documents
@@ -64,6 +64,7 @@ from amux_memory.protocol.limits import Limits
 from amux_memory.protocol.messages import DATA_METHODS
 from amux_memory.protocol.params import (
     ABSENT,
+    parse_copy,
     parse_export,
     parse_forget,
     parse_get,
@@ -103,6 +104,13 @@ def _stop_when_cancelled() -> bool:
     except trio.Cancelled:
         return True
     return False
+
+
+def actor_of(identity: Identity | None) -> Actor:
+    """The actor history records for ``identity`` (None: an in-process caller, client ``hub``)."""
+    if identity is None:
+        return Actor(None, "hub")
+    return Actor(identity.principal, identity.client, identity.binding, identity.session, agent_reason(identity))
 
 
 def _before_change(hist: ScopeHistory | None, path: str, seen: list[bytes | None]) -> BeforeWrite:
@@ -166,6 +174,17 @@ class MemoryService:
         handler = HANDLERS.get(method)
         if handler is None:
             raise HubError(ErrorCode.BAD_REQUEST, f"{method} is not a data method")
+        self.check_enabled()
+        actor = actor_of(identity)
+        try:
+            return await handler(self, scope, params, actor)
+        except HubError as exc:
+            if exc.code is ErrorCode.INVALID_PATH and self.config.secret_scan != "off":
+                raise scrubbed(exc) from None  # a path holding a credential is not echoed (DESIGN.md §16.3)
+            raise
+
+    def check_enabled(self) -> None:
+        """Raise ``disabled`` (naming the command that enables memory) while ``memory.enabled`` is off."""
         if not self.config.memory_enabled:
             raise HubError(
                 ErrorCode.DISABLED,
@@ -174,14 +193,21 @@ class MemoryService:
                 f"('amux hub restart{home_option(self.config.home)}')",
                 {"setting": "memory.enabled"},
             )
-        actor = Actor(None, "hub") if identity is None else Actor(
-            identity.principal, identity.client, identity.binding, identity.session, agent_reason(identity))
-        try:
-            return await handler(self, scope, params, actor)
-        except HubError as exc:
-            if exc.code is ErrorCode.INVALID_PATH and self.config.secret_scan != "off":
-                raise scrubbed(exc) from None  # a path holding a credential is not echoed (DESIGN.md §16.3)
-            raise
+
+    async def search_mounted(self, parts: list[tuple[str, Scope, str]], params: dict[str, Any]) -> Result:
+        """``search`` over several scopes as one request under one budget (DESIGN.md §7.8).
+
+        ``parts``: ``(label, scope, path prefix inside it)``, the caller's root first; ``params`` the request's
+        (its ``path_prefix`` already resolved into ``parts``).  The answer is ``search``'s with mounted paths and
+        ``parts`` (:func:`hub.search.search_parts`).  Raises what ``search`` raises; on cancellation before the
+        scan starts nothing was read, and once it runs it returns what it has at the deadline.
+        """
+        self.check_enabled()
+        p = parse_search({k: v for k, v in params.items() if k != "path_prefix"})
+        searched = [SearchPart(label, self._dir(scope), prefix, self.cache.scope(scope.relpath))
+                    for label, scope, prefix in parts]
+        return await self._scan_within_budget(lambda started: search_parts(
+            searched, p.keywords, p.limit, self.limits, _stop_when_cancelled, self.reader, started))
 
     async def _run(self, fn: Callable[..., Result], *args: Any) -> Result:
         return await trio.to_thread.run_sync(functools.partial(fn, *args))
@@ -189,6 +215,13 @@ class MemoryService:
     async def _search(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_search(params)
         cache = self.cache.scope(scope.relpath)
+        return await self._scan_within_budget(lambda started: search_scope(
+            self._dir(scope), p.keywords, p.path_prefix, p.limit, self.limits, _stop_when_cancelled, self.reader,
+            cache, started))
+
+    async def _scan_within_budget(self, scan: Callable[[Callable[[], None]], Result]) -> Result:
+        """Run ``scan(started)`` in a search worker thread under the 250 ms budget, which starts when the scan
+        calls ``started`` (DESIGN.md §5.4); adds ``elapsed_ms``."""
         clock: list[float] = []
         with trio.CancelScope() as budget:
 
@@ -203,10 +236,7 @@ class MemoryService:
                 clock.append(time.perf_counter())
 
             def work() -> Result:
-                return search_scope(
-                    self._dir(scope), p.keywords, p.path_prefix, p.limit, self.limits,
-                    _stop_when_cancelled, self.reader, cache, started,
-                )
+                return scan(started)
 
             # The worker polls the cancel scope between files and returns what it
             # has; we wait for it rather than abandon it, so no thread outlives us.
@@ -231,7 +261,7 @@ class MemoryService:
 
             return await self._run(stored)
         result = await self._run(self.store.get, self._dir(scope), p.path, p.start_line, p.end_line, p.offset)
-        if self.config.review == "agents":
+        if self.review_rule(scope) != "off":
             async with self._lock(scope):
                 pending = await self._run(lambda: {"id": self._pending_for(scope, p.path, actor)})
             if pending["id"] is not None:
@@ -290,7 +320,7 @@ class MemoryService:
 
     def _write(self, scope: Scope, path: str, content: bytes, expected_revision: str, allow_shrink: bool,
                actor: Actor, restored_from: str | None = None, allow_secret: bool = False,
-               review: dict[str, Any] | None = None) -> Result:
+               review: dict[str, Any] | None = None, origin: dict[str, Any] | None = None) -> Result:
         """Upsert (or restore) with history: credential check → external check → durable document → durable
         version (worker thread).  A write that goes ahead holding credentials is logged once it is written;
         an error it then meets (``destructive_rewrite``, ``conflict``) quotes none of them."""
@@ -309,7 +339,7 @@ class MemoryService:
         if hist is not None and not (old is not None and old == content):  # same bytes: no new version
             action = "restore" if restored_from is not None else "create" if old is None else "update"
             hist.record(path, content, action, actor, previous=old, restored_from=restored_from, after_change=True,
-                        secret_override=override, review=review)
+                        secret_override=override, review=review, origin=origin)
         if restored_from is not None:
             result["restored_from"] = restored_from
         if findings:
@@ -325,14 +355,14 @@ class MemoryService:
     async def _upsert(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_upsert(params)
         async with self._lock(scope):
-            if self._reviewed(actor, p.path):
+            if self._reviewed(scope, actor, p.path):
                 return await self._run(self._propose, scope, p.path, p.content, p.expected_revision, actor,
                                        p.allow_shrink, p.allow_secret)
             return await self._run(self._write, scope, p.path, p.content, p.expected_revision, p.allow_shrink,
                                    actor, None, p.allow_secret)
 
     def _delete(self, scope: Scope, path: str, expected_revision: str, actor: Actor,
-                review: dict[str, Any] | None = None) -> Result:
+                review: dict[str, Any] | None = None, origin: dict[str, Any] | None = None) -> Result:
         """Forget with history (worker thread): hand edit recorded first, unlink durably, tombstone durably."""
         hist = self._recording(scope)
         seen: list[bytes | None] = []
@@ -340,7 +370,7 @@ class MemoryService:
         if hist is not None:
             if result["deleted"]:
                 hist.record(path, None, "forget", actor, previous=seen[0] if seen else None, after_change=True,
-                            review=review)
+                            review=review, origin=origin)
             else:
                 hist.sync(path, None, 0, create=False)  # deleted by hand: an external tombstone
         return result
@@ -348,15 +378,99 @@ class MemoryService:
     async def _forget(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_forget(params)
         async with self._lock(scope):
-            if self._reviewed(actor, p.path):
+            if self._reviewed(scope, actor, p.path):
                 return await self._run(self._propose, scope, p.path, None, p.expected_revision, actor)
             return await self._run(self._delete, scope, p.path, p.expected_revision, actor)
 
+    async def copy(self, source: Scope, source_path: str, destination: Scope, destination_path: str, *,
+                   expected_revision: str, source_revision: str | None, move: bool, allow_secret: bool,
+                   actor: Actor) -> Result:
+        """Copy (or ``move``) one document between scopes or within one (DESIGN.md §7.8).
+
+        Three steps, each under its scope's lock: read the source (``not_found`` when absent; ``conflict`` when
+        ``source_revision`` is given and no longer matches); write it to the destination as an upsert by the
+        caller, compare-and-swap on ``expected_revision`` (``absent`` to create), with the destination's review
+        rule (it may become a proposal) and every write check; for ``move``, once the destination is written,
+        forget the source by compare-and-swap on the revision read (a proposal too where the source's rule says
+        so).  History on the destination names the source (``origin.from``: scope binding, document,
+        revision), the source's tombstone names the destination (``origin.to``).  Answer: ``{revision, bytes,
+        created, source_revision, proposed?, proposal?, moved, source_kept?}``; ``source_kept`` says why a move
+        left its source (the destination awaits review, or the source changed after it was read: nothing lost,
+        both exist).  Raises what ``get`` and ``upsert`` raise (nothing written when the destination refuses).
+        Cancelled before a step's worker runs, that step and the later ones do not happen.
+        """
+        self.check_enabled()
+
+        def read() -> Result:
+            data = self.store.read(self._dir(source), source_path)
+            if data is None:
+                raise HubError(ErrorCode.NOT_FOUND, f"{source_path} does not exist; nothing was copied",
+                               {"path": source_path})
+            observed = revision_of(data)
+            if source_revision is not None and not revision_matches(source_revision, observed):
+                raise HubError(ErrorCode.CONFLICT, f"{source_path} changed: its revision is {observed[:12]}, not "
+                               f"{source_revision[:12]}; nothing was copied",
+                               {"path": source_path, "expected_revision": source_revision,
+                                "observed_revision": observed})
+            return {"data": data, "revision": observed}
+
+        async with self._lock(source):
+            got = await self._run(read)
+        data: bytes = got["data"]
+        origin = {"from": {"scope": source.binding, "document": source_path, "revision": got["revision"]}}
+
+        def write() -> Result:
+            if self._reviewed(destination, actor, destination_path):
+                return self._propose(destination, destination_path, data, expected_revision, actor,
+                                     allow_secret=allow_secret)
+            return self._write(destination, destination_path, data, expected_revision, False, actor,
+                               allow_secret=allow_secret, origin=origin)
+
+        async with self._lock(destination):
+            result = await self._run(write)
+        result["source_revision"] = got["revision"]
+        result["moved"] = False
+        if not move:
+            return result
+        if result.get("proposed"):
+            result["source_kept"] = "the destination awaits review: forget the source once it is approved"
+            return result
+
+        def remove() -> Result:
+            gone = {"to": {"scope": destination.binding, "document": destination_path}}
+            if self._reviewed(source, actor, source_path):
+                return self._propose(source, source_path, None, got["revision"], actor)
+            return self._delete(source, source_path, got["revision"], actor, origin=gone)
+
+        try:
+            async with self._lock(source):
+                removed = await self._run(remove)
+        except HubError as exc:
+            if exc.code is not ErrorCode.CONFLICT:
+                raise
+            result["source_kept"] = "the source changed after it was read; both documents exist"
+            return result
+        if removed.get("proposed"):
+            result["source_kept"] = f"forgetting the source awaits review (proposal {removed['proposal']})"
+        else:
+            result["moved"] = True
+        return result
+
     # -- review (DESIGN.md §21) ---------------------------------------------------
 
-    def _reviewed(self, actor: Actor, path: str) -> bool:
-        """Whether this write waits for review: ``memory.review = agents``, an agent caller, a path under review."""
-        return self.config.review == "agents" and actor.agent is not None and self.under_review(path)
+    def review_rule(self, scope: Scope) -> str:
+        """The review rule of ``scope``: a team's own (DESIGN.md §7.8), else ``memory.review`` (DESIGN.md §21)."""
+        return self.config.review if scope.review is None else scope.review
+
+    def _reviewed(self, scope: Scope, actor: Actor, path: str) -> bool:
+        """Whether this write waits for review.  A caller's own scope: ``memory.review = agents``, an agent
+        caller, a path under review.  A team: ``agents`` reviews an agent's writes, ``all`` also a person's
+        unless the person maintains the team (DESIGN.md §7.8)."""
+        if scope.review is None:
+            return self.config.review == "agents" and actor.agent is not None and self.under_review(path)
+        if scope.review == "agents":
+            return actor.agent is not None
+        return scope.review == "all" and (actor.agent is not None or not scope.maintainer)
 
     def _proposals(self, scope: Scope, settle: bool = True) -> ScopeProposals:
         """The scope's proposals, loaded, with expired ones marked and (``settle``) crash leftovers settled
@@ -472,7 +586,7 @@ class MemoryService:
                 ids = [q.id for q in shown]
                 shown = shown[ids.index(p.cursor) + 1:] if p.cursor in ids else shown
             result: Result = {"proposals": [], "next_cursor": None, "pending": len(pending),
-                              "review": self.config.review}
+                              "review": self.review_rule(scope)}
             budget = (self.limits.response_max_bytes - self.limits.response_envelope_bytes
                       - packed_size({**result, "next_cursor": "p" + "0" * 12}) - 8)
             root = self._dir(scope)
@@ -673,7 +787,7 @@ class MemoryService:
 
         def work() -> Result:
             version, data = self.history.scope(scope.relpath).find(p.path, p.revision)  # a prefix: the full one
-            if self._reviewed(actor, p.path):  # an agent's restore is a write like any other (DESIGN.md §21)
+            if self._reviewed(scope, actor, p.path):  # an agent's restore is a write like any other (DESIGN.md §21)
                 return self._propose(scope, p.path, data, p.expected_revision, actor, allow_shrink=True,
                                      allow_secret=p.allow_secret)
             return self._write(scope, p.path, data, p.expected_revision, True, actor, restored_from=version.revision,
@@ -721,6 +835,14 @@ class MemoryService:
         async with self._lock(scope):
             return await self._run(work)
 
+    async def _copy(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        """``copy`` within one scope (:meth:`copy`); across mounts the Hub resolves both paths first (DESIGN.md
+        §7.8)."""
+        p = parse_copy(params)
+        return await self.copy(scope, p.source, scope, p.destination, expected_revision=p.expected_revision,
+                               source_revision=p.source_revision, move=p.move, allow_secret=p.allow_secret,
+                               actor=actor)
+
     async def _list(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_list(params)
         return await self._run(list_documents, self._dir(scope), p.path_prefix, p.cursor, self.limits)
@@ -744,6 +866,7 @@ HANDLERS: Final[Mapping[str, Handler]] = {
     "review_list": MemoryService._review_list,
     "review_show": MemoryService._review_show,
     "review_decide": MemoryService._review_decide,
+    "copy": MemoryService._copy,
 }
 """The dispatch table: data method name → handler.  Its names are exactly :data:`DATA_METHODS`."""
 

@@ -34,7 +34,7 @@ from typing import Protocol
 from amux_memory.hub.cache import DIR, MARKDOWN, RAW_ENTRIES_FACTOR, Listing, ScopeCache, is_racy
 from amux_memory.hub.faults import MAX_REPORTED_PATHS, SCOPE_ROOT, short_path
 from amux_memory.protocol.limits import ENTRY_NAME, Limits
-from amux_memory.protocol.paths import is_canonical_path
+from amux_memory.protocol.paths import is_canonical_path, is_reserved
 
 FileEntry = tuple[str, str]
 """``(logical path, file name)`` of one Markdown file."""
@@ -174,6 +174,8 @@ class _BreadthFirst:
         full = False
         for name, kind in listing.entries:
             logical = rel + name
+            if not rel and is_reserved(name):
+                continue  # a mount's name: no document of the scope (DESIGN.md §7.8)
             if kind == MARKDOWN:
                 if logical.startswith(self.prefix):
                     files.append((logical, name))
@@ -363,6 +365,8 @@ def _take(folder: Folder, entry: os.DirEntry[str], prefix: str, walked: Walked) 
     """One counted entry of :func:`walk_documents`: a document under ``prefix`` is found, a folder that can
     lead to it descended into; one that cannot be ``lstat``-ed is reported, one gone since is left out."""
     logical = folder.logical + entry.name
+    if is_reserved(logical):
+        return  # a mount's name: no document of the scope (DESIGN.md §7.8)
     try:
         st = entry_stat(entry)
     except OSError:

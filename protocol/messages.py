@@ -22,12 +22,12 @@ from amux_memory.protocol.limits import LIMITS
 PROTOCOL_VERSION: Final = 1
 
 METHODS: Final = frozenset({"hello", "mcp_open", "search", "get", "upsert", "forget", "export", "list",
-                            "history", "log", "restore", "purge", "scan",
+                            "history", "log", "restore", "purge", "scan", "copy",
                             "review_list", "review_show", "review_decide"})
 """Every method the Hub answers."""
 
 DATA_METHODS: Final = frozenset({"search", "get", "upsert", "forget", "export", "list",
-                                 "history", "log", "restore", "purge", "scan",
+                                 "history", "log", "restore", "purge", "scan", "copy",
                                  "review_list", "review_show", "review_decide"})
 """Methods that touch memory: they need a completed hello and memory enabled."""
 

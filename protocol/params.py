@@ -430,6 +430,43 @@ def parse_restore(params: dict[str, Any]) -> RestoreParams:
 
 
 @dataclass(frozen=True)
+class CopyParams:
+    """``copy``: ``source`` to ``destination`` (mounted paths, DESIGN.md §7.8), compare-and-swap on the
+    destination's ``expected_revision`` and, when given, the source's ``source_revision``; ``move`` forgets the
+    source once the destination is written."""
+
+    source: str
+    destination: str
+    expected_revision: str
+    source_revision: str | None
+    move: bool
+    allow_secret: bool
+
+
+def parse_copy(params: dict[str, Any]) -> CopyParams:
+    """Validate ``copy`` params: ``source`` and ``destination`` (document paths, not the same),
+    ``expected_revision`` (as :func:`parse_revision`, ``absent`` to create), optional ``source_revision`` (a
+    revision or prefix), ``move`` and ``allow_secret`` (bools, default false)."""
+    _only(params, {"source", "destination", "expected_revision", "source_revision", "move", "allow_secret"})
+    source = normalize_path(params.get("source"))
+    destination = normalize_path(params.get("destination"))
+    if source == destination:
+        raise _bad("source and destination are the same document", field="destination")
+    flags = {}
+    for name in ("move", "allow_secret"):
+        flags[name] = params.get(name, False)
+        if not isinstance(flags[name], bool):
+            raise _bad(f"{name} must be true or false", field=name)
+    given = params.get("source_revision")
+    source_revision = None if given is None else parse_revision(given, "source_revision")
+    if source_revision == ABSENT:
+        raise _bad("source_revision names the source's current revision; it cannot be 'absent'",
+                   field="source_revision")
+    return CopyParams(source, destination, parse_revision(params.get("expected_revision")), source_revision,
+                      flags["move"], flags["allow_secret"])
+
+
+@dataclass(frozen=True)
 class ScanParams:
     """``scan``: look for credentials in the scope's documents, and in its stored versions when ``history``."""
 

@@ -14,6 +14,10 @@ from urllib.parse import unquote
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import LIMITS
 
+MOUNT_MARK = "@"
+"""A first path segment starting with this names a team mount (``@web/deploy.md``, DESIGN.md §7.8): no scope
+holds a document there, and the walkers pass such top-level entries over."""
+
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 _SEPARATORS = frozenset("\u2028\u2029\u0085")
 
@@ -132,3 +136,8 @@ def is_canonical_path(path: str) -> bool:
         return normalize_path(path) == path
     except HubError:
         return False
+
+
+def is_reserved(path: str) -> bool:
+    """Whether ``path``'s first segment names a mount (starts with :data:`MOUNT_MARK`), DESIGN.md §7.8."""
+    return path.startswith(MOUNT_MARK)

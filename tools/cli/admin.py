@@ -262,3 +262,166 @@ def token_revoke(token_id: str, /, *, home: Home = None, json: Json = False) -> 
                 "running Hub refuses it from the next call on"]
 
     return _run(action, lines, json)
+
+
+# -- teams (DESIGN.md §7.8) ----------------------------------------------------------------------------
+
+
+def _team_view(registry: Any, name: str) -> dict[str, Any]:
+    team = registry.teams[name]
+    return {**team.public(), "mount": f"@{team.name}/", "binding": f"team:{team.name}"}
+
+
+def team_add(name: str, /, *, review: str = "agents", home: Home = None, json: Json = False) -> int:
+    """Create a team: a named set of principals sharing one memory, mounted at @NAME/ for each member.
+
+    Adding one that already exists with the same review rule changes nothing ("added": false).
+
+    Parameters
+    ----------
+    name
+        1-40 lower-case letters, digits, '-' or '_'. Members see the team's memory at @NAME/.
+    review
+        Which writes to the team become proposals its maintainers decide: 'off' (none), 'agents' (an agent's
+        writes), 'all' (every write by a member who is not a maintainer).
+    """
+    from amux_memory.hub import registry as reg
+
+    def action() -> dict[str, Any]:
+        added = reg.modify(resolve_home(home), lambda r, now: r.add_team(name, review, now))
+        current, _ = reg.read_registry(reg.registry_path(resolve_home(home)))
+        return {**_team_view(current, name), "added": added}
+
+    def lines(doc: dict[str, Any]) -> list[str]:
+        what = "created" if doc["added"] else "already exists (nothing changed)"
+        return [f"team {inert(doc['name'])} {what}; review {doc['review']}; its members see it at "
+                f"{inert(doc['mount'])}. Add members with 'amux hub team member add {inert(doc['name'])} PRINCIPAL "
+                "--role writer'"]
+
+    return _run(action, lines, json)
+
+
+def team_remove(name: str, /, *, home: Home = None, json: Json = False) -> int:
+    """Remove a team and its memberships; its memory files are kept (adding the team again brings them back).
+
+    Parameters
+    ----------
+    name
+        The team.
+    """
+    from amux_memory.hub import registry as reg
+
+    def action() -> dict[str, Any]:
+        team = reg.modify(resolve_home(home), lambda r, now: r.remove_team(name))
+        return {**team.public(), "removed": True}
+
+    def lines(doc: dict[str, Any]) -> list[str]:
+        from amux_memory.tools.client.wording import counted
+
+        return [f"team {inert(doc['name'])} removed with {counted(len(doc['members']), 'membership')}; its memory "
+                "files are kept"]
+
+    return _run(action, lines, json)
+
+
+def team_list(*, home: Home = None, json: Json = False) -> int:
+    """List the teams with their review rule and members.
+
+    Parameters
+    ----------
+    """
+    from amux_memory.hub import registry as reg
+
+    def action() -> dict[str, Any]:
+        current, _ = reg.read_registry(reg.registry_path(resolve_home(home)))
+        return {"teams": [_team_view(current, n) for n in sorted(current.teams)]}
+
+    def lines(doc: dict[str, Any]) -> list[str]:
+        if not doc["teams"]:
+            return ["no teams; create one with 'amux hub team add NAME'"]
+        rows: list[list[object]] = [["TEAM", "MOUNT", "REVIEW", "MEMBERS"]]
+        rows += [[t["name"], t["mount"], t["review"],
+                  _names(f"{m['principal']} ({m['role']})" for m in t["members"])] for t in doc["teams"]]
+        return table(rows)
+
+    return _run(action, lines, json)
+
+
+def team_show(name: str, /, *, home: Home = None, json: Json = False) -> int:
+    """Show one team: its mount, review rule and each member's role.
+
+    Parameters
+    ----------
+    name
+        The team.
+    """
+    from amux_memory.hub import registry as reg
+
+    def action() -> dict[str, Any]:
+        current, _ = reg.read_registry(reg.registry_path(resolve_home(home)))
+        current.team(name)
+        return _team_view(current, name)
+
+    def lines(doc: dict[str, Any]) -> list[str]:
+        head = [f"team {inert(doc['name'])}: mounted at {inert(doc['mount'])}, review {doc['review']}, created "
+                f"{doc['created']}"]
+        if not doc["members"]:
+            return [*head, "no members yet: 'amux hub team member add NAME PRINCIPAL --role writer'"]
+        rows: list[list[object]] = [["PRINCIPAL", "ROLE"]]
+        rows += [[m["principal"], m["role"]] for m in doc["members"]]
+        return [*head, *table(rows)]
+
+    return _run(action, lines, json)
+
+
+def member_add(team: str, principal: str, /, *, role: str, home: Home = None, json: Json = False) -> int:
+    """Make a registered principal a member of a team, or change its role; it applies from the member's next call.
+
+    Parameters
+    ----------
+    team
+        The team.
+    principal
+        A registered principal ('amux hub principal add NAME').
+    role
+        'reader' (search and read), 'writer' (also write, forget, restore) or 'maintainer' (also decide the team's
+        proposals and purge its history).
+    """
+    from amux_memory.hub import registry as reg
+
+    def action() -> dict[str, Any]:
+        before = reg.modify(resolve_home(home), lambda r, now: r.add_member(team, principal, role))
+        return {"team": team, "principal": principal, "role": role, "before": before, "changed": before != role}
+
+    def lines(doc: dict[str, Any]) -> list[str]:
+        if not doc["changed"]:
+            return [f"{inert(doc['principal'])} already is a {doc['role']} of team {inert(doc['team'])} (nothing "
+                    "changed)"]
+        was = f" (was {doc['before']})" if doc["before"] else ""
+        return [f"{inert(doc['principal'])} is now a {doc['role']} of team {inert(doc['team'])}{was}; it sees "
+                f"@{inert(doc['team'])}/ from its next call"]
+
+    return _run(action, lines, json)
+
+
+def member_remove(team: str, principal: str, /, *, home: Home = None, json: Json = False) -> int:
+    """Take a principal out of a team: it loses @TEAM/ at its next call, open sessions included.
+
+    Parameters
+    ----------
+    team
+        The team.
+    principal
+        The member.
+    """
+    from amux_memory.hub import registry as reg
+
+    def action() -> dict[str, Any]:
+        role = reg.modify(resolve_home(home), lambda r, now: r.remove_member(team, principal))
+        return {"team": team, "principal": principal, "role": role, "removed": True}
+
+    def lines(doc: dict[str, Any]) -> list[str]:
+        return [f"{inert(doc['principal'])} ({doc['role']}) removed from team {inert(doc['team'])}; it loses "
+                f"@{inert(doc['team'])}/ at its next call"]
+
+    return _run(action, lines, json)

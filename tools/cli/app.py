@@ -57,6 +57,12 @@ token_app = App(
     help="Bearer tokens for callers the kernel cannot name (remote Runtimes, delegated agent credentials). "
     "Only a hash is stored; the token is shown once.",
 )
+team_app = App(
+    name="team",
+    help="Teams: principals sharing one memory, mounted at @TEAM/ for each member, with roles (reader, writer, "
+    "maintainer) and a review rule for the team's writes.",
+)
+member_app = App(name="member", help="A team's members and their roles.")
 memory_app = App(name="memory", help="Search, read, write and delete memory documents through the Hub; see and undo "
                  "what changed (history, log, diff, restore, purge); keep typed memories in shape (new, remove, index, "
                  "lint, archive, import — also on a project with --project DIR).")
@@ -76,6 +82,8 @@ app.command(protocol_app)
 system_app.command(config_app)
 hub_app.command(principal_app)
 hub_app.command(token_app)
+hub_app.command(team_app)
+team_app.command(member_app)
 hub_app.command(service_app)
 hub_app.command(tls_app)
 tls_app.command("amux_memory.tools.cli.tls:tls_init", name="init")
@@ -96,6 +104,12 @@ principal_app.command("amux_memory.tools.cli.admin:principal_list", name="list")
 token_app.command("amux_memory.tools.cli.admin:token_issue", name="issue")
 token_app.command("amux_memory.tools.cli.admin:token_list", name="list")
 token_app.command("amux_memory.tools.cli.admin:token_revoke", name="revoke")
+team_app.command("amux_memory.tools.cli.admin:team_add", name="add")
+team_app.command("amux_memory.tools.cli.admin:team_remove", name="remove")
+team_app.command("amux_memory.tools.cli.admin:team_list", name="list")
+team_app.command("amux_memory.tools.cli.admin:team_show", name="show")
+member_app.command("amux_memory.tools.cli.admin:member_add", name="add")
+member_app.command("amux_memory.tools.cli.admin:member_remove", name="remove")
 config_app.command("amux_memory.tools.cli.config:config_get", name="get")
 config_app.command("amux_memory.tools.cli.config:config_set", name="set")
 config_app.command("amux_memory.tools.cli.config:config_list", name="list")
@@ -159,8 +173,8 @@ app.command("amux_memory.tools.cli.launch:launch", name="launch", help_flags=[],
 
 HELP_FLAGS = ("--help", "-h")
 VERSION_FLAGS = ("--version",)
-GROUP_PATHS = {(), ("hub",), ("hub", "principal"), ("hub", "token"), ("hub", "service"), ("hub", "tls"),
-               ("memory",), ("system",), ("system", "config"), ("protocol",)}
+GROUP_PATHS = {(), ("hub",), ("hub", "principal"), ("hub", "token"), ("hub", "team"), ("hub", "team", "member"),
+               ("hub", "service"), ("hub", "tls"), ("memory",), ("system",), ("system", "config"), ("protocol",)}
 """Token lists that name a command group: cyclopts prints the group's help page for them."""
 
 
