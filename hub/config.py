@@ -53,7 +53,7 @@ class HubConfig:
     tls_key: str = default_value("hub.tls_key")
     tls_ca: str = default_value("hub.tls_ca")
     mcp_listen: str = default_value("hub.mcp_listen")
-    """``HOST:PORT`` of the MCP streamable-HTTP listener, ``""`` when off (:mod:`hub.mcp_http`)."""
+    """``HOST:PORT`` of the MCP streamable-HTTP listener, ``""`` when off (:mod:`hub.mcp.http_listener`)."""
     mcp_session_idle: int = default_value("hub.mcp_session_idle")
     history: bool = default_value("memory.history")
     """Record a version of every change (DESIGN.md §15)."""

@@ -38,11 +38,11 @@ from amux_memory.hub.listeners import (
     open_network_listeners,
     open_unix_listener,
 )
-from amux_memory.hub.mcp_http import (
+from amux_memory.hub.mcp.http_listener import (
     McpHttpSettings,
+    McpServers,
     ServerFactory,
     bind_mcp_socket,
-    default_servers,
     mcp_http_settings,
     serve_mcp_http,
 )
@@ -71,7 +71,7 @@ class _Listeners:
     tcp: list[trio.SocketListener]
     network: NetworkSettings | None
     mcp: tuple[McpHttpSettings, socket.socket] | None = None
-    """``hub.mcp_listen``'s settings and bound socket (served by :func:`hub.mcp_http.serve_mcp_http`)."""
+    """``hub.mcp_listen``'s settings and bound socket (served by :func:`hub.mcp.http_listener.serve_mcp_http`)."""
 
     async def aclose(self) -> None:
         """Stop accepting on every listener."""
@@ -87,7 +87,7 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
     ``task_status.started`` gets the :class:`Hub` once every listener is open
     (``hub.network_addresses`` then holds the TCP addresses).  ``service``
     replaces the default :class:`MemoryService` (tests); ``mcp_server`` builds the MCP server
-    ``hub.mcp_listen`` serves (default :func:`hub.mcp_http.default_servers`, the memory tools).  Raises
+    ``hub.mcp_listen`` serves (default :func:`default_servers`, the memory tools).  Raises
     :class:`HubStartError` when the Hub cannot start; then nothing is left
     listening and the home lock is released.  On a signal or cancellation it
     stops accepting and reading, lets running requests finish for up to
@@ -173,6 +173,14 @@ async def _serve_until_stopped(hub: Hub, config: HubConfig, limits: Limits, list
             http_stop.set()
             hub.stop_reading()
             conns.cancel_scope.deadline = trio.current_time() + limits.shutdown_grace_seconds
+
+
+def default_servers(hub: Hub) -> McpServers:
+    """The MCP servers ``hub.mcp_listen`` serves unless :func:`serve` is given others:
+    :func:`hub.mcp.http_servers.memory_servers`, imported on first use (the ``mcp`` SDK is ~0.5 s of CPU)."""
+    from amux_memory.hub.mcp.http_servers import memory_servers
+
+    return memory_servers(hub)
 
 
 MCP_WARM_DELAY_SECONDS = 2.0

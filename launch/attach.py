@@ -48,13 +48,13 @@ TOKEN_ENV: Final = "AMUX_MCP_BEARER"
 """The environment variable that hands Codex the launch's delegated token (``bearer_token_env_var``)."""
 
 BINDING_HEADER: Final = "Amux-Binding"
-"""The HTTP header carrying a delegated token's binding (``hub.mcp_http.BINDING_HEADER``, DESIGN.md §7.5)."""
+"""The HTTP header carrying a delegated token's binding (``hub.mcp.http_listener.BINDING_HEADER``, DESIGN.md §7.5)."""
 
 SESSION_HEADER: Final = "Amux-Session"
-"""The HTTP header carrying the launch's session id (``hub.mcp_http.SESSION_HEADER``, DESIGN.md §15)."""
+"""The HTTP header carrying the launch's session id (``hub.mcp.http_listener.SESSION_HEADER``, DESIGN.md §15)."""
 
 INSTRUCTIONS_HEADER: Final = "Amux-Instructions"
-"""The HTTP header that turns the MCP server's instructions off (``hub.mcp_http.INSTRUCTIONS_HEADER``)."""
+"""The HTTP header that turns the MCP server's instructions off (``hub.mcp.http_listener.INSTRUCTIONS_HEADER``)."""
 
 REDACTED: Final = "<redacted>"
 """What ``--print-spec`` shows instead of a token (none is issued for a printed spec)."""

@@ -8,8 +8,9 @@ so both ends find the same socket (``~`` expanded the same way).
 Kept small on purpose: the CLI's start-up path imports it (DESIGN.md §13.6),
 so it imports nothing of the Hub, no ``tomli_w`` and no Trio, and
 :mod:`tomllib` only when ``config.toml`` exists.  It reads a file, the only
-I/O in :mod:`protocol`; parsing and checking a setting's value stay in
-:mod:`hub.config`.
+file :mod:`protocol` reads (beside the package metadata
+:mod:`protocol.version` asks for); parsing and checking a setting's value
+stay in :mod:`hub.config`.
 """
 
 from __future__ import annotations

@@ -131,7 +131,7 @@ SEND_TIMEOUT_SECONDS = 30.0
 TLS_HANDSHAKE_TIMEOUT_SECONDS = 10.0
 """Seconds a TLS connection has to finish its handshake, or it is closed."""
 
-# The MCP streamable-HTTP listener (hub.mcp_listen, DESIGN.md §6, §7), used by hub/mcp_http.py.
+# The MCP streamable-HTTP listener (hub.mcp_listen, DESIGN.md §6, §7), used by hub/mcp/http_listener.py.
 MCP_HTTP_MAX_BODY_BYTES = 1 * MIB
 """Bytes of one HTTP request body; a longer one is answered 413 before it is parsed (the SDK's check)."""
 MCP_HTTP_BODY_TIMEOUT_SECONDS = 30.0

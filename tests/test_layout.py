@@ -1,15 +1,13 @@
 """The code layout's rules, checked on the source (DESIGN.md §2).
 
-* No module-level import cycle in the product packages: module-level imports
-  (outside functions and ``if TYPE_CHECKING:``) form a graph with no cycle.
+* No import cycle in the product packages, through any import: module level,
+  in a function, under ``if TYPE_CHECKING:``, or a literal
+  ``importlib.import_module`` name; a failure shows the chain.
 * No ``_private`` name crosses modules: no ``from M import _x``, no ``M._x``
   for an imported product module (or class, or object) ``M``, no
   ``getattr(x, "_y")`` (or ``setattr``/``hasattr``/``delattr``) with a
   literal private name on anything but ``self``/``cls``, and no
   ``self.a._x`` reaching into another object's private attribute.
-* Module-level imports are those in the module body and in every block run
-  at import time (``if``, ``try``, ``with``, ``for``, ``while``, ``match``,
-  class bodies, their ``async`` forms), not in functions.
 * The product cites its own design document, not tracker issues ("issue #6"
   or "issue 11") or the original design record.
 * Frontends (``tools/``) build Hub request params with :mod:`protocol.requests`,
@@ -28,7 +26,8 @@ from __future__ import annotations
 import ast
 import itertools
 import re
-from collections.abc import Collection, Iterator
+from collections import deque
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
 from tests.conftest import REPO
@@ -63,40 +62,6 @@ def product_files() -> Iterator[tuple[str, Path]]:
 MODULES = dict(product_files())
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def _module_level_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Imports executed when the module is imported (not in functions, not under TYPE_CHECKING).
-
-    Looks into every compound statement that runs at import time: ``if``,
-    ``try``, ``with``/``async with``, ``for``/``async for``, ``while``,
-    ``match`` and class bodies.
-    """
-    stack: list[ast.stmt] = list(tree.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            yield node
-        elif isinstance(node, ast.If):
-            if not _is_type_checking(node.test):
-                stack.extend(node.body)
-            stack.extend(node.orelse)
-        elif isinstance(node, ast.Try | ast.TryStar):
-            stack.extend(node.body + node.orelse + node.finalbody)
-            for handler in node.handlers:
-                stack.extend(handler.body)
-        elif isinstance(node, ast.With | ast.AsyncWith | ast.ClassDef):
-            stack.extend(node.body)
-        elif isinstance(node, ast.For | ast.AsyncFor | ast.While):
-            stack.extend(node.body + node.orelse)
-        elif isinstance(node, ast.Match):
-            for case in node.cases:
-                stack.extend(case.body)
-
-
 def _resolve_from(module: str, node: ast.ImportFrom, is_package: bool) -> str:
     if not node.level:
         return unroot(node.module or "")
@@ -105,80 +70,6 @@ def _resolve_from(module: str, node: ast.ImportFrom, is_package: bool) -> str:
         base = base[:-1]
     base = base[: len(base) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))
-
-
-def import_graph() -> dict[str, set[str]]:
-    """Module → product modules it imports at module level."""
-    graph: dict[str, set[str]] = {}
-    for module, path in MODULES.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        edges: set[str] = set()
-        for node in _module_level_imports(tree):
-            if isinstance(node, ast.Import):
-                targets = [unroot(alias.name) for alias in node.names]
-            else:
-                source = _resolve_from(module, node, path.name == "__init__.py")
-                targets = [source] + [f"{source}.{alias.name}" for alias in node.names]
-            edges.update(t for t in targets if t in MODULES and t != module)
-        graph[module] = edges
-    return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    found: list[list[str]] = []
-    counter = 0
-
-    def visit(v: str) -> None:
-        nonlocal counter
-        index[v] = low[v] = counter
-        counter += 1
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
-
-
-def test_module_level_import_finder_looks_into_every_block() -> None:
-    sample = ("import a\nif TYPE_CHECKING:\n    import no1\nelse:\n    import b\nfor x in y:\n    import c\n"
-              "else:\n    import d\nwhile w:\n    import e\nclass K:\n    import f\n    def m(self):\n"
-              "        import no2\nasync with z:\n    import g\nasync for q in r:\n    import h\n"
-              "match v:\n    case 1:\n        import i\ntry:\n    import j\nexcept* E:\n    import k\n"
-              "with u:\n    import l\ndef fn():\n    import no3\n")
-    names = sorted(alias.name for node in _module_level_imports(ast.parse(sample)) for alias in node.names)
-    assert names == list("abcdefghijkl"), names
-
-
-def test_cycle_finder_finds_a_cycle() -> None:
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert cycles({"a": {"b"}, "b": set()}) == []
-
-
-def test_no_module_level_import_cycle() -> None:
-    assert cycles(import_graph()) == []
 
 
 def bare_imports(source: str) -> list[str]:
@@ -538,13 +429,13 @@ def _within(module: str, allowed: str) -> bool:
     return module == allowed or module.startswith(allowed + ".")
 
 
-def _product_module(name: str) -> str | None:
-    """The product module ``name`` is or is inside (its longest prefix in :data:`MODULES`), else ``None``."""
+def _product_module(name: str, modules: Collection[str]) -> str | None:
+    """The product module ``name`` is or is inside (its longest prefix in ``modules``), else ``None``."""
     parts = name.split(".")
     if parts[0] not in PACKAGES:
         return None
     for end in range(len(parts), 0, -1):
-        if ".".join(parts[:end]) in MODULES:
+        if ".".join(parts[:end]) in modules:
             return ".".join(parts[:end])
     return None
 
@@ -571,23 +462,24 @@ def dynamic_imports(node: ast.AST) -> list[str]:
             and not nxt.value.startswith(".")]
 
 
-def imported_modules(module: str, source: str, is_package: bool) -> Iterator[tuple[int, str]]:
+def imported_modules(module: str, source: str, is_package: bool,
+                     modules: Collection[str] = MODULES.keys()) -> Iterator[tuple[int, str]]:
     """``(line, product module)`` for every import in ``source``: module level, in functions, under
     ``if TYPE_CHECKING:`` alike; ``from P import m`` counts as importing ``P.m`` when that is a module;
     ``importlib.import_module("P.m")`` and ``__import__("P.m")`` with a literal name count too
-    (:func:`dynamic_imports`)."""
+    (:func:`dynamic_imports`).  ``modules``: the product's modules (default :data:`MODULES`)."""
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names = [unroot(alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = _resolve_from(module, node, is_package)
-            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
         elif isinstance(node, ast.Call) and (found := dynamic_imports(node)):
             names = found
         else:
             continue
         for name in dict.fromkeys(names):
-            if (target := _product_module(name)) is not None:
+            if (target := _product_module(name, modules)) is not None:
                 yield node.lineno, target
 
 
@@ -609,6 +501,142 @@ def map_violations(allowed: dict[str, set[str]], sources: dict[str, tuple[str, s
 def _product_sources() -> dict[str, tuple[str, str, bool]]:
     return {module: (str(path.relative_to(REPO)), path.read_text(encoding="utf-8"), path.name == "__init__.py")
             for module, path in MODULES.items()}
+
+
+# No import cycle (DESIGN.md §2.3), through any import imported_modules sees.
+
+def import_graph(sources: dict[str, tuple[str, str, bool]]) -> dict[str, dict[str, str]]:
+    """Module → {module it imports: ``file:line`` of the first such import}, over every import
+    :func:`imported_modules` sees: module level, in functions, under ``if TYPE_CHECKING:``, literal
+    ``importlib.import_module`` names.  ``sources`` as for :func:`map_violations`; its keys are the modules."""
+    graph: dict[str, dict[str, str]] = {}
+    for module, (shown, source, is_package) in sources.items():
+        edges: dict[str, str] = {}
+        for line, target in sorted(imported_modules(module, source, is_package, sources)):
+            if target != module:
+                edges.setdefault(target, f"{shown}:{line}")
+        graph[module] = edges
+    return graph
+
+
+def cycles(graph: Mapping[str, Collection[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted; ``graph``: module →
+    the modules it imports."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+
+    def visit(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def cycle_chain(graph: Mapping[str, Collection[str]], component: Collection[str]) -> list[str]:
+    """The shortest way round ``component`` (a strongly connected set of ``graph``, as :func:`cycles` finds)
+    from its first module by name back to it: ``["a", "b", "a"]``."""
+    start = min(component)
+    parents: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        here = queue.popleft()
+        for there in sorted(graph.get(here, ())):
+            if there == start:
+                path = [here]
+                while path[-1] != start:
+                    path.append(parents[path[-1]])
+                return [*reversed(path), start]
+            if there in component and there not in parents:
+                parents[there] = here
+                queue.append(there)
+    raise ValueError(f"{sorted(component)} is not a cycle of the graph")
+
+
+def import_cycles(graph: dict[str, dict[str, str]]) -> list[str]:
+    """One line per strongly connected set of :func:`import_graph`: its :func:`cycle_chain` and where each
+    step imports, ``hub.a -> hub.b -> hub.a (hub/a.py:3, hub/b.py:7)``.  A set holding several cycles shows
+    one; the next run shows the next."""
+    found = []
+    for component in cycles(graph):
+        chain = cycle_chain(graph, component)
+        where = ", ".join(graph[importer][imported] for importer, imported in itertools.pairwise(chain))
+        found.append(f"{' -> '.join(chain)} ({where})")
+    return found
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_cycle_chain_is_the_shortest_way_round() -> None:
+    graph = {"a": {"b", "c"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycle_chain(graph, ["a", "b", "c"]) == ["a", "c", "a"]
+    assert cycle_chain({"x": {"y"}, "y": {"z"}, "z": {"x"}}, ["x", "y", "z"]) == ["x", "y", "z", "x"]
+
+
+def test_cycle_through_imports_in_functions_is_found_with_its_chain() -> None:
+    sources = {
+        "hub.a": ("hub/a.py", "import os\n\ndef f():\n    from amux_memory.hub import b\n", False),
+        "hub.b": ("hub/b.py", "def g():\n    import amux_memory.hub.a\n", False),
+        "hub.c": ("hub/c.py", "from amux_memory.hub import a, b\n", False),
+    }
+    assert import_cycles(import_graph(sources)) == ["hub.a -> hub.b -> hub.a (hub/a.py:4, hub/b.py:2)"]
+
+
+def test_cycle_under_type_checking_is_found_with_its_chain() -> None:
+    sources = {
+        "hub.low": ("hub/low.py", "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                                  "    from amux_memory.hub.high import High\n", False),
+        "hub.high": ("hub/high.py", "from amux_memory.hub.low import helper\n", False),
+    }
+    assert import_cycles(import_graph(sources)) == ["hub.high -> hub.low -> hub.high (hub/high.py:1, hub/low.py:4)"]
+
+
+def test_cycle_through_import_module_is_found_with_its_chain() -> None:
+    sources = {
+        "hub.x": ("hub/x.py", "from amux_memory.hub.y import f\n", False),
+        "hub.y": ("hub/y.py", "import importlib\n\ndef f():\n"
+                              "    importlib.import_module('amux_memory.hub.z')\n", False),
+        "hub.z": ("hub/z.py", "def g():\n    from amux_memory.hub import x\n", False),
+    }
+    assert import_cycles(import_graph(sources)) == [
+        "hub.x -> hub.y -> hub.z -> hub.x (hub/x.py:1, hub/y.py:4, hub/z.py:2)"]
+
+
+def test_no_import_cycle() -> None:
+    """No cycle through any import (DESIGN.md §2.3).  An import in a function runs later, one under
+    ``if TYPE_CHECKING:`` only for the type checker, yet each says its module needs the one it imports: in
+    a cycle neither can be read, tested or moved alone.  A lower module that needs a higher one's type states what
+    it uses as a ``typing.Protocol``, or is handed a callable."""
+    found = import_cycles(import_graph(_product_sources()))
+    assert not found, "\n" + "\n".join(found)
 
 
 def test_map_checker_finds_a_planted_import_and_lets_an_allowed_one_pass() -> None:

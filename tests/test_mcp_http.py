@@ -1,4 +1,4 @@
-"""The Hub's streamable-HTTP MCP listener (``hub.mcp_listen``, ``hub/mcp_http.py``), through raw HTTP.
+"""The Hub's streamable-HTTP MCP listener (``hub.mcp_listen``, ``hub/mcp/http_listener.py``), through raw HTTP.
 
 Every rule of the front door is checked against a real Hub subprocess with
 ``http.client`` (what an agent's HTTP stack sends, nothing more): bearer
@@ -613,9 +613,9 @@ def test_an_http_caller_is_an_agent_the_secret_check_cannot_be_overridden(tmp_pa
 
 
 def test_session_pagers_are_per_session_and_dropped() -> None:
-    """:class:`hub.mcp.http.SessionPagers`: one pager per (token, session), the same one again on reuse, dropped
+    """:class:`hub.mcp.http_servers.SessionPagers`: one pager per (token, session), the same one again on reuse, dropped
     by :meth:`forget` and once unused for the page TTL."""
-    from amux_memory.hub.mcp.http import SessionPagers
+    from amux_memory.hub.mcp.http_servers import SessionPagers
 
     now = [0.0]
     pagers = SessionPagers(ttl=10, clock=lambda: now[0])

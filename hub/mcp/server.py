@@ -3,7 +3,7 @@
 :func:`build_server` is the one entry point every transport uses: the Hub's
 socket and TLS connections (:mod:`hub.mcp.session`, after ``mcp_open``), and
 the streamable-HTTP front door, which runs one shared server
-(:func:`build_shared_server`, through :mod:`hub.mcp.http`) under the SDK's
+(:func:`build_shared_server`, through :mod:`hub.mcp.http_servers`) under the SDK's
 session manager.  It takes how to reach the memory service for the session's
 caller (a :data:`hub.mcp.handlers.Backend`, normally
 :func:`hub.mcp.handlers.hub_backend` over ``Hub.call`` with the caller's
@@ -90,7 +90,7 @@ def build_shared_server(tools_for: Callable[[ServerRequestContext[Any]], MemoryT
     (name, version, title, instructions, tools), but no per-session state of
     its own: each ``tools/call`` runs on ``tools_for(ctx)``, the
     :class:`MemoryTools` of the caller and session of that request (built by
-    :mod:`hub.mcp.http` from the HTTP request).  ``instructions`` and
+    :mod:`hub.mcp.http_servers` from the HTTP request).  ``instructions`` and
     ``review`` as in :func:`build_server`.
     """
     tools = catalog()

@@ -2,6 +2,7 @@
 
 ``serve`` binds and runs it, ``security`` is its front door, ``app`` its
 routes, ``pages`` what each page asks the Hub, ``render`` the safe HTML of
-hostile notes; ``templates/`` and ``static/`` are package data.  Nothing here
-is imported unless ``amux ui`` runs.
+hostile notes, ``restart`` the settings page's "Restart the Hub";
+``templates/`` and ``static/`` are package data.  Nothing here is imported
+unless ``amux ui`` runs.
 """

@@ -1,23 +1,25 @@
-"""The ``amux`` MCP server as the Hub's streamable-HTTP listener runs it (DESIGN.md §9.2, §7).
+"""The ``amux`` MCP servers the Hub's streamable-HTTP listener runs (DESIGN.md §9.2, §7).
 
 The SDK's ``StreamableHTTPSessionManager`` runs one server for all of its
 sessions, so what :func:`hub.mcp.server.build_server` keeps per session is
 found per request here instead:
 
-* the caller: :func:`hub.mcp_http.caller_of`, the identity and scope the
-  front door authenticated for this very request (a token revoked since the
-  session opened is refused by the front door, then by ``Hub.call``).  The
-  identity's client is :data:`hub.identity.MCP_CLIENT`, so an HTTP caller is
-  an agent for review and for the secret override exactly as a relay's
-  session is (:func:`hub.identity.agent_reason`, DESIGN.md §16.4, §21);
+* the caller: :func:`hub.mcp.http_listener.caller_of`, the identity and
+  scope the front door authenticated for this very request (a token revoked
+  since the session opened is refused by the front door, then by
+  ``Hub.call``).  The identity's client is :data:`hub.identity.MCP_CLIENT`,
+  so an HTTP caller is an agent for review and for the secret override
+  exactly as a relay's session is (:func:`hub.identity.agent_reason`,
+  DESIGN.md §16.4, §21);
 * the pages of ``result_continue``: :class:`SessionPagers`, one
   :class:`~hub.mcp.pager.Pager` per MCP session (keyed by token id and
   ``MCP-Session-Id``; a session-less request of the 2026 protocol gets its
   token's pager), dropped when the session ends or once unused for the page
   time to live.
 
-:func:`memory_servers` is the listener's default server factory
-(``hub.mcp_http.ServerFactory``): two shared servers, with and without the
+:func:`memory_servers` is the server factory the Hub's listener runs
+(a :data:`hub.mcp.http_listener.ServerFactory`, through
+:func:`hub.run.default_servers`): two shared servers, with and without the
 instructions (``Amux-Instructions: off``, which ``amux launch`` sends since
 it puts the protocol in the agent's own instructions), over one set of pages.
 """
@@ -31,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 from mcp.server import ServerRequestContext
 
 from amux_memory.hub.mcp.handlers import MemoryTools, hub_backend
+from amux_memory.hub.mcp.http_listener import MCP_SESSION_HEADER, McpServers, caller_of
 from amux_memory.hub.mcp.pager import DEFAULT_PAGE_TTL, Pager
 from amux_memory.hub.mcp.server import build_shared_server
-from amux_memory.hub.mcp_http import MCP_SESSION_HEADER, McpServers, caller_of
 
 if TYPE_CHECKING:
     from amux_memory.hub.server import Hub

@@ -1,11 +1,14 @@
-"""The Hub's streamable-HTTP front door for MCP: ``https://HOST:PORT/mcp`` (``hub.mcp_listen``).
+"""The Hub's streamable-HTTP listener for MCP: ``https://HOST:PORT/mcp`` (``hub.mcp_listen``).
 
+Its settings (:func:`mcp_http_settings`, :func:`bind_mcp_socket`), its ASGI
+front door (:class:`FrontDoor`) and serving it (:func:`serve_mcp_http`).
 Off unless ``hub.mcp_listen`` is set.  Served by Hypercorn's Trio worker in
 the Hub's own nursery (no asyncio, no second process) around the ``mcp``
-SDK's :class:`StreamableHTTPSessionManager`, which runs the Hub's MCP server
-(:func:`hub.mcp.http.memory_servers`: the memory tools of DESIGN.md §9.2 for
-each request's caller).  The front door (:class:`FrontDoor`, an ASGI app)
-decides everything before the SDK sees a request, in this order:
+SDK's :class:`StreamableHTTPSessionManager`, which runs the MCP servers a
+:data:`ServerFactory` builds (by default
+:func:`hub.mcp.http_servers.memory_servers`: the memory tools of DESIGN.md
+§9.2 for each request's caller).  The front door decides everything before
+the SDK sees a request, in this order:
 
 1. only ``/mcp`` exists (no OAuth metadata: ``/.well-known/*`` is 404, so a
    client uses the static bearer token it was given);
@@ -496,14 +499,8 @@ class McpServers:
 
 
 ServerFactory = Callable[["Hub"], McpServers]
-"""Builds the MCP servers the listener runs, given the running Hub (default: :func:`hub.mcp.http.memory_servers`)."""
-
-
-def default_servers(hub: Hub) -> McpServers:
-    """:func:`hub.mcp.http.memory_servers`, imported on first use (the ``mcp`` SDK is ~0.5 s of CPU)."""
-    from amux_memory.hub.mcp.http import memory_servers
-
-    return memory_servers(hub)
+"""Builds the MCP servers the listener runs, given the running Hub (the Hub's default:
+:func:`hub.run.default_servers`, the memory tools of :mod:`hub.mcp.http_servers`)."""
 
 
 async def serve_mcp_http(hub: Hub, settings: McpHttpSettings, sock: socket.socket, session_idle: float,
