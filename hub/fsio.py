@@ -250,7 +250,7 @@ def atomic_write(parent: OpenedParent, name: str, data: bytes | Iterable[bytes],
     try:
         try:
             with step(operation or "write", logical):
-                for part in (data,) if isinstance(data, bytes) else data:
+                for part in (data,) if isinstance(data, bytes | bytearray | memoryview) else data:
                     view = memoryview(part)
                     while view:
                         view = view[os.write(fd, view) :]
