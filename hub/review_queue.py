@@ -280,7 +280,7 @@ class ReviewQueue:
         result: Result = {"proposal": q.entry(self.clock(), current_revision), "text": p.text,
                           "exists": data is not None, "content": b"", "truncated": False, "next_offset": None,
                           "total_bytes": len(body), "base_stored": base_stored, "warnings": warnings}
-        budget = response_room(self.limits, result, MSGPACK_STR_HEADER_MAX + MSGPACK_INT_MAX)  # bin header, offset
+        budget = response_room(self.limits, result, MSGPACK_STR_HEADER_MAX + MSGPACK_INT_MAX)  # bin header, next_offset
         stop = min(len(body), p.offset + max(budget, 256))
         result["content"] = body[p.offset:stop]
         if stop < len(body):
