@@ -20,7 +20,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -228,51 +228,65 @@ def read_all(fd: int, logical: str = "", size: int = -1) -> bytes:
             return b"".join(parts)
 
 
-def atomic_write(parent: OpenedParent, name: str, data: bytes, mode: int = 0o600, logical: str = "") -> None:
-    """Durably replace ``name`` in ``parent`` with ``data``.
+def atomic_write(parent: OpenedParent, name: str, data: bytes | Iterable[bytes], mode: int = 0o600,
+                 logical: str = "", *, operation: str | None = None,
+                 renamed: Callable[[], None] | None = None) -> None:
+    """Durably replace ``name`` in ``parent`` with ``data`` (bytes, or an iterable of byte strings written
+    in turn, so a large file need not be held at once).
 
     Order: write a new temp file (``mode``, default 0600, ``O_EXCL``) → fsync(file) → rename over
-    the target → fsync(dir) → fsync the parent of every directory created for
+    the target → ``renamed()`` when given → fsync(dir) → fsync the parent of every directory created for
     this write.  The temp file is removed if any step before the rename fails.
     A failing step raises ``storage_full`` / ``storage_read_only`` /
-    ``permission_denied`` / ``storage_error`` naming the step and ``logical``;
-    a failing fsync after the rename says ``uncertain`` (DESIGN.md §4.8).
+    ``permission_denied`` / ``storage_error`` naming the step (or ``operation``, when given, for every
+    step) and ``logical``; a failing fsync after the rename says ``uncertain`` (DESIGN.md §4.8).
+    ``renamed`` runs once the new file has the name, before anything else can fail (the directory is
+    fsynced even when it raises); an exception raised while iterating ``data`` is mapped as a ``write``.
     """
     tmp = f".{secrets.token_hex(8)}{TEMP_SUFFIX}"  # fixed length: any legal name still fits
-    with step("create temporary file", logical):
+    with step(operation or "create temporary file", logical):
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
                      dir_fd=parent.fd)
     try:
         try:
-            view = memoryview(data)
-            with step("write", logical):
-                while view:
-                    view = view[os.write(fd, view) :]
-            with step("fsync", logical):
+            with step(operation or "write", logical):
+                for part in (data,) if isinstance(data, bytes | bytearray | memoryview) else data:
+                    view = memoryview(part)
+                    while view:
+                        view = view[os.write(fd, view) :]
+            with step(operation or "fsync", logical):
                 os.fsync(fd)
         finally:
             os.close(fd)
-        with step("rename", logical):
+        with step(operation or "rename", logical):
             os.rename(tmp, name, src_dir_fd=parent.fd, dst_dir_fd=parent.fd)
     except BaseException:
         _unlink_quietly(parent.fd, tmp)
         raise
-    with step("fsync directory", logical, uncertain=True):
-        os.fsync(parent.fd)
-        for created_in, _ in reversed(parent.created):
-            os.fsync(created_in)
+    try:
+        if renamed is not None:
+            renamed()
+    finally:
+        with step(operation or "fsync directory", logical, uncertain=True):
+            os.fsync(parent.fd)
+            for created_in, _ in reversed(parent.created):
+                os.fsync(created_in)
 
 
-def replace_file(path: str, data: bytes) -> None:
+def replace_file(path: str, data: bytes | Iterable[bytes], *, logical: str | None = None,
+                 operation: str | None = None, renamed: Callable[[], None] | None = None) -> None:
     """Durably replace the file at ``path`` (mode 0600) the same way documents are written:
-    temp file, fsync, rename, fsync(dir).  For the Hub's own settings and registry files.
+    temp file, fsync, rename, fsync(dir) (:func:`atomic_write`, whose ``data``, ``operation`` and
+    ``renamed`` these are).  For the Hub's own settings, registry, proposal and history files.
 
-    A failure is the storage error of :func:`atomic_write` naming ``path`` (DESIGN.md §4.8)."""
+    A failure is the storage error of :func:`atomic_write` naming ``logical`` (default ``path``; the
+    history passes ``""`` so no folder of the home is named) and ``operation`` (DESIGN.md §4.8)."""
     folder = os.path.dirname(path) or "."
-    with step("open directory", folder):
+    shown = path if logical is None else logical
+    with step(operation or "open directory", folder if logical is None else logical):
         parent = OpenedParent(fd=os.open(folder, _DIR_FLAGS))
     try:
-        atomic_write(parent, os.path.basename(path), data, logical=path)
+        atomic_write(parent, os.path.basename(path), data, logical=shown, operation=operation, renamed=renamed)
     finally:
         os.close(parent.fd)
 

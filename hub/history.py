@@ -26,8 +26,8 @@ record are free space, not records.  A torn
 record at the end (a kill during the append) is cut off when the file is
 next opened: its header does not parse, its body is short, its terminator is
 missing, or (last record) its body's SHA-256 is not its revision.  Pruning
-only forgets versions in memory; :meth:`ScopeHistory.compact` rewrites the
-file without their bodies (temp file, fsync, rename, directory fsync) once
+only forgets versions in memory; :meth:`ScopeHistory.compact_locked` rewrites the
+file without their bodies (:func:`hub.fsio.replace_file`: temp file, fsync, rename, directory fsync) once
 the dead bytes outweigh the live ones.  A purge overwrites the bodies in
 place with zeros, fdatasyncs, then compacts at once, so no file of the store
 keeps the erased bytes.
@@ -47,13 +47,13 @@ import json
 import logging
 import mmap
 import os
-import secrets
 import shlex
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from amux_memory.hub import fsio
 from amux_memory.hub.faults import step
 from amux_memory.hub.fsio import TEMP_SUFFIX
 from amux_memory.hub.rewrite_guard import count_lines
@@ -680,9 +680,11 @@ class ScopeHistory:
     def compact_locked(self) -> None:
         """Rewrite the segment with only live bodies (gone versions keep a header), durably; caller holds ``lock``.
 
-        Temp file in the same folder, fsync, rename over the segment, fsync the
-        folder.  A crash leaves the old file or the new one (a leftover temp
-        file is deleted on the next :meth:`load`).
+        :func:`hub.fsio.replace_file`: a temp file in the same folder, fsync, rename over the segment, fsync
+        of the folder; a failing step is the storage error of ``compact history`` (``uncertain`` once the
+        rename is done, DESIGN.md §4.8), the old segment and its index untouched when it came before the
+        rename.  A crash leaves the old file or the new one (a leftover temp file is deleted on the next
+        :meth:`load`).
         """
         per_path_gone: dict[str, int] = {}
         keep: list[Version] = []
@@ -694,51 +696,45 @@ class ScopeHistory:
                 per_path_gone[v.path] = n + 1
             keep.append(v)
         keep.reverse()
-        tmp = os.path.join(self.directory, f".{secrets.token_hex(8)}{TEMP_SUFFIX}")
-        with step("compact history", ""):
-            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        try:
-            chunks: list[bytes] = []
-            pos = 0
-            new_versions: list[Version] = []
-            for v in keep:
-                body = b""
-                if v.gone is None and v.body:
-                    body = os.pread(self.fd, v.body, v.offset)
-                nv = dataclasses.replace(v)
-                nv.body = len(body)
-                data = _encode(nv, body)
-                nv.offset = pos + len(data) - len(body) - 1
-                nv.record = len(data)
-                pos += len(data)
-                chunks.append(data)
-                new_versions.append(nv)
-                if len(chunks) >= 256:
-                    write_all(fd, b"".join(chunks))
-                    chunks.clear()
-            if chunks:
-                write_all(fd, b"".join(chunks))
-            with step("compact history", ""):
-                os.fsync(fd)
-                os.rename(tmp, self._segment())
-        except BaseException:
-            os.close(fd)
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        # The new file is the segment now: switch to it before anything else can fail.
-        os.close(self.fd)
-        self.fd = fd
-        self.end = self.allocated = pos
-        self.versions, self.by_path, self.live_bytes, self.dead_bytes = [], {}, 0, 0
-        for nv in new_versions:
-            self._index(nv)
-        with step("compact history", "", uncertain=True):
-            dfd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+        new_versions: list[Version] = []
+
+        def switch() -> None:
+            # The new file is the segment now: switch to it before anything else can fail.  Should it not
+            # open, the index is dropped too and the next use loads the segment afresh.
+            os.close(self.fd)
+            self.fd = -1
+            self.versions, self.by_path, self.live_bytes, self.dead_bytes = [], {}, 0, 0
+            with step("compact history", "", uncertain=True):
+                self.fd = os.open(self._segment(), os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+            self.end = self.allocated = sum(nv.record for nv in new_versions)
+            for nv in new_versions:
+                self._index(nv)
+
+        fsio.replace_file(self._segment(), self._records(keep, new_versions), logical="",
+                          operation="compact history", renamed=switch)
+
+    def _records(self, keep: list[Version], out: list[Version]) -> Iterator[bytes]:
+        """The records of ``keep`` as a compacted segment holds them (a gone version's header without a body),
+        256 records at a time; each version is appended to ``out`` with its new offset and length."""
+        chunks: list[bytes] = []
+        pos = 0
+        for v in keep:
+            body = b""
+            if v.gone is None and v.body:
+                body = os.pread(self.fd, v.body, v.offset)
+            nv = dataclasses.replace(v)
+            nv.body = len(body)
+            data = _encode(nv, body)
+            nv.offset = pos + len(data) - len(body) - 1
+            nv.record = len(data)
+            pos += len(data)
+            chunks.append(data)
+            out.append(nv)
+            if len(chunks) >= 256:
+                yield b"".join(chunks)
+                chunks.clear()
+        if chunks:
+            yield b"".join(chunks)
 
     # -- purge ---------------------------------------------------------------
 

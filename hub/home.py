@@ -5,7 +5,8 @@ an exclusive ``flock`` on ``<AMUX_HOME>/hub.lock`` for as long as it runs, and
 the OS drops the lock if the process dies, so a crashed Hub never blocks the
 next one.  Before it listens, the Hub makes ``memory/``, ``memory/global/``
 and ``memory/users/`` private directories and refuses a principal registry
-it could not use (DESIGN.md §7, §13).
+it could not use (DESIGN.md §7, §13).  A refusal is :class:`protocol.errors.HubStartError` (also
+importable from here).
 
 Everything here is blocking and runs once, before the Hub serves anyone.
 """
@@ -22,18 +23,11 @@ from types import TracebackType
 
 from amux_memory.hub.fsio import make_directories
 from amux_memory.hub.registry import RegistryFileError, read_registry, registry_path
+from amux_memory.protocol.errors import HubStartError as HubStartError
 
 LOCK_RETRY_SECONDS = 0.25
 """How long :meth:`HomeLock.acquire` retries a held lock before refusing: the clients' lock probe (``amux hub
 status``) holds it, shared, for microseconds, and must never make a starting Hub refuse (DESIGN.md §19.1)."""
-
-
-class HubStartError(Exception):
-    """The Hub cannot start: another Hub holds this home or socket, or a setting or file is unusable.
-
-    The message is one line for a person (``amux hub serve`` prints it and exits
-    with ``ExitStatus.HUB_START_FAILED``); nothing has been served yet.
-    """
 
 
 @dataclass

@@ -5,7 +5,7 @@ there; the kernel names its callers.  ``hub.listen`` adds a TCP listener:
 TLS 1.2+ with ``hub.tls_cert``/``hub.tls_key``, plaintext only on a loopback
 address (DESIGN.md §7, §13).  Every setting is checked before anything is
 created, and anything unsafe or unusable raises
-:class:`hub.home.HubStartError`.
+:class:`protocol.errors.HubStartError`.
 
 The accept loop hands each connection to the Hub
 (:meth:`hub.connection.ConnectionSet.handle`) in the connections' nursery; a
@@ -30,9 +30,8 @@ import trio
 
 from amux_memory.hub.config import HubConfig, parse_listen
 from amux_memory.hub.connection import ConnectionSet
-from amux_memory.hub.home import HubStartError
 from amux_memory.protocol.endpoint import is_loopback
-from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.errors import ErrorCode, HubError, HubStartError
 from amux_memory.protocol.limits import MAX_CONNECTIONS
 from amux_memory.protocol.messages import encode_error
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from amux_memory.hub.walk import walk_documents
 from amux_memory.protocol.limits import Limits
-from amux_memory.protocol.messages import packed_size
+from amux_memory.protocol.messages import LIST_RESERVE_BYTES, packed_size, response_room
 
 Result = dict[str, Any]
 
@@ -37,7 +37,7 @@ def list_documents(scope_dir: str, prefix: str, cursor: str, limits: Limits) -> 
     found.sort()
     tail = {"incomplete": bool(walked.reasons), "incomplete_reasons": walked.reasons,
             "unreadable": walked.unreadable}
-    budget = limits.response_max_bytes - limits.response_envelope_bytes - 128 - packed_size(tail)
+    budget = response_room(limits, tail, LIST_RESERVE_BYTES)
     entries: list[dict[str, Any]] = []
     used = 0
     next_cursor: str | None = None

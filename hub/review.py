@@ -3,7 +3,7 @@
 An agent's ``upsert`` or ``forget`` on a path under review (``memory.review_paths``) is not applied: the
 Hub keeps it as a :class:`Proposal` and answers ``{proposed: true, proposal: ID, status: "pending", ...}``.
 A person lists, shows and decides them (``review_list``, ``review_show``, ``review_decide``); approval is
-an ordinary compare-and-swap write by the approver (``hub/service.py``).
+an ordinary compare-and-swap write by the approver (:mod:`hub.review_queue` does all this).
 
 On disk, outside ``memory/`` (search, list, get and quotas never see it)::
 
@@ -16,7 +16,7 @@ A proposal file is written like a document (temporary file, fsync, rename, fsync
 :func:`hub.fsio.replace_file`) before the agent's answer goes out, so an acknowledged proposal survives
 kill -9.  Decided proposals keep their file (approving twice applies once: the second finds it
 decided) until ``memory.review_max_days`` after their decision.  Every method here runs in a worker
-thread under the scope's write lock (``hub/service.py``), so the in-memory index needs no lock of its own.
+thread under the scope's write lock (``MemoryService.locked``), so the in-memory index needs no lock of its own.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from amux_memory.hub.history import Version
 from amux_memory.hub.secrets import Finding, find_secrets, rule_names, scrub
 from amux_memory.hub.store import revision_of
 from amux_memory.protocol.limits import Limits
-from amux_memory.protocol.messages import packed_size
+from amux_memory.protocol.messages import packed_size, response_room
 
 Result = dict[str, Any]
 
@@ -140,7 +140,7 @@ def report(documents: list[Result], versions: list[Result], limits: Limits) -> R
         versions = versions[:max(0, SCAN_MAX_ENTRIES - len(documents))]
     result: Result = {"documents": documents, "versions": versions, "truncated": truncated,
                       "rules": rule_names()}
-    budget = limits.response_max_bytes - limits.response_envelope_bytes
+    budget = response_room(limits)
     while packed_size(result) > budget and (result["versions"] or result["documents"]):
         (result["versions"] or result["documents"]).pop()
         result["truncated"] = True

@@ -37,7 +37,7 @@ from amux_memory.hub.cache import CachedDoc, Haystack, ScopeCache, fold
 from amux_memory.hub.faults import MAX_REPORTED_PATHS, SCOPE_ROOT, short_path
 from amux_memory.hub.walk import Batch, FileEntry, breadth_first
 from amux_memory.protocol.limits import Limits
-from amux_memory.protocol.messages import packed_size
+from amux_memory.protocol.messages import MSGPACK_ARRAY16_GROWTH, packed_size, response_room
 from amux_memory.protocol.paths import is_canonical_path
 
 Reader = Callable[[str], bytes]
@@ -884,16 +884,18 @@ def search_scope(
 def _add_matches(result: dict[str, Any], hay: Haystack, ranked: list[tuple[int, list[int]]],
                  keywords: tuple[str, ...], folded_str: list[str], folded_kws: list[bytes], limits: Limits) -> None:
     """Append the ``ranked`` candidates' matches to ``result["matches"]`` while the answer fits the response
-    budget (``limits.response_max_bytes`` less the envelope); a match left out sets ``truncated``."""
-    size = packed_size(result)
+    budget (:func:`protocol.messages.response_room`); a match left out sets ``truncated``.  Each match costs its
+    packed size plus :data:`protocol.messages.MSGPACK_ARRAY16_GROWTH`, more than the list's header can grow by."""
+    room = response_room(limits, result)
+    used = 0
     for index, matched in ranked:
         match = _match(hay, index, matched, keywords, folded_str, folded_kws, limits)
-        grow = packed_size(match) + 2
-        if size + grow > limits.response_max_bytes - limits.response_envelope_bytes:
+        grow = packed_size(match) + MSGPACK_ARRAY16_GROWTH
+        if used + grow > room:
             result["truncated"] = True
             break
         result["matches"].append(match)
-        size += grow
+        used += grow
 
 
 def _top(hits: dict[int, list[int]], docs: list[CachedDoc], folded_str: list[str],

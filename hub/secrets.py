@@ -699,3 +699,14 @@ def scrub(text: str, source: bytes | None = None) -> str:
     for value in sorted(values, key=len, reverse=True):
         text = text.replace(value, redact(value)).replace(value.lower(), redact(value))
     return text
+
+
+def scrubbed(exc: HubError, source: bytes | None = None) -> HubError:
+    """``exc`` with every credential in its message, its next step and its ``data``'s strings replaced by a
+    redacted preview (:func:`scrub`; ``source``: the document the error quotes, DESIGN.md §16): what the Hub
+    raises instead of an error met by a write holding credentials, or an ``invalid_path`` error."""
+    from amux_memory.protocol.errors import HubError
+
+    data = {key: scrub(value, source) if isinstance(value, str) else value for key, value in exc.data.items()}
+    step = scrub(exc.refined, source) if exc.refined is not None else None
+    return HubError(exc.code, scrub(exc.message, source), data, next_step=step)

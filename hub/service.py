@@ -7,9 +7,12 @@ looks the method up in :data:`HANDLERS` (one entry per name in
 (:mod:`protocol.params`) and calls :class:`hub.store.Store`,
 :func:`hub.search.search_scope` or :func:`hub.listing.list_documents`.
 Writes to one scope are serialised by that scope's :class:`trio.Lock` (check
-revision → check quota → write; DESIGN.md §4); all file I/O runs in worker
+revision → check quota → write; DESIGN.md §4): :meth:`MemoryService.locked`
+runs the work in a worker thread under it, as all file I/O runs in worker
 threads so the event loop keeps serving other connections.  The search scan
 runs under a Trio cancel scope with the 250 ms budget (DESIGN.md §5, §6).
+An agent's write under review, and the ``review_*`` methods, are the review
+queue's work (:mod:`hub.review_queue`, DESIGN.md §21).
 
 With ``memory.history`` on, every acknowledged ``upsert``, ``forget`` and
 ``restore`` is recorded in the scope's history (:mod:`hub.history`) in this
@@ -30,40 +33,35 @@ exception: only rule names, line numbers and redacted previews (DESIGN.md §16).
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar, TypeVarTuple
 
 import trio
 
 from amux_memory.hub.cache import ContentCache
 from amux_memory.hub.config import HubConfig
-from amux_memory.hub.history import Actor, HistoryStore, Retention, ScopeHistory, line_changes, time_ns
+from amux_memory.hub.history import Actor, HistoryStore, Retention, ScopeHistory
 from amux_memory.hub.identity import MCP_CLIENT, Identity, Scope, agent_reason
 from amux_memory.hub.listing import list_documents
-from amux_memory.hub.review import (
-    PENDING,
-    Proposal,
-    ProposalStore,
-    ScopeProposals,
-    new_id,
-    path_matcher,
-    revision_or_absent,
-)
-from amux_memory.hub.rewrite_guard import check_rewrite
+from amux_memory.hub.review_queue import ReviewQueue, require_person
 from amux_memory.hub.scan_report import document_entries, report, version_entries
-from amux_memory.hub.search import Reader, SearchPart, read_file_nofollow, search_parts, search_scope
-from amux_memory.hub.secrets import Finding, credentials, find_secrets, refusal, scrub
+from amux_memory.hub.search import Reader, SearchPart, read_file_nofollow, search_parts
+from amux_memory.hub.secrets import Finding, credentials, find_secrets, refusal, scrub, scrubbed
 from amux_memory.hub.store import BeforeWrite, Store, revision_of
 from amux_memory.hub.walk import walk_documents
 from amux_memory.protocol.config_file import enable_command, home_option
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import Limits
-from amux_memory.protocol.messages import DATA_METHODS
+from amux_memory.protocol.messages import DATA_METHODS, PAGE_RESERVE_BYTES, response_room
 from amux_memory.protocol.params import (
     ABSENT,
+    HistoryParams,
+    LogParams,
+    PurgeParams,
+    RestoreParams,
+    ScanParams,
     parse_copy,
     parse_export,
     parse_forget,
@@ -83,18 +81,12 @@ from amux_memory.protocol.params import (
 )
 
 Result = dict[str, Any]
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 log = logging.getLogger("amux.hub")
 
 __all__ = ["MCP_CLIENT", "MemoryService", "HANDLERS"]
-
-
-def scrubbed(exc: HubError, source: bytes | None = None) -> HubError:
-    """``exc`` with every credential in its message and its ``data``'s strings replaced by a redacted preview
-    (:func:`hub.secrets.scrub`; ``source``: the document the error quotes, DESIGN.md §16)."""
-    data = {key: scrub(value, source) if isinstance(value, str) else value for key, value in exc.data.items()}
-    step = scrub(exc.refined, source) if exc.refined is not None else None
-    return HubError(exc.code, scrub(exc.message, source), data, next_step=step)
 
 
 def _stop_when_cancelled() -> bool:
@@ -130,7 +122,7 @@ class MemoryService:
     """Dispatch of data methods for a Hub with fixed settings.
 
     ``reader`` is the scan's file reader (replaceable to slow it down in tests
-    of the time budget).
+    of the time budget).  ``review`` is the Hub's review queue (DESIGN.md §21).
     """
 
     def __init__(self, config: HubConfig, limits: Limits, reader: Reader = read_file_nofollow) -> None:
@@ -143,11 +135,7 @@ class MemoryService:
         self._locks: dict[str, trio.Lock] = {}
         self.history = HistoryStore(str(config.history_root), Retention(
             config.history_max_versions, config.history_max_days, config.history_max_bytes))
-        self.proposals = ProposalStore(str(config.review_root))
-        self.under_review = path_matcher(config.review_paths)
-        """``path -> bool``: whether ``memory.review_paths`` names the logical path (DESIGN.md §21)."""
-        self.clock: Callable[[], int] = time_ns
-        """Epoch nanoseconds for proposals' times and expiry (replaceable in tests)."""
+        self.review = ReviewQueue(config, limits, self.store, self.history, self)
 
     def _lock(self, scope: Scope) -> trio.Lock:
         lock = self._locks.get(scope.relpath)
@@ -155,7 +143,26 @@ class MemoryService:
             lock = self._locks[scope.relpath] = trio.Lock()
         return lock
 
-    def _dir(self, scope: Scope) -> str:
+    async def locked(self, scope: Scope, fn: Callable[[*Ts], T], *args: *Ts) -> T:
+        """Run ``fn(*args)`` in a worker thread while holding ``scope``'s :class:`trio.Lock`; return its result or
+        raise its exception.
+
+        Every data method that changes a scope's files, or reads what a write must not change halfway, does its
+        file work through here, so read → compare → quota → write never interleaves with another write to the
+        scope (DESIGN.md §4.4).
+
+        Cancellation: while waiting for the lock, or for a worker thread (``trio.to_thread.run_sync`` checks on
+        entry and while it waits for the thread limiter), :class:`trio.Cancelled` is raised and nothing was
+        done.  Once ``fn`` runs it cannot be cancelled (``abandon_on_cancel=False``): this waits for the thread
+        to finish and returns what ``fn`` returned (or raises what it raised), even past a deadline; the
+        cancellation is delivered at the caller's next checkpoint (releasing the lock is not one), so finished
+        work is answered.  ``fn`` may poll :func:`trio.from_thread.check_cancelled` to end early.
+        """
+        async with self._lock(scope):
+            return await trio.to_thread.run_sync(fn, *args)
+
+    def scope_dir(self, scope: Scope) -> str:
+        """The folder of ``scope`` under the memory root (DESIGN.md §7.1)."""
         return scope.directory(str(self.config.memory_root))
 
     async def call(self, scope: Scope, method: str, params: dict[str, Any], identity: Identity | None = None) -> Result:
@@ -194,93 +201,17 @@ class MemoryService:
                 {"setting": "memory.enabled"},
             )
 
-    async def search_mounted(self, parts: list[tuple[str, Scope, str]], params: dict[str, Any]) -> Result:
-        """``search`` over several scopes as one request under one budget (DESIGN.md §7.8).
+    def review_rule(self, scope: Scope) -> str:
+        """The review rule of ``scope`` (:meth:`hub.review_queue.ReviewQueue.rule`)."""
+        return self.review.rule(scope)
 
-        ``parts``: ``(label, scope, path prefix inside it)``, the caller's root first; ``params`` the request's
-        (its ``path_prefix`` already resolved into ``parts``).  The answer is ``search``'s with mounted paths and
-        ``parts`` (:func:`hub.search.search_parts`).  Raises what ``search`` raises; on cancellation before the
-        scan starts nothing was read, and once it runs it returns what it has at the deadline.
-        """
-        self.check_enabled()
-        p = parse_search({k: v for k, v in params.items() if k != "path_prefix"})
-        searched = [SearchPart(label, self._dir(scope), prefix, self.cache.scope(scope.relpath))
-                    for label, scope, prefix in parts]
-        return await self._scan_within_budget(lambda started: search_parts(
-            searched, p.keywords, p.limit, self.limits, _stop_when_cancelled, self.reader, started))
-
-    async def _run(self, fn: Callable[..., Result], *args: Any) -> Result:
-        return await trio.to_thread.run_sync(functools.partial(fn, *args))
-
-    async def _search(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        p = parse_search(params)
-        cache = self.cache.scope(scope.relpath)
-        return await self._scan_within_budget(lambda started: search_scope(
-            self._dir(scope), p.keywords, p.path_prefix, p.limit, self.limits, _stop_when_cancelled, self.reader,
-            cache, started))
-
-    async def _scan_within_budget(self, scan: Callable[[Callable[[], None]], Result]) -> Result:
-        """Run ``scan(started)`` in a search worker thread under the 250 ms budget, which starts when the scan
-        calls ``started`` (DESIGN.md §5.4); adds ``elapsed_ms``."""
-        clock: list[float] = []
-        with trio.CancelScope() as budget:
-
-            def start_budget() -> None:
-                # The 250 ms start when the scan really begins (a worker picked it up and
-                # it holds the scope's cache), not while it waits: a busy Hub answers
-                # late, not "incomplete" at once.
-                budget.deadline = trio.current_time() + self.limits.scan_budget_seconds
-
-            def started() -> None:
-                trio.from_thread.run_sync(start_budget)
-                clock.append(time.perf_counter())
-
-            def work() -> Result:
-                return scan(started)
-
-            # The worker polls the cancel scope between files and returns what it
-            # has; we wait for it rather than abandon it, so no thread outlives us.
-            result = await trio.to_thread.run_sync(work, limiter=self._search_limiter)
-            result["elapsed_ms"] = round((time.perf_counter() - clock[0]) * 1000, 3)
-            self.cache.trim()
-            return result
-        raise HubError(ErrorCode.INTERNAL, "search was cancelled before it could start")
+    # -- writes with history (the review queue's proposals and approvals reuse them) --
 
     def _recording(self, scope: Scope) -> ScopeHistory | None:
         """The scope's history when changes are recorded (``memory.history``), else None."""
         return self.history.scope(scope.relpath) if self.config.history else None
 
-    async def _get(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        p = parse_get(params)
-        if p.revision is not None:
-            revision = p.revision
-
-            def stored() -> Result:
-                _, data = self.history.scope(scope.relpath).find(p.path, revision)
-                return self.store.fragment_of(p.path, data, p.start_line, p.end_line, p.offset)
-
-            return await self._run(stored)
-        result = await self._run(self.store.get, self._dir(scope), p.path, p.start_line, p.end_line, p.offset)
-        if self.review_rule(scope) != "off":
-            async with self._lock(scope):
-                pending = await self._run(lambda: {"id": self._pending_for(scope, p.path, actor)})
-            if pending["id"] is not None:
-                result["pending_proposal"] = pending["id"]
-        return result
-
-    async def _export(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        p = parse_export(params)
-        if p.revision is not None:
-            revision = p.revision
-
-            def stored() -> Result:
-                _, data = self.history.scope(scope.relpath).find(p.path, revision)
-                return self.store.export_of(p.path, data, p.offset, p.expected_revision)
-
-            return await self._run(stored)
-        return await self._run(self.store.export_page, self._dir(scope), p.path, p.offset, p.expected_revision)
-
-    def _check_secrets(self, path: str, content: bytes, allow_secret: bool, actor: Actor) -> list[Finding]:
+    def check_secrets(self, path: str, content: bytes, allow_secret: bool, actor: Actor) -> list[Finding]:
         """The credential check of a write (DESIGN.md §16): its findings when the write may go ahead.
 
         Raises ``secret_detected`` (``data.findings``: rule, line, redacted
@@ -318,18 +249,26 @@ class MemoryService:
             raise refusal(path, findings)
         return findings
 
-    def _write(self, scope: Scope, path: str, content: bytes, expected_revision: str, allow_shrink: bool,
-               actor: Actor, restored_from: str | None = None, allow_secret: bool = False,
-               review: dict[str, Any] | None = None, origin: dict[str, Any] | None = None) -> Result:
-        """Upsert (or restore) with history: credential check → external check → durable document → durable
-        version (worker thread).  A write that goes ahead holding credentials is logged once it is written;
-        an error it then meets (``destructive_rewrite``, ``conflict``) quotes none of them."""
-        findings = self._check_secrets(path, content, allow_secret, actor)
+    def write(self, scope: Scope, path: str, content: bytes, expected_revision: str, allow_shrink: bool,
+              actor: Actor, restored_from: str | None = None, allow_secret: bool = False,
+              review: dict[str, Any] | None = None, origin: dict[str, Any] | None = None) -> Result:
+        """Upsert (or restore: ``restored_from`` is the version's revision) with history: credential check →
+        external check → durable document → durable version (DESIGN.md §15.3).  Blocking: run it through
+        :meth:`locked`.
+
+        Returns :meth:`hub.store.Store.upsert`'s ``{path, revision, created, bytes}``, plus ``restored_from``,
+        and ``secret_findings`` and ``warnings`` when it was written holding credentials; ``review``
+        (``{proposal, proposed_by}``) is recorded with an approved proposal's version.  Raises what
+        :meth:`check_secrets` and the store raise (``conflict``, ``quota_exceeded``, ``destructive_rewrite``,
+        ``storage_*``).  ``origin`` is where a copy took the text from (:attr:`hub.history.Version.origin`).  A
+        write that goes ahead holding credentials is logged once it is written; an error it then meets quotes
+        none of them."""
+        findings = self.check_secrets(path, content, allow_secret, actor)
         override = sorted({f.rule for f in findings}) if findings and allow_secret else None
         hist = self._recording(scope)
         seen: list[bytes | None] = []
         try:
-            result = self.store.upsert(self._dir(scope), path, content, expected_revision, allow_shrink,
+            result = self.store.upsert(self.scope_dir(scope), path, content, expected_revision, allow_shrink,
                                        _before_change(hist, path, seen))
         except HubError as exc:
             if findings:
@@ -352,21 +291,14 @@ class MemoryService:
                                      if allow_secret else "written because memory.secret_scan is warn")]
         return result
 
-    async def _upsert(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        p = parse_upsert(params)
-        async with self._lock(scope):
-            if self._reviewed(scope, actor, p.path):
-                return await self._run(self._propose, scope, p.path, p.content, p.expected_revision, actor,
-                                       p.allow_shrink, p.allow_secret)
-            return await self._run(self._write, scope, p.path, p.content, p.expected_revision, p.allow_shrink,
-                                   actor, None, p.allow_secret)
-
-    def _delete(self, scope: Scope, path: str, expected_revision: str, actor: Actor,
-                review: dict[str, Any] | None = None, origin: dict[str, Any] | None = None) -> Result:
-        """Forget with history (worker thread): hand edit recorded first, unlink durably, tombstone durably."""
+    def delete(self, scope: Scope, path: str, expected_revision: str, actor: Actor,
+               review: dict[str, Any] | None = None, origin: dict[str, Any] | None = None) -> Result:
+        """Forget with history: hand edit recorded first, unlink durably, tombstone durably (``review`` as for
+        :meth:`write`).  Blocking: run it through :meth:`locked`.  Returns :meth:`hub.store.Store.forget`'s
+        ``{path, deleted, already_absent, revision}``; raises ``conflict`` and ``storage_*``."""
         hist = self._recording(scope)
         seen: list[bytes | None] = []
-        result = self.store.forget(self._dir(scope), path, expected_revision, _before_change(hist, path, seen))
+        result = self.store.forget(self.scope_dir(scope), path, expected_revision, _before_change(hist, path, seen))
         if hist is not None:
             if result["deleted"]:
                 hist.record(path, None, "forget", actor, previous=seen[0] if seen else None, after_change=True,
@@ -375,76 +307,132 @@ class MemoryService:
                 hist.sync(path, None, 0, create=False)  # deleted by hand: an external tombstone
         return result
 
+    # -- data methods -------------------------------------------------------------
+
+    async def _search(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        p = parse_search(params)
+        part = SearchPart("", self.scope_dir(scope), p.path_prefix, self.cache.scope(scope.relpath))
+        return await self._scan_within_budget([part], p.keywords, p.limit)
+
+    async def search_mounted(self, parts: list[tuple[str, Scope, str]], params: dict[str, Any]) -> Result:
+        """``search`` over several scopes as one request under one budget (DESIGN.md §7.8).
+
+        ``parts``: ``(label, scope, path prefix inside it)``, the caller's root first; ``params`` the request's
+        (its ``path_prefix`` already resolved into ``parts``).  The answer is ``search``'s with mounted paths and
+        ``parts`` (:func:`hub.search.search_parts`).  Raises what ``search`` raises; cancellation as ``search``.
+        """
+        self.check_enabled()
+        p = parse_search({k: v for k, v in params.items() if k != "path_prefix"})
+        searched = [SearchPart(label, self.scope_dir(scope), prefix, self.cache.scope(scope.relpath))
+                    for label, scope, prefix in parts]
+        return await self._scan_within_budget(searched, p.keywords, p.limit)
+
+    async def _scan_within_budget(self, parts: list[SearchPart], keywords: tuple[str, ...], limit: int) -> Result:
+        """:func:`hub.search.search_parts` in a search worker thread under the 250 ms budget, which starts when
+        the scan holds its caches (DESIGN.md §5.4); adds ``elapsed_ms``."""
+        clock: list[float] = []
+        with trio.CancelScope() as budget:
+
+            def start_budget() -> None:
+                # The 250 ms start when the scan really begins (a worker picked it up and
+                # it holds the scope's cache), not while it waits: a busy Hub answers
+                # late, not "incomplete" at once.
+                budget.deadline = trio.current_time() + self.limits.scan_budget_seconds
+
+            def started() -> None:
+                trio.from_thread.run_sync(start_budget)
+                clock.append(time.perf_counter())
+
+            # The worker polls the cancel scope between files and returns what it
+            # has; we wait for it rather than abandon it, so no thread outlives us.
+            result = await trio.to_thread.run_sync(
+                search_parts, parts, keywords, limit, self.limits, _stop_when_cancelled, self.reader, started,
+                limiter=self._search_limiter)
+            result["elapsed_ms"] = round((time.perf_counter() - clock[0]) * 1000, 3)
+            self.cache.trim()
+            return result
+        raise HubError(ErrorCode.INTERNAL, "search was cancelled before it could start")
+
+    async def _get(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        p = parse_get(params)
+        if p.revision is not None:
+            revision = p.revision
+
+            def stored() -> Result:
+                _, data = self.history.scope(scope.relpath).find(p.path, revision)
+                return self.store.fragment_of(p.path, data, p.start_line, p.end_line, p.offset)
+
+            return await trio.to_thread.run_sync(stored)
+        result = await trio.to_thread.run_sync(self.store.get, self.scope_dir(scope), p.path, p.start_line,
+                                               p.end_line, p.offset)
+        if self.review.rule(scope) != "off":
+            pending = await self.locked(scope, self.review.pending_for, scope, p.path, actor)
+            if pending is not None:
+                result["pending_proposal"] = pending
+        return result
+
+    async def _export(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        p = parse_export(params)
+        if p.revision is not None:
+            revision = p.revision
+
+            def stored() -> Result:
+                _, data = self.history.scope(scope.relpath).find(p.path, revision)
+                return self.store.export_of(p.path, data, p.offset, p.expected_revision)
+
+            return await trio.to_thread.run_sync(stored)
+        return await trio.to_thread.run_sync(self.store.export_page, self.scope_dir(scope), p.path, p.offset,
+                                             p.expected_revision)
+
+    async def _upsert(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        p = parse_upsert(params)
+        if self.review.reviewed(scope, actor, p.path):
+            return await self.locked(scope, self.review.propose, scope, p.path, p.content, p.expected_revision, actor,
+                                     p.allow_shrink, p.allow_secret)
+        return await self.locked(scope, self.write, scope, p.path, p.content, p.expected_revision, p.allow_shrink,
+                                 actor, None, p.allow_secret)
+
     async def _forget(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_forget(params)
-        async with self._lock(scope):
-            if self._reviewed(scope, actor, p.path):
-                return await self._run(self._propose, scope, p.path, None, p.expected_revision, actor)
-            return await self._run(self._delete, scope, p.path, p.expected_revision, actor)
+        if self.review.reviewed(scope, actor, p.path):
+            return await self.locked(scope, self.review.propose, scope, p.path, None, p.expected_revision, actor)
+        return await self.locked(scope, self.delete, scope, p.path, p.expected_revision, actor)
+
+    # -- copy and move (DESIGN.md §7.8) ---------------------------------------------
 
     async def copy(self, source: Scope, source_path: str, destination: Scope, destination_path: str, *,
                    expected_revision: str, source_revision: str | None, move: bool, allow_secret: bool,
                    actor: Actor) -> Result:
         """Copy (or ``move``) one document between scopes or within one (DESIGN.md §7.8).
 
-        Three steps, each under its scope's lock: read the source (``not_found`` when absent; ``conflict`` when
-        ``source_revision`` is given and no longer matches); write it to the destination as an upsert by the
-        caller, compare-and-swap on ``expected_revision`` (``absent`` to create), with the destination's review
-        rule (it may become a proposal) and every write check; for ``move``, once the destination is written,
-        forget the source by compare-and-swap on the revision read (a proposal too where the source's rule says
-        so).  History on the destination names the source (``origin.from``: scope binding, document,
-        revision), the source's tombstone names the destination (``origin.to``).  Answer: ``{revision, bytes,
-        created, source_revision, proposed?, proposal?, moved, source_kept?}``; ``source_kept`` says why a move
-        left its source (the destination awaits review, or the source changed after it was read: nothing lost,
-        both exist).  Raises what ``get`` and ``upsert`` raise (nothing written when the destination refuses).
-        Cancelled before a step's worker runs, that step and the later ones do not happen.
+        Three steps, each under its scope's lock (:meth:`locked`): read the source (``not_found`` when absent;
+        ``conflict`` when ``source_revision`` is given and no longer matches); write it to the destination as an
+        upsert by ``actor``, compare-and-swap on ``expected_revision`` (``absent`` to create), with the
+        destination's review rule (it may become a proposal) and every write check; for ``move``, once the
+        destination is written, forget the source by compare-and-swap on the revision read (a proposal where the
+        source's rule says so).  History on the destination names the source (``origin.from``: scope binding,
+        document, revision), the source's tombstone names the destination (``origin.to``).  Answer: the upsert's
+        (or proposal's) plus ``source_revision``, ``moved`` and, when a move left its source, ``source_kept``
+        (why: the destination awaits review, or the source changed after it was read; both exist).  Raises what
+        ``get`` and ``upsert`` raise (nothing written when the destination refuses).  Cancelled before a step's
+        worker runs, that step and the later ones do not happen.
         """
         self.check_enabled()
-
-        def read() -> Result:
-            data = self.store.read(self._dir(source), source_path)
-            if data is None:
-                raise HubError(ErrorCode.NOT_FOUND, f"{source_path} does not exist; nothing was copied",
-                               {"path": source_path})
-            observed = revision_of(data)
-            if source_revision is not None and not revision_matches(source_revision, observed):
-                raise HubError(ErrorCode.CONFLICT, f"{source_path} changed: its revision is {observed[:12]}, not "
-                               f"{source_revision[:12]}; nothing was copied",
-                               {"path": source_path, "expected_revision": source_revision,
-                                "observed_revision": observed})
-            return {"data": data, "revision": observed}
-
-        async with self._lock(source):
-            got = await self._run(read)
-        data: bytes = got["data"]
-        origin = {"from": {"scope": source.binding, "document": source_path, "revision": got["revision"]}}
-
-        def write() -> Result:
-            if self._reviewed(destination, actor, destination_path):
-                return self._propose(destination, destination_path, data, expected_revision, actor,
-                                     allow_secret=allow_secret)
-            return self._write(destination, destination_path, data, expected_revision, False, actor,
-                               allow_secret=allow_secret, origin=origin)
-
-        async with self._lock(destination):
-            result = await self._run(write)
-        result["source_revision"] = got["revision"]
+        got = await self.locked(source, self._copy_source, source, source_path, source_revision)
+        data, revision = got
+        origin = {"from": {"scope": source.binding, "document": source_path, "revision": revision}}
+        result = await self.locked(destination, self._copy_into, destination, destination_path, data,
+                                   expected_revision, actor, allow_secret, origin)
+        result["source_revision"] = revision
         result["moved"] = False
         if not move:
             return result
         if result.get("proposed"):
             result["source_kept"] = "the destination awaits review: forget the source once it is approved"
             return result
-
-        def remove() -> Result:
-            gone = {"to": {"scope": destination.binding, "document": destination_path}}
-            if self._reviewed(source, actor, source_path):
-                return self._propose(source, source_path, None, got["revision"], actor)
-            return self._delete(source, source_path, got["revision"], actor, origin=gone)
-
+        gone = {"to": {"scope": destination.binding, "document": destination_path}}
         try:
-            async with self._lock(source):
-                removed = await self._run(remove)
+            removed = await self.locked(source, self._copy_remove, source, source_path, revision, actor, gone)
         except HubError as exc:
             if exc.code is not ErrorCode.CONFLICT:
                 raise
@@ -456,357 +444,106 @@ class MemoryService:
             result["moved"] = True
         return result
 
-    # -- review (DESIGN.md §21) ---------------------------------------------------
+    def _copy_source(self, scope: Scope, path: str, expected: str | None) -> tuple[bytes, str]:
+        """The source's bytes and revision (``not_found``; ``conflict`` when ``expected`` no longer matches)."""
+        data = self.store.read(self.scope_dir(scope), path)
+        if data is None:
+            raise HubError(ErrorCode.NOT_FOUND, f"{path} does not exist; nothing was copied", {"path": path})
+        observed = revision_of(data)
+        if expected is not None and not revision_matches(expected, observed):
+            raise HubError(ErrorCode.CONFLICT, f"{path} changed: its revision is {observed[:12]}, not "
+                           f"{expected[:12]}; nothing was copied",
+                           {"path": path, "expected_revision": expected, "observed_revision": observed})
+        return data, observed
 
-    def review_rule(self, scope: Scope) -> str:
-        """The review rule of ``scope``: a team's own (DESIGN.md §7.8), else ``memory.review`` (DESIGN.md §21)."""
-        return self.config.review if scope.review is None else scope.review
+    def _copy_into(self, scope: Scope, path: str, data: bytes, expected: str, actor: Actor, allow_secret: bool,
+                   origin: dict[str, Any]) -> Result:
+        """The copy's write: a proposal where the destination's rule says so, else a write naming its origin."""
+        if self.review.reviewed(scope, actor, path):
+            return self.review.propose(scope, path, data, expected, actor, allow_secret=allow_secret)
+        return self.write(scope, path, data, expected, False, actor, allow_secret=allow_secret, origin=origin)
 
-    def _reviewed(self, scope: Scope, actor: Actor, path: str) -> bool:
-        """Whether this write waits for review.  A caller's own scope: ``memory.review = agents``, an agent
-        caller, a path under review.  A team: ``agents`` reviews an agent's writes, ``all`` also a person's
-        unless the person maintains the team (DESIGN.md §7.8)."""
-        if scope.review is None:
-            return self.config.review == "agents" and actor.agent is not None and self.under_review(path)
-        if scope.review == "agents":
-            return actor.agent is not None
-        return scope.review == "all" and (actor.agent is not None or not scope.maintainer)
+    def _copy_remove(self, scope: Scope, path: str, revision: str, actor: Actor, gone: dict[str, Any]) -> Result:
+        """A move's forget of its source: a proposal where the source's rule says so, else a tombstone naming
+        where the text went."""
+        if self.review.reviewed(scope, actor, path):
+            return self.review.propose(scope, path, None, revision, actor)
+        return self.delete(scope, path, revision, actor, origin=gone)
 
-    def _proposals(self, scope: Scope, settle: bool = True) -> ScopeProposals:
-        """The scope's proposals, loaded, with expired ones marked and (``settle``) crash leftovers settled
-        (:meth:`_settle`; worker thread, under the scope's lock)."""
-        sp = self.proposals.scope(scope.relpath)
-        sp.load()
-        now = self.clock()
-        max_age = self.config.review_max_days * 86_400 * 10**9
-        for p in list(sp.pending()):
-            if now - p.time_ns > max_age:
-                log.info("proposal %s for %s expired after %d days", p.id, p.path, self.config.review_max_days)
-                sp.decide(p, "expired", None, now)
-            elif settle:
-                self._settle(scope, sp, p)
-        sp.forget_decided(now - 2 * max_age)
-        return sp
+    async def _copy(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        """``copy`` within one scope (:meth:`copy`); across mounts the Hub resolves both paths first (DESIGN.md
+        §7.8)."""
+        p = parse_copy(params)
+        return await self.copy(scope, p.source, scope, p.destination, expected_revision=p.expected_revision,
+                               source_revision=p.source_revision, move=p.move, allow_secret=p.allow_secret,
+                               actor=actor)
 
-    def _settle(self, scope: Scope, sp: ScopeProposals, p: Proposal) -> None:
-        """A pending proposal the document already holds is decided: ``approved`` when history records its
-        approval (a crash came between the write and marking it), else ``applied`` (someone wrote the same)."""
-        current = self.store.read(self._dir(scope), p.path)
-        if revision_or_absent(current) != p.proposed_revision or p.proposed_revision == p.base_revision:
-            return
-        newest = self.history.scope(scope.relpath).newest(p.path)
-        if newest is not None and newest.review is not None and newest.review.get("proposal") == p.id:
-            p.status, p.decision = "approved", {"by": newest.actor, "time": newest.time, "revision": newest.revision,
-                                                "recovered": True}
-            sp.save(p)
-        else:
-            sp.decide(p, "applied", None, self.clock(), revision=p.proposed_revision)
-
-    def _propose(self, scope: Scope, path: str, content: bytes | None, expected_revision: str, actor: Actor,
-                 allow_shrink: bool = False, allow_secret: bool = False) -> Result:
-        """Keep an agent's upsert (``content``) or forget (None) as a pending proposal (worker thread, scope lock).
-
-        The checks of the write run now and refuse as they would (credentials, compare-and-swap, quotas, the
-        rewrite guard); over ``memory.review_max_pending`` it is ``review_backlog``.  A pending proposal of the
-        same principal, client and session for ``path`` is replaced (``superseded``).  The proposal is durable
-        before this returns ``{proposed: true, proposal, status: "pending", path, action, base_revision,
-        proposed_revision, bytes, replaced?}``.  A forget of an absent document, or an upsert of the bytes the
-        document holds, changes nothing and answers as today.
-        """
-        root = self._dir(scope)
-        findings: list[Finding] = []
-        if content is not None:
-            findings = self._check_secrets(path, content, allow_secret, actor)
-            try:
-                old = self.store.check_upsert(root, path, content, expected_revision, allow_shrink)
-            except HubError as exc:
-                raise (scrubbed(exc, content) if findings else exc) from None
-            if old == content:
-                return {"path": path, "revision": revision_of(content), "created": False, "bytes": len(content)}
-        else:
-            old = self.store.read(root, path)
-            if old is None:
-                return {"path": path, "deleted": False, "already_absent": True, "revision": ABSENT}
-            observed = revision_of(old)
-            if not revision_matches(expected_revision, observed):
-                self.store.check_upsert(root, path, old, expected_revision)  # raises the usual conflict
-        sp = self._proposals(scope, settle=False)
-        earlier = next((q for q in sp.pending() if q.path == path and q.same_proposer(actor)), None)
-        pending = sum(1 for _ in sp.pending()) - (earlier is not None)
-        if pending >= self.config.review_max_pending:
-            raise HubError(ErrorCode.REVIEW_BACKLOG,
-                           f"{pending} memory changes already await review (memory.review_max_pending = "
-                           f"{self.config.review_max_pending}); nothing was proposed. Ask the user to review pending "
-                           "memory changes: amux memory review", {"current": pending,
-                                                                    "maximum": self.config.review_max_pending})
-        added, removed = line_changes(old, content)
-        now = self.clock()
-        proposal = Proposal(new_id(), path, "upsert" if content is not None else "forget", revision_or_absent(old),
-                            revision_or_absent(content), content, actor.as_dict(), now, allow_shrink, added, removed,
-                            replaced=None if earlier is None else earlier.id)
-        sp.save(proposal)
-        if earlier is not None:
-            sp.decide(earlier, "superseded", None, now, by_proposal=proposal.id)
-        log.info("proposal %s: %s %s by %s via %s, pending review", proposal.id, proposal.action, path,
-                 actor.principal, actor.client)
-        result: Result = {"proposed": True, "proposal": proposal.id, "status": PENDING, "path": path,
-                          "action": proposal.action, "base_revision": proposal.base_revision,
-                          "proposed_revision": proposal.proposed_revision,
-                          "bytes": 0 if content is None else len(content)}
-        if earlier is not None:
-            result["replaced"] = earlier.id
-        if findings:
-            result["secret_findings"] = [f.wire() for f in findings]
-        return result
-
-    def _pending_for(self, scope: Scope, path: str, actor: Actor) -> str | None:
-        """The id of the newest pending proposal for ``path`` by ``actor``'s principal, if any (for ``get``)."""
-        sp = self.proposals.scope(scope.relpath)
-        sp.load()
-        mine = [p for p in sp.pending() if p.path == path and p.actor.get("principal") == actor.principal]
-        return mine[-1].id if mine else None
+    # -- review (DESIGN.md §21): the work is the review queue's -----------------
 
     async def _review_list(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        """``review_list``: one page of pending proposals, oldest first (DESIGN.md §21).
-
-        Result ``{proposals: [entry], next_cursor, pending, review}``: each entry as
-        :meth:`hub.review.Proposal.entry`; ``pending`` counts every pending proposal of the scope;
-        ``next_cursor`` the last id shown when more follow (None at the end); ``review`` the setting.
-        """
-        p = parse_review_list(params)
-
-        def work() -> Result:
-            from amux_memory.protocol.messages import packed_size
-
-            sp = self._proposals(scope)
-            now = self.clock()
-            pending = list(sp.pending())
-            shown = [q for q in pending if q.path.startswith(p.path_prefix)]
-            if p.cursor:
-                ids = [q.id for q in shown]
-                shown = shown[ids.index(p.cursor) + 1:] if p.cursor in ids else shown
-            result: Result = {"proposals": [], "next_cursor": None, "pending": len(pending),
-                              "review": self.review_rule(scope)}
-            budget = (self.limits.response_max_bytes - self.limits.response_envelope_bytes
-                      - packed_size({**result, "next_cursor": "p" + "0" * 12}) - 8)
-            root = self._dir(scope)
-            for q in shown:
-                entry = q.entry(now, revision_or_absent(self.store.read(root, q.path)))
-                size = packed_size(entry)
-                if size > budget:
-                    result["next_cursor"] = result["proposals"][-1]["id"] if result["proposals"] else None
-                    break
-                budget -= size
-                result["proposals"].append(entry)
-            return result
-
-        async with self._lock(scope):
-            return await self._run(work)
+        return await self.locked(scope, self.review.review_list, scope, parse_review_list(params))
 
     async def _review_show(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        """``review_show``: one proposal and a page of one of its texts (DESIGN.md §21).
-
-        Result ``{proposal: entry (with status and decision), text, exists, content (bin), truncated,
-        next_offset, total_bytes, base_stored, warnings}``: ``text`` is ``proposed`` (the agent's bytes; a
-        deletion has none: ``exists`` false), ``base`` (the document the agent saw, from the history when
-        it changed since: ``base_stored`` false when the history does not hold it) or ``current``.
-        ``warnings`` holds what the rewrite guard would say of the change (DESIGN.md §12).  Raises
-        ``not_found`` for an unknown id, ``bad_request`` for an offset past the end.
-        """
-        p = parse_review_show(params)
-
-        def work() -> Result:
-            from amux_memory.protocol.messages import packed_size
-
-            sp = self._proposals(scope)
-            q = sp.get(p.id)
-            current = self.store.read(self._dir(scope), q.path)
-            current_revision = revision_or_absent(current)
-            base: bytes | None = None
-            base_stored = True
-            if q.base_revision != ABSENT:
-                if current_revision == q.base_revision:
-                    base = current
-                else:
-                    try:
-                        base = self.history.scope(scope.relpath).find(q.path, q.base_revision)[1]
-                    except HubError:
-                        base_stored = False
-            data = {"proposed": q.content, "base": base, "current": current}[p.text]
-            warnings: list[str] = []
-            if q.content is not None and current is not None:
-                try:
-                    check_rewrite(q.path, current, q.content)
-                except HubError as exc:
-                    warnings.append(exc.message)
-            body = data or b""
-            if p.offset > len(body):
-                raise HubError(ErrorCode.BAD_REQUEST, f"offset {p.offset} is past the end ({len(body)} bytes)",
-                               {"field": "offset"})
-            result: Result = {"proposal": q.entry(self.clock(), current_revision), "text": p.text,
-                              "exists": data is not None, "content": b"", "truncated": False, "next_offset": None,
-                              "total_bytes": len(body), "base_stored": base_stored, "warnings": warnings}
-            budget = (self.limits.response_max_bytes - self.limits.response_envelope_bytes - packed_size(result)
-                      - 5 - 9)
-            stop = min(len(body), p.offset + max(budget, 256))
-            result["content"] = body[p.offset:stop]
-            if stop < len(body):
-                result["truncated"], result["next_offset"] = True, stop
-            return result
-
-        async with self._lock(scope):
-            return await self._run(work)
+        return await self.locked(scope, self.review.review_show, scope, parse_review_show(params))
 
     async def _review_decide(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        """``review_decide``: approve or reject a proposal, as a person (DESIGN.md §21).
-
-        An agent caller (:func:`hub.identity.agent_reason`) is refused with ``unauthorized``
-        (``data.reason`` ``agent_caller``), whatever it asks.  A proposal decided the same way before answers
-        ``{proposal, status, already_decided: true, decision, path}`` and changes nothing (approving twice
-        applies once); deciding the other way (approving a rejected, expired or superseded one, rejecting an
-        approved one) is ``conflict`` (``data.status``).  ``reject`` records the decision (``reason``).
-        ``approve`` is a compare-and-swap write by the approver on ``expected_revision``, of the proposed
-        bytes or the person's ``content``,
-        recorded in history with ``review: {proposal, proposed_by}``; the credential check and quotas run
-        again, the rewrite guard only warns (``warnings``).  Approving as proposed when the document is no
-        longer at the proposal's base is ``conflict`` (nothing written; show it and approve an edited
-        merge).  Result: the upsert's or forget's answer plus ``{proposal, status: "approved",
-        already_decided: false, warnings?}``.
-        """
         p = parse_review_decide(params)
-        if actor.agent is not None:
-            raise HubError(ErrorCode.UNAUTHORIZED, "an agent cannot approve or reject memory changes: a person "
-                           "decides with 'amux memory review' (this caller is an agent: "
-                           f"{actor.agent}); nothing was changed", {"reason": "agent_caller", "agent": actor.agent},
-                           next_step="A person must decide: tell the user memory changes await review; they run "
-                           "'amux memory review' outside the agent session (without AMUX_SESSION_ID or an agent's "
-                           "token).")
+        require_person(actor)
+        return await self.locked(scope, self.review.review_decide, scope, p, actor)
 
-        def work() -> Result:
-            sp = self._proposals(scope)
-            q = sp.get(p.id)
-            if q.status != PENDING:
-                same = ("approved", "applied") if p.decision == "approve" else ("rejected",)
-                if q.status not in same:  # deciding the other way: refused, not a silent success
-                    raise HubError(ErrorCode.CONFLICT, f"proposal {q.id} for {q.path} was already {q.status}; it "
-                                   f"cannot be {p.decision}d now and nothing was changed",
-                                   {"proposal": q.id, "path": q.path, "status": q.status, "decision": q.decision},
-                                   next_step=f"See who decided and why with 'amux memory review show {q.id}'; "
-                                   "list the pending proposals with 'amux memory review'.")
-                return {"proposal": q.id, "path": q.path, "status": q.status, "already_decided": True,
-                        "decision": q.decision}
-            now = self.clock()
-            if p.decision == "reject":
-                sp.decide(q, "rejected", actor, now, reason=p.reason)
-                log.info("proposal %s for %s rejected by %s", q.id, q.path, actor.principal)
-                return {"proposal": q.id, "path": q.path, "status": "rejected", "already_decided": False}
-            assert p.expected_revision is not None
-            root = self._dir(scope)
-            current = self.store.read(root, q.path)
-            observed = revision_or_absent(current)
-            if p.content is None and observed != q.base_revision:
-                raise HubError(ErrorCode.CONFLICT,
-                               f"{q.path} changed since proposal {q.id} was made (its base {q.base_revision[:12]}, "
-                               f"now {observed[:12]}); nothing was written. See all three with 'amux memory review "
-                               f"show {q.id}' and approve a merge with 'amux memory review approve {q.id} --edit'",
-                               {"path": q.path, "proposal": q.id, "base_revision": q.base_revision,
-                                "expected_revision": q.base_revision, "observed_revision": observed},
-                               next_step=f"Merge both changes with 'amux memory review approve {q.id} --edit' "
-                               f"(see them with 'amux memory review show {q.id}'), or reject it.")
-            review = {"proposal": q.id, "proposed_by": q.actor}
-            warnings: list[str] = []
-            if q.action == "forget":
-                if p.content is not None:
-                    raise HubError(ErrorCode.BAD_REQUEST, f"proposal {q.id} deletes {q.path}: there is no text to "
-                                   "edit; approve or reject it as it is", {"field": "content"})
-                result: Result
-                if current is None:
-                    result = {"path": q.path, "deleted": False, "already_absent": True, "revision": ABSENT}
-                else:
-                    result = self._delete(scope, q.path, p.expected_revision, actor, review)
-            else:
-                content = q.content if p.content is None else p.content
-                assert content is not None
-                if current is not None:
-                    try:
-                        check_rewrite(q.path, current, content)
-                    except HubError as exc:
-                        warnings.append(exc.message)
-                result = self._write(scope, q.path, content, p.expected_revision, True, actor, review=review)
-            sp.decide(q, "approved", actor, now, reason=p.reason, revision=result["revision"],
-                      edited=True if p.content is not None else None)
-            log.info("proposal %s for %s approved by %s", q.id, q.path, actor.principal)
-            result.update({"proposal": q.id, "status": "approved", "already_decided": False})
-            if warnings:
-                result["warnings"] = [*result.get("warnings", []), *warnings]
-            return result
-
-        async with self._lock(scope):
-            return await self._run(work)
+    # -- history (DESIGN.md §15) --------------------------------------------------
 
     async def _history(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        p = parse_history(params)
+        return await self.locked(scope, self._history_page, scope, parse_history(params))
+
+    def _history_page(self, scope: Scope, p: HistoryParams) -> Result:
+        """``history``: a hand edit recorded first (with ``memory.history``), then a page of the path's versions."""
         hist = self.history.scope(scope.relpath)
-
-        def work() -> Result:
-            if self.config.history:
-                current, mtime_ns = self.store.read_stat(self._dir(scope), p.path)
-                hist.sync(p.path, current, mtime_ns, create=False)
-            versions, cursor = hist.page(p.path, p.cursor, p.limit, self._page_budget({"path": p.path}))
-            return {"path": p.path, "versions": versions, "next_cursor": cursor}
-
-        async with self._lock(scope):
-            return await self._run(work)
+        if self.config.history:
+            current, mtime_ns = self.store.read_stat(self.scope_dir(scope), p.path)
+            hist.sync(p.path, current, mtime_ns, create=False)
+        # The sample cursor (18 digits) is as long as any seq the page may end at.
+        room = response_room(self.limits, {"path": p.path, "versions": [], "next_cursor": "9" * 18}, PAGE_RESERVE_BYTES)
+        versions, cursor = hist.page(p.path, p.cursor, p.limit, room)
+        return {"path": p.path, "versions": versions, "next_cursor": cursor}
 
     async def _log(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        p = parse_log(params)
+        return await self.locked(scope, self._log_page, scope, parse_log(params))
+
+    def _log_page(self, scope: Scope, p: LogParams) -> Result:
+        """``log``: the scope reconciled with one walk (with ``memory.history``), then a page of its changes."""
         hist = self.history.scope(scope.relpath)
-
-        def work() -> Result:
-            if self.config.history:  # hand edits, new files and deletions first, as history does (DESIGN.md §15.1)
-                root = self._dir(scope)
-                walked = walk_documents(root, "", self.limits)
-                hist.reconcile(walked.found, walked.mtimes, not walked.reasons,
-                               lambda path: self.store.read_stat(root, path))
-            changes, cursor = hist.page(None, p.cursor, p.limit, self._page_budget({}), path_prefix=p.path_prefix,
-                                        since=p.since)
-            return {"changes": changes, "next_cursor": cursor}
-
-        async with self._lock(scope):
-            return await self._run(work)
-
-    def _page_budget(self, fixed: dict[str, Any]) -> int:
-        """Bytes left for a page's entries: the response budget minus the envelope, ``fixed`` and a cursor."""
-        from amux_memory.protocol.messages import packed_size
-
-        return (self.limits.response_max_bytes - self.limits.response_envelope_bytes
-                - packed_size({**fixed, "versions": [], "next_cursor": "9" * 18}) - 8)
+        if self.config.history:  # hand edits, new files and deletions first, as history does (DESIGN.md §15.1)
+            root = self.scope_dir(scope)
+            walked = walk_documents(root, "", self.limits)
+            hist.reconcile(walked.found, walked.mtimes, not walked.reasons,
+                           lambda path: self.store.read_stat(root, path))
+        room = response_room(self.limits, {"versions": [], "next_cursor": "9" * 18}, PAGE_RESERVE_BYTES)
+        changes, cursor = hist.page(None, p.cursor, p.limit, room, path_prefix=p.path_prefix, since=p.since)
+        return {"changes": changes, "next_cursor": cursor}
 
     async def _restore(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        p = parse_restore(params)
+        return await self.locked(scope, self._restore_version, scope, parse_restore(params), actor)
 
-        def work() -> Result:
-            version, data = self.history.scope(scope.relpath).find(p.path, p.revision)  # a prefix: the full one
-            if self._reviewed(scope, actor, p.path):  # an agent's restore is a write like any other (DESIGN.md §21)
-                return self._propose(scope, p.path, data, p.expected_revision, actor, allow_shrink=True,
-                                     allow_secret=p.allow_secret)
-            return self._write(scope, p.path, data, p.expected_revision, True, actor, restored_from=version.revision,
-                               allow_secret=p.allow_secret)
-
-        async with self._lock(scope):
-            return await self._run(work)
+    def _restore_version(self, scope: Scope, p: RestoreParams, actor: Actor) -> Result:
+        """``restore``: a stored version written back with history, or proposed when the actor's writes are
+        reviewed."""
+        version, data = self.history.scope(scope.relpath).find(p.path, p.revision)  # a prefix: the full one
+        if self.review.reviewed(scope, actor, p.path):  # an agent's restore is a write like any other (DESIGN.md §21)
+            return self.review.propose(scope, p.path, data, p.expected_revision, actor, allow_shrink=True,
+                                       allow_secret=p.allow_secret)
+        return self.write(scope, p.path, data, p.expected_revision, True, actor, restored_from=version.revision,
+                          allow_secret=p.allow_secret)
 
     async def _purge(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        p = parse_purge(params)
+        return await self.locked(scope, self._purge_versions, scope, parse_purge(params))
 
-        def work() -> Result:
-            current = self.store.read(self._dir(scope), p.path)
-            live = ABSENT if current is None else revision_of(current)
-            erased = self.history.scope(scope.relpath).purge(p.path, p.revision, live)
-            return {"path": p.path, "erased": erased}
-
-        async with self._lock(scope):
-            return await self._run(work)
+    def _purge_versions(self, scope: Scope, p: PurgeParams) -> Result:
+        """``purge``: erase stored versions of a path, never the one the live document holds."""
+        current = self.store.read(self.scope_dir(scope), p.path)
+        live = ABSENT if current is None else revision_of(current)
+        erased = self.history.scope(scope.relpath).purge(p.path, p.revision, live)
+        return {"path": p.path, "erased": erased}
 
     async def _scan(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         """``scan``: the documents (and with ``history`` the stored versions) holding credentials (DESIGN.md §16).
@@ -821,31 +558,22 @@ class MemoryService:
         ``memory.secret_allow`` applies; ``memory.secret_scan`` does not (a
         scan is always asked for).  Runs under the scope's lock.
         """
-        p = parse_scan(params)
+        return await self.locked(scope, self._scan_scope, scope, parse_scan(params))
+
+    def _scan_scope(self, scope: Scope, p: ScanParams) -> Result:
+        """``scan``'s walk of the documents and, with ``p.history``, of the stored versions."""
         allowed = self.config.secret_allow
-
-        def work() -> Result:
-            root = self._dir(scope)
-            walked = walk_documents(root, "", self.limits)
-            paths = [path for path, _ in sorted(walked.found)]
-            documents = document_entries(paths, lambda path: self.store.read(root, path), allowed)
-            versions = version_entries(self.history.scope(scope.relpath).stored(), allowed) if p.history else []
-            return report(documents, versions, self.limits)
-
-        async with self._lock(scope):
-            return await self._run(work)
-
-    async def _copy(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        """``copy`` within one scope (:meth:`copy`); across mounts the Hub resolves both paths first (DESIGN.md
-        §7.8)."""
-        p = parse_copy(params)
-        return await self.copy(scope, p.source, scope, p.destination, expected_revision=p.expected_revision,
-                               source_revision=p.source_revision, move=p.move, allow_secret=p.allow_secret,
-                               actor=actor)
+        root = self.scope_dir(scope)
+        walked = walk_documents(root, "", self.limits)
+        paths = [path for path, _ in sorted(walked.found)]
+        documents = document_entries(paths, lambda path: self.store.read(root, path), allowed)
+        versions = version_entries(self.history.scope(scope.relpath).stored(), allowed) if p.history else []
+        return report(documents, versions, self.limits)
 
     async def _list(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_list(params)
-        return await self._run(list_documents, self._dir(scope), p.path_prefix, p.cursor, self.limits)
+        return await trio.to_thread.run_sync(list_documents, self.scope_dir(scope), p.path_prefix, p.cursor,
+                                             self.limits)
 
 
 Handler = Callable[[MemoryService, Scope, dict[str, Any], Actor], Awaitable[Result]]

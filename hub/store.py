@@ -25,7 +25,7 @@ from amux_memory.hub.rewrite_guard import check_rewrite, count_lines
 from amux_memory.hub.walk import count_documents
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import ENTRY_NAME, Limits
-from amux_memory.protocol.messages import packed_size
+from amux_memory.protocol.messages import MSGPACK_INT_MAX, MSGPACK_STR_HEADER_MAX, response_room
 from amux_memory.protocol.params import ABSENT, revision_matches
 
 Result = dict[str, Any]
@@ -238,9 +238,8 @@ class Store:
             "truncated": False, "next_offset": None, "total_bytes": len(data),
             "total_lines": count_lines(data),
         }
-        # Room for the content: budget minus the envelope, the str header and a
-        # next_offset integer (9 bytes at most).
-        budget = self.limits.response_max_bytes - self.limits.response_envelope_bytes - packed_size(result) - 5 - 9
+        # Room for the content: the budget less the answer so far, the content's str header and a next_offset.
+        budget = response_room(self.limits, result, MSGPACK_STR_HEADER_MAX + MSGPACK_INT_MAX)
         stop = end
         if end - start > budget:
             stop = _utf8_boundary(data, start + budget)
@@ -286,7 +285,7 @@ class Store:
             "path": path, "revision": observed, "content": b"", "truncated": False,
             "next_offset": None, "total_bytes": len(data),
         }
-        budget = self.limits.response_max_bytes - self.limits.response_envelope_bytes - packed_size(result) - 5 - 9
+        budget = response_room(self.limits, result, MSGPACK_STR_HEADER_MAX + MSGPACK_INT_MAX)  # bin header, next_offset
         stop = min(len(data), offset + budget)
         result["content"] = data[offset:stop]
         if stop < len(data):

@@ -236,6 +236,27 @@ class HubError(Exception):
         return f"HubError({self.code.value!r}, {self.message!r}, {self.data!r})"
 
 
+class HubStartError(HubError):
+    """The Hub did not start: ``unavailable``, with a one-line ``message`` for a person (DESIGN.md §13.3, §19.2).
+
+    Raised in the Hub before it serves anyone (another Hub holds the home or the socket, a setting or a
+    file is unusable; ``data`` empty): ``amux hub serve`` prints the message and exits 21
+    (:attr:`ExitStatus.HUB_START_FAILED`).  Raised too by what starts a Hub and waits for it
+    (``tools/lifecycle/``): ``data.exit_status`` (:attr:`exit_status`) when the child exited before
+    answering; ``amux hub start`` adds ``{home, socket, log, pid, log_tail}`` and exits 21 as well.
+    """
+
+    def __init__(self, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(ErrorCode.UNAVAILABLE, message, data)
+
+    @property
+    def exit_status(self) -> int | None:
+        """The child's exit status when it exited before answering; None otherwise (it did not answer in
+        time, or the Hub itself refused to start)."""
+        status = self.data.get("exit_status")
+        return status if isinstance(status, int) else None
+
+
 def names_for_error(names: Iterable[Any]) -> str:
     """A short, bounded rendering of caller-supplied names for an error message."""
     names = list(names)

@@ -47,6 +47,10 @@ Protocol
   * ``protocol.agent_protocol.MAX_PROTOCOL_BYTES`` (bytes): the agent protocol text (§9.1).
   * ``protocol.connection.INT_MIN``, ``protocol.connection.INT_MAX``: the integers msgpack carries.
   * ``protocol.messages.PROTOCOL_VERSION`` (version), ``protocol.messages._MAX_ID``: request ids (§3.2).
+  * ``protocol.messages.MSGPACK_STR_HEADER_MAX``, ``protocol.messages.MSGPACK_INT_MAX``,
+    ``protocol.messages.MSGPACK_ARRAY16_GROWTH``, ``protocol.messages.PAGE_RESERVE_BYTES``,
+    ``protocol.messages.LIST_RESERVE_BYTES`` (bytes): what an answer keeps within the response budget
+    (:func:`protocol.messages.response_room`).
   * ``protocol.params.REVISION_PREFIX_MIN`` (hex digits), ``protocol.params.REVISION_DIGITS`` (hex digits) (§4.3).
 
 Clients and frontends

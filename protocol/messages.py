@@ -10,6 +10,7 @@ limits, and turns every msgpack failure into :class:`~protocol.errors.HubError`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -17,7 +18,7 @@ import msgpack
 
 from amux_memory.protocol.errors import ErrorCode, HubError, names_for_error
 from amux_memory.protocol.framing import encode_frame
-from amux_memory.protocol.limits import LIMITS
+from amux_memory.protocol.limits import LIMITS, Limits
 
 PROTOCOL_VERSION: Final = 1
 
@@ -182,3 +183,32 @@ def decode_mcp(body: bytes) -> str:
 def packed_size(obj: Any) -> int:
     """Serialized size in bytes, used to hold store responses to their budget."""
     return len(pack(obj))
+
+
+# What an answer reserves beside its packed fixed part (:func:`response_room`), in bytes of msgpack.
+MSGPACK_STR_HEADER_MAX: Final = 5
+"""Bytes of the longest header of a msgpack str or bin (str 32, bin 32: a type byte and a 4-byte length)."""
+MSGPACK_INT_MAX: Final = 9
+"""Bytes of the longest msgpack integer (uint 64: a type byte and 8 bytes), e.g. a ``next_offset``."""
+MSGPACK_ARRAY16_GROWTH: Final = 2
+"""Bytes an array's header grows by from fixarray (1 byte, up to 15 items) to array 16 (3 bytes)."""
+PAGE_RESERVE_BYTES: Final = 8
+"""Bytes a page of entries keeps spare beyond its fixed part packed with an empty list and a sample cursor:
+the list's header grows from 1 byte to 3 (array 16) or 5 (array 32), and the rest is slack."""
+LIST_RESERVE_BYTES: Final = 128
+"""Bytes a ``list`` page keeps for its ``entries`` and ``next_cursor`` keys, the list's header and the cursor
+(DESIGN.md §5.8); a cursor (a path) longer than about 100 bytes takes the page that much past the budget."""
+
+
+def response_room(limits: Limits, fixed: Mapping[str, Any] | None = None, reserve: int = 0) -> int:
+    """Bytes of msgpack an answer has left for what it adds to ``fixed`` within the response budget (DESIGN.md §6).
+
+    That is ``limits.response_max_bytes`` (the whole response frame body) less
+    ``limits.response_envelope_bytes`` (the ``{id, result}`` around the result), less the packed size of
+    ``fixed`` (the answer as it stands without the part still to fill; None counts 0 bytes), less
+    ``reserve``: the bytes ``fixed`` does not show yet, made of the sizes above (a content's
+    :data:`MSGPACK_STR_HEADER_MAX` and a ``next_offset``'s :data:`MSGPACK_INT_MAX`, or
+    :data:`PAGE_RESERVE_BYTES` for a page).  Negative when ``fixed`` alone is over the budget.
+    """
+    used = 0 if fixed is None else packed_size(fixed)
+    return limits.response_max_bytes - limits.response_envelope_bytes - used - reserve

@@ -26,9 +26,10 @@ from typing import Any
 import pytest
 
 from amux_memory.hub.config import set_value
+from amux_memory.protocol.errors import HubStartError
 from amux_memory.tools.client.blocking import HubClient
 from amux_memory.tools.client.installation import amux_command
-from amux_memory.tools.lifecycle.spawn import HubStartError, spawn_serve, wait_until_answering
+from amux_memory.tools.lifecycle.spawn import spawn_serve, wait_until_answering
 from tests.agent_clients import install_clients
 from tests.fakemodel import FakeModel
 

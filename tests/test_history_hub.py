@@ -8,9 +8,11 @@ store is also read offline, as a person would with ordinary tools
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
+import stat
 import time
 import zlib
 from pathlib import Path
@@ -364,3 +366,62 @@ def test_version_is_made_durable_after_the_document(tmp_path: Path) -> None:
         elif seg_fd is not None and re.match(rf"fdatasync\({seg_fd}\)", body):
             events.append("fdatasync-history")
     assert events == ["fsync-file", "rename", "fsync-dir", "append", "fdatasync-history"] * 2, events
+
+
+def test_a_failed_compaction_leaves_a_usable_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compaction's storage faults (DESIGN.md §4.8, §15.5), in-process: a failure before the rename is the
+    storage error of ``compact history`` and leaves the old segment, its index and no temporary file; after
+    the rename (the folder's fsync, or opening the new segment) it is ``uncertain`` and the history goes on
+    in the new segment, so later versions are never appended to the replaced file."""
+    from amux_memory.hub import fsio
+    from amux_memory.hub.history import Actor, Retention, ScopeHistory
+
+    folder = tmp_path / "history" / "global"
+    segment_path = str(folder / "versions.log")
+    hist = ScopeHistory(str(folder), Retention())
+    who = Actor("root", "amux-cli")
+    hist.record("a.md", b"one\n", "create", who, previous=None)
+    hist.record("a.md", b"two\n", "update", who, previous=b"one\n")
+    hist.record("b.md", b"bee\n", "create", who, previous=None)
+
+    def no_space(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "injected rename failure")
+
+    monkeypatch.setattr(fsio.os, "rename", no_space)
+    with pytest.raises(HubError) as err:
+        hist.purge("a.md", rev(b"one\n"), rev(b"two\n"))
+    assert err.value.code is ErrorCode.STORAGE_FULL
+    assert err.value.data == {"errno": "ENOSPC", "operation": "compact history", "path": "", "uncertain": False}
+    monkeypatch.undo()
+    assert [p.name for p in folder.iterdir()] == ["versions.log"]  # no temporary file left
+    assert hist.find("a.md", rev(b"two\n"))[1] == b"two\n"  # the old segment and its index still serve
+
+    real_fsync, real_open = os.fsync, os.open
+
+    def failing_folder_fsync(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EIO, "injected folder fsync failure")
+        real_fsync(fd)
+
+    def failing_reopen(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if path == segment_path and not flags & os.O_CREAT:
+            raise OSError(errno.EMFILE, "injected open failure")
+        return real_open(path, flags, *args, **kwargs)
+
+    current = b"bee\n"
+    for fault, name, code in ((failing_folder_fsync, "fsync", "EIO"), (failing_reopen, "open", "EMFILE")):
+        monkeypatch.setattr(fsio.os, name, fault)
+        with pytest.raises(HubError) as err, hist.lock:
+            hist.compact_locked()
+        monkeypatch.undo()
+        assert err.value.data == {"errno": code, "operation": "compact history", "path": "", "uncertain": True}
+        assert hist.find("b.md", rev(current))[1] == current
+        hist.record("b.md", current + b"more\n", "update", who, previous=current)
+        current += b"more\n"
+    hist.close()
+    fresh = ScopeHistory(str(folder), Retention())
+    fresh.load()
+    assert [v.revision for v in fresh.by_path["b.md"]] == [rev(b"bee\n"), rev(b"bee\nmore\n"),
+                                                           rev(b"bee\nmore\nmore\n")]
+    assert [p.name for p in folder.iterdir()] == ["versions.log"]
+    fresh.close()

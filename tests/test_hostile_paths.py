@@ -19,6 +19,7 @@ import pytest
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode
 from amux_memory.protocol.framing import FrameDecoder
 from amux_memory.protocol.messages import decode_response, encode_request
+from tests.cli_batch import run_many
 from tests.conftest import HubProcess
 from tests.hostile import HOSTILE, SYMLINKED
 
@@ -102,16 +103,21 @@ def test_hostile_paths_over_raw_frames(hub: HubProcess, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_hostile_paths_through_the_cli(hub: HubProcess, tmp_path: Path) -> None:
+    """Each path through ``amux memory upsert`` and ``show``: the CLI's entry point, run for every path in one
+    process (:func:`tests.cli_batch.run_many`), each call a real request to the Hub."""
     outside = plant(hub, tmp_path)
     before = snapshot(hub.home, outside)
-    for p in HOSTILE + SYMLINKED:
-        if "\x00" in p:
-            continue  # argv cannot carry NUL; covered over raw frames
-        up = hub.cli("memory", "upsert", "--expected-revision", "absent", "--", p, input=b"hostile\n")
+    paths = [p for p in HOSTILE + SYMLINKED if "\x00" not in p]  # argv cannot carry NUL; covered over raw frames
+    calls: list[tuple[list[str], bytes]] = []
+    for p in paths:
+        calls += [(["memory", "upsert", "--expected-revision", "absent", "--", p], b"hostile\n"),
+                  (["memory", "show", "--", p], b"")]
+    results = run_many(calls, hub.env)
+    for p, up, shown in zip(paths, results[0::2], results[1::2], strict=True):
         assert up.returncode == EXIT_CODES[ErrorCode.INVALID_PATH], (p, up.stderr)
         assert up.json["error"]["code"] == "invalid_path"
-        shown = hub.cli("memory", "show", "--", p)
         assert shown.returncode == EXIT_CODES[ErrorCode.INVALID_PATH], (p, shown.stderr)
+        assert shown.json["error"]["code"] == "invalid_path"
     found = hub.cli("memory", "search", "outside-secret-word")
     assert found.json["matches"] == []
     assert snapshot(hub.home, outside) == before

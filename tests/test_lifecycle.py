@@ -65,12 +65,13 @@ def test_restart_of_a_managed_hub_stops_nothing(hub: HubProcess, monkeypatch: py
 
 
 def test_a_start_that_fails_is_data(tmp_path: Path) -> None:
-    from amux_memory.tools.lifecycle.control import HubStartFailed, start_hub
+    from amux_memory.protocol.errors import HubStartError
+    from amux_memory.tools.lifecycle.control import start_hub
 
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text('[memory]\nisolation = "sideways"\n')
-    with pytest.raises(HubStartFailed) as caught:
+    with pytest.raises(HubStartError) as caught:
         start_hub(home.resolve(), timeout=30)
     exc = caught.value
     assert exc.code is ErrorCode.UNAVAILABLE and exc.data["exit_status"] == ExitStatus.HUB_START_FAILED

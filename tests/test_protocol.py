@@ -24,6 +24,9 @@ from amux_memory.protocol.framing import HEADER_BYTES, FrameDecoder, FrameTooLar
 from amux_memory.protocol.limits import LIMITS
 from amux_memory.protocol.messages import (
     METHODS,
+    MSGPACK_ARRAY16_GROWTH,
+    MSGPACK_INT_MAX,
+    MSGPACK_STR_HEADER_MAX,
     Request,
     Response,
     decode_request,
@@ -32,6 +35,7 @@ from amux_memory.protocol.messages import (
     encode_request,
     encode_result,
     pack,
+    response_room,
 )
 from amux_memory.protocol.paths import normalize_path
 
@@ -442,6 +446,18 @@ def test_error_response_round_trip(code: ErrorCode, rid: int | None) -> None:
     with pytest.raises(HubError) as info:
         resp.unwrap()
     assert info.value is got
+
+
+def test_the_budget_header_sizes_are_what_msgpack_writes() -> None:
+    """The sizes :func:`response_room`'s callers reserve are msgpack's own (DESIGN.md §6): the longest str
+    and bin headers, the longest integer, and an array's header growing past 15 items."""
+    big = 1 << 16
+    assert len(pack("x" * big)) - big == len(pack(b"x" * big)) - big == MSGPACK_STR_HEADER_MAX
+    assert len(pack(2**64 - 1)) == len(pack(-(2**63))) == MSGPACK_INT_MAX
+    assert len(pack([0] * 16)) - 16 - len(pack([])) == MSGPACK_ARRAY16_GROWTH
+    assert response_room(LIMITS) == LIMITS.response_max_bytes - LIMITS.response_envelope_bytes
+    fixed = {"path": "a.md", "content": b""}
+    assert response_room(LIMITS, fixed, 14) == response_room(LIMITS) - len(pack(fixed)) - 14
 
 
 def test_frame_too_large_round_trips_as_hub_error() -> None:

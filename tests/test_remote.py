@@ -27,13 +27,12 @@ import trio.testing
 import amux_memory.hub.connection as connection
 import amux_memory.hub.listeners as listeners
 from amux_memory.hub.config import HubConfig, parse_listen
-from amux_memory.hub.home import HubStartError
 from amux_memory.hub.identity import GLOBAL
 from amux_memory.hub.registry import Registry, modify
 from amux_memory.hub.run import serve
 from amux_memory.hub.server import Hub
 from amux_memory.protocol.endpoint import is_loopback, parse_endpoint
-from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, ExitStatus, HubError
+from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, ExitStatus, HubError, HubStartError
 from amux_memory.protocol.framing import FrameDecoder
 from amux_memory.protocol.limits import LIMITS
 from amux_memory.protocol.messages import Response, decode_response, encode_request

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from amux_memory.protocol.config_file import home_option
-from amux_memory.protocol.errors import ErrorCode, ExitStatus, HubError
+from amux_memory.protocol.errors import ErrorCode, ExitStatus, HubError, HubStartError
 from amux_memory.tools.cli.options import Home, resolve_home
 from amux_memory.tools.cli.output import emit, fail, human_output, say
 from amux_memory.tools.cli.plain import Json, show
-from amux_memory.tools.lifecycle.control import HubStartFailed, hub_status, restart_hub, start_hub, stop_hub
+from amux_memory.tools.lifecycle.control import hub_status, restart_hub, start_hub, stop_hub
 
 
 def serve(*, home: Home = None, listen: str | None = None) -> int:
@@ -111,7 +111,7 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     return [inert(head), *(f"  {line}" for line in table(rows))]
 
 
-def _start_failed(exc: HubStartFailed) -> int:
+def _start_failed(exc: HubStartError) -> int:
     """Report a background start that failed (JSON error on stdout, the log tail on stderr); status 21."""
     emit({"error": exc.to_wire()})
     say(f"{exc.code.value}: {exc.message}")
@@ -150,7 +150,7 @@ def start(*, home: Home = None, listen: str | None = None, timeout: float = 15.0
     """
     try:
         doc = start_hub(resolve_home(home).resolve(), listen=listen, timeout=timeout)
-    except HubStartFailed as exc:
+    except HubStartError as exc:
         return _start_failed(exc)
     return _show_start(doc, json)
 
@@ -202,7 +202,7 @@ def restart(*, home: Home = None, listen: str | None = None, timeout: float = 15
 
     try:
         done = restart_hub(resolve_home(home).resolve(), listen=listen, timeout=timeout, on_stopped=stopped)
-    except HubStartFailed as exc:
+    except HubStartError as exc:
         return _start_failed(exc)
     except HubError as exc:
         # Only the service-manager refusal is bad_request; it alone honours --json in a terminal, as before.

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from amux_memory.protocol.config_file import home_option
-from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.errors import ErrorCode, HubError, HubStartError
 from amux_memory.tools.client.running import serving_hub
 from amux_memory.tools.lifecycle.manager import active_user_unit, service_restart_command
-from amux_memory.tools.lifecycle.spawn import HubStartError, serves, spawn_serve, wait_until_answering
+from amux_memory.tools.lifecycle.spawn import serves, spawn_serve, wait_until_answering
 from amux_memory.tools.lifecycle.units import unit_name
 
 LOG_NAME = "hub.log"
@@ -47,17 +47,6 @@ TIMEOUT_SECONDS = 15.0
 
 TERMINATE_WAIT_SECONDS = 5
 """Seconds a start that did not answer in time waits after SIGTERM to its child before SIGKILL."""
-
-
-class HubStartFailed(HubError):
-    """A background start that failed: ``unavailable``, with ``data`` ``{home, socket, log, pid}`` plus
-    ``exit_status`` (when the child exited first) and ``log_tail`` (what the log got since this start).
-
-    The CLI exits 21 (``ExitStatus.HUB_START_FAILED``) for it, as ``serve`` does.
-    """
-
-    def __init__(self, message: str, data: dict[str, Any]) -> None:
-        super().__init__(ErrorCode.UNAVAILABLE, message, data)
 
 
 @dataclass(frozen=True)
@@ -170,9 +159,11 @@ def start_hub(target: Path, *, listen: str | None = None, timeout: float = TIMEO
     socket answers a ``hello`` (an error answer too) and the lock holder is this child.
 
     Returns ``{started: true, running, home, socket, log, pid}``, or ``{started: false, running, pid,
-    home, socket, log}`` when a Hub already holds the home.  Raises :class:`HubStartFailed` when the
-    child exits first, or does not answer within ``timeout`` seconds (it is then stopped); ``OSError``
-    when the home cannot be made or the command cannot run.
+    home, socket, log}`` when a Hub already holds the home.  Raises :class:`protocol.errors.HubStartError`
+    (``unavailable``, ``data`` ``{home, socket, log, pid, log_tail}`` plus ``exit_status`` when the child
+    exited first; the CLI exits 21 for it, as ``serve`` does) when the child exits first, or does not answer
+    within ``timeout`` seconds (it is then stopped); ``OSError`` when the home cannot be made or the command
+    cannot run.
     """
     sock = home_socket(target)
     log = target / LOG_NAME
@@ -200,7 +191,7 @@ def start_hub(target: Path, *, listen: str | None = None, timeout: float = TIMEO
         if exc.exit_status is not None:
             from amux_memory.tools.client.wording import ended
 
-            raise HubStartFailed(f"the Hub {ended(exc.exit_status)} before answering; see {log}",
+            raise HubStartError(f"the Hub {ended(exc.exit_status)} before answering; see {log}",
                                  {**data, "exit_status": exc.exit_status, "log_tail": _tail(log, offset)}) from None
         proc.terminate()
         try:
@@ -208,7 +199,7 @@ def start_hub(target: Path, *, listen: str | None = None, timeout: float = TIMEO
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        raise HubStartFailed(f"the Hub did not answer at {sock} within {timeout:g} s and was stopped; see {log}",
+        raise HubStartError(f"the Hub did not answer at {sock} within {timeout:g} s and was stopped; see {log}",
                              {**data, "log_tail": _tail(log, offset)}) from None
     # A long-lived caller (the web page) is the Hub's parent: reap it when it exits, so no zombie stays.
     threading.Thread(target=proc.wait, name=f"reap-hub-{proc.pid}", daemon=True).start()

@@ -14,20 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.errors import ErrorCode, HubError, HubStartError
 from amux_memory.tools.client.blocking import HubClient
 from amux_memory.tools.client.installation import amux_command
 
 POLL_INTERVAL_S = 0.02
 """Seconds between two ``hello`` attempts while a Hub starts."""
-
-
-class HubStartError(RuntimeError):
-    """The child exited before answering (``exit_status`` set) or did not answer in time (``None``)."""
-
-    def __init__(self, message: str, exit_status: int | None) -> None:
-        super().__init__(message)
-        self.exit_status = exit_status
 
 
 def serve_argv(home: Path, extra: Sequence[str] = (), prefix: Sequence[str] = ()) -> list[str]:
@@ -75,8 +67,9 @@ def wait_until_answering(proc: subprocess.Popen[bytes], socket: Path, timeout: f
     """Block until the Hub at ``socket`` answers a ``hello`` (and ``accept()``, when given, is true).
 
     ``timeout`` in seconds. ``probe`` asks the socket (:func:`answers`, or :func:`serves`, for which
-    an error answer counts). Raises :class:`HubStartError` with ``exit_status`` when ``proc`` exits
-    first, or with ``None`` when the deadline passes (``proc`` is left running: the caller decides).
+    an error answer counts). Raises :class:`protocol.errors.HubStartError` with ``exit_status`` when
+    ``proc`` exits first, or with ``None`` when the deadline passes (``proc`` is left running: the caller
+    decides).
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -84,9 +77,9 @@ def wait_until_answering(proc: subprocess.Popen[bytes], socket: Path, timeout: f
         if code is not None:
             from amux_memory.tools.client.wording import ended
 
-            raise HubStartError(f"the Hub {ended(code)} before answering", code)
+            raise HubStartError(f"the Hub {ended(code)} before answering", {"exit_status": code})
         if probe(socket) and (accept is None or accept()):
             return
         if time.monotonic() >= deadline:
-            raise HubStartError(f"the Hub did not answer at {socket} within {timeout:g} s", None)
+            raise HubStartError(f"the Hub did not answer at {socket} within {timeout:g} s")
         time.sleep(POLL_INTERVAL_S)
