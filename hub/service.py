@@ -456,6 +456,75 @@ class MemoryService:
             result["moved"] = True
         return result
 
+    async def scope_copy(self, source: Scope, destination: Scope, cursor: str, actor: Actor) -> Result:
+        """One page of the operator's copy of every document of ``source`` into ``destination`` (DESIGN.md §7.8).
+
+        Documents are taken in path order after ``cursor`` (``""``: from the first), as the bounded walk of
+        ``source`` finds them (:func:`hub.walk.walk_documents`; reserved ``@`` entries and names that are not
+        logical paths are passed over).  Each is read under the source's lock and written under the
+        destination's as a create: compare-and-swap ``absent``, every write check (credentials, quotas), no
+        review (the operator writes), history naming ``actor`` and the origin as :meth:`copy` records it.  A
+        destination document that exists is never overwritten: it is skipped (``identical`` when it holds the
+        same bytes, else ``exists``, with its revision), as is a document any check refuses (``reason`` the
+        error code, ``message`` its first 200 characters) or one gone since the walk (``gone``).
+
+        Answer: ``{source, destination, copied[{path, revision, bytes}], skipped[{path, reason, revision?,
+        message?}], next_cursor, incomplete, incomplete_reasons, unreadable}``, within the response budget;
+        ``next_cursor`` (the last path handled) when documents remain: call again with it.  ``incomplete`` says
+        the walk was cut short or met unreadable folders (``unreadable``).  Raises ``disabled`` when memory is
+        off, ``bad_request`` for the same scope on both sides.  Cancelled, the documents copied so far stay.
+        """
+        from amux_memory.protocol.messages import packed_size
+
+        self.check_enabled()
+        if source.relpath == destination.relpath:
+            raise HubError(ErrorCode.BAD_REQUEST, "source and destination are the same scope; nothing to copy",
+                           {"field": "destination"})
+        root = self._dir(source)
+        walked = await trio.to_thread.run_sync(walk_documents, root, "", self.limits)
+        paths = sorted(path for path, _ in walked.found if path > cursor)
+        result: Result = {"source": source.binding, "destination": destination.binding, "copied": [], "skipped": [],
+                          "next_cursor": None, "incomplete": bool(walked.reasons),
+                          "incomplete_reasons": list(walked.reasons), "unreadable": list(walked.unreadable)}
+        budget = (self.limits.response_max_bytes - self.limits.response_envelope_bytes - packed_size(result)
+                  - packed_size({"next_cursor": "x" * self.limits.max_path_bytes}))
+        for path in paths:
+            worst = packed_size({"path": path, "reason": "secret_detected", "revision": "0" * 64,
+                                 "message": "m" * 200, "bytes": 1 << 40})
+            if worst > budget:
+                break
+            entry = await self._copy_one(source, destination, path, actor)
+            budget -= packed_size(entry)
+            result["skipped" if "reason" in entry else "copied"].append(entry)
+            result["next_cursor"] = path
+        else:
+            result["next_cursor"] = None
+        return result
+
+    async def _copy_one(self, source: Scope, destination: Scope, path: str, actor: Actor) -> Result:
+        """One document of :meth:`scope_copy`: ``{path, revision, bytes}`` when written, else ``{path, reason,
+        ...}``."""
+
+        def read() -> Result:
+            return {"data": self.store.read(self._dir(source), path)}
+
+        async with self._lock(source):
+            data: bytes | None = (await self._run(read))["data"]
+        if data is None:
+            return {"path": path, "reason": "gone"}
+        origin = {"from": {"scope": source.binding, "document": path, "revision": revision_of(data)}}
+        try:
+            async with self._lock(destination):
+                written = await self._run(self._write, destination, path, data, ABSENT, False, actor, None, False,
+                                          None, origin)
+        except HubError as exc:
+            observed = exc.data.get("observed_revision")
+            if exc.code is ErrorCode.CONFLICT and isinstance(observed, str):
+                same = observed == revision_of(data)
+                return {"path": path, "reason": "identical" if same else "exists", "revision": observed}
+            return {"path": path, "reason": exc.code.value, "message": exc.message[:200]}
+        return {"path": path, "revision": written["revision"], "bytes": written["bytes"]}
+
     # -- review (DESIGN.md §21) ---------------------------------------------------
 
     def review_rule(self, scope: Scope) -> str:
