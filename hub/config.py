@@ -161,12 +161,15 @@ def unreached_scopes(home: Path, isolation: str, operator: str) -> list[Unreache
     Isolation ``user``: ``global`` (its documents go to a principal's scope: the command names ``operator``,
     the principal of whoever runs it, as the one to start from).  Isolation ``off``: every ``users/<sha256>``
     (its documents go to ``global``; the principal is found among the registry's names and this host's OS
-    accounts).  Reads the files in-process: raises ``OSError`` when the memory folder cannot be read (another
-    user's Hub), ``HubError`` for an unreadable registry.
+    accounts).  Each command moves (``--move``): a document the destination then holds is forgotten where
+    nobody reaches it, so the report goes away once everything is over.  Reads the files in-process: raises
+    ``OSError`` when the memory folder cannot be read (another user's Hub), ``HubError`` for an unreadable
+    registry.
     """
     import hashlib
     import os
     import pwd
+    import shlex
 
     from amux_memory.hub.registry import read_registry, registry_path
     from amux_memory.hub.walk import walk_documents
@@ -183,7 +186,8 @@ def unreached_scopes(home: Path, isolation: str, operator: str) -> list[Unreache
     if isolation == "user":
         count = documents("global")
         if count:
-            found.append(Unreached("global", "global", count, f"amux hub scope copy global principal:{operator}{flag}"))
+            found.append(Unreached("global", "global", count,
+                                   f"amux hub scope copy --move global {shlex.quote('principal:' + operator)}{flag}"))
         return found
     users = root / "users"
     if not users.is_dir():
@@ -198,7 +202,8 @@ def unreached_scopes(home: Path, isolation: str, operator: str) -> list[Unreache
         name = by_key.get(entry)
         binding = None if name is None else f"principal:{name}"
         found.append(Unreached(f"users/{entry}", binding, count,
-                               None if binding is None else f"amux hub scope copy {binding} global{flag}"))
+                               None if binding is None else
+                               f"amux hub scope copy --move {shlex.quote(binding)} global{flag}"))
     return found
 
 

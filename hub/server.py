@@ -286,7 +286,7 @@ class Hub:
         (:meth:`hub.service.MemoryService.scope_copy`, whose answer it is).
 
         ``params``: ``source`` and ``destination`` bindings (``global``, ``principal:NAME``, ``team:NAME``),
-        ``cursor?``.  Raises ``unauthorized`` for anyone but the operator (checked before the parameters, so
+        ``cursor?``, ``move?``.  Raises ``unauthorized`` for anyone but the operator (checked before the parameters, so
         nobody else learns which scopes exist), ``bad_request`` for bad parameters, ``not_found`` for a team
         that does not exist or a destination principal nobody can be (neither registered nor an OS account).
         Not bound by the request-start deadline: a page copies document after document, and an answer
@@ -306,4 +306,4 @@ class Hub:
             return source, destination
 
         source, destination = await trio.to_thread.run_sync(resolve)
-        return await self.service.scope_copy(source, destination, p.cursor, actor_of(identity))
+        return await self.service.scope_copy(source, destination, p.cursor, actor_of(identity), p.move)

@@ -456,7 +456,8 @@ class MemoryService:
             result["moved"] = True
         return result
 
-    async def scope_copy(self, source: Scope, destination: Scope, cursor: str, actor: Actor) -> Result:
+    async def scope_copy(self, source: Scope, destination: Scope, cursor: str, actor: Actor,
+                         move: bool = False) -> Result:
         """One page of the operator's copy of every document of ``source`` into ``destination`` (DESIGN.md §7.8).
 
         Documents are taken in path order after ``cursor`` (``""``: from the first), as the bounded walk of
@@ -466,10 +467,14 @@ class MemoryService:
         review (the operator writes), history naming ``actor`` and the origin as :meth:`copy` records it.  A
         destination document that exists is never overwritten: it is skipped (``identical`` when it holds the
         same bytes, else ``exists``, with its revision), as is a document any check refuses (``reason`` the
-        error code, ``message`` its first 200 characters) or one gone since the walk (``gone``).
+        error code, ``message`` its first 200 characters) or one gone since the walk (``gone``).  With ``move``,
+        a document the destination now holds (copied, or ``identical``) is forgotten in ``source`` by
+        compare-and-swap on the revision read, its tombstone naming the destination (``moved: true``); one that
+        changed meanwhile is kept (``moved: false``).
 
-        Answer: ``{source, destination, copied[{path, revision, bytes}], skipped[{path, reason, revision?,
-        message?}], next_cursor, incomplete, incomplete_reasons, unreadable}``, within the response budget;
+        Answer: ``{source, destination, copied[{path, revision, bytes, moved?}], skipped[{path, reason,
+        revision?, message?, moved?}], next_cursor, incomplete, incomplete_reasons, unreadable}``, within the
+        response budget;
         ``next_cursor`` (the last path handled) when documents remain: call again with it.  ``incomplete`` says
         the walk was cut short or met unreadable folders (``unreadable``).  Raises ``disabled`` when memory is
         off, ``bad_request`` for the same scope on both sides.  Cancelled, the documents copied so far stay.
@@ -490,10 +495,10 @@ class MemoryService:
                   - packed_size({"next_cursor": "x" * self.limits.max_path_bytes}))
         for path in paths:
             worst = packed_size({"path": path, "reason": "secret_detected", "revision": "0" * 64,
-                                 "message": "m" * 200, "bytes": 1 << 40})
+                                 "message": "m" * 200, "bytes": 1 << 40, "moved": False})
             if worst > budget:
                 break
-            entry = await self._copy_one(source, destination, path, actor)
+            entry = await self._copy_one(source, destination, path, actor, move)
             budget -= packed_size(entry)
             result["skipped" if "reason" in entry else "copied"].append(entry)
             result["next_cursor"] = path
@@ -501,9 +506,9 @@ class MemoryService:
             result["next_cursor"] = None
         return result
 
-    async def _copy_one(self, source: Scope, destination: Scope, path: str, actor: Actor) -> Result:
+    async def _copy_one(self, source: Scope, destination: Scope, path: str, actor: Actor, move: bool) -> Result:
         """One document of :meth:`scope_copy`: ``{path, revision, bytes}`` when written, else ``{path, reason,
-        ...}``."""
+        ...}``; with ``move``, ``moved`` says whether the source was forgotten."""
 
         def read() -> Result:
             return {"data": self.store.read(self._dir(source), path)}
@@ -512,18 +517,30 @@ class MemoryService:
             data: bytes | None = (await self._run(read))["data"]
         if data is None:
             return {"path": path, "reason": "gone"}
-        origin = {"from": {"scope": source.binding, "document": path, "revision": revision_of(data)}}
+        revision = revision_of(data)
+        origin = {"from": {"scope": source.binding, "document": path, "revision": revision}}
+        entry: Result
         try:
             async with self._lock(destination):
                 written = await self._run(self._write, destination, path, data, ABSENT, False, actor, None, False,
                                           None, origin)
+            entry = {"path": path, "revision": written["revision"], "bytes": written["bytes"]}
         except HubError as exc:
             observed = exc.data.get("observed_revision")
-            if exc.code is ErrorCode.CONFLICT and isinstance(observed, str):
-                same = observed == revision_of(data)
-                return {"path": path, "reason": "identical" if same else "exists", "revision": observed}
-            return {"path": path, "reason": exc.code.value, "message": exc.message[:200]}
-        return {"path": path, "revision": written["revision"], "bytes": written["bytes"]}
+            if exc.code is not ErrorCode.CONFLICT or not isinstance(observed, str):
+                return {"path": path, "reason": exc.code.value, "message": exc.message[:200]}
+            entry = {"path": path, "reason": "identical" if observed == revision else "exists", "revision": observed}
+            if entry["reason"] == "exists":
+                return entry
+        if move:
+            gone = {"to": {"scope": destination.binding, "document": path}}
+            try:
+                async with self._lock(source):
+                    await self._run(self._delete, source, path, revision, actor, None, gone)
+                entry["moved"] = True
+            except HubError:
+                entry["moved"] = False  # changed since it was read: both are kept, nothing lost
+        return entry
 
     # -- review (DESIGN.md §21) ---------------------------------------------------
 

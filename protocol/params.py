@@ -484,17 +484,19 @@ def parse_scope_name(value: object, field: str) -> str:
 @dataclass(frozen=True)
 class ScopeCopyParams:
     """``scope_copy``: every document of scope ``source`` into scope ``destination`` (bindings), the page after
-    ``cursor`` (``""``: from the first document)."""
+    ``cursor`` (``""``: from the first document); ``move`` forgets each source document the destination holds."""
 
     source: str
     destination: str
     cursor: str
+    move: bool
 
 
 def parse_scope_copy(params: dict[str, Any]) -> ScopeCopyParams:
     """Validate ``scope_copy`` params: ``source`` and ``destination`` (:func:`parse_scope_name`, not the same
-    scope) and optional ``cursor`` (the previous page's ``next_cursor``: a document path, or ``""``)."""
-    _only(params, {"source", "destination", "cursor"})
+    scope), optional ``cursor`` (the previous page's ``next_cursor``: a document path, or ``""``) and ``move``
+    (bool, default false: forget each source document the destination now holds)."""
+    _only(params, {"source", "destination", "cursor", "move"})
     source = parse_scope_name(params.get("source"), "source")
     destination = parse_scope_name(params.get("destination"), "destination")
     if source == destination:
@@ -505,7 +507,10 @@ def parse_scope_copy(params: dict[str, Any]) -> ScopeCopyParams:
             cursor = normalize_path(cursor)
         except HubError:
             raise _bad("cursor must be the next_cursor of the previous page", field="cursor") from None
-    return ScopeCopyParams(source, destination, cursor)
+    move = params.get("move", False)
+    if not isinstance(move, bool):
+        raise _bad("move must be true or false", field="move")
+    return ScopeCopyParams(source, destination, cursor, move)
 
 
 @dataclass(frozen=True)

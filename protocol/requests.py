@@ -234,10 +234,14 @@ def copy_params(source: str, destination: str, expected_revision: str = ABSENT, 
     return params
 
 
-def scope_copy_params(source: str, destination: str, *, cursor: str = "") -> dict[str, Any]:
-    """``scope_copy`` (an operator's method): ``{"source", "destination"}``, each a scope's binding (``global``,
-    ``principal:NAME``, ``team:NAME``), plus ``cursor`` (the previous page's ``next_cursor``) when non-empty."""
+def scope_copy_params(source: str, destination: str, *, cursor: str = "", move: bool = False) -> dict[str, Any]:
+    """``scope_copy`` (an operator's method, DESIGN.md §7.8): ``{"source", "destination"}``, each a scope's
+    binding (``global``, ``principal:NAME``, ``team:NAME``), plus ``cursor`` (the previous page's
+    ``next_cursor``) when non-empty and ``"move": True`` (forget each source document the destination now
+    holds) when set."""
     params: dict[str, Any] = {"source": source, "destination": destination}
     if cursor:
         params["cursor"] = cursor
+    if move:
+        params["move"] = True
     return params

@@ -22,20 +22,21 @@ from amux_memory.tools.cli.output import fail
 from amux_memory.tools.cli.plain import Json, show
 
 
-def copy_all(client: Any, source: str, destination: str) -> dict[str, Any]:
-    """Every page of ``scope_copy`` from ``source`` to ``destination`` on a connected client, joined:
-    ``{source, destination, copied, skipped, incomplete, incomplete_reasons, unreadable}``.
+def copy_all(client: Any, source: str, destination: str, *, move: bool = False) -> dict[str, Any]:
+    """Every page of ``scope_copy`` from ``source`` to ``destination`` (``move``: forgetting each source document
+    the destination now holds) on a connected client, joined: ``{source, destination, move, copied, skipped,
+    incomplete, incomplete_reasons, unreadable}``.
 
     Raises the Hub's :class:`HubError`; pages already answered stay copied (a second run skips them as
     ``identical``).
     """
     from amux_memory.protocol.requests import scope_copy_params
 
-    joined: dict[str, Any] = {"source": source, "destination": destination, "copied": [], "skipped": [],
-                              "incomplete": False, "incomplete_reasons": [], "unreadable": []}
+    joined: dict[str, Any] = {"source": source, "destination": destination, "move": move, "copied": [],
+                              "skipped": [], "incomplete": False, "incomplete_reasons": [], "unreadable": []}
     cursor = ""
     while True:
-        page = client.call("scope_copy", scope_copy_params(source, destination, cursor=cursor))
+        page = client.call("scope_copy", scope_copy_params(source, destination, cursor=cursor, move=move))
         joined["copied"] += page.get("copied") or []
         joined["skipped"] += page.get("skipped") or []
         joined["incomplete"] = joined["incomplete"] or bool(page.get("incomplete"))
@@ -66,6 +67,11 @@ def copy_lines(doc: dict[str, Any]) -> list[str]:
     lines = [f"copied {counted(len(copied), 'document')} from {inert(doc['source'])} to "
              f"{inert(doc['destination'])}" + (f"; skipped {len(skipped)}" if skipped else "")
              + ("; history records each as copied by you, naming its origin" if copied else "")]
+    if doc.get("move"):
+        moved = sum(1 for entry in [*copied, *skipped] if entry.get("moved"))
+        kept = sum(1 for entry in [*copied, *skipped] if entry.get("moved") is False)
+        lines.append(f"forgot {counted(moved, 'document')} in {inert(doc['source'])} (the destination holds them)"
+                     + (f"; kept {kept} that changed meanwhile: run it again" if kept else ""))
     if skipped:
         rows: list[list[object]] = [["SKIPPED", "WHY"]]
         rows += [[s.get("path"), SKIP_REASONS.get(str(s.get("reason")), f"{s.get('reason')}: {s.get('message', '')}")]
@@ -82,7 +88,7 @@ def copy_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def scope_copy(source: str, destination: str, /, *, home: Home = None, json: Json = False) -> int:
+def scope_copy(source: str, destination: str, /, *, move: bool = False, home: Home = None, json: Json = False) -> int:
     """Copy every document of one scope into another, through the running Hub: for the Hub's operator.
 
     FROM and TO are 'global', 'principal:NAME' or 'team:NAME' (e.g. after
@@ -90,12 +96,13 @@ def scope_copy(source: str, destination: str, /, *, home: Home = None, json: Jso
     principal:alice). Each document is created at the same path in TO, under
     the Hub's locks, with history naming you and where it came from; one that
     already exists in TO is skipped, never overwritten; nothing is deleted
-    from FROM. Only the OS account the Hub runs as may run it, on the Hub's
-    host (no AMUX_TOKEN is sent). Piped or with --json: {"source",
-    "destination", "copied": [{path, revision, bytes}], "skipped": [{path,
-    reason, revision?, message?}], "incomplete", "incomplete_reasons",
-    "unreadable"}. Exit status 0 when it ran (skipped documents included),
-    the error's otherwise.
+    from FROM unless --move. Only the OS account the Hub runs as may run it,
+    on the Hub's host (no AMUX_TOKEN is sent). Piped or with --json:
+    {"source", "destination", "move", "copied": [{path, revision, bytes,
+    moved?}], "skipped": [{path, reason, revision?, message?, moved?}],
+    "incomplete", "incomplete_reasons", "unreadable"}; reason is identical,
+    exists, gone or an error code. Exit status 0 when it ran (skipped
+    documents included), the error's otherwise.
 
     Parameters
     ----------
@@ -103,13 +110,16 @@ def scope_copy(source: str, destination: str, /, *, home: Home = None, json: Jso
         The scope to copy from: global, principal:NAME or team:NAME.
     destination
         The scope to copy into.
+    move
+        Then forget each document of FROM that TO now holds (copied, or already there with the same text), its
+        history naming where it went; a document TO holds differently stays in FROM, for you to merge.
     """
     from amux_memory.tools.client.blocking import HubClient
     from amux_memory.tools.lifecycle.control import home_socket
 
     try:
         with HubClient(home_socket(resolve_home(home)), token="", binding="") as client:
-            doc = copy_all(client, source, destination)
+            doc = copy_all(client, source, destination, move=move)
     except HubError as exc:
         return fail(exc, as_json=json)
     show(doc, lambda: copy_lines(doc), json_flag=json)
@@ -141,5 +151,5 @@ def unreached_line(entry: dict[str, Any], isolation: str) -> str:
             f"reaches with isolation {inert(isolation)}")
     if entry["command"]:
         return f"{head}; bring them over with '{inert(entry['command'])}'"
-    return (f"{head}; no known principal's name hashes to it: bring them over with 'amux hub scope copy "
+    return (f"{head}; no known principal's name hashes to it: bring them over with 'amux hub scope copy --move "
             "principal:NAME global' for the principal it belonged to")
