@@ -1,17 +1,20 @@
 """Team memory from the command line (DESIGN.md §7.8), through the real CLI against a real Hub.
 
 ``amux memory copy`` and ``amux memory move`` between a person's memory and a team's mount; the
-operator's ``amux hub scope copy`` (the Hub's ``scope_copy``, refused to everyone else); and what
+operator's ``amux hub scope copy`` (the Hub's ``scope_copy``, refused to everyone else); what
 ``amux hub status`` and ``amux doctor`` say after a change of ``memory.isolation`` and about a
-hand-placed ``@`` folder.  Principals call with their own tokens (``AMUX_TOKEN``); the test process
-itself is the Hub's operator (the Hub runs as its OS account).
+hand-placed ``@`` folder; and the README's "Team memory" walkthrough, run as written.  Principals call
+with their own tokens (``AMUX_TOKEN``); the test process itself is the Hub's operator (the Hub runs as its
+OS account).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pwd
+import re
 import shlex
 import subprocess
 from collections.abc import Iterator
@@ -21,11 +24,12 @@ from typing import Any
 import pytest
 
 from amux_memory.hub import registry as reg
+from amux_memory.hub.config import set_value
 from amux_memory.hub.identity import team_scope
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
 from amux_memory.protocol.requests import scope_copy_params
 from amux_memory.tools.client.blocking import HubClient
-from tests.conftest import CliResult, HubProcess, amux_argv, make_hub
+from tests.conftest import REPO, CliResult, HubProcess, amux_argv, make_hub
 from tests.terminal import TerminalResult, run_in_terminal
 
 NOTE = b"# Deploy\n\nRun make deploy-web from main, never from a branch.\n"
@@ -316,3 +320,64 @@ def test_doctor_reports_users_scopes_under_isolation_off_and_reserved_entries(tm
             "scope copy --move principal:NAME global' for the principal it belonged to"]
     finally:
         h.stop()
+
+
+# -- the README's walkthrough ----------------------------------------------------------------------
+
+
+def readme_walkthrough() -> list[tuple[str | None, str, str | None]]:
+    """The README's "Team memory" shell block as ``(who, command line, refused code)`` steps: ``who`` is the
+    person a ``# Name (AMUX_TOKEN=...)`` comment line names for the lines after it (None for the operator's
+    part), ``refused code`` the error code a ``# refused: CODE`` comment says the line ends with."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Team memory"):readme.index("## The web page")]
+    block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
+    assert block, section
+    steps: list[tuple[str | None, str, str | None]] = []
+    who: str | None = None
+    for line in block.group(1).splitlines():
+        if line.startswith("#"):
+            person = re.match(r"# (\w+) \(AMUX_TOKEN=", line)
+            who = person.group(1).lower() if person else None
+        elif line.strip():
+            refused = re.search(r"# refused: (\w+)", line)
+            steps.append((who, line, refused.group(1) if refused else None))
+    return steps
+
+
+@pytest.mark.slow  # over 1 s: about twenty CLI runs
+def test_the_readme_team_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    set_value(home, "memory.enabled", "true")  # the quick start did this
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
+    env.update(AMUX_HOME=str(home), PATH=f"{Path(amux_argv()[0]).parent}{os.pathsep}{env.get('PATH', '')}")
+    steps = readme_walkthrough()
+    assert {who for who, _, _ in steps} == {None, "ana", "ben", "cy"}
+    tokens: dict[str, str] = {}
+    printed: dict[str, str] = {}
+    try:
+        for who, line, refused in steps:
+            run_env = env if who is None else {**env, "AMUX_TOKEN": tokens[who]}
+            done = subprocess.run(["bash", "-c", line], env=run_env, capture_output=True, timeout=120)
+            expected = 0 if refused is None else EXIT_CODES[ErrorCode(refused)]
+            assert done.returncode == expected, (who, line, done.stdout, done.stderr)
+            if refused is not None:
+                assert f"{refused}:" in done.stderr.decode(), done.stderr
+            issued = re.fullmatch(r"amux hub token issue (\w+)", line.split("#")[0].strip())
+            if issued:
+                tokens[issued.group(1)] = json.loads(done.stdout)["token"]
+            printed[f"{who}: {line.split('#')[0].strip()}"] = done.stdout.decode()
+        web = home / "memory" / team_scope("web").relpath
+        assert sorted(p.name for p in web.iterdir()) == ["deploy.md", "oncall.md"]
+        assert not (home / "memory" / "users" / sha(b"ana") / "oncall.md").exists()
+        assert (home / "memory" / "users" / sha(b"cy") / "notes" / "deploy.md").read_bytes() == (web / "deploy.md"
+                                                                                               ).read_bytes()
+        found = json.loads(printed["ana: amux memory search deploy"])
+        assert {m["path"] for m in found["matches"]} == {"@web/deploy.md", "@web/oncall.md"}
+        approved = json.loads(printed["ana: amux memory review approve --path-prefix @web/"])
+        assert [(a["status"], a["path"]) for a in approved] == [("approved", "@web/deploy.md")]
+        version = json.loads(subprocess.run([*amux_argv(), "memory", "history", "@web/deploy.md"], capture_output=True,
+                                            env={**env, "AMUX_TOKEN": tokens["cy"]}, timeout=60).stdout)["versions"][0]
+        assert version["actor"]["principal"] == "ana" and version["review"]["proposed_by"]["principal"] == "ben"
+    finally:
+        subprocess.run([*amux_argv(), "hub", "stop"], env=env, capture_output=True, timeout=60)

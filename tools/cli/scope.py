@@ -1,4 +1,4 @@
-"""``amux hub scope copy FROM TO``: an operator copies every document of one scope into another (DESIGN.md §7.8).
+"""``amux hub scope copy SOURCE DESTINATION``: the operator copies one scope into another (DESIGN.md §7.8).
 
 The copy runs in the Hub (method ``scope_copy``, page after page), under
 each scope's lock, with history naming the operator and where each document
@@ -91,12 +91,12 @@ def copy_lines(doc: dict[str, Any]) -> list[str]:
 def scope_copy(source: str, destination: str, /, *, move: bool = False, home: Home = None, json: Json = False) -> int:
     """Copy every document of one scope into another, through the running Hub: for the Hub's operator.
 
-    FROM and TO are 'global', 'principal:NAME' or 'team:NAME' (e.g. after
-    switching memory.isolation from off to user: amux hub scope copy global
-    principal:alice). Each document is created at the same path in TO, under
-    the Hub's locks, with history naming you and where it came from; one that
-    already exists in TO is skipped, never overwritten; nothing is deleted
-    from FROM unless --move. Only the OS account the Hub runs as may run it,
+    SOURCE and DESTINATION are 'global', 'principal:NAME' or 'team:NAME'
+    (e.g. after switching memory.isolation from off to user: amux hub scope
+    copy global principal:alice). Each document is created at the same path
+    in DESTINATION, under the Hub's locks, with history naming you and where
+    it came from; one that already exists there is skipped, never
+    overwritten; nothing is deleted from SOURCE unless --move. Only the OS account the Hub runs as may run it,
     on the Hub's host (no AMUX_TOKEN is sent). Piped or with --json:
     {"source", "destination", "move", "copied": [{path, revision, bytes,
     moved?}], "skipped": [{path, reason, revision?, message?, moved?}],
@@ -111,8 +111,8 @@ def scope_copy(source: str, destination: str, /, *, move: bool = False, home: Ho
     destination
         The scope to copy into.
     move
-        Then forget each document of FROM that TO now holds (copied, or already there with the same text), its
-        history naming where it went; a document TO holds differently stays in FROM, for you to merge.
+        Then forget each document of SOURCE that DESTINATION now holds (copied, or already there with the same
+        text), its history naming where it went; one held there differently stays in SOURCE, for you to merge.
     """
     from amux_memory.tools.client.blocking import HubClient
     from amux_memory.tools.lifecycle.control import home_socket
