@@ -194,6 +194,16 @@ def test_a_move_into_a_reviewed_team_keeps_the_source_until_a_maintainer_decides
     assert call(h, agent, "get", {"path": "deploy.md"})["exists"] is True
 
 
+def test_a_typo_never_suggests_move_but_mv_and_cp_find_their_commands() -> None:
+    from amux_memory.tools.cli.suggest import suggestion
+
+    commands = ["search", "show", "upsert", "list", "forget", "export", "copy", "move", "history"]
+    assert suggestion("mv", commands) == "move" and suggestion("rename", commands) == "move"
+    assert suggestion("cp", commands) == "copy" and suggestion("duplicate", commands) == "copy"
+    assert suggestion("mvoe", commands) == "move"  # a plain misspelling of it
+    assert suggestion("mode", commands) != "move" and suggestion("movie", commands) != "move"
+
+
 # -- amux hub scope copy -------------------------------------------------------------------------------
 
 
@@ -231,6 +241,26 @@ def test_scope_copy_is_the_operators_alone(teams: tuple[HubProcess, dict[str, di
         failed(h.cli("hub", "scope", "copy", *args), code)
     mias = h.home / "memory" / "users" / sha(b"mia")
     assert sorted((h.home / "memory").rglob("*.md")) == sorted([team_dir(h, "web") / "deploy.md", mias / "deploy.md"])
+
+
+def test_scope_copy_params_are_checked_before_anything_is_read() -> None:
+    from amux_memory.protocol.params import parse_scope_copy
+
+    p = parse_scope_copy(scope_copy_params("global", "principal:alice", cursor="notes/a.md", move=True))
+    assert (p.source, p.destination, p.cursor, p.move) == ("global", "principal:alice", "notes/a.md", True)
+    assert parse_scope_copy({"source": "team:web", "destination": "global"}).cursor == ""
+    for params, field in (({"source": "users/abc", "destination": "global"}, "source"),
+                          ({"source": "principal:", "destination": "global"}, "source"),
+                          ({"source": "global"}, "destination"),
+                          ({"source": "global", "destination": "global"}, "destination"),
+                          ({"source": "global", "destination": "team:web", "cursor": "../x.md"}, "cursor"),
+                          ({"source": "global", "destination": "team:web", "move": "yes"}, "move")):
+        with pytest.raises(HubError) as bad:
+            parse_scope_copy(params)
+        assert bad.value.code is ErrorCode.BAD_REQUEST and bad.value.data["field"] == field, params
+    with pytest.raises(HubError) as extra:
+        parse_scope_copy({"source": "global", "destination": "team:web", "path": "x.md"})
+    assert extra.value.code is ErrorCode.BAD_REQUEST
 
 
 def test_many_documents_come_over_page_after_page(teams: tuple[HubProcess, dict[str, dict[str, str]]]) -> None:
