@@ -522,8 +522,8 @@ class MemoryService:
         entry: Result
         try:
             async with self._lock(destination):
-                written = await self._run(self._write, destination, path, data, ABSENT, False, actor, None, False,
-                                          None, origin)
+                written = await self._run(lambda: self._write(destination, path, data, ABSENT, False, actor,
+                                                              origin=origin))
             entry = {"path": path, "revision": written["revision"], "bytes": written["bytes"]}
         except HubError as exc:
             observed = exc.data.get("observed_revision")
@@ -536,7 +536,7 @@ class MemoryService:
             gone = {"to": {"scope": destination.binding, "document": path}}
             try:
                 async with self._lock(source):
-                    await self._run(self._delete, source, path, revision, actor, None, gone)
+                    await self._run(lambda: self._delete(source, path, revision, actor, origin=gone))
                 entry["moved"] = True
             except HubError:
                 entry["moved"] = False  # changed since it was read: both are kept, nothing lost
