@@ -134,3 +134,112 @@ def load(home: Path) -> HubConfig:
         review_max_days=get("memory.review_max_days"),
         review_max_pending=get("memory.review_max_pending"),
     )
+
+
+# -- What a change of memory.isolation leaves behind (DESIGN.md §7.8) ---------------------------------------
+
+
+@dataclass(frozen=True)
+class Unreached:
+    """A scope's folder holding documents no caller reaches under the isolation in force.
+
+    ``directory`` is relative to the memory root (``global``, ``users/<sha256>``); ``binding`` the scope's
+    (``global``, ``principal:NAME``), None when no known principal's name hashes to the folder; ``documents``
+    how many the bounded walk found; ``command`` the ``amux hub scope copy`` line that brings them over (None
+    without a binding).
+    """
+
+    directory: str
+    binding: str | None
+    documents: int
+    command: str | None
+
+
+def unreached_scopes(home: Path, isolation: str, operator: str) -> list[Unreached]:
+    """The scopes of ``home`` holding documents that isolation ``isolation`` leaves nobody reaching.
+
+    Isolation ``user``: ``global`` (its documents go to a principal's scope: the command names ``operator``,
+    the principal of whoever runs it, as the one to start from).  Isolation ``off``: every ``users/<sha256>``
+    (its documents go to ``global``; the principal is found among the registry's names and this host's OS
+    accounts).  Each command moves (``--move``): a document the destination then holds is forgotten where
+    nobody reaches it, so the report goes away once everything is over.  Reads the files in-process: raises
+    ``OSError`` when the memory folder cannot be read (another user's Hub), ``HubError`` for an unreadable
+    registry.
+    """
+    import hashlib
+    import os
+    import pwd
+    import shlex
+
+    from amux_memory.hub.registry import read_registry, registry_path
+    from amux_memory.hub.walk import walk_documents
+    from amux_memory.protocol.config_file import home_option
+    from amux_memory.protocol.limits import LIMITS
+
+    root = home / "memory"
+    flag = home_option(home)
+
+    def documents(relpath: str) -> int:
+        return len(walk_documents(str(root / relpath), "", LIMITS).found) if (root / relpath).is_dir() else 0
+
+    found: list[Unreached] = []
+    if isolation == "user":
+        count = documents("global")
+        if count:
+            found.append(Unreached("global", "global", count,
+                                   f"amux hub scope copy --move global {shlex.quote('principal:' + operator)}{flag}"))
+        return found
+    users = root / "users"
+    if not users.is_dir():
+        return found
+    registry, _ = read_registry(registry_path(home))
+    names = {*registry.principals, *registry.aliases.values(), *(entry.pw_name for entry in pwd.getpwall())}
+    by_key = {hashlib.sha256(name.encode("utf-8")).hexdigest(): name for name in names}
+    for entry in sorted(os.listdir(users)):
+        count = documents(f"users/{entry}")
+        if not count:
+            continue
+        name = by_key.get(entry)
+        binding = None if name is None else f"principal:{name}"
+        found.append(Unreached(f"users/{entry}", binding, count,
+                               None if binding is None else
+                               f"amux hub scope copy --move {shlex.quote(binding)} global{flag}"))
+    return found
+
+
+@dataclass(frozen=True)
+class ReservedEntry:
+    """A top-level entry of a scope whose name starts with ``@`` (reserved for mounts, DESIGN.md §7.8): search
+    and list pass it over and no caller can address it.  ``path`` is the entry (absolute); ``command`` a shell
+    ``mv`` into a name that is not reserved (``@x`` → ``at-x``), which does not overwrite."""
+
+    directory: str
+    path: Path
+    command: str
+
+
+def reserved_entries(home: Path) -> list[ReservedEntry]:
+    """Every top-level ``@`` entry of every scope folder of ``home`` (``global``, ``users/*``, ``teams/*``).
+    Raises ``OSError`` when the memory folder cannot be read; a scope folder that cannot be is left out."""
+    import os
+    import shlex
+
+    from amux_memory.protocol.paths import MOUNT_MARK
+
+    root = home / "memory"
+    folders = [root / "global"] if (root / "global").is_dir() else []
+    for parent in ("users", "teams"):
+        if (root / parent).is_dir():
+            folders += [root / parent / name for name in sorted(os.listdir(root / parent))]
+    found: list[ReservedEntry] = []
+    for folder in folders:
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith(MOUNT_MARK):
+                target = folder / ("at-" + name.lstrip(MOUNT_MARK))
+                found.append(ReservedEntry(str(folder.relative_to(root)), folder / name,
+                                           f"mv -n -- {shlex.quote(str(folder / name))} {shlex.quote(str(target))}"))
+    return found

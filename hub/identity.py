@@ -25,7 +25,7 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from amux_memory.hub.registry import Registry
+from amux_memory.hub.registry import Registry, check_alias, check_name
 from amux_memory.protocol.errors import ErrorCode, HubError
 
 _UCRED = struct.Struct("3i")
@@ -188,3 +188,48 @@ def team_scope(name: str) -> Scope:
     ``teams/<sha256 hex of the name>`` (a key derived here, never named by a caller)."""
     key = hashlib.sha256(name.encode("utf-8")).hexdigest()
     return Scope(f"team:{name}", f"teams/{key}", "team")
+
+
+def named_scope(binding: str, registry: Registry) -> Scope:
+    """The scope an operator names by its binding (``amux hub scope copy``, DESIGN.md §7.8).
+
+    ``global``; ``principal:NAME`` for a principal's isolated scope (``NAME`` a registered principal's name
+    or an OS account's, ``uid:N`` for one without a name; it need not be registered: the scope of a removed
+    principal or of a plain OS user is named the same way); ``team:NAME`` for a team of ``registry``.
+    Raises ``bad_request`` for a malformed binding or name, ``not_found`` for a team that does not exist.
+    """
+    if binding == GLOBAL.binding:
+        return GLOBAL
+    kind, _, name = binding.partition(":")
+    if kind == "team":
+        registry.team(name)
+        return team_scope(name)
+    if kind != "principal":
+        raise HubError(ErrorCode.BAD_REQUEST, f"{binding[:80]!r} names no scope: use 'global', 'principal:NAME' or "
+                       "'team:NAME'", {"scope": binding[:80]})
+    uid = name.removeprefix("uid:")
+    if not (name.startswith("uid:") and uid.isascii() and uid.isdigit()):
+        try:
+            check_name(name)
+        except HubError:
+            try:
+                check_alias(f"os:{name}")  # an OS account's name is a principal's too (DESIGN.md §7)
+            except HubError:
+                raise HubError(ErrorCode.BAD_REQUEST, f"invalid principal name {name[:80]!r}: a registered "
+                               "principal's name ('amux hub principal list'), an OS account's, or uid:N",
+                               {"scope": binding[:80]}) from None
+    return scope_for("user", name)
+
+
+def known_principal(name: str, registry: Registry) -> bool:
+    """Whether ``name`` is a principal some caller can be: registered, or an OS account of this host (by name,
+    or ``uid:N``).  Asks NSS: call it off the event loop."""
+    if name in registry.principals:
+        return True
+    if name.startswith("uid:"):
+        return name[4:].isdigit()
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True

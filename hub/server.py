@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import math
+import os
 import ssl
 import threading
 import time
@@ -32,14 +33,23 @@ import trio
 from amux_memory.hub import mounted
 from amux_memory.hub.config import HubConfig
 from amux_memory.hub.connection import Connection, ConnectionSet
-from amux_memory.hub.identity import Identity, Scope, authenticate, scope_for, user_name
+from amux_memory.hub.identity import (
+    Identity,
+    Scope,
+    agent_reason,
+    authenticate,
+    known_principal,
+    named_scope,
+    scope_for,
+    user_name,
+)
 from amux_memory.hub.mounts import View, view_for
 from amux_memory.hub.registry import RegistryWatcher
-from amux_memory.hub.service import MemoryService
+from amux_memory.hub.service import MemoryService, actor_of
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import Limits
-from amux_memory.protocol.messages import DATA_METHODS, PROTOCOL_VERSION, Request
-from amux_memory.protocol.params import parse_hello, parse_mcp_open
+from amux_memory.protocol.messages import DATA_METHODS, OPERATOR_METHODS, PROTOCOL_VERSION, Request
+from amux_memory.protocol.params import parse_hello, parse_mcp_open, parse_scope_copy
 from amux_memory.protocol.version import package_version
 
 Result = dict[str, Any]
@@ -218,6 +228,8 @@ class Hub:
         """
         self.calls_running += 1
         try:
+            if request.method in OPERATOR_METHODS:
+                return await self.scope_copy(identity, request.params)
             return await self._call(identity, scope, request)
         finally:
             self.calls_running -= 1
@@ -252,3 +264,46 @@ class Hub:
                 next_step="Nothing was done: the Hub is overloaded. Wait a moment and call again.",
             )
         return result
+
+    # -- the operator's methods (DESIGN.md §7.8) -----------------------------------
+
+    def check_operator(self, identity: Identity, method: str) -> None:
+        """Raise ``unauthorized`` (``data.reason`` ``operator``) unless ``identity`` is the Hub's operator: the
+        OS account the Hub runs as, named by the kernel on the Unix socket (``hello`` without a token), and
+        not an agent (:func:`hub.identity.agent_reason`).  Everyone else may not learn or change what other
+        scopes hold."""
+        if identity.method == "os" and identity.uid == os.geteuid() and agent_reason(identity) is None:
+            return
+        raise HubError(ErrorCode.UNAUTHORIZED, f"{method} is for the Hub's operator: run 'amux hub scope copy' on "
+                       "the Hub's host as the OS account the Hub runs as (without AMUX_TOKEN, outside an agent "
+                       "session); nothing was changed", {"reason": "operator", "method": method},
+                       next_step="Only the Hub's operator may copy between scopes: tell the user to run 'amux hub "
+                       "scope copy' on the Hub's host, as the account the Hub runs as.")
+
+    async def scope_copy(self, identity: Identity, params: dict[str, Any]) -> Result:
+        """Answer ``scope_copy`` (DESIGN.md §7.8): one page of every document of one scope copied into another,
+        by the operator (:meth:`check_operator`), through the service's locks and history
+        (:meth:`hub.service.MemoryService.scope_copy`, whose answer it is).
+
+        ``params``: ``source`` and ``destination`` bindings (``global``, ``principal:NAME``, ``team:NAME``),
+        ``cursor?``, ``move?``.  Raises ``unauthorized`` for anyone but the operator (checked before the parameters, so
+        nobody else learns which scopes exist), ``bad_request`` for bad parameters, ``not_found`` for a team
+        that does not exist or a destination principal nobody can be (neither registered nor an OS account).
+        Not bound by the request-start deadline: a page copies document after document, and an answer
+        ``busy`` could not say which were copied.
+        """
+        self.check_operator(identity, "scope_copy")
+        p = parse_scope_copy(params)
+
+        def resolve() -> tuple[Scope, Scope]:
+            registry = self.registry.reload()
+            source, destination = named_scope(p.source, registry), named_scope(p.destination, registry)
+            name = p.destination.partition(":")[2]
+            if destination.kind == "principal" and not known_principal(name, registry):
+                raise HubError(ErrorCode.NOT_FOUND, f"no principal {name!r}: it is neither registered nor an OS "
+                               f"account of this host; register it first ('amux hub principal add {name}')",
+                               {"scope": p.destination}, next_step="'amux hub principal list' shows the principals.")
+            return source, destination
+
+        source, destination = await trio.to_thread.run_sync(resolve)
+        return await self.service.scope_copy(source, destination, p.cursor, actor_of(identity), p.move)

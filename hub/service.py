@@ -456,6 +456,91 @@ class MemoryService:
                            {"path": path, "expected_revision": expected, "observed_revision": observed})
         return data, observed
 
+    async def scope_copy(self, source: Scope, destination: Scope, cursor: str, actor: Actor,
+                         move: bool = False) -> Result:
+        """One page of the operator's copy of every document of ``source`` into ``destination`` (DESIGN.md §7.8).
+
+        Documents are taken in path order after ``cursor`` (``""``: from the first), as the bounded walk of
+        ``source`` finds them (:func:`hub.walk.walk_documents`; reserved ``@`` entries and names that are not
+        logical paths are passed over).  Each is read under the source's lock and written under the
+        destination's as a create: compare-and-swap ``absent``, every write check (credentials, quotas), no
+        review (the operator writes), history naming ``actor`` and the origin as :meth:`copy` records it.  A
+        destination document that exists is never overwritten: it is skipped (``identical`` when it holds the
+        same bytes, else ``exists``, with its revision), as is a document any check refuses (``reason`` the
+        error code, ``message`` its first 200 characters) or one gone since the walk (``gone``).  With ``move``,
+        a document the destination now holds (copied, or ``identical``) is forgotten in ``source`` by
+        compare-and-swap on the revision read, its tombstone naming the destination (``moved: true``); one that
+        changed meanwhile is kept (``moved: false``).
+
+        Answer: ``{source, destination, copied[{path, revision, bytes, moved?}], skipped[{path, reason,
+        revision?, message?, moved?}], next_cursor, incomplete, incomplete_reasons, unreadable}``, within the
+        response budget; ``next_cursor`` (the last path handled) when documents remain: call again with it.
+        ``incomplete`` says the walk was cut short or met unreadable folders (``unreadable``).  Raises
+        ``disabled`` when memory is off, ``bad_request`` for the same scope on both sides.  Cancelled, the
+        documents copied so far stay.
+        """
+        from amux_memory.protocol.messages import packed_size
+
+        self.check_enabled()
+        if source.relpath == destination.relpath:
+            raise HubError(ErrorCode.BAD_REQUEST, "source and destination are the same scope; nothing to copy",
+                           {"field": "destination"})
+        walked = await trio.to_thread.run_sync(walk_documents, self.scope_dir(source), "", self.limits)
+        paths = sorted(path for path, _ in walked.found if path > cursor)
+        result: Result = {"source": source.binding, "destination": destination.binding, "copied": [], "skipped": [],
+                          "next_cursor": None, "incomplete": bool(walked.reasons),
+                          "incomplete_reasons": list(walked.reasons), "unreadable": list(walked.unreadable)}
+        budget = response_room(self.limits, {**result, "next_cursor": "x" * self.limits.max_path_bytes})
+        for path in paths:
+            worst = packed_size({"path": path, "reason": "secret_detected", "revision": "0" * 64,
+                                 "message": "m" * 200, "bytes": 1 << 40, "moved": False})
+            if worst > budget:
+                break
+            entry = await self._copy_one(source, destination, path, actor, move)
+            budget -= packed_size(entry)
+            result["skipped" if "reason" in entry else "copied"].append(entry)
+            result["next_cursor"] = path
+        else:
+            result["next_cursor"] = None
+        return result
+
+    async def _copy_one(self, source: Scope, destination: Scope, path: str, actor: Actor, move: bool) -> Result:
+        """One document of :meth:`scope_copy`: ``{path, revision, bytes}`` when written, else ``{path, reason,
+        ...}``; with ``move``, ``moved`` says whether the source was forgotten."""
+        data = await self.locked(source, self.store.read, self.scope_dir(source), path)
+        if data is None:
+            return {"path": path, "reason": "gone"}
+        revision = revision_of(data)
+        origin = {"from": {"scope": source.binding, "document": path, "revision": revision}}
+        entry: Result
+        try:
+            written = await self.locked(destination, self._create_copy, destination, path, data, actor, origin)
+            entry = {"path": path, "revision": written["revision"], "bytes": written["bytes"]}
+        except HubError as exc:
+            observed = exc.data.get("observed_revision")
+            if exc.code is not ErrorCode.CONFLICT or not isinstance(observed, str):
+                return {"path": path, "reason": exc.code.value, "message": exc.message[:200]}
+            entry = {"path": path, "reason": "identical" if observed == revision else "exists", "revision": observed}
+            if entry["reason"] == "exists":
+                return entry
+        if move:
+            gone = {"to": {"scope": destination.binding, "document": path}}
+            try:
+                await self.locked(source, self._forget_moved, source, path, revision, actor, gone)
+                entry["moved"] = True
+            except HubError:
+                entry["moved"] = False  # changed since it was read: both are kept, nothing lost
+        return entry
+
+    def _create_copy(self, scope: Scope, path: str, data: bytes, actor: Actor, origin: dict[str, Any]) -> Result:
+        """:meth:`scope_copy`'s write: a create (``absent``) by the operator, naming the origin."""
+        return self.write(scope, path, data, ABSENT, False, actor, origin=origin)
+
+    def _forget_moved(self, scope: Scope, path: str, revision: str, actor: Actor, gone: dict[str, Any]) -> Result:
+        """:meth:`scope_copy`'s forget of a moved source, by compare-and-swap on the revision read."""
+        return self.delete(scope, path, revision, actor, origin=gone)
+
+
     def _copy_into(self, scope: Scope, path: str, data: bytes, expected: str, actor: Actor, allow_secret: bool,
                    origin: dict[str, Any]) -> Result:
         """The copy's write: a proposal where the destination's rule says so, else a write naming its origin."""

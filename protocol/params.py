@@ -466,6 +466,53 @@ def parse_copy(params: dict[str, Any]) -> CopyParams:
                       flags["move"], flags["allow_secret"])
 
 
+SCOPE_KINDS = ("global", "principal", "team")
+"""How an operator names a scope (DESIGN.md §7.8): ``global``, ``principal:NAME``, ``team:NAME`` (its binding)."""
+
+
+def parse_scope_name(value: object, field: str) -> str:
+    """A scope named as its binding: ``global``, ``principal:NAME`` or ``team:NAME`` (``NAME`` non-empty; the
+    Hub checks it against the registry's rules).  Raises ``bad_request`` (``data.field``) otherwise."""
+    if isinstance(value, str) and (value == SCOPE_KINDS[0] or (
+            value.partition(":")[0] in SCOPE_KINDS[1:] and value.partition(":")[2]
+            and len(value) <= LIMITS.max_segment_bytes)):
+        return value
+    shown = repr(value[:80]) if isinstance(value, str) else "missing"
+    raise _bad(f"{field} must name a scope: 'global', 'principal:NAME' or 'team:NAME' (got {shown})", field=field)
+
+
+@dataclass(frozen=True)
+class ScopeCopyParams:
+    """``scope_copy``: every document of scope ``source`` into scope ``destination`` (bindings), the page after
+    ``cursor`` (``""``: from the first document); ``move`` forgets each source document the destination holds."""
+
+    source: str
+    destination: str
+    cursor: str
+    move: bool
+
+
+def parse_scope_copy(params: dict[str, Any]) -> ScopeCopyParams:
+    """Validate ``scope_copy`` params: ``source`` and ``destination`` (:func:`parse_scope_name`, not the same
+    scope), optional ``cursor`` (the previous page's ``next_cursor``: a document path, or ``""``) and ``move``
+    (bool, default false: forget each source document the destination now holds)."""
+    _only(params, {"source", "destination", "cursor", "move"})
+    source = parse_scope_name(params.get("source"), "source")
+    destination = parse_scope_name(params.get("destination"), "destination")
+    if source == destination:
+        raise _bad("source and destination are the same scope; nothing to copy", field="destination")
+    cursor = params.get("cursor", "")
+    if cursor != "":
+        try:
+            cursor = normalize_path(cursor)
+        except HubError:
+            raise _bad("cursor must be the next_cursor of the previous page", field="cursor") from None
+    move = params.get("move", False)
+    if not isinstance(move, bool):
+        raise _bad("move must be true or false", field="move")
+    return ScopeCopyParams(source, destination, cursor, move)
+
+
 @dataclass(frozen=True)
 class ScanParams:
     """``scan``: look for credentials in the scope's documents, and in its stored versions when ``history``."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from amux_memory.protocol.messages import PROTOCOL_VERSION
+from amux_memory.protocol.params import ABSENT
 
 
 def mcp_open_params(*, instructions: bool = True, page_ttl: int | None = None) -> dict[str, Any]:
@@ -210,4 +211,37 @@ def review_decide_params(proposal: str, decision: str, *, expected_revision: str
         params["content"] = content
     if reason:
         params["reason"] = reason
+    return params
+
+
+def copy_params(source: str, destination: str, expected_revision: str = ABSENT, *,
+                source_revision: str | None = None, move: bool = False, allow_secret: bool = False) -> dict[str, Any]:
+    """``copy``: ``{"source", "destination", "expected_revision"}`` plus ``source_revision`` when given and
+    ``"move": True`` / ``"allow_secret": True`` when set.
+
+    ``source`` and ``destination`` are document paths, either of them mounted (``@web/deploy.md``, DESIGN.md
+    §7.8); ``expected_revision`` is the destination's (``"absent"``, the default: create it, never overwrite);
+    ``source_revision`` (the revision last read, or its first 12 or more hex digits) makes the copy refuse a
+    source that changed since.  ``move`` forgets the source once the destination is written.
+    """
+    params: dict[str, Any] = {"source": source, "destination": destination, "expected_revision": expected_revision}
+    if source_revision is not None:
+        params["source_revision"] = source_revision
+    if move:
+        params["move"] = True
+    if allow_secret:
+        params["allow_secret"] = True
+    return params
+
+
+def scope_copy_params(source: str, destination: str, *, cursor: str = "", move: bool = False) -> dict[str, Any]:
+    """``scope_copy`` (an operator's method, DESIGN.md §7.8): ``{"source", "destination"}``, each a scope's
+    binding (``global``, ``principal:NAME``, ``team:NAME``), plus ``cursor`` (the previous page's
+    ``next_cursor``) when non-empty and ``"move": True`` (forget each source document the destination now
+    holds) when set."""
+    params: dict[str, Any] = {"source": source, "destination": destination}
+    if cursor:
+        params["cursor"] = cursor
+    if move:
+        params["move"] = True
     return params

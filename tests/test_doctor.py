@@ -68,8 +68,8 @@ def test_doctor_on_a_healthy_setup(hub: HubProcess, tmp_path: Path) -> None:
     env = _user(tmp_path, hub, healthy=True)
     r, checks = _doctor(hub, env)
     assert r.returncode == 0 and r.json["ok"] is True, r.stdout
-    assert list(checks) == ["cli", "home", "hub", "memory", "identity", "claude_mcp", "claude_memory", "codex_mcp",
-                            "codex_memory"]
+    assert list(checks) == ["cli", "home", "hub", "memory", "identity", "scopes", "claude_mcp", "claude_memory",
+                            "codex_mcp", "codex_memory"]
     assert all(c["status"] == "ok" for c in checks.values()), checks
     assert str(hub.socket) in checks["home"]["summary"] and "global" in checks["identity"]["summary"]
     assert amux_argv()[0] in checks["claude_mcp"]["summary"]

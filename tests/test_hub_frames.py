@@ -28,6 +28,7 @@ from amux_memory.protocol.limits import LIMITS
 from amux_memory.protocol.messages import (
     DATA_METHODS,
     METHODS,
+    OPERATOR_METHODS,
     PROTOCOL_VERSION,
     Response,
     decode_response,
@@ -364,8 +365,9 @@ def test_hello_with_global_binding_and_isolation_off(hub: HubProcess) -> None:
         assert hello["isolation"] == "off"
         assert hello["limits"]["max_frame_bytes"] == MAX
         # Derived from protocol.messages, so a new method cannot make this stale: the Hub lists every method
-        # it answers except the handshake ("hello") and the switch into an MCP session ("mcp_open", §9.2).
-        assert set(hello["methods"]) == METHODS - {"hello", "mcp_open"} == DATA_METHODS
+        # it answers except the handshake ("hello"), the switch into an MCP session ("mcp_open", §9.2) and the
+        # operator's methods (§7.8).
+        assert set(hello["methods"]) == METHODS - {"hello", "mcp_open"} - OPERATOR_METHODS == DATA_METHODS
         assert_works(conn)
 
 

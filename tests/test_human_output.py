@@ -473,6 +473,8 @@ RENDERER_SAMPLES: dict[str, tuple[Any, dict[str, Any]]] = {
     "upsert": ({"path": "a.md", "revision": REV, "created": True, "bytes": 3}, {}),
     "edit": ({"path": "a.md", "revision": REV, "changed": True, "created": False, "bytes": 3}, {}),
     "forget": ({"path": "a.md", "already_absent": False}, {}),
+    "copy": ({"path": "@web/a.md", "source": "a.md", "revision": REV, "source_revision": REV, "bytes": 3,
+              "created": True, "moved": False, "source_kept": "the destination awaits review"}, {"move": True}),
     "purge": ({"path": "a.md", "erased": [{"revision": REV}]}, {}),
     "scan": ({"rules": ["aws"], "documents": [{"path": "a.md", "revision": REV, "advice": "purge it",
                                                "commands": ["amux memory purge a.md --all"],

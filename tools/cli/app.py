@@ -63,9 +63,11 @@ team_app = App(
     "maintainer) and a review rule for the team's writes.",
 )
 member_app = App(name="member", help="A team's members and their roles.")
-memory_app = App(name="memory", help="Search, read, write and delete memory documents through the Hub; see and undo "
-                 "what changed (history, log, diff, restore, purge); keep typed memories in shape (new, remove, index, "
-                 "lint, archive, import — also on a project with --project DIR).")
+scope_app = App(name="scope", help="Whole scopes, for the Hub's operator: copy every document of one scope into "
+                "another (after a change of memory.isolation, or into a team).")
+memory_app = App(name="memory", help="Search, read, write, copy, move and delete memory documents through the Hub; "
+                 "see and undo what changed (history, log, diff, restore, purge); keep typed memories in shape (new, "
+                 "remove, index, lint, archive, import — also on a project with --project DIR).")
 review_app = App(name="review", help="Memory changes agents proposed (memory.review = agents): list them, show one, "
                  "approve or reject.")
 system_app = App(name="system", help="System settings.")
@@ -84,6 +86,7 @@ hub_app.command(principal_app)
 hub_app.command(token_app)
 hub_app.command(team_app)
 team_app.command(member_app)
+hub_app.command(scope_app)
 hub_app.command(service_app)
 hub_app.command(tls_app)
 tls_app.command("amux_memory.tools.cli.tls:tls_init", name="init")
@@ -110,6 +113,7 @@ team_app.command("amux_memory.tools.cli.admin:team_list", name="list")
 team_app.command("amux_memory.tools.cli.admin:team_show", name="show")
 member_app.command("amux_memory.tools.cli.admin:member_add", name="add")
 member_app.command("amux_memory.tools.cli.admin:member_remove", name="remove")
+scope_app.command("amux_memory.tools.cli.scope:scope_copy", name="copy")
 config_app.command("amux_memory.tools.cli.config:config_get", name="get")
 config_app.command("amux_memory.tools.cli.config:config_set", name="set")
 config_app.command("amux_memory.tools.cli.config:config_list", name="list")
@@ -120,6 +124,8 @@ memory_app.command("amux_memory.tools.cli.memory:upsert", name="upsert")
 memory_app.command("amux_memory.tools.cli.memory:list_documents", name="list")
 memory_app.command("amux_memory.tools.cli.memory:forget", name="forget")
 memory_app.command("amux_memory.tools.cli.memory:export", name="export")
+memory_app.command("amux_memory.tools.cli.memory:copy_document", name="copy")
+memory_app.command("amux_memory.tools.cli.memory:move_document", name="move")
 memory_app.command("amux_memory.tools.cli.edit:edit", name="edit")
 memory_app.command("amux_memory.tools.cli.history:history", name="history")
 memory_app.command("amux_memory.tools.cli.history:log", name="log")
@@ -174,7 +180,8 @@ app.command("amux_memory.tools.cli.launch:launch", name="launch", help_flags=[],
 HELP_FLAGS = ("--help", "-h")
 VERSION_FLAGS = ("--version",)
 GROUP_PATHS = {(), ("hub",), ("hub", "principal"), ("hub", "token"), ("hub", "team"), ("hub", "team", "member"),
-               ("hub", "service"), ("hub", "tls"), ("memory",), ("system",), ("system", "config"), ("protocol",)}
+               ("hub", "scope"), ("hub", "service"), ("hub", "tls"), ("memory",), ("system",), ("system", "config"),
+               ("protocol",)}
 """Token lists that name a command group: cyclopts prints the group's help page for them."""
 
 

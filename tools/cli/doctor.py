@@ -3,7 +3,9 @@
 Checks, in order, each ``ok``, ``warn``, ``fail`` or ``skip`` with a one-line
 summary and, unless ``ok``, a fix command: the ``amux`` CLI on ``PATH``; the
 home and socket; the Hub answering a ``hello``; memory enabled; the caller's
-principal and scope; the ``amux`` MCP server registered in Claude Code
+principal and scope; documents nobody reaches (a scope left behind by a change
+of ``memory.isolation``, hand-placed top-level ``@`` entries; DESIGN.md §7.8);
+the ``amux`` MCP server registered in Claude Code
 (``~/.claude.json``, ``~/.claude/settings.json``; ``$CLAUDE_CONFIG_DIR`` moves
 both) and Codex (``$CODEX_HOME/config.toml``, default ``~/.codex``); and
 whether those agents' own memory is on for a plain run (one not started by
@@ -173,6 +175,50 @@ def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
                                                 "would refuse every data call", f"{enable_command(ctx.home)} && "
                                                 f"{start}"))
     checks.append(Check("identity", "skip", "no answer from the Hub: principal and scope unknown"))
+    return checks
+
+
+def check_scopes(ctx: Context) -> list[Check]:
+    """What the home's memory folder holds that nobody reaches (DESIGN.md §7.8), read in-process: a scope left
+    behind by a change of ``memory.isolation`` (with the ``amux hub scope copy`` command that brings its
+    documents over), and each top-level ``@`` entry of a scope (reserved for team mounts: search and list pass
+    it over and no caller can name it; the fix is a shell ``mv`` to a name that is not reserved).  The isolation
+    is the running Hub's, else the settings file's."""
+    import pwd
+
+    from amux_memory.hub.config import reserved_entries
+    from amux_memory.protocol.settings import get_value
+    from amux_memory.tools.cli.scope import unreached_line, unreached_report
+
+    if ctx.hello is not None:
+        isolation, operator = str(ctx.hello.get("isolation")), str(ctx.hello.get("principal"))
+    else:
+        try:
+            isolation = str(get_value(ctx.home, "memory.isolation"))
+        except HubError:
+            return []  # the memory check already names an unreadable settings file
+        try:
+            operator = pwd.getpwuid(os.getuid()).pw_name
+        except KeyError:
+            operator = f"uid:{os.getuid()}"
+    memory = ctx.home / "memory"
+    unreached = unreached_report(ctx.home, isolation, operator)
+    try:
+        reserved = reserved_entries(ctx.home)
+    except OSError:
+        reserved = None
+    if unreached is None or reserved is None:
+        return [Check("scopes", "skip", f"cannot read {memory} (the Hub runs as another user?): documents left "
+                      "behind by a change of memory.isolation are not checked", f"run 'amux doctor{ctx.home_flag}' "
+                      "as the Hub's user")]
+    checks = [Check("unreached_scope", "warn", unreached_line(entry, isolation),
+                    entry["command"] or "amux hub scope copy --move principal:NAME global" + ctx.home_flag)
+              for entry in unreached]
+    checks += [Check("reserved_entry", "warn", f"{entry.path} starts with '@', which names team mounts: search and "
+                     "list pass it over and no caller can read it; move it to a name without '@'", entry.command)
+               for entry in reserved]
+    if not checks:
+        checks.append(Check("scopes", "ok", f"no documents left where nobody reaches them (isolation {isolation})"))
     return checks
 
 
@@ -470,7 +516,8 @@ def check_mcp_http(ctx: Context) -> list[Check]:
 
 
 def doctor(*, home: Home = None, json: Json = False) -> int:
-    """Check the set-up: the CLI, the Hub, memory, who you are, and the agents' MCP and own-memory settings.
+    """Check the set-up: the CLI, the Hub, memory, who you are, documents nobody reaches, and the agents' MCP and
+    own-memory settings.
 
     Each check says ok, WARN, FAIL or skipped, with the command that fixes
     it.  Without --home the Hub is the one the data commands use (AMUX_HUB,
@@ -497,7 +544,8 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
         pin = {} if endpoint == default else {"AMUX_HOME": str(target)}
     ctx = Context(home=target, home_flag=home_option(target), amux=command[0] if len(command) == 1
                   else shlex.join(command), endpoint=endpoint, pin=pin)
-    checks = [check_cli(ctx), *check_hub(ctx, socket, remote), *([] if remote else check_mcp_http(ctx)),
+    checks = [check_cli(ctx), *check_hub(ctx, socket, remote), *([] if remote else check_scopes(ctx)),
+              *([] if remote else check_mcp_http(ctx)),
               *check_claude(ctx), *check_codex(ctx)]
     healthy = all(c.status != "fail" for c in checks)
     doc = {"ok": healthy, "checks": [asdict(c) for c in checks]}

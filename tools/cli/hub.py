@@ -67,7 +67,10 @@ def status(*, home: Home = None, json: Json = False) -> int:
     Hub's hello reply (principal, scope, binding, memory_enabled, isolation,
     hub_version, limits, ...) plus running, home, socket, pid, started (UTC)
     and uptime_seconds (pid, started and uptime_seconds only for a Hub on this
-    machine's home; null otherwise).  When no Hub runs for the home it says so
+    machine's home; null otherwise), and unreached_scopes: the scope folders
+    holding documents nobody reaches with the Hub's memory.isolation (after a
+    change of it), each with the 'amux hub scope copy' command that brings
+    them over (null when the home is not this machine's or not readable).  When no Hub runs for the home it says so
     in one line, with the command that starts one (JSON: running false, home,
     socket, start_command).  Exit status 0 when it answers; 23 when no Hub
     runs for the home; the error's status otherwise (11 unavailable when a
@@ -86,6 +89,12 @@ def status(*, home: Home = None, json: Json = False) -> int:
         show(doc, [f"no Hub is running for {inert(doc['home'])}; start one with '{inert(doc['start_command'])}'"],
              json_flag=json)
         return ExitStatus.HUB_NOT_RUNNING
+    doc["unreached_scopes"] = None
+    if doc["home"] is not None:  # the home on this machine: look at its folders in-process (DESIGN.md §7.8)
+        from amux_memory.tools.cli.scope import unreached_report
+
+        doc["unreached_scopes"] = unreached_report(Path(doc["home"]), str(doc.get("isolation")),
+                                                   str(doc.get("principal")))
     show(doc, lambda: _status_lines(doc), json_flag=json)
     return 0
 
@@ -108,6 +117,10 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     ]
     if doc.get("pending_review"):
         rows.append(["review", f"{doc['pending_review']} memory changes await review: amux memory review"])
+    if doc.get("unreached_scopes"):
+        from amux_memory.tools.cli.scope import unreached_line
+
+        rows += [["left over", unreached_line(entry, str(doc.get("isolation")))] for entry in doc["unreached_scopes"]]
     return [inert(head), *(f"  {line}" for line in table(rows))]
 
 

@@ -512,6 +512,32 @@ def render_forget(r: dict[str, Any]) -> RenderableType:
                 (")", "dim"))
 
 
+def render_copy(r: dict[str, Any], *, move: bool = False) -> RenderableType:
+    """A ``copy`` result (``amux memory copy`` or, ``move``, ``amux memory move``; DESIGN.md §7.8): one line saying
+    what went where, with the new short revision and the source's revision read; a destination kept for review
+    names the proposal; a move that kept its source says why (``source_kept``); the Hub's warnings follow.  Every
+    path comes from memory and is made :func:`inert`."""
+    source, destination = (inert(r.get("source")), "bold cyan"), (inert(r.get("path")), "bold cyan")
+    read = (f" (source revision {short_revision(r.get('source_revision'))})", "dim")
+    if r.get("proposed"):
+        pid = r.get("proposal")
+        again = (command("amux", "memory", "review", "show", pid), "dim")
+        lines: list[RenderableType] = [text(("proposed ", "yellow"), (inert(pid), "bold"), ": a copy of ", source,
+                                            " to ", destination, read, ": pending review, not yet in memory (", again,
+                                            ")")]
+    else:
+        how = "moved" if r.get("moved") else "copied"
+        lines = [text(f"{how} ", source, " to ", destination, f" ({r.get('bytes')} bytes); revision now ",
+                      (short_revision(r.get("revision")), "bold"), read)]
+        if r.get("moved"):
+            lines.append(text((f"{inert(r.get('source'))} was forgotten; its versions stay in the history (", "dim"),
+                              (command("amux", "memory", "history", r.get("source")), "dim"), (")", "dim")))
+    if move and not r.get("moved"):
+        lines.append(notice(f"{inert(r.get('source'))} was kept: {inert(r.get('source_kept') or 'not moved')}"))
+    lines.extend(notice(inert(warning)) for warning in r.get("warnings") or [])
+    return group(lines)
+
+
 def render_purge(r: dict[str, Any]) -> RenderableType:
     """A ``purge`` result: how many stored versions were erased for good, with their short revisions."""
     erased = r.get("erased") or []
@@ -678,6 +704,7 @@ RENDERERS: dict[Renderer, Callable[..., RenderableType]] = {
     "upsert": render_upsert,
     "edit": render_edit,
     "forget": render_forget,
+    "copy": render_copy,
     "purge": render_purge,
     "scan": render_scan,
     "settings": render_settings,

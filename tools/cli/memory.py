@@ -1,4 +1,4 @@
-"""``amux memory search|show|upsert|list|forget|export``: the memory operations, one Hub call each.
+"""``amux memory search|show|upsert|list|forget|export|copy|move``: the memory operations, one Hub call each.
 
 Each command builds the method's parameters from its options, makes one
 blocking call through :class:`tools.client.HubClient` (``list`` and
@@ -19,7 +19,8 @@ from cyclopts import Parameter
 
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import LIMITS
-from amux_memory.protocol.requests import forget_params, get_params, search_params
+from amux_memory.protocol.params import ABSENT
+from amux_memory.protocol.requests import copy_params, forget_params, get_params, search_params
 from amux_memory.tools.cli.options import AsJson
 from amux_memory.tools.cli.output import emit, fail, fail_quietly, write_shown
 from amux_memory.tools.cli.view import View
@@ -231,3 +232,65 @@ def export(path: str, /, *, revision: str | None = None) -> int:
         return fail_quietly(exc)
     write_shown(data, View("document"))
     return 0
+
+
+def copy_document(source: str, destination: str, /, *, expected_revision: str = ABSENT,
+                  source_revision: str | None = None, allow_secret: bool = False, as_json: AsJson = False) -> int:
+    """Copy one document to another path: in your memory, or to or from a team's at @TEAM/ (amux memory copy
+    notes.md @web/deploy.md).
+
+    The Hub reads the source and writes the destination as an upsert by you,
+    compare-and-swap on --expected-revision (default 'absent': create it,
+    never overwrite); its history names the source. Into a team whose review
+    rule covers your write, the copy becomes a proposal a maintainer decides.
+    In a terminal, one line saying what went where; piped or with --json the
+    Hub's answer (path, revision, bytes, source, source_revision, moved,
+    proposed and proposal when it awaits review).
+
+    Parameters
+    ----------
+    source
+        The document to copy, e.g. notes/deploy.md or @web/deploy.md.
+    destination
+        Where the copy goes.
+    expected_revision
+        The destination's current revision when replacing it on purpose (from show; its first 12 hex digits are
+        enough); default 'absent': it must not exist.
+    source_revision
+        Copy only if the source still has this revision (the one you read).
+    allow_secret
+        Write even though the Hub finds a credential in the text (it otherwise refuses with secret_detected).
+    """
+    return call_hub("copy", copy_params(source, destination, expected_revision, source_revision=source_revision,
+                                        allow_secret=allow_secret), View("copy", {"move": False}), as_json=as_json)
+
+
+def move_document(source: str, destination: str, /, *, expected_revision: str = ABSENT,
+                  source_revision: str | None = None, allow_secret: bool = False, as_json: AsJson = False) -> int:
+    """Move one document to another path: in your memory, or to or from a team's at @TEAM/ (amux memory move
+    notes/deploy.md @web/deploy.md).
+
+    A copy (see 'amux memory copy'), then the source is forgotten by
+    compare-and-swap on the revision read; both histories name the other
+    side. The source is kept, and the answer's source_kept says why, when
+    the destination became a proposal awaiting review, when forgetting the
+    source is itself a proposal, or when the source changed meanwhile: a
+    move never loses text. Piped or with --json, the Hub's answer (moved:
+    true once the source is gone).
+
+    Parameters
+    ----------
+    source
+        The document to move.
+    destination
+        Where it goes.
+    expected_revision
+        The destination's current revision when replacing it on purpose; default 'absent': it must not exist.
+    source_revision
+        Move only if the source still has this revision (the one you read).
+    allow_secret
+        Write even though the Hub finds a credential in the text (it otherwise refuses with secret_detected).
+    """
+    return call_hub("copy", copy_params(source, destination, expected_revision, source_revision=source_revision,
+                                        move=True, allow_secret=allow_secret), View("copy", {"move": True}),
+                    as_json=as_json)

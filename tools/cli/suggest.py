@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from cyclopts import App
     from cyclopts.exceptions import CycloptsError
 
-DESTRUCTIVE = frozenset({"forget", "purge", "restore", "remove", "revoke", "unalias"})
-"""Commands that delete, erase or overwrite: never suggested for a word that only resembles them."""
+DESTRUCTIVE = frozenset({"forget", "purge", "restore", "remove", "revoke", "unalias", "move"})
+"""Commands that delete, erase or overwrite (``move`` forgets its source): never suggested for a word that only
+resembles them."""
 
 SYNONYMS = {
     **dict.fromkeys(("get", "read", "cat", "view", "open", "print", "display", "fetch", "load"), "show"),
@@ -31,6 +32,8 @@ SYNONYMS = {
     **dict.fromkeys(("ls", "dir", "entries", "documents"), "list"),
     **dict.fromkeys(("write", "put", "save", "set", "update", "create", "add"), "upsert"),
     **dict.fromkeys(("delete", "del", "rm", "erase-document"), "forget"),
+    **dict.fromkeys(("cp", "duplicate"), "copy"),
+    **dict.fromkeys(("mv", "rename"), "move"),
     **dict.fromkeys(("undo", "revert", "rollback"), "restore"),
     **dict.fromkeys(("changes", "changelog"), "log"),
     **dict.fromkeys(("versions", "revisions"), "history"),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Renderer = Literal["document", "diff", "search", "get", "list", "history", "log", "upsert", "edit", "forget",
-                   "purge", "scan", "settings", "typed_new", "typed_index", "typed_remove"]
+                   "copy", "purge", "scan", "settings", "typed_new", "typed_index", "typed_remove"]
 """The name of each result shape's renderer in :data:`tools.cli.human.RENDERERS`."""
 
 
