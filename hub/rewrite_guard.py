@@ -37,6 +37,7 @@ from collections import Counter
 from typing import Final
 
 from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.wording import counted
 
 MIN_DROPPED_LINES: Final = 20
 """A cut of this many lines or fewer never trips the line rule (short notes are rewritten freely)."""
@@ -169,8 +170,8 @@ def check_rewrite(path: str, old: bytes, new: bytes) -> None:
     lines_cut = old_lines - new_lines > MIN_DROPPED_LINES and new_lines * 2 < old_lines
     bytes_cut = len(old) - len(new) > MIN_DROPPED_BYTES and len(new) * 2 < len(old)
     if lines_cut or bytes_cut:
-        what = (f"{new_lines} line{'' if new_lines == 1 else 's'} where the document has {old_lines}" if lines_cut
-                else f"{len(new)} bytes where the document has {len(old)}")
+        what = (f"{counted(new_lines, 'line')} where the document has {old_lines}" if lines_cut
+                else f"{counted(len(new), 'byte')} where the document has {len(old)}")
         raise HubError(
             ErrorCode.DESTRUCTIVE_REWRITE,
             f"{path}: the new content has {what}; more than half would be dropped. Write the complete document, "

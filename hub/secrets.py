@@ -686,8 +686,10 @@ def find_secrets(content: bytes, allowed: frozenset[str] = frozenset()) -> list[
 
 def credentials(count: int) -> str:
     """``"1 credential"`` or ``"COUNT credentials"``: the count a refusal or a log line names (DESIGN.md §16.2;
-    the Hub's copy of ``tools.client.wording.counted``, which the Hub may not import)."""
-    return f"{count} credential" + ("" if count == 1 else "s")
+    :func:`protocol.wording.counted`)."""
+    from amux_memory.protocol.wording import counted
+
+    return counted(count, "credential")
 
 
 def refusal(path: str, findings: list[Finding], *, in_path: bool = False) -> HubError:

@@ -19,6 +19,7 @@ from amux_memory.protocol.errors import ErrorCode, ExitStatus, HubError
 from amux_memory.tools.cli.options import Home, Timeout, resolve_home
 from amux_memory.tools.cli.output import emit, fail, human_output, say
 from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.client.wording import counted
 from amux_memory.tools.lifecycle.control import HubStartFailed, hub_status, restart_hub, start_hub, stop_hub
 
 
@@ -107,7 +108,8 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
         ["version", doc.get("hub_version")],
     ]
     if doc.get("pending_review"):
-        rows.append(["review", f"{doc['pending_review']} memory changes await review: amux memory review"])
+        pending = counted(int(doc["pending_review"]), "memory change")
+        rows.append(["review", f"{pending} awaiting review: amux memory review"])
     return [inert(head), *(f"  {line}" for line in table(rows))]
 
 
