@@ -9,7 +9,14 @@ document's full text, only without re-reading and re-folding unchanged files.
 
 Memory is bounded: each scope's entry holds the raw bytes and one folded copy
 (the scan's haystack), and whole scopes are evicted least-recently-used first
-when the total passes ``max_bytes``.
+when the total passes ``max_bytes`` (64 MiB, ``Limits.cache_max_bytes``).
+
+Thresholds (DESIGN.md §5.4, §5.5): a file or folder changed less than
+:data:`RACY_NS` (2 s) before it was read is read again, since coarse
+timestamps could hide a same-size edit; a listing reads at most
+:data:`RAW_ENTRIES_FACTOR` (16) times its entry bound in raw entries, stray
+files included (16 x 4,096 = 65,536 for one directory of a scan), so a
+folder of stray files costs bounded work while they cost no budget.
 """
 
 from __future__ import annotations

@@ -65,6 +65,9 @@ MAX_TOKEN_CHARS = 256
 DELEGATED_DEFAULT_TTL = 12 * 3600
 """Lifetime of a token issued with a binding when no ``--ttl`` is given."""
 
+TOKEN_MAX_TTL_SECONDS = 10 * 365 * 86400
+"""The longest lifetime a token may be issued with (ten years): a longer ``--ttl`` is surely a typo."""
+
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}$")
 _OS_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@$-]{0,63}$")
 _TEAM = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
@@ -338,8 +341,8 @@ class Registry:
                            f"not {binding!r}", binding=binding)
             if ttl is None:
                 ttl = DELEGATED_DEFAULT_TTL
-        if ttl is not None and not 0 < ttl <= 10 * 365 * 86400:
-            raise _bad("ttl must be a positive number of seconds (at most ten years)", field="ttl")
+        if ttl is not None and not 0 < ttl <= TOKEN_MAX_TTL_SECONDS:
+            raise _bad("ttl must be more than 0 seconds and at most ten years", field="ttl")
         while True:
             token_id = secrets.token_hex(6)
             if token_id not in self.tokens:

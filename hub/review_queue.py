@@ -192,7 +192,7 @@ class ReviewQueue:
         pending = sum(1 for _ in sp.pending()) - (earlier is not None)
         if pending >= self.config.review_max_pending:
             raise HubError(ErrorCode.REVIEW_BACKLOG,
-                           f"{pending} memory changes already await review (memory.review_max_pending = "
+                           f"memory changes already awaiting review: {pending} (memory.review_max_pending = "
                            f"{self.config.review_max_pending}); nothing was proposed. Ask the user to review pending "
                            "memory changes: amux memory review", {"current": pending,
                                                                     "maximum": self.config.review_max_pending})
@@ -285,7 +285,7 @@ class ReviewQueue:
                 warnings.append(exc.message)
         body = data or b""
         if p.offset > len(body):
-            raise HubError(ErrorCode.BAD_REQUEST, f"offset {p.offset} is past the end ({len(body)} bytes)",
+            raise HubError(ErrorCode.BAD_REQUEST, f"offset {p.offset} is past the end of the {len(body)}-byte text",
                            {"field": "offset"})
         result: Result = {"proposal": q.entry(self.clock(), current_revision), "text": p.text,
                           "exists": data is not None, "content": b"", "truncated": False, "next_offset": None,

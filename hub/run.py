@@ -51,6 +51,7 @@ from amux_memory.hub.service import MemoryService
 from amux_memory.protocol.config_file import LOCK_NAME, enable_command
 from amux_memory.protocol.errors import ExitStatus
 from amux_memory.protocol.limits import Limits
+from amux_memory.protocol.wording import counted
 
 log = logging.getLogger("amux.hub")
 
@@ -125,7 +126,7 @@ async def _start(config: HubConfig) -> _Listeners:
     prepare_memory_root(root)
     removed = await trio.to_thread.run_sync(fsio.remove_stale_temps, str(root))
     if removed:
-        log.warning("removed %d temporary file(s) left by an interrupted write", removed)
+        log.warning("removed %s left by an interrupted write", counted(removed, "temporary file"))
     listener = await open_unix_listener(config)
     tcp_listeners: list[trio.SocketListener] = []
     if network is not None:

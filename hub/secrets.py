@@ -28,6 +28,27 @@ imported on the first candidate line, not at Hub start.  Everything here is
 pure and blocking (called from the write's worker thread); nothing raises.
 A secret value never leaves this module except as its SHA-256 and the
 redacted :attr:`Finding.preview`.
+
+Thresholds (DESIGN.md §16.1, §16.6): a keyword-assigned value counts only
+with :data:`KEYWORD_MIN_LENGTH` (12) characters or more, letters and digits,
+and :data:`KEYWORD_MIN_ENTROPY` (3.5) bits of entropy per character (a
+``token``-assigned one: :data:`TOKEN_MIN_LENGTH` (20) and
+:data:`TOKEN_MIN_ENTROPY` (4.0)).  A URL's password runs from ``user:`` to the
+token's last ``@``, not past whitespace or another ``://`` and at most
+:data:`URL_PASSWORD_CHARS` (256) characters, since connection strings are
+pasted unescaped (``#``, ``/``, ``?``, a raw ``%``).  ``detect-secrets``'
+backtracking keyword patterns read only lines of up to
+:data:`ANALYZE_MAX_CHARS` (1,000) characters; longer ones get a linear
+pattern of the same keywords.  At most :data:`MAX_FINDINGS` (20) findings a
+document are reported.
+
+Figures (``bench/results/notes.md``, "Secret scan"): on a corpus of 1,259 real
+notes (11 MB) the rules refuse none (``tests/test_secrets_corpus.py`` upserts
+every one through a Hub), where stock ``detect-secrets`` flags 22; the check
+costs 7-19 µs per KiB there (6 µs for a 2 KiB note) against about 22 ms per
+KiB for stock ``detect-secrets``; bench row s (write throughput with the check
+on over off, goal 0.9 or more) gave 0.84-1.13 over four runs, the spread being
+the machine's load.
 """
 
 from __future__ import annotations
@@ -665,8 +686,10 @@ def find_secrets(content: bytes, allowed: frozenset[str] = frozenset()) -> list[
 
 def credentials(count: int) -> str:
     """``"1 credential"`` or ``"COUNT credentials"``: the count a refusal or a log line names (DESIGN.md §16.2;
-    the Hub's copy of ``tools.client.wording.counted``, which the Hub may not import)."""
-    return f"{count} credential" + ("" if count == 1 else "s")
+    :func:`protocol.wording.counted`)."""
+    from amux_memory.protocol.wording import counted
+
+    return counted(count, "credential")
 
 
 def refusal(path: str, findings: list[Finding], *, in_path: bool = False) -> HubError:

@@ -212,7 +212,7 @@ class Store:
     def _fragment_start(self, data: bytes, start_line: int, offset: int) -> int:
         if offset:
             if offset > len(data):
-                raise HubError(ErrorCode.BAD_REQUEST, f"offset {offset} is past the end ({len(data)} bytes)")
+                raise HubError(ErrorCode.BAD_REQUEST, f"offset {offset} is past the end of a {len(data)}-byte document")
             if _utf8_boundary(data, offset) != offset:
                 raise HubError(ErrorCode.BAD_REQUEST, "offset is inside a UTF-8 character; use next_offset as given")
             return offset
@@ -280,7 +280,7 @@ class Store:
         if expected_revision is not None and not revision_matches(expected_revision, observed):
             raise _conflict(path, expected_revision, observed)
         if offset > len(data):
-            raise HubError(ErrorCode.BAD_REQUEST, f"offset {offset} is past the end ({len(data)} bytes)")
+            raise HubError(ErrorCode.BAD_REQUEST, f"offset {offset} is past the end of a {len(data)}-byte document")
         result: Result = {
             "path": path, "revision": observed, "content": b"", "truncated": False,
             "next_offset": None, "total_bytes": len(data),

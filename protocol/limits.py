@@ -24,6 +24,7 @@ Hub
   * ``hub.registry.FORMAT_VERSION`` (version): of the registry file.
   * ``hub.registry.MAX_TOKEN_CHARS`` (characters): longest token accepted.
   * ``hub.registry.DELEGATED_DEFAULT_TTL`` (s): lifetime of a token issued with a binding (§7.4).
+  * ``hub.registry.TOKEN_MAX_TTL_SECONDS`` (s): the longest lifetime of a token (§7.4).
   * ``hub.rewrite_guard.MIN_DROPPED_LINES`` (lines), ``hub.rewrite_guard.MIN_DROPPED_BYTES`` (bytes),
     ``hub.rewrite_guard._ASIDE_MAX`` (characters): the rewrite guard's floors (§12);
     ``hub.rewrite_guard.LINE_MEMO_ENTRIES`` (lines), ``hub.rewrite_guard.LINE_MEMO_MAX_CHARS`` (characters):

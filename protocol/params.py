@@ -16,6 +16,7 @@ from typing import Any
 from amux_memory.protocol.errors import ErrorCode, HubError, names_for_error
 from amux_memory.protocol.limits import LIMITS, MCP_MAX_PAGE_TTL
 from amux_memory.protocol.paths import normalize_path, normalize_prefix
+from amux_memory.protocol.wording import plural
 
 ABSENT = "absent"
 """The ``expected_revision`` that means "create; the document must not exist"."""
@@ -36,7 +37,7 @@ def _bad(message: str, **data: Any) -> HubError:
 def _only(params: dict[str, Any], allowed: set[str]) -> None:
     extra = set(params) - allowed
     if extra:
-        raise _bad(f"unknown parameter(s): {names_for_error(extra)}", allowed=sorted(allowed))
+        raise _bad(f"unknown {plural(len(extra), 'parameter')}: {names_for_error(extra)}", allowed=sorted(allowed))
 
 
 def _int(params: dict[str, Any], name: str, default: int, lo: int, hi: int) -> int:

@@ -283,47 +283,6 @@ def test_design_sections_cited_exist() -> None:
     assert missing == {}
 
 
-def markdown_anchors(text: str) -> set[str]:
-    """The link anchors GitHub gives the headings of a Markdown page (fenced code skipped).
-
-    Lower case; every character but letters, digits, ``_``, ``-`` and spaces
-    dropped; spaces become ``-``; a repeated anchor gets ``-1``, ``-2``, ...
-    """
-    anchors: set[str] = set()
-    fenced = False
-    for line in text.splitlines():
-        if line.startswith("```"):
-            fenced = not fenced
-        heading = re.match(r"#{1,6} (.+)", line)
-        if fenced or heading is None:
-            continue
-        slug = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-")
-        candidate, n = slug, 0
-        while candidate in anchors:
-            n += 1
-            candidate = f"{slug}-{n}"
-        anchors.add(candidate)
-    return anchors
-
-
-def test_documentation_links_resolve() -> None:
-    pages = [REPO / "README.md", REPO / "DESIGN.md", *sorted((REPO / "docs").glob("*.md"))]
-    broken: list[str] = []
-    for page in pages:
-        text = page.read_text(encoding="utf-8")
-        prose = re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
-        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
-            if re.match(r"[a-z]+:", target):
-                continue
-            file_part, _, anchor = target.partition("#")
-            linked = (page.parent / file_part).resolve() if file_part else page
-            if not linked.exists():
-                broken.append(f"{page.relative_to(REPO)}: {target}")
-            elif anchor and linked.suffix == ".md" and anchor not in markdown_anchors(linked.read_text("utf-8")):
-                broken.append(f"{page.relative_to(REPO)}: {target} (no such heading)")
-    assert broken == []
-
-
 def _is_test_module(module: str) -> bool:
     return module.split(".")[-1].startswith("test_")
 

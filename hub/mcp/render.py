@@ -51,7 +51,7 @@ def render_search(r: dict[str, Any]) -> str:
     """The text of a ``search`` result: counts, whether the scan was complete, one entry per match."""
     matches = r.get("matches") or []
     candidates, scanned = r.get("candidates", len(matches)), r.get("scanned_files", 0)
-    lines = [f"{len(matches)} of {candidates} matching documents (scanned {scanned} files)."]
+    lines = [f"Matching documents: {candidates}; shown: {len(matches)}; files scanned: {scanned}."]
     if r.get("incomplete"):
         reasons = ", ".join(str(x) for x in r.get("incomplete_reasons") or []) or "a scan limit"
         lines.append(f"The scan stopped early ({reasons}): a missing match is not proof of absence; "
@@ -78,7 +78,7 @@ def render_get(r: dict[str, Any]) -> str:
     if not r.get("exists"):
         return (f'{path} does not exist (revision "absent"); '
                 'create it with memory_upsert expected_revision="absent".')
-    head = f"{path}: revision {r.get('revision')}, {r.get('total_lines')} lines, {r.get('total_bytes')} bytes."
+    head = f"{path}: revision {r.get('revision')}, a {r.get('total_lines')}-line, {r.get('total_bytes')}-byte document."
     if r.get("truncated"):
         head += (f" This fragment is cut: continue with memory_get offset={r.get('next_offset')} "
                  "(same path and end_line).")
@@ -101,7 +101,7 @@ def render_upsert(r: dict[str, Any]) -> str:
     if r.get("proposed"):
         return render_proposal(r)
     how = "Created" if r.get("created") else "Replaced"
-    text = f"{how} {r.get('path')} ({r.get('bytes')} bytes); its revision is now {r.get('revision')}."
+    text = f"{how} {r.get('path')} (a {r.get('bytes')}-byte document); its revision is now {r.get('revision')}."
     if r.get("secret_findings"):  # memory.secret_scan = warn (DESIGN.md §16): written, but say so
         rules = ", ".join(sorted({str(f.get("rule")) for f in r["secret_findings"]}))
         text += (f" Warning: it holds credentials ({rules}); remove them and say where they live instead "

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from amux_memory.protocol.errors import HubError
-from amux_memory.tools.cli.options import Home, resolve_home
+from amux_memory.tools.cli.options import Home, TokenTtl, resolve_home
 from amux_memory.tools.cli.output import fail, human_output, say
 from amux_memory.tools.cli.plain import Json, show, table
 from amux_memory.tools.client.inert import inert
@@ -170,7 +170,7 @@ def principal_list(*, home: Home = None, json: Json = False) -> int:
     return _run(action, lines, json)
 
 
-def token_issue(name: str, /, *, ttl: int | None = None, binding: str | None = None,
+def token_issue(name: str, /, *, ttl: TokenTtl = None, binding: str | None = None,
                 home: Home = None, json: Json = False) -> int:
     """Issue a bearer token for a principal and print it once (only its hash is kept).
 
@@ -182,15 +182,15 @@ def token_issue(name: str, /, *, ttl: int | None = None, binding: str | None = N
     ----------
     name
         The principal the token authenticates as.
-    ttl
-        Lifetime in seconds (default: no expiry; 43200 for a delegated token).
     binding
         Make it a delegated credential tied to this binding: 'principal:NAME' or 'global'.
     """
     from amux_memory.hub import registry as reg
+    from amux_memory.tools.client.when import duration
 
     def action() -> dict[str, Any]:
-        text, record = reg.modify(resolve_home(home), lambda r, now: _issue(r, name, now, ttl, binding))
+        seconds = None if ttl is None else duration(ttl, option="--ttl", maximum=reg.TOKEN_MAX_TTL_SECONDS)
+        text, record = reg.modify(resolve_home(home), lambda r, now: _issue(r, name, now, seconds, binding))
         if not human_output(json):
             say(f"token {record.id} for {name}: shown once, store it now (AMUX_TOKEN)")
         return {"token": text, **record.public(time.time())}

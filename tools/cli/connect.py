@@ -17,7 +17,7 @@ import time
 from typing import Any, Literal
 
 from amux_memory.protocol.errors import ErrorCode, HubError
-from amux_memory.tools.cli.options import Home, resolve_home
+from amux_memory.tools.cli.options import ConnectTtl, Home, resolve_home
 from amux_memory.tools.cli.output import fail
 from amux_memory.tools.cli.plain import Json, show
 from amux_memory.tools.client.settings import CA_ENV, HUB_ENV
@@ -131,7 +131,7 @@ def plan(agent: str, url: str, token: str, ca: str, endpoint: str) -> dict[str, 
     return {"env": env, "commands": commands}
 
 
-def connect(agent: Agent, /, *, principal: str | None = None, ttl: str | None = None, url: str | None = None,
+def connect(agent: Agent, /, *, principal: str | None = None, ttl: ConnectTtl = None, url: str | None = None,
             json: Json = False, home: Home = None) -> int:
     """Issue a token and print the commands that connect AGENT on another machine to this Hub over HTTP.
 
@@ -146,8 +146,6 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: str | None = 
     ----------
     principal
         Who the token authenticates as (default: this OS user's name).
-    ttl
-        Lifetime such as 30d or 12h (default: no expiry; revoke with amux hub token revoke).
     url
         The URL the other machine uses (an SSH tunnel's or a TLS terminator's); default from hub.mcp_listen.
         https, or http to a loopback host only.
@@ -155,16 +153,11 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: str | None = 
     from amux_memory.hub import registry as reg
     from amux_memory.protocol.settings import get_value
     from amux_memory.tools.client.inert import inert
-    from amux_memory.tools.client.when import duration_seconds
+    from amux_memory.tools.client.when import duration
 
     try:
         root = resolve_home(home)
-        seconds = None
-        if ttl is not None:
-            seconds = duration_seconds(ttl)
-            if not seconds:
-                raise HubError(ErrorCode.BAD_REQUEST, f"--ttl {ttl!r} is not a duration such as 30d, 12h or 90m",
-                               {"field": "ttl"})
+        seconds = None if ttl is None else duration(ttl, option="--ttl", maximum=reg.TOKEN_MAX_TTL_SECONDS)
         mcp_url, endpoint = _listener_url(root) if url is None else (check_url(url), _cli_endpoint(root))
         if agent in ("pi", "env") and not endpoint:
             raise HubError(ErrorCode.BAD_REQUEST, "hub.listen is not set: the amux CLI (and Pi's scripts) speak the "

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from amux_memory.protocol.errors import ErrorCode, ExitStatus, HubError
 from amux_memory.tools.cli.options import Home, resolve_home
 from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.client.wording import counted
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
@@ -555,10 +556,9 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
         if c.fix and c.status != "ok":
             lines.append(f"{'':6}{'':<14} fix: {inert(c.fix)}")
     warnings = sum(1 for c in checks if c.status == "warn")
-    plural = "s" if warnings != 1 else ""
     if not healthy:
         lines.append("problems found: run the fix commands above")
     else:
-        lines.append(f"no failures, {warnings} warning{plural}: see the fixes above" if warnings else "all good")
+        lines.append(f"no failures, {counted(warnings, 'warning')}: see the fixes above" if warnings else "all good")
     show(doc, lines, json_flag=json)
     return 0 if healthy else ExitStatus.PROBLEMS_FOUND

@@ -355,8 +355,9 @@ def edit_loop(session: Session, on_conflict: OnConflict | None, allow_shrink: bo
             merged, conflicts = merge_versions(session.base, content, current, label)
             session.file.write_bytes(merged)
             session.base, session.revision, session.merged = current, current_rev, True
-            parts = "1 part where both changed the same lines is" if conflicts == 1 else \
-                f"{conflicts} parts where both changed the same lines are"
+            from amux_memory.tools.client.wording import counted, plural
+
+            parts = f"{counted(conflicts, 'part')} where both changed the same lines {plural(conflicts, 'is')}"
             clash = (f"{parts} marked <<<<<<< yours ... >>>>>>> theirs: keep what you want and remove the markers"
                      if conflicts else "the changes did not overlap: check the result and save")
             say(f"re-opening {session.file}: your edit merged into revision {current_rev[:12]}; {clash}")

@@ -21,6 +21,8 @@ from amux_memory.tools.cli.memory import call_hub
 from amux_memory.tools.cli.options import AsJson
 from amux_memory.tools.cli.output import emit, fail, fail_quietly, human_output, say, write_shown
 from amux_memory.tools.cli.view import View
+from amux_memory.tools.client.when import DURATION_FORMS
+from amux_memory.tools.client.wording import counted
 
 HISTORY_OFF = ("history is off on this Hub (memory.history = false): nothing new is recorded, what is stored is "
                "shown; 'amux system config set memory.history true' and a Hub restart turn it back on")
@@ -76,7 +78,14 @@ def history(path: str, /, *, limit: int = 20, cursor: str = "", as_json: AsJson 
                         as_json=as_json)
 
 
-def log(*, path_prefix: str = "", since: str | None = None, limit: int = 50, cursor: str = "",
+Since = Annotated[str | None, Parameter(
+    name="--since", help="Only changes at or after WHEN: an ISO date/time (2026-12-01, 2026-12-01T08:00 local "
+                         f"time, 2026-12-01T08:00Z UTC) or a duration back from now, such as 24h or 7d: "
+                         f"{DURATION_FORMS}.")]
+"""``--since WHEN`` of ``amux memory log`` (:func:`tools.client.when.parse_since`)."""
+
+
+def log(*, path_prefix: str = "", since: Since = None, limit: int = 50, cursor: str = "",
         as_json: AsJson = False) -> int:
     """What changed in the whole memory scope, newest first: "what did my agents change today?".
 
@@ -89,10 +98,6 @@ def log(*, path_prefix: str = "", since: str | None = None, limit: int = 50, cur
     ----------
     path_prefix
         Only documents whose path starts with this, e.g. projects/amux/.
-    since
-        Only changes at or after WHEN: a duration back from now (24h, 7d,
-        30m, 1h30m; units w d h m s) or an ISO date/time (2026-12-01,
-        2026-12-01T08:00 local time, 2026-12-01T08:00Z UTC).
     limit
         Changes per page, 1-200.
     cursor
@@ -243,6 +248,6 @@ def purge(
     if human_output(as_json):
         return 0  # the rendered line already says it
     erased: list[Any] = result.get("erased") or []
-    say(f"erased {len(erased)} stored version{'s' if len(erased) != 1 else ''} of {path} from the history; "
+    say(f"erased {counted(len(erased), 'stored version')} of {path} from the history; "
         "the live document was not touched")
     return 0

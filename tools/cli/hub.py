@@ -16,9 +16,10 @@ from typing import Any
 
 from amux_memory.protocol.config_file import home_option
 from amux_memory.protocol.errors import ErrorCode, ExitStatus, HubError, HubStartError
-from amux_memory.tools.cli.options import Home, resolve_home
+from amux_memory.tools.cli.options import Home, Timeout, resolve_home
 from amux_memory.tools.cli.output import emit, fail, human_output, say
 from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.client.wording import counted
 from amux_memory.tools.lifecycle.control import hub_status, restart_hub, start_hub, stop_hub
 
 
@@ -116,7 +117,8 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
         ["version", doc.get("hub_version")],
     ]
     if doc.get("pending_review"):
-        rows.append(["review", f"{doc['pending_review']} memory changes await review: amux memory review"])
+        pending = counted(int(doc["pending_review"]), "memory change")
+        rows.append(["review", f"{pending} awaiting review: amux memory review"])
     if doc.get("unreached_scopes"):
         from amux_memory.tools.cli.scope import unreached_line
 
@@ -145,45 +147,50 @@ def _show_start(doc: dict[str, Any], json: bool) -> int:
     return 0
 
 
-def start(*, home: Home = None, listen: str | None = None, timeout: float = 15.0, json: Json = False) -> int:
+def _wait(timeout: str) -> float:
+    """``--timeout`` in seconds (:func:`tools.client.when.wait_seconds`); raises ``bad_request`` for a value that is
+    not a duration, before anything is started or stopped."""
+    from amux_memory.tools.client.when import wait_seconds
+
+    return wait_seconds(timeout, option="--timeout")
+
+
+def start(*, home: Home = None, listen: str | None = None, timeout: Timeout = "15", json: Json = False) -> int:
     """Start the Hub in the background and return once its socket answers.
 
     The Hub runs 'amux hub serve --home HOME' detached from this terminal,
     logging to HOME/hub.log (a log over 1 MiB is first renamed hub.log.1).
     Exit status 0 when it answers a hello (or when a Hub already runs for
     HOME: it says so and gives its pid); 21 when it exits or does not answer
-    within --timeout seconds (it is then stopped), with the end of the log.
+    within --timeout (it is then stopped), with the end of the log.
 
     Parameters
     ----------
     listen
         Passed to 'amux hub serve --listen' (HOST:PORT; '' turns hub.listen off).
-    timeout
-        Seconds to wait for the socket to answer.
     """
     try:
-        doc = start_hub(resolve_home(home).resolve(), listen=listen, timeout=timeout)
+        seconds = _wait(timeout)
+    except HubError as exc:
+        return fail(exc, as_json=json)
+    try:
+        doc = start_hub(resolve_home(home).resolve(), listen=listen, timeout=seconds)
     except HubStartError as exc:
         return _start_failed(exc)
     return _show_start(doc, json)
 
 
-def stop(*, home: Home = None, timeout: float = 15.0, json: Json = False) -> int:
+def stop(*, home: Home = None, timeout: Timeout = "15", json: Json = False) -> int:
     """Stop the Hub serving HOME: SIGTERM to the process holding HOME/hub.lock, then wait until it is gone.
 
     The Hub finishes the requests it is running (up to 10 s) and exits.
     Exit status 0 when it stopped, and also when no Hub was running (it says
     so; the JSON has "stopped": false); 12 busy when it is still running after
-    --timeout seconds; 17 permission_denied when it belongs to another user.
-
-    Parameters
-    ----------
-    timeout
-        Seconds to wait for the Hub to exit.
+    --timeout; 17 permission_denied when it belongs to another user.
     """
     target = resolve_home(home).resolve()
     try:
-        doc = stop_hub(target, timeout)
+        doc = stop_hub(target, _wait(timeout))
     except HubError as exc:
         return fail(exc)
     show(doc, [f"Hub stopped (pid {doc['pid']}, home {target})" if doc["stopped"]
@@ -191,7 +198,7 @@ def stop(*, home: Home = None, timeout: float = 15.0, json: Json = False) -> int
     return 0
 
 
-def restart(*, home: Home = None, listen: str | None = None, timeout: float = 15.0, json: Json = False) -> int:
+def restart(*, home: Home = None, listen: str | None = None, timeout: Timeout = "15", json: Json = False) -> int:
     """Stop the Hub serving HOME (if one runs), then start it in the background (amux hub stop, amux hub start).
 
     Exit statuses as for stop and start.  A Hub run by a service manager
@@ -205,8 +212,6 @@ def restart(*, home: Home = None, listen: str | None = None, timeout: float = 15
     ----------
     listen
         Passed to 'amux hub serve --listen'.
-    timeout
-        Seconds to wait for each of the stop and the start.
     """
 
     def stopped(doc: dict[str, Any]) -> None:
@@ -214,7 +219,11 @@ def restart(*, home: Home = None, listen: str | None = None, timeout: float = 15
             print(f"Hub stopped (pid {doc['pid']})")
 
     try:
-        done = restart_hub(resolve_home(home).resolve(), listen=listen, timeout=timeout, on_stopped=stopped)
+        seconds = _wait(timeout)
+    except HubError as exc:
+        return fail(exc, as_json=json)
+    try:
+        done = restart_hub(resolve_home(home).resolve(), listen=listen, timeout=seconds, on_stopped=stopped)
     except HubStartError as exc:
         return _start_failed(exc)
     except HubError as exc:

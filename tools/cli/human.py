@@ -141,7 +141,7 @@ def render_get(r: dict[str, Any], *, start_line: int = 0, end_line: int = 0, off
     head = text((inert(path), "bold cyan"),
                 f"  {fragment_lines(content, start_line, offset)} of {r.get('total_lines')}",
                 ("  rev ", "dim"), (short_revision(r.get("revision")), "bold"),
-                (f"  {r.get('total_bytes')} bytes", "dim"),
+                (f"  {counted(int(r.get('total_bytes') or 0), 'byte')}", "dim"),
                 ("  (a stored version, from the history)" if revision is not None else "", "yellow"))
     parts: list[RenderableType] = [head, text(inert(content.removesuffix("\n"), multiline=True))]
     if r.get("truncated"):
@@ -437,8 +437,7 @@ def render_history(r: dict[str, Any], *, again: list[str] | None = None) -> Rend
     by default ``amux memory history PATH``.
     """
     versions = r.get("versions") or []
-    plural = "s" if len(versions) != 1 else ""
-    head = text((inert(r.get("path")), "bold cyan"), f": {len(versions)} version{plural} shown, newest first")
+    head = text((inert(r.get("path")), "bold cyan"), f": {counted(len(versions), 'version')} shown, newest first")
     return group([head, version_table(versions, with_path=False),
                   *more(r.get("next_cursor"), again or ["amux", "memory", "history", str(r.get("path"))])])
 
@@ -479,7 +478,8 @@ def render_upsert(r: dict[str, Any]) -> RenderableType:
         how = f"restored {short_revision(r.get('restored_from'))} as"
     else:
         how = "created" if r.get("created") else "replaced"
-    return text(f"{how} ", (inert(r.get("path")), "bold cyan"), f" ({r.get('bytes')} bytes); revision now ",
+    return text(f"{how} ", (inert(r.get("path")), "bold cyan"), f" ({counted(int(r.get('bytes') or 0), 'byte')}); "
+                "revision now ",
                 (short_revision(r.get("revision")), "bold"))
 
 
@@ -495,7 +495,7 @@ def render_edit(r: dict[str, Any]) -> RenderableType:
         return text("no change: nothing written (", path, " stays at revision ",
                     (short_revision(r.get("revision")), "bold"), ")")
     how = "created" if r.get("created") else "saved"
-    return text(f"{how} ", path, f" ({r.get('bytes')} bytes); revision now ",
+    return text(f"{how} ", path, f" ({counted(int(r.get('bytes') or 0), 'byte')}); revision now ",
                 (short_revision(r.get("revision")), "bold"))
 
 
@@ -542,8 +542,7 @@ def render_purge(r: dict[str, Any]) -> RenderableType:
     """A ``purge`` result: how many stored versions were erased for good, with their short revisions."""
     erased = r.get("erased") or []
     revisions = ", ".join(short_revision(v.get("revision")) for v in erased)
-    plural = "s" if len(erased) != 1 else ""
-    line = text(f"erased {len(erased)} stored version{plural} of ", (inert(r.get("path")), "bold cyan"),
+    line = text(f"erased {counted(len(erased), 'stored version')} of ", (inert(r.get("path")), "bold cyan"),
                 " from the history", (f" ({revisions})" if revisions else ""),
                 ("; the live document was not touched", "dim"))
     return line
@@ -638,7 +637,8 @@ def render_typed_index(r: dict[str, Any]) -> RenderableType:
                     (command("amux", "memory", "index"), "bold"))
     if not r.get("changed"):
         return text(path, f" is up to date ({topics}); nothing written")
-    return text("rebuilt ", path, f" ({r.get('bytes')} bytes, {r.get('lines')} lines; {topics}); revision now ",
+    size = f"{counted(int(r.get('bytes') or 0), 'byte')}, {counted(int(r.get('lines') or 0), 'line')}"
+    return text("rebuilt ", path, f" ({size}; {topics}); revision now ",
                 (short_revision(r.get("revision")), "bold"))
 
 

@@ -1,4 +1,5 @@
-"""Parameters several commands share, defined once: ``--home``, ``--project``, ``--today``, ``--json``.
+"""Parameters several commands share, defined once: ``--home``, ``--project``, ``--today``, ``--json``, ``--ttl``
+and ``--timeout``.
 
 Each is an ``Annotated`` type carrying its cyclopts :class:`Parameter`
 (name and help), so a command declares ``home: Home = None`` and gets the
@@ -14,6 +15,7 @@ from typing import Annotated
 from cyclopts import Parameter
 
 from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.client.when import DURATION_FORMS
 
 Home = Annotated[Path | None, Parameter(name="--home", help="The Hub's home (default: AMUX_HOME, else ~/.amux).")]
 """``--home DIR``: the Hub's home directory; ``None`` means the default (see :func:`resolve_home`)."""
@@ -27,6 +29,23 @@ AsJson = Annotated[bool, Parameter(
     name="--json", negative="",
     help="Print JSON even when stdout is a terminal (piped output always is JSON; so is AMUX_OUTPUT=json).")]
 """``--json``: JSON on stdout whatever stdout is (:func:`tools.cli.output.human_output`, DESIGN.md §17)."""
+
+
+TokenTtl = Annotated[str | None, Parameter(
+    name="--ttl", help=f"How long the token stays valid: {DURATION_FORMS}. Default: no expiry; 12h for a "
+                       "delegated token (--binding).")]
+"""``--ttl`` of ``amux hub token issue``: a duration (:func:`tools.client.when.duration`), read before anything
+is issued."""
+
+ConnectTtl = Annotated[str | None, Parameter(
+    name="--ttl", help=f"How long the token stays valid: {DURATION_FORMS}. Default: no expiry (revoke it with "
+                       "amux hub token revoke).")]
+"""``--ttl`` of ``amux hub connect``: the same durations as :data:`TokenTtl`."""
+
+Timeout = Annotated[str, Parameter(
+    name="--timeout", help=f"How long to wait for the Hub: {DURATION_FORMS}; plain seconds may have a fraction "
+                           "(0.5).")]
+"""``--timeout`` of ``amux hub start|stop|restart``: a wait (:func:`tools.client.when.wait_seconds`)."""
 
 
 def resolve_home(home: Path | None) -> Path:

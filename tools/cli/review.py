@@ -21,6 +21,7 @@ from typing import Any
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.cli.options import AsJson
 from amux_memory.tools.cli.output import emit, fail, human_output, say, write_bytes
+from amux_memory.tools.client.wording import counted, plural
 
 WIDTH = 80
 """Columns the terminal table fits in."""
@@ -229,7 +230,8 @@ def _merge(base: bytes | None, current: bytes | None, proposed: bytes,
     from amux_memory.tools.cli.edit import merge_versions
 
     merged, conflicts = merge_versions(base or b"", current or b"", proposed, PROPOSED_LABEL, CURRENT_LABEL)
-    clash = (f"{conflicts} part(s) where both changed the same lines are marked <<<<<<< current ... >>>>>>> "
+    clash = (f"{counted(conflicts, 'part')} where both changed the same lines {plural(conflicts, 'is')} marked "
+             "<<<<<<< current ... >>>>>>> "
              "proposed: keep what you want and remove the markers" if conflicts
              else "the changes did not overlap: check the result and save")
     say(f"{entry['path']} changed since proposal {entry['id']} (now {str(entry['current_revision'])[:12]}): "

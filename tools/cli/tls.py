@@ -25,6 +25,7 @@ from amux_memory.tools.cli.options import Home, resolve_home
 from amux_memory.tools.cli.output import fail
 from amux_memory.tools.cli.plain import Json, show
 from amux_memory.tools.client.inert import inert
+from amux_memory.tools.client.wording import counted
 
 CA_DAYS = 3650
 """Days the private CA is valid."""
@@ -209,7 +210,7 @@ def certificate_problems(cert_path: str, names: list[str], now: dt.datetime | No
     if left.total_seconds() <= 0:
         problems.append(f"{cert_path} expired on {cert.not_valid_after_utc:%Y-%m-%d}")
     elif left < dt.timedelta(days=EXPIRY_WARNING_DAYS):
-        problems.append(f"{cert_path} expires on {cert.not_valid_after_utc:%Y-%m-%d}, in {left.days} days")
+        problems.append(f"{cert_path} expires on {cert.not_valid_after_utc:%Y-%m-%d}, in {counted(left.days, 'day')}")
     try:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         valid = {*san.get_values_for_type(x509.DNSName), *(str(i) for i in san.get_values_for_type(x509.IPAddress))}

@@ -2,36 +2,18 @@
 how a child process ended (``was killed by signal 15 (SIGTERM)``, never ``exited with status -15``).
 
 A pure helper every frontend shares (the CLI's renderers and messages, the
-typed-memory tools), as :mod:`tools.client.inert` is; DESIGN.md §17.
+web page's templates, the typed-memory tools), as :mod:`tools.client.inert`
+is; DESIGN.md §17.  The count helpers are :mod:`protocol.wording`'s, the one
+inflection the Hub's messages use too.
 """
 
 from __future__ import annotations
 
 import signal
 
-IRREGULAR = {"entry": "entries", "info": "infos", "match": "matches", "alias": "aliases", "was": "were",
-             "is": "are", "has": "have"}
-"""Plurals that are not the word plus ``s``; other words get an ``s``."""
+from amux_memory.protocol.wording import IRREGULAR, counted, plural
 
-
-def plural(count: int, word: str) -> str:
-    """``word`` for ``count`` things: itself for exactly 1, else its plural (:data:`IRREGULAR`, else ``word + 's'``).
-
-    The last word of a phrase is the one inflected (``"stored version"`` → ``"stored versions"``).
-    """
-    if count == 1:
-        return word
-    head, _, last = word.rpartition(" ")
-    many = IRREGULAR.get(last, last + "s")
-    return f"{head} {many}" if head else many
-
-
-def counted(count: int, word: str, rest: str = "") -> str:
-    """``"COUNT WORD"`` with ``word`` singular or plural for ``count`` (:func:`plural`), then ``rest`` if given.
-
-    ``counted(1, "document", "holding credentials")`` is ``"1 document holding credentials"``.
-    """
-    return f"{count} {plural(count, word)}" + (f" {rest}" if rest else "")
+__all__ = ["IRREGULAR", "counted", "ended", "plural"]
 
 
 def ended(returncode: int) -> str:

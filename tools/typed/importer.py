@@ -50,6 +50,7 @@ from typing import Any
 from amux_memory.hub.secrets import find_secrets
 from amux_memory.protocol.errors import HubError
 from amux_memory.protocol.params import ABSENT
+from amux_memory.tools.client.wording import counted
 from amux_memory.tools.typed.catalog import Catalog, Topic, load_catalog, topic_from_doc
 from amux_memory.tools.typed.hosts import Candidate, Discovery
 from amux_memory.tools.typed.library import Doc, Library
@@ -393,7 +394,7 @@ def _plan_one(cand: Candidate, default_type: str, known: KnownTopics, room: _Roo
     elif room.documents_left <= 0:
         item.reason = "scope full: no document left in the library's quota"
     elif len(content) > room.bytes_left:
-        item.reason = f"scope full: {room.bytes_left} bytes left in the library's quota"
+        item.reason = f"scope full: {counted(room.bytes_left, 'byte')} left in the library's quota"
     elif (near := known.similar(body)) is not None:
         item.reason, item.duplicate_of = near
     else:

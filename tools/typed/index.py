@@ -46,6 +46,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.client.wording import counted
 from amux_memory.tools.typed.catalog import Catalog, Topic, load_catalog
 from amux_memory.tools.typed.library import Doc, Library
 from amux_memory.tools.typed.model import CAPS, INDEX_POINTER, INDEX_POINTER_LINE, TYPES
@@ -294,7 +295,7 @@ def check_credentials(text: str, catalog: Catalog, path: str) -> None:
     topics = sorted({t.path for f in found for t in catalog.topics if t.path in lines[f.line - 1]})
     rules = ", ".join(sorted({f.rule for f in found}))
     where = ", ".join(topics) or "a topic"
-    quoted = f"{len(found)} credential" + ("" if len(found) == 1 else "s")
+    quoted = counted(len(found), "credential")
     raise HubError(ErrorCode.SECRET_DETECTED,
                    f"nothing was written: {path} would quote {quoted} ({rules}) from the "
                    f"description of {where}; remove it there ('amux memory edit PATH'), store where the credential "
@@ -324,7 +325,8 @@ def check_size(text: str, path: str, max_bytes: int, max_lines: int | None, labe
     allowed = f"{max_bytes} bytes" + (f" and {max_lines} lines" if max_lines is not None else "")
     raise HubError(
         ErrorCode.QUOTA_EXCEEDED,
-        f"the rebuilt {path} would need {size} bytes and {lines} lines; {label} allows {allowed} there; "
+        f"the rebuilt {path} would need {counted(size, 'byte')} and {counted(lines, 'line')}; {label} allows {allowed} "
+        "there; "
         "nothing was written (shorten descriptions, archive or remove topics with 'amux memory archive' or "
         "'amux memory remove NAME', or trim the hand-written part)",
         {"path": path, "current": current, "maximum": maximum, "unit": unit, "limit": f"{path} {unit}",

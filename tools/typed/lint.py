@@ -328,7 +328,8 @@ def _index_problems(catalog: Catalog, max_bytes: int, max_lines: int | None, edi
     if size > max_bytes or (max_lines is not None and lines > max_lines):
         allowed = f"{max_bytes} bytes" + (f" and {max_lines} lines" if max_lines is not None else "")
         problems.append(Problem("error", "index_too_large", path, None,
-                                _fix(f"{path} has {size} bytes and {lines} lines; the limit here is {allowed}",
+                                _fix(f"{path} has {counted(size, 'byte')} and {counted(lines, 'line')}; the limit here "
+                                     f"is {allowed}",
                                      f"'amux memory remove NAME' or 'amux memory archive', or trim {path} by hand, "
                                      f"then '{REINDEX}'")))
     for number, line in enumerate(text.split("\n"), 1):

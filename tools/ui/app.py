@@ -38,6 +38,7 @@ from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.params import ABSENT
 from amux_memory.tools.client.blocking import HubClient
 from amux_memory.tools.client.inert import inert
+from amux_memory.tools.client.wording import counted, plural
 from amux_memory.tools.ui import pages
 from amux_memory.tools.ui.render import diff_rows, highlight, render_markdown
 from amux_memory.tools.ui.security import CSRF_FIELD, SESSION_KEY, Guard, check_csrf
@@ -111,6 +112,8 @@ def templates() -> Environment:
     env.filters["sha256"] = lambda text: hashlib.sha256(form_text(str(text)).encode("utf-8")).hexdigest()
     env.filters["inert"] = inert
     env.filters["age"] = age
+    env.filters["counted"] = lambda count, word: counted(int(count), word)  # {{ n | counted("byte") }}: "1 byte"
+    env.filters["noun"] = lambda count, word: plural(int(count), word)  # {{ n | noun("byte") }}: "byte" for 1
     return env
 
 
