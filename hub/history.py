@@ -12,7 +12,9 @@ a restore), ``body`` (the stored body length: the version's bytes, 0 for a
 tombstone) and, for a version whose bytes were removed, ``gone``
 (``pruned`` or ``purged``, body 0), for a write a person let through the
 credential check (``--allow-secret``, DESIGN.md §16), ``secret_override``
-(the names of the rules it tripped) and, when it differs from ``time`` (an
+(the names of the rules it tripped), for an approved proposal ``review``
+(``{proposal, proposed_by}``, DESIGN.md §21), for a copy or move ``origin``
+(where the text came from, DESIGN.md §7.8) and, when it differs from ``time`` (an
 ``external`` version's time is the file's mtime), ``recorded`` (when the Hub
 recorded it; retention ages by it).  The bodies are the plain Markdown;
 ``grep -a '^#amux-history' versions.log`` is only a quick look (a body line

@@ -8,6 +8,17 @@ scope's lock (check revision → check quota → write).
 
 A scope is a directory (``<memory root>/global`` or ``<memory root>/users/<key>``);
 documents are addressed by validated logical paths (:mod:`protocol.paths`).
+
+The quota count (DESIGN.md §4.7): a scope's usage is counted by a walk of its
+``.md`` files and kept exact by the Hub's own writes, whose folder mtimes it
+notes.  So that no create is acknowledged over a quota on a stale count, it is
+redone before a write when a walked folder has a new ``mtime_ns`` (a hand add,
+remove or rename; one ``stat`` per folder, for at most
+:data:`COUNT_MAX_CHECKED_FOLDERS` (1,024) folders), when count plus write is
+within 1/:data:`NEAR_LIMIT_FRACTION` (1/16) of a quota (where an in-place hand
+edit could matter), when the last count was incomplete (an unreadable folder,
+or cut at :data:`COUNT_MAX_ENTRIES` (65,536) entries), and after
+:data:`USAGE_TTL` (5 s).
 """
 
 from __future__ import annotations

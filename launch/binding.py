@@ -1,10 +1,11 @@
 """Resolving a launch's memory binding: one bounded ``hello`` (DESIGN.md §7, §10).
 
-A fresh launch asks the Hub once whether memory is enabled and which scope
-this actor gets; the answer (``global`` / ``principal:<id>``) is the binding
-for the whole session.  Any failure (Hub unreachable, memory disabled, the
-caller refused) means *no memory*: a warning, never a fallback to
-``global`` and never a local store.
+A fresh launch asks the Hub once, within :data:`HELLO_TIMEOUT` (2.5 s),
+whether memory is enabled and which scope this actor gets; the answer
+(``global`` / ``principal:<id>``) is the binding for the whole session.
+Any failure (Hub unreachable, memory disabled, the caller refused) means
+*no memory*: a warning, never a fallback to ``global`` and never a local
+store.
 
 A resumed launch keeps what was stored.  A stored binding keeps memory
 installed even when the Hub is down or disabled now (the conversation

@@ -12,7 +12,9 @@ the SDK sees a request, in this order:
 
 1. only ``/mcp`` exists (no OAuth metadata: ``/.well-known/*`` is 404, so a
    client uses the static bearer token it was given);
-2. ``Host`` must name the listener (DNS rebinding): else 421;
+2. ``Host`` must name the listener (:func:`allowed_hosts`: its address, the
+   loopback names on loopback or a wildcard, the certificate's names; DNS
+   rebinding): else 421;
 3. ``Origin``, when present, must be the listener's own: else 403;
 4. a query string is refused (400): a token never travels in a URL;
 5. ``Authorization: Bearer TOKEN`` is checked against the principal

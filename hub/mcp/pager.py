@@ -1,14 +1,14 @@
 """Results too large for one reply, served in pages through ``result_continue`` (DESIGN.md §9).
 
 A result whose serialized ``CallToolResult`` is over :data:`PAGE_BUDGET`
-bytes is returned in pages.  The result's compact JSON text (see
+(6 KiB) is returned in pages.  The result's compact JSON text (see
 :func:`hub.mcp.render.result_json`) is cut into slices; each page carries
 one slice in ``data`` plus a ``continuation`` token for ``result_continue``;
 joining the slices in order gives that JSON text byte for byte.  Every page,
 as a whole ``CallToolResult``, fits the budget.  Paged results are kept for
 ``ttl`` seconds (the ``page_ttl`` of ``mcp_open``, which ``amux mcp`` takes from ``$AMUX_MCP_PAGE_TTL``;
-default :data:`DEFAULT_PAGE_TTL`), at
-most :data:`MAX_PAGED_RESULTS` of them; an unknown, evicted or expired token is
+default :data:`DEFAULT_PAGE_TTL`, 600 s), at
+most :data:`MAX_PAGED_RESULTS` (64) of them; an unknown, evicted or expired token is
 a ``bad_request`` error.
 """
 

@@ -2,7 +2,9 @@
 
 Results are built by hand (the Hub's map, unchanged), so these schemas
 describe them rather than drive them; the input schemas come from the
-handlers' signatures (:class:`hub.mcp.handlers.MemoryTools`).
+handlers' signatures (:class:`hub.mcp.handlers.MemoryTools`).  With ``memory.review`` off,
+:func:`output_schemas` leaves the proposal shapes and :data:`REVIEW_CODES` out, so ``tools/list`` is
+what it was before review existed (DESIGN.md §21).
 """
 
 from __future__ import annotations

@@ -1,17 +1,18 @@
 """``amux doctor``: check the whole set-up and say how to fix each problem (DESIGN.md §19).
 
-Checks, in order, each ``ok``, ``warn``, ``fail`` or ``skip`` with a one-line
-summary and, unless ``ok``, a fix command: the ``amux`` CLI on ``PATH``; the
-home and socket; the Hub answering a ``hello``; memory enabled; the caller's
-principal and scope; documents nobody reaches (a scope left behind by a change
-of ``memory.isolation``, hand-placed top-level ``@`` entries; DESIGN.md §7.8);
-the ``amux`` MCP server registered in Claude Code
-(``~/.claude.json``, ``~/.claude/settings.json``; ``$CLAUDE_CONFIG_DIR`` moves
-both) and Codex (``$CODEX_HOME/config.toml``, default ``~/.codex``); and
-whether those agents' own memory is on for a plain run (one not started by
-``amux launch``, which switches it off, DESIGN.md §10).  Agent files are only
-read, never written.  Exit status 0 when nothing failed (warnings allowed),
-``ExitStatus.PROBLEMS_FOUND`` (20) otherwise.
+Checks, in order, each ``ok``, ``warn``, ``fail`` or ``skip`` with a one-line summary and, unless
+``ok``, a fix command (its ``name`` in parentheses): the ``amux`` CLI on ``PATH`` (``cli``); the home
+and socket (``home``); the Hub answering a ``hello`` (``hub``); memory enabled (``memory``); the
+caller's principal and scope (``identity``); agents' proposals awaiting review (``review``, a
+warning); documents nobody reaches (``scopes``, ``unreached_scope``, ``reserved_entry``: a scope left
+behind by a change of ``memory.isolation``, hand-placed top-level ``@`` entries; DESIGN.md §7.8); when
+``hub.mcp_listen`` is set, the MCP HTTP listener (``mcp_http``) and, with ``hub.tls_cert``, its
+certificate (``tls_cert``, a warning before it expires); the ``amux`` MCP server registered in Claude
+Code (``claude_mcp``: ``~/.claude.json``, ``~/.claude/settings.json``; ``$CLAUDE_CONFIG_DIR`` moves
+both) and Codex (``codex_mcp``: ``$CODEX_HOME/config.toml``, default ``~/.codex``); and whether those
+agents' own memory is on for a plain run (``claude_memory``, ``codex_memory``; a run not started by
+``amux launch``, which switches it off, DESIGN.md §10).  Agent files are only read, never written.
+Exit status 0 when nothing failed (warnings allowed), ``ExitStatus.PROBLEMS_FOUND`` (20) otherwise.
 """
 
 from __future__ import annotations

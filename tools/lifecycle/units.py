@@ -8,7 +8,10 @@ One definition of what the service managers call a home's Hub: the systemd unit
 ``/Library/LaunchDaemons/``, run as the home's owner); and its text (:func:`systemd_unit`,
 :func:`launchd_plist` via :mod:`plistlib`).  Either runs ``<this installation's amux> hub serve
 --home HOME`` and restarts it when it fails (not after a clean stop, nor after exit status 21,
-which a restart cannot fix).  Nothing here runs ``systemctl`` or ``launchctl``, and nothing writes.
+which a restart cannot fix: systemd ``Restart=on-failure`` and ``RestartPreventExitStatus=21``,
+launchd ``KeepAlive.SuccessfulExit = false``), and waits :data:`STOP_TIMEOUT_SECONDS` (20 s, the
+Hub's 10 s shutdown grace plus a margin) for a stop before it kills (``TimeoutStopSec``,
+``ExitTimeOut``).  Nothing here runs ``systemctl`` or ``launchctl``, and nothing writes.
 """
 
 from __future__ import annotations
