@@ -667,7 +667,16 @@ def _whole_view(w: World, v: Verdicts, transport: str, caller: str) -> None:
         if caller != "maintainer":
             assert team not in json.dumps(r), r
 
-    for name, check in (("list everything", listing), ("log everything", log), ("review everything", reviews)):
+    def partial() -> None:  # a prefix "@w" names the mounts whose label starts with it
+        r = c.call("search", {"query": KEYWORD, "path_prefix": f"@{TEAM[0]}"})
+        if caller in WITHOUT_MOUNT:
+            other = c.call("search", {"query": KEYWORD, "path_prefix": f"@{MISSING[0]}"})
+            assert r["matches"] == [] and {**r, "elapsed_ms": 0} == {**other, "elapsed_ms": 0}, (r, other)
+        else:
+            assert _all_team(_paths(r["matches"])) and f"@{TEAM}/{DEPLOY}" in _paths(r["matches"]), r
+
+    for name, check in (("list everything", listing), ("log everything", log), ("review everything", reviews),
+                        ("search a partial mount prefix", partial)):
         v.cell(f"{transport}-{caller}-{name}", check)
         w.cells[transport] += 1
 
@@ -692,7 +701,7 @@ def test_every_method_through_the_protocol_and_every_tool_through_mcp(world: Wor
         for caller in CALLERS:
             _whole_view(world, v, transport, caller)
     v.finish()
-    assert world.cells == {"unix": 110, "tcp": 110, "relay": 25, "http": 25}
+    assert world.cells == {"unix": 115, "tcp": 115, "relay": 25, "http": 25}
 
 
 # -- the web page ---------------------------------------------------------------------------------------------
