@@ -22,7 +22,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import budget, data, footprint, growth, history, latency, mcp_http, ops, report, review, secrets, startup
+from bench import (
+    budget,
+    data,
+    footprint,
+    growth,
+    history,
+    latency,
+    mcp_http,
+    ops,
+    report,
+    review,
+    secrets,
+    startup,
+    teams,
+)
 from bench.context import Ctx, verdict
 from bench.util import CORPUS, REPO, machine, ripgrep
 
@@ -82,7 +96,7 @@ def _a_targets(ctx: Ctx, scopes: list[dict[str, Any]]) -> None:
                f"{len(inc)} incomplete", "< 250 ms, never incomplete")
 
 
-SECTIONS = frozenset("abcdefhsrm")
+SECTIONS = frozenset("abcdefhsrmt")
 """The bench's sections, by letter (``--only``)."""
 
 
@@ -222,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             ("s", lambda: secrets.run(ctx)),
             ("r", lambda: review.run(ctx)),
             ("m", lambda: mcp_http.run(ctx)),
+            ("t", lambda: teams.run(ctx)),
         ]
         for name, fn in later:
             results[name] = section(name, fn) if wanted(name) else None

@@ -102,6 +102,8 @@ def markdown(r: dict[str, Any]) -> str:
         for pt in m["points"]:
             L.append(f"| {pt['sessions']} | {_kib(pt['VmRSS'])} | {_kib(pt['VmHWM'])} |")
         L.append(f"\n{m['mib_per_session']:.3f} MiB a session (VmRSS slope from the first to the last row).\n")
+    if r.get("t"):
+        _markdown_t(L, r["t"])
     if r["notes"]:
         L.append("## Notes\n")
         L += [f"- {n}" for n in r["notes"]]
@@ -264,6 +266,27 @@ def _markdown_e(L: list[str], r: dict[str, Any]) -> None:
         L.append(f"In process on the same {e['scopes']} scopes: at most {ci['max_held_bytes'] / MIB:.1f} MiB held "
                  f"({ci['scopes_kept']} scopes kept; unbounded it would be {ci['unbounded_would_be'] / MIB:.0f} MiB).")
     L.append("")
+
+
+def _markdown_t(L: list[str], t: dict[str, Any]) -> None:
+    s, load = t["search"], t["load"]
+    L.append("## t. Team memory\n")
+    L.append(f"The same {s['files']} documents as one principal's scope, and split as another's own "
+             f"({s['parts']['own']}) plus two team mounts ({s['parts']['ta']} + {s['parts']['tb']}); round trip on "
+             f"a persistent connection, warm p50 of {s['reps']} alternating searches, cold of {s['cold_reps']}, ms:\n")
+    L.append("| query | candidates | one scope | mounted | Hub one / mounted | ratio | cold one / mounted |")
+    L.append("|---|--:|--:|--:|--:|--:|--:|")
+    for q in s["queries"]:
+        st = q["stats"]
+        L.append(f"| {q['query']} | {q['candidates']} | {st['single_rtt']['p50']:.2f} | {st['mounted_rtt']['p50']:.2f} "
+                 f"| {st['single_hub']['p50']:.2f} / {st['mounted_hub']['p50']:.2f} | {q['ratio_rtt']:.2f} "
+                 f"| {st['single_cold']['p50']:.1f} / {st['mounted_cold']['p50']:.1f} |")
+    L.append(f"\nSum of the p50s, mounted over one scope: {s['ratio']:.2f} warm, {s['cold_ratio']:.2f} cold.\n")
+    lat = load["latency_ms"]
+    L.append(f"MCP over HTTP: {load['sessions']} sessions ({load['teams']} teams × {load['members']} members, one "
+             f"token each), a tool call every {load['interval']:g} s for {load['seconds']:g} s: {load['answered']} of "
+             f"{load['calls']} calls answered (statuses {load['statuses']}), latency p50 {lat['p50']} / p99 "
+             f"{lat['p99']} / max {lat['max']} ms, fewest answered in one session {load['per_session_min']}.\n")
 
 
 def write_json(r: dict[str, Any], path: Path) -> None:

@@ -125,6 +125,8 @@ async def _start(config: HubConfig) -> _Listeners:
     root = config.memory_root
     prepare_memory_root(root)
     removed = await trio.to_thread.run_sync(fsio.remove_stale_temps, str(root))
+    # Proposals are written as documents are (DESIGN.md §21), so a kill can leave a temporary file there too.
+    removed += await trio.to_thread.run_sync(fsio.remove_stale_temps, str(config.review_root))
     if removed:
         log.warning("removed %s left by an interrupted write", counted(removed, "temporary file"))
     listener = await open_unix_listener(config)

@@ -202,11 +202,22 @@ class Hub:
         from amux_memory.hub.mcp.session import McpBridge
 
         bridge = McpBridge(conn, hub_backend(self.call, conn.identity, conn.scope), instructions=p.instructions,
-                           review=self.config.review != "off",
+                           review=self.reviews_agents,
                            **({} if p.page_ttl is None else {"page_ttl": float(p.page_ttl)}))
         conn.mcp = bridge
         nursery.start_soon(bridge.run)
         return {"mcp": True, "instructions": p.instructions}
+
+    def reviews_agents(self) -> bool:
+        """Whether an agent's write may be kept for review on this Hub now: ``memory.review`` is on, or a team has a
+        review rule of its own (DESIGN.md §7.8, §21).  The MCP servers then publish the output schemas with
+        proposals; the registry is the snapshot the last data call read (no I/O)."""
+        if self.config.review != "off":
+            return True
+        try:
+            return any(team.review != "off" for team in self.registry.current().teams.values())
+        except HubError:  # an unusable registry: every call fails until it is fixed
+            return False
 
     def import_serially(self, name: str) -> object:
         """``importlib.import_module(name)`` under :attr:`import_lock` (blocking: call it in a worker thread)."""

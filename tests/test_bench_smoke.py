@@ -40,6 +40,8 @@ EXPECTED_TARGETS = (
     "s. upsert throughput, secret scan on vs off",
     "m. MCP HTTP `memory_get`",
     "m. Hub memory per open MCP HTTP session",
+    "t. search over own + 2 team mounts",
+    "t. 12 MCP HTTP sessions",
 )
 """Target rows the quick run reports, by the start of their name (thresholds may change)."""
 MUST_PASS = ("a. full scope complete", "b. over 1,024 files")

@@ -92,10 +92,10 @@ def memory_tools_of(hub: Hub, pagers: SessionPagers) -> Callable[[ServerRequestC
 
 def memory_servers(hub: Hub) -> McpServers:
     """The listener's MCP servers: the ``amux`` memory tools for each request's caller, with and without
-    the instructions, publishing the review schemas when ``memory.review`` is on (DESIGN.md §21)."""
+    the instructions, publishing the review schemas while agents' writes may be kept for review
+    (:meth:`hub.server.Hub.reviews_agents`, DESIGN.md §21)."""
     pagers = SessionPagers()
     tools_for = memory_tools_of(hub, pagers)
-    review = hub.config.review != "off"
-    return McpServers(build_shared_server(tools_for, instructions=True, review=review),
-                      build_shared_server(tools_for, instructions=False, review=review),
+    return McpServers(build_shared_server(tools_for, instructions=True, review=hub.reviews_agents),
+                      build_shared_server(tools_for, instructions=False, review=hub.reviews_agents),
                       pagers.forget)

@@ -37,6 +37,15 @@ from amux_memory.hub.mcp.pager import DEFAULT_PAGE_TTL, Pager
 from amux_memory.protocol.agent_protocol import render as render_protocol
 from amux_memory.protocol.version import package_version
 
+Review = bool | Callable[[], bool]
+"""Whether agents' writes may be kept for review, so ``tools/list`` publishes the output schemas with proposals
+(DESIGN.md §21): fixed, or asked at each ``tools/list`` (a team's review rule applies whatever ``memory.review``
+says, and teams change while the Hub runs, DESIGN.md §7.8)."""
+
+
+def _reviewing(review: Review) -> bool:
+    return review() if callable(review) else review
+
 SERVER_NAME = "amux"
 """The server's name in ``initialize`` (clients prefix tools with it: ``mcp__amux__memory_get``)."""
 SERVER_TITLE = "amux memory"
@@ -44,12 +53,13 @@ SERVER_TITLE = "amux memory"
 
 
 def build_server(backend: Backend, *, instructions: bool = True, page_ttl: float = DEFAULT_PAGE_TTL,
-                 review: bool = False) -> Server[MemoryTools]:
+                 review: Review = False) -> Server[MemoryTools]:
     """A fresh ``amux`` MCP server for one session whose tool calls go to ``backend``.
 
     ``instructions`` False leaves the protocol text out of ``initialize``;
     ``page_ttl`` is how many seconds this session's paged results stay
-    readable; ``review`` True publishes the output schemas of a Hub that keeps
+    readable; ``review`` True (or a callable answering True when ``tools/list``
+    is asked, :data:`Review`) publishes the output schemas of a Hub that keeps
     agents' writes for review (DESIGN.md §21).  The state (pages) belongs to this server alone: build one per
     MCP session.  Run it with ``await server.run(read, write,
     server.create_initialization_options())`` on anyio memory streams of
@@ -64,7 +74,7 @@ def build_server(backend: Backend, *, instructions: bool = True, page_ttl: float
 
     async def list_tools(_: ServerRequestContext[MemoryTools],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools.listing(review))
+        return types.ListToolsResult(tools=tools.listing(_reviewing(review)))
 
     async def call_tool(_: ServerRequestContext[MemoryTools],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -83,7 +93,7 @@ def build_server(backend: Backend, *, instructions: bool = True, page_ttl: float
 
 
 def build_shared_server(tools_for: Callable[[ServerRequestContext[Any]], MemoryTools], *,
-                        instructions: bool = True, review: bool = False) -> Server[Any]:
+                        instructions: bool = True, review: Review = False) -> Server[Any]:
     """An ``amux`` MCP server shared by many sessions, as the SDK's streamable-HTTP manager runs one.
 
     The same ``initialize`` and ``tools/list`` answers as :func:`build_server`
@@ -97,7 +107,7 @@ def build_shared_server(tools_for: Callable[[ServerRequestContext[Any]], MemoryT
 
     async def list_tools(_: ServerRequestContext[Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools.listing(review))
+        return types.ListToolsResult(tools=tools.listing(_reviewing(review)))
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         return await tools.call(tools_for(ctx), params.name, params.arguments)
