@@ -28,8 +28,10 @@ Instructions
     within a session, so a membership changed later shows only in the calls,
     which resolve mounts from the registry on every call: a mount added later is
     searched and named in results, a mount removed answers ``not_found``
-    (``no_mount``, the message listing the mounts the caller has now).  A caller
-    with no team gets the fixed text, byte for byte.
+    (``no_mount``, the message listing the mounts the caller has now).  A relay
+    that answered ``initialize`` itself before the Hub was up (its offline
+    snapshot) names no mount.  A caller with no team gets the fixed text, byte
+    for byte.
 """
 
 from __future__ import annotations
