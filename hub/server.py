@@ -18,6 +18,7 @@ Listening, the home lock and start-up live in :mod:`hub.listeners`,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import math
@@ -196,8 +197,12 @@ class Hub:
         from amux_memory.hub.mcp.handlers import hub_backend
         from amux_memory.hub.mcp.session import McpBridge
 
-        # The instructions name the caller's team mounts as they are now (DESIGN.md §7.8); calls re-check them.
-        mounts = mount_entries(await self.view_of(conn.identity, conn.scope)) if p.instructions else []
+        # The instructions name the caller's team mounts as they are now (DESIGN.md §7.8); calls re-check them,
+        # and say so when the registry is unusable (then the instructions name no mount).
+        mounts: list[dict[str, str]] = []
+        if p.instructions:
+            with contextlib.suppress(HubError):
+                mounts = mount_entries(await self.view_of(conn.identity, conn.scope))
         bridge = McpBridge(conn, hub_backend(self.call, conn.identity, conn.scope), instructions=p.instructions,
                            review=self.config.review != "off", mounts=mounts,
                            **({} if p.page_ttl is None else {"page_ttl": float(p.page_ttl)}))
