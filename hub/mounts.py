@@ -125,6 +125,12 @@ class View:
         return [Part(mount.scope, mount, rest)]
 
 
+def mount_entries(view: View) -> list[dict[str, str]]:
+    """The caller's mounts as ``hello`` answers them (DESIGN.md §3.4): ``[{mount, role, review}]`` in name order
+    (``mount`` the ``@NAME/`` label, ``role`` the caller's, ``review`` the team's rule); ``[]`` without a team."""
+    return [{"mount": m.label, "role": m.role, "review": m.review} for m in view.mounted()]
+
+
 def view_for(registry: Registry, principal: str, root: Scope) -> View:
     """The view of ``principal`` whose own scope is ``root``: one mount per team it belongs to."""
     mounts = {name: Mount(name, replace(team_scope(name), review=team.review, maintainer=role == MAINTAIN), role,

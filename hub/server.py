@@ -18,6 +18,7 @@ Listening, the home lock and start-up live in :mod:`hub.listeners`,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import math
@@ -43,7 +44,7 @@ from amux_memory.hub.identity import (
     scope_for,
     user_name,
 )
-from amux_memory.hub.mounts import View, view_for
+from amux_memory.hub.mounts import View, mount_entries, view_for
 from amux_memory.hub.registry import RegistryWatcher
 from amux_memory.hub.service import MemoryService, actor_of
 from amux_memory.protocol.errors import ErrorCode, HubError
@@ -103,24 +104,28 @@ class Hub:
 
     # -- hello ---------------------------------------------------------------
 
-    def _authenticate(self, conn: Connection, token: str | None, binding: str | None) -> tuple[Identity, Scope]:
-        """Who the caller is and its scope (runs in a worker thread: it may stat/read files and ask NSS)."""
+    def _authenticate(self, conn: Connection, token: str | None,
+                      binding: str | None) -> tuple[Identity, Scope, list[dict[str, str]]]:
+        """Who the caller is, its scope and its team mounts (:func:`hub.mounts.mount_entries`); runs in a worker
+        thread: it may stat/read files and ask NSS."""
         registry = self.registry.reload()
         uid = conn.peer.uid if conn.peer is not None else None
         os_name = user_name(uid) if uid is not None and token is None else None
         identity = authenticate(registry, uid=uid, os_name=os_name, token=token, binding=binding,
                                 now=self.wall_clock())
-        return identity, scope_for(self.config.isolation, identity.principal)
+        scope = scope_for(self.config.isolation, identity.principal)
+        return identity, scope, mount_entries(view_for(registry, identity.principal, scope))
 
     async def hello(self, conn: Connection, params: dict[str, Any]) -> Result:
         """Answer ``hello``: authenticate the caller, then report its scope, whether memory is on, and the limits.
 
         Returns ``{protocol, hub_version, principal, principal_kind, auth,
         token_id, expires, transport, scope, binding, memory_enabled, history,
-        isolation, methods, limits, mcp_url}`` (DESIGN.md §3; ``history`` says whether
+        isolation, methods, limits, mcp_url, mounts}`` (DESIGN.md §3; ``history`` says whether
         changes are recorded, DESIGN.md §15; ``mcp_url`` is the MCP HTTP
-        listener's URL, ``None`` when ``hub.mcp_listen`` is off) and records the identity and scope on
-        ``conn``.  Raises ``bad_request`` for an unsupported protocol version,
+        listener's URL, ``None`` when ``hub.mcp_listen`` is off; ``mounts`` the caller's teams as
+        ``[{mount, role, review}]``, DESIGN.md §7.8, as they are now: every data call reads them again) and
+        records the identity and scope on ``conn``.  Raises ``bad_request`` for an unsupported protocol version,
         ``unauthorized`` when the caller cannot be authenticated (bad token,
         no token over the network, a delegated token without its binding) and
         ``binding_mismatch`` when the caller's frozen binding differs from the
@@ -136,7 +141,7 @@ class Hub:
                 f"protocol version {p.protocol} is not supported; this Hub speaks {PROTOCOL_VERSION}",
                 {"supported": [PROTOCOL_VERSION]},
             )
-        identity, scope = await trio.to_thread.run_sync(self._authenticate, conn, p.token, p.binding)
+        identity, scope, mounts = await trio.to_thread.run_sync(self._authenticate, conn, p.token, p.binding)
         if p.binding is not None and p.binding != scope.binding:
             raise HubError(
                 ErrorCode.BINDING_MISMATCH,
@@ -163,6 +168,7 @@ class Hub:
             "methods": sorted(DATA_METHODS),
             "limits": self.limits.as_dict(),
             "mcp_url": self.mcp_url,
+            "mounts": mounts,
         }
 
     async def _still_authorized(self, identity: Identity) -> None:
@@ -201,8 +207,14 @@ class Hub:
         from amux_memory.hub.mcp.handlers import hub_backend
         from amux_memory.hub.mcp.session import McpBridge
 
+        # The instructions name the caller's team mounts as they are now (DESIGN.md §7.8); calls re-check them,
+        # and say so when the registry is unusable (then the instructions name no mount).
+        mounts: list[dict[str, str]] = []
+        if p.instructions:
+            with contextlib.suppress(HubError):
+                mounts = mount_entries(await self.view_of(conn.identity, conn.scope))
         bridge = McpBridge(conn, hub_backend(self.call, conn.identity, conn.scope), instructions=p.instructions,
-                           review=self.reviews_agents,
+                           review=self.reviews_agents, mounts=mounts,
                            **({} if p.page_ttl is None else {"page_ttl": float(p.page_ttl)}))
         conn.mcp = bridge
         nursery.start_soon(bridge.run)

@@ -139,6 +139,8 @@ class _Memory:
     files: list[FileSpec] = field(default_factory=list)
     http: HttpMcp | None = None
     """The Hub's MCP HTTP listener the agent is attached to instead of ``amux mcp`` (:mod:`launch.attach`)."""
+    mounts: tuple[Mapping[str, object], ...] = ()
+    """The launcher's team mounts (DESIGN.md §7.8): the agent's instructions name them (the MCP server's are off)."""
 
     def server(self) -> dict[str, Any]:
         """The ``amux`` MCP server as data: ``{"command", "args", "env"}``, or over HTTP ``{"type", "url",
@@ -163,7 +165,8 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
          amux_command: Sequence[str] = ("amux",), executable: str | None = None, session_id: str | None = None,
          off_reason: str | None = None, warnings: Sequence[str] = (), environ: Mapping[str, str] | None = None,
          context: AgentContext | None = None, run_as: RunAs | None = None,
-         run_dir: str | None = None, pass_env: Sequence[str] = (), http: HttpMcp | None = None) -> LaunchSpec:
+         run_dir: str | None = None, pass_env: Sequence[str] = (), http: HttpMcp | None = None,
+         mounts: Sequence[Mapping[str, object]] = ()) -> LaunchSpec:
     """The :class:`LaunchSpec` for one agent launch (pure: no I/O, no clock, no randomness).
 
     ``agent``: ``claude``, ``codex`` or ``pi`` (else :class:`LaunchError`, step
@@ -194,7 +197,11 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
     with that delegated token instead of running ``amux mcp``
     (:mod:`launch.attach`; not with ``run_as``; Claude needs ``run_dir``,
     which holds its 0600 ``--mcp-config`` file); its headers carry
-    ``session_id`` and turn the server's instructions off.
+    ``session_id`` and turn the server's instructions off.  ``mounts``: the
+    launcher's team mounts from ``hello`` (``[{mount, role, review}]``); the
+    protocol in the agent's instructions then ends with their team line
+    (:func:`protocol.agent_protocol.team_sentence`, DESIGN.md §7.8), since
+    the MCP server's own instructions are off.
     """
     if agent not in AGENTS:
         raise unsupported(agent)
@@ -212,7 +219,8 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
                        env_set, env_unset)
     if not hub:
         raise LaunchError("agent", "a launch with a memory binding needs the Hub address", {"binding": binding})
-    memory = _memory_access(agent, amux_command, hub, binding, env, run_as, run_dir, session_id)
+    memory = dataclasses.replace(_memory_access(agent, amux_command, hub, binding, env, run_as, run_dir, session_id),
+                                 mounts=tuple(mounts))
     if http is not None:
         if session_id and http.session is None:
             http = dataclasses.replace(http, session=session_id)  # Amux-Session: history names it (DESIGN.md §15)
@@ -380,7 +388,7 @@ def _claude(exe: str, args: list[str], memory: _Memory, ctx: AgentContext, env: 
                           "pass the context from launch.context.read_context", {"file": missing[0]})
     rest, settings_given = take_value_option(rest, [CLAUDE_SETTINGS_FLAG])
     settings = claude_settings(settings_given[-1] if settings_given else None, ctx)
-    merged = merge_instructions([*texts, *(ctx.files[f] for f in files)], render("mcp"))
+    merged = merge_instructions([*texts, *(ctx.files[f] for f in files)], render("mcp", memory.mounts))
     server = memory.server()
     # alwaysLoad: Claude connects this server before the first turn (by default it does not wait, and a model
     # turn that starts before `amux mcp` is up has no memory tools).  Over HTTP the config (with the token) is
@@ -540,7 +548,7 @@ def _refuse_codex_overrides(args: Sequence[str]) -> None:
 def _codex(exe: str, args: list[str], memory: _Memory, ctx: AgentContext, env: Mapping[str, str]) -> LaunchSpec:
     _refuse_codex_overrides(args)
     rest, user_text = codex_user_instructions(args, ctx.codex_config, ctx.codex_profiles)
-    merged = merge_instructions([user_text], render("mcp"))
+    merged = merge_instructions([user_text], render("mcp", memory.mounts))
     if memory.http is not None:
         flags = [tok for key, value in codex_http_overrides(merged, memory.http) for tok in ("-c", f"{key}={value}")]
         return LaunchSpec(agent="codex", argv=[exe, *flags, *rest], developer_instructions=merged,
@@ -562,7 +570,7 @@ def _pi(exe: str, args: list[str], memory: _Memory, ctx: AgentContext, env: Mapp
     rest, values = take_value_option(args, [APPEND_FLAG], equals=False, end_of_options=False)
     # Pi reads a value that names an existing file; without the flag it uses APPEND_SYSTEM.md.
     texts = [ctx.files.get(v, v) for v in values] if values else [ctx.pi_append_file]
-    merged = merge_instructions(texts, render("cli"))
+    merged = merge_instructions(texts, render("cli", memory.mounts))
     return LaunchSpec(agent="pi", argv=[exe, APPEND_FLAG, merged, *rest], system_prompt_append=merged)
 
 

@@ -21,7 +21,7 @@ isolated one (:func:`launch.isolation.hello_as`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -45,6 +45,9 @@ class Resolution:
     was one (``None`` otherwise): who the Hub says the launcher is, and its
     MCP HTTP listener's URL (``None`` when it serves none), which
     :mod:`launch.attach` uses to attach the agent without ``amux mcp``.
+    ``mounts``: the launcher's team mounts the ``hello`` named
+    (``[{mount, role, review}]``, DESIGN.md §7.8), for the team line of the
+    agent's instructions.
     """
 
     binding: str | None
@@ -53,6 +56,7 @@ class Resolution:
     warnings: tuple[str, ...] = ()
     principal: str | None = None
     mcp_url: str | None = None
+    mounts: tuple[Mapping[str, object], ...] = ()
 
 
 def hub_address() -> str:
@@ -122,11 +126,19 @@ def resolve_fresh(hub: str, hello: HelloFn) -> Resolution:
     if not _valid_binding(binding):
         return Resolution(None, hub, f"the Hub answered an unusable binding {binding!r}")
     assert isinstance(binding, str)
-    return Resolution(binding, hub, principal=_text(reply.get("principal")), mcp_url=_text(reply.get("mcp_url")))
+    return Resolution(binding, hub, principal=_text(reply.get("principal")), mcp_url=_text(reply.get("mcp_url")),
+                      mounts=mounts_of(reply))
 
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def mounts_of(reply: Mapping[str, Any]) -> tuple[Mapping[str, object], ...]:
+    """The team mounts a ``hello`` reply names (``[{mount, role, review}]``, DESIGN.md §7.8); ``()`` for none or a
+    Hub that does not send them."""
+    mounts = reply.get("mounts")
+    return tuple(m for m in mounts if isinstance(m, dict)) if isinstance(mounts, list) else ()
 
 
 def resolve_resume(state: SessionState, hello: HelloFn, hub: str | None = None) -> Resolution:
@@ -145,7 +157,8 @@ def resolve_resume(state: SessionState, hello: HelloFn, hub: str | None = None) 
     warnings, reply = _resume_warnings(state.binding, address, hello)
     if reply is None or warnings:  # attach over HTTP only to a Hub that accepts the stored binding now
         return Resolution(state.binding, address, None, tuple(warnings))
-    return Resolution(state.binding, address, None, (), _text(reply.get("principal")), _text(reply.get("mcp_url")))
+    return Resolution(state.binding, address, None, (), _text(reply.get("principal")), _text(reply.get("mcp_url")),
+                      mounts_of(reply))
 
 
 def _resume_warnings(binding: str, hub: str, hello: HelloFn) -> tuple[list[str], dict[str, Any] | None]:

@@ -207,7 +207,7 @@ def plan_launch(request: LaunchRequest, hub: str, setup: LaunchSetup, environ: d
     common["run_dir"] = str(setup.run_dir) if setup.run_dir else None
     return plan(request.agent, request.args, binding=resolution.binding, hub=resolution.hub, session_id=session_id,
                 off_reason=resolution.reason, warnings=[*resolution.warnings, *extra_warnings, *why], http=http,
-                **common)
+                mounts=resolution.mounts, **common)
 
 
 def attach(request: LaunchRequest, resolution: Resolution, setup: LaunchSetup) -> tuple[HttpMcp | None, list[str]]:

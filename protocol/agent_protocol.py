@@ -9,10 +9,18 @@ The text is stable: it holds no timestamp, no memory content and no per-turn
 state, so it can sit in a cached prompt prefix for a whole conversation.  Each
 variant stays within :data:`MAX_PROTOCOL_BYTES` of UTF-8.  Sans-I/O: this
 module only builds strings.
+
+A caller with team mounts (DESIGN.md §7.8) gets one more line, the one source of
+that sentence (:func:`team_sentence`): which mounts it has, in name order, and
+that they hold what the team shares, never personal preferences.  It depends only
+on the caller's membership, so it is as stable as the rest; a caller with no team
+gets exactly the fixed text.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
 from typing import Final, Literal
 
 Variant = Literal["mcp", "cli"]
@@ -21,7 +29,15 @@ VARIANTS: Final[tuple[Variant, ...]] = ("mcp", "cli")
 """Every variant, the default first."""
 
 MAX_PROTOCOL_BYTES: Final = 1500
-"""Upper bound on the UTF-8 size of either variant."""
+"""Upper bound on the UTF-8 size of either variant (without the team line)."""
+
+MAX_NAMED_MOUNTS: Final = 8
+"""Mounts the team line names one by one; more are counted ("and 3 more"), so the line stays short."""
+
+MOUNT_LABEL: Final = re.compile(r"@[a-z0-9][a-z0-9_-]{0,39}/")
+"""A mount's label as the team line accepts it: ``@`` and a team name as the registry allows one
+(``hub.registry.check_team``), then ``/``.  Anything else (a Hub's answer is not trusted to be text an agent
+should read as instructions) is left out of the line."""
 
 # The single source.  ``{name}`` fields are filled from _TERMS per variant; all
 # other text is shared, so the two variants cannot drift apart in substance.
@@ -82,9 +98,34 @@ def _build() -> dict[Variant, str]:
 _TEXTS: Final = _build()
 
 
-def render(variant: Variant = "mcp") -> str:
-    """The protocol text for ``variant`` (``mcp`` or ``cli``); raises ``ValueError`` for another name."""
+def team_sentence(mounts: Iterable[Mapping[str, object]]) -> str:
+    """The one sentence that tells an agent about its team mounts (DESIGN.md §7.8); ``""`` for none.
+
+    ``mounts`` are entries as ``hello`` answers them (``{mount, role, review}``; only ``mount``, the
+    ``@NAME/`` label, and ``role`` are read; an entry whose label is not :data:`MOUNT_LABEL` is left out).
+    Labels come in name order, a ``reader``'s marked read-only, at most :data:`MAX_NAMED_MOUNTS` of them named.
+    The same membership always gives the same sentence.
+    """
+    entries = sorted({(str(m.get("mount", "")), str(m.get("role", ""))) for m in mounts})
+    labels = [f"{label} (read-only)" if role == "reader" else label for label, role in entries
+              if MOUNT_LABEL.fullmatch(label)]
+    if not labels:
+        return ""
+    named = labels[:MAX_NAMED_MOUNTS]
+    if len(labels) > len(named):
+        named.append(f"{len(labels) - len(named)} more")
+    listed = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    verb, whose = ("is", "your team") if len(labels) == 1 else ("are", "your teams")
+    return (f"Team memory: {listed} {verb} shared with {whose}: put there only what the team should know, "
+            "never personal preferences.")
+
+
+def render(variant: Variant = "mcp", mounts: Iterable[Mapping[str, object]] = ()) -> str:
+    """The protocol text for ``variant`` (``mcp`` or ``cli``), plus the :func:`team_sentence` line when
+    ``mounts`` names any; raises ``ValueError`` for another variant name."""
     try:
-        return _TEXTS[variant]
+        text = _TEXTS[variant]
     except KeyError:
         raise ValueError(f"unknown protocol variant {variant!r}; choose one of {', '.join(VARIANTS)}") from None
+    sentence = team_sentence(mounts)
+    return f"{text}- {sentence}\n" if sentence else text

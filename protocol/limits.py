@@ -45,7 +45,8 @@ Hub
     ``hub.store.COUNT_MAX_CHECKED_FOLDERS`` (folders): the quota count (§4.7).
 
 Protocol
-  * ``protocol.agent_protocol.MAX_PROTOCOL_BYTES`` (bytes): the agent protocol text (§9.1).
+  * ``protocol.agent_protocol.MAX_PROTOCOL_BYTES`` (bytes), ``protocol.agent_protocol.MAX_NAMED_MOUNTS`` (mounts):
+    the agent protocol text (§9.1) and its team line (§7.8).
   * ``protocol.connection.INT_MIN``, ``protocol.connection.INT_MAX``: the integers msgpack carries.
   * ``protocol.messages.PROTOCOL_VERSION`` (version), ``protocol.messages._MAX_ID``: request ids (§3.2).
   * ``protocol.messages.MSGPACK_STR_HEADER_MAX``, ``protocol.messages.MSGPACK_INT_MAX``,
@@ -67,7 +68,7 @@ Clients and frontends
   * ``tools.cli.human.SHORT_REVISION`` (hex digits), ``tools.cli.human.SHORT_SESSION`` (characters),
     ``tools.cli.human.TIME_FLOOR`` (characters), ``tools.cli.human.ACTION_FLOOR`` (characters): tables (§17).
   * ``tools.cli.output.USAGE_STATUS`` (exit status), ``tools.cli.suggest.MIN_MISSPELT`` (characters),
-    ``tools.cli.review.WIDTH`` (columns).
+    ``tools.cli.review.WIDTH`` (columns), ``tools.cli.agent.SHOW_HELLO_SECONDS`` (s).
   * ``tools.cli.tls.CA_DAYS`` (days), ``tools.cli.tls.SERVER_DAYS`` (days), ``tools.cli.tls.EXPIRY_WARNING_DAYS``
     (days): ``amux hub tls init``'s certificates and ``amux doctor``'s warning.
   * ``hub.mcp.catalog.MAX_NAME_ECHO`` (characters), ``hub.mcp.pager.PAGE_BUDGET`` (bytes),
@@ -77,6 +78,7 @@ Clients and frontends
   * ``tools.mcp.relay.CONNECT_DEADLINE`` (s), ``tools.mcp.relay.INITIALIZE_WAIT`` (s): ``amux mcp``, the relay
     (§9.2).
   * ``tools.ui.app.LINT_SUMMARY_ROWS`` (rows), ``tools.ui.pages.OVERVIEW_LOG_LIMIT`` (changes),
+    ``tools.ui.pages.TEAM_LOG_LIMIT`` (changes),
     ``tools.ui.render.SHOWN_MAX_CHARS`` (characters), ``tools.ui.render.DIFF_MAX_ROWS`` (rows):
     the web page (§20).
   * ``launch.binding.HELLO_TIMEOUT`` (s), ``launch.codex_app_server.DEFAULT_TIMEOUT`` (s),

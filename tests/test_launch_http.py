@@ -284,6 +284,59 @@ def test_the_token_works_during_the_run_and_is_revoked_after_sigterm(tmp_path: P
         h.stop()
 
 
+@pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
+def test_the_delegated_token_acts_with_the_launchers_teams(tmp_path: Path) -> None:
+    """A launcher in a team (DESIGN.md §7.8): its agent's instructions end with the team line, and the delegated
+    token reads and searches the team's memory at ``@web/`` (the view is built from the token's principal)."""
+    from amux_memory.protocol.agent_protocol import render
+
+    h, url = http_hub(tmp_path)
+    try:
+        for args in (("hub", "team", "add", "web", "--review", "off"),
+                     ("hub", "team", "member", "add", "web", ME, "--role", "writer"),
+                     ("memory", "upsert", "@web/deploy.md", "--expected-revision", "absent")):
+            r = h.cli(*args, input=b"# Deploy\n\nteamdeployword: from main only.\n")
+            assert r.returncode == 0, r.stderr
+        program, record = standin(tmp_path)
+        env = env_for(h, tmp_path / "home", AMUX_LAUNCH_CLAUDE=str(program), STANDIN_SLEEP="60")
+        proc = subprocess.Popen([*amux_argv(), "launch", "claude", "-p", "hi"], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(record)
+            got = json.loads(record.read_text())
+            prompt = got["argv"][got["argv"].index("--append-system-prompt") + 1]
+            assert prompt == render("mcp", [{"mount": "@web/", "role": "writer"}])
+            token = got["config"]["mcpServers"]["amux"]["headers"]["Authorization"].removeprefix("Bearer ")
+            headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                       "Authorization": f"Bearer {token}", "Amux-Binding": "global", "Amux-Instructions": "off"}
+            u = urlsplit(url)
+
+            def rpc(body: Any, sid: str | None = None) -> tuple[dict[str, str], bytes]:
+                conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+                extra = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": PROTOCOL} if sid else {}
+                conn.request("POST", u.path, body=json.dumps(body).encode(), headers={**headers, **extra})
+                resp = conn.getresponse()
+                out = {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+                conn.close()
+                return out
+
+            sid = rpc(INIT)[0]["mcp-session-id"]
+            rpc({"jsonrpc": "2.0", "method": "notifications/initialized"}, sid)
+            _, body = rpc({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "memory_search", "arguments": {"query": "teamdeployword"}}}, sid)
+            found = json.loads(next(line[6:] for line in body.decode().splitlines() if line.startswith("data: ")))
+            structured = found["result"]["structuredContent"]
+            assert [m["path"] for m in structured["matches"]] == ["@web/deploy.md"], found
+            assert [p["mount"] for p in structured["parts"]] == ["", "@web/"]
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    finally:
+        h.stop()
+
+
 # -- slow: the real agents ----------------------------------------------------------------------------
 
 

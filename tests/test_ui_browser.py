@@ -535,6 +535,69 @@ def test_review_page_approves_exact_bytes_rejects_and_shows_a_conflict(browser: 
         h.stop()
 
 
+def test_a_team_maintainer_browses_the_team_and_decides_its_queue(browser: Any, tmp_path: Path) -> None:
+    """DESIGN.md §7.8 in the browser, as a maintainer of team ``web`` (its ``AMUX_TOKEN``): the Teams link, the
+    team's page with its documents and its queue, Approve from the queue writes the agent's exact bytes into the
+    team's memory and comes back to the team's page; a team document's page and history; hostile agent text
+    runs nothing; the team page fits 390 px."""
+    from amux_memory.hub import registry as reg
+    from amux_memory.hub.identity import team_scope
+    from amux_memory.tools.client.blocking import HubClient
+
+    (tmp_path / "team-hub").mkdir()
+    h = make_hub(tmp_path / "team-hub", isolation="user")
+    tokens: dict[str, str] = {}
+    for name in ("mia", "alice"):
+        reg.modify(h.home, lambda r, now, n=name: r.add_principal(n, "user", now))
+        tokens[name] = reg.modify(h.home, lambda r, now, n=name: r.issue_token(n, now, None, None)[:2])
+    reg.modify(h.home, lambda r, now: r.add_team("web", "agents", now))
+    reg.modify(h.home, lambda r, now: r.add_member("web", "mia", "maintainer"))
+    reg.modify(h.home, lambda r, now: r.add_member("web", "alice", "writer"))
+    hostile = b"# Found\n\n<script>window.pwned = 1</script>\n<img src=x onerror=\"window.pwned = 2\">\n"
+    with HubClient(h.socket, token=tokens["mia"]) as mia:
+        mia.call("upsert", {"path": "@web/deploy.md", "content": PLAN_V1.encode(), "expected_revision": "absent"})
+    with HubClient(h.socket, token=tokens["alice"], client_name="amux-mcp") as agent:
+        pid = str(agent.call("upsert", {"path": "@web/found.md", "content": hostile,
+                                        "expected_revision": "absent"})["proposal"])
+    u = start_ui({**h.env, "AMUX_TOKEN": tokens["mia"]}, tmp=tmp_path)
+    d = browser
+    try:
+        d.get(u.url)
+        assert d.current_url == u.base + "/"
+        assert "@web/" in text_of(d, by("ID"), "overview-teams")
+        click_and_load(d, d.find_element(by("ID"), "nav-teams"))
+        click_and_load(d, d.find_element(by("CSS_SELECTOR"), "a.team-link"))
+        assert d.current_url == u.base + "/team/web"
+        assert text_of(d, by("ID"), "team-role") == "maintainer"
+        assert "@web/deploy.md" in text_of(d, by("ID"), "team-docs")
+        queue = text_of(d, by("ID"), "team-proposals")
+        assert "@web/found.md" in queue and "alice via amux-mcp" in queue
+        shot(d, "team.png")
+        click_and_load(d, d.find_element(by("ID"), f"approve-{pid}"))
+        assert d.current_url == u.base + f"/team/web?approved={pid}#queue", d.current_url
+        assert "approved" in text_of(d, by("ID"), "team-message")
+        assert d.find_elements(by("ID"), "queue-empty")
+        assert (h.home / "memory" / team_scope("web").relpath / "found.md").read_bytes() == hostile
+        click_and_load(d, d.find_element(by("CSS_SELECTOR"), "#team-docs a[href='/doc/%40web/found.md']"))
+        assert d.execute_script("return typeof window.pwned") == "undefined"
+        assert d.find_elements(by("CSS_SELECTOR"), "main img, main script") == []
+        assert "@web/" in text_of(d, by("ID"), "team-note")
+        click_and_load(d, d.find_element(by("CSS_SELECTOR"), "a[href='/history/%40web/found.md']"))
+        assert "mia" in text_of(d, by("CSS_SELECTOR"), "table.versions")  # the approver wrote it
+        try:
+            d.set_window_size(390, 900)
+            d.get(u.base + "/team/web")
+            overflow = d.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 0, overflow
+            assert d.execute_script(LAYOUT_UNLABELLED) == []
+        finally:
+            d.set_window_size(1280, 900)
+        assert console_errors(d) == []
+    finally:
+        u.stop()
+        h.stop()
+
+
 def test_the_readme_screenshots_exist() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     for name in ("overview.png", "document.png", "search.png"):

@@ -36,7 +36,9 @@ agent (:func:`hub.identity.agent_reason`) and history names its session.
 in the agent's own instructions) picks a server whose ``initialize`` has no
 instructions, as ``AMUX_MCP_INSTRUCTIONS=off`` does for the relay; each of
 the two servers has its own session manager, and the header counts when a
-session opens: its later requests go to the server that holds it.
+session opens: its later requests go to the server that holds it.  The
+instructed server gives each session its own caller's instructions (the team
+line of DESIGN.md §7.8, read at ``initialize``; :mod:`hub.mcp.http_servers`).
 
 The SDK binds each ``MCP-Session-Id`` (128 random bits) to the token that
 opened it (another token gets 404), ends it on DELETE and after

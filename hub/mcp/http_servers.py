@@ -22,12 +22,16 @@ found per request here instead:
 :func:`hub.run.default_servers`): two shared servers, with and without the
 instructions (``Amux-Instructions: off``, which ``amux launch`` sends since
 it puts the protocol in the agent's own instructions), over one set of pages.
+The instructed server names each session's team mounts (DESIGN.md §7.8) in its
+``initialize`` answer: :func:`mounts_of`, through the server's
+:class:`~hub.mcp.server.TeamInstructions` middleware, so sessions of callers in
+different teams share one server and one session manager.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from mcp.server import ServerRequestContext
@@ -35,7 +39,8 @@ from mcp.server import ServerRequestContext
 from amux_memory.hub.mcp.handlers import MemoryTools, hub_backend
 from amux_memory.hub.mcp.http_listener import MCP_SESSION_HEADER, McpServers, caller_of
 from amux_memory.hub.mcp.pager import DEFAULT_PAGE_TTL, Pager
-from amux_memory.hub.mcp.server import build_shared_server
+from amux_memory.hub.mcp.server import Mounts, build_shared_server
+from amux_memory.hub.mounts import mount_entries
 
 if TYPE_CHECKING:
     from amux_memory.hub.server import Hub
@@ -90,12 +95,25 @@ def memory_tools_of(hub: Hub, pagers: SessionPagers) -> Callable[[ServerRequestC
     return tools_for
 
 
+def mounts_of(hub: Hub) -> Callable[[ServerRequestContext[Any]], Awaitable[Mounts]]:
+    """``ctx`` -> the team mounts of that request's caller, from the registry as it is now
+    (:meth:`hub.server.Hub.view_of`).  Raises ``LookupError`` for a request that did not come through the front
+    door, ``OSError`` or ``HubError`` (``unauthorized``) when the registry cannot be read."""
+
+    async def mounts_for(ctx: ServerRequestContext[Any]) -> Mounts:
+        caller = caller_of(ctx.request)
+        return mount_entries(await hub.view_of(caller.identity, caller.scope))
+
+    return mounts_for
+
+
 def memory_servers(hub: Hub) -> McpServers:
     """The listener's MCP servers: the ``amux`` memory tools for each request's caller, with and without
     the instructions, publishing the review schemas while agents' writes may be kept for review
     (:meth:`hub.server.Hub.reviews_agents`, DESIGN.md §21)."""
     pagers = SessionPagers()
     tools_for = memory_tools_of(hub, pagers)
-    return McpServers(build_shared_server(tools_for, instructions=True, review=hub.reviews_agents),
+    return McpServers(build_shared_server(tools_for, instructions=True, review=hub.reviews_agents,
+                                          mounts_for=mounts_of(hub)),
                       build_shared_server(tools_for, instructions=False, review=hub.reviews_agents),
                       pagers.forget)

@@ -47,15 +47,31 @@ def text_result(text: str, structured: dict[str, Any], *, is_error: bool = False
                           is_error=is_error)
 
 
+def cut_parts(r: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """The parts a search over team mounts cut short (DESIGN.md §7.8), from its ``parts``: ``(mount, reasons)``,
+    ``mount`` ``""`` for the caller's own memory; ``[]`` for a search of one part or one that was complete."""
+    return [(str(part.get("mount") or ""), [str(x) for x in part["incomplete_reasons"]])
+            for part in r.get("parts") or [] if isinstance(part, dict) and part.get("incomplete_reasons")]
+
+
 def render_search(r: dict[str, Any]) -> str:
-    """The text of a ``search`` result: counts, whether the scan was complete, one entry per match."""
+    """The text of a ``search`` result: counts, whether the scan was complete (over team mounts: which mount it
+    cut short, from ``parts``), one entry per match."""
     matches = r.get("matches") or []
     candidates, scanned = r.get("candidates", len(matches)), r.get("scanned_files", 0)
     lines = [f"Matching documents: {candidates}; shown: {len(matches)}; files scanned: {scanned}."]
     if r.get("incomplete"):
-        reasons = ", ".join(str(x) for x in r.get("incomplete_reasons") or []) or "a scan limit"
-        lines.append(f"The scan stopped early ({reasons}): a missing match is not proof of absence; "
-                     "narrow path_prefix or change keywords.")
+        parts = cut_parts(r)
+        if parts:
+            where = ", ".join(f"{mount or 'your own memory'} ({', '.join(reasons)})" for mount, reasons in parts)
+            mount = next((m for m, _ in parts if m), "")
+            narrow = f'search it alone (path_prefix="{mount}")' if mount else "narrow path_prefix"
+            lines.append(f"The scan stopped early in {where}: a missing match there is not proof of absence; "
+                         f"{narrow} or change keywords.")
+        else:
+            reasons = ", ".join(str(x) for x in r.get("incomplete_reasons") or []) or "a scan limit"
+            lines.append(f"The scan stopped early ({reasons}): a missing match is not proof of absence; "
+                         "narrow path_prefix or change keywords.")
         unreadable = r.get("unreadable") or []
         if unreadable:
             lines.append("The Hub may not read: " + ", ".join(str(x) for x in unreadable)

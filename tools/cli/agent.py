@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from amux_memory.tools.cli.output import write_bytes
+
+SHOW_HELLO_SECONDS = 2.0
+"""How long ``amux protocol show`` waits for the Hub's ``hello`` (connect included) to learn the caller's team
+mounts before it prints the text without them."""
 
 
 def protocol_show(*, variant: Literal["mcp", "cli"] = "mcp") -> int:
     """Print the agent memory protocol (plain text, at most 1,500 bytes, identical on every run).
+
+    When the Hub answers and you are in teams, a last line names your team
+    mounts (@NAME/) and says they hold what the team shares, never personal
+    preferences; as the MCP server's instructions do. With no Hub (or no
+    answer within 2 s) or no team, the fixed text.
 
     Parameters
     ----------
@@ -18,8 +27,22 @@ def protocol_show(*, variant: Literal["mcp", "cli"] = "mcp") -> int:
     """
     from amux_memory.protocol.agent_protocol import render
 
-    write_bytes(render(variant).encode("utf-8"))
+    write_bytes(render(variant, caller_mounts()).encode("utf-8"))
     return 0
+
+
+def caller_mounts(timeout: float = SHOW_HELLO_SECONDS) -> list[dict[str, Any]]:
+    """The team mounts the Hub's ``hello`` names for this caller (DESIGN.md §7.8): ``[{mount, role, review}]``;
+    ``[]`` when no Hub answers within ``timeout`` seconds, it refuses the caller, or the caller has no team."""
+    from amux_memory.protocol.errors import HubError
+    from amux_memory.tools.client.blocking import HubClient
+
+    try:
+        with HubClient(timeout=timeout, connect_deadline=timeout) as client:
+            mounts = client.hello.get("mounts")
+    except HubError:
+        return []
+    return [m for m in mounts if isinstance(m, dict)] if isinstance(mounts, list) else []
 
 
 def mcp_serve() -> int:

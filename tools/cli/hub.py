@@ -116,6 +116,9 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
                 f"scope {doc.get('scope')}, binding {doc.get('binding')}"],
         ["version", doc.get("hub_version")],
     ]
+    mounts = [m for m in doc.get("mounts") or [] if isinstance(m, dict)]
+    if mounts:  # DESIGN.md §7.8
+        rows.append(["teams", ", ".join(f"{m.get('mount')} ({m.get('role')})" for m in mounts)])
     if doc.get("pending_review"):
         pending = counted(int(doc["pending_review"]), "memory change")
         rows.append(["review", f"{pending} awaiting review: amux memory review"])

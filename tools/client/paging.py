@@ -148,15 +148,23 @@ def review_text(client: Caller, proposal: str, text: str = "proposed") -> tuple[
 
 def review_all(client: Caller, path_prefix: str = "") -> dict[str, Any]:
     """Every pending proposal from ``review_list`` pages: ``{proposals: [...], pending, review}``
-    (DESIGN.md §21).  Raises what ``call`` raises, and ``internal`` when a page repeats its cursor."""
+    (DESIGN.md §21).  Over team mounts (DESIGN.md §7.8) pages come part after part (``part``): ``pending`` adds
+    up the parts', ``review`` is the caller's own scope's rule when its part answered, else the first part's.
+    Raises what ``call`` raises, and ``internal`` when a page repeats its cursor."""
     entries: list[dict[str, Any]] = []
+    pending: dict[str, int] = {}
+    rules: dict[str, Any] = {}
     cursor = ""
     while True:
         page = client.call("review_list", review_list_params(path_prefix=path_prefix, cursor=cursor))
         entries.extend(page["proposals"])
+        part = str(page.get("part", ""))
+        pending.setdefault(part, page["pending"])
+        rules.setdefault(part, page["review"])
         nxt = page.get("next_cursor")
         if not nxt:
-            return {"proposals": entries, "pending": page["pending"], "review": page["review"]}
+            review = rules.get("", next(iter(rules.values())))
+            return {"proposals": entries, "pending": sum(pending.values()), "review": review}
         if nxt == cursor:
             raise HubError(ErrorCode.INTERNAL, "review_list made no progress")
         cursor = str(nxt)

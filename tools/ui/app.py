@@ -88,6 +88,10 @@ REVIEW_CONFLICT_HINT = ("the document changed since the agent read it (or since 
 
 DECIDED_AS = {"approve": "approved", "reject": "rejected"}
 """A ``review_decide`` decision → the query flag of the Review page it leads to."""
+
+REVIEW_RULES = {"off": "off (applied at once)", "agents": "agents' writes are proposals a maintainer decides",
+                "all": "every write but a maintainer's is a proposal"}
+"""A team's review rule (DESIGN.md §7.8) as its pages say it."""
 """What to do in the page's own terms, shown before the Hub's message (which names CLI flags and commands)
 for these error codes."""
 
@@ -114,7 +118,18 @@ def templates() -> Environment:
     env.filters["age"] = age
     env.filters["counted"] = lambda count, word: counted(int(count), word)  # {{ n | counted("byte") }}: "1 byte"
     env.filters["noun"] = lambda count, word: plural(int(count), word)  # {{ n | noun("byte") }}: "byte" for 1
+    env.filters["team"] = team_of
+    env.globals["review_rules"] = REVIEW_RULES
     return env
+
+
+def team_of(path: Any) -> str:
+    """The team name of a mounted path (``@web/deploy.md`` → ``web``, DESIGN.md §7.8); ``""`` for a path of the
+    caller's own memory."""
+    from amux_memory.protocol.agent_protocol import MOUNT_LABEL
+
+    found = MOUNT_LABEL.match(str(path))
+    return found.group(0)[1:-1] if found else ""
 
 
 def age(seconds: Any) -> str:
@@ -162,6 +177,8 @@ class UiApp:
             Route("/review", self.review),
             Route("/review/decide", self.review_decide, methods=["POST"]),
             Route("/review/{id}", self.review_show),
+            Route("/teams", self.teams),
+            Route("/team/{name}", self.team),
             Route("/favicon.ico", self.favicon),
             Mount("/static", StaticFiles(directory=str(static)), name="static"),
         ])
@@ -494,6 +511,29 @@ class UiApp:
             return self.error_page(request, exc, 503)
         return self.see("/settings?restarted=1")
 
+    # -- teams (DESIGN.md §7.8) ---------------------------------------------------------------
+
+    async def teams(self, request: Request) -> Response:
+        """``/teams``: the caller's team mounts (from ``hello``), each with its role and review rule."""
+        try:
+            mounts = await self.hub(lambda client: pages.mounts_of(client.hello))
+        except HubError as exc:
+            return self.error_page(request, exc, 503 if exc.code is ErrorCode.UNAVAILABLE else 400)
+        return self.page(request, "teams.html", title="Teams", teams=mounts)
+
+    async def team(self, request: Request) -> Response:
+        """``/team/NAME``: the team's documents (one ``list`` page of ``@NAME/``), its recent changes and, for a
+        maintainer, its review queue with Approve and Reject; ``?approved=ID`` / ``?rejected=ID`` after a
+        decision.  A team the caller is not in is the Hub's ``not_found``, as for one that does not exist."""
+        name = request.path_params["name"]
+        try:
+            data = await self.hub(pages.team, name, request.query_params.get("cursor", ""))
+        except HubError as exc:
+            return self.error_page(request, exc, 404 if exc.code in (ErrorCode.NOT_FOUND, ErrorCode.INVALID_PATH)
+                                   else 503 if exc.code is ErrorCode.UNAVAILABLE else 400)
+        done = {flag: request.query_params.get(flag, "") for flag in ("approved", "rejected")}
+        return self.page(request, "team.html", title=f"Team {name}", done=done, **data)
+
     # -- review (DESIGN.md §21) --------------------------------------------------------------
 
     async def review(self, request: Request) -> Response:
@@ -546,9 +586,10 @@ class UiApp:
     async def review_decide(self, request: Request) -> Response:
         """``POST /review/decide``: ``id``, ``decision`` (``approve`` | ``reject``), ``expected_revision`` (the
         document's revision the page showed), ``reason``; from the editor also ``edited=1``, ``content``,
-        ``proposed_sha256``, ``base_revision`` and ``newline``.  Success: 303 to ``/review``.  A Hub refusal
-        (``conflict`` above all: the document changed, nothing written) shows the proposal page again with the
-        error, the version now stored and the text kept in the editor."""
+        ``proposed_sha256``, ``base_revision`` and ``newline``; ``back=team`` from a team's page.  Success: 303
+        to ``/review``, or to the team's page for ``back=team`` and a proposal of a team mount (DESIGN.md §7.8).
+        A Hub refusal (``conflict`` above all: the document changed, nothing written) shows the proposal page
+        again with the error, the version now stored and the text kept in the editor."""
         try:
             fields = await self.form(request)
         except HubError as exc:
@@ -577,7 +618,11 @@ class UiApp:
             return await self.decide_failed(request, pid, exc, draft)
         if result.get("already_decided"):
             return self.see(f"/review/{quote(str(result.get('proposal', pid)), safe='')}?already=1")
-        return self.see(f"/review?{DECIDED_AS[decision]}={quote(str(result.get('proposal', pid)), safe='')}")
+        decided = f"{DECIDED_AS[decision]}={quote(str(result.get('proposal', pid)), safe='')}"
+        team = team_of(result.get("path", ""))
+        if fields.get("back") == "team" and team:  # decided from the team's page: back to its queue
+            return self.see(f"/team/{quote(team, safe='')}?{decided}#queue")
+        return self.see(f"/review?{decided}")
 
     async def decide_failed(self, request: Request, pid: str, exc: HubError, draft: str | None) -> Response:
         """The proposal page again after a refused decision (200: the page is the answer), re-read so it shows

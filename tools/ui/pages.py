@@ -74,7 +74,10 @@ def live_revision(client: HubClient, path: str) -> str:
 
 
 def overview(client: HubClient, cursor: str = "") -> dict[str, Any]:
-    """``{hello, index, index_revision, entries, next_cursor, incomplete, reasons, counts, index_path}``.
+    """``{hello, teams, index, index_revision, entries, next_cursor, incomplete, reasons, counts, index_path}``.
+
+    ``teams`` are the caller's team mounts (:func:`mounts_of`; their documents follow the caller's own in
+    ``list``'s pages, DESIGN.md §7.8).
 
     ``entries`` are one ``list`` page (``cursor``; the Hub's page size, by path) as ``{path, bytes}``
     (:func:`with_changes` adds each one's last change), ``next_cursor`` the next page's cursor or
@@ -96,7 +99,8 @@ def overview(client: HubClient, cursor: str = "") -> dict[str, Any]:
             topic = topic_from_doc(Doc(str(e["path"]), b"", ""))
             if topic.indexable and topic.dir_type is not None:
                 counts[topic.dir_type] += 1
-    return {"hello": hello, "index": index.decode("utf-8", "replace"), "index_revision": index_revision,
+    return {"hello": hello, "teams": mounts_of(hello), "index": index.decode("utf-8", "replace"),
+            "index_revision": index_revision,
             "entries": entries, "next_cursor": page.get("next_cursor"), "cursor": cursor,
             "incomplete": bool(page.get("incomplete")), "reasons": list(page.get("incomplete_reasons") or []),
             "counts": {t: (counts[t], CAPS[t]) for t in TYPES}, "index_path": ENTRY_PATH}
@@ -133,8 +137,10 @@ def lint(client: HubClient) -> list[dict[str, Any]]:
 
 
 def document(client: HubClient, path: str) -> dict[str, Any]:
-    """``{text, shown, cut, editable, max_bytes, bytes, revision, exists, versions, history_next}``: the live document
-    and its newest versions (:func:`read_head`: only the head of a document too large to edit).
+    """``{text, shown, cut, mount, read_only, editable, max_bytes, bytes, revision, exists, versions,
+    history_next}``: the live document and its newest versions (:func:`read_head`: only the head of a document
+    too large to edit).  ``mount`` is the team mount it lies in (:func:`mount_for`, None for the caller's own
+    memory), ``read_only`` true when the caller only reads that team (the page offers no editor).
 
     ``shown`` is the first ``SHOWN_MAX_CHARS`` characters of ``text`` (``cut`` when that is not all of
     it); ``editable`` is false for a document over the Hub's ``document_max_bytes`` (put there by hand:
@@ -152,7 +158,9 @@ def document(client: HubClient, path: str) -> dict[str, Any]:
         if exc.code is not ErrorCode.NOT_FOUND:
             raise
         page = {"versions": [], "next_cursor": None}
+    mount = mount_for(client.hello, path)
     return {"text": text, "shown": text[:SHOWN_MAX_CHARS], "cut": len(text) > SHOWN_MAX_CHARS or total > len(data),
+            "mount": mount, "read_only": mount is not None and mount["role"] == "reader",
             "editable": total <= LIMITS.document_max_bytes,
             "max_bytes": LIMITS.document_max_bytes, "bytes": total, "revision": revision,
             "exists": revision != ABSENT, "versions": page.get("versions", []),
@@ -225,16 +233,77 @@ def purge(client: HubClient, path: str, revision: str | None, all_versions: bool
 
 
 def review_state(client: HubClient) -> dict[str, Any]:
-    """``{review, pending}``: the Hub's ``memory.review`` setting and how many proposals of the caller's scope
-    wait (``review_list``'s first page); ``{"review": "off", "pending": 0}`` when the Hub cannot say (memory
-    disabled, an older Hub), so the navigation simply shows no count."""
+    """``{review, pending, mounts}`` for the navigation: the Hub's ``memory.review`` setting, how many proposals
+    the caller may decide wait (its own scope's, plus each team it maintains, DESIGN.md §7.8), and its team
+    mounts (:func:`mounts_of`).  ``review`` ``off`` and ``pending`` 0 when the Hub cannot say (memory disabled,
+    an older Hub), so the navigation simply shows no count."""
     from amux_memory.protocol.requests import review_list_params
 
+    mounts = mounts_of(client.hello)
     try:
         answer = client.call("review_list", review_list_params())
+        # Over teams the first page is one part's (``part``); a part that showed nothing had nothing pending.
+        counts = {str(answer.get("part", "")): int(answer.get("pending", 0))}
+        for m in mounts:
+            if m["role"] == "maintainer" and m["mount"] not in counts:
+                team = client.call("review_list", review_list_params(path_prefix=m["mount"]))
+                counts[m["mount"]] = int(team.get("pending", 0))
     except HubError:
-        return {"review": "off", "pending": 0}
-    return {"review": str(answer.get("review", "off")), "pending": int(answer.get("pending", 0))}
+        return {"review": "off", "pending": 0, "mounts": mounts}
+    return {"review": str(answer.get("review", "off")), "pending": sum(counts.values()), "mounts": mounts}
+
+
+def mounts_of(hello: dict[str, Any]) -> list[dict[str, str]]:
+    """The caller's team mounts from its ``hello`` (DESIGN.md §7.8): ``[{mount, name, role, review}]`` in name
+    order (``mount`` the ``@NAME/`` label, ``name`` without ``@`` and ``/``); entries that are not a team's
+    label are left out, so nothing odd reaches a URL or a page; ``[]`` from a Hub without teams."""
+    from amux_memory.protocol.agent_protocol import MOUNT_LABEL
+
+    found = hello.get("mounts")
+    if not isinstance(found, list):
+        return []
+    out = [{"mount": str(m["mount"]), "name": str(m["mount"])[1:-1], "role": str(m.get("role", "")),
+            "review": str(m.get("review", ""))}
+           for m in found if isinstance(m, dict) and MOUNT_LABEL.fullmatch(str(m.get("mount", "")))]
+    return sorted(out, key=lambda m: m["mount"])
+
+
+def mount_for(hello: dict[str, Any], path: str) -> dict[str, str] | None:
+    """The caller's mount ``path`` lies in (:func:`mounts_of`'s entry), or None for its own memory."""
+    return next((m for m in mounts_of(hello) if path.startswith(m["mount"])), None)
+
+
+TEAM_LOG_LIMIT = 20
+"""Changes of a team's log its page shows (newest first; the Activity page has them all)."""
+
+
+def team(client: HubClient, name: str, cursor: str = "") -> dict[str, Any]:
+    """One team's page (DESIGN.md §7.8, §20): ``{team, entries, next_cursor, cursor, incomplete, reasons, changes,
+    proposals, pending}``.
+
+    ``team`` is the caller's mount entry (:func:`mounts_of`); ``entries`` one ``list`` page of ``@NAME/``
+    (``cursor``), ``changes`` its newest :data:`TEAM_LOG_LIMIT` changes (``[]`` when history is off),
+    ``proposals`` its pending proposals when the caller is a maintainer (else ``None``: the Hub would refuse).
+    Raises the Hub's ``not_found`` (reason ``no_mount``) when the caller is not a member, as for a team that
+    does not exist.
+    """
+    from amux_memory.tools.client.paging import review_all
+
+    label = f"@{name}/"
+    page = client.call("list", list_params(path_prefix=label, cursor=cursor))
+    mount = next((m for m in mounts_of(client.hello) if m["mount"] == label), None)
+    if mount is None:  # a member since this connection said hello: the Hub answered, so it is one now
+        mount = {"mount": label, "name": name, "role": "reader", "review": "?"}
+    changes: list[dict[str, Any]] = []
+    if client.hello.get("history") is not False:
+        changes = list(client.call("log", log_params(path_prefix=label, limit=TEAM_LOG_LIMIT))["changes"])
+    proposals: list[dict[str, Any]] | None = None
+    if mount["role"] == "maintainer":
+        proposals = list(review_all(client, path_prefix=label)["proposals"])
+    return {"team": mount, "entries": [{"path": e["path"], "bytes": e.get("bytes", 0)} for e in page["entries"]],
+            "next_cursor": page.get("next_cursor"), "cursor": cursor, "incomplete": bool(page.get("incomplete")),
+            "reasons": list(page.get("incomplete_reasons") or []), "changes": changes, "proposals": proposals,
+            "pending": len(proposals or [])}
 
 
 def review_list(client: HubClient) -> dict[str, Any]:
