@@ -26,6 +26,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import trio
@@ -202,7 +203,7 @@ class Hub:
         from amux_memory.hub.mcp.session import McpBridge
 
         bridge = McpBridge(conn, hub_backend(self.call, conn.identity, conn.scope), instructions=p.instructions,
-                           review=self.config.review != "off",
+                           review=partial(self.reviews_agents_of, conn.identity, conn.scope),
                            **({} if p.page_ttl is None else {"page_ttl": float(p.page_ttl)}))
         conn.mcp = bridge
         nursery.start_soon(bridge.run)
@@ -243,6 +244,13 @@ class Hub:
         else:
             registry = self.registry.current()
         return view_for(registry, identity.principal, scope)
+
+    async def reviews_agents_of(self, identity: Identity, scope: Scope) -> bool:
+        """Whether an agent's write of this caller may be kept for review, so ``tools/list`` publishes the
+        proposal schemas to it: ``memory.review`` is on (DESIGN.md §21), or one of its teams reviews (§7.8)."""
+        if self.config.review != "off":
+            return True
+        return any(m.review != "off" for m in (await self.view_of(identity, scope)).mounted())
 
     async def _call(self, identity: Identity, scope: Scope, request: Request) -> Result:
         await self._still_authorized(identity)

@@ -92,10 +92,15 @@ def memory_tools_of(hub: Hub, pagers: SessionPagers) -> Callable[[ServerRequestC
 
 def memory_servers(hub: Hub) -> McpServers:
     """The listener's MCP servers: the ``amux`` memory tools for each request's caller, with and without
-    the instructions, publishing the review schemas when ``memory.review`` is on (DESIGN.md §21)."""
+    the instructions, publishing the review schemas to a caller whose agent writes may be kept for review
+    (``memory.review`` on, or a team of the caller's that reviews: DESIGN.md §21, §7.8)."""
     pagers = SessionPagers()
     tools_for = memory_tools_of(hub, pagers)
-    review = hub.config.review != "off"
+
+    async def review(ctx: ServerRequestContext[Any]) -> bool:
+        caller = caller_of(ctx.request)
+        return await hub.reviews_agents_of(caller.identity, caller.scope)
+
     return McpServers(build_shared_server(tools_for, instructions=True, review=review),
                       build_shared_server(tools_for, instructions=False, review=review),
                       pagers.forget)

@@ -24,7 +24,7 @@ Instructions
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -42,16 +42,21 @@ SERVER_NAME = "amux"
 SERVER_TITLE = "amux memory"
 """The server's human-readable title in ``initialize``."""
 
+Review = bool | Callable[[], Awaitable[bool]]
+"""Whether ``tools/list`` publishes the review output schemas (DESIGN.md §21): fixed, or asked of the Hub at each
+listing (the caller's teams may review its writes though ``memory.review`` is off, DESIGN.md §7.8)."""
+
 
 def build_server(backend: Backend, *, instructions: bool = True, page_ttl: float = DEFAULT_PAGE_TTL,
-                 review: bool = False) -> Server[MemoryTools]:
+                 review: Review = False) -> Server[MemoryTools]:
     """A fresh ``amux`` MCP server for one session whose tool calls go to ``backend``.
 
     ``instructions`` False leaves the protocol text out of ``initialize``;
     ``page_ttl`` is how many seconds this session's paged results stay
-    readable; ``review`` True publishes the output schemas of a Hub that keeps
-    agents' writes for review (DESIGN.md §21).  The state (pages) belongs to this server alone: build one per
-    MCP session.  Run it with ``await server.run(read, write,
+    readable; ``review`` True (or a coroutine function answering True at a
+    listing) publishes the output schemas of a Hub that may keep the caller's
+    agent writes for review (DESIGN.md §21).  The state (pages) belongs to
+    this server alone: build one per MCP session.  Run it with ``await server.run(read, write,
     server.create_initialization_options())`` on anyio memory streams of
     ``SessionMessage`` (or give it to the SDK's streamable-HTTP manager).
     """
@@ -64,7 +69,7 @@ def build_server(backend: Backend, *, instructions: bool = True, page_ttl: float
 
     async def list_tools(_: ServerRequestContext[MemoryTools],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools.listing(review))
+        return types.ListToolsResult(tools=tools.listing(review if isinstance(review, bool) else await review()))
 
     async def call_tool(_: ServerRequestContext[MemoryTools],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -83,7 +88,8 @@ def build_server(backend: Backend, *, instructions: bool = True, page_ttl: float
 
 
 def build_shared_server(tools_for: Callable[[ServerRequestContext[Any]], MemoryTools], *,
-                        instructions: bool = True, review: bool = False) -> Server[Any]:
+                        instructions: bool = True,
+                        review: bool | Callable[[ServerRequestContext[Any]], Awaitable[bool]] = False) -> Server[Any]:
     """An ``amux`` MCP server shared by many sessions, as the SDK's streamable-HTTP manager runs one.
 
     The same ``initialize`` and ``tools/list`` answers as :func:`build_server`
@@ -91,13 +97,14 @@ def build_shared_server(tools_for: Callable[[ServerRequestContext[Any]], MemoryT
     its own: each ``tools/call`` runs on ``tools_for(ctx)``, the
     :class:`MemoryTools` of the caller and session of that request (built by
     :mod:`hub.mcp.http_servers` from the HTTP request).  ``instructions`` and
-    ``review`` as in :func:`build_server`.
+    ``review`` as in :func:`build_server`; a callable ``review`` is asked with the
+    listing's request context (its caller).
     """
     tools = catalog()
 
-    async def list_tools(_: ServerRequestContext[Any],
+    async def list_tools(ctx: ServerRequestContext[Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools.listing(review))
+        return types.ListToolsResult(tools=tools.listing(review if isinstance(review, bool) else await review(ctx)))
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         return await tools.call(tools_for(ctx), params.name, params.arguments)

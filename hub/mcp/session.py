@@ -33,7 +33,7 @@ from mcp.types import (
 
 from amux_memory.hub.mcp.handlers import Backend
 from amux_memory.hub.mcp.pager import DEFAULT_PAGE_TTL
-from amux_memory.hub.mcp.server import build_server
+from amux_memory.hub.mcp.server import Review, build_server
 from amux_memory.protocol.errors import HubError
 from amux_memory.protocol.limits import MAX_IN_FLIGHT
 from amux_memory.protocol.messages import decode_mcp, encode_mcp
@@ -65,7 +65,7 @@ class McpBridge:
     """
 
     def __init__(self, conn: Connection, backend: Backend, *, instructions: bool = True,
-                 page_ttl: float = DEFAULT_PAGE_TTL, review: bool = False) -> None:
+                 page_ttl: float = DEFAULT_PAGE_TTL, review: Review = False) -> None:
         self.conn = conn
         self.server = build_server(backend, instructions=instructions, page_ttl=page_ttl, review=review)
         self._inbox_send: MemoryObjectSendStream[SessionMessage | Exception]
