@@ -27,6 +27,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import trio
@@ -214,22 +215,11 @@ class Hub:
             with contextlib.suppress(HubError):
                 mounts = mount_entries(await self.view_of(conn.identity, conn.scope))
         bridge = McpBridge(conn, hub_backend(self.call, conn.identity, conn.scope), instructions=p.instructions,
-                           review=self.reviews_agents, mounts=mounts,
+                           review=partial(self.reviews_agents_of, conn.identity, conn.scope), mounts=mounts,
                            **({} if p.page_ttl is None else {"page_ttl": float(p.page_ttl)}))
         conn.mcp = bridge
         nursery.start_soon(bridge.run)
         return {"mcp": True, "instructions": p.instructions}
-
-    def reviews_agents(self) -> bool:
-        """Whether an agent's write may be kept for review on this Hub now: ``memory.review`` is on, or a team has a
-        review rule of its own (DESIGN.md §7.8, §21).  The MCP servers then publish the output schemas with
-        proposals; the registry is the snapshot the last data call read (no I/O)."""
-        if self.config.review != "off":
-            return True
-        try:
-            return any(team.review != "off" for team in self.registry.current().teams.values())
-        except HubError:  # an unusable registry: every call fails until it is fixed
-            return False
 
     def import_serially(self, name: str) -> object:
         """``importlib.import_module(name)`` under :attr:`import_lock` (blocking: call it in a worker thread)."""
@@ -266,6 +256,13 @@ class Hub:
         else:
             registry = self.registry.current()
         return view_for(registry, identity.principal, scope)
+
+    async def reviews_agents_of(self, identity: Identity, scope: Scope) -> bool:
+        """Whether an agent's write of this caller may be kept for review, so ``tools/list`` publishes the
+        proposal schemas to it: ``memory.review`` is on (DESIGN.md §21), or one of its teams reviews (§7.8)."""
+        if self.config.review != "off":
+            return True
+        return any(m.review != "off" for m in (await self.view_of(identity, scope)).mounted())
 
     async def _call(self, identity: Identity, scope: Scope, request: Request) -> Result:
         await self._still_authorized(identity)

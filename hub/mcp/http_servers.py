@@ -109,11 +109,16 @@ def mounts_of(hub: Hub) -> Callable[[ServerRequestContext[Any]], Awaitable[Mount
 
 def memory_servers(hub: Hub) -> McpServers:
     """The listener's MCP servers: the ``amux`` memory tools for each request's caller, with and without
-    the instructions, publishing the review schemas while agents' writes may be kept for review
-    (:meth:`hub.server.Hub.reviews_agents`, DESIGN.md §21)."""
+    the instructions (the team line per session), publishing the review schemas to a caller whose agent
+    writes may be kept for review (``memory.review`` on, or a team of the caller's that reviews: DESIGN.md §21,
+    §7.8)."""
     pagers = SessionPagers()
     tools_for = memory_tools_of(hub, pagers)
-    return McpServers(build_shared_server(tools_for, instructions=True, review=hub.reviews_agents,
-                                          mounts_for=mounts_of(hub)),
-                      build_shared_server(tools_for, instructions=False, review=hub.reviews_agents),
+
+    async def review(ctx: ServerRequestContext[Any]) -> bool:
+        caller = caller_of(ctx.request)
+        return await hub.reviews_agents_of(caller.identity, caller.scope)
+
+    return McpServers(build_shared_server(tools_for, instructions=True, review=review, mounts_for=mounts_of(hub)),
+                      build_shared_server(tools_for, instructions=False, review=review),
                       pagers.forget)

@@ -52,15 +52,6 @@ from amux_memory.protocol.agent_protocol import render as render_protocol
 from amux_memory.protocol.errors import HubError
 from amux_memory.protocol.version import package_version
 
-Review = bool | Callable[[], bool]
-"""Whether agents' writes may be kept for review, so ``tools/list`` publishes the output schemas with proposals
-(DESIGN.md §21): fixed, or asked at each ``tools/list`` (a team's review rule applies whatever ``memory.review``
-says, and teams change while the Hub runs, DESIGN.md §7.8)."""
-
-
-def _reviewing(review: Review) -> bool:
-    return review() if callable(review) else review
-
 SERVER_NAME = "amux"
 """The server's name in ``initialize`` (clients prefix tools with it: ``mcp__amux__memory_get``)."""
 SERVER_TITLE = "amux memory"
@@ -75,6 +66,10 @@ Mounts = Sequence[Mapping[str, object]]
 
 log = logging.getLogger("amux.mcp")
 
+Review = bool | Callable[[], Awaitable[bool]]
+"""Whether ``tools/list`` publishes the review output schemas (DESIGN.md §21): fixed, or asked of the Hub at each
+listing (the caller's teams may review its writes though ``memory.review`` is off, DESIGN.md §7.8)."""
+
 
 def build_server(backend: Backend, *, instructions: bool = True, page_ttl: float = DEFAULT_PAGE_TTL,
                  review: Review = False, mounts: Mounts = ()) -> Server[MemoryTools]:
@@ -83,10 +78,10 @@ def build_server(backend: Backend, *, instructions: bool = True, page_ttl: float
     ``instructions`` False leaves the protocol text out of ``initialize``; ``mounts``, the caller's team
     mounts when the session opened, add the team line to it (nothing when empty);
     ``page_ttl`` is how many seconds this session's paged results stay
-    readable; ``review`` True (or a callable answering True when ``tools/list``
-    is asked, :data:`Review`) publishes the output schemas of a Hub that keeps
-    agents' writes for review (DESIGN.md §21).  The state (pages) belongs to this server alone: build one per
-    MCP session.  Run it with ``await server.run(read, write,
+    readable; ``review`` True (or a coroutine function answering True at a
+    listing) publishes the output schemas of a Hub that may keep the caller's
+    agent writes for review (DESIGN.md §21).  The state (pages) belongs to
+    this server alone: build one per MCP session.  Run it with ``await server.run(read, write,
     server.create_initialization_options())`` on anyio memory streams of
     ``SessionMessage`` (or give it to the SDK's streamable-HTTP manager).
     """
@@ -99,7 +94,7 @@ def build_server(backend: Backend, *, instructions: bool = True, page_ttl: float
 
     async def list_tools(_: ServerRequestContext[MemoryTools],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools.listing(_reviewing(review)))
+        return types.ListToolsResult(tools=tools.listing(review if isinstance(review, bool) else await review()))
 
     async def call_tool(_: ServerRequestContext[MemoryTools],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -146,7 +141,8 @@ class TeamInstructions:
 
 
 def build_shared_server(tools_for: Callable[[ServerRequestContext[Any]], MemoryTools], *,
-                        instructions: bool = True, review: Review = False,
+                        instructions: bool = True,
+                        review: bool | Callable[[ServerRequestContext[Any]], Awaitable[bool]] = False,
                         mounts_for: Callable[[ServerRequestContext[Any]], Awaitable[Mounts]] | None = None,
                         ) -> Server[Any]:
     """An ``amux`` MCP server shared by many sessions, as the SDK's streamable-HTTP manager runs one.
@@ -156,14 +152,15 @@ def build_shared_server(tools_for: Callable[[ServerRequestContext[Any]], MemoryT
     its own: each ``tools/call`` runs on ``tools_for(ctx)``, the
     :class:`MemoryTools` of the caller and session of that request (built by
     :mod:`hub.mcp.http_servers` from the HTTP request).  ``instructions`` and
-    ``review`` as in :func:`build_server`; ``mounts_for(ctx)``, the team mounts of a request's caller, makes
-    each session's instructions its caller's (:class:`TeamInstructions`, read at ``initialize``).
+    ``review`` as in :func:`build_server`, a callable one asked with the listing's request context (its
+    caller); ``mounts_for(ctx)``, the team mounts of a request's caller, makes each session's instructions its
+    caller's (:class:`TeamInstructions`, read at ``initialize``).
     """
     tools = catalog()
 
-    async def list_tools(_: ServerRequestContext[Any],
+    async def list_tools(ctx: ServerRequestContext[Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools.listing(_reviewing(review)))
+        return types.ListToolsResult(tools=tools.listing(review if isinstance(review, bool) else await review(ctx)))
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         return await tools.call(tools_for(ctx), params.name, params.arguments)
