@@ -3,9 +3,8 @@
 Run: ``python -m bench.memory_get_transports [--calls N]`` (from the repository root, like ``python -m bench``;
 not part of the full run).  Starts a real Hub (``amux hub serve``) in a temporary home with ``hub.mcp_listen``
 on a free loopback port, writes one 2 KiB note and measures, one path after the other, ``N`` calls (default
-500) after :data:`WARMUP` unmeasured ones, one at a time, paced at :data:`PACE_SECONDS` from start to start
-so a token stays under the listener's 20 requests a second (``MCP_HTTP_RATE_PER_SECOND``; faster, it answers
-429):
+500) after 20 unmeasured ones, one at a time, paced at 55 ms from start to start so a token stays under the
+listener's 20 requests a second (``MCP_HTTP_RATE_PER_SECOND``; faster, it answers 429):
 
 * ``http_memory_get_ms``: ``tools/call memory_get`` on one MCP session with a bearer token from the real CLI,
   over one keep-alive ``http.client`` connection (what an agent's HTTP client does);
@@ -32,13 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from amux_memory.hub.config import set_value
+from amux_memory.protocol.limits import MCP_HTTP_RATE_PER_SECOND
 from bench.mcp_http import PROTOCOL, Session, issue_token
 from bench.util import HubProc, amux_argv
 
-WARMUP = 20
-"""Unmeasured calls before the measured ones, on each path."""
-PACE_SECONDS = 0.055
-"""Seconds from the start of one call to the start of the next (18 a second: under the per-token rate)."""
 NOTE_PATH = "notes/bench.md"
 NOTE = ("# Note\n\n" + "".join(f"- fact {i:03d}: the build of this project uses a pinned toolchain\n"
                                for i in range(40)))[:2048]
@@ -61,17 +57,19 @@ def percentiles(samples: list[float]) -> dict[str, float]:
             "calls": len(s)}
 
 
-def paced(call: Callable[[], None], calls: int) -> list[float]:
-    """Seconds each of ``calls`` calls of ``call`` took, after :data:`WARMUP` unmeasured ones, each started
-    :data:`PACE_SECONDS` after the one before (the pause is the pace an agent keeps, not a wait for anything)."""
+def paced(call: Callable[[], None], calls: int, warmup: int = 20) -> list[float]:
+    """Seconds each of ``calls`` calls of ``call`` took, after ``warmup`` unmeasured ones, each started 55 ms
+    after the one before: 18 a second, under the listener's per-token rate (the pause is the pace an agent
+    keeps, not a wait for anything)."""
+    pace = 1.1 / MCP_HTTP_RATE_PER_SECOND
     samples = []
-    for i in range(WARMUP + calls):
+    for i in range(warmup + calls):
         t0 = time.perf_counter()
         call()
         dt = time.perf_counter() - t0
-        if i >= WARMUP:
+        if i >= warmup:
             samples.append(dt)
-        time.sleep(max(0.0, PACE_SECONDS - dt))
+        time.sleep(max(0.0, pace - dt))
     return samples
 
 
