@@ -111,7 +111,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _token(hub: HubProc, principal: str) -> str:
+def issue_token(hub: HubProc, principal: str) -> str:
     """A new principal and a token for it, through the real CLI."""
     for args in (("hub", "principal", "add", principal), ("hub", "token", "issue", principal)):
         proc = subprocess.run([*amux_argv(), *args], env=hub.env, capture_output=True, text=True, timeout=60)
@@ -181,7 +181,7 @@ def run(ctx: Ctx) -> dict[str, Any]:
         if not isinstance(url, str):
             raise RuntimeError(f"the Hub's hello names no MCP URL: {url!r}")
         per = MCP_HTTP_SESSIONS_PER_PRINCIPAL
-        tokens = [_token(hub, f"bench{i}") for i in range(1 + -(-max(SESSION_STEPS) // per))]
+        tokens = [issue_token(hub, f"bench{i}") for i in range(1 + -(-max(SESSION_STEPS) // per))]
         lat = _latency(url, tokens[0], hub, n)
         mem = _memory(url, tokens[1:], hub.pid)
     out: dict[str, Any] = {"n": n, "note_bytes": len(DOC), **lat, **mem}

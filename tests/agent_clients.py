@@ -15,19 +15,15 @@ import subprocess
 from pathlib import Path
 from typing import NoReturn
 
-import pytest
+from tests.helpers import skip_or_fail
 
 CLIENTS = Path(__file__).resolve().parent / "clients"
 """``tests/clients``: ``install.sh`` and, by default, the ``.install`` folder it fills."""
-IN_CI = os.environ.get("CI") == "true"
-"""``CI=true``: a missing client fails the test instead of skipping it."""
 
 
 def unavailable(message: str) -> NoReturn:
     """A client the test needs is missing: skip with ``message``, or fail with it when ``CI=true``."""
-    if IN_CI:
-        pytest.fail(f"{message} (CI=true: the real MCP clients are required)")
-    pytest.skip(message)
+    skip_or_fail(message, f"{message} (CI=true: the real MCP clients are required)")
 
 
 def install_clients() -> Path:

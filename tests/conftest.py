@@ -2,7 +2,10 @@
 
 Fixtures used by more than one test module live here (``hub``, ``hub_factory``,
 ``bin_dir``, ``shared_dir``, ``fake_model``); plain helpers shared by several
-modules live in helper modules beside it (``tests/agent_clients.py``,
+modules live in helper modules beside it (``tests/helpers.py`` for the small
+general ones, among them :func:`tests.helpers.wait_until`: a test waits for
+something to happen by polling it up to a deadline, never by sleeping;
+``tests/agent_clients.py``,
 ``tests/mcp_session.py``, ``tests/other_users.py``, ``tests/raw_hub.py``,
 ``tests/fakemodel.py``, ``tests/hostile.py``).  No test module imports from
 another test module (``tests/test_layout.py`` checks it).

@@ -31,6 +31,15 @@ class Sample:
         return self.secret[n // 3: 2 * n // 3]
 
 
+def assert_no_leak(sample: Sample, *texts: str | bytes) -> None:
+    """None of ``texts`` (bytes read as UTF-8) holds ``sample``'s secret or its distinctive middle; a failure
+    names the rule and the line."""
+    for t in texts:
+        shown = t.decode("utf-8", "replace") if isinstance(t, bytes) else t
+        assert sample.secret not in shown, f"{sample.rule}: the secret leaked ({sample.line})"
+        assert sample.middle not in shown, f"{sample.rule}: part of the secret leaked ({sample.line})"
+
+
 def _rand(rng: random.Random, n: int, alphabet: str = ALNUM) -> str:
     return "".join(rng.choice(alphabet) for _ in range(n))
 

@@ -8,13 +8,12 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
-import pytest
-
+from amux_memory.protocol.errors import HubError
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import amux_argv, make_hub
+from tests.helpers import skip_or_fail, wait_until
 
 STRACE = shutil.which("strace")
 
@@ -59,9 +58,7 @@ def parse_trace(text: str) -> list[str]:
 def need_strace() -> str:
     """The strace binary; fails the test in CI when it is missing (.ci/run installs it), else skips."""
     if STRACE is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("strace is required in CI (.ci/run installs it)")
-        pytest.skip("strace is not installed")
+        skip_or_fail("strace is not installed", "strace is required in CI (.ci/run installs it)")
     return STRACE
 
 
@@ -82,18 +79,24 @@ def traced_hub(tmp_path: Path, calls: list[dict[str, object]], *, isolation: str
         env=hub.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     answers: list[dict[str, object]] = []
+
+    def connected() -> HubClient | None:
+        """A connection to the traced Hub once it answers ``hello``; ``None`` before."""
+        assert proc.poll() is None, f"strace or the Hub under it exited ({proc.returncode})"
+        try:
+            client = HubClient(hub.socket, timeout=5)
+            client.connect()
+        except (HubError, OSError):
+            return None
+        return client
+
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with HubClient(hub.socket, timeout=5) as c:
-                    for params in calls:
-                        answers.append(c.call("upsert", params))
-                break
-            except Exception:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.1)
+        c = wait_until(connected, 30, "the Hub under strace to answer")
+        try:
+            for params in calls:
+                answers.append(c.call("upsert", params))
+        finally:
+            c.close()
     finally:
         # Signal the Hub itself (its pid is in the home's lock file), not strace.
         try:

@@ -9,7 +9,6 @@ scan done here, which is itself first checked against the corpus's own
 from __future__ import annotations
 
 import csv
-import time
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 from amux_memory.protocol.errors import HubError
 from amux_memory.protocol.paths import normalize_path
 from tests.conftest import HubProcess, need_corpus
+from tests.helpers import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("corpus_e2e")]  # the whole real-Markdown corpus, read once
 
@@ -109,9 +109,8 @@ def test_cli_search_on_full_scope_matches_literal_scan(hub: HubProcess, corpus_d
     # A Hub a few seconds old imports the MCP SDK in the background (DESIGN.md §22.1), holding the GIL for up to
     # ~1.5 s: a scan then may run out of its 250 ms. How fast scans are is bench row a's figure; what this test
     # holds is that every complete scan equals the literal scan, so it waits (at most 15 s) for one complete scan.
-    deadline = time.monotonic() + 15
-    while hub.cli("memory", "search", "--", "warmup").json["incomplete"] and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: not hub.cli("memory", "search", "--", "warmup").json["incomplete"], 15,
+               "a complete search of the full scope", interval=0.2)
     single = [q for q, _ in _queries() if " " not in q]
     queries = [[q] for q in single] + [
         ["persistence", "canonical", "architectural", "real-time"],

@@ -10,7 +10,6 @@ the CLI, the Hub socket and the MCP server (DESIGN.md §4.3, §4.4, §15).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shlex
@@ -23,6 +22,7 @@ import pytest
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, ExitStatus, HubError
 from amux_memory.protocol.requests import upsert_params
 from tests.conftest import CliResult, HubProcess, amux_argv
+from tests.helpers import put, sha
 from tests.mcp_session import call, err, mcp_session
 from tests.terminal import TerminalResult, run_in_terminal
 
@@ -66,10 +66,6 @@ elif mode in ("race", "race-resolve", "race-keep-markers"):
 '''
 
 
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 class Editor:
     """The scripted ``$EDITOR``: ``env(mode)`` for a CLI run, ``calls`` what each run of the editor saw."""
 
@@ -96,12 +92,6 @@ class Editor:
 @pytest.fixture
 def editor(tmp_path: Path, hub: HubProcess) -> Editor:
     return Editor(tmp_path, hub)
-
-
-def put(hub: HubProcess, path: str, data: bytes, expected: str = "absent") -> str:
-    r = hub.cli("memory", "upsert", path, "--expected-revision", expected, input=data)
-    assert r.returncode == 0, r.stderr
-    return str(r.json["revision"])
 
 
 def current(hub: HubProcess, path: str) -> bytes | None:

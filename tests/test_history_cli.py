@@ -8,7 +8,6 @@ directly; everything else runs the real CLI against a real Hub subprocess
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import os
 import random
 import shutil
@@ -29,15 +28,12 @@ from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
 from amux_memory.tools.client.textdiff import diff_hunks, hunks_as_data, render_unified, split_lines
 from amux_memory.tools.client.when import parse_since
 from tests.conftest import HubProcess, amux_argv
+from tests.helpers import put, sha
 from tests.mcp_session import call, mcp_session, ok
 from tests.other_users import ALICE, BOB, run_as, shared_input
 
 NOW = dt.datetime(2026, 12, 1, 8, 40, 37, 123456, tzinfo=dt.UTC)
 TIMEOUT = 60
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 # -- --since WHEN ------------------------------------------------------------------------------------------
@@ -217,13 +213,6 @@ def test_help_explains_each_command() -> None:
 # -- against a real Hub --------------------------------------------------------------------------------------
 
 
-def upsert(hub: HubProcess, path: str, body: bytes, expected: str, **env: str) -> str:
-    r = hub.cli("memory", "upsert", path, "--expected-revision", expected, input=body, env=env)
-    assert r.returncode == 0, r.stderr
-    rev: str = r.json["revision"]
-    return rev
-
-
 def history(hub: HubProcess, path: str, *extra: str) -> list[dict[str, Any]]:
     r = hub.cli("memory", "history", path, *extra)
     assert r.returncode == 0, r.stderr
@@ -242,8 +231,8 @@ def test_cli_changes_are_recorded_with_action_and_actor(hub: HubProcess) -> None
     me = principal(hub)
     v1, v2 = b"# Notes\n\none\ntwo\n", b"# Notes\n\none\nTWO\nthree\n"
     session = {"AMUX_SESSION_ID": "sess-cli-1"}
-    r1 = upsert(hub, "notes.md", v1, "absent", **session)
-    r2 = upsert(hub, "notes.md", v2, r1, AMUX_SESSION_ID="sess-cli-1", AMUX_MEMORY_BINDING="global")
+    r1 = put(hub, "notes.md", v1, "absent", **session)
+    r2 = put(hub, "notes.md", v2, r1, AMUX_SESSION_ID="sess-cli-1", AMUX_MEMORY_BINDING="global")
     gone = hub.cli("memory", "forget", "notes.md", "--expected-revision", r2)
     assert gone.returncode == 0, gone.stderr
     back = hub.cli("memory", "restore", "notes.md", "--revision", r1, "--expected-revision", "absent")
@@ -281,7 +270,7 @@ def test_cli_changes_are_recorded_with_action_and_actor(hub: HubProcess) -> None
 
 @pytest.mark.slow
 def test_unknown_revisions_are_not_found_saying_why(hub: HubProcess) -> None:
-    rev = upsert(hub, "a.md", b"# A\n", "absent")
+    rev = put(hub, "a.md", b"# A\n", "absent")
     unknown = "0" * 64
     r = hub.cli("memory", "show", "a.md", "--revision", unknown)
     assert r.returncode == EXIT_CODES[ErrorCode.NOT_FOUND]
@@ -302,9 +291,9 @@ def test_diff_output_applies_to_give_the_newer_version(hub: HubProcess, tmp_path
     v1 = b"# Deploy\n\n- staging first\n- then prod\n- tag the release\n"
     v2 = b"# Deploy\n\n- staging first\n- canary 5% for an hour\n- then prod\n"
     v3 = b"# Deploy\n\nwe stopped deploying by hand"
-    r1 = upsert(hub, "deploy.md", v1, "absent")
-    r2 = upsert(hub, "deploy.md", v2, r1)
-    r3 = upsert(hub, "deploy.md", v3, r2)
+    r1 = put(hub, "deploy.md", v1, "absent")
+    r2 = put(hub, "deploy.md", v2, r1)
+    r3 = put(hub, "deploy.md", v3, r2)
     for frm, to, old, new in ((r1, None, v1, v3), (r1, r2, v1, v2), (r2, r3, v2, v3), ("absent", r1, b"", v1)):
         args = ["memory", "diff", "deploy.md", "--from", frm, *(["--to", to] if to else [])]
         text = hub.cli(*args)
@@ -325,8 +314,8 @@ def test_diff_output_applies_to_give_the_newer_version(hub: HubProcess, tmp_path
 @pytest.mark.slow
 def test_restore_honours_compare_and_swap(hub: HubProcess) -> None:
     v1, v2 = b"# Facts\n\nthe sky is blue\n", b"# Facts\n\nthe sky is green\n"
-    r1 = upsert(hub, "facts.md", v1, "absent")
-    r2 = upsert(hub, "facts.md", v2, r1)
+    r1 = put(hub, "facts.md", v1, "absent")
+    r2 = put(hub, "facts.md", v2, r1)
     before = history(hub, "facts.md")
     stale = hub.cli("memory", "restore", "facts.md", "--revision", r1, "--expected-revision", r1)
     assert stale.returncode == EXIT_CODES[ErrorCode.CONFLICT]
@@ -343,7 +332,7 @@ def test_restore_honours_compare_and_swap(hub: HubProcess) -> None:
 @pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_restore_is_not_held_back_by_the_rewrite_guard(hub: HubProcess) -> None:
     long = b"# Long\n\n" + b"".join(b"- fact %d\n" % i for i in range(60))
-    r1 = upsert(hub, "long.md", long, "absent")
+    r1 = put(hub, "long.md", long, "absent")
     short = hub.cli("memory", "upsert", "long.md", "--expected-revision", r1, "--allow-shrink", input=b"# Long\n")
     assert short.returncode == 0, short.stderr
     back = hub.cli("memory", "restore", "long.md", "--revision", r1, "--expected-revision", short.json["revision"])
@@ -353,7 +342,7 @@ def test_restore_is_not_held_back_by_the_rewrite_guard(hub: HubProcess) -> None:
 
 @pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths
 def test_a_hand_edit_is_recorded_as_external(hub: HubProcess) -> None:
-    r1 = upsert(hub, "hand.md", b"# Hand\n\nby the hub\n", "absent")
+    r1 = put(hub, "hand.md", b"# Hand\n\nby the hub\n", "absent")
     edited = b"# Hand\n\nby an editor\n"
     (hub.scope_dir / "hand.md").write_bytes(edited)
     mtime = dt.datetime.fromtimestamp((hub.scope_dir / "hand.md").stat().st_mtime, dt.UTC)
@@ -365,7 +354,7 @@ def test_a_hand_edit_is_recorded_as_external(hub: HubProcess) -> None:
     # Another hand edit, then a write through the Hub: the edit is kept first, then the update.
     again = b"# Hand\n\nby an editor, twice\n"
     (hub.scope_dir / "hand.md").write_bytes(again)
-    r3 = upsert(hub, "hand.md", b"# Hand\n\nby the hub again\n", sha(again))
+    r3 = put(hub, "hand.md", b"# Hand\n\nby the hub again\n", sha(again))
     assert [(v["action"], v["revision"]) for v in history(hub, "hand.md")] == [
         ("update", r3), ("external", sha(again)), ("external", sha(edited)), ("create", r1)]
 
@@ -373,8 +362,8 @@ def test_a_hand_edit_is_recorded_as_external(hub: HubProcess) -> None:
 @pytest.mark.slow
 def test_log_filters_by_prefix_and_time_and_pages(hub: HubProcess) -> None:
     for i in range(6):
-        upsert(hub, f"projects/p{i}.md", b"# P %d\n" % i, "absent")
-    upsert(hub, "MEMORY.md", b"# Entry\n", "absent")
+        put(hub, f"projects/p{i}.md", b"# P %d\n" % i, "absent")
+    put(hub, "MEMORY.md", b"# Entry\n", "absent")
     everything = hub.cli("memory", "log").json["changes"]
     assert [c["path"] for c in everything][:2] == ["MEMORY.md", "projects/p5.md"]
     scoped = hub.cli("memory", "log", "--path-prefix", "projects/").json["changes"]
@@ -401,7 +390,7 @@ def test_history_pages_with_a_cursor(hub: HubProcess) -> None:
     rev = "absent"
     revisions = []
     for i in range(7):
-        rev = upsert(hub, "paged.md", b"# Paged\n\nversion %d\n" % i, rev)
+        rev = put(hub, "paged.md", b"# Paged\n\nversion %d\n" % i, rev)
         revisions.append(rev)
     seen: list[str] = []
     cursor = ""
@@ -441,9 +430,9 @@ def every_file_holds(root: Path, marker: bytes) -> list[str]:
 def test_purge_erases_what_it_prints_and_never_the_live_document(hub: HubProcess) -> None:
     marker = b"sk-live-7f3a9c1e0b2d4f6a"
     clean = b"# Keys\n\nthe key lives in the vault\n"
-    r1 = upsert(hub, "keys.md", clean, "absent")
-    r2 = upsert(hub, "keys.md", b"# Keys\n\nthe key is " + marker + b"\n", r1)
-    r3 = upsert(hub, "keys.md", clean + b"rotated monthly\n", r2)
+    r1 = put(hub, "keys.md", clean, "absent")
+    r2 = put(hub, "keys.md", b"# Keys\n\nthe key is " + marker + b"\n", r1)
+    r3 = put(hub, "keys.md", clean + b"rotated monthly\n", r2)
     # The live document's own revision cannot be purged while the document holds it.
     live = hub.cli("memory", "purge", "keys.md", "--revision", r3)
     assert live.returncode == EXIT_CODES[ErrorCode.BAD_REQUEST] and "forget" in live.json["error"]["message"]
@@ -581,13 +570,13 @@ def test_history_commands_load_neither_trio_nor_mcp(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_with_history_off_nothing_new_is_recorded_and_the_cli_says_so(hub_factory: Any) -> None:
     h: HubProcess = hub_factory()
-    r1 = upsert(h, "kept.md", b"# Kept\n", "absent")
+    r1 = put(h, "kept.md", b"# Kept\n", "absent")
     on = h.cli("memory", "history", "kept.md")
     assert "history is off" not in on.stderr
     h.stop()
     h.configure("memory.history", "false")
     h.start()
-    upsert(h, "kept.md", b"# Kept\n\nchanged with history off\n", r1)
+    put(h, "kept.md", b"# Kept\n\nchanged with history off\n", r1)
     off = h.cli("memory", "history", "kept.md")
     assert off.returncode == 0, off.stderr
     assert "history is off" in off.stderr and "memory.history true" in off.stderr
@@ -612,7 +601,7 @@ def test_overwriting_a_document_untouched_for_200_days_can_be_undone(hub: HubPro
     path.write_bytes(old)
     long_ago = dt.datetime.now(dt.UTC).timestamp() - 200 * 86_400
     os.utime(path, (long_ago, long_ago))
-    new = upsert(hub, "old.md", b"# Old\n\nrewritten\n", sha(old))
+    new = put(hub, "old.md", b"# Old\n\nrewritten\n", sha(old))
     versions = history(hub, "old.md")
     assert [(v["action"], v["revision"]) for v in versions] == [("update", new), ("external", sha(old))]
     # The external version keeps the file's own (old) time; it is aged by when the Hub recorded it.
@@ -631,9 +620,9 @@ def test_purging_a_pruned_version_zeroes_its_bytes_before_compaction_frees_them(
     h.configure("memory.history_max_versions", "2")
     h.start()
     marker = b"sk-pruned-5e1d0c9b8a7f6e5d"
-    r1 = upsert(h, "k.md", b"# K\n\nkey " + marker + b"\n", "absent")
-    r2 = upsert(h, "k.md", b"# K\n\nno key\n", r1)
-    upsert(h, "k.md", b"# K\n\nstill no key\n", r2)  # r1 is now pruned, its bytes not yet compacted away
+    r1 = put(h, "k.md", b"# K\n\nkey " + marker + b"\n", "absent")
+    r2 = put(h, "k.md", b"# K\n\nno key\n", r1)
+    put(h, "k.md", b"# K\n\nstill no key\n", r2)  # r1 is now pruned, its bytes not yet compacted away
     assert r1 not in [v["revision"] for v in history(h, "k.md")]
     segment = h.home / "history" / "global" / "versions.log"
     link = h.home.parent / "versions.link"
@@ -647,8 +636,8 @@ def test_purging_a_pruned_version_zeroes_its_bytes_before_compaction_frees_them(
 
 
 def test_log_shows_hand_edits_new_files_and_deletions(hub: HubProcess) -> None:
-    r_a = upsert(hub, "a.md", b"# A\n\nby the hub\n", "absent")
-    r_b = upsert(hub, "b.md", b"# B\n\nby the hub\n", "absent")
+    r_a = put(hub, "a.md", b"# A\n\nby the hub\n", "absent")
+    r_b = put(hub, "b.md", b"# B\n\nby the hub\n", "absent")
     assert [c["action"] for c in hub.cli("memory", "log").json["changes"]] == ["create", "create"]
     edited = b"# A\n\nby an editor\n"
     (hub.scope_dir / "a.md").write_bytes(edited)
@@ -673,8 +662,8 @@ def test_the_documented_offline_reader_is_not_fooled_by_a_forged_header_line(hub
     assert found, "the offline reader in docs/operations.md"
     forged = b'# Trap\n#amux-history 1 {"seq":99,"path":"x.md","revision":"absent","time":"t","action":"forget",' \
              b'"actor":{},"bytes":0,"lines":0,"added":0,"removed":0,"body":0}\nend\n'
-    r1 = upsert(hub, "trap.md", forged, "absent")
-    r2 = upsert(hub, "trap.md", b"# Trap\n\nclean\n", r1)
+    r1 = put(hub, "trap.md", forged, "absent")
+    r2 = put(hub, "trap.md", b"# Trap\n\nclean\n", r1)
     segment = hub.home / "history" / "global" / "versions.log"
     out = subprocess.run([sys.executable, "-c", found.group(1), str(segment)], capture_output=True, timeout=60,
                          check=True).stdout.decode().splitlines()
@@ -693,8 +682,8 @@ def test_the_documented_offline_reader_is_not_fooled_by_a_forged_header_line(hub
 
 def test_writing_the_same_bytes_again_records_no_version(hub: HubProcess) -> None:
     body = b"# Same\n\nunchanged\n"
-    r1 = upsert(hub, "same.md", body, "absent")
-    assert upsert(hub, "same.md", body, r1) == r1
+    r1 = put(hub, "same.md", body, "absent")
+    assert put(hub, "same.md", body, r1) == r1
     back = hub.cli("memory", "restore", "same.md", "--revision", r1, "--expected-revision", r1)
     assert back.returncode == 0, back.stderr
     assert [v["action"] for v in history(hub, "same.md")] == ["create"]
@@ -708,7 +697,7 @@ def test_reading_history_creates_no_file_and_a_loose_history_folder_is_tightened
     root = hub.home / "history"
     root.mkdir(exist_ok=True)
     root.chmod(0o755)
-    upsert(hub, "first.md", b"# First\n", "absent")
+    put(hub, "first.md", b"# First\n", "absent")
     assert segment.exists()
     assert root.stat().st_mode & 0o777 == 0o700
     assert (root / "global").stat().st_mode & 0o777 == 0o700

@@ -24,12 +24,9 @@ import pytest
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess
+from tests.helpers import sha
 from tests.other_users import ALICE, BOB, run_as, shared_input
 from tests.strace_hub import traced_hub
-
-
-def rev(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def all_versions(c: HubClient, path: str) -> list[dict[str, Any]]:
@@ -102,23 +99,23 @@ def test_hand_edits_are_recorded_as_external(hub: HubProcess) -> None:
         doc.write_bytes(b"edited by hand\n")
         os.utime(doc, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
         # The next write records the hand edit first, with the file's mtime as its time.
-        c.call("upsert", {"path": "a.md", "content": b"hub again\n", "expected_revision": rev(b"edited by hand\n")})
+        c.call("upsert", {"path": "a.md", "content": b"hub again\n", "expected_revision": sha(b"edited by hand\n")})
         v = all_versions(c, "a.md")
         assert [x["action"] for x in v] == ["update", "external", "create"]
-        assert v[1]["revision"] == rev(b"edited by hand\n") and v[1]["time"].startswith("2023-11-14T22:13:20")
+        assert v[1]["revision"] == sha(b"edited by hand\n") and v[1]["time"].startswith("2023-11-14T22:13:20")
         assert v[1]["actor"] == {"principal": None, "client": "external", "binding": None, "session": None}
         assert v[2]["revision"] == first["revision"]
         # history itself records what is on disk, so it always ends at the file.
         doc.write_bytes(b"second hand edit\n")
         v = all_versions(c, "a.md")
-        assert v[0]["action"] == "external" and v[0]["revision"] == rev(b"second hand edit\n")
+        assert v[0]["action"] == "external" and v[0]["revision"] == sha(b"second hand edit\n")
         assert len(all_versions(c, "a.md")) == 4  # recorded once
         doc.unlink()
         v = all_versions(c, "a.md")
         assert v[0]["action"] == "external" and v[0]["revision"] == "absent"
         # A document that existed before history was on is recorded before its first change.
         (hub.scope_dir / "old.md").write_bytes(b"from before\n")
-        c.call("forget", {"path": "old.md", "expected_revision": rev(b"from before\n")})
+        c.call("forget", {"path": "old.md", "expected_revision": sha(b"from before\n")})
         assert [x["action"] for x in all_versions(c, "old.md")] == ["forget", "external"]
 
 
@@ -158,9 +155,9 @@ def test_retention_caps_hold_under_500_rewrites(hub_factory: Any) -> None:
             revs.append(current)
         for i in range(120):
             c.call("upsert", {"path": "small.md", "content": f"v{i}\n".encode(),
-                              "expected_revision": "absent" if i == 0 else rev(f"v{i - 1}\n".encode())})
+                              "expected_revision": "absent" if i == 0 else sha(f"v{i - 1}\n".encode())})
         big, small, keep = all_versions(c, "big.md"), all_versions(c, "small.md"), all_versions(c, "keep.md")
-        assert len(small) == 50 and small[0]["revision"] == rev(b"v119\n")  # max_versions, newest kept
+        assert len(small) == 50 and small[0]["revision"] == sha(b"v119\n")  # max_versions, newest kept
         assert [v["revision"] for v in big] == list(reversed(revs))[: len(big)] and 20 < len(big) <= 50
         assert [v["revision"] for v in keep] == [r["revision"]]  # the oldest, but a document's newest version
         with pytest.raises(HubError) as err:
@@ -268,22 +265,22 @@ def test_history_is_per_principal(hub_factory: Any, shared_dir: Path) -> None:
         code, _, err = run_as(uid, h.socket, "memory", "upsert", "MEMORY.md", "--expected-revision", "absent",
                               "--file", str(src))
         assert code == 0, err
-    alice_rev = rev(a_in.read_bytes())
+    alice_rev = sha(a_in.read_bytes())
     code, out, err = run_as(BOB, h.socket, "memory", "history", "MEMORY.md")
     assert code == 0, err
-    assert [v["revision"] for v in out["versions"]] == [rev(b_in.read_bytes())]
+    assert [v["revision"] for v in out["versions"]] == [sha(b_in.read_bytes())]
     assert out["versions"][0]["actor"]["principal"] == f"uid:{BOB}"
     code, out, _ = run_as(BOB, h.socket, "memory", "log")
-    assert [e["revision"] for e in out["changes"]] == [rev(b_in.read_bytes())]
+    assert [e["revision"] for e in out["changes"]] == [sha(b_in.read_bytes())]
     code, out, _ = run_as(BOB, h.socket, "memory", "show", "MEMORY.md", "--revision", alice_rev)
     assert code == EXIT_CODES[ErrorCode.NOT_FOUND]
     code, out, _ = run_as(BOB, h.socket, "memory", "restore", "MEMORY.md", "--revision", alice_rev,
-                          "--expected-revision", rev(b_in.read_bytes()))
+                          "--expected-revision", sha(b_in.read_bytes()))
     assert code == EXIT_CODES[ErrorCode.NOT_FOUND]
     code, out, _ = run_as(BOB, h.socket, "memory", "purge", "MEMORY.md", "--all")
     assert code == EXIT_CODES[ErrorCode.BAD_REQUEST]  # his own live document still holds his version
     code, out, err = run_as(BOB, h.socket, "memory", "forget", "MEMORY.md", "--expected-revision",
-                            rev(b_in.read_bytes()))
+                            sha(b_in.read_bytes()))
     assert code == 0, err
     code, out, err = run_as(BOB, h.socket, "memory", "purge", "MEMORY.md", "--all")
     assert code == 0, err
@@ -334,9 +331,9 @@ def test_versions_older_than_max_days_are_pruned(hub_factory: Any) -> None:
     (h.scope_dir / "b.md").write_bytes(b"recent\n")
     h.start()
     with h.client() as c:
-        assert [v["revision"] for v in c.call("log", {})["changes"]] == [rev(b"recent\n")]
+        assert [v["revision"] for v in c.call("log", {})["changes"]] == [sha(b"recent\n")]
         with pytest.raises(HubError) as err:  # even a document's newest version goes after max_days
-            c.call("get", {"path": "a.md", "revision": rev(b"two\n")})
+            c.call("get", {"path": "a.md", "revision": sha(b"two\n")})
         assert err.value.data["reason"] == "pruned"
 
 
@@ -344,7 +341,7 @@ def test_version_is_made_durable_after_the_document(tmp_path: Path) -> None:
     """strace of one upsert: fsync(temp) → rename → fsync(dir) → pwrite(segment) → fdatasync(segment)."""
     calls: list[dict[str, object]] = [
         {"path": "a.md", "content": b"one\n", "expected_revision": "absent"},
-        {"path": "a.md", "content": b"two\n", "expected_revision": rev(b"one\n")},
+        {"path": "a.md", "content": b"two\n", "expected_revision": sha(b"one\n")},
     ]
     _, lines, _ = traced_hub(tmp_path, calls, syscalls="openat,pwrite64,fsync,fdatasync,rename,renameat,renameat2")
     events: list[str] = []
@@ -389,12 +386,12 @@ def test_a_failed_compaction_leaves_a_usable_history(tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(fsio.os, "rename", no_space)
     with pytest.raises(HubError) as err:
-        hist.purge("a.md", rev(b"one\n"), rev(b"two\n"))
+        hist.purge("a.md", sha(b"one\n"), sha(b"two\n"))
     assert err.value.code is ErrorCode.STORAGE_FULL
     assert err.value.data == {"errno": "ENOSPC", "operation": "compact history", "path": "", "uncertain": False}
     monkeypatch.undo()
     assert [p.name for p in folder.iterdir()] == ["versions.log"]  # no temporary file left
-    assert hist.find("a.md", rev(b"two\n"))[1] == b"two\n"  # the old segment and its index still serve
+    assert hist.find("a.md", sha(b"two\n"))[1] == b"two\n"  # the old segment and its index still serve
 
     real_fsync, real_open = os.fsync, os.open
 
@@ -415,13 +412,13 @@ def test_a_failed_compaction_leaves_a_usable_history(tmp_path: Path, monkeypatch
             hist.compact_locked()
         monkeypatch.undo()
         assert err.value.data == {"errno": code, "operation": "compact history", "path": "", "uncertain": True}
-        assert hist.find("b.md", rev(current))[1] == current
+        assert hist.find("b.md", sha(current))[1] == current
         hist.record("b.md", current + b"more\n", "update", who, previous=current)
         current += b"more\n"
     hist.close()
     fresh = ScopeHistory(str(folder), Retention())
     fresh.load()
-    assert [v.revision for v in fresh.by_path["b.md"]] == [rev(b"bee\n"), rev(b"bee\nmore\n"),
-                                                           rev(b"bee\nmore\nmore\n")]
+    assert [v.revision for v in fresh.by_path["b.md"]] == [sha(b"bee\n"), sha(b"bee\nmore\n"),
+                                                           sha(b"bee\nmore\nmore\n")]
     assert [p.name for p in folder.iterdir()] == ["versions.log"]
     fresh.close()

@@ -20,7 +20,6 @@ import pytest
 import trio
 import trio.testing
 
-from amux_memory.hub.config import HubConfig
 from amux_memory.hub.server import Hub
 from amux_memory.protocol.errors import ErrorCode
 from amux_memory.protocol.framing import FrameDecoder, encode_frame
@@ -36,6 +35,7 @@ from amux_memory.protocol.messages import (
     pack,
 )
 from tests.conftest import HubProcess
+from tests.helpers import hub_config
 from tests.raw_hub import RAW_TIMEOUT, Raw, error_of
 
 TIMEOUT = RAW_TIMEOUT
@@ -471,7 +471,7 @@ class _InstantService:
 
     async def call(self, scope: Any, method: str, params: dict[str, Any], identity: Any = None) -> dict[str, Any]:
         self.calls += 1
-        await trio.sleep(0)
+        await trio.sleep(0)  # a checkpoint, as the real service's awaits are
         return {"blob": "x" * 7000}
 
 
@@ -482,8 +482,7 @@ async def test_unread_answers_do_not_pile_up_in_the_hub(tmp_path: Path) -> None:
     # flight until its answer is *sent*; otherwise each batch finds the counter
     # back at zero and the Hub computes and holds every answer (unbounded memory).
     service = _InstantService()
-    config = HubConfig(home=tmp_path, memory_enabled=True, isolation="off", socket_path=tmp_path / "s",
-                       socket_mode=0o600, socket_group="")
+    config = hub_config(tmp_path, socket_path=tmp_path / "s")
     hub = Hub(config, LIMITS, service)  # type: ignore[arg-type]
     a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     client = trio.SocketStream(b)

@@ -13,7 +13,6 @@ import trio.testing
 
 import amux_memory.hub.connection as connection
 import amux_memory.hub.listeners as listeners
-from amux_memory.hub.config import HubConfig
 from amux_memory.hub.identity import GLOBAL
 from amux_memory.hub.run import serve
 from amux_memory.hub.server import Hub
@@ -21,11 +20,7 @@ from amux_memory.protocol.errors import ErrorCode
 from amux_memory.protocol.framing import FrameDecoder
 from amux_memory.protocol.limits import LIMITS
 from amux_memory.protocol.messages import Response, decode_response, encode_request
-
-
-def _config(tmp_path: Path) -> HubConfig:
-    return HubConfig(home=tmp_path, memory_enabled=True, isolation="off", socket_path=tmp_path / "hub.sock",
-                     socket_mode=0o600, socket_group="")
+from tests.helpers import hub_config
 
 
 async def _closed(stream: trio.SocketStream) -> bool:
@@ -39,7 +34,7 @@ async def _closed(stream: trio.SocketStream) -> bool:
 async def test_silent_connection_is_closed_after_the_hello_timeout(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    hub = Hub(_config(tmp_path), LIMITS)
+    hub = Hub(hub_config(tmp_path), LIMITS)
     a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     client = trio.SocketStream(b)
     async with trio.open_nursery() as nursery:
@@ -56,7 +51,7 @@ async def test_chatty_connection_without_hello_is_closed_after_the_hello_timeout
 ) -> None:
     """A peer that keeps sending requests before hello (refused) or hellos that fail, one every 8 s, is still
     closed once HELLO_TIMEOUT_SECONDS have passed since the connection was accepted: one deadline, not reset."""
-    hub = Hub(_config(tmp_path), LIMITS)
+    hub = Hub(hub_config(tmp_path), LIMITS)
     a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     client = trio.SocketStream(b)
     params = {"query": "x"} if method == "search" else {"protocol": 999}
@@ -88,7 +83,7 @@ async def test_chatty_connection_without_hello_is_closed_after_the_hello_timeout
 async def test_idle_connection_is_closed_after_the_idle_timeout(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    hub = Hub(_config(tmp_path), LIMITS)
+    hub = Hub(hub_config(tmp_path), LIMITS)
     a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     client = trio.SocketStream(b)
     async with trio.open_nursery() as nursery:
@@ -105,7 +100,7 @@ async def test_idle_connection_is_closed_after_the_idle_timeout(
 
 async def test_connection_over_the_cap_is_told_busy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(listeners, "MAX_CONNECTIONS", 2)
-    config = _config(tmp_path)
+    config = hub_config(tmp_path)
     async with trio.open_nursery() as nursery:
         await nursery.start(serve, config, LIMITS)
         held = []
@@ -135,7 +130,7 @@ async def test_request_start_deadline_and_the_hello_reply_come_from_limits(
     """The Hub's time bounds live in ``Limits`` (DESIGN.md §6): a Hub made with another
     ``request_start_seconds`` answers ``busy`` after that long and reports it in ``hello``."""
     limits = dataclasses.replace(LIMITS, request_start_seconds=3.0)
-    hub = Hub(_config(tmp_path), limits)
+    hub = Hub(hub_config(tmp_path), limits)
     (tmp_path / "memory" / "global").mkdir(parents=True)
     a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     client = trio.SocketStream(b)

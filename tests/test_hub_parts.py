@@ -7,7 +7,6 @@ import logging
 import math
 import socket
 import threading
-import time
 import unicodedata
 from importlib.metadata import version
 from pathlib import Path
@@ -19,7 +18,6 @@ import trio.testing
 
 import amux_memory.hub.run as hub_run
 import amux_memory.hub.server as hub_server
-from amux_memory.hub.config import HubConfig
 from amux_memory.hub.home import HomeLock
 from amux_memory.hub.run import run
 from amux_memory.hub.server import Hub
@@ -31,15 +29,11 @@ from amux_memory.protocol.limits import LIMITS
 from amux_memory.protocol.messages import DATA_METHODS, PROTOCOL_VERSION, decode_response, encode_request
 from amux_memory.protocol.paths import is_canonical_path
 from amux_memory.protocol.version import package_version
-
-
-def _config(tmp_path: Path) -> HubConfig:
-    return HubConfig(home=tmp_path, memory_enabled=True, isolation="off", socket_path=tmp_path / "hub.sock",
-                     socket_mode=0o600, socket_group="")
+from tests.helpers import hub_config, wait_until
 
 
 async def test_hello_reports_the_installed_package_version(tmp_path: Path) -> None:
-    hub = Hub(_config(tmp_path), LIMITS)
+    hub = Hub(hub_config(tmp_path), LIMITS)
     a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     client = trio.SocketStream(b)
     async with trio.open_nursery() as nursery:
@@ -73,7 +67,7 @@ def test_run_exits_hub_start_failed_when_another_hub_holds_the_home(
     holder = HomeLock(tmp_path / LOCK_NAME)
     holder.acquire()
     try:
-        assert run(_config(tmp_path), LIMITS) == ExitStatus.HUB_START_FAILED
+        assert run(hub_config(tmp_path), LIMITS) == ExitStatus.HUB_START_FAILED
     finally:
         holder.release()
     assert "already serving" in capsys.readouterr().err
@@ -90,10 +84,12 @@ class _HeldService:
     def __init__(self, hub_ref: list[Hub]) -> None:
         self.hub_ref = hub_ref
         self.release = trio.Event()
+        self.started = trio.Event()
         self.running_seen: list[int] = []
 
     async def call(self, scope: object, method: str, params: dict[str, object], identity: object) -> dict[str, object]:
         self.running_seen.append(self.hub_ref[0].calls_running)
+        self.started.set()
         await self.release.wait()
         return {"ok": True}
 
@@ -113,7 +109,7 @@ async def test_the_mcp_warm_import_waits_for_an_idle_hub_and_goes_in_steps(
     mock_clock.autojump_threshold = THREAD_GRACE  # waiting on a worker thread is not idleness
     hub_ref: list[Hub] = []
     service = _HeldService(hub_ref)
-    hub = Hub(_config(tmp_path), LIMITS, service=service)  # type: ignore[arg-type]
+    hub = Hub(hub_config(tmp_path), LIMITS, service=service)  # type: ignore[arg-type]
     hub_ref.append(hub)
     imported: list[tuple[str, float]] = []
     frozen: list[float] = []
@@ -170,7 +166,7 @@ async def test_the_mcp_warm_import_reports_a_missing_mcp_server_and_stops(
     caplog: pytest.LogCaptureFixture
 ) -> None:
     mock_clock.autojump_threshold = THREAD_GRACE
-    hub = Hub(_config(tmp_path), LIMITS)
+    hub = Hub(hub_config(tmp_path), LIMITS)
     imported: list[str] = []
 
     def import_module(name: str) -> None:
@@ -195,7 +191,7 @@ async def test_a_busy_hub_whose_sdk_is_imported_already_still_freezes_the_collec
     mock_clock.autojump_threshold = THREAD_GRACE
     hub_ref: list[Hub] = []
     service = _HeldService(hub_ref)
-    hub = Hub(_config(tmp_path), LIMITS, service=service)  # type: ignore[arg-type]
+    hub = Hub(hub_config(tmp_path), LIMITS, service=service)  # type: ignore[arg-type]
     hub_ref.append(hub)
     imported: list[str] = []
     frozen: list[float] = []
@@ -214,8 +210,8 @@ async def test_a_busy_hub_whose_sdk_is_imported_already_still_freezes_the_collec
         nursery.start_soon(hub.handle, trio.SocketStream(a))
         await _exchange(client, decoder, 1, "hello", {"protocol": PROTOCOL_VERSION})
         await client.send_all(encode_request(2, "get", {"path": "MEMORY.md"}))  # held: the Hub stays busy
-        while not service.running_seen:
-            await trio.sleep(0.01)
+        with trio.fail_after(60):
+            await service.started.wait()
         start = trio.current_time()
         nursery.start_soon(hub_run.warm_mcp, hub)
         with trio.fail_after(60):
@@ -227,13 +223,29 @@ async def test_a_busy_hub_whose_sdk_is_imported_already_still_freezes_the_collec
         nursery.cancel_scope.cancel()
 
 
+class _CountedLock:
+    """A ``threading.Lock`` that counts the threads that came to take it (the one holding it and those waiting)."""
+
+    def __init__(self) -> None:
+        self.lock, self.counting, self.arrivals = threading.Lock(), threading.Lock(), 0
+
+    def __enter__(self) -> None:
+        with self.counting:
+            self.arrivals += 1
+        self.lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
 async def test_an_mcp_open_during_a_warm_step_imports_the_sdk_after_it(
     tmp_path: Path, mock_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Two threads importing the SDK from different modules at once can fail: measured, a warm "mcp" step with an
     # mcp_open importing hub.mcp.session 0.1 s into the warm-up raised _DeadlockError (mcp.shared.message).
     mock_clock.autojump_threshold = THREAD_GRACE
-    hub = Hub(_config(tmp_path), LIMITS)
+    hub = Hub(hub_config(tmp_path), LIMITS)
+    hub.import_lock = lock = _CountedLock()
     events: list[str] = []
     in_step, release = threading.Event(), threading.Event()
 
@@ -261,7 +273,7 @@ async def test_an_mcp_open_during_a_warm_step_imports_the_sdk_after_it(
         nursery.start_soon(hub_run.warm_mcp, hub)
         await trio.to_thread.run_sync(in_step.wait)
         await client.send_all(encode_request(2, "mcp_open", {}))
-        await trio.to_thread.run_sync(time.sleep, 0.3)  # real time for mcp_open to reach its import
+        await trio.to_thread.run_sync(wait_until, lambda: lock.arrivals == 2, 10, "mcp_open to reach the import lock")
         release.set()
         with trio.fail_after(60):
             while decoder.next_frame() is None and (data := await client.receive_some(65536)):

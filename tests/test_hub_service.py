@@ -14,14 +14,12 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, ExitStatus
 from tests.conftest import CliResult, amux_argv
-
-IN_CI = os.environ.get("CI") == "true"
+from tests.helpers import ok, skip_or_fail
 
 
 class Home:
@@ -69,11 +67,6 @@ def home(tmp_path: Path) -> Iterator[Home]:
     pid = h.lock_pid()
     if pid is not None and _alive(pid):
         os.kill(pid, signal.SIGKILL)
-
-
-def ok(r: CliResult) -> Any:
-    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
-    return r.json
 
 
 @pytest.mark.slow
@@ -165,9 +158,8 @@ def test_status_of_a_remote_hub_has_no_local_fields(home: Home, tmp_path: Path) 
 def _verify_unit(path: Path) -> None:
     tool = shutil.which("systemd-analyze")
     if tool is None:
-        if IN_CI:
-            pytest.fail("systemd-analyze is missing (CI=true: .ci/run installs systemd)")
-        pytest.skip("systemd-analyze is not installed; the unit was only read back")
+        skip_or_fail("systemd-analyze is not installed; the unit was only read back",
+                     "systemd-analyze is missing (CI=true: .ci/run installs systemd)")
     proc = subprocess.run([tool, "verify", str(path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr
 

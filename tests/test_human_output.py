@@ -9,7 +9,6 @@ suggestions that never offer a destructive command for a read.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -23,14 +22,11 @@ import pytest
 
 from amux_memory.protocol.requests import get_params, history_params
 from tests.conftest import HubProcess, amux_argv
+from tests.helpers import put, sha
 from tests.terminal import SGR, TerminalResult, run_in_terminal
 
 NOTE = b"# Preferences\n\n- use trio for async code\n- tabs are bad\n"
 PROJECT = b"# Project x\n\nwe use trio and msgpack\n"
-
-
-def revision(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def term(hub: HubProcess, *args: str, input: bytes = b"", **env: str) -> TerminalResult:
@@ -38,13 +34,6 @@ def term(hub: HubProcess, *args: str, input: bytes = b"", **env: str) -> Termina
     base = {k: v for k, v in hub.env.items() if k not in ("NO_COLOR", "AMUX_OUTPUT", "FORCE_COLOR")}
     return run_in_terminal([*amux_argv(), *args], env={**base, "TERM": "xterm-256color", "COLUMNS": "200", **env},
                            input=input)
-
-
-def put(hub: HubProcess, path: str, data: bytes, expected: str = "absent") -> str:
-    r = hub.cli("memory", "upsert", path, "--expected-revision", expected, input=data)
-    assert r.returncode == 0, r.stderr
-    rev: str = r.json["revision"]
-    return rev
 
 
 @pytest.fixture
@@ -61,7 +50,7 @@ def test_search_lists_ranked_paths_lines_and_snippets(filled: HubProcess) -> Non
     assert lines[0].startswith("2 of 2 matching documents")
     first = lines.index(next(line for line in lines if "MEMORY.md:3" in line))
     assert lines[first].lstrip().startswith("1. MEMORY.md:3")  # ranked first: two keywords
-    assert f"rev {revision(NOTE)[:12]}" in lines[first] and revision(NOTE) not in r.plain
+    assert f"rev {sha(NOTE)[:12]}" in lines[first] and sha(NOTE) not in r.plain
     assert "matched: trio, tabs" in lines[first]
     assert lines[first + 1].strip() == "- use trio for async code"
     assert any(line.lstrip().startswith("2. projects/x/notes.md:3") for line in lines)
@@ -84,7 +73,7 @@ def test_show_prints_a_header_line_and_the_fragment_as_text(filled: HubProcess) 
     r = term(filled, "memory", "show", "MEMORY.md")
     assert r.returncode == 0, r.stderr
     head, *body = r.plain.splitlines()
-    assert head.split() == ["MEMORY.md", "lines", "1-4", "of", "4", "rev", revision(NOTE)[:12], str(len(NOTE)), "bytes"]
+    assert head.split() == ["MEMORY.md", "lines", "1-4", "of", "4", "rev", sha(NOTE)[:12], str(len(NOTE)), "bytes"]
     assert "\n".join(body) + "\n" == NOTE.decode()
     r = term(filled, "memory", "show", "MEMORY.md", "--start-line", "3", "--end-line", "4")
     head, *body = r.plain.splitlines()
@@ -115,7 +104,7 @@ def test_a_cut_fragment_says_how_to_continue_and_that_command_continues_it(hub: 
 @pytest.mark.slow
 def test_list_history_and_log_are_aligned_tables(filled: HubProcess) -> None:
     second = NOTE + b"- one more\n"
-    new_rev = put(filled, "MEMORY.md", second, revision(NOTE))
+    new_rev = put(filled, "MEMORY.md", second, sha(NOTE))
     r = term(filled, "memory", "list")
     assert r.returncode == 0, r.stderr
     lines = r.plain.splitlines()
@@ -134,9 +123,9 @@ def test_list_history_and_log_are_aligned_tables(filled: HubProcess) -> None:
     update = next(line for line in lines if " update " in line)
     create = next(line for line in lines if " create " in line)
     assert lines.index(update) < lines.index(create), "newest first"
-    assert new_rev[:12] in update and revision(NOTE)[:12] in create and new_rev not in r.plain
+    assert new_rev[:12] in update and sha(NOTE)[:12] in create and new_rev not in r.plain
     assert "+1 -0" in update and "+4 -0" in create
-    assert update.index(new_rev[:12]) == create.index(revision(NOTE)[:12]), "one revision column"
+    assert update.index(new_rev[:12]) == create.index(sha(NOTE)[:12]), "one revision column"
 
     r = term(filled, "memory", "log")
     assert r.returncode == 0, r.stderr
@@ -214,21 +203,21 @@ def test_the_older_entries_hint_keeps_every_option(hub: HubProcess) -> None:
 def test_writes_print_one_line_with_the_new_short_revision(hub: HubProcess) -> None:
     r = term(hub, "memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=NOTE)
     assert r.returncode == 0, r.stderr
-    assert r.plain == f"created MEMORY.md ({len(NOTE)} bytes); revision now {revision(NOTE)[:12]}\n"
+    assert r.plain == f"created MEMORY.md ({len(NOTE)} bytes); revision now {sha(NOTE)[:12]}\n"
     second = NOTE + b"- more\n"
-    r = term(hub, "memory", "upsert", "MEMORY.md", "--expected-revision", revision(NOTE), input=second)
-    assert r.plain == f"replaced MEMORY.md ({len(second)} bytes); revision now {revision(second)[:12]}\n"
-    r = term(hub, "memory", "restore", "MEMORY.md", "--revision", revision(NOTE),
-             "--expected-revision", revision(second))
+    r = term(hub, "memory", "upsert", "MEMORY.md", "--expected-revision", sha(NOTE), input=second)
+    assert r.plain == f"replaced MEMORY.md ({len(second)} bytes); revision now {sha(second)[:12]}\n"
+    r = term(hub, "memory", "restore", "MEMORY.md", "--revision", sha(NOTE),
+             "--expected-revision", sha(second))
     assert r.returncode == 0, r.stderr
-    assert r.plain == (f"restored {revision(NOTE)[:12]} as MEMORY.md ({len(NOTE)} bytes); "
-                       f"revision now {revision(NOTE)[:12]}\n")
-    r = term(hub, "memory", "forget", "MEMORY.md", "--expected-revision", revision(NOTE))
+    assert r.plain == (f"restored {sha(NOTE)[:12]} as MEMORY.md ({len(NOTE)} bytes); "
+                       f"revision now {sha(NOTE)[:12]}\n")
+    r = term(hub, "memory", "forget", "MEMORY.md", "--expected-revision", sha(NOTE))
     assert r.returncode == 0, r.stderr
     assert r.plain.startswith("deleted MEMORY.md") and len(r.plain.splitlines()) == 1
-    r = term(hub, "memory", "purge", "MEMORY.md", "--revision", revision(second))
+    r = term(hub, "memory", "purge", "MEMORY.md", "--revision", sha(second))
     assert r.returncode == 0, r.stderr
-    assert r.plain.startswith(f"erased 1 stored version of MEMORY.md from the history ({revision(second)[:12]})")
+    assert r.plain.startswith(f"erased 1 stored version of MEMORY.md from the history ({sha(second)[:12]})")
     assert r.stderr == "", "the notice piped output gives on stderr is the rendered line here"
 
 
@@ -241,7 +230,7 @@ def test_an_error_is_printed_once_on_stderr_with_the_next_step_and_nothing_on_st
     first, *rest = SGR.sub("", r.stderr).splitlines()
     assert first.startswith("amux: conflict: ")
     assert rest[0].startswith("  next: Nothing was changed. Read the document again with 'amux memory show'")
-    assert f"  observed_revision: {revision(NOTE)}" in rest
+    assert f"  observed_revision: {sha(NOTE)}" in rest
     assert "memory_get" not in r.stderr
     r = term(filled, "memory", "show", "a/../b.md")
     assert (r.returncode, r.screen) == (3, "")
@@ -430,11 +419,11 @@ def test_inert_escapes_every_terminal_control_and_keeps_text() -> None:
 
 
 def test_show_of_a_stored_version_says_so(filled: HubProcess) -> None:
-    put(filled, "MEMORY.md", NOTE + b"- newer\n", revision(NOTE))
-    r = term(filled, "memory", "show", "MEMORY.md", "--revision", revision(NOTE))
+    put(filled, "MEMORY.md", NOTE + b"- newer\n", sha(NOTE))
+    r = term(filled, "memory", "show", "MEMORY.md", "--revision", sha(NOTE))
     assert r.returncode == 0, r.stderr
     head, *body = r.plain.splitlines()
-    assert f"rev {revision(NOTE)[:12]}" in head and "a stored version, from the history" in head
+    assert f"rev {sha(NOTE)[:12]}" in head and "a stored version, from the history" in head
     assert "\n".join(body) + "\n" == NOTE.decode()
 
 

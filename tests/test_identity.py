@@ -24,7 +24,6 @@ import pytest
 import trio
 import trio.testing
 
-from amux_memory.hub.config import HubConfig
 from amux_memory.hub.identity import authenticate, scope_for
 from amux_memory.hub.registry import (
     REGISTRY_NAME,
@@ -43,20 +42,12 @@ from amux_memory.protocol.limits import LIMITS
 from amux_memory.protocol.messages import PROTOCOL_VERSION, decode_response, encode_request
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import CliResult, HubProcess
+from tests.helpers import hub_config, ok, sha
 from tests.other_users import ALICE, BOB, free_uid, run_as, shared_input
 from tests.raw_hub import Raw, error_of
 
 UNAUTHORIZED = EXIT_CODES[ErrorCode.UNAUTHORIZED]
 NOW = 1_800_000_000.0
-
-
-def sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def ok(r: CliResult) -> Any:
-    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
-    return r.json
 
 
 def failed(r: CliResult, code: ErrorCode) -> dict[str, Any]:
@@ -314,6 +305,8 @@ def test_expired_token_is_rejected(hub_factory: Any) -> None:
         assert conn.hello["expires"] is not None
         expires = conn.hello["expires"]
         assert conn.call("search", {"query": "x"})["matches"] == []
+        # Until just past the expiry the hello named: the Hub checks it against the clock on each call, so
+        # the wall clock passing is what is tested (nothing to poll).
         time.sleep(max(0.0, expires - time.time()) + 0.2)
         with pytest.raises(HubError) as info:
             conn.call("search", {"query": "x"})  # an open connection does not outlive its token
@@ -593,8 +586,7 @@ async def test_open_connection_loses_access_when_its_token_expires(tmp_path: Pat
 
     text = modify(tmp_path, issue_60s)
     clock = [time.time()]
-    config = HubConfig(home=tmp_path, memory_enabled=True, isolation="user", socket_path=tmp_path / "s",
-                       socket_mode=0o600, socket_group="")
+    config = hub_config(tmp_path, isolation="user", socket_path=tmp_path / "s")
     hub = Hub(config, LIMITS, wall_clock=lambda: clock[0])
     a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     client, decoder = trio.SocketStream(b), FrameDecoder()

@@ -62,6 +62,7 @@ from tests.fakemodel import (
     responses_tool_outputs,
     strings,
 )
+from tests.helpers import seeded
 from tests.other_users import readable_amux, readable_python
 
 pytestmark = pytest.mark.slow  # the real npm-installed agent clients
@@ -158,12 +159,6 @@ def session_state(hub: HubProcess, session_id: str) -> dict[str, Any]:
     return state
 
 
-def seeded(hub: HubProcess) -> HubProcess:
-    r = hub.cli("memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=ENTRY.encode())
-    assert r.returncode == 0, r.stderr
-    return hub
-
-
 def claude_args(prompt: str, *extra: str) -> list[str]:
     return ["claude", "-p", prompt, "--output-format", "stream-json", "--verbose", *extra]
 
@@ -179,7 +174,7 @@ def claude_result(proc: subprocess.CompletedProcess[str]) -> Any:
 
 def test_claude_gets_one_protocol_block_the_amux_tools_and_a_real_hub_match(
         agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:
-    seeded(hub)
+    seeded(hub, ENTRY)
     home = tmp_path / "home"
     env = claude_env(agents, hub, home, fake_model)
     settings = home / ".claude" / "settings.json"
@@ -255,7 +250,7 @@ def test_claude_with_memory_disabled_keeps_its_native_memory(
 
 def test_claude_resume_keeps_the_stored_binding_and_a_changed_policy_is_binding_mismatch(
         agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:
-    seeded(hub)
+    seeded(hub, ENTRY)
     env = claude_env(agents, hub, tmp_path / "home", fake_model)
     work = tmp_path / "work"
     session = str(uuid.uuid4())
@@ -301,7 +296,7 @@ def test_claude_waits_for_a_slow_amux_server(
 
 def test_codex_merges_developer_instructions_reaches_the_hub_and_resume_keeps_one_copy(
         agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:
-    seeded(hub)
+    seeded(hub, ENTRY)
     home = tmp_path / "home"
     env = launch_env(agents, hub, home)
     config = home / ".codex" / "config.toml"
@@ -381,7 +376,7 @@ def test_codex_waits_for_a_slow_amux_server_and_a_profile_keeps_its_instructions
 
 def test_pi_gets_the_cli_protocol_once_and_its_shell_reaches_the_hub(
         agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:
-    seeded(hub)
+    seeded(hub, ENTRY)
     home = tmp_path / "home"
     env = launch_env(agents, hub, home)
     provider = {"providers": {"fake": {"baseUrl": fake_model.url, "api": "anthropic-messages", "apiKey": "x",
@@ -436,7 +431,7 @@ def test_codex_as_another_user_gets_its_own_codex_home_and_reaches_the_hub(
     try:
         shared.chmod(0o755)
         hub = seeded(hub_factory(isolation="user", settings={"hub.socket_path": str(shared / "hub.sock"),
-                                                             "hub.socket_mode": "0666"}))
+                                                             "hub.socket_mode": "0666"}), ENTRY)
         # The user's own memory: the launch binds that user's scope, not root's.
         r = subprocess.run([str(readable_amux(shared, python)), "memory", "upsert", "MEMORY.md",
                             "--expected-revision", "absent"], input=ENTRY.encode(), capture_output=True,

@@ -34,6 +34,7 @@ from amux_memory.launch.errors import LaunchError
 from amux_memory.protocol.agent_protocol import render
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import CliResult, HubProcess, amux_argv, make_hub
+from tests.helpers import wait_until
 from tests.other_users import free_uid, readable_amux, readable_python
 
 MCP = render("mcp")
@@ -71,7 +72,7 @@ with open(os.environ["STANDIN_OUT"], "w") as fh:
     json.dump(record, fh)
 if os.environ.get("STANDIN_SLEEP"):
     import time
-    time.sleep(float(os.environ["STANDIN_SLEEP"]))
+    time.sleep(float(os.environ["STANDIN_SLEEP"]))  # an agent still at work, for the launcher to signal
 sys.exit(int(os.environ.get("STANDIN_EXIT", "0")))
 '''
 
@@ -335,10 +336,7 @@ def test_sigterm_to_the_launcher_reaches_the_agent(launcher: Launcher) -> None:
     proc = subprocess.Popen([*launcher.argv, "launch", "pi", "-p", "hi"],
                             env={**launcher.env, "STANDIN_SLEEP": "60"}, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while not launcher.ran and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert launcher.ran
+    wait_until(lambda: launcher.ran, 30, "the stand-in agent to run")
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=30)
     assert proc.returncode == 128 + signal.SIGTERM  # the agent got SIGTERM; the launcher reports it like a shell
@@ -676,10 +674,7 @@ def test_as_user_probe_is_bounded_and_a_sigterm_leaves_nothing(hub_factory: Any,
         proc = subprocess.Popen([*launch.argv, "launch", "--as-user", str(uid), "--run-dir", str(run_dir), "claude"],
                                 env={**launch.env, "AMUX_HUB": str(silent)}, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 20
-        while not _processes_running(entry) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert _processes_running(entry), "the probe never started"
+        wait_until(lambda: _processes_running(entry), 20, "the probe to start", interval=0.02)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 128 + signal.SIGTERM, err

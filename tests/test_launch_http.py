@@ -45,6 +45,7 @@ from tests.fakemodel import (
     responses_tool_outputs,
     strings,
 )
+from tests.helpers import mcp_url, wait_until
 
 PROTOCOL = "2025-06-18"
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -76,13 +77,11 @@ def http_hub(tmp: Path, *, register: bool = True, **settings: str) -> tuple[HubP
     """A Hub serving MCP on ``127.0.0.1:0``; ``(hub, url)``, the URL from its log (the port is the kernel's)."""
     tmp.mkdir(parents=True, exist_ok=True)
     h = make_hub(tmp, settings={"hub.mcp_listen": "127.0.0.1:0", **settings})
-    assert h.log is not None
-    found = re.findall(r"serving MCP on (http://\S+)", h.log.read_text())
-    assert found, h.log.read_text()
+    url = mcp_url(h, "http")
     if register:
         r = h.cli("hub", "principal", "add", ME)
         assert r.returncode == 0, r.stderr
-    return h, found[-1]
+    return h, url
 
 
 def post(url: str, token: str, binding: str, body: Any = INIT) -> int:
@@ -152,7 +151,7 @@ tmp = {record!r} + ".tmp"
 with open(tmp, "w") as f:
     json.dump(doc, f)
 os.rename(tmp, {record!r})
-time.sleep(float(os.environ.get("STANDIN_SLEEP", "0")))
+time.sleep(float(os.environ.get("STANDIN_SLEEP", "0")))  # an agent still at work, for the launcher to signal
 '''
 
 
@@ -163,13 +162,6 @@ def standin(tmp: Path) -> tuple[Path, Path]:
     program.write_text(STANDIN.format(python=sys.executable, record=str(record)))
     program.chmod(0o755)
     return program, record
-
-
-def wait_for(path: Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
 
 
 # -- fast: the plan, the hand-over, the revocation -----------------------------------------------
@@ -256,7 +248,7 @@ def test_the_token_works_during_the_run_and_is_revoked_after_sigterm(tmp_path: P
         proc = subprocess.Popen([*amux_argv(), "launch", agent, *args], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         try:
-            wait_for(record)
+            wait_until(record.exists, 30, f"the stand-in agent to write {record}")
             got = json.loads(record.read_text())
             if agent == "claude":
                 assert got["config_mode"] == 0o600
@@ -391,7 +383,7 @@ def watch(proc: subprocess.Popen[str], environ_key: str | None = None,
                             "Authorization"].removeprefix("Bearer ")
                 except (OSError, ValueError, KeyError):
                     pass
-        time.sleep(0.02)
+        time.sleep(0.02)  # the sampling interval: what is seen is the finding, nothing is waited for
     return seen, token
 
 

@@ -32,6 +32,7 @@ from tests.agent_clients import client_env
 from tests.conftest import HubProcess, amux_argv
 from tests.fakemodel import FakeModel, ToolCall, anthropic_tool_results, codex_provider
 from tests.fakemodel import strings as _strings
+from tests.helpers import seeded
 
 pytestmark = pytest.mark.slow  # the real npm-installed agent clients
 
@@ -42,12 +43,6 @@ ENTRY = "# Preferences\n- Indent with tabs.\n- Answer in English.\n"
 def amux_command() -> tuple[str, list[str]]:
     argv = amux_argv()
     return argv[0], [*argv[1:], "mcp"]
-
-
-def seeded(hub: HubProcess) -> HubProcess:
-    r = hub.cli("memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=ENTRY.encode())
-    assert r.returncode == 0, r.stderr
-    return hub
 
 
 # -- a fake model endpoint ------------------------------------------------------------------------------
@@ -76,7 +71,7 @@ def _inspector(bin_dir: Path, hub: HubProcess, *method: str) -> dict[str, Any]:
 
 def test_inspector_lists_the_tools_and_calls_memory_search(bin_dir: Path, hub: HubProcess,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    seeded(hub)
+    seeded(hub, ENTRY)
     start = time.perf_counter()
     listing = _inspector(bin_dir, hub, "--method", "tools/list")
     elapsed = time.perf_counter() - start
@@ -133,7 +128,7 @@ def test_claude_code_adds_the_server_with_one_command_and_connects(bin_dir: Path
 
 def test_claude_code_sees_the_tools_and_instructions_and_calls_memory(bin_dir: Path, hub: HubProcess,
                                                                       tmp_path: Path, fake_model: FakeModel) -> None:
-    seeded(hub)
+    seeded(hub, ENTRY)
     command, args = amux_command()
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"amux": {"command": command, "args": args,
@@ -215,7 +210,7 @@ class JsonLines:
 
 def test_codex_adds_the_server_with_one_command_and_its_app_server_lists_and_calls_the_tools(
         bin_dir: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel) -> None:
-    seeded(hub)
+    seeded(hub, ENTRY)
     home = tmp_path / "codex-home"
     (home / ".codex").mkdir(parents=True)
     env = client_env(HOME=str(home), CODEX_HOME=str(home / ".codex"))

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ import pytest
 from tests.agent_clients import CLIENTS, unavailable
 from tests.bearer_proxy import BearerProxy
 from tests.conftest import HubProcess, make_hub
+from tests.helpers import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mcp_conformance")]  # one worker: one module Hub
 
@@ -78,13 +78,6 @@ NOT_APPLICABLE = {
     "prompts-get-with-image": "the server offers no prompts",
 }
 """Server scenarios of the pinned suite that do not apply to the Hub's tools-only server, with the reason."""
-
-
-def free_port() -> int:
-    """A loopback port free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

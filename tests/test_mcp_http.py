@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import itertools
 import json
 import os
 import re
@@ -33,25 +34,11 @@ import pytest
 from amux_memory.tools.client.blocking import HubClient
 from bench.mcp_http import rpc_message
 from tests.conftest import HubProcess, amux_argv, make_hub
+from tests.helpers import free_port, mcp_http_hub, mcp_url, wait_until
 
 PROTOCOL = "2025-06-18"
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start(tmp: Path, isolation: str = "off", **settings: str) -> tuple[HubProcess, str]:
-    """A Hub with ``hub.mcp_listen`` on a free loopback port; ``(hub, url)`` from its log."""
-    h = make_hub(tmp, isolation=isolation, settings={"hub.mcp_listen": f"127.0.0.1:{free_port()}", **settings})
-    assert h.log is not None
-    found = re.findall(r"serving MCP on (https?://\S+)", h.log.read_text())
-    assert found, h.log.read_text()
-    return h, found[-1]
 
 
 def issue(h: HubProcess, principal: str, *extra: str) -> tuple[str, str]:
@@ -129,6 +116,21 @@ def upsert(url: str, token: str, sid: str, path: str, content: str, expected: st
     return structured
 
 
+def taken_in(pid: int, client: socket.socket) -> bool:
+    """Whether process ``pid`` holds the server end of the loopback TCP connection ``client`` opened (it has
+    accepted it) and has read all that was sent on it (the end's receive queue is empty), from ``/proc``."""
+    port, peer_port = client.getsockname()[1], client.getpeername()[1]
+    held = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # closed meanwhile
+            held.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()  # sl, local, remote, state, tx_queue:rx_queue, ..., inode (10th)
+        if int(fields[1].split(":")[1], 16) == peer_port and int(fields[2].split(":")[1], 16) == port:
+            return f"socket:[{fields[9]}]" in held and int(fields[4].split(":")[1], 16) == 0
+    return False
+
+
 def snapshot(home: Path) -> dict[str, tuple[int, int]]:
     """Every file of the home but the log and the lock: size and mtime, to show nothing was written."""
     out = {}
@@ -143,13 +145,15 @@ def snapshot(home: Path) -> dict[str, tuple[int, int]]:
 def test_tokens_are_checked_on_every_request_and_refusals_say_nothing(tmp_path: Path) -> None:
     """Missing, wrong, revoked, expired and delegated-without-binding tokens get the same 401 with a bare
     ``WWW-Authenticate: Bearer``; a token in the query string is never read; nothing is written."""
-    h, url = start(tmp_path)
+    h, url = mcp_http_hub(tmp_path)
     good, good_id = issue(h, "alice")
     revoked, revoked_id = issue(h, "alice")
     expired, _ = issue(h, "alice", "--ttl", "1")
     delegated, _ = issue(h, "alice", "--binding", "global")
     assert h.cli("hub", "token", "revoke", revoked_id).returncode == 0
-    time.sleep(2.2)  # a --ttl 1 token expires at ceil(issue time + 1 s): up to 2 s after it was issued
+    # A --ttl 1 token expires at ceil(issue time + 1 s): up to 2 s after it was issued. The Hub compares its
+    # expiry with the clock on each request, so the wall clock passing is what is tested: nothing to poll.
+    time.sleep(2.2)
     before = snapshot(h.home)
     answers = []
     for headers in ({}, bearer("amux_nope_nope"), bearer(revoked), bearer(expired), bearer(delegated),
@@ -178,7 +182,7 @@ def test_tokens_are_checked_on_every_request_and_refusals_say_nothing(tmp_path: 
 def test_host_and_origin(tmp_path: Path) -> None:
     """``Host`` must name the listener (421 otherwise); ``Origin`` may be absent, or the listener's own (else
     403); refusals write nothing."""
-    h, url = start(tmp_path)
+    h, url = mcp_http_hub(tmp_path)
     token, _ = issue(h, "alice")
     port = urlsplit(url).port
     before = snapshot(h.home)
@@ -196,7 +200,7 @@ def test_host_and_origin(tmp_path: Path) -> None:
 def test_sessions_belong_to_their_token_and_end(tmp_path: Path) -> None:
     """A session id is 128 random bits, usable only with the token that opened it (another token, even of the
     same principal: 404, and nothing is written); DELETE ends it; history names each token's principal."""
-    h, url = start(tmp_path)
+    h, url = mcp_http_hub(tmp_path)
     a, _ = issue(h, "alice")
     a2, _ = issue(h, "alice")
     b, _ = issue(h, "bob")
@@ -227,7 +231,7 @@ def test_isolation_user_gives_each_token_its_principals_scope(tmp_path: Path) ->
     """With isolation ``user`` each token reads and writes its own principal's scope only (search, get and
     upsert of the same path land in ``users/<key>``); a delegated token works only with its binding in
     ``Amux-Binding``, in its principal's scope, and history records that binding."""
-    h, url = start(tmp_path, isolation="user")
+    h, url = mcp_http_hub(tmp_path, isolation="user")
     a, _ = issue(h, "alice")
     b, _ = issue(h, "bob")
     d, _ = issue(h, "bob", "--binding", "principal:bob")
@@ -255,10 +259,11 @@ def test_isolation_user_gives_each_token_its_principals_scope(tmp_path: Path) ->
 def test_idle_sessions_expire_and_the_cap_per_principal_answers(tmp_path: Path) -> None:
     """``hub.mcp_session_idle`` ends an idle session (404 after); the 17th open session of one principal is
     answered 429 at once while another principal still opens one; an ended session frees its place."""
-    h, url = start(tmp_path, **{"hub.mcp_session_idle": "2"})
+    h, url = mcp_http_hub(tmp_path, **{"hub.mcp_session_idle": "2"})
     a, _ = issue(h, "alice")
     b, _ = issue(h, "bob")
     sids = [open_session(url, a) for _ in range(16)]
+    idle_from = time.monotonic()  # no request touches sids[1:] after this
     t0 = time.monotonic()
     status, headers, body = request(url, body=INIT, headers=bearer(a))
     assert status == 429 and "16 open MCP sessions" in rpc_message(body)["error"]["message"], body
@@ -267,7 +272,13 @@ def test_idle_sessions_expire_and_the_cap_per_principal_answers(tmp_path: Path) 
     assert request(url, "DELETE", headers=bearer(a, **{"Mcp-Session-Id": sids[0],
                                                         "MCP-Protocol-Version": PROTOCOL}))[0] == 200
     open_session(url, a)
-    time.sleep(3.5)
+    # The idle time passing is the behaviour: any request for a session restarts its idle clock, so this waits
+    # out the 2 s, then polls, each time through another session idle as long (one asked earlier in the round
+    # has been idle again longer than 2 s before it is asked again), until the SDK has ended them.
+    time.sleep(max(0.0, idle_from + 2 - time.monotonic()))
+    probes = itertools.cycle(sids[2:])
+    wait_until(lambda: read_entry(url, a, next(probes))[0] == 404, 10, "the sessions idle for 2 s to be ended",
+               interval=0.25)
     assert read_entry(url, a, sids[1])[0] == 404
     open_session(url, a)  # the expired ones no longer count
 
@@ -278,7 +289,7 @@ def test_body_bound_and_rate(tmp_path: Path) -> None:
     while another token is unaffected."""
     from amux_memory.protocol.limits import MCP_HTTP_BURST, MCP_HTTP_MAX_BODY_BYTES
 
-    h, url = start(tmp_path)
+    h, url = mcp_http_hub(tmp_path)
     a, _ = issue(h, "alice")
     b, _ = issue(h, "bob")
     before = snapshot(h.home)
@@ -305,7 +316,7 @@ def test_body_bound_and_rate(tmp_path: Path) -> None:
 def test_stalled_clients_do_not_stall_others(tmp_path: Path) -> None:
     """Half-sent headers (slowloris) and a body that never finishes, held open, while another token's session
     and a Unix-socket client are served at once; the stalled ones are closed by the listener's timeouts."""
-    h, url = start(tmp_path)
+    h, url = mcp_http_hub(tmp_path)
     a, _ = issue(h, "alice")
     u = urlsplit(url)
     assert u.hostname is not None and u.port is not None
@@ -315,7 +326,9 @@ def test_stalled_clients_do_not_stall_others(tmp_path: Path) -> None:
     body.sendall((f"POST /mcp HTTP/1.1\r\nHost: {u.netloc}\r\nAuthorization: Bearer {a}\r\n"
                   "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
                   "Content-Length: 5000\r\n\r\n{\"jsonrpc\"").encode())
-    time.sleep(0.5)
+    assert h.proc is not None
+    wait_until(lambda: taken_in(h.proc.pid, loris) and taken_in(h.proc.pid, body), 4,
+               "the Hub to accept both stalled connections and read what they sent")
     t0 = time.monotonic()
     sid = open_session(url, a)
     assert read_entry(url, a, sid)[0] == 200
@@ -357,8 +370,7 @@ def test_tls_init_then_the_listener_is_reachable_with_the_ca_only(tmp_path: Path
     again = h.cli("hub", "tls", "init")
     assert again.returncode == 2 and "--force" in again.stderr
     h.start()
-    assert h.log is not None
-    url = re.findall(r"serving MCP on (https://\S+)", h.log.read_text())[-1]
+    url = mcp_url(h, "https")
     token, _ = issue(h, "alice")
     u = urlsplit(url)
     trusted = ssl.create_default_context(cafile=made["ca"])
@@ -385,7 +397,7 @@ def test_hub_connect_prints_working_commands(tmp_path: Path) -> None:
     """``amux hub connect`` issues a working token once and prints, per agent, the commands with it: Claude
     Code's ``claude mcp add --transport http``, Codex's ``codex mcp add --url`` with the token in an
     environment variable, ``AMUX_HUB``/``AMUX_TOKEN`` for Pi and scripts; the token opens a session."""
-    h, url = start(tmp_path, **{"hub.listen": f"127.0.0.1:{free_port()}"})
+    h, url = mcp_http_hub(tmp_path, **{"hub.listen": f"127.0.0.1:{free_port()}"})
     h.cli("hub", "principal", "add", "alice")
     out = {}
     for agent in ("claude", "codex", "pi", "env"):
@@ -414,7 +426,7 @@ def test_printed_claude_command_registers_the_server(tmp_path: Path) -> None:
     from tests.agent_clients import install_clients
 
     claude = install_clients() / "claude"
-    h, url = start(tmp_path)
+    h, url = mcp_http_hub(tmp_path)
     h.cli("hub", "principal", "add", "alice")
     r = h.cli("hub", "connect", "claude", "--principal", "alice", "--json")
     env = {**os.environ, "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}
@@ -445,7 +457,7 @@ def test_initialize_and_tools_list_are_the_relays(tmp_path: Path) -> None:
     """Over HTTP, ``initialize`` (instructions on by default, off with ``Amux-Instructions: off``), ``tools/list``
     and ``ping`` answer exactly what the relay answers (``tests/fixtures/mcp_wire.json``); a bad
     ``Amux-Instructions`` or ``Amux-Session`` is 400 and opens nothing."""
-    h, url = start(tmp_path)
+    h, url = mcp_http_hub(tmp_path)
     token, _ = issue(h, "alice")
     init = json.loads(WIRE["initialize_request"])
     for extra, expected in (({}, "initialize_instructions_on"), ({"Amux-Instructions": "off"},
@@ -477,7 +489,7 @@ def test_the_memory_tools_over_http_with_history_and_pages_per_session(tmp_path:
     """upsert, get, search and forget through one HTTP session act on the Hub (the CLI sees it); history names
     client ``amux-mcp``, the principal and the ``Amux-Session``; a result over the page budget comes in pages
     that ``result_continue`` serves to its own session only, and they end with the session (DELETE)."""
-    h, url = start(tmp_path)
+    h, url = mcp_http_hub(tmp_path)
     token, _ = issue(h, "alice")
     launch = {"Amux-Session": "launch-1234"}
     sid = open_session(url, token, **launch)
@@ -521,7 +533,7 @@ def test_review_on_keeps_an_http_upsert_as_a_proposal(tmp_path: Path) -> None:
     """With ``memory.review = agents`` an HTTP MCP caller is an agent: its upsert answers a pending proposal,
     the document is not written, and ``amux memory review`` lists it; ``tools/list`` publishes the proposal
     schemas."""
-    h, url = start(tmp_path, **{"memory.review": "agents"})
+    h, url = mcp_http_hub(tmp_path, **{"memory.review": "agents"})
     token, _ = issue(h, "alice")
     sid = open_session(url, token)
     status, listed = rpc(url, token, sid, "tools/list")
@@ -544,7 +556,7 @@ def test_the_sdk_streamable_http_client_uses_the_memory_tools(tmp_path: Path) ->
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    h, url = start(tmp_path)
+    h, url = mcp_http_hub(tmp_path)
     token, _ = issue(h, "alice")
     big = "".join(f"row {i} " + "y" * 90 + "\n" for i in range(400))
 
@@ -595,7 +607,7 @@ def test_an_http_caller_is_an_agent_the_secret_check_cannot_be_overridden(tmp_pa
     when a later request leaves the header out."""
     from tests.secret_samples import samples
 
-    h, url = start(tmp_path)
+    h, url = mcp_http_hub(tmp_path)
     token, _ = issue(h, "alice")
     sample = samples(41)[0]
     sid = open_session(url, token)

@@ -7,7 +7,6 @@ here: the agent memory protocol text and ``amux protocol show``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -36,14 +35,11 @@ from amux_memory.protocol.agent_protocol import MAX_PROTOCOL_BYTES, VARIANTS, re
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import LIMITS
 from tests.conftest import REPO, HubProcess, amux_argv
+from tests.helpers import sha
 from tests.mcp_session import call, err, mcp_session, ok, text
 
 TIMEOUT = 60
 MEMORY_TOOLS = ("memory_search", "memory_get", "memory_upsert", "memory_forget")
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 # -- the agent memory protocol -------------------------------------------------------------------

@@ -26,7 +26,7 @@ import trio.testing
 
 import amux_memory.hub.connection as connection
 import amux_memory.hub.listeners as listeners
-from amux_memory.hub.config import HubConfig, parse_listen
+from amux_memory.hub.config import parse_listen
 from amux_memory.hub.identity import GLOBAL
 from amux_memory.hub.registry import Registry, modify
 from amux_memory.hub.run import serve
@@ -37,6 +37,7 @@ from amux_memory.protocol.framing import FrameDecoder
 from amux_memory.protocol.limits import LIMITS
 from amux_memory.protocol.messages import Response, decode_response, encode_request
 from tests.conftest import CliResult, HubProcess, amux_argv
+from tests.helpers import hub_config, ok
 
 trustme = pytest.importorskip("trustme", reason="trustme makes the test certificates (pip install trustme)")
 
@@ -88,11 +89,6 @@ def tls_hub(hub_factory: Any, certs: Certs, **kw: Any) -> HubProcess:
     h: HubProcess = hub_factory(isolation="user", settings={
         "hub.listen": "127.0.0.1:0", "hub.tls_cert": str(certs.cert), "hub.tls_key": str(certs.key)}, **kw)
     return h
-
-
-def ok(r: CliResult) -> Any:
-    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
-    return r.json
 
 
 def code_of(r: CliResult) -> str:
@@ -268,12 +264,6 @@ def test_client_endpoints() -> None:
 # -- bounds, in process under the virtual clock ------------------------------------------------------
 
 
-def _config(tmp_path: Path, **kw: Any) -> HubConfig:
-    settings: dict[str, Any] = {"memory_enabled": True, "isolation": "off", "socket_path": tmp_path / "hub.sock",
-                                "socket_mode": 0o600, "socket_group": "", **kw}
-    return HubConfig(home=tmp_path, **settings)
-
-
 async def _eof(stream: trio.abc.Stream) -> list[Response]:
     """Read to EOF; the responses seen on the way."""
     decoder, seen = FrameDecoder(), []
@@ -308,7 +298,7 @@ async def test_tls_handshake_must_finish_in_time(tmp_path: Path, certs: Certs,
                                                  autojump_clock: trio.testing.MockClock) -> None:
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(certs.cert, certs.key)
-    hub = Hub(_config(tmp_path), LIMITS)
+    hub = Hub(hub_config(tmp_path), LIMITS)
     srv, client = _pair()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(hub.handle, srv, "tls", ctx)
@@ -330,7 +320,7 @@ async def test_tls_in_process_and_a_network_peer_has_no_kernel_identity(tmp_path
         return updated, text
 
     token = modify(tmp_path, issue)
-    hub = Hub(_config(tmp_path, isolation="user"), LIMITS)
+    hub = Hub(hub_config(tmp_path, isolation="user"), LIMITS)
     client_ctx = ssl.create_default_context()
     certs.ca.configure_trust(client_ctx)
     for transport, params, expected in [
@@ -350,7 +340,7 @@ async def test_tls_in_process_and_a_network_peer_has_no_kernel_identity(tmp_path
 
 
 async def test_slow_sender_is_closed(tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
-    hub = Hub(_config(tmp_path), LIMITS)
+    hub = Hub(hub_config(tmp_path), LIMITS)
     srv, client = _pair()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(hub.handle, srv)
@@ -377,7 +367,7 @@ async def test_slow_sender_is_closed(tmp_path: Path, autojump_clock: trio.testin
 
 
 async def test_a_slow_but_complete_frame_is_served(tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
-    hub = Hub(_config(tmp_path), LIMITS)
+    hub = Hub(hub_config(tmp_path), LIMITS)
     srv, client = _pair()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(hub.handle, srv)
@@ -402,7 +392,7 @@ async def test_a_slow_but_complete_frame_is_served(tmp_path: Path, autojump_cloc
 async def test_request_deadline_answers_busy_and_changes_nothing(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    hub = Hub(_config(tmp_path), LIMITS)
+    hub = Hub(hub_config(tmp_path), LIMITS)
     srv, client = _pair()
     (tmp_path / "memory" / "global").mkdir(parents=True)
     async with trio.open_nursery() as nursery:
@@ -440,7 +430,7 @@ class _StuckService:
 async def test_request_deadline_frees_the_in_flight_slots(tmp_path: Path,
                                                           autojump_clock: trio.testing.MockClock) -> None:
     service = _StuckService()
-    hub = Hub(_config(tmp_path), LIMITS, service)  # type: ignore[arg-type]
+    hub = Hub(hub_config(tmp_path), LIMITS, service)  # type: ignore[arg-type]
     srv, client = _pair()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(hub.handle, srv)
@@ -468,7 +458,7 @@ class _BigAnswers:
 
 
 async def test_a_peer_that_never_reads_is_closed(tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
-    hub = Hub(_config(tmp_path), LIMITS, _BigAnswers())  # type: ignore[arg-type]
+    hub = Hub(hub_config(tmp_path), LIMITS, _BigAnswers())  # type: ignore[arg-type]
     srv, client = _pair()
     done = trio.Event()
 
@@ -491,7 +481,7 @@ async def test_a_peer_that_never_reads_is_closed(tmp_path: Path, autojump_clock:
 async def test_connection_over_the_cap_on_tls_is_told_busy(tmp_path: Path, certs: Certs,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(listeners, "MAX_CONNECTIONS", 1)
-    config = _config(tmp_path, listen="127.0.0.1:0", tls_cert=str(certs.cert), tls_key=str(certs.key))
+    config = hub_config(tmp_path, listen="127.0.0.1:0", tls_cert=str(certs.cert), tls_key=str(certs.key))
     client_ctx = ssl.create_default_context()
     certs.ca.configure_trust(client_ctx)
     async with trio.open_nursery() as nursery:
@@ -511,7 +501,7 @@ async def test_connection_over_the_cap_on_tls_is_told_busy(tmp_path: Path, certs
 
 async def test_network_listener_is_checked_before_anything_opens(tmp_path: Path) -> None:
     with pytest.raises(HubStartError, match="refusing plaintext"):
-        await serve(_config(tmp_path, listen="0.0.0.0:0"), LIMITS)
+        await serve(hub_config(tmp_path, listen="0.0.0.0:0"), LIMITS)
     assert not (tmp_path / "hub.sock").exists()
 
 

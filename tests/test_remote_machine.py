@@ -36,7 +36,6 @@ import json
 import os
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -46,8 +45,8 @@ from typing import NoReturn
 
 import pytest
 
-from tests.agent_clients import IN_CI
 from tests.conftest import HubProcess, amux_argv, make_hub
+from tests.helpers import free_port, skip_or_fail
 
 pytestmark = pytest.mark.slow
 
@@ -74,9 +73,7 @@ class Namespace:
 
 def unavailable(message: str) -> NoReturn:
     """The namespace cannot be made: skip with ``message``, or fail under ``CI=true`` (CI runs as root)."""
-    if IN_CI:
-        pytest.fail(f"{message} (CI=true: the other-machine test must run; CI runs as root with iproute2)")
-    pytest.skip(message)
+    skip_or_fail(message, f"{message} (CI=true: the other-machine test must run; CI runs as root with iproute2)")
 
 
 def _ip(*args: str, ns: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -114,13 +111,6 @@ def netns() -> Iterator[Namespace]:
         _ip("netns", "del", ns.name)  # takes the veth pair with it
         _ip("link", "del", ns.host_if)  # in case the namespace never got its end
     assert ns.name not in _ip("netns", "list").stdout
-
-
-def free_port(host: str) -> int:
-    """A TCP port free on ``host`` a moment ago."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def remote_env(home: Path) -> dict[str, str]:

@@ -9,7 +9,6 @@ With review off every answer is what it was.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import stat
 from pathlib import Path
@@ -19,36 +18,15 @@ import pytest
 import trio
 
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
-from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import CliResult, HubProcess
+from tests.helpers import agent, ok, person
 
 REVIEW = {"memory.review": "agents"}
-
-
-def ok(r: CliResult) -> Any:
-    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
-    return r.json
 
 
 def failed(r: CliResult, code: ErrorCode) -> dict[str, Any]:
     assert r.returncode == EXIT_CODES[code], (r.returncode, r.stdout, r.stderr)
     return r.json if isinstance(r.json, list) else r.json["error"]
-
-
-def agent(h: HubProcess, session: str = "sess-1", **kw: Any) -> HubClient:
-    """A connection as a launched agent's CLI would open it: a ``hello`` carrying a session."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
-    from amux_memory.tools.client.settings import ClientSettings
-
-    settings = ClientSettings.from_env(environ={**env, "AMUX_HOME": str(h.home), "AMUX_SESSION_ID": session},
-                                       socket_path=h.socket)
-    c = HubClient(h.socket, settings=settings, **kw)
-    c.connect()
-    return c
-
-
-def person(h: HubProcess) -> HubClient:
-    return h.client()
 
 
 def pending(h: HubProcess) -> list[dict[str, Any]]:

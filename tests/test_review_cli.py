@@ -7,42 +7,19 @@ review commands; log and history mark an approved change and its proposer; decid
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode
-from amux_memory.tools.client.blocking import HubClient
-from tests.conftest import CliResult, HubProcess, amux_argv
+from tests.conftest import HubProcess, amux_argv
+from tests.helpers import agent, ok, person
 from tests.terminal import run_in_terminal
 
 REVIEW = {"memory.review": "agents"}
 
 AGENT = {"AMUX_SESSION_ID": "x"}
 """The environment of a CLI run inside an agent session: its writes are proposals."""
-
-
-def person(h: HubProcess) -> HubClient:
-    """A connection as a person's CLI opens it (no session: not an agent)."""
-    return h.client()
-
-
-def agent(h: HubProcess, session: str = "sess-1") -> HubClient:
-    """A connection as a launched agent's CLI opens it: a ``hello`` carrying a session."""
-    from amux_memory.tools.client.settings import ClientSettings
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
-    settings = ClientSettings.from_env(environ={**env, "AMUX_HOME": str(h.home), "AMUX_SESSION_ID": session},
-                                       socket_path=h.socket)
-    c = HubClient(h.socket, settings=settings)
-    c.connect()
-    return c
-
-
-def ok(r: CliResult) -> Any:
-    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
-    return r.json
 
 
 def screen(h: HubProcess, *args: str, env: dict[str, str] | None = None, input: bytes = b"",

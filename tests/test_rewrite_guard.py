@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from amux_memory.hub.rewrite_guard import MIN_DROPPED_LINES, check_rewrite
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
 from tests.conftest import HubProcess, need_corpus
+from tests.helpers import sha
 from tests.mcp_session import call, mcp_session, ok
 
 NOTE = "".join(f"- fact {i}: the deploy window for service {i} is Tuesday {i % 24:02d}:00 UTC\n" for i in range(300))
@@ -39,10 +39,6 @@ PLACEHOLDERS = [
     "Everything else stays the same.",
     "Unchanged.",
 ]
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @pytest.mark.parametrize("placeholder", PLACEHOLDERS)

@@ -8,7 +8,6 @@ symlinks, and every scan budget (files, bytes, time, directory entries).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import time
 import unicodedata
@@ -17,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from amux_memory.hub.config import HubConfig
 from amux_memory.hub.identity import GLOBAL
 from amux_memory.hub.search import read_file_nofollow, search_scope
 from amux_memory.hub.service import MemoryService
@@ -25,10 +23,7 @@ from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import LIMITS, Limits
 from amux_memory.protocol.messages import packed_size
 from amux_memory.protocol.params import parse_search
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+from tests.helpers import hub_config, sha
 
 
 def fold(text: str) -> str:
@@ -524,10 +519,7 @@ def test_directory_entry_budgets(scope: Path) -> None:
 
 
 def make_service(tmp_path: Path, reader: Any = read_file_nofollow, enabled: bool = True) -> MemoryService:
-    config = HubConfig(
-        home=tmp_path, memory_enabled=enabled, isolation="off",
-        socket_path=tmp_path / "hub.sock", socket_mode=0o600, socket_group="",
-    )
+    config = hub_config(tmp_path, memory_enabled=enabled)
     return MemoryService(config, LIMITS, reader)
 
 

@@ -17,11 +17,11 @@ import pytest
 
 import amux_memory.hub.search as hub_search
 from amux_memory.hub.cache import ScopeCache
-from amux_memory.hub.config import HubConfig
 from amux_memory.hub.identity import GLOBAL
 from amux_memory.hub.search import read_file_nofollow, search_scope
 from amux_memory.hub.service import MemoryService
 from amux_memory.protocol.limits import LIMITS
+from tests.helpers import hub_config
 
 ROOMY = dataclasses.replace(LIMITS, scan_budget_seconds=5.0)
 
@@ -128,15 +128,14 @@ def test_a_slow_disk_still_stops_by_the_budget_and_leaves_no_thread(tmp_path: Pa
     assert len(reader.threads) > 1 and res["scanned_files"] > LIMITS.scan_budget_seconds / 0.020  # overlapped
     assert res["scanned_files"] <= calls < 300
     assert threading.active_count() == before
-    time.sleep(0.05)
+    time.sleep(0.05)  # a window for a straggling read to show in: an absence cannot be polled for
     assert len(reader.calls) == calls  # nothing reads after the scan returned
 
 
 async def test_slow_reader_through_the_service_stops_in_time(tmp_path: Path) -> None:
     root = tmp_path / "memory" / "global"
     write_scope(root, 300)
-    config = HubConfig(home=tmp_path, memory_enabled=True, isolation="off",
-                       socket_path=tmp_path / "hub.sock", socket_mode=0o600, socket_group="")
+    config = hub_config(tmp_path)
     reader = SlowReader(0.020)
     service = MemoryService(config, LIMITS, reader)
     before = threading.active_count()
@@ -147,7 +146,7 @@ async def test_slow_reader_through_the_service_stops_in_time(tmp_path: Path) -> 
     assert len(reader.threads) > 1
     assert threading.active_count() <= before + 1  # trio's idle worker thread may stay; no pool thread does
     assert not [t for t in threading.enumerate() if t.name.startswith("amux-read")]
-    time.sleep(0.05)
+    time.sleep(0.05)  # a window for a straggling read to show in: an absence cannot be polled for
     assert len(reader.calls) == calls
 
 

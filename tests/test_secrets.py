@@ -26,19 +26,11 @@ from amux_memory.tools.client.blocking import HubClient
 from amux_memory.tools.typed.hosts import claude_bucket
 from tests.conftest import HubProcess, amux_argv
 from tests.mcp_session import call, err, mcp_session, ok
-from tests.secret_samples import REFERENCES, Sample, note_forms, samples
+from tests.secret_samples import REFERENCES, Sample, assert_no_leak, note_forms, samples
 from tests.terminal import run_in_terminal
 
 TIMEOUT = 60
 CLEAN = b"# Deploy notes\n\nThe deploy token is in 1Password, item 'deploy'.\n"
-
-
-def assert_no_leak(sample: Sample, *texts: str | bytes) -> None:
-    """None of ``texts`` holds the secret or its distinctive middle."""
-    for t in texts:
-        s = t.decode("utf-8", "replace") if isinstance(t, bytes) else t
-        assert sample.secret not in s, f"{sample.rule}: the secret leaked"
-        assert sample.middle not in s, f"{sample.rule}: part of the secret leaked"
 
 
 def note(sample: Sample) -> bytes:

@@ -22,7 +22,7 @@ from amux_memory.hub.secrets import find_secrets, redact
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import HubProcess
 from tests.mcp_session import call, err, mcp_session, ok
-from tests.secret_samples import Sample, url_password_forms
+from tests.secret_samples import Sample, assert_no_leak, url_password_forms
 
 PLACEHOLDERS = (
     "postgres://user:password@localhost:5432/db",
@@ -55,12 +55,6 @@ def control() -> Sample:
 
 def note(sample: Sample) -> bytes:
     return f"# Databases\n\nThe app connects with\n{sample.line}\n".encode()
-
-
-def assert_no_leak(sample: Sample, *texts: str | bytes) -> None:
-    for t in texts:
-        shown = t.decode("utf-8", "replace") if isinstance(t, bytes) else t
-        assert sample.secret not in shown and sample.middle not in shown, sample.line
 
 
 @pytest.mark.parametrize("sample", [control(), *url_password_forms()], ids=lambda s: s.line.split(":", 1)[0])

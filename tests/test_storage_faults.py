@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import shutil
 import subprocess
@@ -40,6 +39,7 @@ import trio
 
 from amux_memory.protocol.errors import ERRORS, ErrorCode, HubError
 from tests.conftest import CliResult, HubProcess, amux_argv, make_hub
+from tests.helpers import place, sha, skip_or_fail, wait_until
 
 pytestmark = pytest.mark.slow  # crowded, huge and unreadable folders and mounts, each on a real Hub
 
@@ -73,10 +73,6 @@ def mounted_tmpfs(where: Path, size: str = "4m") -> Iterator[Path]:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], capture_output=True)
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def upsert(hub: HubProcess, path: str, content: bytes, revision: str) -> CliResult:
@@ -246,19 +242,12 @@ def test_a_read_only_home_is_a_start_failure_and_a_read_only_memory_root_serves_
 # -- folders the Hub may not read or write ------------------------------------------------------
 
 
-def place(root: Path, rel: str, data: bytes) -> None:
-    target = root / rel
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(data)
-
-
 async def test_folders_the_hub_may_not_use_are_permission_denied_and_block_nothing_else(tmp_path: Path) -> None:
     hub = make_hub(tmp_path, start=False)
     if os.geteuid() == 0:  # root ignores mode bits: run the Hub without the DAC capabilities
         if shutil.which("setpriv") is None:
-            if os.environ.get("CI") == "true":
-                pytest.fail("setpriv is missing under CI=true")
-            pytest.skip("EACCES as root needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+            skip_or_fail("EACCES as root needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE",
+                         "setpriv is missing under CI=true")
         hub.prefix = NO_DAC
     hub.start()
     scope = hub.scope_dir
@@ -527,6 +516,15 @@ def test_an_unreadable_scope_folder_is_named_slash_everywhere(tmp_path: Path) ->
         hub.stop()
 
 
+def sockets_held(pid: int) -> int:
+    """How many sockets process ``pid`` has open (its ``/proc/PID/fd`` links to ``socket:[...]``)."""
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # closed meanwhile
+            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+    return count
+
+
 def test_running_out_of_descriptors_in_a_search_is_a_storage_error_not_unreadable(tmp_path: Path) -> None:
     if shutil.which("prlimit") is None:
         pytest.skip("needs prlimit (util-linux) to lower the Hub's descriptor limit")
@@ -539,6 +537,8 @@ def test_running_out_of_descriptors_in_a_search_is_a_storage_error_not_unreadabl
         for i in range(3):
             place(hub.scope_dir, f"notes/n{i}.md", b"# N\nunicornword\n")
         with hub.client() as first:
+            assert hub.proc is not None
+            sockets_before = sockets_held(hub.proc.pid)  # the listener's, first's and the Hub's own
             held: list[HubClient] = []
             try:
                 for _ in range(60):  # take the Hub's descriptors until it can accept no more
@@ -554,7 +554,8 @@ def test_running_out_of_descriptors_in_a_search_is_a_storage_error_not_unreadabl
                     c.close()
             assert found["incomplete"] is True and found["incomplete_reasons"] == ["storage_error"], found
             assert found["storage_errors"] == ["EMFILE"] and found["unreadable"] == []
-            time.sleep(0.3)
+            wait_until(lambda: sockets_held(hub.proc.pid) <= sockets_before, 10,
+                       "the Hub to close its ends of the connections that were let go")
             again = first.call("search", {"query": "unicornword"})
             assert again["incomplete"] is False and len(again["matches"]) == 3
     finally:

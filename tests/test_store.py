@@ -8,7 +8,6 @@ continuation, paged export, and that a rejected write changes nothing.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 import unicodedata
@@ -26,12 +25,9 @@ from amux_memory.protocol.limits import KIB, LIMITS, MIB
 from amux_memory.protocol.messages import packed_size
 from amux_memory.protocol.params import parse_export, parse_forget, parse_get, parse_upsert
 from amux_memory.protocol.paths import normalize_path
+from tests.helpers import place, sha
 
 Snapshot = dict[str, tuple[Any, ...]]
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def snapshot(root: Path) -> Snapshot:
@@ -70,14 +66,6 @@ def scope(tmp_path: Path) -> Path:
     d = tmp_path / "memory" / "global"
     d.mkdir(parents=True, mode=0o700)
     return d
-
-
-def place(scope: Path, rel: str, data: bytes) -> Path:
-    """Hand-place a file directly on disk (as an offline editor would)."""
-    p = scope / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(data)
-    return p
 
 
 def read_all_pages(store: Store, scope: Path, path: str, start_line: int = 0,

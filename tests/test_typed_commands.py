@@ -9,7 +9,6 @@ with no Hub at all (``AMUX_HOME`` points at an empty directory).
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import os
 import subprocess
@@ -25,6 +24,7 @@ from amux_memory.tools.typed.create import build_topic, create
 from amux_memory.tools.typed.library import HubLibrary
 from amux_memory.tools.typed.model import INDEX_POINTER, parse_topic, render_topic
 from tests.conftest import CliResult, HubProcess, amux_argv
+from tests.helpers import sha
 
 TODAY = "2026-03-01"
 
@@ -113,10 +113,6 @@ def topic_text(name: str, type_: str, description: str = "d", *, body: str = "\n
     return render_topic({k: v for k, v in fields.items() if v is not None}, body)
 
 
-def sha(data: bytes | None) -> str:
-    return hashlib.sha256(data or b"").hexdigest()
-
-
 # -- new -----------------------------------------------------------------------------------------
 
 
@@ -133,7 +129,7 @@ def test_new_writes_topic_then_index(target: Target) -> None:
                     "type": "feedback", "created": TODAY, "expires": "2026-05-30", "tags": ["deploy", "ci"]}
     assert "**Why:**" in body and "**How to apply:**" in body
     index = target.read(target.index)
-    assert out["index"] == {"path": target.index, "revision": sha(index), "changed": True}
+    assert out["index"] == {"path": target.index, "revision": sha(index or b""), "changed": True}
     assert index == (b"## feedback (1/30)\n- [deploy-retries](feedback/deploy-retries.md) \xe2\x80\x94 "
                      b"Retry flaky staging deploys twice before paging\n")
     # A body with its own sections keeps them; user topics get no sections; --expires wins.
@@ -762,7 +758,7 @@ def test_remove_deletes_the_topic_and_its_index_line(target: Target) -> None:
     stale = "0" * 64
     r = target.cli("memory", "remove", "drop-me", "--expected-revision", stale)
     assert r.returncode == EXIT_CODES[ErrorCode.CONFLICT] and target.snapshot() == before, r.stderr
-    revision = sha(target.read("reference/drop-me.md"))
+    revision = sha(target.read("reference/drop-me.md") or b"")
     r = target.cli("memory", "remove", "drop-me", "--expected-revision", revision)
     assert r.returncode == 0, r.stdout.decode() + r.stderr
     assert r.json["removed"] == "reference/drop-me.md" and r.json["revision"] == revision
@@ -779,7 +775,8 @@ def test_a_plain_forget_leaves_a_dead_link_that_lint_says_index_fixes(target: Ta
     for name in ("stays", "goes"):
         assert new(target, "user", name, f"Preference {name}").returncode == 0
     if target.hub is not None:
-        r = target.cli("memory", "forget", "user/goes.md", "--expected-revision", sha(target.read("user/goes.md")))
+        r = target.cli("memory", "forget", "user/goes.md", "--expected-revision",
+                       sha(target.read("user/goes.md") or b""))
         assert r.returncode == 0, r.stderr
     else:
         (target.root / "user" / "goes.md").unlink()
@@ -833,7 +830,7 @@ def test_an_old_memory_md_index_in_a_hub_scope_moves_to_index_md(hub: HubProcess
         "## project (1/20)\n- [ci](project/ci.md) — CI runs on every push\n")
     assert (t.read("MEMORY.md") or b"").decode() == (
         f"# Team memory\n\nAsk before deleting anything.\n\n{INDEX_POINTER}\n\n## Links\n- https://example.com/wiki\n")
-    assert r.json["pointer"]["revision"] == sha(t.read("MEMORY.md"))
+    assert r.json["pointer"]["revision"] == sha(t.read("MEMORY.md") or b"")
     before = t.snapshot()
     again = t.cli("memory", "index")
     assert again.json["changed"] is False and again.json["pointer"]["changed"] is False and t.snapshot() == before

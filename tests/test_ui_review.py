@@ -12,7 +12,6 @@ version and the diff shown, the text kept), after which the edited text is appro
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,8 @@ from typing import Any
 import pytest
 from markupsafe import escape
 
-from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess
+from tests.helpers import agent, put
 from tests.ui_helpers import UiProcess, csrf_of, request, start_ui
 
 REVIEW = {"memory.review": "agents"}
@@ -30,35 +29,16 @@ HOSTILE_CLIENT = "<b>bot</b>\u202e\x1b[2J"
 HOSTILE_TEXT = "# Notes\n\n<script>alert('note')</script>\n<img src=x onerror=alert(1)>\n"
 
 
-def agent(h: HubProcess, session: str = "sess-1", client: str = "amux-cli") -> HubClient:
-    """A connection as a launched agent's CLI opens it: a ``hello`` carrying ``session`` (an agent caller) and
-    the client name ``client``."""
-    from amux_memory.tools.client.settings import ClientSettings
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
-    settings = ClientSettings.from_env(environ={**env, "AMUX_HOME": str(h.home), "AMUX_SESSION_ID": session},
-                                       socket_path=h.socket)
-    c = HubClient(h.socket, settings=settings, client_name=client)
-    c.connect()
-    return c
-
-
 def propose(h: HubProcess, path: str, content: bytes | None, expected: str = "absent",
             session: str = "sess-1", client: str = "amux-cli") -> str:
     """An agent's upsert (``content``) or forget (None) of ``path``; returns the proposal's id."""
-    with agent(h, session, client) as a:
+    with agent(h, session, client_name=client) as a:
         if content is None:
             r = a.call("forget", {"path": path, "expected_revision": expected})
         else:
             r = a.call("upsert", {"path": path, "content": content, "expected_revision": expected})
     assert r.get("proposed") is True, r
     return str(r["proposal"])
-
-
-def write(h: HubProcess, path: str, content: bytes, expected: str = "absent") -> str:
-    r = h.cli("memory", "upsert", path, "--expected-revision", expected, input=content)
-    assert r.returncode == 0, r.stderr
-    return str(r.json["revision"])
 
 
 def status_of(h: HubProcess, pid: str) -> str:
@@ -81,7 +61,7 @@ def test_review_page_lists_counts_and_escapes_agent_text(reviewed: tuple[HubProc
     _, _, before = request(ui, "GET", "/", cookie=cookie)
     assert 'id="nav-review">Review</a>' in before and 'id="review-pending"' not in before
     first = propose(h, "notes/evil.md", HOSTILE_TEXT.encode(), session=HOSTILE_SESSION, client=HOSTILE_CLIENT)
-    second = propose(h, "notes/base.md", None, expected=write(h, "notes/base.md", b"one\ntwo\n"))
+    second = propose(h, "notes/base.md", None, expected=put(h, "notes/base.md", b"one\ntwo\n"))
     status, _, page = request(ui, "GET", "/review", cookie=cookie)
     assert status == 200
     assert re.search(r'id="nav-review">Review <span class="count"[^>]*>\(2\)</span></a>', page), page
@@ -152,7 +132,7 @@ def test_decide_needs_cookie_same_origin_and_csrf_then_approve_writes_the_exact_
 @pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_reject_leaves_the_document_and_keeps_the_reason(reviewed: tuple[HubProcess, UiProcess]) -> None:
     h, ui = reviewed
-    rev = write(h, "notes/keep.md", b"keep me\n")
+    rev = put(h, "notes/keep.md", b"keep me\n")
     pid = propose(h, "notes/keep.md", b"replaced\n", expected=rev)
     cookie = ui.sign_in()
     _, _, page = request(ui, "GET", f"/review/{pid}", cookie=cookie)
@@ -170,14 +150,14 @@ def test_approving_after_the_document_changed_is_a_conflict_then_the_merge_is_ap
         reviewed: tuple[HubProcess, UiProcess]) -> None:
     h, ui = reviewed
     v1 = b"# Facts\n- one\n"
-    rev1 = write(h, "notes/facts.md", v1)
+    rev1 = put(h, "notes/facts.md", v1)
     pid = propose(h, "notes/facts.md", v1 + b"- from the agent\n", expected=rev1)
     cookie = ui.sign_in()
     _, _, page = request(ui, "GET", f"/review/{pid}", cookie=cookie)
     csrf = csrf_of(page)
     assert 'id="changed-since"' not in page
     v2 = v1 + b"- from a person\n"
-    rev2 = write(h, "notes/facts.md", v2, rev1)  # the page still shows rev1
+    rev2 = put(h, "notes/facts.md", v2, rev1)  # the page still shows rev1
     status, _, body = request(ui, "POST", "/review/decide", cookie=cookie,
                               form={"csrf": csrf, "id": pid, "decision": "approve", "expected_revision": rev1})
     assert status == 200 and "conflict" in body and "nothing was written" in body
@@ -247,9 +227,9 @@ def test_refused_decisions_keep_the_text_and_an_agent_run_page_cannot_decide(
 @pytest.mark.slow
 def test_a_deletion_over_a_changed_document_can_only_be_rejected(reviewed: tuple[HubProcess, UiProcess]) -> None:
     h, ui = reviewed
-    rev = write(h, "notes/old.md", b"old\n")
+    rev = put(h, "notes/old.md", b"old\n")
     pid = propose(h, "notes/old.md", None, expected=rev)
-    write(h, "notes/old.md", b"newer\n", rev)
+    put(h, "notes/old.md", b"newer\n", rev)
     cookie = ui.sign_in()
     _, _, page = request(ui, "GET", f"/review/{pid}", cookie=cookie)
     assert "A deletion cannot be merged" in page and 'id="approve-edited"' not in page

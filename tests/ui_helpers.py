@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-import pytest
-
 from tests.conftest import amux_argv
+from tests.helpers import skip_or_fail
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -213,9 +212,8 @@ def text_of(driver: Any, by: str, selector: str, timeout: float = WAIT_SECONDS) 
 def chromium(width: int = 1280, height: int = 900) -> Any:
     """A headless Chromium WebDriver (fresh profile, browser console logged); skips when not installed."""
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists() and shutil.which("chromedriver")):
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI=true but chromium/chromium-driver are not installed (.ci/run installs them)")
-        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
+        skip_or_fail("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)",
+                     "CI=true but chromium/chromium-driver are not installed (.ci/run installs them)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

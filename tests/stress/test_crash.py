@@ -22,13 +22,14 @@ from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.client.blocking import HubClient
 from amux_memory.tools.client.paging import export_document
 from tests.conftest import HubProcess
+from tests.helpers import wait_until
 from tests.stress.scale import FULL, pick, report
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600 if FULL else 300)]  # the full runs take many minutes
 
 WORKERS = 4
 DOCS_PER_WORKER = 3
-WRITES_START_SECONDS = 20.0  # a round waits at most this long for its first acknowledged write
+WRITES_START_SECONDS = 20.0  # a round fails when its first acknowledged write takes longer
 
 
 @dataclass
@@ -140,9 +141,8 @@ def test_kill_9_during_writes_loses_nothing_acknowledged(hub: HubProcess) -> Non
             t.start()
         # The kill lands among writes: after the first acknowledged write of this round (on a loaded machine,
         # connecting can take longer than the random pause), then a random pause.
-        writing_by = time.monotonic() + WRITES_START_SECONDS
-        while tally.acked == acked_before and not tally.errors and time.monotonic() < writing_by:
-            time.sleep(0.002)
+        wait_until(lambda before=acked_before: tally.acked > before or tally.errors, WRITES_START_SECONDS,
+                   "the round's first acknowledged write", interval=0.002)
         time.sleep(rng.uniform(0.005, 0.15))
         assert hub.stop(signal.SIGKILL) == -signal.SIGKILL
         stop.set()

@@ -1,0 +1,150 @@
+"""Plain helpers shared by the test modules (fixtures live in ``tests/conftest.py``).
+
+* Waiting: :func:`wait_until` polls a condition up to a deadline; no test sleeps to synchronise.
+* Revisions and the CLI: :func:`sha`, :func:`ok`, :func:`put`, :func:`seeded`.
+* Connections as a person or a launched agent opens them: :func:`person`, :func:`agent`.
+* In-process Hubs and hand-placed files: :func:`hub_config`, :func:`place`.
+* The MCP HTTP listener: :func:`free_port`, :func:`mcp_url`, :func:`mcp_http_hub`.
+* Missing tools: :func:`skip_or_fail` (skip, but fail under ``CI=true``).
+
+This module imports ``tests.conftest`` only for type annotations (and :func:`mcp_http_hub` at call time),
+so ``conftest.py`` and the helper modules it imports may import it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import pytest
+
+from amux_memory.hub.config import HubConfig
+from amux_memory.tools.client.blocking import HubClient
+
+if TYPE_CHECKING:
+    from tests.conftest import CliResult, HubProcess
+
+T = TypeVar("T")
+
+IN_CI = os.environ.get("CI") == "true"
+"""``CI=true``: what a test needs must be there (``.ci/run`` installs it and runs as root)."""
+
+POLL_SECONDS = 0.05
+"""How often :func:`wait_until` asks again, by default."""
+
+
+def wait_until(predicate: Callable[[], T], timeout: float, what: str, *, interval: float = POLL_SECONDS) -> T:
+    """Ask ``predicate()`` every ``interval`` seconds until it returns a true value, and return that value.
+
+    Fails the test (``AssertionError``) with "timed out after ``timeout`` s waiting for ``what``" when
+    ``timeout`` seconds pass first; ``predicate`` is asked once more at the deadline. Any exception it
+    raises propagates at once.  Safe in a worker thread (``trio.to_thread.run_sync``).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+
+
+def skip_or_fail(reason: str, in_ci: str) -> NoReturn:
+    """Something the test needs is missing: skip with ``reason``, or under ``CI=true`` fail with ``in_ci``."""
+    if IN_CI:
+        pytest.fail(in_ci)
+    pytest.skip(reason)
+
+
+def sha(data: bytes | str) -> str:
+    """The hex SHA-256 of ``data`` (a ``str`` as UTF-8): a document's revision, a principal's scope folder."""
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def ok(r: CliResult) -> Any:
+    """The parsed JSON output of a CLI run, asserting it exited 0 (status, stdout and stderr in the message)."""
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    return r.json
+
+
+def put(hub: HubProcess, path: str, data: bytes, expected: str = "absent", **env: str) -> str:
+    """``amux memory upsert PATH --expected-revision EXPECTED`` with ``data`` on stdin (``env`` added to the
+    CLI's environment), asserting it exited 0; the new revision."""
+    r = hub.cli("memory", "upsert", path, "--expected-revision", expected, input=data, env=env)
+    assert r.returncode == 0, r.stderr
+    return str(r.json["revision"])
+
+
+def seeded(hub: HubProcess, entry: str) -> HubProcess:
+    """``hub`` after its global ``MEMORY.md`` was created with ``entry`` through the CLI (:func:`put`)."""
+    put(hub, "MEMORY.md", entry.encode())
+    return hub
+
+
+def person(h: HubProcess) -> HubClient:
+    """A connection as a person's CLI opens it (no session: not an agent)."""
+    return h.client()
+
+
+def agent(h: HubProcess, session: str = "sess-1", **kw: Any) -> HubClient:
+    """A connection as a launched agent's CLI opens it: a ``hello`` carrying ``session`` (an agent caller).
+
+    ``kw`` goes to :class:`HubClient` (``client_name=``, ``timeout=``).  The test's own ``AMUX_*``
+    variables are left out; ``AMUX_HOME`` is ``h``'s home.
+    """
+    from amux_memory.tools.client.settings import ClientSettings
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
+    settings = ClientSettings.from_env(environ={**env, "AMUX_HOME": str(h.home), "AMUX_SESSION_ID": session},
+                                       socket_path=h.socket)
+    c = HubClient(h.socket, settings=settings, **kw)
+    c.connect()
+    return c
+
+
+def hub_config(tmp_path: Path, **kw: Any) -> HubConfig:
+    """A :class:`HubConfig` for an in-process Hub on ``tmp_path``: memory on, isolation off, the socket
+    ``tmp_path/hub.sock`` (0600, no group); ``kw`` overrides any field."""
+    settings: dict[str, Any] = {"memory_enabled": True, "isolation": "off", "socket_path": tmp_path / "hub.sock",
+                                "socket_mode": 0o600, "socket_group": "", **kw}
+    return HubConfig(home=tmp_path, **settings)
+
+
+def place(root: Path, rel: str, data: bytes) -> Path:
+    """Write ``data`` to ``root/rel`` by hand (its folders made), as an offline editor would; the file."""
+    target = root / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    return target
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` a moment ago (another process may take it before it is used)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def mcp_url(hub: HubProcess, scheme: str = "https?") -> str:
+    """The URL the Hub's MCP HTTP listener last said it serves (``serving MCP on URL`` in its log), asserting
+    there is one; ``scheme`` is a regular expression (``http``, ``https``, both by default)."""
+    assert hub.log is not None
+    found = re.findall(rf"serving MCP on ({scheme}://\S+)", hub.log.read_text())
+    assert found, hub.log.read_text()
+    return str(found[-1])
+
+
+def mcp_http_hub(tmp: Path, isolation: str = "off", **settings: str) -> tuple[HubProcess, str]:
+    """A started Hub on ``tmp`` with ``hub.mcp_listen`` on a free loopback port (and ``settings``):
+    ``(hub, MCP URL)``, the URL from its log."""
+    from tests.conftest import make_hub
+
+    h = make_hub(tmp, isolation=isolation, settings={"hub.mcp_listen": f"127.0.0.1:{free_port()}", **settings})
+    return h, mcp_url(h)
