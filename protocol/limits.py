@@ -104,6 +104,8 @@ The benchmark's goals and sizes
     ``bench.data.SCAN_BYTES`` (bytes), ``bench.growth.EXPONENT_GOAL`` (exponent),
     ``bench.history.THROUGHPUT_GOAL`` (ratio), ``bench.history.LATENCY_GOAL_MS`` (ms),
     ``bench.history.SIZE_GOAL_BYTES`` (bytes), ``bench.latency.LIMIT`` (results),
+    ``bench.teams.MOUNTED_GOAL`` (ratio), ``bench.teams.LOAD_INTERVAL_SECONDS`` (s),
+    ``bench.teams.REQUEST_TIMEOUT_SECONDS`` (s), ``bench.teams.LIMIT`` (results),
     ``bench.secrets.THROUGHPUT_GOAL`` (ratio), ``bench.startup.GOAL_MS`` (ms), ``bench.startup.RELAY_GOAL_MS``
     (ms), ``bench.startup.RELAY_GOAL_KIB`` (KiB), ``bench.review.PROPOSAL_THROUGHPUT_GOAL`` (ratio),
     ``bench.mcp_http.GET_GOAL_MS`` (ms), ``bench.mcp_http.SESSION_GOAL_MIB`` (MiB), ``bench.ops.RAW_GOAL``

@@ -109,10 +109,12 @@ def test_hub_config_defaults_are_the_settings_table(tmp_path: Path) -> None:
 
 def test_the_web_page_reads_settings_without_the_hub() -> None:
     """The settings table lives in ``protocol/`` (DESIGN.md §13.2): the web page and the CLI's reads import it
-    from there; only writing ``config.toml`` durably is the Hub's (``hub.config.set_value``)."""
+    from there; only writing ``config.toml`` durably is the Hub's (``hub.config.set_value``), and doctor's look at
+    a home's scope folders (``hub.config.unreached_scopes``, DESIGN.md §7.8) is the Hub's too."""
     import ast
 
-    allowed = {"tools/ui/app.py": {"amux_memory.hub.config"}, "tools/ui/serve.py": set(), "tools/cli/doctor.py": set()}
+    allowed = {"tools/ui/app.py": {"amux_memory.hub.config"}, "tools/ui/serve.py": set(),
+               "tools/cli/doctor.py": {"amux_memory.hub.config"}}
     for name, writes in allowed.items():
         tree = ast.parse((REPO / name).read_text(encoding="utf-8"))
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}

@@ -294,7 +294,7 @@ def test_the_delegated_token_acts_with_the_launchers_teams(tmp_path: Path) -> No
         proc = subprocess.Popen([*amux_argv(), "launch", "claude", "-p", "hi"], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         try:
-            wait_for(record)
+            wait_until(record.exists, 30, f"the stand-in agent to write {record}")
             got = json.loads(record.read_text())
             prompt = got["argv"][got["argv"].index("--append-system-prompt") + 1]
             assert prompt == render("mcp", [{"mount": "@web/", "role": "writer"}])

@@ -213,8 +213,14 @@ def test_each_http_session_gets_its_callers_instructions_and_calls_follow_member
     sid, alice_init = http_session(url, t["alice"])
     assert alice_init["result"]["instructions"] == render("mcp", ALICE_MOUNTS)
     assert {**alice_init["result"], "instructions": None} == {**carol_init["result"], "instructions": None}
-    assert http_call(url, t["alice"], sid, "tools/list") == http_call(url, t["carol"], sid_of(url, t["carol"]),
-                                                                      "tools/list")
+    # alice's team web reviews agents' writes: her listing adds the proposal shapes (DESIGN.md §21), carol's
+    # does not; the tools are the same.
+    alices = http_call(url, t["alice"], sid, "tools/list")["tools"]
+    carols = http_call(url, t["carol"], sid_of(url, t["carol"]), "tools/list")["tools"]
+    assert [tool["name"] for tool in alices] == [tool["name"] for tool in carols]
+    upsert_schema = {tool["name"]: json.dumps(tool.get("outputSchema")) for tool in alices}["memory_upsert"]
+    assert "proposal" in upsert_schema
+    assert "proposal" not in {tool["name"]: json.dumps(tool.get("outputSchema")) for tool in carols}["memory_upsert"]
     _, quiet = http_session(url, t["alice"], **{"Amux-Instructions": "off"})
     assert quiet == wire("initialize_instructions_off")
     # A membership changed mid-session: the session keeps the instructions it opened with (MCP cannot change

@@ -92,12 +92,36 @@ def status(*, home: Home = None, json: Json = False) -> int:
         return ExitStatus.HUB_NOT_RUNNING
     doc["unreached_scopes"] = None
     if doc["home"] is not None:  # the home on this machine: look at its folders in-process (DESIGN.md §7.8)
-        from amux_memory.tools.cli.scope import unreached_report
+        doc["unreached_scopes"] = []
+        if _may_hold_unreached(Path(doc["home"]), str(doc.get("isolation"))):
+            from amux_memory.tools.cli.scope import unreached_report
 
-        doc["unreached_scopes"] = unreached_report(Path(doc["home"]), str(doc.get("isolation")),
-                                                   str(doc.get("principal")))
+            doc["unreached_scopes"] = unreached_report(Path(doc["home"]), str(doc.get("isolation")),
+                                                       str(doc.get("principal")))
     show(doc, lambda: _status_lines(doc), json_flag=json)
     return 0
+
+
+def _may_hold_unreached(home: Path, isolation: str) -> bool:
+    """Whether a scope folder nobody reaches under ``isolation`` holds anything at all (``global`` with isolation
+    ``user``, a ``users/`` folder with isolation ``off``), asked with one or two ``scandir`` calls, so that
+    ``amux hub status`` imports the Hub's walker only when there may be something to report (DESIGN.md §13.6).
+    An unreadable folder counts as possibly holding something (the full check then says what it can)."""
+    root = home / "memory"
+    try:
+        if isolation == "user":
+            with os.scandir(root / "global") as it:
+                return any(True for _ in it)
+        with os.scandir(root / "users") as users:
+            for entry in users:
+                with os.scandir(entry.path) as inside:
+                    if any(True for _ in inside):
+                        return True
+        return False
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
 
 
 def _status_lines(doc: dict[str, Any]) -> list[str]:
