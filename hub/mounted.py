@@ -74,7 +74,7 @@ async def _one(service: MemoryService, part: Part, method: str, params: dict[str
     try:
         return shown(await service.call(part.scope, method, inner, identity), part.label)
     except HubError as exc:
-        raise shown_error(exc, part) from None
+        raise shown_error(exc, part) from exc.__cause__
 
 
 def _parts(view: View, params: dict[str, Any], method: str) -> list[Part]:
@@ -129,7 +129,7 @@ async def _paged(service: MemoryService, view: View, method: str, params: dict[s
         try:
             result: Result = shown(await service.call(part.scope, method, inner, identity), part.label)
         except HubError as exc:
-            raise shown_error(exc, part) from None
+            raise shown_error(exc, part) from exc.__cause__
         items = result.get({"list": "entries", "log": "changes"}.get(method, "proposals"))
         if items or result.get("next_cursor") is not None or index + 1 == len(parts):
             break
@@ -163,7 +163,7 @@ async def _by_proposal(service: MemoryService, view: View, method: str, params: 
             return shown(await service.call(part.scope, method, params, identity), part.label)
         except HubError as exc:
             if exc.code is not ErrorCode.NOT_FOUND or exc.data.get("path") is not None:
-                raise shown_error(exc, part) from None
+                raise shown_error(exc, part) from exc.__cause__
             missing = missing or exc
     assert missing is not None
     raise missing
@@ -181,7 +181,7 @@ async def _copy(service: MemoryService, view: View, params: dict[str, Any], iden
                                     move=p.move, allow_secret=p.allow_secret, actor=actor_of(identity))
     except HubError as exc:
         failed = source if exc.data.get("path") == source.inner and exc.code is ErrorCode.NOT_FOUND else destination
-        raise shown_error(exc, failed) from None
+        raise shown_error(exc, failed) from exc.__cause__
     result = shown(result, destination.label)
     result["source"] = source.label + source.inner
     return result

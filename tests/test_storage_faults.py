@@ -379,6 +379,7 @@ def test_many_ordinary_folders_do_not_hide_a_later_one(hub: HubProcess) -> None:
         assert set(found.json["incomplete_reasons"]) == {"total entries", "files"}
 
 
+@pytest.mark.alone  # 20,000 names or more: the search must finish its listing within the time budget
 def test_four_huge_folders_do_not_hide_a_later_one(hub: HubProcess) -> None:
     scope = hub.scope_dir
     place(scope, "notes/ordinary.md", b"# Ordinary\nneedle\n")
@@ -389,6 +390,7 @@ def test_four_huge_folders_do_not_hide_a_later_one(hub: HubProcess) -> None:
     assert [m["path"] for m in found.json["matches"]] == ["notes/ordinary.md"], found.json
 
 
+@pytest.mark.alone  # 20,000 names or more: the search must finish its listing within the time budget
 def test_memory_md_is_scanned_when_the_top_level_listing_is_cut(hub: HubProcess) -> None:
     # MEMORY.md made first: on tmpfs it is listed last, on ext4 at a hashed place; 28,000 names cut the listing.
     scope = hub.scope_dir
