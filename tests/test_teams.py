@@ -9,7 +9,6 @@ the real protocol) or through the real CLI.  A non-member's answers for
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,12 +21,9 @@ from amux_memory.hub.mounts import View, view_for
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess, make_hub
+from tests.helpers import sha
 
 NOTE = b"# Deploy\n\nRun make deploy-web from main, never from a branch.\n"
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @pytest.fixture
@@ -311,7 +307,7 @@ def test_a_move_into_a_reviewed_team_keeps_the_source(team_hub: tuple[HubProcess
 def test_a_personal_folder_named_like_a_mount_is_not_a_document(team_hub: tuple[HubProcess, dict[str, str]]) -> None:
     h, t = team_hub
     call(h, t["carol"], "upsert", {"path": "kept.md", "content": NOTE, "expected_revision": "absent"})
-    carol = h.home / "memory" / "users" / hashlib.sha256(b"carol").hexdigest()
+    carol = h.home / "memory" / "users" / sha("carol")
     (carol / "@web").mkdir()
     (carol / "@web" / "planted.md").write_bytes(NOTE)
     (carol / "@top.md").write_bytes(NOTE)
