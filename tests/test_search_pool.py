@@ -142,7 +142,9 @@ async def test_slow_reader_through_the_service_stops_in_time(tmp_path: Path) -> 
     res = await service.call(GLOBAL, "search", {"query": "needle", "limit": 20})
     calls = len(reader.calls)
     assert res["incomplete"] is True and "time" in res["incomplete_reasons"]
-    assert res["elapsed_ms"] <= 260, res["elapsed_ms"]
+    # The budget (250 ms) plus at most one read in flight (20 ms here) and scheduling slack on a loaded
+    # machine; without the stop, 300 reads of 20 ms would take well over a second.
+    assert res["elapsed_ms"] <= 300, res["elapsed_ms"]
     assert len(reader.threads) > 1
     assert threading.active_count() <= before + 1  # trio's idle worker thread may stay; no pool thread does
     assert not [t for t in threading.enumerate() if t.name.startswith("amux-read")]
