@@ -34,6 +34,7 @@ from amux_memory.tools.client.blocking import HubClient
 from amux_memory.tools.client.installation import amux_command
 from amux_memory.tools.lifecycle.spawn import spawn_serve, wait_until_answering
 from tests.agent_clients import install_clients
+from tests.cli_fork import run_cli
 from tests.fakemodel import FakeModel
 
 # The suite starts thousands of Python processes (Hubs, the CLI, relays).  With PYTHONDONTWRITEBYTECODE set,
@@ -132,11 +133,11 @@ class HubProcess:
 
     def cli(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
             timeout: float = 60) -> CliResult:
-        proc = subprocess.run(
-            [*amux_argv(), *args], input=input if input is not None else b"",
-            capture_output=True, env={**self.env, **(env or {})}, timeout=timeout,
-        )
-        return CliResult(proc.returncode, proc.stdout, proc.stderr.decode(errors="replace"))
+        """Run ``amux ARGS`` against this Hub: a process forked from a warm CLI (:func:`tests.cli_fork.run_cli`),
+        with ``input`` on standard input and this Hub's environment updated by ``env``."""
+        code, out, err = run_cli([*amux_argv(), *args], input if input is not None else b"",
+                                 {**self.env, **(env or {})}, timeout)
+        return CliResult(code, out, err.decode(errors="replace"))
 
     def configure(self, key: str, value: str) -> None:
         """Set ``key`` to ``value`` in this home's ``config.toml`` with the CLI's own writer
