@@ -35,11 +35,12 @@ Codes (thresholds here; why they are what they are: DESIGN.md §23):
   shared corpus (11 MiB of text, 35,229 paragraphs) these buckets find 612
   of the pairs at 90 or more, and bucketing by each paragraph's four longest
   words 741 (565 in common) at five times the cost: 0.12 s against 1.6 s
-  for the keys alone, on a loaded two-core machine.  Figures (one core, a
-  1,024-document 8 MiB scope of the bench's data): the whole check, reads
-  included, about 0.5 s; :data:`NEAR_DUPLICATE_SCORE` 90 flagged on the
-  shared corpus only template boilerplate and true re-wordings (85 started to
-  pair different steps of one procedure).
+  for the keys alone, on a loaded two-core machine.  Figures (a
+  1,024-document 8 MiB synthetic scope of the bench, load average 9 on two
+  cores): the whole check, reads included, 0.6-1.0 s in-process.  On the
+  shared corpus :data:`NEAR_DUPLICATE_SCORE` 85 gives 201 ``near_duplicate``
+  findings, 90 gives 134, 95 gives 60: 90 keeps one-word edits and drops
+  looser resemblance.
 * ``dangling_link``: a relative Markdown link (``[t](x.md)``, ``[t]: x.md``) or
   ``[[name]]`` outside code to a document of the same scope that does not
   exist; ``[[name]]`` matches a file name without ``.md`` or a path.  Links

@@ -190,8 +190,10 @@ def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
 
 def _health_counts(client: Any) -> dict[str, int] | None:
     """The Hub's ``health`` counts per code (DESIGN.md §23), or None when this Hub does not answer it."""
+    from amux_memory.protocol.requests import health_params
+
     try:
-        counts = client.call("health", {}).get("counts") or {}
+        counts = client.call("health", health_params()).get("counts") or {}
     except HubError:
         return None
     return {str(code): int(n) for code, n in counts.items()}
