@@ -35,9 +35,7 @@ Codes (thresholds here; why they are what they are: DESIGN.md §23):
   shared corpus (11 MiB of text, 35,229 paragraphs) these buckets find 612
   of the pairs at 90 or more, and bucketing by each paragraph's four longest
   words 741 (565 in common) at five times the cost: 0.12 s against 1.6 s
-  for the keys alone, on a loaded two-core machine.  Figures (a
-  1,024-document 8 MiB synthetic scope of the bench, load average 9 on two
-  cores): the whole check, reads included, 0.6-1.0 s in-process.  On the
+  for the keys alone, on a loaded two-core machine.  On the
   shared corpus :data:`NEAR_DUPLICATE_SCORE` 85 gives 201 ``near_duplicate``
   findings, 90 gives 134, 95 gives 60: 90 keeps one-word edits and drops
   looser resemblance.
@@ -55,6 +53,19 @@ Codes (thresholds here; why they are what they are: DESIGN.md §23):
   prefix inside it) at that share of its documents or bytes.
 * ``secret``: a document holding a credential, as ``scan`` finds it.
 
+Speed (DESIGN.md §23; bench row k): each document's paragraphs, anchors,
+links and ``scan`` entries are derived once and kept on its entry in the
+Hub's content cache (:mod:`hub.cache`, checked against the walk's ``lstat``
+as a search checks it), the duplicate answer is kept with the documents'
+revisions it was for, and each candidate bucket's scored pairs with its
+texts (:func:`_duplicates`), so a call re-derives only what changed.
+``stale`` asks the history's in-memory index (one lookup a document, no
+read of history).  Figures, the bench's corpus scope (1,024 documents, 7.9
+MiB), load average 10-12 on two cores: in-process 2.4-3.4 s before, 0.10-0.18
+s now (0.07-0.10 s on the synthetic scope, 1.0 s before); over the Hub p50
+2.7 s before, 176 ms now; after one document edited by hand 0.57 s; a cold
+first call (nothing cached) 4.2 s.
+
 The typed-memory lint findings are folded in by the frontends
 (``tools/typed/health.py``), since the Hub knows nothing of typed memories
 (DESIGN.md §11).  Blocking: the service runs :func:`check_parts` in a worker
@@ -63,6 +74,7 @@ thread.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import posixpath
@@ -77,12 +89,12 @@ from urllib.parse import unquote
 
 from rapidfuzz import fuzz, process
 
+from amux_memory.hub.cache import CachedDoc, ScopeCache
 from amux_memory.hub.history import ScopeHistory
 from amux_memory.hub.rewrite_guard import count_lines
 from amux_memory.hub.scan_report import document_entries, shell_command
 from amux_memory.hub.secrets import scrub
-from amux_memory.hub.store import revision_of
-from amux_memory.hub.walk import walk_documents
+from amux_memory.hub.walk import Walked, walk_documents
 from amux_memory.protocol.limits import ENTRY_NAME, Limits
 from amux_memory.protocol.messages import packed_size
 from amux_memory.protocol.wording import plural
@@ -109,6 +121,8 @@ HEALTH_MAX_FINDINGS = 500
 """Most findings listed in one answer (count); ``counts`` counts them all."""
 HEALTH_MAX_BYTES = 512 * 1024
 """Most packed bytes of the listed findings (bytes), well inside the 1 MiB frame (DESIGN.md §3.1)."""
+MEMO_KEY = "health.duplicates"
+"""Where :func:`check_parts` keeps its duplicate memo in the caller's :attr:`ScopeCache.derived`."""
 SECONDS_A_DAY = 86_400
 """Seconds in a day, for ``memory.stale_days`` (s)."""
 
@@ -125,12 +139,36 @@ SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 @dataclass(frozen=True)
 class HealthPart:
     """One part to check: ``label`` (``""`` or ``@NAME/``), its scope folder ``root``, the ``prefix`` inside it
-    whose documents are checked, and its history (None: none is kept, the files' mtimes decide)."""
+    whose documents are checked, its history (None: none is kept, the files' mtimes decide) and the Hub's
+    content cache of the scope (None: every file is read and split again)."""
 
     label: str
     root: str
     prefix: str
     history: ScopeHistory | None
+    cache: ScopeCache | None = None
+
+
+@dataclass
+class _Facts:
+    """What ``health`` derives from one document's bytes, kept on its cache entry while they are fresh."""
+
+    paragraphs: list[tuple[int, int, str, str, str]]
+    links: list[tuple[int, str, str, bool]]
+    """``(line, what must exist, target as written, wiki)`` of each link checked (:func:`_checked_links`)."""
+    secrets: dict[tuple[str, frozenset[str]], list[Result]] = field(default_factory=dict)
+    """``scan``'s entries per (shown path, ``memory.secret_allow``)."""
+
+    @classmethod
+    def of(cls, data: bytes, path: str) -> _Facts:
+        """The facts of document ``path`` holding ``data``."""
+        text = data.decode("utf-8", "replace")
+        return cls(_paragraphs(text), _checked_links(path, text) if "[" in text else [])
+
+    @property
+    def size(self) -> int:
+        """Bytes this keeps alive, roughly (for the cache's bound)."""
+        return sum(len(p[2]) + 200 for p in self.paragraphs) + sum(2 * len(t) + 80 for _, _, t, _ in self.links)
 
 
 @dataclass
@@ -138,16 +176,10 @@ class _Doc:
     shown: str
     inner: str
     data: bytes
-    text: str
+    revision: str
+    facts: _Facts
     mtime_ns: int
     part: HealthPart
-
-
-@dataclass
-class _Paragraph:
-    norm: str
-    places: list[tuple[int, int, int]] = field(default_factory=list)
-    """``(document index, first line, last line)`` of each occurrence."""
 
 
 def _finding(code: str, paths: list[str], lines: list[list[int]], message: str, next_step: str) -> Result:
@@ -176,27 +208,15 @@ def check_parts(parts: list[HealthPart], limits: Limits, stale_days: int, allowe
         known = {path for path, _ in walked.found}
         if part.prefix == "":
             findings += _quota(part, len(known), sum(size for _, size in walked.found), limits)
-        part_docs: list[_Doc] = []
-        for path in sorted(known):
-            if not path.startswith(part.prefix):
-                continue
-            if stop():
-                break
-            try:
-                data = _read(os.path.join(part.root, path))
-            except OSError:
-                continue
-            part_docs.append(_Doc(part.label + path, path, data, data.decode("utf-8", "replace"),
-                                  walked.mtimes.get(path, 0), part))
-        secret_entries = document_entries([d.shown for d in part_docs], {d.shown: d.data for d in part_docs}.get,
-                                          allowed)
+        part_docs = _collect(part, sorted(p for p in known if p.startswith(part.prefix)), walked, allowed, stop)
+        secret_entries = [e for d in part_docs for e in d.facts.secrets[(d.shown, allowed)]]
         findings += [_secret(entry) for entry in secret_entries]
         # A document whose path holds a credential is shown only (redacted) as a secret finding.
-        clean = [d for d in part_docs if d.shown not in {e["path"] for e in secret_entries if e["revision"] is None}]
+        clean = [d for d in part_docs if not any(e["revision"] is None for e in d.facts.secrets[(d.shown, allowed)])]
         findings += _links(clean, known)
         findings += [f for d in clean for f in _entry(d, limits) + _stale(d, stale_days, now)]
         docs += clean
-    findings += _duplicates(docs)
+    findings += _duplicates(docs, parts[0].cache.derived if parts and parts[0].cache is not None else None)
     order = {code: n for n, code in enumerate(CODES)}
     findings.sort(key=lambda f: (order[f["code"]], _entry_first(f), f["paths"], f["lines"]))
     counts = dict(Counter(f["code"] for f in findings))
@@ -209,6 +229,39 @@ def check_parts(parts: list[HealthPart], limits: Limits, stale_days: int, allowe
         listed.append(f)
     return {"findings": listed, "counts": counts, "documents": len(docs),
             "elapsed_ms": round((time.perf_counter() - started) * 1000, 3)}
+
+
+def _collect(part: HealthPart, paths: list[str], walked: Walked, allowed: frozenset[str],
+             stop: Callable[[], bool]) -> list[_Doc]:
+    """The documents ``paths`` of ``part`` with their facts: from the scope's content cache while an entry is
+    fresh for the walk's ``lstat`` (:meth:`CachedDoc.fresh`), else read (and cached); a file that cannot be
+    read is left out.  Holds the cache's lock, as a search does."""
+    cache = part.cache
+    with cache.lock if cache is not None else contextlib.nullcontext():
+        out = []
+        for path in paths:
+            if stop():
+                break
+            st = walked.stats[path]
+            entry = cache.docs.get(path) if cache is not None else None
+            if entry is None or not entry.fresh(st):
+                try:
+                    entry = CachedDoc.load(path, st, _read(os.path.join(part.root, path)))
+                except OSError:
+                    continue
+                if cache is not None:
+                    cache.put(entry)
+            facts = entry.derived
+            if not isinstance(facts, _Facts):
+                facts = entry.derived = _Facts.of(entry.data, path)
+                if cache is not None:
+                    entry.derived_bytes = facts.size
+                    cache.put(entry)  # counts the facts' bytes
+            shown = part.label + path
+            if (shown, allowed) not in facts.secrets:
+                facts.secrets[(shown, allowed)] = document_entries([shown], lambda _, d=entry.data: d, allowed)
+            out.append(_Doc(shown, path, entry.data, entry.revision, facts, st.st_mtime_ns, part))
+    return out
 
 
 def _entry_first(f: Result) -> int:
@@ -267,7 +320,7 @@ def _last_change(doc: _Doc) -> float:
     bytes, else the file's modification time (DESIGN.md §23)."""
     if doc.part.history is not None:
         newest = doc.part.history.newest(doc.inner)
-        if newest is not None and newest.revision == revision_of(doc.data):
+        if newest is not None and newest.revision == doc.revision:
             return datetime.datetime.fromisoformat(newest.time.replace("Z", "+00:00")).timestamp()
     return doc.mtime_ns / 1e9
 
@@ -317,23 +370,33 @@ def _resolve(source: str, target: str) -> str | None:
     return unicodedata.normalize("NFC", resolved)
 
 
+def _checked_links(source: str, text: str) -> list[tuple[int, str, str, bool]]:
+    """The links of document ``source`` (its ``text``) that are checked: ``(line, what must exist, target as
+    written, wiki)``, what must exist being a ``[[name]]``'s name or a relative link's scope path."""
+    out = []
+    for line, target, wiki in _targets(text):
+        if wiki:
+            name = target[:-3] if target.endswith(".md") else target
+            if name and not name.startswith("@"):
+                out.append((line, name, target, True))
+        else:
+            resolved = _resolve(source, target)
+            if resolved is not None:
+                out.append((line, resolved, target, False))
+    return out
+
+
 def _links(docs: list[_Doc], known: set[str]) -> list[Result]:
     names = {posixpath.basename(p)[:-3] for p in known} | {p[:-3] for p in known}
     findings = []
     for doc in docs:
-        if "[" not in doc.text:
-            continue
-        for line, target, wiki in _targets(doc.text):
+        for line, needed, target, wiki in doc.facts.links:
+            if needed in (names if wiki else known):
+                continue
             if wiki:
-                name = target[:-3] if target.endswith(".md") else target
-                if not name or name.startswith("@") or name in names:
-                    continue
                 shown = f"[[{scrub(target)}]]"
             else:
-                resolved = _resolve(doc.inner, target)
-                if resolved is None or resolved in known:
-                    continue
-                shown = scrub(target) if resolved == target else f"{scrub(target)} ({doc.part.label}{scrub(resolved)})"
+                shown = scrub(target) if needed == target else f"{scrub(target)} ({doc.part.label}{scrub(needed)})"
             findings.append(_finding("dangling_link", [doc.shown], [[line, line]],
                                      f"line {line} links to {shown}, which does not exist",
                                      f"point the link at the document that holds it now, or drop it: "
@@ -344,8 +407,9 @@ def _links(docs: list[_Doc], known: set[str]) -> list[Result]:
 # -- duplicates -------------------------------------------------------------------------------------
 
 
-def _paragraphs(text: str) -> list[tuple[int, int, str]]:
-    """``(first line, last line, normalised text)`` of each paragraph long enough to compare."""
+def _paragraphs(text: str) -> list[tuple[int, int, str, str, str]]:
+    """``(first line, last line, normalised text, head, tail)`` of each paragraph long enough to compare; head
+    and tail are its near-duplicate buckets' keys (the tail's marked with ``$``)."""
     out = []
     line = 1
     at = 0
@@ -355,34 +419,53 @@ def _paragraphs(text: str) -> list[tuple[int, int, str]]:
         breaks = block.count("\n", 0, len(block) - 1) if block.endswith("\n") else block.count("\n")
         norm = " ".join(block.split()).casefold()
         if breaks + 1 >= PARAGRAPH_MIN_LINES or len(norm) >= PARAGRAPH_MIN_CHARS:
-            out.append((line, line + breaks, norm))
+            out.append((line, line + breaks, norm, norm[:NEAR_ANCHOR_CHARS], "$" + norm[-NEAR_ANCHOR_CHARS:]))
         at = match.start()
     return out
 
 
-def _duplicates(docs: list[_Doc]) -> list[Result]:
-    by_text: dict[str, _Paragraph] = {}
+Places = list[tuple[int, int, int]]
+"""``(document index, first line, last line)`` of each occurrence of one paragraph."""
+
+
+def _duplicates(docs: list[_Doc], memo: dict[str, Any] | None = None) -> list[Result]:
+    """``duplicate`` and ``near_duplicate`` findings of ``docs``.  ``memo`` (the caller's scope cache's
+    ``derived``) keeps the last answer with the documents' revisions it was for, and each candidate bucket's
+    scored pairs by the bucket's texts: unchanged documents cost a comparison, a changed one rescoring only
+    the buckets its paragraphs fall in.  Only that caller's own checks use it (it holds what it may read)."""
+    key = tuple((d.shown, d.revision) for d in docs)
+    last = memo.get(MEMO_KEY) if memo is not None else None
+    if last is not None and last[0] == key:
+        return list(last[1])
+    places: dict[str, Places] = {}
+    buckets: dict[str, list[str]] = defaultdict(list)
     for index, doc in enumerate(docs):
-        for first, last, norm in _paragraphs(doc.text):
-            by_text.setdefault(norm, _Paragraph(norm)).places.append((index, first, last))
+        for first, end, norm, head, tail in doc.facts.paragraphs:
+            found = places.get(norm)
+            if found is None:
+                places[norm] = [(index, first, end)]
+                buckets[head].append(norm)
+                buckets[tail].append(norm)
+            else:
+                found.append((index, first, end))
     findings = []
-    for para in by_text.values():
-        paths, lines = _places(docs, [para])
-        if len(paths) > 1:
-            findings.append(_finding("duplicate", paths, lines, f"the same paragraph ({_size(para)}) is in "
-                                     f"{len(paths)} documents", _merge_step(paths)))
-    return findings + _near_duplicates(docs, list(by_text.values()))
+    for norm, found in places.items():
+        if len(found) > 1 and any(p[0] != found[0][0] for p in found):
+            paths, lines = _places(docs, [found])
+            findings.append(_finding("duplicate", paths, lines, f"the same paragraph ({len(norm)} characters) is "
+                                     f"in {len(paths)} documents", _merge_step(paths)))
+    scored: dict[tuple[str, ...], list[tuple[int, int]]] = {}
+    findings += _near_duplicates(docs, places, buckets, last[2] if last is not None else {}, scored)
+    if memo is not None:
+        memo[MEMO_KEY] = (key, findings, scored)
+    return list(findings)
 
 
-def _size(para: _Paragraph) -> str:
-    return f"{len(para.norm)} characters"
-
-
-def _places(docs: list[_Doc], paras: list[_Paragraph]) -> tuple[list[str], list[list[int]]]:
-    """The documents of ``paras``' occurrences, each once (its first occurrence's lines), in path order."""
+def _places(docs: list[_Doc], groups: list[Places]) -> tuple[list[str], list[list[int]]]:
+    """The documents of ``groups``' occurrences, each once (its first occurrence's lines), in path order."""
     first: dict[str, list[int]] = {}
-    for para in paras:
-        for index, start, end in para.places:
+    for found in groups:
+        for index, start, end in found:
             first.setdefault(docs[index].shown, [start, end])
     paths = sorted(first)
     return paths, [first[p] for p in paths]
@@ -393,35 +476,41 @@ def _merge_step(paths: list[str]) -> str:
             "then fix the pointers to what moved")
 
 
-def _near_duplicates(docs: list[_Doc], paras: list[_Paragraph]) -> list[Result]:
-    buckets: dict[str, list[int]] = defaultdict(list)
-    for index, para in enumerate(paras):
-        buckets[para.norm[:NEAR_ANCHOR_CHARS]].append(index)
-        buckets["$" + para.norm[-NEAR_ANCHOR_CHARS:]].append(index)
-    parent = list(range(len(paras)))
+def _near_duplicates(docs: list[_Doc], places: dict[str, Places], buckets: dict[str, list[str]],
+                     known: dict[tuple[str, ...], list[tuple[int, int]]],
+                     scored: dict[tuple[str, ...], list[tuple[int, int]]]) -> list[Result]:
+    """``near_duplicate`` findings from the candidate ``buckets`` (anchor → distinct paragraphs); each bucket's
+    pairs ``(i, j)`` at or above the score come from ``known`` when it holds the same texts, else are scored;
+    all go into ``scored`` (the next call's ``known``)."""
+    parent: dict[str, str] = {}
+    joined: dict[str, None] = {}  # in the order found, so the answer is the same every time
 
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
+    def root(norm: str) -> str:
+        while parent.get(norm, norm) != norm:
+            parent[norm] = parent.get(parent[norm], parent[norm])
+            norm = parent[norm]
+        return norm
 
     for members in buckets.values():
         if not 1 < len(members) <= NEAR_BUCKET_MAX:
             continue
-        texts = [paras[i].norm for i in members]
-        for n in range(len(members) - 1):
+        texts = tuple(members)
+        pairs = known.get(texts)
+        if pairs is None:
             # One C++ pass per member over the rest of its bucket; the score's own length bound skips most.
-            for _, _, at in process.extract(texts[n], texts[n + 1:], scorer=fuzz.ratio,
-                                            score_cutoff=NEAR_DUPLICATE_SCORE, limit=None):
-                a, b = members[n], members[n + 1 + at]
-                if len(paras[a].places) == 1 and len(paras[b].places) == 1 \
-                        and paras[a].places[0][0] == paras[b].places[0][0]:
-                    continue  # within one document: a repetition there, not two documents saying it
-                parent[root(a)] = root(b)
-    groups: dict[int, list[_Paragraph]] = defaultdict(list)
-    for index in range(len(paras)):
-        groups[root(index)].append(paras[index])
+            pairs = [(n, n + 1 + at) for n in range(len(texts) - 1)
+                     for _, _, at in process.extract(texts[n], texts[n + 1:], scorer=fuzz.ratio,
+                                                     score_cutoff=NEAR_DUPLICATE_SCORE, limit=None)]
+        scored[texts] = pairs
+        for n, m in pairs:
+            a, b = places[texts[n]], places[texts[m]]
+            if len(a) == 1 and len(b) == 1 and a[0][0] == b[0][0]:
+                continue  # within one document: a repetition there, not two documents saying it
+            parent[root(texts[n])] = root(texts[m])
+            joined.update(((texts[n], None), (texts[m], None)))
+    groups: dict[str, list[Places]] = defaultdict(list)
+    for norm in joined:
+        groups[root(norm)].append(places[norm])
     findings = []
     for group in groups.values():
         if len(group) < 2:

@@ -663,16 +663,20 @@ class MemoryService:
     async def health(self, parts: list[tuple[str, Scope, str]]) -> Result:
         """The ``health`` answer over ``parts`` (``(label, scope, prefix inside it)``, the caller's root first):
         :func:`hub.health.check_parts` in a worker thread, one at a time with the searches (it holds the GIL as a
-        scan does).  Takes no scope lock: like ``search`` it reads whole files and changes nothing.  Raises
+        scan does), through the content cache (:mod:`hub.cache`) as a search.  Takes no scope lock: like ``search`` it
+        reads whole files and changes nothing.  Raises
         ``disabled`` when memory is off; cancelled while waiting, nothing was done (DESIGN.md §23)."""
         from amux_memory.hub.health import HealthPart, check_parts
 
         self.check_enabled()
-        checked = [HealthPart(label, self.scope_dir(scope), prefix, self.history.scope(scope.relpath))
-                   for label, scope, prefix in parts]
-        return await trio.to_thread.run_sync(check_parts, checked, self.limits, self.config.stale_days,
-                                             self.config.secret_allow, None, _stop_when_cancelled,
-                                             limiter=self._search_limiter)
+        checked = [HealthPart(label, self.scope_dir(scope), prefix, self.history.scope(scope.relpath),
+                              self.cache.scope(scope.relpath)) for label, scope, prefix in parts]
+        try:
+            return await trio.to_thread.run_sync(check_parts, checked, self.limits, self.config.stale_days,
+                                                 self.config.secret_allow, None, _stop_when_cancelled,
+                                                 limiter=self._search_limiter)
+        finally:
+            self.cache.trim()
 
     async def _list(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_list(params)
