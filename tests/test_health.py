@@ -62,7 +62,18 @@ def health_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubPr
     for rel, text in docs.items():
         place(alice, rel, text.encode())
     year_ago = time.time() - 400 * 86400
-    os.utime(alice / "old.md", (year_ago, year_ago))
+    os.utime(alice / "old.md", (year_ago, year_ago))  # placed by hand a year ago: stale by its mtime
+    # Written through a Hub 300 days ago (its history says so), the file's mtime fresh: stale by history.  Then
+    # one hand-edited since (its bytes are no version in history): its fresh mtime decides, not stale.
+    from amux_memory.hub.history import Actor, Retention, ScopeHistory, time_ns
+
+    history = ScopeHistory(str(h.home / "history" / "users" / sha("alice")), Retention())
+    long_ago = time_ns() - 300 * 86_400 * 10**9
+    for rel, then, now in (("kept.md", b"Kept as written.\n", b"Kept as written.\n"),
+                           ("edited.md", b"Written then.\n", b"Edited by hand since.\n")):
+        history.record(rel, then, "create", Actor("alice", "amux-cli"), previous=None, epoch_ns=long_ago)
+        place(alice, rel, now)
+    history.close()
     web = memory / team_scope("web").relpath
     place(web, "notes.md", b"# Web\n\nSee [the runbook](runbook.md).\n")
     bob = memory / "users" / sha("bob")
@@ -108,18 +119,30 @@ def test_each_finding_and_a_clean_scope(health_hub: tuple[HubProcess, dict[str, 
     # MEMORY.md's pointers first; the working link, [[setup]] and the link inside code are not findings.
     assert dangling[0] == ("MEMORY.md", 4)
     assert sorted(dangling) == [("@web/notes.md", 3), ("MEMORY.md", 4), ("projects/decisions.md", 5)]
-    assert [f["paths"] for f in found["stale"]] == [["old.md"]]
-    assert "400 days" in found["stale"][0]["message"]
+    assert [f["paths"] for f in found["stale"]] == [["kept.md"], ["old.md"]]
+    kept, old = found["stale"]
+    assert "300 days" in kept["message"] and "400 days" in old["message"]
+    since = time.strftime("%Y-%m-%d", time.gmtime(time.time() - 300 * 86400))
+    assert f"since {since}" in kept["message"]  # the history's date, not the file's fresh mtime
     assert found["entry_near_limit"][0]["paths"] == ["MEMORY.md"]
     secret, = found["secret"]
     assert secret["paths"] == ["creds.md"] and secret["lines"] == [[3, 3]]
     assert_no_leak(samples()[0], repr(result))
     for f in result["findings"]:
         assert f["next"] and f["message"] and (f["lines"] == [] or len(f["lines"]) == len(f["paths"]))
-    assert result["documents"] == 7 and result["elapsed_ms"] > 0
+    assert result["documents"] == 9 and result["elapsed_ms"] > 0
     # A prefix narrows the documents; the links are still resolved against the whole scope.
     narrowed = _call(h, tokens["alice"], {"path_prefix": "projects/"})
     assert set(narrowed["counts"]) == {"duplicate", "near_duplicate", "dangling_link"}
+    # The Hub keeps what it derived per document (content cache) and the duplicate answer: a hand edit is seen.
+    release = h.home / "memory" / "users" / sha("alice") / "projects" / "release.md"
+    kept_text = release.read_bytes()
+    release.write_bytes(b"# Release\n\n" + OTHER.encode())
+    try:
+        assert "near_duplicate" not in _call(h, tokens["alice"], {})["counts"]
+    finally:
+        release.write_bytes(kept_text)
+    assert _call(h, tokens["alice"], {})["counts"] == result["counts"]
     clean = _call(h, tokens["bob"], {})
     assert (clean["findings"], clean["counts"], clean["documents"]) == ([], {}, 2)
     carol = _call(h, tokens["carol"], {})
