@@ -259,7 +259,7 @@ def _collect(part: HealthPart, paths: list[str], walked: Walked, allowed: frozen
                     cache.put(entry)  # counts the facts' bytes
             shown = part.label + path
             if (shown, allowed) not in facts.secrets:
-                facts.secrets[(shown, allowed)] = document_entries([shown], lambda _, d=entry.data: d, allowed)
+                facts.secrets[(shown, allowed)] = document_entries([shown], {shown: entry.data}.get, allowed)
             out.append(_Doc(shown, path, entry.data, entry.revision, facts, st.st_mtime_ns, part))
     return out
 
