@@ -27,6 +27,7 @@ from bench import (
     data,
     footprint,
     growth,
+    health,
     history,
     latency,
     mcp_http,
@@ -96,7 +97,7 @@ def _a_targets(ctx: Ctx, scopes: list[dict[str, Any]]) -> None:
                f"{len(inc)} incomplete", "< 250 ms, never incomplete")
 
 
-SECTIONS = frozenset("abcdefhsrmt")
+SECTIONS = frozenset("abcdefhsrmtk")
 """The bench's sections, by letter (``--only``)."""
 
 
@@ -237,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             ("r", lambda: review.run(ctx)),
             ("m", lambda: mcp_http.run(ctx)),
             ("t", lambda: teams.run(ctx)),
+            ("k", lambda: health.run(ctx)),
         ]
         for name, fn in later:
             results[name] = section(name, fn) if wanted(name) else None

@@ -29,6 +29,7 @@ import time
 import unicodedata
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 
 def fold(text: str) -> str:
@@ -100,6 +101,10 @@ class CachedDoc:
     where: str
     racy: bool = False
     _revision: str | None = None
+    derived: Any = None
+    """What another check derives from these bytes and keeps while they are fresh (``hub.health``'s paragraphs
+    and links, DESIGN.md §23); its size counts in :attr:`cost` through :attr:`derived_bytes`."""
+    derived_bytes: int = 0
 
     @classmethod
     def load(cls, path: str, st: os.stat_result, data: bytes) -> CachedDoc:
@@ -129,8 +134,8 @@ class CachedDoc:
 
     @property
     def cost(self) -> int:
-        """Bytes this entry keeps alive: raw plus folded."""
-        return len(self.data) + len(self.folded)
+        """Bytes this entry keeps alive: raw plus folded plus :attr:`derived_bytes`."""
+        return len(self.data) + len(self.folded) + self.derived_bytes
 
 
 RACY_NS = 2_000_000_000
@@ -199,6 +204,8 @@ class ScopeCache:
     haystack: Haystack | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     bytes: int = 0
+    derived: dict[str, Any] = field(default_factory=dict)
+    """What another check keeps between calls for this scope's caller (``hub.health``'s duplicate memo)."""
 
     def put(self, doc: CachedDoc) -> None:
         """Insert or replace one document."""

@@ -309,6 +309,8 @@ class Walked:
     unreadable: list[str] = field(default_factory=list)
     mtimes: dict[str, int] = field(default_factory=dict)
     """Each found document's mtime in epoch nanoseconds (the history's reconcile, DESIGN.md §15.1)."""
+    stats: dict[str, os.stat_result] = field(default_factory=dict)
+    """Each found document's ``lstat`` (``health`` checks its cached entry against it, :meth:`CachedDoc.fresh`)."""
     seen: int = 0
     """Entries counted toward ``scan_max_total_entries`` so far."""
 
@@ -381,6 +383,7 @@ def _take(folder: Folder, entry: os.DirEntry[str], prefix: str, walked: Walked) 
           and logical.startswith(prefix) and is_canonical_path(logical)):
         walked.found.append((logical, st.st_size))
         walked.mtimes[logical] = st.st_mtime_ns
+        walked.stats[logical] = st
 
 
 @dataclass

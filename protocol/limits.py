@@ -41,6 +41,11 @@ Hub
     ``hub.secrets.URL_PASSWORD_CHARS`` (characters): the secret check's rules (§16.1).
   * ``hub.scan_report.SCAN_MAX_ENTRIES`` (count), ``hub.scan_report.SCAN_MAX_FINDINGS`` (count):
     the ``scan`` answer (§16.5).
+  * ``hub.health.PARAGRAPH_MIN_LINES`` (lines), ``hub.health.PARAGRAPH_MIN_CHARS`` (characters),
+    ``hub.health.NEAR_DUPLICATE_SCORE`` (0-100), ``hub.health.NEAR_ANCHOR_CHARS`` (characters),
+    ``hub.health.NEAR_BUCKET_MAX`` (paragraphs), ``hub.health.NEAR_LIMIT_PERCENT`` (percent),
+    ``hub.health.HEALTH_MAX_FINDINGS`` (count), ``hub.health.HEALTH_MAX_BYTES`` (bytes),
+    ``hub.health.SECONDS_A_DAY`` (s): the ``health`` findings and answer (§23).
   * ``hub.store.USAGE_TTL`` (s), ``hub.store.NEAR_LIMIT_FRACTION`` (1/N), ``hub.store.COUNT_MAX_ENTRIES`` (entries),
     ``hub.store.COUNT_MAX_CHECKED_FOLDERS`` (folders): the quota count (§4.7).
 
@@ -102,6 +107,7 @@ The benchmark's goals and sizes
   * ``bench.__main__.CLI_GOAL_MS`` (ms), ``bench.__main__.RG_RATIO_GOAL`` (ratio),
     ``bench.__main__.COMMON16_GOAL`` (ratio), ``bench.__main__.DISK_COLD_GOAL`` (ratio), ``bench.data.MIB`` (bytes),
     ``bench.data.SCAN_BYTES`` (bytes), ``bench.growth.EXPONENT_GOAL`` (exponent),
+    ``bench.health.HEALTH_GOAL_SECONDS`` (s),
     ``bench.history.THROUGHPUT_GOAL`` (ratio), ``bench.history.LATENCY_GOAL_MS`` (ms),
     ``bench.history.SIZE_GOAL_BYTES`` (bytes), ``bench.latency.LIMIT`` (results),
     ``bench.teams.MOUNTED_GOAL`` (ratio), ``bench.teams.LOAD_INTERVAL_SECONDS`` (s),

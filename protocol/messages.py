@@ -24,12 +24,12 @@ PROTOCOL_VERSION: Final = 1
 
 METHODS: Final = frozenset({"hello", "mcp_open", "search", "get", "upsert", "forget", "export", "list",
                             "history", "log", "restore", "purge", "scan", "copy",
-                            "review_list", "review_show", "review_decide", "scope_copy"})
+                            "review_list", "review_show", "review_decide", "scope_copy", "health"})
 """Every method the Hub answers: :data:`DATA_METHODS`, ``hello``, ``mcp_open`` and :data:`OPERATOR_METHODS`."""
 
 DATA_METHODS: Final = frozenset({"search", "get", "upsert", "forget", "export", "list",
                                  "history", "log", "restore", "purge", "scan", "copy",
-                                 "review_list", "review_show", "review_decide"})
+                                 "review_list", "review_show", "review_decide", "health"})
 """Methods that touch memory: they need a completed hello and memory enabled."""
 
 OPERATOR_METHODS: Final = frozenset({"scope_copy"})

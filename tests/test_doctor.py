@@ -68,8 +68,8 @@ def test_doctor_on_a_healthy_setup(hub: HubProcess, tmp_path: Path) -> None:
     env = _user(tmp_path, hub, healthy=True)
     r, checks = _doctor(hub, env)
     assert r.returncode == 0 and r.json["ok"] is True, r.stdout
-    assert list(checks) == ["cli", "home", "hub", "memory", "identity", "scopes", "claude_mcp", "claude_memory",
-                            "codex_mcp", "codex_memory"]
+    assert list(checks) == ["cli", "home", "hub", "memory", "identity", "health", "scopes", "claude_mcp",
+                            "claude_memory", "codex_mcp", "codex_memory"]
     assert all(c["status"] == "ok" for c in checks.values()), checks
     assert str(hub.socket) in checks["home"]["summary"] and "global" in checks["identity"]["summary"]
     assert amux_argv()[0] in checks["claude_mcp"]["summary"]
@@ -78,6 +78,13 @@ def test_doctor_on_a_healthy_setup(hub: HubProcess, tmp_path: Path) -> None:
     assert status == 0
     assert "{" not in text and text.rstrip().endswith("all good"), text
     assert all(line.startswith("ok ") for line in text.splitlines()[:-1]), text
+    # A paragraph in two documents: the health check warns with the count per code (DESIGN.md §23).
+    para = b"The release runs from main only; ask before a Friday deploy, and note it in the log.\n"
+    for path in ("a.md", "b.md"):
+        assert hub.cli("memory", "upsert", path, "--expected-revision", "absent", input=para, env=env).returncode == 0
+    r, checks = _doctor(hub, env)
+    assert r.returncode == 0 and checks["health"]["status"] == "warn", checks["health"]
+    assert "duplicate 1" in checks["health"]["summary"] and checks["health"]["fix"] == "amux memory health"
 
 
 def test_doctor_on_a_broken_setup(hub_factory: Any, tmp_path: Path) -> None:

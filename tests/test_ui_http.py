@@ -376,3 +376,32 @@ def test_a_csrf_token_is_worth_nothing_with_another_session() -> None:
         assert caught.value.data == {"reason": "csrf"}
     other = Guard(app, token="t", hosts=frozenset(), origins=frozenset(), port=1)
     assert other.csrf_for("session-a") != mine  # a per-process key: another amux ui's pages are no use here
+
+
+def test_health_page_groups_findings_by_code_links_documents_and_renders_agent_text_inert(
+        hub: HubProcess, ui: UiProcess) -> None:
+    """The Health page shows ``amux memory health``'s findings (lint folded in), grouped by code, each document
+    linked to its page and its history; a path or link text holding HTML is shown as text (DESIGN.md §23)."""
+    hostile = "notes/<img src=x onerror=alert(1)>.md"
+    para = "The deploy runs from main only, never from a feature branch; ask Ana before any Friday deploy.\n"
+    with hub.client() as client:
+        for path, text in ((hostile, "# X\n\n" + para + "\nSee [[<script>alert(2)</script>]].\n"),
+                           ("notes/b.md", "# B\n\n" + para)):
+            client.call("upsert", upsert_params(path, text, "absent"))
+    cookie = ui.sign_in()
+    status, _, body = request(ui, "GET", "/health", cookie=cookie)
+    assert status == 200 and '<a href="/health">Health</a>' in body
+    cli = hub.cli("memory", "health", "--json")
+    assert cli.returncode == 20
+    for code, count in cli.json["counts"].items():  # the CLI's report, group for group
+        assert f'<section class="card" id="code-{code}"><h2><code>{code}</code> ({count})</h2>' in body
+    assert {"duplicate", "dangling_link"} <= set(cli.json["counts"])
+    assert "<img src=x" not in body and "<script>alert(2)" not in body and "onerror=alert(1)&gt;" in body
+    assert html.escape("[[<script>alert(2)</script>]]", quote=False) in body
+    quoted = "/notes/%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E.md"
+    assert f'href="/doc{quoted}"' in body and f'href="/history{quoted}"' in body
+    assert 'href="/doc/notes/b.md"' in body and 'href="/history/notes/b.md"' in body
+    status, _, history = request(ui, "GET", "/history" + quoted, cookie=cookie)
+    assert status == 200 and "Live revision" in history  # the link leads to the document's versions
+    status, _, body = request(ui, "GET", "/health?path_prefix=elsewhere/", cookie=cookie)
+    assert status == 200 and "No findings." in body and "0 findings in 0 documents" in body

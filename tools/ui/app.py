@@ -162,6 +162,7 @@ class UiApp:
         return Starlette(middleware=[Middleware(NavState)], routes=[
             Route("/", self.overview),
             Route("/lint", self.lint),
+            Route("/health", self.health),
             Route("/doc/{path:path}", self.document),
             Route("/new", self.new),
             Route("/save", self.save, methods=["POST"]),
@@ -281,6 +282,16 @@ class UiApp:
         if summary:
             return self.page(request, "lint_summary.html", problems=problems, top=problems[:LINT_SUMMARY_ROWS])
         return self.page(request, "lint.html", title="Lint", problems=problems)
+
+    async def health(self, request: Request) -> Response:
+        """``/health[?path_prefix=P]``: ``amux memory health``'s findings grouped by code, each document linked
+        to its page and its history (where its diffs are), DESIGN.md §23."""
+        prefix = request.query_params.get("path_prefix", "")
+        try:
+            data = await self.hub(pages.health, prefix)
+        except HubError as exc:
+            return self.error_page(request, exc)
+        return self.page(request, "health.html", title="Health", path_prefix=prefix, **data)
 
     async def document(self, request: Request) -> Response:
         path = request.path_params["path"]

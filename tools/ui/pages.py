@@ -136,6 +136,26 @@ def lint(client: HubClient) -> list[dict[str, Any]]:
             for p in problems]
 
 
+def health(client: HubClient, path_prefix: str = "") -> dict[str, Any]:
+    """``amux memory health``'s report (:func:`tools.typed.health.full_report`: the Hub's findings with the lint
+    folded in) grouped for the page: ``{groups: [{code, count, findings: [{places: [{path, lines}], message,
+    next}]}], total, shown, documents}`` in the report's order (DESIGN.md §23).  ``lines`` is ``"12"``,
+    ``"12-15"`` or ``""``; the template escapes every text."""
+    from amux_memory.tools.typed.health import full_report
+
+    report = full_report(client, path_prefix)
+    counts: dict[str, int] = report["counts"]
+    groups: dict[str, dict[str, Any]] = {}
+    for f in report["findings"]:
+        group = groups.setdefault(f["code"], {"code": f["code"], "count": counts.get(f["code"], 0), "findings": []})
+        spans = list(f["lines"]) + [[]] * (len(f["paths"]) - len(f["lines"]))
+        places = [{"path": path, "lines": "" if not span else str(span[0]) if span[0] == span[1]
+                   else f"{span[0]}-{span[1]}"} for path, span in zip(f["paths"], spans, strict=False)]
+        group["findings"].append({"places": places, "message": f["message"], "next": f["next"]})
+    return {"groups": list(groups.values()), "total": sum(counts.values()), "shown": len(report["findings"]),
+            "documents": report["documents"]}
+
+
 def document(client: HubClient, path: str) -> dict[str, Any]:
     """``{text, shown, cut, mount, read_only, editable, max_bytes, bytes, revision, exists, versions,
     history_next}``: the live document and its newest versions (:func:`read_head`: only the head of a document
