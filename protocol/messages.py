@@ -24,8 +24,9 @@ PROTOCOL_VERSION: Final = 1
 
 METHODS: Final = frozenset({"hello", "mcp_open", "search", "get", "upsert", "forget", "export", "list",
                             "history", "log", "restore", "purge", "scan", "copy",
-                            "review_list", "review_show", "review_decide", "scope_copy"})
-"""Every method the Hub answers: :data:`DATA_METHODS`, ``hello``, ``mcp_open`` and :data:`OPERATOR_METHODS`."""
+                            "review_list", "review_show", "review_decide", "scope_copy", "review_run"})
+"""Every method the Hub answers: :data:`DATA_METHODS`, ``hello``, ``mcp_open``, :data:`OPERATOR_METHODS` and
+``review_run`` (a person begins or ends a review-forced tidy run, DESIGN.md §21; not listed in ``hello``)."""
 
 DATA_METHODS: Final = frozenset({"search", "get", "upsert", "forget", "export", "list",
                                  "history", "log", "restore", "purge", "scan", "copy",
