@@ -71,6 +71,8 @@ class HubConfig:
     """Comma-separated globs of the logical paths under review."""
     review_max_days: int = default_value("memory.review_max_days")
     review_max_pending: int = default_value("memory.review_max_pending")
+    stale_days: int = default_value("memory.stale_days")
+    """Days without a change after which ``health`` reports a document ``stale`` (DESIGN.md §23)."""
 
     @property
     def review_root(self) -> Path:
@@ -133,6 +135,7 @@ def load(home: Path) -> HubConfig:
         review_paths=get("memory.review_paths"),
         review_max_days=get("memory.review_max_days"),
         review_max_pending=get("memory.review_max_pending"),
+        stale_days=get("memory.stale_days"),
     )
 
 

@@ -19,6 +19,8 @@ refused, whether or not it has other mounts):
 * ``review_show`` and ``review_decide``: the proposal is looked for in the
   root and then in the mounts the caller maintains;
 * ``copy``: both paths resolved, the service copies between the two scopes;
+* ``health``: the root and every mount the prefix covers, in one report
+  (:meth:`~hub.service.MemoryService.health`);
 * ``scan``: the caller's own scope.
 """
 
@@ -30,7 +32,7 @@ from amux_memory.hub.identity import Identity
 from amux_memory.hub.mounts import MAINTAIN, Part, View, shown, shown_error
 from amux_memory.hub.service import MemoryService, actor_of
 from amux_memory.protocol.errors import ErrorCode, HubError
-from amux_memory.protocol.params import parse_copy
+from amux_memory.protocol.params import parse_copy, parse_health
 from amux_memory.protocol.paths import normalize_prefix
 
 Result = dict[str, Any]
@@ -64,6 +66,9 @@ async def call(service: MemoryService, view: View, method: str, params: dict[str
         return await _by_proposal(service, view, method, params, identity)
     if method == "copy":
         return await _copy(service, view, params, identity)
+    if method == "health":
+        parse_health(params)
+        return await service.health([(p.label, p.scope, p.inner) for p in _parts(view, params, "health")])
     return await service.call(view.root, method, params, identity)
 
 

@@ -30,6 +30,7 @@ READ, WRITE, MAINTAIN = ROLES
 
 NEEDS: Mapping[str, str] = {
     "search": READ, "get": READ, "export": READ, "list": READ, "history": READ, "log": READ, "scan": READ,
+    "health": READ,
     "upsert": WRITE, "forget": WRITE, "restore": WRITE,
     "purge": MAINTAIN, "review_list": MAINTAIN, "review_show": MAINTAIN, "review_decide": MAINTAIN,
 }

@@ -66,6 +66,7 @@ from amux_memory.protocol.params import (
     parse_export,
     parse_forget,
     parse_get,
+    parse_health,
     parse_history,
     parse_list,
     parse_log,
@@ -660,6 +661,24 @@ class MemoryService:
         versions = version_entries(self.history.scope(scope.relpath).stored(), allowed) if p.history else []
         return report(documents, versions, self.limits)
 
+    async def _health(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        """``health`` of the caller's own scope (across mounts: :meth:`health`)."""
+        return await self.health([("", scope, parse_health(params).path_prefix)])
+
+    async def health(self, parts: list[tuple[str, Scope, str]]) -> Result:
+        """The ``health`` answer over ``parts`` (``(label, scope, prefix inside it)``, the caller's root first):
+        :func:`hub.health.check_parts` in a worker thread, one at a time with the searches (it holds the GIL as a
+        scan does).  Takes no scope lock: like ``search`` it reads whole files and changes nothing.  Raises
+        ``disabled`` when memory is off; cancelled while waiting, nothing was done (DESIGN.md §23)."""
+        from amux_memory.hub.health import HealthPart, check_parts
+
+        self.check_enabled()
+        checked = [HealthPart(label, self.scope_dir(scope), prefix, self.history.scope(scope.relpath))
+                   for label, scope, prefix in parts]
+        return await trio.to_thread.run_sync(check_parts, checked, self.limits, self.config.stale_days,
+                                             self.config.secret_allow, None, _stop_when_cancelled,
+                                             limiter=self._search_limiter)
+
     async def _list(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_list(params)
         return await trio.to_thread.run_sync(list_documents, self.scope_dir(scope), p.path_prefix, p.cursor,
@@ -685,6 +704,7 @@ HANDLERS: Final[Mapping[str, Handler]] = {
     "review_show": MemoryService._review_show,
     "review_decide": MemoryService._review_decide,
     "copy": MemoryService._copy,
+    "health": MemoryService._health,
 }
 """The dispatch table: data method name → handler.  Its names are exactly :data:`DATA_METHODS`."""
 

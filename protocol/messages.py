@@ -24,13 +24,14 @@ PROTOCOL_VERSION: Final = 1
 
 METHODS: Final = frozenset({"hello", "mcp_open", "search", "get", "upsert", "forget", "export", "list",
                             "history", "log", "restore", "purge", "scan", "copy",
-                            "review_list", "review_show", "review_decide", "scope_copy", "review_run"})
+                            "review_list", "review_show", "review_decide", "scope_copy", "health",
+                            "review_run"})
 """Every method the Hub answers: :data:`DATA_METHODS`, ``hello``, ``mcp_open``, :data:`OPERATOR_METHODS` and
 ``review_run`` (a person begins or ends a review-forced tidy run, DESIGN.md §21; not listed in ``hello``)."""
 
 DATA_METHODS: Final = frozenset({"search", "get", "upsert", "forget", "export", "list",
                                  "history", "log", "restore", "purge", "scan", "copy",
-                                 "review_list", "review_show", "review_decide"})
+                                 "review_list", "review_show", "review_decide", "health"})
 """Methods that touch memory: they need a completed hello and memory enabled."""
 
 OPERATOR_METHODS: Final = frozenset({"scope_copy"})

@@ -531,6 +531,19 @@ def parse_scan(params: dict[str, Any]) -> ScanParams:
 
 
 @dataclass(frozen=True)
+class HealthParams:
+    """``health``: the findings of the documents under ``path_prefix`` ("" = the caller's whole view)."""
+
+    path_prefix: str
+
+
+def parse_health(params: dict[str, Any]) -> HealthParams:
+    """Validate ``health`` params: ``path_prefix`` (optional, as ``search``'s).  DESIGN.md §23."""
+    _only(params, {"path_prefix"})
+    return HealthParams(normalize_prefix(params.get("path_prefix")))
+
+
+@dataclass(frozen=True)
 class PurgeParams:
     """``purge``: erase one stored version (``revision``) or every stored version of ``path`` (``all``)."""
 

@@ -166,6 +166,11 @@ def scan_params(*, history: bool = False) -> dict[str, Any]:
     return {"history": True} if history else {}
 
 
+def health_params(*, path_prefix: str = "") -> dict[str, Any]:
+    """``health``: ``{}``, or ``{"path_prefix"}`` when non-empty.  DESIGN.md §23."""
+    return {"path_prefix": path_prefix} if path_prefix else {}
+
+
 def purge_params(path: str, *, revision: str | None = None, all_versions: bool = False) -> dict[str, Any]:
     """``purge``: ``{"path", "revision"}`` for one stored version, or ``{"path", "all": True}`` for every
     stored version and tombstone of ``path``.  DESIGN.md §15."""

@@ -167,6 +167,8 @@ SETTINGS: dict[str, Setting] = {
     "memory.review_paths": Setting("**", _globs, "comma-separated globs of the paths under review (** = every "
                                    "path; e.g. MEMORY.md,user/**)"),
     "memory.review_max_days": Setting(30, _positive, "days a pending proposal waits before it expires"),
+    "memory.stale_days": Setting(180, _positive, "days without a change after which 'amux memory health' calls a "
+                                 "document stale (the last change in history, else the file's mtime)"),
     "memory.review_max_pending": Setting(100, _max_pending, "pending proposals a scope holds at most (then "
                                          "agents' writes are refused with review_backlog)"),
     "hub.socket_path": Setting("", _file_path, "Unix socket path ('' = <AMUX_HOME>/hub.sock)"),

@@ -66,8 +66,9 @@ member_app = App(name="member", help="A team's members and their roles.")
 scope_app = App(name="scope", help="Whole scopes, for the Hub's operator: copy every document of one scope into "
                 "another (after a change of memory.isolation, or into a team).")
 memory_app = App(name="memory", help="Search, read, write, copy, move and delete memory documents through the Hub; "
-                 "see and undo what changed (history, log, diff, restore, purge); keep typed memories in shape (new, "
-                 "remove, index, lint, archive, import — also on a project with --project DIR).")
+                 "see and undo what changed (history, log, diff, restore, purge); find what rots (health); "
+                 "keep typed memories in shape (new, remove, index, lint, archive, import — also on a project with "
+                 "--project DIR).")
 review_app = App(name="review", help="Memory changes agents proposed (memory.review = agents): list them, show one, "
                  "approve or reject.")
 system_app = App(name="system", help="System settings.")
@@ -133,6 +134,7 @@ memory_app.command("amux_memory.tools.cli.history:diff", name="diff")
 memory_app.command("amux_memory.tools.cli.history:restore", name="restore")
 memory_app.command("amux_memory.tools.cli.history:purge", name="purge")
 memory_app.command("amux_memory.tools.cli.scan:scan", name="scan")
+memory_app.command("amux_memory.tools.cli.health:health", name="health")
 memory_app.command(review_app)
 
 

@@ -128,12 +128,14 @@ def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
                     "" if ctx.home.is_dir() else f"amux hub start{ctx.home_flag}")]
     start = f"amux hub start{ctx.home_flag}"
     waiting: int | None = None
+    found: dict[str, int] | None = None
     try:
         with (HubClient() if remote else HubClient(socket)) as client:
             ctx.hello = dict(client.hello)
             from amux_memory.tools.lifecycle.control import pending_review
 
             waiting = pending_review(client)
+            found = _health_counts(client) if ctx.hello.get("memory_enabled") else None
     except HubError as exc:
         holder = None if remote else serving_hub(ctx.home)
         if exc.code is not ErrorCode.UNAVAILABLE:
@@ -160,6 +162,12 @@ def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
                             f"({ctx.hello.get('principal_kind')}, by {ctx.hello.get('auth')}); scope "
                             f"{ctx.hello.get('scope')}, binding {ctx.hello.get('binding')}, isolation "
                             f"{ctx.hello.get('isolation')}"))
+        if found:
+            shown = ", ".join(f"{code} {n}" for code, n in sorted(found.items()))
+            checks.append(Check("health", "warn", f"memory health: {sum(found.values())} findings ({shown})",
+                                "amux memory health"))
+        elif found is not None:
+            checks.append(Check("health", "ok", "memory health: no findings"))
         if waiting:
             checks.append(Check("review", "warn", f"{waiting} memory changes proposed by agents await review",
                                 "amux memory review"))
@@ -178,6 +186,15 @@ def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
                                                 f"{start}"))
     checks.append(Check("identity", "skip", "no answer from the Hub: principal and scope unknown"))
     return checks
+
+
+def _health_counts(client: Any) -> dict[str, int] | None:
+    """The Hub's ``health`` counts per code (DESIGN.md §23), or None when this Hub does not answer it."""
+    try:
+        counts = client.call("health", {}).get("counts") or {}
+    except HubError:
+        return None
+    return {str(code): int(n) for code, n in counts.items()}
 
 
 def check_scopes(ctx: Context) -> list[Check]:

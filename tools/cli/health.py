@@ -1,0 +1,85 @@
+"""``amux memory health``: what rots in memory, and what to do about each finding (DESIGN.md §23).
+
+One report (:func:`tools.typed.health.full_report`: the Hub's ``health`` plus
+the typed-memory lint), printed as ``lint`` prints its problems: in a terminal
+one line per finding, grouped by code, each with its next step; piped (or with
+``--json``) the report as JSON.  Exit :attr:`ExitStatus.PROBLEMS_FOUND` (20)
+when there is a finding, 0 when none, as ``lint`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amux_memory.protocol.errors import ExitStatus, HubError
+from amux_memory.tools.cli.options import AsJson, parse_today
+from amux_memory.tools.cli.output import emit, fail, human_output, write_bytes
+
+
+def health(*, path_prefix: str = "", as_json: AsJson = False, today: str | None = None) -> int:
+    """Report what rots in memory: duplicates, dangling links, stale notes, limits, credentials, lint.
+
+    Codes: duplicate (one paragraph of 2+ lines or 80+ characters in several
+    documents), near_duplicate (paragraphs 90 % alike), dangling_link (a
+    relative .md link or [[name]] to a document that does not exist),
+    stale (unchanged for memory.stale_days, default 180), entry_near_limit
+    (MEMORY.md at 90 % of 2 KiB or 64 lines), scope_near_quota (a scope at
+    90 % of its documents or bytes), secret (a stored credential, shown
+    redacted as 'amux memory scan' shows it), and lint_<code> for what
+    'amux memory lint' finds in typed topics. Team mounts (@NAME/) are
+    included for their members.
+
+    In a terminal: the findings grouped by code, each with its documents and
+    lines and the next step. Piped or with --json: {"findings": [{"code",
+    "paths", "lines", "message", "next"}], "counts": {code: n}, "documents",
+    "elapsed_ms"}. Exit 20 when there are findings, 0 when none.
+
+    Parameters
+    ----------
+    path_prefix
+        Only documents whose path starts with this (e.g. projects/ or @web/).
+    today
+        The date lint judges feedback expiry by, YYYY-MM-DD (default: today).
+    """
+    from amux_memory.tools.client.blocking import HubClient
+    from amux_memory.tools.typed.health import full_report
+
+    try:
+        day = parse_today(today)
+        with HubClient() as client:
+            report = full_report(client, path_prefix, day)
+    except HubError as exc:
+        return fail(exc, as_json=as_json)
+    if human_output(as_json):
+        write_bytes(render_text(report).encode("utf-8", "backslashreplace"))
+    else:
+        emit(report)
+    return ExitStatus.PROBLEMS_FOUND if sum(report["counts"].values()) else 0
+
+
+def render_text(report: dict[str, Any]) -> str:
+    """The report for a person: per code a heading with its count, then ``path:start-end: message`` and
+    ``next: ...`` per finding; a closing summary.  Every text from memory is made inert (DESIGN.md §17)."""
+    from amux_memory.tools.client.inert import inert
+    from amux_memory.tools.client.wording import counted
+
+    out: list[str] = []
+    findings = report.get("findings") or []
+    counts: dict[str, int] = report.get("counts") or {}
+    for code in dict.fromkeys(f["code"] for f in findings):
+        group = [f for f in findings if f["code"] == code]
+        out.append(f"{code} ({counts.get(code, len(group))})")
+        for f in group:
+            places = [inert(p) + (f":{a}" if a == b else f":{a}-{b}") if i < len(f["lines"]) and f["lines"][i]
+                      else inert(p) for i, (p, (a, b)) in enumerate(zip(f["paths"], f["lines"] or
+                                                                         [[0, 0]] * len(f["paths"]), strict=False))]
+            where = ", ".join(places) if places else "-"
+            out.append(f"  {where}: {inert(f['message'])}")
+            out.append(f"    next: {inert(f['next'])}")
+    total, shown = sum(counts.values()), len(findings)
+    if total > shown:
+        out.append(f"{total - shown} more not shown: narrow with --path-prefix, or fix these and run it again")
+    summary = ", ".join(f"{code} {n}" for code, n in counts.items())
+    out.append(f"{counted(total, 'finding')} in {counted(int(report.get('documents') or 0), 'document')}"
+               + (f" ({summary})" if summary else ""))
+    return "\n".join(out) + "\n"
