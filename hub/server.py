@@ -266,8 +266,8 @@ class Hub:
 
     async def reviews_agents_of(self, identity: Identity, scope: Scope) -> bool:
         """Whether an agent's write of this caller may be kept for review, so ``tools/list`` publishes the
-        proposal schemas to it: ``memory.review`` is on (DESIGN.md §21), it is a tidy run's (:mod:`hub.review_runs`), or one
-        of its teams reviews (§7.8)."""
+        proposal schemas to it: ``memory.review`` is on (DESIGN.md §21), it is a tidy run's
+        (:mod:`hub.review_runs`), or one of its teams reviews (§7.8)."""
         if self.config.review != "off" or identity.review_forced:  # a tidy run proposes whatever the rule
             return True
         return any(m.review != "off" for m in (await self.view_of(identity, scope)).mounted())

@@ -128,8 +128,6 @@ def tidy(agent: Literal["claude", "codex", "pi"], /, *agent_args: str,
     """
     from amux_memory.launch.orchestrate import LaunchRequest, Terminated
     from amux_memory.launch.orchestrate import launch as run_launch
-    from amux_memory.launch.sessions import new_session_id
-    from amux_memory.launch.spec import LaunchSpec
 
     try:
         report = health_report(path_prefix)
@@ -144,19 +142,19 @@ def tidy(agent: Literal["claude", "codex", "pi"], /, *agent_args: str,
     if show_task:
         print(task, end="")
         return 0
-    session = new_session_id()
-    began: list[bool] = []
+    began: list[str] = []
 
-    def begin(spec: LaunchSpec) -> None:
+    def begin(spec: Any) -> None:  # a launch.spec.LaunchSpec, planned by the launch (its session is new)
         if not spec.memory or spec.session_id is None:
             raise HubError(ErrorCode.UNAVAILABLE, "the agent would start without memory ("
                            + "; ".join(spec.notices) + "); nothing was started")
         review_run(spec.session_id, token_id=spec.token_id)
-        began.append(True)
+        began.append(spec.session_id)
+        say(f"tidy: {counted(len(findings), 'finding')}; session {spec.session_id}: every write of this run is a "
+            "proposal")
 
-    say(f"tidy: {counted(len(findings), 'finding')}; session {session}: every write of this run is a proposal")
     request = LaunchRequest(agent=agent, args=agent_arguments(agent, print_mode, list(agent_args), task),
-                            session_id=session, before_run=begin)
+                            before_run=begin)
     status = 0
     try:
         from amux_memory.tools.cli.launch import print_notice
@@ -168,13 +166,14 @@ def tidy(agent: Literal["claude", "codex", "pi"], /, *agent_args: str,
         say(f"tidy stopped by signal {stop.signum} before the agent started; its files are removed")
         return 128 + stop.signum
     finally:
-        if began:
+        for session in began:
             try:
                 review_run(session, end=True)
             except HubError as exc:
                 say(f"warning: the run could not be ended ({exc.code.value}: {exc.message}); it ends on its own "
                     "within 12 hours (its writes stay proposals until then)")
-    summarize(session)
+    for session in began:
+        summarize(session)
     return status
 
 
