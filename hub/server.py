@@ -51,7 +51,7 @@ from amux_memory.hub.review_runs import RunBook
 from amux_memory.hub.service import MemoryService, actor_of
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import Limits
-from amux_memory.protocol.messages import DATA_METHODS, OPERATOR_METHODS, PROTOCOL_VERSION, Request
+from amux_memory.protocol.messages import DATA_METHODS, OPERATOR_METHODS, PROTOCOL_VERSION, RUN_METHODS, Request
 from amux_memory.protocol.params import parse_hello, parse_mcp_open, parse_review_run, parse_scope_copy
 from amux_memory.protocol.version import package_version
 
@@ -248,7 +248,7 @@ class Hub:
         try:
             if request.method in OPERATOR_METHODS:
                 return await self.scope_copy(identity, request.params)
-            if request.method == "review_run":
+            if request.method in RUN_METHODS:
                 return await self.review_run(identity, request.params)
             return await self._call(identity, scope, request)
         finally:

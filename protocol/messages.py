@@ -34,6 +34,9 @@ DATA_METHODS: Final = frozenset({"search", "get", "upsert", "forget", "export", 
                                  "review_list", "review_show", "review_decide", "health"})
 """Methods that touch memory: they need a completed hello and memory enabled."""
 
+RUN_METHODS: Final = frozenset({"review_run"})
+"""Methods a person calls around a tidy run (DESIGN.md §21), outside any scope; not in ``hello``'s ``methods``."""
+
 OPERATOR_METHODS: Final = frozenset({"scope_copy"})
 """Methods only the Hub's operator may call: its own OS account on the Unix socket, by its kernel credentials
 (not a token, not an agent).  Not listed in ``hello``'s ``methods``; DESIGN.md §7.8."""

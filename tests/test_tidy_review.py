@@ -185,5 +185,5 @@ def test_a_change_set_is_shown_as_one_diff_and_decided_at_once(hub: HubProcess, 
         assert (h.scope_dir / "extra.md").read_bytes() == b"e\n"
     finally:
         ui.stop()
-    assert "change set: session tidy-0c1f, 3 documents" in text.plain, text.plain
-    assert "change set: session tidy-<b>x</b>, 1 document" in text.plain
+    assert "change set tidy-0c1f: 3 documents" in text.plain, text.plain
+    assert "change set tidy-<b>x</b>: 1 document" in text.plain

@@ -109,13 +109,15 @@ def review(*, path_prefix: str = "", as_json: AsJson = False) -> int:
             if i:
                 print()
             n = len(g["proposals"])
-            name = "no session" if g["session"] is None else f"session {inert(g['session'])}"
-            print(f"change set: {name}, {counted(n, 'document')}, +{g['added']}/-{g['removed']} lines"
-                  + (f", {g['changed']} changed since" if g["changed"] else ""))
+            tail = (f": {counted(n, 'document')}, +{g['added']}/-{g['removed']} lines"
+                    + (f", {g['changed']} changed since" if g["changed"] else ""))
+            # The whole session, to copy into --session, unless the line would pass WIDTH columns.
+            name = "(no session)" if g["session"] is None else _cut(inert(g["session"]), WIDTH - 11 - len(tail))
+            print(f"change set {name}{tail}")
         print(table(g["proposals"]))
-    print(f"{result['pending']} pending: 'amux memory review show ID', then approve ID or reject ID"
-          + ("; a whole change set: show/approve/reject --session SESSION" if any(g["session"] for g in groups)
-             else ""))
+    print(f"{result['pending']} pending: 'amux memory review show ID', then approve ID or reject ID")
+    if any(g["session"] for g in groups):
+        print("a whole change set: amux memory review show|approve|reject --session SESSION")
     return 0
 
 
