@@ -132,6 +132,9 @@ class Actor:
     session: str | None = None
     agent: str | None = field(default=None, compare=False)
     """Why the caller is an agent (:func:`hub.identity.agent_reason`), None for a person; not recorded."""
+    forced: bool = field(default=False, compare=False)
+    """The caller belongs to a review-forced tidy run (:mod:`hub.review_runs`): its writes are proposals whatever
+    the review rule (DESIGN.md §21); not recorded."""
 
     def as_dict(self) -> dict[str, Any]:
         """``{"principal", "client", "binding", "session"}``."""

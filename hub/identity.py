@@ -77,6 +77,11 @@ class Identity:
     client: str = ""
     binding: str | None = None
     session: str | None = None
+    pid: int | None = None
+    """The caller's process as the kernel names it on the Unix socket (``SO_PEERCRED``), None over TCP."""
+    review_forced: bool = False
+    """Set by the Hub, never claimed: the caller belongs to a review-forced tidy run (:mod:`hub.review_runs`), so
+    every write it makes is a proposal (DESIGN.md §21)."""
 
 
 MCP_CLIENT = "amux-mcp"
@@ -91,8 +96,11 @@ def agent_reason(identity: Identity) -> str | None:
     delegated token (one issued with a binding, for one conversation).  An agent may not override the
     credential check, its writes wait for review when ``memory.review`` is ``agents``, and it may never
     decide a review.  The client name and session are claims: an agent that hides them is not stopped, but
-    is recorded as the actor.
+    is recorded as the actor.  ``"tidy"`` for a caller of a review-forced tidy run (:mod:`hub.review_runs`),
+    whatever it claims.
     """
+    if identity.review_forced:
+        return "tidy"
     if identity.client == MCP_CLIENT:
         return "mcp"
     if identity.session is not None:

@@ -122,7 +122,10 @@ class ReviewQueue:
     def reviewed(self, scope: Scope, actor: Actor, path: str) -> bool:
         """Whether this write waits for review.  A caller's own scope: ``memory.review = agents``, an agent
         caller, a path under review.  A team's: ``agents`` reviews an agent's writes, ``all`` also a person's
-        unless the person maintains the team (DESIGN.md §7.8)."""
+        unless the person maintains the team (DESIGN.md §7.8).  A caller of a review-forced tidy run proposes
+        every write, in every scope and on every path (:mod:`hub.review_runs`, DESIGN.md §21)."""
+        if actor.forced:
+            return True
         if scope.review is None:
             return self.config.review == "agents" and actor.agent is not None and self.under_review(path)
         if scope.review == "agents":

@@ -47,11 +47,12 @@ from amux_memory.hub.identity import (
 )
 from amux_memory.hub.mounts import View, mount_entries, view_for
 from amux_memory.hub.registry import RegistryWatcher
+from amux_memory.hub.review_runs import RunBook
 from amux_memory.hub.service import MemoryService, actor_of
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import Limits
-from amux_memory.protocol.messages import DATA_METHODS, OPERATOR_METHODS, PROTOCOL_VERSION, Request
-from amux_memory.protocol.params import parse_hello, parse_mcp_open, parse_scope_copy
+from amux_memory.protocol.messages import DATA_METHODS, OPERATOR_METHODS, PROTOCOL_VERSION, RUN_METHODS, Request
+from amux_memory.protocol.params import parse_hello, parse_mcp_open, parse_review_run, parse_scope_copy
 from amux_memory.protocol.version import package_version
 
 Result = dict[str, Any]
@@ -75,6 +76,8 @@ class Hub:
         self.version = package_version()
         """The ``hub_version`` in every ``hello`` answer (the installed package's version)."""
         self.open_connections = ConnectionSet(self)
+        self.runs = RunBook(str(config.review_root))
+        """The review-forced tidy runs (:mod:`hub.review_runs`, DESIGN.md §21), marked on every ``hello``."""
         self.network_addresses: list[str] = []
         """``tls://HOST:PORT`` / ``tcp://HOST:PORT`` actually listened on (set by :func:`hub.run.serve`)."""
         self.mcp_url: str | None = None
@@ -150,7 +153,9 @@ class Hub:
                 f"{scope.binding!r} (the isolation policy changed?); start a new conversation",
                 {"binding": p.binding, "current": scope.binding},
             )
-        identity = dataclasses.replace(identity, client=p.client, binding=p.binding, session=p.session)
+        identity = dataclasses.replace(identity, client=p.client, binding=p.binding, session=p.session,
+                                       pid=conn.peer.pid if conn.peer is not None else None)
+        identity = await trio.to_thread.run_sync(self.runs.mark, identity, conn.peer, self.wall_clock())
         conn.identity, conn.scope, conn.helloed = identity, scope, True
         return {
             "protocol": PROTOCOL_VERSION,
@@ -243,6 +248,8 @@ class Hub:
         try:
             if request.method in OPERATOR_METHODS:
                 return await self.scope_copy(identity, request.params)
+            if request.method in RUN_METHODS:
+                return await self.review_run(identity, request.params)
             return await self._call(identity, scope, request)
         finally:
             self.calls_running -= 1
@@ -259,8 +266,9 @@ class Hub:
 
     async def reviews_agents_of(self, identity: Identity, scope: Scope) -> bool:
         """Whether an agent's write of this caller may be kept for review, so ``tools/list`` publishes the
-        proposal schemas to it: ``memory.review`` is on (DESIGN.md §21), or one of its teams reviews (§7.8)."""
-        if self.config.review != "off":
+        proposal schemas to it: ``memory.review`` is on (DESIGN.md §21), it is a tidy run's
+        (:mod:`hub.review_runs`), or one of its teams reviews (§7.8)."""
+        if self.config.review != "off" or identity.review_forced:  # a tidy run proposes whatever the rule
             return True
         return any(m.review != "off" for m in (await self.view_of(identity, scope)).mounted())
 
@@ -284,6 +292,28 @@ class Hub:
                 next_step="Nothing was done: the Hub is overloaded. Wait a moment and call again.",
             )
         return result
+
+    # -- tidy runs (DESIGN.md §21) ----------------------------------------------------
+
+    async def review_run(self, identity: Identity, params: dict[str, Any]) -> Result:
+        """Answer ``review_run``: begin (or, with ``end``, end) the review-forced run of ``session``
+        (:class:`hub.review_runs.RunBook`): from now on every caller the Hub ties to it writes proposals only.
+
+        A person only (an agent is ``unauthorized``, reason ``agent_caller``); the launcher's process is the
+        kernel's ``SO_PEERCRED`` pid of this connection, never a parameter; ``token_id`` names the delegated token
+        the launch issued for the agent (forced too).  Result ``{session, principal, pid,
+        expires, began}`` or ``{session, ended}``.  Raises ``bad_request`` for bad params, ``conflict`` for a
+        session that is another principal's run.
+        """
+        p = parse_review_run(params)
+        now = self.wall_clock()
+        if p.end:
+            return await trio.to_thread.run_sync(self.runs.end, identity, p.session, now)
+
+        def begin() -> Result:
+            return self.runs.begin(identity, p.session, p.token_id, self.registry.reload(), now)
+
+        return await trio.to_thread.run_sync(begin)
 
     # -- the operator's methods (DESIGN.md §7.8) -----------------------------------
 

@@ -103,7 +103,8 @@ def actor_of(identity: Identity | None) -> Actor:
     """The actor history records for ``identity`` (None: an in-process caller, client ``hub``)."""
     if identity is None:
         return Actor(None, "hub")
-    return Actor(identity.principal, identity.client, identity.binding, identity.session, agent_reason(identity))
+    return Actor(identity.principal, identity.client, identity.binding, identity.session, agent_reason(identity),
+                 identity.review_forced)
 
 
 def _before_change(hist: ScopeHistory | None, path: str, seen: list[bytes | None]) -> BeforeWrite:
@@ -622,6 +623,10 @@ class MemoryService:
                           allow_secret=p.allow_secret)
 
     async def _purge(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        if actor.forced:  # a tidy run proposes; erasing history is no proposal (DESIGN.md §21)
+            raise HubError(ErrorCode.UNAUTHORIZED, "a tidy run cannot purge history: its changes are proposals a "
+                           "person decides; nothing was erased", {"reason": "agent_caller", "agent": "tidy"},
+                           next_step="Leave history as it is; a person purges with 'amux memory purge'.")
         return await self.locked(scope, self._purge_versions, scope, parse_purge(params))
 
     def _purge_versions(self, scope: Scope, p: PurgeParams) -> Result:

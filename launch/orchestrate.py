@@ -63,6 +63,10 @@ class LaunchRequest:
     run_dir: str | None = None
     pass_env: list[str] = field(default_factory=list)
     print_spec: bool = False
+    before_run: Callable[[LaunchSpec], None] | None = None
+    """Called with the final spec just before the agent starts (not for ``print_spec``): ``amux memory tidy``
+    begins its review-forced run there, once the session and the agent's token are known (DESIGN.md §21).  What
+    it raises ends the launch before the agent runs, with everything prepared removed."""
 
 
 class Terminated(BaseException):
@@ -137,6 +141,8 @@ def launch(request: LaunchRequest, *, emit_spec: Callable[[dict[str, Any]], None
             if request.print_spec:
                 emit_spec(spec.as_dict())
                 return 0
+            if request.before_run is not None:
+                request.before_run(spec)
             for line in spec.notices:
                 notice(line)
             sys.stderr.flush()

@@ -25,6 +25,8 @@ Hub
   * ``hub.registry.MAX_TOKEN_CHARS`` (characters): longest token accepted.
   * ``hub.registry.DELEGATED_DEFAULT_TTL`` (s): lifetime of a token issued with a binding (§7.4).
   * ``hub.registry.TOKEN_MAX_TTL_SECONDS`` (s): the longest lifetime of a token (§7.4).
+  * ``hub.review_runs.RUN_TTL_SECONDS`` (s), ``hub.review_runs.ANCESTRY_DEPTH`` (processes): how long a tidy run
+    stays review-forced unless ended, and how many parents of a caller are looked at for its launcher (§21).
   * ``hub.rewrite_guard.MIN_DROPPED_LINES`` (lines), ``hub.rewrite_guard.MIN_DROPPED_BYTES`` (bytes),
     ``hub.rewrite_guard._ASIDE_MAX`` (characters): the rewrite guard's floors (§12);
     ``hub.rewrite_guard.LINE_MEMO_ENTRIES`` (lines), ``hub.rewrite_guard.LINE_MEMO_MAX_CHARS`` (characters):
@@ -62,6 +64,7 @@ Protocol
 
 Clients and frontends
   * ``tools.client.base.RECEIVE_BYTES`` (bytes): one ``recv``.
+  * ``tools.cli.tidy.TASK_MAX_BYTES`` (bytes): the longest tidy task on an agent's command line (§21).
   * ``tools.client.textdiff.CONTEXT_LINES`` (lines), ``tools.client.when.MAX_DURATION_SECONDS`` (s).
   * ``tools.lifecycle.spawn.POLL_INTERVAL_S`` (s): between ``hello`` attempts while a Hub starts.
   * ``hub.run.MCP_WARM_DELAY_SECONDS`` (s): when the Hub starts importing the MCP server after start (§22.1).

@@ -576,6 +576,29 @@ def _proposal_id(params: dict[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
+class ReviewRunParams:
+    """``review_run``: begin (or ``end``) the review-forced tidy run of ``session`` (DESIGN.md §21)."""
+
+    session: str
+    end: bool
+    token_id: str | None
+
+
+def parse_review_run(params: dict[str, Any]) -> ReviewRunParams:
+    """Validate ``review_run`` params: ``session`` (a launcher session id, as ``hello``'s), ``end`` (bool,
+    default false) and ``token_id`` (the id of the delegated token the launch issued for the agent, 12 hex
+    digits)."""
+    _only(params, {"session", "end", "token_id"})
+    end = params.get("end", False)
+    if not isinstance(end, bool):
+        raise _bad("end must be true or false", field="end")
+    token_id = params.get("token_id")
+    if token_id is not None and (not isinstance(token_id, str) or not re.fullmatch(r"[0-9a-f]{12}", token_id)):
+        raise _bad("token_id must be a token id: 12 hex digits, as 'amux hub token list' shows it", field="token_id")
+    return ReviewRunParams(check_session(params.get("session")), end, token_id)
+
+
+@dataclass(frozen=True)
 class ReviewListParams:
     """``review_list``: pending proposals whose path starts with ``path_prefix``, after ``cursor`` (DESIGN.md §21)."""
 

@@ -193,6 +193,17 @@ def review_list_params(*, path_prefix: str = "", cursor: str = "") -> dict[str, 
     return params
 
 
+def review_run_params(session: str, *, end: bool = False, token_id: str | None = None) -> dict[str, Any]:
+    """``review_run``: ``{"session"}`` plus ``"end": True`` to end the run and ``token_id`` (the agent's delegated
+    token) when given.  DESIGN.md §21."""
+    params: dict[str, Any] = {"session": session}
+    if token_id is not None:
+        params["token_id"] = token_id
+    if end:
+        params["end"] = True
+    return params
+
+
 def review_show_params(proposal: str, *, text: str = "proposed", offset: int = 0) -> dict[str, Any]:
     """``review_show``: ``{"id"}`` plus ``text`` (``base`` or ``current``; ``proposed`` is the default and left
     out) and ``offset`` (bytes) when non-zero.  DESIGN.md §21."""

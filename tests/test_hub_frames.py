@@ -29,6 +29,7 @@ from amux_memory.protocol.messages import (
     METHODS,
     OPERATOR_METHODS,
     PROTOCOL_VERSION,
+    RUN_METHODS,
     Response,
     decode_response,
     encode_request,
@@ -366,8 +367,8 @@ def test_hello_with_global_binding_and_isolation_off(hub: HubProcess) -> None:
         assert hello["limits"]["max_frame_bytes"] == MAX
         # Derived from protocol.messages, so a new method cannot make this stale: the Hub lists every method
         # it answers except the handshake ("hello"), the switch into an MCP session ("mcp_open", §9.2) and the
-        # operator's methods (§7.8).
-        assert set(hello["methods"]) == METHODS - {"hello", "mcp_open"} - OPERATOR_METHODS == DATA_METHODS
+        # operator's methods (§7.8) and a tidy run's (§21).
+        assert set(hello["methods"]) == METHODS - {"hello", "mcp_open"} - OPERATOR_METHODS - RUN_METHODS == DATA_METHODS
         assert_works(conn)
 
 

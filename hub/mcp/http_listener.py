@@ -369,6 +369,8 @@ class FrontDoor:
         except HubError as exc:
             await _respond(send, 400, exc.message)
             return
+        # A tidy run's session or token: every write a proposal (hub.review_runs; no peer over TCP, so no /proc).
+        caller = Caller(self.hub.runs.mark(caller.identity, None, self.hub.wall_clock()), caller.scope)
         await self._serve(scope, receive, send, headers, caller, quiet)
 
     async def _authenticate(self, headers: dict[str, str]) -> Caller | None:

@@ -100,8 +100,24 @@ def review(*, path_prefix: str = "", as_json: AsJson = False) -> int:
     if not result["proposals"]:
         print("no memory changes await review")
         return 0
-    print(table(result["proposals"]))
+    from amux_memory.tools.client.changeset import sessions_of
+    from amux_memory.tools.client.inert import inert
+
+    groups = sessions_of(result["proposals"])
+    for i, g in enumerate(groups):
+        if len(groups) > 1 or g["session"] is not None:
+            if i:
+                print()
+            n = len(g["proposals"])
+            tail = (f": {counted(n, 'document')}, +{g['added']}/-{g['removed']} lines"
+                    + (f", {g['changed']} changed since" if g["changed"] else ""))
+            # The whole session, to copy into --session, unless the line would pass WIDTH columns.
+            name = "(no session)" if g["session"] is None else _cut(inert(g["session"]), WIDTH - 11 - len(tail))
+            print(f"change set {name}{tail}")
+        print(table(g["proposals"]))
     print(f"{result['pending']} pending: 'amux memory review show ID', then approve ID or reject ID")
+    if any(g["session"] for g in groups):
+        print("a whole change set: amux memory review show|approve|reject --session SESSION")
     return 0
 
 
@@ -111,9 +127,10 @@ def _diff(old: bytes | None, new: bytes | None, old_label: str, new_label: str) 
     return render_unified(diff_hunks(old or b"", new or b""), old_label, new_label)
 
 
-def show(proposal: str, /, *, as_json: AsJson = False) -> int:
+def show(proposal: str | None = None, /, *, session: str | None = None, as_json: AsJson = False) -> int:
     """One proposal: who proposed what, and the diff against the document it was based on; when the
     document changed since, the diff against its current text too (then approve with --edit to merge).
+    With --session, the whole change set of that session as one diff (every pending proposal of it).
 
     Piped or with --json: {"proposal", "proposed", "base", "current" (texts, null when absent), "diff",
     "diff_current" (unified diffs, null when the document did not change), "base_stored", "warnings"}.
@@ -122,8 +139,18 @@ def show(proposal: str, /, *, as_json: AsJson = False) -> int:
     ----------
     proposal
         The proposal's id, as 'amux memory review' lists it.
+    session
+        Show the change set of this session instead (piped or with --json: {"session", "proposals": [entry],
+        "diff", "conflicts": [ids whose document changed since]}).
     """
     from amux_memory.tools.client.paging import review_text
+
+    if (proposal is None) == (session is None):
+        return fail(HubError(ErrorCode.BAD_REQUEST, "give a proposal id or --session SESSION (one of them)",
+                             {"field": "id"}), as_json=as_json)
+    if session is not None:
+        return show_change_set(session, as_json=as_json)
+    assert proposal is not None
 
     try:
         with _client() as client:
@@ -172,6 +199,84 @@ def show(proposal: str, /, *, as_json: AsJson = False) -> int:
         print("--- against the document now:")
         print(inert(diff_current.decode("utf-8", "replace"), multiline=True), end="")
     return 0
+
+
+def change_set_diff(client: Any, session: str) -> tuple[list[dict[str, Any]], bytes]:
+    """The pending proposals of ``session`` and one unified diff of them all, each against the document its
+    proposal was based on (``a/PATH``, ``b/PATH``; a deletion against ``/dev/null``)."""
+    from amux_memory.tools.client.changeset import change_set
+    from amux_memory.tools.client.paging import review_text
+
+    entries = change_set(client, session)
+    parts: list[bytes] = []
+    for e in entries:
+        proposed, _ = review_text(client, e["id"], "proposed")
+        base, _ = review_text(client, e["id"], "base")
+        path = e["path"]
+        old_label = f"a/{path} (base {e['base_revision'][:12]})" if base is not None else "/dev/null"
+        new_label = f"b/{path} (proposal {e['id']})" if proposed is not None else f"/dev/null (proposal {e['id']})"
+        parts.append(_diff(base, proposed, old_label, new_label))
+    return entries, b"".join(parts)
+
+
+def show_change_set(session: str, *, as_json: bool = False) -> int:
+    """``amux memory review show --session S``: the change set as one diff (text made inert) or JSON."""
+    try:
+        with _client() as client:
+            entries, diff = change_set_diff(client, session)
+    except HubError as exc:
+        return fail(exc, as_json=as_json)
+    conflicts = [e["id"] for e in entries if e["changed"]]
+    if not human_output(as_json):
+        emit({"session": session, "proposals": entries, "diff": diff.decode("utf-8", "replace"),
+              "conflicts": conflicts})
+        return 0
+    from amux_memory.tools.client.inert import inert
+
+    actor = entries[0]["actor"]
+    print(f"change set of session {inert(session)}: {counted(len(entries), 'document')}, proposed by "
+          f"{inert(actor.get('principal'))} via {inert(actor.get('client'))}, from {entries[0]['time']}")
+    for e in entries:
+        mark = "! changed since: approving leaves it pending" if e["changed"] else ""
+        print(f"  {e['id']}  {'delete' if e['action'] == 'forget' else 'write':6} {inert(e['path'])}"
+              f"  +{e['added']}/-{e['removed']}  {mark}".rstrip())
+    print(inert(diff.decode("utf-8", "replace"), multiline=True), end="")
+    print(f"decide it at once: amux memory review approve --session {inert(session)} (or reject --session)")
+    return 0
+
+
+def decide_session(decision: str, session: str, reason: str | None, as_json: bool) -> int:
+    """``approve/reject --session S``: the whole change set (:func:`tools.client.changeset.decide_change_set`);
+    prints what was applied and what stayed pending as a conflict; exit status 0 when all were decided, else the
+    ``conflict`` status (or the first error's)."""
+    from amux_memory.tools.client.changeset import decide_change_set
+    from amux_memory.tools.client.inert import inert
+
+    try:
+        with _client() as client:
+            result = decide_change_set(client, session, decision, reason)
+    except HubError as exc:
+        return fail(exc, as_json=as_json)
+    status = 0
+    if result["errors"]:
+        status = HubError(ErrorCode(result["errors"][0]["error"]["code"]), "").exit_code
+    elif result["conflicts"]:
+        status = HubError(ErrorCode.CONFLICT, "").exit_code
+    if not human_output(as_json):
+        emit(result)
+        return status
+    for r in result["applied"]:
+        _say_result(r)
+    for c in result["conflicts"]:
+        print(f"{c['proposal']}: conflict, left pending: {inert(c['path'])} changed since the proposal "
+              f"(merge it with 'amux memory review approve {c['proposal']} --edit', or reject it)")
+    for e in result["errors"]:
+        print(f"{e['proposal']}: {e['error']['code']}: {inert(e['error']['message'])}; left pending")
+    verb = "applied" if decision == "approve" else "rejected"
+    print(f"change set {inert(session)}: {len(result['applied'])} {verb}, {len(result['conflicts'])} conflict"
+          f"{'' if len(result['conflicts']) == 1 else 's'} left pending"
+          + (f", {len(result['errors'])} failed" if result["errors"] else ""))
+    return status
 
 
 def _targets(client: Any, ids: tuple[str, ...], path_prefix: str) -> list[str]:
@@ -315,8 +420,8 @@ def _say_result(r: dict[str, Any]) -> None:
         say(f"warning: {inert(warning)}")
 
 
-def approve(*proposals: str, path_prefix: str = "", edit: bool = False, reason: str | None = None,
-            as_json: AsJson = False) -> int:
+def approve(*proposals: str, path_prefix: str = "", session: str | None = None, edit: bool = False,
+            reason: str | None = None, as_json: AsJson = False) -> int:
     """Approve proposals: each is written as proposed (compare-and-swap at the revision the Hub shows), recorded
     in history as approved by you and proposed by the agent. A document that changed since the agent read it
     is never overwritten: that approval is refused (conflict); merge with --edit.
@@ -327,6 +432,11 @@ def approve(*proposals: str, path_prefix: str = "", edit: bool = False, reason: 
         Proposal ids, as 'amux memory review' lists them.
     path_prefix
         Approve every pending proposal whose path starts with this instead.
+    session
+        Approve the whole change set of this session (a tidy run's) instead: each document by compare-and-swap
+        at the revision its proposal saw; one changed since is reported as a conflict and left pending, the
+        rest are applied (exit status 5 when any conflict is left; --json: {"session", "decision",
+        "applied", "conflicts", "errors"}).
     edit
         Open $VISUAL / $EDITOR on the proposed text first and approve what you save (one proposal). When the
         document changed since the agent read it, the editor gets both changes merged (conflict markers where
@@ -334,10 +444,16 @@ def approve(*proposals: str, path_prefix: str = "", edit: bool = False, reason: 
     reason
         A short note kept with the decision.
     """
+    if session is not None:
+        if proposals or path_prefix or edit:
+            return fail(HubError(ErrorCode.BAD_REQUEST, "--session decides a whole change set: give no proposal "
+                                 "ids, --path-prefix or --edit with it", {"field": "session"}), as_json=as_json)
+        return decide_session("approve", session, reason, as_json)
     return decide("approve", proposals, path_prefix, edit=edit, reason=reason, as_json=as_json)
 
 
-def reject(*proposals: str, path_prefix: str = "", reason: str | None = None, as_json: AsJson = False) -> int:
+def reject(*proposals: str, path_prefix: str = "", session: str | None = None, reason: str | None = None,
+           as_json: AsJson = False) -> int:
     """Reject proposals: the documents stay as they are; the decision is recorded.
 
     Parameters
@@ -346,7 +462,14 @@ def reject(*proposals: str, path_prefix: str = "", reason: str | None = None, as
         Proposal ids, as 'amux memory review' lists them.
     path_prefix
         Reject every pending proposal whose path starts with this instead.
+    session
+        Reject the whole change set of this session (a tidy run's) instead.
     reason
         A short note kept with the decision.
     """
+    if session is not None:
+        if proposals or path_prefix:
+            return fail(HubError(ErrorCode.BAD_REQUEST, "--session decides a whole change set: give no proposal "
+                                 "ids or --path-prefix with it", {"field": "session"}), as_json=as_json)
+        return decide_session("reject", session, reason, as_json)
     return decide("reject", proposals, path_prefix, reason=reason, as_json=as_json)

@@ -177,6 +177,8 @@ class UiApp:
             Route("/restart", self.restart_hub, methods=["POST"]),
             Route("/review", self.review),
             Route("/review/decide", self.review_decide, methods=["POST"]),
+            Route("/review/session", self.change_set_decide, methods=["POST"]),
+            Route("/review/session/{session:path}", self.change_set),
             Route("/review/{id}", self.review_show),
             Route("/teams", self.teams),
             Route("/team/{name}", self.team),
@@ -634,6 +636,38 @@ class UiApp:
         if fields.get("back") == "team" and team:  # decided from the team's page: back to its queue
             return self.see(f"/team/{quote(team, safe='')}?{decided}#queue")
         return self.see(f"/review?{decided}")
+
+    async def change_set(self, request: Request) -> Response:
+        """``/review/session/S``: a change set (every pending proposal of one session, a tidy run's) on one page,
+        each document's diff, and Approve all / Reject all (DESIGN.md §21)."""
+        try:
+            data = await self.hub(pages.change_set_page, request.path_params["session"])
+        except HubError as exc:
+            return self.error_page(request, exc, 404 if exc.code in (ErrorCode.NOT_FOUND, ErrorCode.BAD_REQUEST)
+                                   else 400)
+        for item in data["proposals"]:
+            item["rows"], item["cut"] = diff_rows(item["diff"]["hunks"])
+        return self.page(request, "changeset.html", title="Change set", result=None, **data)
+
+    async def change_set_decide(self, request: Request) -> Response:
+        """``POST /review/session``: ``session``, ``decision`` (``approve`` | ``reject``), ``reason``: the whole
+        change set at once, each document by compare-and-swap; the answer page lists what was applied and what
+        stayed pending as a conflict (:func:`tools.client.changeset.decide_change_set`)."""
+        try:
+            fields = await self.form(request)
+        except HubError as exc:
+            return self.error_page(request, exc, 403)
+        session, decision = fields.get("session", "").strip(), fields.get("decision", "")
+        if decision not in DECIDED_AS:
+            return self.error_page(request, HubError(ErrorCode.BAD_REQUEST, "decision must be approve or reject "
+                                                     "(nothing was changed)", {"field": "decision"}))
+        try:
+            result = await self.hub(pages.decide_change_set, session, decision,
+                                    fields.get("reason", "").strip() or None)
+        except HubError as exc:
+            return self.error_page(request, exc, 404 if exc.code is ErrorCode.NOT_FOUND else 400)
+        return self.page(request, "changeset.html", title="Change set", result=result, session=session,
+                         proposals=[])
 
     async def decide_failed(self, request: Request, pid: str, exc: HubError, draft: str | None) -> Response:
         """The proposal page again after a refused decision (200: the page is the answer), re-read so it shows

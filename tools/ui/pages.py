@@ -438,3 +438,29 @@ def approve_edited(client: HubClient, proposal_id: str, text: str, *, unedited: 
             content = proposed if proposed is not None and not cut else text.encode("utf-8")
     return review_decide(client, proposal_id, "approve", expected_revision=expected_revision, content=content,
                          reason=reason)
+
+
+def change_set_page(client: HubClient, session: str) -> dict[str, Any]:
+    """One change set as its page shows it (DESIGN.md §21): ``{session, proposals: [{entry, diff}]}``, each
+    ``diff`` the hunks base → proposed (as :func:`proposal`'s), texts read up to ``document_max_bytes``.  Raises
+    ``not_found`` when the session has nothing pending (:func:`tools.client.changeset.change_set`)."""
+    from amux_memory.protocol.limits import LIMITS
+    from amux_memory.tools.client.changeset import change_set
+    from amux_memory.tools.client.textdiff import diff_hunks, hunks_as_data, line_counts
+
+    shown = []
+    for e in change_set(client, session):
+        proposed, _, _ = proposal_text(client, e["id"], "proposed", LIMITS.document_max_bytes)
+        base, _, _ = proposal_text(client, e["id"], "base", LIMITS.document_max_bytes)
+        hunks = diff_hunks(base or b"", proposed or b"")
+        added, removed = line_counts(hunks)
+        shown.append({"entry": e, "diff": {"hunks": hunks_as_data(hunks), "added": added, "removed": removed}})
+    return {"session": session, "proposals": shown}
+
+
+def decide_change_set(client: HubClient, session: str, decision: str, reason: str | None) -> dict[str, Any]:
+    """Approve or reject a whole change set (:func:`tools.client.changeset.decide_change_set`): ``{session,
+    decision, applied, conflicts, errors}``."""
+    from amux_memory.tools.client.changeset import decide_change_set as decide
+
+    return decide(client, session, decision, reason)
