@@ -81,11 +81,14 @@ def agent_arguments(agent: str, print_mode: bool, args: list[str], task: str) ->
 
 
 def health_report(path_prefix: str) -> dict[str, Any]:
-    """The Hub's health report (``health``, with ``path_prefix`` when given); raises what the call raises."""
+    """The health report ``amux memory health`` prints (the Hub's ``health`` with the typed-memory lint folded
+    in, :func:`amux_memory.tools.typed.health.full_report`), for ``path_prefix`` when given; raises what the
+    calls raise."""
     from amux_memory.tools.client.blocking import HubClient
+    from amux_memory.tools.typed.health import full_report
 
     with HubClient() as client:
-        return client.call("health", {"path_prefix": path_prefix} if path_prefix else {})
+        return full_report(client, path_prefix)
 
 
 def review_run(session: str, *, end: bool = False, token_id: str | None = None) -> dict[str, Any]:
