@@ -24,7 +24,7 @@ PROTOCOL_VERSION: Final = 1
 
 METHODS: Final = frozenset({"hello", "mcp_open", "search", "get", "upsert", "forget", "export", "list",
                             "history", "log", "restore", "purge", "scan", "copy",
-                            "review_list", "review_show", "review_decide", "scope_copy"})
+                            "review_list", "review_show", "review_decide", "scope_copy", "backup_stage"})
 """Every method the Hub answers: :data:`DATA_METHODS`, ``hello``, ``mcp_open`` and :data:`OPERATOR_METHODS`."""
 
 DATA_METHODS: Final = frozenset({"search", "get", "upsert", "forget", "export", "list",
@@ -32,7 +32,7 @@ DATA_METHODS: Final = frozenset({"search", "get", "upsert", "forget", "export", 
                                  "review_list", "review_show", "review_decide"})
 """Methods that touch memory: they need a completed hello and memory enabled."""
 
-OPERATOR_METHODS: Final = frozenset({"scope_copy"})
+OPERATOR_METHODS: Final = frozenset({"scope_copy", "backup_stage"})
 """Methods only the Hub's operator may call: its own OS account on the Unix socket, by its kernel credentials
 (not a token, not an agent).  Not listed in ``hello``'s ``methods``; DESIGN.md §7.8."""
 
