@@ -1,4 +1,4 @@
-"""The online backup's Hub side: each scope copied to a staging folder under its lock (DESIGN.md §15.6).
+"""The online backup's Hub side: each scope copied to a staging folder under its lock (DESIGN.md §15.8).
 
 ``amux hub backup FILE`` calls the operator's method ``backup_stage``; the Hub
 (:meth:`hub.service.MemoryService.backup_stage`) makes a fresh staging folder
@@ -14,8 +14,10 @@ copied, and ``manifest.json`` lists every staged file (``sha256``,
 ``bytes``) and every document's revision.  The CLI packs the folder into a
 gzip tar outside any lock and removes it (:mod:`tools.cli.backup`).
 
-Measured (2 cores, tmpfs, 2026-12): a scope of 1,000 documents of 1-4 KiB
-with 1,000 history versions is copied in about 60 ms under its lock.
+Under the lock, documents and proposals (files the Hub only replaces by a
+rename) are hard-linked into the staging folder and only the appended files
+(history segment, decisions log) are copied; digests are computed after the
+lock is released.  Measured figures are in DESIGN.md §15.8's notes below.
 
 Blocking functions: the service runs them in worker threads.
 """
@@ -136,12 +138,25 @@ def _copy(source: Path, target: Path, limit: int = -1) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def stage_scope(home: Path, relpath: str, staging: Path, history_end: int = -1) -> StagedScope:
-    """Copy one scope's files from ``home`` into ``staging`` (same layout); the caller holds the scope's lock.
+def _link_or_copy(source: Path, target: Path) -> bool:
+    """Hard-link ``source`` at ``target`` (True), or copy it when the file system refuses a link (False)."""
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        os.link(source, target, follow_symlinks=False)
+        return True
+    except OSError:
+        _copy(source, target)
+        return False
 
-    ``history_end`` is where the history segment's last record ends when the Hub has it open (-1: copy it
-    whole; a preallocated tail of zeros is not worth copying).  Documents are the ``*.md`` files of
-    ``memory/<relpath>``, their revision the SHA-256 of their bytes (as :func:`hub.store.revision_of`).
+
+def stage_scope(home: Path, relpath: str, staging: Path, history_end: int = -1) -> StagedScope:
+    """Stage one scope's files from ``home`` into ``staging`` (same layout); the caller holds the scope's lock.
+
+    Files the Hub only ever replaces by a rename (documents, proposals) are hard-linked, so the lock is held
+    for a directory entry per file, not a copy: the linked inode keeps the bytes the scope held, whatever is
+    renamed over the original later.  Files the Hub appends to (the history segment, the decisions log) are
+    copied; the segment up to ``history_end``, where its last record ends when the Hub has it open (-1: whole).
+    Digests are computed afterwards, outside the lock (:func:`finish_scope`).
     """
     started = time.perf_counter()
     staged = StagedScope(relpath)
@@ -151,12 +166,32 @@ def stage_scope(home: Path, relpath: str, staging: Path, history_end: int = -1) 
             continue
         for rel, path in _regular_files(top):
             name = f"{tree}/{relpath}/{rel}"
-            limit = history_end if tree == "history" and rel == SEGMENT_NAME else -1
-            digest, size = _copy(path, staging / name, limit)
-            staged.files[name] = {"sha256": digest, "bytes": size}
-            if tree == "memory" and rel.endswith(".md"):
-                staged.documents[rel] = digest
+            if tree == "history" or rel.endswith(".log"):
+                digest, size = _copy(path, staging / name, history_end if rel == SEGMENT_NAME else -1)
+                staged.files[name] = {"sha256": digest, "bytes": size}
+            else:
+                _link_or_copy(path, staging / name)
+                staged.files[name] = {}
     staged.held_ms = (time.perf_counter() - started) * 1000
+    return staged
+
+
+def finish_scope(staged: StagedScope, staging: Path) -> StagedScope:
+    """Fill in the digests and sizes of :func:`stage_scope`'s linked files (no lock needed) and the scope's
+    documents: its ``memory`` ``*.md`` files, each revision the SHA-256 of its bytes (as
+    :func:`hub.store.revision_of`)."""
+    prefix = f"memory/{staged.relpath}/"
+    for name, entry in staged.files.items():
+        if not entry:
+            digest = hashlib.sha256()
+            size = 0
+            with open(staging / name, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    digest.update(chunk)
+                    size += len(chunk)
+            entry.update(sha256=digest.hexdigest(), bytes=size)
+        if name.startswith(prefix) and name.endswith(".md"):
+            staged.documents[name[len(prefix):]] = entry["sha256"]
     return staged
 
 

@@ -506,7 +506,7 @@ class MemoryService:
         return result
 
     async def backup_stage(self) -> Result:
-        """Stage an online backup of the whole home (DESIGN.md §15.6, :mod:`hub.backup`): every scope's
+        """Stage an online backup of the whole home (DESIGN.md §15.8, :mod:`hub.backup`): every scope's
         documents, history and review queue copied under that scope's lock, one scope at a time, then the
         registry and ``config.toml``, and ``manifest.json``; the operator's CLI packs the folder and removes it.
 
@@ -524,7 +524,8 @@ class MemoryService:
             staged = []
             for relpath in await trio.to_thread.run_sync(backup.scope_relpaths, home):
                 scope = Scope(relpath, relpath, relpath.partition("/")[0])
-                staged.append(await self.locked(scope, self._stage_scope, relpath, staging))
+                linked = await self.locked(scope, self._stage_scope, relpath, staging)
+                staged.append(await trio.to_thread.run_sync(backup.finish_scope, linked, staging))
             home_files = await trio.to_thread.run_sync(backup.stage_home_files, home, staging)
             manifest = await trio.to_thread.run_sync(backup.write_manifest, staging, staged, home_files,
                                                      package_version())

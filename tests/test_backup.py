@@ -1,4 +1,4 @@
-"""The backup drill (DESIGN.md §15.6): ``amux hub backup`` while writers write, restore into a new home, a Hub
+"""The backup drill (DESIGN.md §15.8): ``amux hub backup`` while writers write, restore into a new home, a Hub
 on it; ``--verify`` finds a tampered archive; restore refuses a non-empty home and a hostile archive."""
 
 from __future__ import annotations

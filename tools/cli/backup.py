@@ -1,5 +1,5 @@
 """``amux hub backup FILE``, ``amux hub backup --verify FILE`` and ``amux hub restore FILE --home DIR``
-(DESIGN.md §15.6).
+(DESIGN.md §15.8).
 
 A backup is taken from the running Hub: the operator's method ``backup_stage`` copies each scope under its
 lock into a staging folder of the home (:mod:`hub.backup`); this module packs that folder into a gzip tar
