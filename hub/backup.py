@@ -44,7 +44,7 @@ from amux_memory.protocol.config_file import CONFIG_NAME
 from amux_memory.protocol.errors import ErrorCode, HubError
 
 FORMAT: Final = "amux-backup"
-FORMAT_VERSION: Final = 1
+BACKUP_FORMAT_VERSION: Final = 1
 MANIFEST_NAME: Final = "manifest.json"
 STAGING_NAME: Final = "backup-staging"
 """The folder under ``<AMUX_HOME>`` holding staging folders while a backup is packed."""
@@ -223,7 +223,7 @@ def write_manifest(staging: Path, scopes: list[StagedScope], home_files: dict[st
     files = dict(home_files)
     for s in scopes:
         files.update(s.files)
-    manifest = {"format": FORMAT, "format_version": FORMAT_VERSION,
+    manifest = {"format": FORMAT, "format_version": BACKUP_FORMAT_VERSION,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "hub_version": version,
                 "scopes": {s.relpath: {"documents": s.documents} for s in scopes},
                 "files": dict(sorted(files.items()))}

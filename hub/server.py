@@ -51,7 +51,7 @@ from amux_memory.hub.service import MemoryService, actor_of
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import Limits
 from amux_memory.protocol.messages import DATA_METHODS, OPERATOR_METHODS, PROTOCOL_VERSION, Request
-from amux_memory.protocol.params import parse_hello, parse_mcp_open, parse_scope_copy
+from amux_memory.protocol.params import parse_backup_stage, parse_hello, parse_mcp_open, parse_scope_copy
 from amux_memory.protocol.version import package_version
 
 Result = dict[str, Any]
@@ -243,6 +243,7 @@ class Hub:
         try:
             if request.method == "backup_stage":
                 self.check_operator(identity, "backup_stage")
+                parse_backup_stage(request.params)
                 return await self.service.backup_stage()
             if request.method in OPERATOR_METHODS:
                 return await self.scope_copy(identity, request.params)

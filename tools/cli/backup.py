@@ -111,13 +111,13 @@ def check_archive(file: Path, extract: Path | None = None) -> dict[str, Any]:
     (``problems`` a list of ``{path, problem}``).  Raises ``bad_request`` when the file is not a gzip tar
     with a ``manifest.json`` of this format, ``not_found`` when it does not exist.
     """
-    from amux_memory.hub.backup import FORMAT, FORMAT_VERSION, MANIFEST_NAME
+    from amux_memory.hub.backup import BACKUP_FORMAT_VERSION, FORMAT, MANIFEST_NAME
 
     problems: list[dict[str, str]] = []
     seen: dict[str, tuple[str, int]] = {}
     manifest: dict[str, Any] | None = None
     try:
-        tar = tarfile.open(file, mode="r:gz")
+        tar = tarfile.open(file, mode="r:gz")  # noqa: SIM115 - closed by the 'with tar' below
     except FileNotFoundError:
         raise HubError(ErrorCode.NOT_FOUND, f"no file {file}", {"file": str(file)}) from None
     except (tarfile.TarError, OSError, EOFError) as exc:
@@ -149,8 +149,8 @@ def check_archive(file: Path, extract: Path | None = None) -> dict[str, Any]:
             raise _bad(f"{file} is damaged: {exc}", file=str(file)) from None
     if manifest is None:
         raise _bad(f"{file} is not a backup: it has no {MANIFEST_NAME}", file=str(file))
-    if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
-        raise _bad(f"{file} is not an amux backup of format {FORMAT_VERSION}", file=str(file))
+    if manifest.get("format") != FORMAT or manifest.get("format_version") != BACKUP_FORMAT_VERSION:
+        raise _bad(f"{file} is not an amux backup of format {BACKUP_FORMAT_VERSION}", file=str(file))
     listed = manifest.get("files")
     if not isinstance(listed, dict):
         raise _bad(f"{file}: its manifest lists no files", file=str(file))
@@ -162,7 +162,8 @@ def check_archive(file: Path, extract: Path | None = None) -> dict[str, Any]:
             problems.append({"path": _shown(name), "problem": "changed: its SHA-256 or size is not the manifest's"})
     problems += [{"path": _shown(name), "problem": "extra: the manifest does not list it"}
                  for name in sorted(seen) if name not in listed and name != MANIFEST_NAME]
-    scopes = manifest.get("scopes") if isinstance(manifest.get("scopes"), dict) else {}
+    raw_scopes = manifest.get("scopes")
+    scopes: dict[str, Any] = raw_scopes if isinstance(raw_scopes, dict) else {}
     documents = sum(len(s.get("documents") or {}) for s in scopes.values() if isinstance(s, dict))
     return {"file": str(file), "ok": not problems, "manifest": {"created": manifest.get("created"),
             "hub_version": manifest.get("hub_version"), "scopes": len(scopes), "documents": documents},
@@ -244,6 +245,7 @@ def backup(file: Path, /, *, verify: Annotated[bool, Parameter(
     """
     if verify:
         return _verify(file, json)
+    from amux_memory.protocol.requests import backup_stage_params
     from amux_memory.tools.client.blocking import HubClient
     from amux_memory.tools.lifecycle.control import home_socket
 
@@ -256,7 +258,7 @@ def backup(file: Path, /, *, verify: Annotated[bool, Parameter(
         if target.is_dir():
             raise _bad(f"{target} is a folder: name the archive file to write", file=str(target))
         with HubClient(home_socket(resolve_home(home)), token="", binding="", timeout=STAGE_TIMEOUT_SECONDS) as c:
-            staged = c.call("backup_stage", {})
+            staged = c.call("backup_stage", backup_stage_params())
         staging = Path(staged["staging"])
         try:
             size = _pack(staging, target)

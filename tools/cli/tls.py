@@ -148,7 +148,8 @@ def tls_init(*, name: Annotated[list[str] | None, Parameter(negative="")] = None
     """Make a private CA and a server certificate for the Hub, and set hub.tls_cert, hub.tls_key and hub.tls_ca.
 
     The certificate names every --name (the first is its subject, the name
-    'amux hub connect' prints), localhost, 127.0.0.1, ::1 and this host's name. Files go to HOME/tls/ (keys mode 0600). Takes effect when
+    'amux hub connect' prints), localhost, 127.0.0.1, ::1 and this host's
+    name. Files go to HOME/tls/ (keys mode 0600). Takes effect when
     the Hub next starts (amux hub restart). Refuses when TLS is already set
     up, unless --force.
 
