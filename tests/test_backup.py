@@ -6,6 +6,9 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
+import shutil
+import subprocess
 import tarfile
 import threading
 import time
@@ -15,8 +18,8 @@ from typing import Any
 import pytest
 
 from amux_memory.protocol.requests import history_params, upsert_params
-from tests.conftest import HubProcess
-from tests.helpers import sha, wait_until
+from tests.conftest import REPO, HubProcess
+from tests.helpers import sha, skip_or_fail, wait_until
 
 WRITERS = 4
 
@@ -200,3 +203,24 @@ def test_backup_is_for_the_operator(hub: HubProcess, tmp_path: Path) -> None:
             c.call("backup_stage", {})
     assert info.value.code.value == "unauthorized" and "amux hub backup" in info.value.message
     assert not (hub.home / "backup-staging").exists()
+
+
+def test_the_guides_backup_timer_units_verify(tmp_path: Path) -> None:
+    """docs/operations.md's daily backup units, as printed, pass ``systemd-analyze verify`` (which refuses an
+    unknown key, a timer without a schedule or an unescaped ``%`` in ``ExecStart``)."""
+    guide = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = guide[guide.index("## Backup and restore"):]
+    section = section[:section.find("\n## ", 1) if "\n## " in section[1:] else len(section)]
+    units = re.findall(r"^```ini\n(.*?)^```$", section, re.S | re.M)
+    names = ["amux-backup.service", "amux-backup.timer"]
+    assert len(units) == 2 and all(f"`{n}`" in section or f"/{n}`" in section for n in names), section
+    assert "[Service]" in units[0] and "[Timer]" in units[1]
+    for name, text in zip(names, units, strict=True):
+        (tmp_path / name).write_text(text)
+    tool = shutil.which("systemd-analyze")
+    if tool is None:
+        skip_or_fail("systemd-analyze is not installed; the units were not verified",
+                     "systemd-analyze is missing (CI=true: .ci/run installs systemd)")
+    proc = subprocess.run([tool, "verify", *(str(tmp_path / n) for n in names)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr
