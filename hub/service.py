@@ -524,7 +524,14 @@ class MemoryService:
             staged = []
             for relpath in await trio.to_thread.run_sync(backup.scope_relpaths, home):
                 scope = Scope(relpath, relpath, relpath.partition("/")[0])
-                linked = await self.locked(scope, self._stage_scope, relpath, staging)
+                linked = await self.locked(scope, self._stage_scope, relpath, staging, False)
+                await trio.to_thread.run_sync(backup.copy_prefixes, linked, staging)
+                if await self.locked(scope, self._rewritten, relpath, linked.rewrites):
+                    # A purge (or a torn tail cut) changed the linked segment in place: copy under the lock.
+                    await trio.to_thread.run_sync(backup.drop_scope, linked, staging)
+                    again = await self.locked(scope, self._stage_scope, relpath, staging, True)
+                    again.held_ms = max(again.held_ms, linked.held_ms)
+                    linked = again
                 staged.append(await trio.to_thread.run_sync(backup.finish_scope, linked, staging))
             home_files = await trio.to_thread.run_sync(backup.stage_home_files, home, staging)
             manifest = await trio.to_thread.run_sync(backup.write_manifest, staging, staged, home_files,
@@ -540,13 +547,21 @@ class MemoryService:
                 "lock_max_ms": round(max((s.held_ms for s in staged), default=0.0), 3),
                 "lock_total_ms": round(sum(s.held_ms for s in staged), 3)}
 
-    def _stage_scope(self, relpath: str, staging: Any) -> Any:
-        """:meth:`backup_stage`'s copy of one scope (worker thread, its lock held); the history segment is cut at
-        its last record when this Hub has it open."""
+    def _stage_scope(self, relpath: str, staging: Any, copy_appended: bool) -> Any:
+        """:meth:`backup_stage`'s staging of one scope (worker thread, its lock held,
+        :func:`hub.backup.stage_scope`); the history segment is cut at its last record when this Hub has it
+        open."""
         from amux_memory.hub import backup
 
         hist = self.history.scope(relpath)
-        return backup.stage_scope(self.config.home, relpath, staging, hist.end if hist.fd >= 0 else -1)
+        with hist.lock:
+            end, rewrites = (hist.end if hist.fd >= 0 else -1), hist.rewrites
+            return backup.stage_scope(self.config.home, relpath, staging, end, copy_appended, rewrites)
+
+    def _rewritten(self, relpath: str, rewrites: int) -> bool:
+        """Whether the scope's history segment changed in place since :meth:`_stage_scope` saw ``rewrites``
+        (worker thread, the scope's lock held)."""
+        return bool(self.history.scope(relpath).rewrites != rewrites)
 
     async def _copy_one(self, source: Scope, destination: Scope, path: str, actor: Actor, move: bool) -> Result:
         """One document of :meth:`scope_copy`: ``{path, revision, bytes}`` when written, else ``{path, reason,

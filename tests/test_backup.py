@@ -224,3 +224,41 @@ def test_the_guides_backup_timer_units_verify(tmp_path: Path) -> None:
     proc = subprocess.run([tool, "verify", *(str(tmp_path / n) for n in names)], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr
+
+
+def test_staging_keeps_the_prefix_the_scope_held_and_notices_a_purge(tmp_path: Path) -> None:
+    """Under the lock only links and lengths are taken (hub/backup.py): appends and a compaction after it do
+    not reach the copy; a purge (bytes changed in place) moves ``rewrites``, and a staging with
+    ``copy_appended`` then holds the purged segment's bytes exactly."""
+    from amux_memory.hub import backup
+    from amux_memory.hub.history import Actor, Retention, ScopeHistory
+
+    home = tmp_path / "home"
+    (home / "memory" / "global").mkdir(parents=True)
+    (home / "memory" / "global" / "a.md").write_bytes(b"two\n")
+    hist = ScopeHistory(str(home / "history" / "global"), Retention())
+    who = Actor("root", "amux-cli")
+    hist.record("a.md", b"one\n", "create", who, previous=None)
+    hist.record("a.md", b"two\n", "update", who, previous=b"one\n")
+    segment = home / "history" / "global" / "versions.log"
+    held = segment.read_bytes()[:hist.end]
+    inode = segment.stat().st_ino
+    staging = backup.new_staging(home)
+    staged = backup.stage_scope(home, "global", staging, hist.end, rewrites=hist.rewrites)
+    assert staged.appended == {"history/global/versions.log": len(held)}
+    hist.record("b.md", b"bee\n", "create", who, previous=None)  # after the lock: not in the backup
+    hist.compact_locked()  # a new file renamed over the segment: the linked inode keeps its bytes
+    assert segment.stat().st_ino != inode and segment.stat().st_size > len(held)
+    backup.finish_scope(backup.copy_prefixes(staged, staging), staging)
+    assert (staging / "history/global/versions.log").read_bytes() == held
+    assert not (staging / backup.LINKS_NAME).exists()
+    assert staged.documents == {"a.md": sha(b"two\n")}
+    assert staged.files["history/global/versions.log"] == {"sha256": sha(held), "bytes": len(held)}
+
+    before = hist.rewrites
+    hist.purge("a.md", sha(b"one\n"), sha(b"two\n"))  # zeros written in place, then compacted
+    assert hist.rewrites == before + 1
+    backup.drop_scope(staged, staging)
+    again = backup.stage_scope(home, "global", staging, hist.end, copy_appended=True)
+    assert not again.appended and b"one\n" not in (staging / "history/global/versions.log").read_bytes()
+    assert (staging / "history/global/versions.log").read_bytes() == segment.read_bytes()[:hist.end]
