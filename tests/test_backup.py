@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from amux_memory.protocol.requests import history_params, upsert_params
-from tests.conftest import REPO, HubProcess
+from tests.conftest import REPO, HubProcess, amux_argv
 from tests.helpers import sha, skip_or_fail, wait_until
+from tests.terminal import run_in_terminal
 
 WRITERS = 4
 
@@ -93,6 +94,7 @@ def test_backup_drill(hub_factory: Any, tmp_path: Path) -> None:
 
     new_home = tmp_path / "restored"
     r = hub.cli("hub", "restore", str(archive), "--home", str(new_home), "--json")
+    assert r.json["host_settings"] == {}, r.json  # the socket in the home, no listener: nothing to change
     assert r.returncode == 0, r.stderr
     restored = HubProcess(home=new_home, socket=new_home / "hub.sock", log=tmp_path / "restored.log",
                           env={**hub.env, "AMUX_HOME": str(new_home)})
@@ -143,6 +145,10 @@ def test_verify_and_restore_refusals(hub: HubProcess, tmp_path: Path, shared_dir
             c.call("upsert", upsert_params(f"notes/{k}.md", f"note {k}\n", "absent"))
     hub.cli("hub", "principal", "add", "alice")
     token = hub.cli("hub", "token", "issue", "alice", "--json").json["token"]
+    # In the file only (the Hub keeps its own socket and no listener); the CLI finds the Hub by the link.
+    hub.configure("hub.socket_path", str(shared_dir / "hub.sock"))
+    (shared_dir / "hub.sock").symlink_to(hub.socket)
+    hub.configure("hub.mcp_listen", "127.0.0.1:8765")
     archive = tmp_path / "b.tar.gz"
     assert hub.cli("hub", "backup", str(archive)).returncode == 0
     with tarfile.open(archive, "r:gz") as tar:
@@ -191,6 +197,18 @@ def test_verify_and_restore_refusals(hub: HubProcess, tmp_path: Path, shared_dir
         assert r.returncode != 0, label
         assert not target.exists() and not outside.exists(), label
         assert not [p for p in tmp_path.iterdir() if "amux-restore" in p.name], label
+
+    # A restored config.toml keeps this host's socket path and listeners: restore says so.
+    r = hub.cli("hub", "restore", str(archive), "--home", str(tmp_path / "same-host"), "--json")
+    assert r.returncode == 0, r.stderr
+    assert r.json["host_settings"] == {"hub.socket_path": os.path.realpath(shared_dir / "hub.sock"),
+                                       "hub.mcp_listen": "127.0.0.1:8765"}, r.json
+    screen = run_in_terminal([*amux_argv(), "hub", "restore", str(archive), "--home", str(tmp_path / "again")],
+                             env=hub.env)
+    assert screen.returncode == 0, screen.stderr
+    text = " ".join(screen.plain.split())
+    assert "keeps hub.socket_path = " in text and "hub.mcp_listen = 127.0.0.1:8765" in text, text
+    assert "change them first or the two Hubs collide" in text and "amux system config set KEY" in text, text
 
 
 def test_backup_is_for_the_operator(hub: HubProcess, tmp_path: Path) -> None:

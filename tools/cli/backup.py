@@ -319,7 +319,10 @@ def restore(file: Path, /, *, home: Annotated[Path, Parameter(
     a temporary folder beside it, renamed into place at the end, so an
     interrupted restore leaves no half home. Then: amux hub start --home
     DIR. The TLS key and certificate are not in a backup: copy them or run
-    'amux hub tls init' again (config.toml names their paths).
+    'amux hub tls init' again (config.toml names their paths). The restored
+    config.toml keeps hub.socket_path and the listeners (hub.listen,
+    hub.mcp_listen, ...): restoring on the same host while its Hub runs,
+    change them before starting the second Hub (restore names them).
 
     Parameters
     ----------
@@ -357,8 +360,36 @@ def restore(file: Path, /, *, home: Annotated[Path, Parameter(
     except HubError as exc:
         return fail(exc, as_json=json)
     doc = {"home": str(target), "file": str(file), "documents": checked["manifest"]["documents"],
-           "scopes": checked["manifest"]["scopes"], "files": checked["files"]}
-    show(doc, [f"restored {doc['documents']} documents in {doc['scopes']} scopes ({doc['files']} files) into "
-               f"{_shown(doc['home'])}; start a Hub on it with 'amux hub start --home {_shown(doc['home'])}'"],
-         json_flag=json)
+           "scopes": checked["manifest"]["scopes"], "files": checked["files"], "host_settings": host_settings(target)}
+    lines = [f"restored {doc['documents']} documents in {doc['scopes']} scopes ({doc['files']} files) into "
+             f"{_shown(doc['home'])}; start a Hub on it with 'amux hub start --home {_shown(doc['home'])}'"]
+    if doc["host_settings"]:
+        where = " ".join(f"{k} = {_shown(str(v))}" for k, v in doc["host_settings"].items())
+        lines += ["", f"The restored config.toml keeps {where}. On the machine the backup came from, while its Hub "
+                  "runs, change them first or the two Hubs collide, e.g. 'amux system config set KEY \"\" --home "
+                  f"{_shown(doc['home'])}' for each (the socket back inside the home, listeners off)."]
+    show(doc, lines, json_flag=json)
     return 0
+
+
+HOST_SETTINGS = ("hub.socket_path",)
+"""Settings naming a place on the host besides every ``*listen`` one (an address and port): two Hubs cannot share
+them."""
+
+
+def host_settings(home: Path) -> dict[str, str]:
+    """The settings in ``home``'s ``config.toml`` that name this host's socket path or a listener's address
+    (``hub.socket_path``, ``hub.listen`` and every ``hub.*_listen``, set to other than the default), key →
+    value; empty when the file is unreadable (the Hub's start reports it).  DESIGN.md §15.8."""
+    from amux_memory.protocol.settings import SETTINGS, default_value, get_value
+
+    found: dict[str, str] = {}
+    for key in SETTINGS:
+        if key in HOST_SETTINGS or key.endswith("listen"):
+            try:
+                value = get_value(home, key)
+            except (HubError, OSError):
+                return {}
+            if value != default_value(key):
+                found[key] = str(value)
+    return found
