@@ -291,6 +291,10 @@ class ScopeHistory:
     lock: threading.Lock = field(default_factory=threading.Lock)
     observed: dict[str, tuple[int, int]] = field(default_factory=dict)
     """path → ``(bytes, mtime_ns)`` of the file when :meth:`reconcile` last checked it (in memory only)."""
+    rewrites: int = 0
+    """How often bytes of the open segment before ``end`` changed in place or the file was cut (a purge's
+    zeros, a torn tail cut at :meth:`load`); appends and compaction (a new file, renamed) leave it.  The online
+    backup copies a segment's prefix after the scope lock is released and redoes it when this moved."""
 
     # -- opening -------------------------------------------------------------
 
@@ -350,6 +354,7 @@ class ScopeHistory:
                     found.pop()
                     pos -= last.record
         if pos < size:  # free space after the last record, or a torn record: cut, and zero-fill again later
+            self.rewrites += 1
             with step("truncate history", ""):
                 os.ftruncate(fd, pos)
                 os.fsync(fd)
@@ -771,6 +776,7 @@ class ScopeHistory:
                 raise HubError(ErrorCode.BAD_REQUEST,
                                f"{path} still holds version {current_revision[:12]}: forget the document or "
                                "change it first, then purge", {"path": path, "revision": current_revision})
+            self.rewrites += 1
             for v in targets:
                 # Every target whose bytes are still in this file, pruned-not-yet-compacted ones too: compaction
                 # only frees the old file's blocks, so zeroing here is what erases them (DESIGN.md §15.6).

@@ -128,6 +128,23 @@ def clear_stale_socket(path: Path) -> None:
     raise HubStartError(f"another Hub is already listening on {path} (a different home with the same hub.socket_path?)")
 
 
+def closed_parent(path: Path, gid: int, mode: int) -> Path | None:
+    """The first folder above the socket ``path`` that the accounts ``mode`` admits cannot pass (no search
+    permission for "other", or for the group ``gid`` when only the group is admitted), None when all can."""
+    others = bool(mode & 0o006)
+    for folder in path.parents:
+        try:
+            st = os.stat(folder)
+        except OSError:
+            return folder
+        if st.st_mode & 0o001:
+            continue
+        if not others and st.st_mode & 0o010 and (gid < 0 or st.st_gid == gid):
+            continue
+        return folder
+    return None
+
+
 async def open_unix_listener(config: HubConfig) -> trio.SocketListener:
     """Bind and listen on ``hub.socket_path`` with ``hub.socket_mode`` and ``hub.socket_group``.
 
@@ -140,14 +157,26 @@ async def open_unix_listener(config: HubConfig) -> trio.SocketListener:
     path = config.socket_path
     # Other users must be able to reach a socket meant for them; the memory root stays 0700 regardless.
     shared = bool(config.socket_mode & 0o077)
-    if not path.parent.exists():
-        path.parent.mkdir(parents=True, mode=0o755 if shared else 0o700)
     gid = -1
     if config.socket_group:
         try:
             gid = grp.getgrnam(config.socket_group).gr_gid
         except KeyError:
             raise HubStartError(f"hub.socket_group {config.socket_group!r} is not a group on this machine") from None
+    if not path.parent.exists():
+        # A folder made for a group's socket is the group's (0750); for everyone's, 0755; else private.
+        mode = (0o750 if gid >= 0 else 0o755) if shared else 0o700
+        path.parent.mkdir(parents=True, mode=mode)
+        if gid >= 0 and shared:
+            os.chown(path.parent, -1, gid)
+            os.chmod(path.parent, mode)
+    if shared:
+        blocked = closed_parent(path, gid, config.socket_mode)
+        if blocked is not None:
+            log.warning("hub.socket_mode %04o lets other accounts use %s, but they cannot pass %s (mode %04o): they "
+                        "get 'Permission denied'. Set hub.socket_path to a folder outside the private home (e.g. "
+                        "/run/amux/hub.sock) or open that folder to them; see docs/team-server.md",
+                        config.socket_mode, path, blocked, os.stat(blocked).st_mode & 0o7777)
     clear_stale_socket(path)
     sock = trio.socket.socket(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
     old_umask = os.umask(0o177)  # never let the socket exist with looser permissions

@@ -52,7 +52,13 @@ from amux_memory.hub.service import MemoryService, actor_of
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import Limits
 from amux_memory.protocol.messages import DATA_METHODS, OPERATOR_METHODS, PROTOCOL_VERSION, RUN_METHODS, Request
-from amux_memory.protocol.params import parse_hello, parse_mcp_open, parse_review_run, parse_scope_copy
+from amux_memory.protocol.params import (
+    parse_backup_stage,
+    parse_hello,
+    parse_mcp_open,
+    parse_review_run,
+    parse_scope_copy,
+)
 from amux_memory.protocol.version import package_version
 
 Result = dict[str, Any]
@@ -246,6 +252,10 @@ class Hub:
         """
         self.calls_running += 1
         try:
+            if request.method == "backup_stage":
+                self.check_operator(identity, "backup_stage")
+                parse_backup_stage(request.params)
+                return await self.service.backup_stage()
             if request.method in OPERATOR_METHODS:
                 return await self.scope_copy(identity, request.params)
             if request.method in RUN_METHODS:
@@ -324,11 +334,12 @@ class Hub:
         scopes hold."""
         if identity.method == "os" and identity.uid == os.geteuid() and agent_reason(identity) is None:
             return
-        raise HubError(ErrorCode.UNAUTHORIZED, f"{method} is for the Hub's operator: run 'amux hub scope copy' on "
+        command = "amux hub backup" if method == "backup_stage" else "amux hub scope copy"
+        raise HubError(ErrorCode.UNAUTHORIZED, f"{method} is for the Hub's operator: run '{command}' on "
                        "the Hub's host as the OS account the Hub runs as (without AMUX_TOKEN, outside an agent "
                        "session); nothing was changed", {"reason": "operator", "method": method},
-                       next_step="Only the Hub's operator may copy between scopes: tell the user to run 'amux hub "
-                       "scope copy' on the Hub's host, as the account the Hub runs as.")
+                       next_step=f"Only the Hub's operator may do this: tell the user to run '{command}' on the "
+                       "Hub's host, as the account the Hub runs as.")
 
     async def scope_copy(self, identity: Identity, params: dict[str, Any]) -> Result:
         """Answer ``scope_copy`` (DESIGN.md §7.8): one page of every document of one scope copied into another,

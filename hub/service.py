@@ -34,6 +34,7 @@ exception: only rule names, line numbers and redacted previews (DESIGN.md §16).
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar, TypeVarTuple
@@ -505,6 +506,64 @@ class MemoryService:
         else:
             result["next_cursor"] = None
         return result
+
+    async def backup_stage(self) -> Result:
+        """Stage an online backup of the whole home (DESIGN.md §15.8, :mod:`hub.backup`): every scope's
+        documents, history and review queue copied under that scope's lock, one scope at a time, then the
+        registry and ``config.toml``, and ``manifest.json``; the operator's CLI packs the folder and removes it.
+
+        Answer: ``{staging, scopes, documents, files, bytes, lock_max_ms, lock_total_ms}`` (``staging`` the
+        folder's absolute path; ``lock_*`` how long scope locks were held, ms).  Works with memory disabled
+        too (the files are kept).  Raises ``bad_request`` when the registry holds a raw token, a storage
+        error when a file cannot be read or the staging folder written; the staging folder is removed then.
+        """
+        from amux_memory.hub import backup
+        from amux_memory.protocol.version import package_version
+
+        home = self.config.home
+        staging = await trio.to_thread.run_sync(backup.new_staging, home)
+        try:
+            staged = []
+            for relpath in await trio.to_thread.run_sync(backup.scope_relpaths, home):
+                scope = Scope(relpath, relpath, relpath.partition("/")[0])
+                linked = await self.locked(scope, self._stage_scope, relpath, staging, False)
+                await trio.to_thread.run_sync(backup.copy_prefixes, linked, staging)
+                if await self.locked(scope, self._rewritten, relpath, linked.rewrites):
+                    # A purge (or a torn tail cut) changed the linked segment in place: copy under the lock.
+                    await trio.to_thread.run_sync(backup.drop_scope, linked, staging)
+                    again = await self.locked(scope, self._stage_scope, relpath, staging, True)
+                    again.held_ms = max(again.held_ms, linked.held_ms)
+                    linked = again
+                staged.append(await trio.to_thread.run_sync(backup.finish_scope, linked, staging))
+            home_files = await trio.to_thread.run_sync(backup.stage_home_files, home, staging)
+            manifest = await trio.to_thread.run_sync(backup.write_manifest, staging, staged, home_files,
+                                                     package_version())
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(shutil.rmtree, staging, True)
+            raise
+        files = manifest["files"]
+        return {"staging": str(staging), "scopes": len(staged),
+                "documents": sum(len(s.documents) for s in staged), "files": len(files),
+                "bytes": sum(f["bytes"] for f in files.values()),
+                "lock_max_ms": round(max((s.held_ms for s in staged), default=0.0), 3),
+                "lock_total_ms": round(sum(s.held_ms for s in staged), 3)}
+
+    def _stage_scope(self, relpath: str, staging: Any, copy_appended: bool) -> Any:
+        """:meth:`backup_stage`'s staging of one scope (worker thread, its lock held,
+        :func:`hub.backup.stage_scope`); the history segment is cut at its last record when this Hub has it
+        open."""
+        from amux_memory.hub import backup
+
+        hist = self.history.scope(relpath)
+        with hist.lock:
+            end, rewrites = (hist.end if hist.fd >= 0 else -1), hist.rewrites
+            return backup.stage_scope(self.config.home, relpath, staging, end, copy_appended, rewrites)
+
+    def _rewritten(self, relpath: str, rewrites: int) -> bool:
+        """Whether the scope's history segment changed in place since :meth:`_stage_scope` saw ``rewrites``
+        (worker thread, the scope's lock held)."""
+        return bool(self.history.scope(relpath).rewrites != rewrites)
 
     async def _copy_one(self, source: Scope, destination: Scope, path: str, actor: Actor, move: bool) -> Result:
         """One document of :meth:`scope_copy`: ``{path, revision, bytes}`` when written, else ``{path, reason,

@@ -20,6 +20,8 @@ Hub
   * ``hub.history.COMPACT_MIN_DEAD_BYTES`` (bytes): dead bytes before compaction (§15.4).
   * ``hub.history.GONE_HEADERS_PER_PATH`` (count): headers of pruned versions kept per path.
   * ``hub.home.LOCK_RETRY_SECONDS`` (s): how long a held home lock is retried.
+  * ``hub.backup.STALE_STAGING_SECONDS`` (s): a backup staging folder older than this is removed;
+    ``hub.backup.BACKUP_FORMAT_VERSION``: the archive format (a number, not a limit).
   * ``hub.listeners.ACCEPT_RETRY_SECONDS`` (s): pause before accepting again when out of descriptors.
   * ``hub.registry.FORMAT_VERSION`` (version): of the registry file.
   * ``hub.registry.MAX_TOKEN_CHARS`` (characters): longest token accepted.
@@ -73,6 +75,7 @@ Clients and frontends
     ``tools.lifecycle.control.LOG_TAIL_LINES`` (lines), ``tools.lifecycle.control.TIMEOUT_SECONDS`` (s),
     ``tools.lifecycle.control.TERMINATE_WAIT_SECONDS`` (s), ``tools.lifecycle.manager.SYSTEMCTL_TIMEOUT_SECONDS`` (s),
     ``tools.lifecycle.units.STOP_TIMEOUT_SECONDS`` (s): Hub life cycle (§19).
+  * ``tools.cli.backup.MAX_ARCHIVE_MEMBERS`` (members), ``tools.cli.backup.STAGE_TIMEOUT_SECONDS`` (s).
   * ``tools.cli.human.SHORT_REVISION`` (hex digits), ``tools.cli.human.SHORT_SESSION`` (characters),
     ``tools.cli.human.TIME_FLOOR`` (characters), ``tools.cli.human.ACTION_FLOOR`` (characters): tables (§17).
   * ``tools.cli.output.USAGE_STATUS`` (exit status), ``tools.cli.suggest.MIN_MISSPELT`` (characters),

@@ -25,7 +25,7 @@ PROTOCOL_VERSION: Final = 1
 METHODS: Final = frozenset({"hello", "mcp_open", "search", "get", "upsert", "forget", "export", "list",
                             "history", "log", "restore", "purge", "scan", "copy",
                             "review_list", "review_show", "review_decide", "scope_copy", "health",
-                            "review_run"})
+                            "review_run", "backup_stage"})
 """Every method the Hub answers: :data:`DATA_METHODS`, ``hello``, ``mcp_open``, :data:`OPERATOR_METHODS` and
 ``review_run`` (a person begins or ends a review-forced tidy run, DESIGN.md §21; not listed in ``hello``)."""
 
@@ -37,7 +37,7 @@ DATA_METHODS: Final = frozenset({"search", "get", "upsert", "forget", "export", 
 RUN_METHODS: Final = frozenset({"review_run"})
 """Methods a person calls around a tidy run (DESIGN.md §21), outside any scope; not in ``hello``'s ``methods``."""
 
-OPERATOR_METHODS: Final = frozenset({"scope_copy"})
+OPERATOR_METHODS: Final = frozenset({"scope_copy", "backup_stage"})
 """Methods only the Hub's operator may call: its own OS account on the Unix socket, by its kernel credentials
 (not a token, not an agent).  Not listed in ``hello``'s ``methods``; DESIGN.md §7.8."""
 

@@ -493,6 +493,11 @@ class ScopeCopyParams:
     move: bool
 
 
+def parse_backup_stage(params: dict[str, Any]) -> None:
+    """Validate ``backup_stage`` params (DESIGN.md §15.8): there are none."""
+    _only(params, set())
+
+
 def parse_scope_copy(params: dict[str, Any]) -> ScopeCopyParams:
     """Validate ``scope_copy`` params: ``source`` and ``destination`` (:func:`parse_scope_name`, not the same
     scope), optional ``cursor`` (the previous page's ``next_cursor``: a document path, or ``""``) and ``move``

@@ -250,6 +250,11 @@ def copy_params(source: str, destination: str, expected_revision: str = ABSENT, 
     return params
 
 
+def backup_stage_params() -> dict[str, Any]:
+    """``backup_stage`` (an operator's method, DESIGN.md §15.8): no parameters."""
+    return {}
+
+
 def scope_copy_params(source: str, destination: str, *, cursor: str = "", move: bool = False) -> dict[str, Any]:
     """``scope_copy`` (an operator's method, DESIGN.md §7.8): ``{"source", "destination"}``, each a scope's
     binding (``global``, ``principal:NAME``, ``team:NAME``), plus ``cursor`` (the previous page's

@@ -45,9 +45,11 @@ BOB = free_uid(ALICE + 1)
 
 
 def run_as(uid: int, socket: Path, *args: str, env: dict[str, str] | None = None,
-           stdin_file: Path | None = None) -> tuple[int, Any, str]:
+           stdin_file: Path | None = None, groups: list[int] | None = None) -> tuple[int, Any, str]:
     """Run ``amux ARGS`` as ``uid`` (and gid ``uid``) in a forked child: ``(exit status, parsed stdout, stderr)``.
 
+    The child's supplementary groups are exactly ``groups`` (group ids; none by default), as ``usermod -a -G``
+    would give that account.
     The child gets ``AMUX_HUB=socket``, ``HOME=/nonexistent``, no other ``AMUX_*`` variable, then ``env``;
     stdin is ``stdin_file`` when given.  Stdout is parsed as JSON when it is JSON (``None`` when empty, the
     raw bytes otherwise).  A child that raises reports it on stderr and exits 70.
@@ -63,7 +65,7 @@ def run_as(uid: int, socket: Path, *args: str, env: dict[str, str] | None = None
             if stdin_file is not None:
                 fd = os.open(stdin_file, os.O_RDONLY)
                 os.dup2(fd, 0)
-            os.setgroups([])
+            os.setgroups(groups or [])
             os.setgid(uid)
             os.setuid(uid)
             for key in [k for k in os.environ if k.startswith("AMUX_")]:

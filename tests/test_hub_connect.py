@@ -1,6 +1,7 @@
 """``amux hub connect`` through the real CLI: a URL that would leak the token is refused before one is issued,
 the Claude command reads the token from ``$AMUX_TOKEN``, ``env``/``pi`` need ``hub.listen``, and a terminal is
-shown nothing raw (DESIGN.md §7, §17).
+shown nothing raw; the URL names the certificate (the first `--name` of `amux hub tls init`) or `--url`, and a
+loopback listener is for this machine, with no CA to copy (DESIGN.md §7, §17).
 """
 
 from __future__ import annotations
@@ -78,3 +79,33 @@ def test_env_with_hub_listen_prints_the_whole_recipe(home: HubProcess) -> None:
     r = home.cli("hub", "connect", "env", "--principal", "alice", "--url", "http://127.0.0.1:8765/mcp", "--json")
     assert r.returncode == 0, r.stderr
     assert r.json["env"] == [f"export AMUX_HUB=tcp://127.0.0.1:{port}", f"export AMUX_TOKEN={r.json['token']}"]
+
+
+def test_the_url_names_the_certificate_and_a_loopback_listener_stays_on_this_machine(home: HubProcess) -> None:
+    made = home.cli("hub", "tls", "init", "--name", "hub.example.lan", "--name", "10.9.8.7")
+    assert made.returncode == 0, made.stderr
+    home.configure("hub.mcp_listen", "0.0.0.0:8765")  # not started: only the printed commands matter
+    home.configure("hub.listen", "[::]:7777")
+    claude = home.cli("hub", "connect", "claude", "--principal", "alice", "--json")
+    assert claude.returncode == 0, claude.stderr
+    assert claude.json["url"] == "https://hub.example.lan:8765/mcp" and claude.json["local_only"] is False
+    assert claude.json["ca_on_other_machine"] and claude.json["ca"].endswith("ca.pem")
+    env = home.cli("hub", "connect", "env", "--principal", "alice", "--json")
+    assert "export AMUX_HUB=tls://hub.example.lan:7777" in env.json["env"], env.json
+    given = home.cli("hub", "connect", "codex", "--principal", "alice", "--url", "https://memory.example.com/mcp",
+                     "--json")
+    assert given.json["url"] == "https://memory.example.com/mcp" and given.json["local_only"] is False
+    screen = run_in_terminal([*amux_argv(), "hub", "connect", "claude", "--principal", "alice"], env=home.env)
+    assert screen.returncode == 0, screen.stderr
+    assert "https://hub.example.lan:8765/mcp" in screen.plain and "scp " in screen.plain, screen.plain
+
+    home.configure("hub.mcp_listen", "127.0.0.1:8765")
+    local = home.cli("hub", "connect", "claude", "--principal", "alice", "--json")
+    assert local.json["url"] == "https://127.0.0.1:8765/mcp" and local.json["local_only"] is True, local.json
+    assert local.json["ca_on_other_machine"] == ""
+    assert f"export NODE_EXTRA_CA_CERTS={local.json['ca']}" in local.json["env"], local.json["env"]
+    screen = run_in_terminal([*amux_argv(), "hub", "connect", "claude", "--principal", "alice"], env=home.env)
+    assert screen.returncode == 0, screen.stderr
+    text = " ".join(screen.plain.split())
+    assert "scp " not in text and "Copy this Hub's CA" not in text and "other machine:" not in text, text
+    assert "answers on this machine only (127.0.0.1)" in text and "On this machine:" in text, text

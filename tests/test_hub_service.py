@@ -178,10 +178,14 @@ def test_systemd_user_unit_install_verify_uninstall(home: Home) -> None:
     wants = unit.parent / "default.target.wants"
     wants.mkdir()
     (wants / name).symlink_to(unit)  # what 'systemctl --user enable' would make
-    removed = ok(home.amux("hub", "service", "uninstall", "--user", "--manager", "systemd"))
+    # Without --user, uninstall looks at the system-wide place and at this user's: it finds what --user wrote.
+    removed = ok(home.amux("hub", "service", "uninstall", "--manager", "systemd"))
     assert sorted(removed["removed"]) == sorted([str(unit), str(wants / name)])
     assert not unit.exists() and not (wants / name).is_symlink()
-    assert ok(home.amux("hub", "service", "uninstall", "--user", "--manager", "systemd"))["removed"] == []
+    again = home.amux("hub", "service", "uninstall", "--manager", "systemd")
+    assert again.returncode != 0 and again.json["error"]["code"] == "not_found", again.stderr
+    assert str(unit) in again.json["error"]["message"] and "/etc/systemd/system/" in again.json["error"]["message"]
+    assert "nothing was removed" in again.stderr
 
 
 def test_system_unit_is_printed_not_installed(home: Home, tmp_path: Path) -> None:

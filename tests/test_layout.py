@@ -665,9 +665,12 @@ def accepted_params() -> dict[str, set[str]]:
     for node in ast.parse((REPO / "protocol" / "params.py").read_text(encoding="utf-8")).body:
         if isinstance(node, ast.FunctionDef) and node.name.startswith("parse_"):
             for call in ast.walk(node):
-                if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "_only"
-                        and isinstance(call.args[1], ast.Set)):
-                    found[node.name.removeprefix("parse_")] = {ast.literal_eval(e) for e in call.args[1].elts}
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "_only":
+                    allowed = call.args[1]
+                    if isinstance(allowed, ast.Set):
+                        found[node.name.removeprefix("parse_")] = {ast.literal_eval(e) for e in allowed.elts}
+                    elif isinstance(allowed, ast.Call) and ast.unparse(allowed) == "set()":  # no parameters
+                        found[node.name.removeprefix("parse_")] = set()
     return found
 
 

@@ -41,7 +41,7 @@ def test_good_names_are_in_the_certificate_and_a_terminal_reads_lines(home: HubP
     assert "amux hub restart" in shown.plain
     again = home.cli("hub", "tls", "init", "--force", "--name", "hub.example.lan")
     assert again.returncode == 0, again.stderr
-    assert again.json["names"][-1] == "hub.example.lan" and again.json["cert"].endswith("hub.pem")
+    assert again.json["names"][0] == "hub.example.lan" and again.json["cert"].endswith("hub.pem")
 
 
 def test_a_home_it_creates_is_private(tmp_path: Path) -> None:

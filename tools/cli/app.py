@@ -92,6 +92,8 @@ hub_app.command(service_app)
 hub_app.command(tls_app)
 tls_app.command("amux_memory.tools.cli.tls:tls_init", name="init")
 hub_app.command("amux_memory.tools.cli.connect:connect", name="connect")
+hub_app.command("amux_memory.tools.cli.backup:backup", name="backup")
+hub_app.command("amux_memory.tools.cli.backup:restore", name="restore")
 
 hub_app.command("amux_memory.tools.cli.hub:serve", name="serve")
 hub_app.command("amux_memory.tools.cli.hub:status", name="status")

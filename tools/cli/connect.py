@@ -32,6 +32,36 @@ def _this_host() -> str:
     return socket.gethostname() if fqdn in ("localhost", "localhost.localdomain") else fqdn
 
 
+def certificate_name(root: Any) -> str | None:
+    """The name ``hub.tls_cert`` was made for: its subject's common name (the first ``--name`` of ``amux hub tls
+    init``), None without TLS, for an unreadable file, or when it is only ``localhost`` or a loopback address."""
+    from amux_memory.protocol.endpoint import is_loopback
+    from amux_memory.protocol.settings import get_value
+
+    path = str(get_value(root, "hub.tls_cert"))
+    if not path:
+        return None
+    try:
+        from cryptography import x509
+        from cryptography.x509.oid import NameOID
+
+        with open(path, "rb") as f:
+            cert = x509.load_pem_x509_certificate(f.read())
+        names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    except (OSError, ValueError):
+        return None
+    name = str(names[0].value) if names else ""
+    return None if not name or name == "localhost" or is_loopback(name) else name
+
+
+def _public_host(root: Any, host: str) -> str:
+    """The host other machines use for a listener on ``host``: the certificate's name or this machine's name for
+    a wildcard address (``0.0.0.0``, ``::``), else ``host`` itself."""
+    if host not in ("0.0.0.0", "::"):
+        return host
+    return certificate_name(root) or _this_host()
+
+
 def check_url(url: str) -> str:
     """``url`` when it can carry a bearer token: ``https://HOST…`` anywhere, ``http://`` only to a loopback host
     (an SSH tunnel's end, DESIGN.md §7); raises ``bad_request`` (field ``url``) for another scheme, plain HTTP
@@ -70,7 +100,7 @@ def _cli_endpoint(root: Any) -> str:
         return ""
     tls = bool(get_value(root, "hub.tls_cert"))
     chost, cport = parse_listen(cli)
-    chost = _this_host() if chost in ("0.0.0.0", "::") else chost
+    chost = _public_host(root, chost)
     return f"{'tls' if tls else 'tcp'}://{f'[{chost}]' if ':' in chost else chost}:{cport}"
 
 
@@ -89,8 +119,7 @@ def _listener_url(root: Any) -> tuple[str, str]:
     if port == 0:
         raise HubError(ErrorCode.BAD_REQUEST, f"hub.mcp_listen {listen} takes a free port at each start: set a "
                        "fixed port, or pass --url with the one the Hub logged", {"field": "url"})
-    if host in ("0.0.0.0", "::"):
-        host = _this_host()
+    host = _public_host(root, host)
     shown = f"[{host}]" if ":" in host else host
     url = f"{'https' if tls else 'http'}://{shown}:{port}/mcp"
     return url, _cli_endpoint(root)
@@ -135,6 +164,11 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: ConnectTtl = 
             json: Json = False, home: Home = None) -> int:
     """Issue a token and print the commands that connect AGENT on another machine to this Hub over HTTP.
 
+    The URL names the certificate's name (the first --name of 'amux hub tls
+    init') when hub.mcp_listen is 0.0.0.0 or ::, this machine's name without
+    one. A loopback hub.mcp_listen answers on this machine only: then the
+    commands are for an agent here (the CA is this machine's file).
+
     AGENT is claude, codex, pi or env (AMUX_HUB/AMUX_TOKEN lines for the
     amux CLI, Pi and scripts; these need hub.listen set). The token is shown
     once, in an 'export AMUX_TOKEN=...' line: store it in the other machine's
@@ -169,18 +203,31 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: ConnectTtl = 
         token, record = reg.modify(root, lambda r, now: _issue(r, who, now, seconds))
     except HubError as exc:
         return fail(exc, as_json=json)
-    there = CA_THERE if ca else ""
+    from urllib.parse import urlsplit
+
+    from amux_memory.protocol.endpoint import is_loopback
+
+    # The Hub's own listener on a loopback address answers on this machine only: nothing to copy anywhere.
+    local = url is None and is_loopback(urlsplit(mcp_url).hostname or "")
+    there = (shlex.quote(ca) if local else CA_THERE) if ca else ""
     steps = plan(agent, mcp_url, token, there, endpoint)
     doc = {"agent": agent, "url": mcp_url, "principal": who, "token": token, "token_id": record.id,
-           "expires": record.public(time.time()).get("expires"), "ca": ca, "ca_on_other_machine": there, **steps}
+           "expires": record.public(time.time()).get("expires"), "ca": ca, "ca_on_other_machine": "" if local
+           else there, "local_only": local, **steps}
 
     def lines() -> list[str]:
-        out = [f"Token {record.id} for {who}: shown once. Store it in the other machine's secret store or a "
+        where = "this machine" if local else "the other machine"
+        out = [f"Token {record.id} for {who}: shown once. Store it in {where}'s secret store or a "
                "0600 file; revoke it with 'amux hub token revoke " + record.id + "'.", ""]
-        if ca:
+        if local:
+            out += [f"hub.mcp_listen answers on this machine only ({urlsplit(mcp_url).hostname}): these commands are "
+                    "for an agent here. For another machine, set hub.mcp_listen 0.0.0.0:PORT with a certificate "
+                    "naming this host ('amux hub tls init --name NAME'), or pass --url (an SSH tunnel's end); see "
+                    "docs/team-server.md.", ""]
+        elif ca:
             out += ["1. Copy this Hub's CA certificate to the other machine:",
                     f"     scp {shlex.quote(ca)} OTHER:.amux/hub-ca.pem   (mkdir -p ~/.amux there first)", ""]
-        out.append(f"{'2' if ca else '1'}. On the other machine:")
+        out.append(f"{'2' if ca and not local else '1'}. On {where}:")
         out += [f"     {line}" for line in [*steps["env"], *steps["commands"]]]
         if agent == "claude":
             out += ["", f"   (the shell puts ${TOKEN_VAR} into the header as it runs 'claude mcp add'; the line in "

@@ -61,22 +61,37 @@ def service_uninstall(*, home: Home = None, user: UserOption = False, manager: M
                       json: Json = False) -> int:
     """Remove the service file 'amux hub service install' wrote for HOME (and its enablement link, if any).
 
+    Without --user both places are looked at: the system-wide file and this
+    user's (what 'install --user' wrote); with --user only this user's.
     Only a file amux wrote is removed (a unit with its "# Written by 'amux
     hub service install'" first line, a property list with its label):
     another file of that name is bad_request, nothing removed.  Removing the
     enablement link is what 'systemctl disable' does; a running Hub keeps
-    running until the printed stop command (or 'amux hub stop').  Exit status
-    0, also when nothing was installed.
+    running until the printed stop command (or 'amux hub stop').  Exit
+    status 0 when something was removed; not_found's, naming where it
+    looked, when nothing was installed for HOME.
     """
     kind = manager or default_manager()
     target = resolve_home(home).resolve()
+    places = [True] if user else [False, True]
+    done = []
     try:
-        doc = uninstall_service(kind, user, target)
+        for per_user in places:
+            doc = uninstall_service(kind, per_user, target)
+            done.append(doc)
+            if doc["removed"]:
+                break
     except HubError as exc:
         # Only "not written by amux" is bad_request; it alone honours --json in a terminal, as before.
         return fail(exc, as_json=json and exc.code is ErrorCode.BAD_REQUEST)
-    lines = [f"removed {r}" for r in doc["removed"]] or [f"nothing installed at {doc['path']}"]
-    if doc["removed"]:
-        lines += ["if it is loaded, stop and forget it with:", *(f"  {c}" for c in doc["then"])]
-    show(doc, lines, json_flag=json)
+    found = next((d for d in done if d["removed"]), None)
+    if found is None:
+        looked = [d["path"] for d in done]
+        return fail(HubError(ErrorCode.NOT_FOUND, f"no service installed for {target}: looked at "
+                             f"{' and '.join(looked)}; nothing was removed", {"paths": looked},
+                             next_step="Pass the --home the service was installed for ('amux hub service "
+                             "install --print --home HOME' shows the file it writes)."), as_json=json)
+    lines = [f"removed {r}" for r in found["removed"]]
+    lines += ["if it is loaded, stop and forget it with:", *(f"  {c}" for c in found["then"])]
+    show(found, lines, json_flag=json)
     return 0

@@ -147,8 +147,9 @@ def tls_init(*, name: Annotated[list[str] | None, Parameter(negative="")] = None
              json: Json = False, home: Home = None) -> int:
     """Make a private CA and a server certificate for the Hub, and set hub.tls_cert, hub.tls_key and hub.tls_ca.
 
-    The certificate names localhost, 127.0.0.1, ::1, this host's name and
-    every --name. Files go to HOME/tls/ (keys mode 0600). Takes effect when
+    The certificate names every --name (the first is its subject, the name
+    'amux hub connect' prints), localhost, 127.0.0.1, ::1 and this host's
+    name. Files go to HOME/tls/ (keys mode 0600). Takes effect when
     the Hub next starts (amux hub restart). Refuses when TLS is already set
     up, unless --force.
 
@@ -171,7 +172,7 @@ def tls_init(*, name: Annotated[list[str] | None, Parameter(negative="")] = None
             raise HubError(ErrorCode.BAD_REQUEST, f"TLS is already set up (hub.tls_cert {shown}); "
                            "pass --force to make a new CA and certificate (other machines then need the new "
                            "ca.pem)", {"field": "force", "cert": current})
-        names = list(dict.fromkeys([*default_names(), *extra]))
+        names = list(dict.fromkeys([*extra, *default_names()]))  # the first --name is its subject
         root.mkdir(parents=True, exist_ok=True, mode=0o700)  # a home made here is private, as config set's
         made = make_certificates(folder, names)
         set_value(root, "hub.tls_cert", made["cert"])
