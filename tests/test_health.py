@@ -127,6 +127,13 @@ def test_each_finding_and_a_clean_scope(health_hub: tuple[HubProcess, dict[str, 
     assert found["entry_near_limit"][0]["paths"] == ["MEMORY.md"]
     secret, = found["secret"]
     assert secret["paths"] == ["creds.md"] and secret["lines"] == [[3, 3]]
+    # The next step reads in order: export, clean doc.md, upsert it, then the stored versions (it had said "run
+    # the first command ... then run the second" after the first and before the second).
+    steps = secret["next"]
+    assert "first command" not in steps and "the second" not in steps, steps
+    export, clean, upsert = (steps.index(s) for s in ("amux memory export creds.md > doc.md",
+                                                      "remove the credential from doc.md", "amux memory upsert"))
+    assert export < clean < upsert < steps.index("amux memory scan --history"), steps
     assert_no_leak(samples()[0], repr(result))
     for f in result["findings"]:
         assert f["next"] and f["message"] and (f["lines"] == [] or len(f["lines"]) == len(f["paths"]))
