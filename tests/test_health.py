@@ -42,7 +42,7 @@ def health_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubPr
     tmp = tmp_path_factory.mktemp("health")
     h = make_hub(tmp, isolation="user", start=False)
     tokens: dict[str, str] = {}
-    for name in ("alice", "bob", "carol"):
+    for name in ("alice", "bob", "carol", "dave"):
         reg.modify(h.home, lambda r, now, n=name: r.add_principal(n, "user", now))
         tokens[name] = reg.modify(h.home, lambda r, now, n=name: _issued(r, n, now))
     reg.modify(h.home, lambda r, now: r.add_team("web", "off", now))
@@ -82,7 +82,9 @@ def health_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubPr
     carol = memory / "users" / sha("carol")
     for n in range(LIMITS.scope_max_documents * 9 // 10 + 1):
         place(carol, f"many/n{n}.md", f"note {n}\n".encode())
-    for root in (alice, web, bob, carol):
+    dave = memory / "users" / sha("dave")
+    place(dave, "MEMORY.md", b"# Entry\n\nsee [x](\x1b]0;PWNED\x07evil\x1b[31mred.md)\n")
+    for root in (alice, web, bob, carol, dave):
         for folder, _, _ in os.walk(root):
             os.chmod(folder, 0o700)
     h.start()
@@ -217,3 +219,14 @@ def test_corpus_links_and_duplicates_hold(tmp_path: Path) -> None:
             lines = (root / p).read_text("utf-8", "replace").split("\n")[a - 1:b]
             texts.add(" ".join(" ".join(lines).split()).casefold())
         assert len(f["paths"]) >= 2 and len(texts) == 1, f
+
+
+def test_tidy_task_shows_agent_text_inert(health_hub: tuple[HubProcess, dict[str, str]]) -> None:
+    """The tidy task (``--show-task`` on a terminal, and the agent's prompt an interactive agent echoes) quotes
+    agent-written link targets: their control sequences are made visible, never passed on raw."""
+    h, tokens = health_hub
+    shown = h.cli("memory", "tidy", "claude", "--show-task", env={"AMUX_TOKEN": tokens["dave"]})
+    task = shown.stdout.decode()
+    assert shown.returncode == 0, shown.stderr
+    assert "dangling_link" in task and "\\x1b]0;PWNED\\x07evil" in task, task
+    assert not any(c in task for c in "\x1b\x07"), task
