@@ -181,6 +181,12 @@ def test_cli_exit_codes_and_json(health_hub: tuple[HubProcess, dict[str, str]]) 
     assert clean.returncode == 0 and clean.json["findings"] == [], clean.stderr
     bad = h.cli("memory", "health", "--path-prefix", "../x", env={"AMUX_TOKEN": tokens["bob"]})
     assert bad.returncode == 3 and bad.json["error"]["code"] == "invalid_path"
+    # The exit-status lists name health among the checks that exit 20.
+    listed = h.cli("--help").stdout.decode()
+    assert re.search(r"20: a check found problems \([^)]*memory\s+health", listed), listed
+    table = (Path(__file__).parent.parent / "docs" / "reference.md").read_text()
+    row, = [line for line in table.splitlines() if line.startswith("| 20 |")]
+    assert "amux memory health" in row, row
 
 
 LINK = re.compile(r"\]\(\s*<?([^)\s#?:>]+\.md)(?=[#?)>\s])")
