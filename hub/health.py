@@ -297,7 +297,10 @@ def _secret(entry: Result) -> Result:
                       for f in found)
     lines = [[found[0]["line"], found[0]["line"]]] if found and found[0].get("line") else []
     commands = entry.get("commands") or []
-    next_step = entry["advice"] if not commands else f"{commands[0]}; then {entry['advice']}; then {commands[1]}"
+    # In the order a person runs them (scan's ``advice`` speaks of "the first command" beside its list).
+    next_step = entry["advice"] if not commands else (
+        f"{commands[0]}; remove the credential from doc.md (store where it lives instead); then {commands[1]}; "
+        "then amux memory scan --history for the stored versions")
     return _finding("secret", [entry["path"]], lines, f"holds a stored credential ({shown}); rotate it as well",
                     next_step)
 

@@ -6,7 +6,8 @@
 run (:meth:`RunBook.mark`):
 
 * a ``hello`` or MCP HTTP request carrying the run's session (``AMUX_SESSION_ID``, ``Amux-Session``);
-* a caller authenticated by a token the run names (the launcher's own token, inherited by the agent);
+* a caller authenticated by a token the run names (the launcher's own token, inherited by the agent), but not
+  the launcher's own process by that token alone (:func:`is_launcher`: it ends the run, which frees the token);
 * a Unix-socket caller whose process descends from the launcher's (``SO_PEERCRED`` pid, its parents read from
   ``/proc``, the launcher's start time checked so a reused pid matches nothing): an agent's shell that drops
   ``AMUX_SESSION_ID`` is still the run's.
@@ -188,11 +189,20 @@ class RunBook:
             if run.principal != identity.principal:
                 continue
             if ((identity.session is not None and identity.session == run.session)
-                    or (identity.token_id is not None and identity.token_id in run.token_ids)
+                    or (identity.token_id is not None and identity.token_id in run.token_ids
+                        and not is_launcher(peer, run))
                     or (peer is not None and run.pid is not None and peer.uid == run.uid
                         and descends_from(peer.pid, run.pid, run.pid_start))):
                 return dataclasses.replace(identity, session=run.session, review_forced=True)
         return identity
+
+
+def is_launcher(peer: Peer | None, run: Run) -> bool:
+    """Whether ``peer`` is the process that began ``run`` (same uid, pid and start time): the person running
+    ``amux memory tidy``, never marked, though the agent inherits its token (``AMUX_TOKEN``), so that it can end
+    its run and the person's token is free again.  Blocking (reads ``/proc``)."""
+    return (peer is not None and run.pid is not None and peer.pid == run.pid and peer.uid == run.uid
+            and run.pid_start is not None and process_start(peer.pid) == run.pid_start)
 
 
 def require_person_run(identity: Identity) -> None:

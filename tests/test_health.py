@@ -42,7 +42,7 @@ def health_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubPr
     tmp = tmp_path_factory.mktemp("health")
     h = make_hub(tmp, isolation="user", start=False)
     tokens: dict[str, str] = {}
-    for name in ("alice", "bob", "carol"):
+    for name in ("alice", "bob", "carol", "dave"):
         reg.modify(h.home, lambda r, now, n=name: r.add_principal(n, "user", now))
         tokens[name] = reg.modify(h.home, lambda r, now, n=name: _issued(r, n, now))
     reg.modify(h.home, lambda r, now: r.add_team("web", "off", now))
@@ -82,7 +82,9 @@ def health_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubPr
     carol = memory / "users" / sha("carol")
     for n in range(LIMITS.scope_max_documents * 9 // 10 + 1):
         place(carol, f"many/n{n}.md", f"note {n}\n".encode())
-    for root in (alice, web, bob, carol):
+    dave = memory / "users" / sha("dave")
+    place(dave, "MEMORY.md", b"# Entry\n\nsee [x](\x1b]0;PWNED\x07evil\x1b[31mred.md)\n")
+    for root in (alice, web, bob, carol, dave):
         for folder, _, _ in os.walk(root):
             os.chmod(folder, 0o700)
     h.start()
@@ -127,6 +129,13 @@ def test_each_finding_and_a_clean_scope(health_hub: tuple[HubProcess, dict[str, 
     assert found["entry_near_limit"][0]["paths"] == ["MEMORY.md"]
     secret, = found["secret"]
     assert secret["paths"] == ["creds.md"] and secret["lines"] == [[3, 3]]
+    # The next step reads in order: export, clean doc.md, upsert it, then the stored versions (it had said "run
+    # the first command ... then run the second" after the first and before the second).
+    steps = secret["next"]
+    assert "first command" not in steps and "the second" not in steps, steps
+    export, clean, upsert = (steps.index(s) for s in ("amux memory export creds.md > doc.md",
+                                                      "remove the credential from doc.md", "amux memory upsert"))
+    assert export < clean < upsert < steps.index("amux memory scan --history"), steps
     assert_no_leak(samples()[0], repr(result))
     for f in result["findings"]:
         assert f["next"] and f["message"] and (f["lines"] == [] or len(f["lines"]) == len(f["paths"]))
@@ -172,6 +181,12 @@ def test_cli_exit_codes_and_json(health_hub: tuple[HubProcess, dict[str, str]]) 
     assert clean.returncode == 0 and clean.json["findings"] == [], clean.stderr
     bad = h.cli("memory", "health", "--path-prefix", "../x", env={"AMUX_TOKEN": tokens["bob"]})
     assert bad.returncode == 3 and bad.json["error"]["code"] == "invalid_path"
+    # The exit-status lists name health among the checks that exit 20.
+    listed = h.cli("--help").stdout.decode()
+    assert re.search(r"20: a check found problems \([^)]*memory\s+health", listed), listed
+    table = (Path(__file__).parent.parent / "docs" / "reference.md").read_text()
+    row, = [line for line in table.splitlines() if line.startswith("| 20 |")]
+    assert "amux memory health" in row, row
 
 
 LINK = re.compile(r"\]\(\s*<?([^)\s#?:>]+\.md)(?=[#?)>\s])")
@@ -210,3 +225,14 @@ def test_corpus_links_and_duplicates_hold(tmp_path: Path) -> None:
             lines = (root / p).read_text("utf-8", "replace").split("\n")[a - 1:b]
             texts.add(" ".join(" ".join(lines).split()).casefold())
         assert len(f["paths"]) >= 2 and len(texts) == 1, f
+
+
+def test_tidy_task_shows_agent_text_inert(health_hub: tuple[HubProcess, dict[str, str]]) -> None:
+    """The tidy task (``--show-task`` on a terminal, and the agent's prompt an interactive agent echoes) quotes
+    agent-written link targets: their control sequences are made visible, never passed on raw."""
+    h, tokens = health_hub
+    shown = h.cli("memory", "tidy", "claude", "--show-task", env={"AMUX_TOKEN": tokens["dave"]})
+    task = shown.stdout.decode()
+    assert shown.returncode == 0, shown.stderr
+    assert "dangling_link" in task and "\\x1b]0;PWNED\\x07evil" in task, task
+    assert not any(c in task for c in "\x1b\x07"), task

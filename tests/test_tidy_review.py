@@ -187,3 +187,31 @@ def test_a_change_set_is_shown_as_one_diff_and_decided_at_once(hub: HubProcess, 
         ui.stop()
     assert "change set tidy-0c1f: 3 documents" in text.plain, text.plain
     assert "change set tidy-<b>x</b>: 1 document" in text.plain
+
+
+def test_a_person_signed_in_by_token_can_end_their_run_and_then_decide_it(hub_factory: Any) -> None:
+    """``amux memory tidy`` run with ``AMUX_TOKEN`` (the launch forwards that token to the agent, so the run names
+    it): the launcher's own process still ends the run (it is the person, not the agent), and afterwards the
+    person, by that token, decides the change set; an agent of the run holding the same token still may not."""
+    h: HubProcess = hub_factory(settings={"memory.review": "off"}, isolation="user")
+    ok(h.cli("hub", "principal", "add", "ana"))
+    token = ok(h.cli("hub", "token", "issue", "ana"))["token"]
+    env = {**h.env, "AMUX_TOKEN": token}
+    calls = [
+        (["memory", "upsert", "a.md", "--expected-revision", "absent"], {}, b"a\n"),
+        (["memory", "review", "approve", "--session", "tidy-tok"], {}, b""),
+    ]
+    payload = json.dumps([[[*amux_argv(), *argv], e, data.decode()] for argv, e, data in calls])
+    proc = subprocess.run([sys.executable, "-c", LAUNCHER, "tidy-tok"], input=payload.encode(), capture_output=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+    done = json.loads(proc.stdout)
+    assert done["ended"] == {"session": "tidy-tok", "ended": True}
+    (s0, out0, _), (s1, out1, _) = done["calls"]
+    assert s0 == 0 and json.loads(out0)["proposed"] is True
+    assert s1 != 0 and {e["error"]["data"]["agent"] for e in json.loads(out1)["errors"]} == {"tidy"}
+    decided = h.cli("memory", "review", "approve", "--session", "tidy-tok", "--json", env={"AMUX_TOKEN": token})
+    assert decided.returncode == 0, (decided.stdout, decided.stderr)
+    assert decided.json["applied"] and not decided.json.get("errors"), decided.json
+    shown = ok(h.cli("memory", "show", "a.md", "--json", env={"AMUX_TOKEN": token}))
+    assert shown["content"] == "a\n", shown

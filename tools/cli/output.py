@@ -136,8 +136,8 @@ def usage_error(command: str, message: str) -> int:
 
 _OTHER_STATUSES = {
     ExitStatus.OK: "success",
-    ExitStatus.PROBLEMS_FOUND: "a check found problems (memory lint found errors, memory index --check: out of date, "
-                                "doctor: a check failed)",
+    ExitStatus.PROBLEMS_FOUND: "a check found problems (memory health: findings, memory lint found errors, memory "
+                                "index --check: out of date, doctor: a check failed)",
     ExitStatus.HUB_START_FAILED: "hub serve or hub start could not start the Hub (another Hub serves the home, bad "
                                   "settings, ...)",
     ExitStatus.NOT_SAVED: "memory edit wrote nothing (the editor failed, conflict markers left); your text is kept",

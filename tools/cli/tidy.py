@@ -21,6 +21,7 @@ from cyclopts import Parameter
 
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.cli.output import fail, say
+from amux_memory.tools.client.inert import inert
 from amux_memory.tools.client.wording import counted
 
 TASK_MAX_BYTES = 96 * 1024
@@ -46,12 +47,16 @@ When you are done, say in a few lines what you proposed and what the user should
 
 
 def finding_line(f: dict[str, Any]) -> str:
-    """One finding of the health report as one task line: ``- [code] paths (lines): message; next: ...``."""
-    paths = ", ".join(str(p) for p in f.get("paths") or [])
+    """One finding of the health report as one task line: ``- [code] paths (lines): message; next: ...``.
+
+    Paths, messages and next steps quote agent-written text (a link target): it goes through :func:`inert`, so
+    ``--show-task`` on a terminal and an interactive agent echoing its prompt show control sequences, never
+    act on them, and no newline in it starts a line of its own (DESIGN.md §17)."""
+    paths = ", ".join(inert(p) for p in f.get("paths") or [])
     lines = f.get("lines")
     where = f" (lines {json.dumps(lines, ensure_ascii=False)})" if lines else ""
-    nxt = f"; next: {f['next']}" if f.get("next") else ""
-    return f"- [{f.get('code')}] {paths}{where}: {f.get('message')}{nxt}"
+    nxt = f"; next: {inert(f['next'])}" if f.get("next") else ""
+    return f"- [{inert(f.get('code'))}] {paths}{where}: {inert(f.get('message'))}{nxt}"
 
 
 def task_text(report: dict[str, Any]) -> str:
