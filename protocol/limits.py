@@ -146,9 +146,10 @@ MCP_HTTP_MAX_BODY_BYTES = 1 * MIB
 MCP_HTTP_BODY_TIMEOUT_SECONDS = 30.0
 """Seconds each chunk of an unfinished request body has to arrive; a stalled body is dropped."""
 MCP_HTTP_RATE_PER_SECOND = 20.0
-"""Requests a second one token may make on average (token bucket); more are answered 429 with Retry-After."""
+"""Requests a second one token may make on average (token bucket); more are answered 429 with Retry-After.
+The default of ``hub.mcp_rate``, which sets it per Hub (a CI runner sharing one token may raise it)."""
 MCP_HTTP_BURST = 60.0
-"""Requests one token may make at once before :data:`MCP_HTTP_RATE_PER_SECOND` applies."""
+"""Requests one token may make at once before the rate applies: the default of ``hub.mcp_burst``."""
 MCP_HTTP_SESSIONS_PER_PRINCIPAL = 16
 """Open MCP sessions one principal may hold; one more is answered 429 until one ends or expires."""
 
