@@ -430,6 +430,9 @@ async def serve_metrics(hub: Hub, settings: MetricsSettings, sock: socket.socket
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
+    from amux_memory.hub.mcp.http_listener import guard_hypercorn
+
+    guard_hypercorn()
     port = sock.getsockname()[1]
     config = Config()
     config.bind = [f"fd://{sock.detach()}"]

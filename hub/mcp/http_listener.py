@@ -50,6 +50,7 @@ here writes a file.  DESIGN.md §7 (identity), §13 (settings).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -508,6 +509,35 @@ ServerFactory = Callable[["Hub"], McpServers]
 :func:`hub.run.default_servers`, the memory tools of :mod:`hub.mcp.http_servers`)."""
 
 
+def guard_hypercorn() -> None:
+    """Make one HTTP connection's failure inside Hypercorn end that connection only, not the listener.
+
+    Hypercorn 0.18's Trio worker serves each connection as a handler of ``trio.serve_listeners``, so an
+    exception escaping one (its own race: a client that closes mid-body while the answer is being sent makes
+    its close path ``send_eof`` during ``send_all``, ``trio.BusyResourceError``, found by the HTTP fuzz of
+    ``tests/stress/test_http_fuzz.py``) ended the whole server and, with it, the Hub.  Its per-connection class
+    is replaced, once, by a subclass whose ``run`` logs such an exception and closes the connection;
+    cancellation still propagates.  Used by every Hypercorn listener of the Hub (MCP, metrics)."""
+    import hypercorn.trio.run as hypercorn_run
+    from hypercorn.trio.tcp_server import TCPServer
+
+    if getattr(hypercorn_run.TCPServer, "amux_guarded", False):
+        return
+
+    class GuardedTCPServer(TCPServer):
+        amux_guarded = True
+
+        async def run(self) -> None:
+            try:
+                await super().run()
+            except Exception as exc:  # one connection's failure; BaseException (cancellation) still propagates
+                log.info("an HTTP connection failed in Hypercorn (%s: %s); closed it", type(exc).__name__, exc)
+                with trio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await self.stream.aclose()
+
+    hypercorn_run.TCPServer = GuardedTCPServer  # type: ignore[misc]
+
+
 async def serve_mcp_http(hub: Hub, settings: McpHttpSettings, sock: socket.socket, session_idle: float,
                          server_factory: ServerFactory, stop: trio.Event, grace: float, *,
                          task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
@@ -522,6 +552,7 @@ async def serve_mcp_http(hub: Hub, settings: McpHttpSettings, sock: socket.socke
     from hypercorn.trio import serve
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+    guard_hypercorn()
     port = sock.getsockname()[1]
     servers = server_factory(hub)
     managers = [StreamableHTTPSessionManager(server, session_idle_timeout=session_idle,
