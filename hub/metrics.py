@@ -43,14 +43,15 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from amux_memory.hub.asgi import answer_lifespan, guard_hypercorn
 from amux_memory.hub.config import HubConfig, parse_listen
 from amux_memory.hub.fsio import TEMP_SUFFIX
 from amux_memory.hub.home import HubStartError
@@ -61,8 +62,6 @@ from amux_memory.protocol.messages import METHODS
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
     from prometheus_client.metrics_core import Metric
-
-    from amux_memory.hub.server import Hub
 
 log = logging.getLogger("amux.hub")
 
@@ -185,8 +184,8 @@ class HubMetrics:
 
     Counted on the event loop (:meth:`observe`); the gauges of a walk are refreshed by :meth:`refresh`
     before a scrape renders (:meth:`render`, in a worker thread).  ``home`` is walked; ``version`` labels
-    ``amux_build_info``.  Importing ``prometheus_client`` happens here, so a Hub without the listener pays
-    only its import (~20 ms).
+    ``amux_build_info``.  ``prometheus_client`` is imported here, so a Hub without the listener never
+    imports it.
     """
 
     def __init__(self, home: Path, version: str) -> None:
@@ -199,7 +198,8 @@ class HubMetrics:
             disable_created_metrics,
         )
 
-        disable_created_metrics()  # no *_created series: the Hub process is the registry's only user
+        # no *_created series: the Hub process is the registry's only user
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.home = home
         self.registry: CollectorRegistry = CollectorRegistry(auto_describe=True)
         self.requests = Counter("amux_requests", "Data calls answered, by method, code (ok or the error code) "
@@ -338,7 +338,16 @@ def bind_metrics_socket(settings: MetricsSettings) -> socket.socket:
     return sock
 
 
-def readiness(hub: Hub) -> str:
+class Served(Protocol):
+    """What the listener needs of the running Hub (:class:`hub.server.Hub`): its settings, its series, and
+    the count of open MCP HTTP sessions (``None`` until the MCP listener serves)."""
+
+    config: HubConfig
+    metrics: HubMetrics | None
+    mcp_session_count: Callable[[], int] | None
+
+
+def readiness(hub: Served) -> str:
     """``ready``, or the one word saying why the Hub does not take writes (see the module docstring).
 
     Blocking: writes, fsyncs and removes a one-byte temporary in the memory root."""
@@ -366,7 +375,7 @@ def readiness(hub: Hub) -> str:
 class Probes:
     """The ASGI app of the metrics listener: ``/metrics``, ``/healthz``, ``/readyz`` (module docstring)."""
 
-    def __init__(self, hub: Hub, metrics: HubMetrics) -> None:
+    def __init__(self, hub: Served, metrics: HubMetrics) -> None:
         self.hub = hub
         self.metrics = metrics
         self._ready: tuple[float, str] = (-float("inf"), "")
@@ -387,8 +396,6 @@ class Probes:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Serve one ASGI event: the lifespan protocol, or one HTTP request."""
         if scope["type"] == "lifespan":
-            from amux_memory.hub.mcp.http_listener import answer_lifespan
-
             await answer_lifespan(receive, send)
             return
         if scope["type"] != "http":
@@ -422,15 +429,13 @@ async def _answer(send: Any, status: int, body: bytes, headers: list[tuple[bytes
     await send({"type": "http.response.body", "body": body})
 
 
-async def serve_metrics(hub: Hub, settings: MetricsSettings, sock: socket.socket, stop: trio.Event, grace: float, *,
+async def serve_metrics(hub: Served, settings: MetricsSettings, sock: socket.socket, stop: trio.Event, grace: float, *,
                         task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve :class:`Probes` on the bound ``sock`` until ``stop`` is set (then within ``grace`` s).
 
     ``task_status.started`` gets the base URL (``http://HOST:PORT``)."""
     from hypercorn.config import Config
     from hypercorn.trio import serve
-
-    from amux_memory.hub.mcp.http_listener import guard_hypercorn
 
     guard_hypercorn()
     port = sock.getsockname()[1]

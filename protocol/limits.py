@@ -21,6 +21,9 @@ Hub
   * ``hub.history.GONE_HEADERS_PER_PATH`` (count): headers of pruned versions kept per path.
   * ``hub.home.LOCK_RETRY_SECONDS`` (s): how long a held home lock is retried.
   * ``hub.listeners.ACCEPT_RETRY_SECONDS`` (s): pause before accepting again when out of descriptors.
+  * ``hub.metrics.STATS_TTL_SECONDS`` (s), ``hub.metrics.STATS_MAX_ENTRIES`` (entries),
+    ``hub.metrics.STATS_MAX_REVIEW_BYTES`` (bytes): the metrics' walk of the home (§19.6);
+    ``hub.metrics.READY_TTL_SECONDS`` (s), ``hub.metrics.READY_TIMEOUT_SECONDS`` (s): ``/readyz``.
   * ``hub.registry.FORMAT_VERSION`` (version): of the registry file.
   * ``hub.registry.MAX_TOKEN_CHARS`` (characters): longest token accepted.
   * ``hub.registry.DELEGATED_DEFAULT_TTL`` (s): lifetime of a token issued with a binding (§7.4).

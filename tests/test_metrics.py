@@ -26,8 +26,8 @@ from amux_memory.protocol.version import package_version
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess, make_hub
 from tests.helpers import free_port, mcp_url, skip_or_fail, wait_until
+from tests.mcp_http_raw import INIT, bearer, issue, open_session, request, tool
 from tests.mcp_session import call, mcp_session, ok
-from tests.test_mcp_http import INIT, bearer, issue, open_session, request, tool
 
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"

@@ -50,7 +50,6 @@ here writes a file.  DESIGN.md §7 (identity), §13 (settings).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -64,6 +63,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from amux_memory.hub.asgi import answer_lifespan, guard_hypercorn
 from amux_memory.hub.config import HubConfig, parse_listen
 from amux_memory.hub.home import HubStartError
 from amux_memory.hub.identity import MCP_CLIENT, Identity, Scope, authenticate, scope_for
@@ -481,17 +481,6 @@ def _headers(scope: ASGIScope) -> dict[str, str]:
     return out
 
 
-async def answer_lifespan(receive: Receive, send: Send) -> None:
-    """Answer the ASGI lifespan protocol: nothing to start or stop (the manager runs outside Hypercorn)."""
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-
-
 @dataclass(frozen=True)
 class McpServers:
     """The MCP servers the listener runs, each shared by all of its sessions: ``instructed`` sends the
@@ -507,35 +496,6 @@ class McpServers:
 ServerFactory = Callable[["Hub"], McpServers]
 """Builds the MCP servers the listener runs, given the running Hub (the Hub's default:
 :func:`hub.run.default_servers`, the memory tools of :mod:`hub.mcp.http_servers`)."""
-
-
-def guard_hypercorn() -> None:
-    """Make one HTTP connection's failure inside Hypercorn end that connection only, not the listener.
-
-    Hypercorn 0.18's Trio worker serves each connection as a handler of ``trio.serve_listeners``, so an
-    exception escaping one (its own race: a client that closes mid-body while the answer is being sent makes
-    its close path ``send_eof`` during ``send_all``, ``trio.BusyResourceError``, found by the HTTP fuzz of
-    ``tests/stress/test_http_fuzz.py``) ended the whole server and, with it, the Hub.  Its per-connection class
-    is replaced, once, by a subclass whose ``run`` logs such an exception and closes the connection;
-    cancellation still propagates.  Used by every Hypercorn listener of the Hub (MCP, metrics)."""
-    import hypercorn.trio.run as hypercorn_run
-    from hypercorn.trio.tcp_server import TCPServer
-
-    if getattr(hypercorn_run.TCPServer, "amux_guarded", False):
-        return
-
-    class GuardedTCPServer(TCPServer):
-        amux_guarded = True
-
-        async def run(self) -> None:
-            try:
-                await super().run()
-            except Exception as exc:  # one connection's failure; BaseException (cancellation) still propagates
-                log.info("an HTTP connection failed in Hypercorn (%s: %s); closed it", type(exc).__name__, exc)
-                with trio.CancelScope(shield=True), contextlib.suppress(Exception):
-                    await self.stream.aclose()
-
-    hypercorn_run.TCPServer = GuardedTCPServer  # type: ignore[misc]
 
 
 async def serve_mcp_http(hub: Hub, settings: McpHttpSettings, sock: socket.socket, session_idle: float,

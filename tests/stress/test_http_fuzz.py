@@ -25,10 +25,9 @@ import pytest
 import trio
 
 from tests.helpers import mcp_http_hub
+from tests.mcp_http_raw import issue, open_session, tool
 from tests.stress.http_fuzz import Target, fuzz
-from tests.stress.scale import pick, report
-from tests.stress.test_mcp_http_load import rss
-from tests.test_mcp_http import issue, open_session, tool
+from tests.stress.scale import pick, report, rss
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
