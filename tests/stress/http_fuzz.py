@@ -41,6 +41,8 @@ class Target:
     kinds: Counter[str] = field(default_factory=Counter)
     five_xx: list[str] = field(default_factory=list)
     """The kind and the first bytes of each request answered 5xx (the test prints them)."""
+    deletes: Counter[str] = field(default_factory=Counter)
+    """The answers to the DELETEs that ended the sessions fuzzed requests opened."""
     timeouts: list[str] = field(default_factory=list)
     """The kind and the first bytes of each request left unanswered for :data:`ANSWER_SECONDS`."""
 
@@ -225,43 +227,89 @@ KINDS: dict[str, float] = {
 """Each kind's weight in the draw."""
 
 
+async def _status(stream: trio.abc.Stream) -> tuple[str, bytes]:
+    """Read an answer's head: ``(status, head bytes)``; ``closed`` when the Hub closed without a status line,
+    ``http2``/``other`` when it answered in another protocol (``PRI *`` switches Hypercorn to HTTP/2)."""
+    buf = b""
+    while b"\r\n\r\n" not in buf and len(buf) < 65536:
+        try:
+            chunk = await stream.receive_some(65536)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            chunk = b""
+        if not chunk:
+            break
+        buf += chunk
+        if not b"HTTP/".startswith(buf[:5]):
+            return ("http2" if buf[3:4] == b"\x04" else "other"), buf  # an HTTP/2 SETTINGS frame: h2c spoken
+    if not buf.startswith(b"HTTP/"):
+        return "closed", buf
+    parts = buf.split(b"\r\n", 1)[0].split(b" ")
+    return (parts[1].decode("ascii", "replace") if len(parts) > 1 else "closed"), buf.split(b"\r\n\r\n", 1)[0]
+
+
 async def send_one(target: Target, request: Request, kind: str) -> str:
-    """Send one request on a new connection; the answer's status code, or ``closed``/``abandoned``/``timeout``."""
+    """Send one request on a new connection, reading the answer while it is sent (the Hub may answer 413 or
+    431 before reading everything); the answer's status code, or ``closed``/``abandoned``/``timeout``.
+    A session the request opened (an ``initialize`` answered 200 with ``Mcp-Session-Id``) is ended with a
+    DELETE, so the per-principal cap on open sessions does not turn every later request into a 429."""
     try:
         stream = await trio.open_tcp_stream(target.host, target.port)
     except OSError:
         return "connect_failed"
+    status, head = "timeout", b""
     try:
         with trio.move_on_after(ANSWER_SECONDS):
-            # The Hub may refuse early (413, 431) and close: its answer may still be readable.
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                await stream.send_all(request.data)
-            if request.abandon:
-                return "abandoned"
-            buf = b""
-            while b"\r\n" not in buf and len(buf) < 4096:
-                try:
-                    chunk = await stream.receive_some(4096)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    chunk = b""
-                if not chunk:
-                    break
-                buf += chunk
-                if not b"HTTP/".startswith(buf[:5]):
-                    return "http2" if buf[3:4] == b"\x04" else "other"  # an HTTP/2 SETTINGS frame: h2c spoken
-            if not buf.startswith(b"HTTP/"):
-                return "closed"
-            parts = buf.split(b"\r\n", 1)[0].split(b" ")
-            status = parts[1].decode("ascii", "replace") if len(parts) > 1 else "closed"
-            if status.startswith("5"):
-                head = request.data.split(b"\r\n\r\n", 1)[0]
-                te = [h for h in head.split(b"\r\n") if h.lower().startswith(b"transfer-encoding:")]
-                if status == "501" and te and te != [b"Transfer-Encoding: chunked"]:
-                    return "501_transfer_coding"  # RFC 9112 §6.1: the answer to a coding the server lacks
-                target.five_xx.append(f"{kind}: {status} for {request.data[:40]!r}... {te}")
-            return status
+            async with trio.open_nursery() as nursery:
+                sent = trio.Event()
+
+                async def send() -> None:
+                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                        await stream.send_all(request.data)
+                    sent.set()
+
+                nursery.start_soon(send)
+                if request.abandon:
+                    await sent.wait()
+                    return "abandoned"
+                status, head = await _status(stream)
+                nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+    if status == "timeout":
         target.timeouts.append(f"{kind}: {request.data[:300]!r}")
-        return "timeout"
+        return status
+    if status.startswith("5"):
+        te = [h for h in request.data.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+              if h.lower().startswith(b"transfer-encoding:")]
+        if status == "501" and te and te != [b"Transfer-Encoding: chunked"]:
+            return "501_transfer_coding"  # RFC 9112 §6.1: the answer to a coding the server lacks
+        target.five_xx.append(f"{kind}: {status} for {request.data[:300]!r}... {te}")
+    opened = [line.split(b":", 1)[1].strip() for line in head.split(b"\r\n")
+              if line.lower().startswith(b"mcp-session-id:")]
+    if status == "200" and opened and opened[0].decode("latin-1") != target.sid:
+        await _delete(target, opened[0].decode("latin-1"))
+    return status
+
+
+async def _delete(target: Target, sid: str) -> None:
+    """End session ``sid`` (``DELETE /mcp``), counting the answer in ``target.deletes``."""
+    data = (f"DELETE /mcp HTTP/1.1\r\nHost: {target.host}:{target.port}\r\nAuthorization: Bearer {target.token}"
+            f"\r\nMcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-06-18\r\nConnection: close\r\n"
+            "Content-Length: 0\r\n\r\n").encode("latin-1")
+    try:
+        stream = await trio.open_tcp_stream(target.host, target.port)
+    except OSError:
+        target.deletes["connect_failed"] += 1
+        return
+    try:
+        with trio.move_on_after(ANSWER_SECONDS) as waited:
+            await stream.send_all(data)
+            target.deletes[(await _status(stream))[0]] += 1
+        if waited.cancelled_caught:
+            target.deletes["timeout"] += 1
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        target.deletes["closed"] += 1
     finally:
         with trio.CancelScope(shield=True):
             await stream.aclose()

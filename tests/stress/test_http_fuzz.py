@@ -16,6 +16,7 @@ session answered 200 with its note.  The suite sends 300 requests (about 10 s in
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -31,7 +32,8 @@ from tests.stress.scale import pick, report, rss
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
-REQUESTS = pick(300, 100_000)
+REQUESTS = int(os.environ.get("AMUX_HTTP_FUZZ_REQUESTS") or pick(300, 100_000))
+"""300 in the suite, 100,000 with ``AMUX_STRESS=full``; ``AMUX_HTTP_FUZZ_REQUESTS=N`` sends N."""
 WARMUP = REQUESTS // 10
 """Requests sent before the Hub's memory is first measured (its caches, the SDK's first sessions)."""
 SEED = 32
@@ -97,7 +99,8 @@ def test_hostile_http_requests_do_not_break_the_hub(tmp_path: Path) -> None:
     mib = {k: round(v["VmRSS"] / 1024, 1) for k, v in memory.items()}
     total = sum(target.statuses.values())
     report(f"HTTP fuzz: {total} requests ({dict(sorted(target.kinds.items()))}), answers "
-           f"{dict(sorted(target.statuses.items()))}; Hub VmRSS MiB start {mib['start']}, after {WARMUP} "
+           f"{dict(sorted(target.statuses.items()))}, sessions they opened ended by DELETE "
+           f"{dict(target.deletes)}; Hub VmRSS MiB start {mib['start']}, after {WARMUP} "
            f"{mib['warm']}, end {mib['end']} (VmHWM {memory['end']['VmHWM'] / 1024:.1f}); "
            f"{REQUESTS - WARMUP} after the warm-up in {fuzz_seconds:.0f} s; legitimate calls {len(legit)}, "
            f"answered ok {legit.count('ok')}; whole test {time.monotonic() - t0:.0f} s")
@@ -109,4 +112,5 @@ def test_hostile_http_requests_do_not_break_the_hub(tmp_path: Path) -> None:
     assert not [s for s in target.statuses if s.startswith("5") and s != "501_transfer_coding"], target.statuses
     assert target.statuses["timeout"] == 0 and target.statuses["connect_failed"] == 0, target.statuses
     assert legit and all(r == "ok" for r in legit), [r for r in legit if r != "ok"][:5]
+    assert set(target.deletes) <= {"200", "204"}, target.deletes
     assert mib["end"] - mib["warm"] <= FLAT_GROWTH_MIB, mib
