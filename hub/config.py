@@ -55,6 +55,12 @@ class HubConfig:
     mcp_listen: str = default_value("hub.mcp_listen")
     """``HOST:PORT`` of the MCP streamable-HTTP listener, ``""`` when off (:mod:`hub.mcp.http_listener`)."""
     mcp_session_idle: int = default_value("hub.mcp_session_idle")
+    mcp_rate: int = default_value("hub.mcp_rate")
+    """MCP HTTP requests a second per token (:class:`hub.mcp.http_listener.TokenBuckets`)."""
+    mcp_burst: int = default_value("hub.mcp_burst")
+    """MCP HTTP requests per token at once before :attr:`mcp_rate` applies."""
+    metrics_listen: str = default_value("hub.metrics_listen")
+    """``HOST:PORT`` of the metrics and probes listener, ``""`` when off (:mod:`hub.metrics`)."""
     history: bool = default_value("memory.history")
     """Record a version of every change (DESIGN.md §15)."""
     history_max_versions: int = default_value("memory.history_max_versions")
@@ -125,6 +131,9 @@ def load(home: Path) -> HubConfig:
         tls_ca=get("hub.tls_ca"),
         mcp_listen=get("hub.mcp_listen"),
         mcp_session_idle=get("hub.mcp_session_idle"),
+        mcp_rate=get("hub.mcp_rate"),
+        mcp_burst=get("hub.mcp_burst"),
+        metrics_listen=get("hub.metrics_listen"),
         history=get("memory.history"),
         history_max_versions=get("memory.history_max_versions"),
         history_max_days=get("memory.history_max_days"),

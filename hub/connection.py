@@ -124,8 +124,9 @@ class Session(Protocol):
         """Answer ``hello`` on ``conn`` (setting its identity and scope) or raise :class:`HubError`."""
         ...
 
-    async def call(self, identity: Identity, scope: Scope, request: Request) -> Result:
-        """Run one data request for an authenticated caller or raise :class:`HubError`."""
+    async def call(self, identity: Identity, scope: Scope, request: Request, transport: str = "unix") -> Result:
+        """Run one data request for an authenticated caller (arrived over ``transport``) or raise
+        :class:`HubError`."""
         ...
 
     async def mcp_open(self, conn: Connection, params: dict[str, Any], nursery: trio.Nursery) -> Result:
@@ -309,7 +310,7 @@ class ConnectionSet:
         # pipelines without reading cannot pile up unsent responses in the Hub.
         try:
             try:
-                frame = encode_result(request.id, await self.session.call(identity, scope, request))
+                frame = encode_result(request.id, await self.session.call(identity, scope, request, conn.transport))
             except HubError as exc:
                 if exc.code in STORAGE_CODES:
                     log_fault(log, request.method, exc)  # the full OSError stays in the log, not the answer

@@ -46,6 +46,7 @@ from amux_memory.hub.mcp.http_listener import (
     mcp_http_settings,
     serve_mcp_http,
 )
+from amux_memory.hub.metrics import MetricsSettings, bind_metrics_socket, metrics_settings, serve_metrics
 from amux_memory.hub.server import Hub
 from amux_memory.hub.service import MemoryService
 from amux_memory.protocol.config_file import LOCK_NAME, enable_command
@@ -73,6 +74,8 @@ class _Listeners:
     network: NetworkSettings | None
     mcp: tuple[McpHttpSettings, socket.socket] | None = None
     """``hub.mcp_listen``'s settings and bound socket (served by :func:`hub.mcp.http_listener.serve_mcp_http`)."""
+    metrics: tuple[MetricsSettings, socket.socket] | None = None
+    """``hub.metrics_listen``'s settings and bound socket (served by :func:`hub.metrics.serve_metrics`)."""
 
     async def aclose(self) -> None:
         """Stop accepting on every listener."""
@@ -121,6 +124,7 @@ async def _start(config: HubConfig) -> _Listeners:
     on TCP closes the Unix socket and removes it first."""
     network = network_settings(config)
     mcp = mcp_http_settings(config)
+    metrics = metrics_settings(config)
     check_registry(config.home)
     root = config.memory_root
     prepare_memory_root(root)
@@ -139,14 +143,19 @@ async def _start(config: HubConfig) -> _Listeners:
             config.socket_path.unlink(missing_ok=True)
             raise
     bound: tuple[McpHttpSettings, socket.socket] | None = None
-    if mcp is not None:
-        try:
+    probes: tuple[MetricsSettings, socket.socket] | None = None
+    try:
+        if mcp is not None:
             bound = (mcp, bind_mcp_socket(mcp))
-        except HubStartError:
-            await _Listeners(listener, tcp_listeners, network).aclose()
-            config.socket_path.unlink(missing_ok=True)
-            raise
-    return _Listeners(listener, tcp_listeners, network, bound)
+        if metrics is not None:
+            probes = (metrics, bind_metrics_socket(metrics))
+    except HubStartError:
+        if bound is not None:
+            bound[1].close()
+        await _Listeners(listener, tcp_listeners, network).aclose()
+        config.socket_path.unlink(missing_ok=True)
+        raise
+    return _Listeners(listener, tcp_listeners, network, bound, probes)
 
 
 async def _serve_until_stopped(hub: Hub, config: HubConfig, limits: Limits, listeners: _Listeners,
@@ -165,6 +174,12 @@ async def _serve_until_stopped(hub: Hub, config: HubConfig, limits: Limits, list
                 hub.network_addresses.append(url)
                 hub.mcp_url = url
                 log.info("Hub serving MCP on %s%s", url, "" if settings.tls else " (plaintext: loopback only)")
+            if listeners.metrics is not None:
+                settings_m, sock_m = listeners.metrics
+                base = await conns.start(serve_metrics, hub, settings_m, sock_m, http_stop,
+                                         limits.shutdown_grace_seconds)
+                log.info("Hub serving metrics on %s/metrics (probes /healthz, /readyz)%s", base,
+                         "" if settings_m.tls else " (plaintext: loopback only)")
             async with trio.open_nursery() as accept:
                 _start_accepting(hub, listeners, conns, accept)
                 accept.start_soon(_wait_signal, signals, accept.cancel_scope, stopped)

@@ -35,6 +35,7 @@ import trio
 from amux_memory.hub import mounted
 from amux_memory.hub.config import HubConfig
 from amux_memory.hub.connection import Connection, ConnectionSet
+from amux_memory.hub.faults import from_os_error
 from amux_memory.hub.identity import (
     Identity,
     Scope,
@@ -45,6 +46,7 @@ from amux_memory.hub.identity import (
     scope_for,
     user_name,
 )
+from amux_memory.hub.metrics import HubMetrics
 from amux_memory.hub.mounts import View, mount_entries, view_for
 from amux_memory.hub.registry import RegistryWatcher
 from amux_memory.hub.review_runs import RunBook
@@ -95,6 +97,10 @@ class Hub:
         self.calls_running = 0
         """Data calls (:meth:`call`) running now, from every transport."""
         self.last_call_ended = -math.inf
+        self.metrics: HubMetrics | None = HubMetrics(config.home, self.version) if config.metrics_listen else None
+        """The Prometheus series (:mod:`hub.metrics`) when ``hub.metrics_listen`` is set, else None."""
+        self.mcp_session_count: Callable[[], int] | None = None
+        """Open MCP HTTP sessions now, once the MCP HTTP listener serves (:mod:`hub.mcp.http_listener`)."""
         """``trio.current_time()`` when the last data call ended (``-inf``: none yet).  With
         :attr:`calls_running` it tells background work when the Hub is idle (:func:`hub.run.idle_for`)."""
 
@@ -225,7 +231,8 @@ class Hub:
         if p.instructions:
             with contextlib.suppress(HubError):
                 mounts = mount_entries(await self.view_of(conn.identity, conn.scope))
-        bridge = McpBridge(conn, hub_backend(self.call, conn.identity, conn.scope), instructions=p.instructions,
+        backend = hub_backend(partial(self.call, transport="mcp_relay"), conn.identity, conn.scope)
+        bridge = McpBridge(conn, backend, instructions=p.instructions,
                            review=partial(self.reviews_agents_of, conn.identity, conn.scope), mounts=mounts,
                            **({} if p.page_ttl is None else {"page_ttl": float(p.page_ttl)}))
         conn.mcp = bridge
@@ -239,31 +246,51 @@ class Hub:
 
     # -- data requests -------------------------------------------------------
 
-    async def call(self, identity: Identity, scope: Scope, request: Request) -> Result:
+    async def call(self, identity: Identity, scope: Scope, request: Request, transport: str = "unix") -> Result:
         """Run one data request for a caller authenticated by ``hello``; returns the method's result map.
 
         ``identity`` and ``scope`` are the ones in force when the request
-        arrived.  Raises ``unauthorized`` when the caller's token was revoked or
-        expired since ``hello``, ``busy`` when the method could not start within
+        arrived; ``transport`` (one of :data:`hub.metrics.TRANSPORTS`) labels the call in the metrics: every
+        data call of every transport passes here, so it is counted here once (DESIGN.md §19.6).  Raises
+        ``unauthorized`` when the caller's token was revoked or expired since ``hello``, ``busy`` when the
+        method could not start within
         ``limits.request_start_seconds`` (waiting for its scope's lock or a
         worker thread; nothing was done), and whatever the method raises.
         Cancellation reaches a data call only while it waits: once its file work
         has started it runs to the end and is answered.
         """
         self.calls_running += 1
+        started = time.perf_counter()
+        code: ErrorCode | None = ErrorCode.INTERNAL
+        result: Result | None = None
+        answered = True
         try:
             if request.method == "backup_stage":
                 self.check_operator(identity, "backup_stage")
                 parse_backup_stage(request.params)
-                return await self.service.backup_stage()
-            if request.method in OPERATOR_METHODS:
-                return await self.scope_copy(identity, request.params)
-            if request.method in RUN_METHODS:
-                return await self.review_run(identity, request.params)
-            return await self._call(identity, scope, request)
+                result = await self.service.backup_stage()
+            elif request.method in OPERATOR_METHODS:
+                result = await self.scope_copy(identity, request.params)
+            elif request.method in RUN_METHODS:
+                result = await self.review_run(identity, request.params)
+            else:
+                result = await self._call(identity, scope, request)
+            code = None
+            return result
+        except HubError as exc:
+            code = exc.code
+            raise
+        except OSError as exc:
+            code = from_os_error(exc, request.method, "").code
+            raise
+        except trio.Cancelled:
+            answered = False  # the Hub stopped: nothing is answered, nothing counted
+            raise
         finally:
             self.calls_running -= 1
             self.last_call_ended = trio.current_time()
+            if self.metrics is not None and answered:
+                self.metrics.observe(request.method, transport, code, time.perf_counter() - started, result)
 
     async def view_of(self, identity: Identity, scope: Scope) -> View:
         """The caller's view for this call (DESIGN.md §7.8): ``scope`` at the root and its teams as mounts, from

@@ -23,6 +23,9 @@ Hub
   * ``hub.backup.STALE_STAGING_SECONDS`` (s): a backup staging folder older than this is removed;
     ``hub.backup.BACKUP_FORMAT_VERSION``: the archive format (a number, not a limit).
   * ``hub.listeners.ACCEPT_RETRY_SECONDS`` (s): pause before accepting again when out of descriptors.
+  * ``hub.metrics.STATS_TTL_SECONDS`` (s), ``hub.metrics.STATS_MAX_ENTRIES`` (entries),
+    ``hub.metrics.STATS_MAX_REVIEW_BYTES`` (bytes): the metrics' walk of the home (§19.6);
+    ``hub.metrics.READY_TTL_SECONDS`` (s), ``hub.metrics.READY_TIMEOUT_SECONDS`` (s): ``/readyz``.
   * ``hub.registry.FORMAT_VERSION`` (version): of the registry file.
   * ``hub.registry.MAX_TOKEN_CHARS`` (characters): longest token accepted.
   * ``hub.registry.DELEGATED_DEFAULT_TTL`` (s): lifetime of a token issued with a binding (§7.4).
@@ -158,9 +161,10 @@ MCP_HTTP_MAX_BODY_BYTES = 1 * MIB
 MCP_HTTP_BODY_TIMEOUT_SECONDS = 30.0
 """Seconds each chunk of an unfinished request body has to arrive; a stalled body is dropped."""
 MCP_HTTP_RATE_PER_SECOND = 20.0
-"""Requests a second one token may make on average (token bucket); more are answered 429 with Retry-After."""
+"""Requests a second one token may make on average (token bucket); more are answered 429 with Retry-After.
+The default of ``hub.mcp_rate``, which sets it per Hub (a CI runner sharing one token may raise it)."""
 MCP_HTTP_BURST = 60.0
-"""Requests one token may make at once before :data:`MCP_HTTP_RATE_PER_SECOND` applies."""
+"""Requests one token may make at once before the rate applies: the default of ``hub.mcp_burst``."""
 MCP_HTTP_SESSIONS_PER_PRINCIPAL = 16
 """Open MCP sessions one principal may hold; one more is answered 429 until one ends or expires."""
 

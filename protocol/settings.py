@@ -20,6 +20,7 @@ from typing import Any
 
 from amux_memory.protocol.config_file import CONFIG_NAME, expand_path, read_config, setting_text
 from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import MCP_HTTP_BURST, MCP_HTTP_RATE_PER_SECOND
 
 
 def _bool(text: str) -> bool:
@@ -184,6 +185,13 @@ SETTINGS: dict[str, Setting] = {
     "hub.mcp_listen": Setting("", _listen, "serve MCP over streamable HTTP at http(s)://HOST:PORT/mcp ('' = off); "
                               "TLS (hub.tls_cert) required unless HOST is loopback; callers need a token"),
     "hub.mcp_session_idle": Setting(1800, _positive, "seconds an MCP HTTP session may stay idle before it ends"),
+    "hub.mcp_rate": Setting(int(MCP_HTTP_RATE_PER_SECOND), _positive, "MCP HTTP requests a second each token may "
+                            "make on average (over it: 429 with Retry-After)"),
+    "hub.mcp_burst": Setting(int(MCP_HTTP_BURST), _positive, "MCP HTTP requests each token may make at once "
+                             "before hub.mcp_rate applies"),
+    "hub.metrics_listen": Setting("", _listen, "serve Prometheus metrics and health probes at http(s)://HOST:PORT "
+                                  "(/metrics, /healthz, /readyz; '' = off); TLS (hub.tls_cert) required unless "
+                                  "HOST is loopback"),
 }
 
 

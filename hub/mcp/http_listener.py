@@ -21,7 +21,8 @@ the SDK sees a request, in this order:
    registry on every request (a delegated token with its binding in
    ``Amux-Binding``): missing, wrong, revoked or expired are one 401 with
    ``WWW-Authenticate: Bearer`` and no detail;
-6. a token bucket per token (429 with ``Retry-After``) and a cap on open
+6. a token bucket per token (``hub.mcp_rate`` a second, bursts of ``hub.mcp_burst``;
+   429 with ``Retry-After``) and a cap on open
    sessions per principal (429) answer at once, never a hang;
 7. ``Amux-Session`` (the launcher's session id, recorded in history as
    ``hello.session`` is) and ``Amux-Instructions`` (``on`` or ``off``) must
@@ -62,6 +63,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from amux_memory.hub.asgi import answer_lifespan, guard_hypercorn
 from amux_memory.hub.config import HubConfig, parse_listen
 from amux_memory.hub.home import HubStartError
 from amux_memory.hub.identity import MCP_CLIENT, Identity, Scope, authenticate, scope_for
@@ -268,12 +270,12 @@ class SessionBook:
     def _live(self, s: _Session) -> bool:
         return s.in_flight > 0 or self.clock() - s.last < self.idle
 
-    def count(self, principal: str) -> int:
-        """Open sessions of ``principal`` (expired ones are forgotten)."""
+    def count(self, principal: str | None = None) -> int:
+        """Open sessions of ``principal``, of everyone when ``None`` (expired ones are forgotten)."""
         for sid in [sid for sid, s in self._sessions.items() if not self._live(s)]:
             del self._sessions[sid]
             self.on_gone(sid)
-        return sum(1 for s in self._sessions.values() if s.principal == principal)
+        return sum(1 for s in self._sessions.values() if principal is None or s.principal == principal)
 
     def opened(self, sid: str, principal: str, quiet: bool = False) -> None:
         """Record a new session ``sid`` of ``principal``; ``quiet``: it lives in the server without instructions."""
@@ -337,7 +339,7 @@ class FrontDoor:
     async def __call__(self, scope: ASGIScope, receive: Receive, send: Send) -> None:
         """Serve one ASGI event: the lifespan protocol, or an HTTP request (anything else is ignored)."""
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await answer_lifespan(receive, send)
             return
         if scope["type"] != "http":
             return
@@ -481,17 +483,6 @@ def _headers(scope: ASGIScope) -> dict[str, str]:
     return out
 
 
-async def _lifespan(receive: Receive, send: Send) -> None:
-    """Answer the ASGI lifespan protocol: nothing to start or stop (the manager runs outside Hypercorn)."""
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-
-
 @dataclass(frozen=True)
 class McpServers:
     """The MCP servers the listener runs, each shared by all of its sessions: ``instructed`` sends the
@@ -523,13 +514,17 @@ async def serve_mcp_http(hub: Hub, settings: McpHttpSettings, sock: socket.socke
     from hypercorn.trio import serve
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+    guard_hypercorn()
     port = sock.getsockname()[1]
     servers = server_factory(hub)
     managers = [StreamableHTTPSessionManager(server, session_idle_timeout=session_idle,
                                              max_request_body_size=MCP_HTTP_MAX_BODY_BYTES)
                 for server in (servers.instructed, servers.quiet)]
-    door = FrontDoor(hub, managers[0].handle_request, allowed_hosts(settings, port), settings.scheme,
-                     SessionBook(idle=session_idle, on_gone=servers.session_ended), quiet=managers[1].handle_request)
+    book = SessionBook(idle=session_idle, on_gone=servers.session_ended)
+    hub.mcp_session_count = book.count  # amux_mcp_http_sessions (hub.metrics)
+    door = FrontDoor(hub, managers[0].handle_request, allowed_hosts(settings, port), settings.scheme, book,
+                     TokenBuckets(rate=float(hub.config.mcp_rate), burst=float(hub.config.mcp_burst)),
+                     quiet=managers[1].handle_request)
     config = Config()
     config.bind = [f"fd://{sock.detach()}"]
     config.accesslog = None

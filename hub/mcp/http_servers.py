@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mcp.server import ServerRequestContext
@@ -89,7 +90,7 @@ def memory_tools_of(hub: Hub, pagers: SessionPagers) -> Callable[[ServerRequestC
         caller = caller_of(ctx.request)
         headers = getattr(ctx.request, "headers", {})
         sid = headers.get(MCP_SESSION_HEADER) or ""
-        return MemoryTools(hub_backend(hub.call, caller.identity, caller.scope),
+        return MemoryTools(hub_backend(partial(hub.call, transport="mcp_http"), caller.identity, caller.scope),
                            pagers.of(caller.identity.token_id or "", sid))
 
     return tools_for

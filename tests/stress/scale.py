@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 FULL = os.environ.get("AMUX_STRESS") == "full"
 
@@ -15,3 +16,13 @@ def pick(quick: int, full: int) -> int:
 def report(line: str) -> None:
     """Print a figure for the closing note (visible with ``pytest -s``)."""
     print(f"[stress] {line}", flush=True)
+
+
+def rss(pid: int) -> dict[str, int]:
+    """``VmRSS`` and ``VmHWM`` of ``pid`` in KiB, from ``/proc``."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out

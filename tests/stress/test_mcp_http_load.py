@@ -42,7 +42,7 @@ from amux_memory.protocol.limits import MCP_HTTP_RATE_PER_SECOND, MCP_HTTP_SESSI
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import REPO, HubProcess
 from tests.helpers import mcp_http_hub, wait_until
-from tests.stress.scale import pick, report
+from tests.stress.scale import pick, report, rss
 
 pytestmark = [pytest.mark.slow, pytest.mark.alone, pytest.mark.timeout(180)]  # alone: it measures p99 latency
 
@@ -62,16 +62,6 @@ BASELINE_SECONDS = float(pick(4, 10))
 NOTE = "notes/load.md"
 LINE = "- a line of a two-kilobyte note the load test reads again and again"
 DOC = ("# Load\n\n" + f"{LINE}\n" * 30).encode()
-
-
-def rss(pid: int) -> dict[str, int]:
-    """``VmRSS`` and ``VmHWM`` of ``pid`` in KiB, from ``/proc``."""
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(value.split()[0])
-    return out
 
 
 def cpu_seconds(pid: int) -> float:
