@@ -69,8 +69,9 @@ class _Http:
 
     async def open(self) -> None:
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        hello = {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
         status, headers, body = await self._exchange(self._request({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}))
+                                                                    "params": hello}))
         if status != 200 or "mcp-session-id" not in headers:
             raise RuntimeError(f"initialize answered HTTP {status}: {body[:200]!r}")
         self.headers |= {"Mcp-Session-Id": headers["mcp-session-id"], "MCP-Protocol-Version": PROTOCOL}

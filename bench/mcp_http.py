@@ -25,15 +25,21 @@ agent's HTTP stack sends, with no client library's cost in the figure).
    :data:`CAPACITY_PRINCIPALS` principals, over HTTP and over the socket.
 
 Targets and measured figures (2-core VM shared with 6 other helpers, load
-average 8-13, so CPU figures vary by about ±30 % between runs):
+average 10-13, so every figure here moves by a third between runs):
 ``memory_get`` p50 ≤ :data:`RATIO_GOAL` × the socket ``get`` p50 and Hub CPU
-per HTTP tool call ≤ :data:`CPU_GOAL_MS`.  Answering JSON rather than an SSE
-stream (the SDK's ``json_response``) and checking an unchanged registry's
-snapshot on the event loop rather than in a worker thread took the CPU per
-call from 5.5-7.0 ms to 3.5-5.8 ms and the p50 from 14-28 to 9-21 ms under
-that load (``/tmp`` profile, py-spy); a bare Hypercorn 404 costs the Hub
-1.8-2.3 ms there and a socket ``get`` 1.5-1.7 ms, so the 1 ms target needs
-a quiet machine or a path around the SDK (not built).
+per HTTP tool call ≤ :data:`CPU_GOAL_MS`.  Answering each POST with one JSON
+body rather than an event stream (the SDK's ``json_response``) and checking
+an unchanged registry's snapshot on the event loop rather than in a worker
+thread took this section from p50 16.7 ms against the socket's 2.73 ms
+(6.1×) and 8.05 ms of Hub CPU a call to 6.60 against 2.06 ms (3.2×) and
+5.50 ms (socket ``get``: 1.88 and 1.62 ms); in a profiling loop (8 sessions,
+120 calls a second) 5.5-7.0 ms became 3.5-5.8 ms.  Both still FAIL: under
+that load a bare Hypercorn 404 costs the Hub 1.8-2.3 ms and a socket ``get``
+1.5-1.7 ms, and py-spy puts the rest of a call in the SDK's per-request
+dispatch (about a third), Hypercorn (a fifth) and thread hand-offs.  At that
+load HTTP capacity failed its first step (25 calls a second: p99 107 ms
+before, 147 ms after), the socket held 150 a second in one run and failed at
+25 in the other: the capacity row needs a quiet machine to mean anything.
 """
 
 from __future__ import annotations
