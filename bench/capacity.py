@@ -35,6 +35,7 @@ P99_GOAL_MS = 50.0
 RATES = (25, 50, 100, 150, 200, 300, 400, 600)
 """Total calls a second tried, in order, until one is not sustained."""
 PROTOCOL = "2025-06-18"
+"""The MCP protocol version the bench's HTTP sessions negotiate (``initialize``)."""
 
 
 class _Http:

@@ -56,6 +56,7 @@ from urllib.parse import urlsplit
 from amux_memory.hub.config import set_value
 from amux_memory.protocol.limits import MCP_HTTP_RATE_PER_SECOND, MCP_HTTP_SESSIONS_PER_PRINCIPAL
 from bench import capacity
+from bench.capacity import PROTOCOL
 from bench.context import Ctx
 from bench.util import HubProc, amux_argv, ms, rss_kib, summary
 
@@ -74,7 +75,6 @@ SESSION_GOAL_MIB = 0.5
 SESSION_STEPS = (0, 10, 100)
 """Open sessions at which the Hub's memory is read."""
 
-PROTOCOL = "2025-06-18"
 NOTE = "notes/mcp-http.md"
 DOC = ("# MCP over HTTP\n\n" + "- a line of the two-kilobyte note the bench reads again and again\n" * 31).encode()
 

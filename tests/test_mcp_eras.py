@@ -4,16 +4,30 @@ no session) modes, over streamable HTTP (answered with JSON, not an event stream
 
 from __future__ import annotations
 
+import http.client
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from tests.helpers import mcp_http_hub
-from tests.test_mcp_http import issue, request
 
 MODES = ("legacy", "auto", "2026-07-28")
+
+
+def request(url: str, body: Any, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    """One POST on a new connection: ``(status, headers lower-cased, body)``."""
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
+        conn.request("POST", u.path, json.dumps(body).encode(), {
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers})
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
 
 
 async def _use(client_target: Any, mode: str, name: str) -> dict[str, Any]:
@@ -41,7 +55,8 @@ def test_every_sdk_mode_works_over_http_and_through_the_relay(tmp_path: Path) ->
     from amux_memory.tools.client.installation import amux_command
 
     h, url = mcp_http_hub(tmp_path)
-    token, _ = issue(h, "alice")
+    h.cli("hub", "principal", "add", "alice")
+    token = h.cli("hub", "token", "issue", "alice").json["token"]
     argv = amux_command()
     results: dict[str, dict[str, Any]] = {}
 
