@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -34,6 +35,8 @@ P99_GOAL_MS = 50.0
 """A rate is sustained while the p99 latency of its calls stays at or under this, with no errors."""
 RATES = (25, 50, 100, 150, 200, 300, 400, 600)
 """Total calls a second tried, in order, until one is not sustained."""
+MIN_SAMPLES = 300
+"""Measured calls a step at least (a slow rate runs longer): the p99 of fewer is little more than the maximum."""
 PROTOCOL = "2025-06-18"
 """The MCP protocol version the bench's HTTP sessions negotiate (``initialize``)."""
 
@@ -87,7 +90,12 @@ class _Http:
         if status != 200 or b'"isError":true' in body:
             raise RuntimeError(f"HTTP {status}")
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        """End the session (DELETE: a principal may hold only 16) and the connection."""
+        head = "".join(f"{k}: {v}\r\n" for k, v in self.headers.items())
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError, ValueError):
+            await self._exchange(f"DELETE {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n{head}"
+                                 "Content-Length: 0\r\n\r\n".encode())
         self.writer.close()
 
 
@@ -116,7 +124,7 @@ class _Socket:
     async def call(self) -> None:
         await self._call("get", {"path": self.note})
 
-    def close(self) -> None:
+    async def close(self) -> None:
         self.writer.close()
 
 
@@ -151,8 +159,7 @@ async def run(target: str, http: bool, tokens: list[str], note: str, rate: float
                 latencies.append(time.perf_counter() - due)
 
     await asyncio.gather(*(session(i) for i in range(n)))
-    for c in conns:
-        c.close()
+    await asyncio.gather(*(c.close() for c in conns))
     latencies.sort()
 
     def pct(q: float) -> float:
@@ -175,11 +182,13 @@ def step(target: str, http: bool, tokens_file: Path, note: str, rate: float, sec
 
 def sustained(target: str, http: bool, tokens_file: Path, note: str, seconds: float,
               rates: tuple[int, ...] = RATES) -> dict[str, Any]:
-    """Step the rate up until p99 > :data:`P99_GOAL_MS` or a call fails: ``{"sustained": rate, "steps": [...]}``."""
+    """Step the rate up until p99 > :data:`P99_GOAL_MS` or a call fails: ``{"sustained": rate, "steps": [...]}``.
+    Each step runs ``seconds``, or longer for :data:`MIN_SAMPLES` calls."""
     steps: list[dict[str, Any]] = []
     best = 0
     for rate in rates:
-        s = step(target, http, tokens_file, note, rate, seconds)
+        # At least MIN_SAMPLES calls a step, so the p99 is not just the slowest call of a short step.
+        s = step(target, http, tokens_file, note, rate, max(seconds, MIN_SAMPLES / rate))
         steps.append(s)
         if s["errors"] or s["p99_ms"] < 0 or s["p99_ms"] > P99_GOAL_MS:
             break
