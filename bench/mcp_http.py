@@ -24,22 +24,21 @@ agent's HTTP stack sends, with no client library's cost in the figure).
    p99 ≤ 50 ms, open-loop, :data:`CAPACITY_SESSIONS` sessions over
    :data:`CAPACITY_PRINCIPALS` principals, over HTTP and over the socket.
 
-Targets and measured figures (2-core VM shared with 6 other helpers, load
-average 10-13, so every figure here moves by a third between runs):
-``memory_get`` p50 ≤ :data:`RATIO_GOAL` × the socket ``get`` p50 and Hub CPU
-per HTTP tool call ≤ :data:`CPU_GOAL_MS`.  Answering each POST with one JSON
-body rather than an event stream (the SDK's ``json_response``) and checking
-an unchanged registry's snapshot on the event loop rather than in a worker
-thread took this section from p50 16.7 ms against the socket's 2.73 ms
-(6.1×) and 8.05 ms of Hub CPU a call to 6.60 against 2.06 ms (3.2×) and
-5.50 ms (socket ``get``: 1.88 and 1.62 ms); in a profiling loop (8 sessions,
-120 calls a second) 5.5-7.0 ms became 3.5-5.8 ms.  Both still FAIL: under
-that load a bare Hypercorn 404 costs the Hub 1.8-2.3 ms and a socket ``get``
-1.5-1.7 ms, and py-spy puts the rest of a call in the SDK's per-request
-dispatch (about a third), Hypercorn (a fifth) and thread hand-offs.  At that
-load HTTP capacity failed its first step (25 calls a second: p99 107 ms
-before, 147 ms after), the socket held 150 a second in one run and failed at
-25 in the other: the capacity row needs a quiet machine to mean anything.
+Targets and measured figures (2-core VM shared with 6 other helpers; each
+pair of runs at about the same load, which went from 13 to 0.2): ``memory_get``
+p50 ≤ :data:`RATIO_GOAL` × the socket ``get`` p50 and Hub CPU per HTTP tool
+call ≤ :data:`CPU_GOAL_MS`.  Answering each POST with one JSON body rather
+than an event stream (the SDK's ``json_response``) and checking an unchanged
+registry's snapshot on the event loop rather than in a worker thread took,
+before → after: at load 10-13, p50 16.7 → 6.6 ms (6.1× → 3.2× the socket's)
+and Hub CPU 8.05 → 5.50 ms a call; at load 0.2-3, p50 8.5-9.9 → 5.1-7.0 ms
+(3.8-5.7× → 4.0-4.5×), CPU 5.03-6.25 → 4.38-4.72 ms, HTTP capacity 25-100 →
+150-200 calls a second (the socket: 200-400).  The socket ``get`` itself cost
+1.3-2.0 ms of Hub CPU in the same runs.  Both per-call targets still FAIL: a
+bare Hypercorn 404 costs the Hub 1.8-2.3 ms under load, and py-spy puts the
+rest of a call in the SDK's per-request dispatch (about a third), Hypercorn (a
+fifth) and thread hand-offs.  Under load 10-13 the capacity steps failed at 25
+a second (p99 81-147 ms) for HTTP, once for the socket too.
 """
 
 from __future__ import annotations
