@@ -32,7 +32,8 @@ from typing import Any
 
 from amux_memory.hub.config import set_value
 from amux_memory.protocol.limits import MCP_HTTP_RATE_PER_SECOND
-from bench.mcp_http import PROTOCOL, Session, issue_token
+from bench.capacity import PROTOCOL
+from bench.mcp_http import Session, issue_token
 from bench.util import HubProc, amux_argv
 
 NOTE_PATH = "notes/bench.md"

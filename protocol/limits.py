@@ -123,7 +123,11 @@ The benchmark's goals and sizes
     ``bench.teams.REQUEST_TIMEOUT_SECONDS`` (s), ``bench.teams.LIMIT`` (results),
     ``bench.secrets.THROUGHPUT_GOAL`` (ratio), ``bench.startup.GOAL_MS`` (ms), ``bench.startup.RELAY_GOAL_MS``
     (ms), ``bench.startup.RELAY_GOAL_KIB`` (KiB), ``bench.review.PROPOSAL_THROUGHPUT_GOAL`` (ratio),
-    ``bench.mcp_http.GET_GOAL_MS`` (ms), ``bench.mcp_http.SESSION_GOAL_MIB`` (MiB), ``bench.ops.RAW_GOAL``
+    ``bench.mcp_http.RATIO_GOAL`` (ratio), ``bench.mcp_http.CPU_GOAL_MS`` (ms),
+    ``bench.capacity.P99_GOAL_MS`` (ms), ``bench.disk_cold.GOAL`` (ratio), ``bench.disk_cold.RG_CEILING_MS``
+    (ms), ``bench.mcp_http.CAPACITY_SESSIONS`` (sessions), ``bench.mcp_http.CAPACITY_PRINCIPALS`` (principals),
+    ``bench.capacity.MIN_SAMPLES`` (calls),
+    ``bench.mcp_http.SESSION_GOAL_MIB`` (MiB), ``bench.ops.RAW_GOAL``
     (ratio), ``bench.ops.SCOPES_GOAL`` (ratio), ``bench.ops.SCOPED_WRITERS`` (clients).
 """
 

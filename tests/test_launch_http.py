@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from bench.mcp_http import rpc_message
 from tests.conftest import HubProcess, amux_argv, make_hub
 from tests.fakemodel import (
     FakeModel,
@@ -118,10 +119,7 @@ def listener_tools(h: HubProcess, url: str) -> list[str]:
     sid = hdrs["mcp-session-id"]
     call({"jsonrpc": "2.0", "method": "notifications/initialized"}, sid)
     _, body = call({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}, sid)
-    text = body.decode()
-    data = next((json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")), None)
-    if data is None:
-        data = json.loads(text)
+    data = rpc_message(body)
     h.cli("hub", "token", "revoke", r.json["id"])
     return [t["name"] for t in data["result"]["tools"]]
 
@@ -316,7 +314,7 @@ def test_the_delegated_token_acts_with_the_launchers_teams(tmp_path: Path) -> No
             rpc({"jsonrpc": "2.0", "method": "notifications/initialized"}, sid)
             _, body = rpc({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
                 "name": "memory_search", "arguments": {"query": "teamdeployword"}}}, sid)
-            found = json.loads(next(line[6:] for line in body.decode().splitlines() if line.startswith("data: ")))
+            found = rpc_message(body)
             structured = found["result"]["structuredContent"]
             assert [m["path"] for m in structured["matches"]] == ["@web/deploy.md"], found
             assert [p["mount"] for p in structured["parts"]] == ["", "@web/"]

@@ -36,7 +36,8 @@ import trio
 from amux_memory.hub import registry as reg
 from amux_memory.hub.identity import team_scope
 from amux_memory.hub.mcp.schemas import OUTPUT_SCHEMAS, REVIEW_OUTPUT_SCHEMAS
-from bench.mcp_http import PROTOCOL, rpc_message
+from bench.capacity import PROTOCOL
+from bench.mcp_http import rpc_message
 from tests.agent_clients import client_env
 from tests.conftest import HubProcess, make_hub
 from tests.fakemodel import (

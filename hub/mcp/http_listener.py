@@ -81,6 +81,7 @@ from amux_memory.protocol.params import check_session
 if TYPE_CHECKING:
     from mcp.server import Server
 
+    from amux_memory.hub.registry import Registry
     from amux_memory.hub.server import Hub
 
 log = logging.getLogger("amux.hub")
@@ -383,14 +384,15 @@ class FrontDoor:
             return None
         binding = headers.get(BINDING_HEADER) or None
 
-        def check() -> Caller:
-            registry = self.hub.registry.reload()
+        def check(registry: Registry) -> Caller:
             identity = authenticate(registry, uid=None, os_name=None, token=token, binding=binding,
                                     now=self.hub.wall_clock())
             return Caller(identity, scope_for(self.hub.config.isolation, identity.principal))
 
         try:
-            return await trio.to_thread.run_sync(check)
+            if self.hub.registry.changed():  # re-read it off the loop; else the snapshot in memory decides
+                return check(await trio.to_thread.run_sync(self.hub.registry.reload))
+            return check(self.hub.registry.current())
         except HubError:
             return None
 
@@ -517,7 +519,7 @@ async def serve_mcp_http(hub: Hub, settings: McpHttpSettings, sock: socket.socke
     guard_hypercorn()
     port = sock.getsockname()[1]
     servers = server_factory(hub)
-    managers = [StreamableHTTPSessionManager(server, session_idle_timeout=session_idle,
+    managers = [StreamableHTTPSessionManager(server, json_response=True, session_idle_timeout=session_idle,
                                              max_request_body_size=MCP_HTTP_MAX_BODY_BYTES)
                 for server in (servers.instructed, servers.quiet)]
     book = SessionBook(idle=session_idle, on_gone=servers.session_ended)
