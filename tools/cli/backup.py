@@ -31,6 +31,7 @@ from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.cli.options import Home, resolve_home
 from amux_memory.tools.cli.output import fail
 from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.client.wording import counted
 
 MAX_ARCHIVE_MEMBERS = 2_000_000
 """More members than this is not a backup of a Hub (a hostile archive must not make verify run forever)."""
@@ -295,7 +296,7 @@ def _verify(file: Path, json: bool) -> int:
         doc = check_archive(file)
         if not doc["ok"]:
             raise HubError(ErrorCode.BAD_REQUEST, f"{file} does not match its manifest: "
-                           f"{len(doc['problems'])} problem(s), first: {doc['problems'][0]['path']}: "
+                           f"{counted(len(doc['problems']), 'problem')}, first: {doc['problems'][0]['path']}: "
                            f"{doc['problems'][0]['problem']}", {"file": str(file), "problems": doc["problems"][:50]},
                            next_step="Do not restore from it; take a new backup.")
     except HubError as exc:
@@ -338,7 +339,7 @@ def restore(file: Path, /, *, home: Annotated[Path, Parameter(
                        "changed)", field="home")
         checked = check_archive(file)
         if not checked["ok"]:
-            raise _bad(f"{file} does not match its manifest ({len(checked['problems'])} problem(s), first: "
+            raise _bad(f"{file} does not match its manifest ({counted(len(checked['problems']), 'problem')}, first: "
                        f"{checked['problems'][0]['path']}: {checked['problems'][0]['problem']}); nothing was "
                        "restored", file=str(file), problems=checked["problems"][:50])
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -273,8 +273,8 @@ def decide_session(decision: str, session: str, reason: str | None, as_json: boo
     for e in result["errors"]:
         print(f"{e['proposal']}: {e['error']['code']}: {inert(e['error']['message'])}; left pending")
     verb = "applied" if decision == "approve" else "rejected"
-    print(f"change set {inert(session)}: {len(result['applied'])} {verb}, {len(result['conflicts'])} conflict"
-          f"{'' if len(result['conflicts']) == 1 else 's'} left pending"
+    print(f"change set {inert(session)}: {len(result['applied'])} {verb}, "
+          f"{counted(len(result['conflicts']), 'conflict')} left pending"
           + (f", {len(result['errors'])} failed" if result["errors"] else ""))
     return status
 
