@@ -54,12 +54,15 @@ def client_env(**extra: str) -> dict[str, str]:
     Dropped prefixes: ``AMUX_``, ``ANTHROPIC_``, ``CLAUDE``, ``CODEX_``, ``OPENAI_`` (so a developer's
     keys or config never reach a client under test).
 
-    ``MCP_CONNECT_TIMEOUT_MS`` is set to 60 s: Claude Code waits that long for its MCP servers before
-    the first turn (5 s by default, then it goes on with the server ``pending``), and on a loaded test
-    machine the ``amux mcp`` relay's start-up can take longer than 5 s.
+    Claude Code is told to wait for its MCP servers before the first turn (``MCP_CONNECTION_NONBLOCKING=0``,
+    up to ``MCP_CONNECT_TIMEOUT_MS`` = 60 s): in ``-p`` mode it otherwise goes on at once and reports a
+    server still starting as ``pending``, which on a loaded test machine the ``amux mcp`` relay can be
+    (measured: a relay delayed 8 s is ``pending`` without the first setting, even with a 60 s timeout, and
+    ``connected`` with both).
     """
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("AMUX_", "ANTHROPIC_", "CLAUDE", "CODEX_", "OPENAI_"))}
+    env["MCP_CONNECTION_NONBLOCKING"] = "0"
     env["MCP_CONNECT_TIMEOUT_MS"] = "60000"
     env.update(extra)
     return env
