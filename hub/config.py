@@ -170,8 +170,10 @@ class Unreached:
 def unreached_scopes(home: Path, isolation: str, operator: str) -> list[Unreached]:
     """The scopes of ``home`` holding documents that isolation ``isolation`` leaves nobody reaching.
 
-    Isolation ``user``: ``global`` (its documents go to a principal's scope: the command names ``operator``,
-    the principal of whoever runs it, as the one to start from).  Isolation ``off``: every ``users/<sha256>``
+    Isolation ``user``: ``global`` (its documents go to a principal's scope: the command names
+    ``operator``, the principal of whoever runs it, as the one to start from; on a Hub of several
+    principals they were shared, so the command names a team, the first by name, or is None when
+    there is none).  Isolation ``off``: every ``users/<sha256>``
     (its documents go to ``global``; the principal is found among the registry's names and this host's OS
     accounts).  Each command moves (``--move``): a document the destination then holds is forgotten where
     nobody reaches it, so the report goes away once everything is over.  Reads the files in-process: raises
@@ -198,8 +200,15 @@ def unreached_scopes(home: Path, isolation: str, operator: str) -> list[Unreache
     if isolation == "user":
         count = documents("global")
         if count:
-            found.append(Unreached("global", "global", count,
-                                   f"amux hub scope copy --move global {shlex.quote('principal:' + operator)}{flag}"))
+            registry, _ = read_registry(registry_path(home))
+            if len(registry.principals) > 1:
+                # A shared Hub: what everyone shared belongs to a team, not to whoever runs the report.
+                teams = sorted(registry.teams)
+                command = (f"amux hub scope copy --move global {shlex.quote('team:' + teams[0])}{flag}" if teams
+                           else None)
+            else:
+                command = f"amux hub scope copy --move global {shlex.quote('principal:' + operator)}{flag}"
+            found.append(Unreached("global", "global", count, command))
         return found
     users = root / "users"
     if not users.is_dir():

@@ -311,6 +311,20 @@ def test_switching_isolation_to_user_then_bringing_global_over(tmp_path: Path) -
         # What is left is what a person must merge, and the reports say so.
         assert sorted(p.name for p in h.scope_dir.iterdir() if p.suffix == ".md") == ["MEMORY.md"]
         assert ok(h.cli("hub", "status"))["unreached_scopes"][0]["documents"] == 1
+        # On a Hub of several people, global was shared: the reports never say to move it into one person's
+        # scope; they name a team (the first by name) or, with none, say to make one.
+        for name in ("ana", "ben"):
+            ok(h.cli("hub", "principal", "add", name, "--json"))
+        left = ok(h.cli("hub", "status"))["unreached_scopes"][0]
+        assert left["command"] is None, left
+        shown = in_terminal(h, {}, "hub", "status").plain.replace("\n", " ").replace("  ", " ")
+        assert "several people shared them: make a team of them" in shown and "--move global principal:" not in shown
+        doctor = {c["name"]: c for c in h.cli("doctor").json["checks"]}
+        assert "team:NAME" in doctor["unreached_scope"]["fix"] and "principal:" not in doctor["unreached_scope"]["fix"]
+        ok(h.cli("hub", "team", "add", "zeta", "--json"))
+        ok(h.cli("hub", "team", "add", "web", "--json"))
+        assert ok(h.cli("hub", "status"))["unreached_scopes"][0]["command"] == (
+            f"amux hub scope copy --move global team:web --home {shlex.quote(str(h.home))}")
     finally:
         h.stop()
 

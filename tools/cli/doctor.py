@@ -233,7 +233,9 @@ def check_scopes(ctx: Context) -> list[Check]:
                       "behind by a change of memory.isolation are not checked", f"run 'amux doctor{ctx.home_flag}' "
                       "as the Hub's user")]
     checks = [Check("unreached_scope", "warn", unreached_line(entry, isolation),
-                    entry["command"] or "amux hub scope copy --move principal:NAME global" + ctx.home_flag)
+                    entry["command"] or ("amux hub team add NAME, then amux hub scope copy --move global team:NAME"
+                                         if entry["binding"] == "global"
+                                         else "amux hub scope copy --move principal:NAME global") + ctx.home_flag)
               for entry in unreached]
     checks += [Check("reserved_entry", "warn", f"{entry.path} starts with '@', which names team mounts: search and "
                      "list pass it over and no caller can read it; move it to a name without '@'", entry.command)

@@ -151,5 +151,8 @@ def unreached_line(entry: dict[str, Any], isolation: str) -> str:
             f"reaches with isolation {inert(isolation)}")
     if entry["command"]:
         return f"{head}; bring them over with '{inert(entry['command'])}'"
+    if entry["binding"] == "global":
+        return (f"{head}; several people shared them: make a team of them ('amux hub team add NAME'), then bring "
+                "them over with 'amux hub scope copy --move global team:NAME'")
     return (f"{head}; no known principal's name hashes to it: bring them over with 'amux hub scope copy --move "
             "principal:NAME global' for the principal it belonged to")
