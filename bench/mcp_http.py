@@ -46,6 +46,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import select
 import socket
 import subprocess
 import time
@@ -90,7 +91,15 @@ class Session:
         self.next_id = 0
 
     def post(self, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
-        """POST one JSON-RPC message: ``(status, headers lower-cased, body)``."""
+        """POST one JSON-RPC message: ``(status, headers lower-cased, body)``.
+
+        Before reusing the kept-alive connection it checks, as httpx does, that the server has not closed it
+        while idle (Hypercorn's keep-alive timeout is 5 s; a loaded run can leave a session idle longer):
+        a socket readable with nothing asked is closed, and the request goes on a new connection.
+        """
+        sock = self.conn.sock
+        if sock is not None and select.select([sock], [], [], 0)[0]:
+            self.conn.close()
         self.conn.request("POST", self.path, json.dumps(body).encode(), self.headers)
         resp = self.conn.getresponse()
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()

@@ -162,8 +162,9 @@ def test_the_team_server_guide_runs_as_written(netns: str, shared_dir: Path, tmp
         assert f"MCP-Protocol-Version: {HANDSHAKE_VERSIONS[-1]}" in curl
         (tmp_path / "example.sh").write_text(curl)
         printed = run(["bash", "-e", str(tmp_path / "example.sh")], client)
+        # The Hub answers a POST with one JSON body (DESIGN.md §22.3); an event stream's "data: " line is read too.
         answer = json.loads(next(line.removeprefix("data: ") for line in printed.splitlines()
-                                 if line.startswith("data: ") and '"id":2' in line))
+                                 if line.startswith(("data: ", "{")) and '"id":2' in line))
         assert answer["result"]["isError"] is False and NOTE in answer["result"]["content"][0]["text"], answer
 
         # The backup line, then the archive checks out.
