@@ -98,10 +98,22 @@ class Session:
         a socket readable with nothing asked is closed, and the request goes on a new connection.
         """
         sock = self.conn.sock
-        if sock is not None and select.select([sock], [], [], 0)[0]:
+        reused = sock is not None
+        if reused and select.select([sock], [], [], 0)[0]:
             self.conn.close()
-        self.conn.request("POST", self.path, json.dumps(body).encode(), self.headers)
-        resp = self.conn.getresponse()
+            reused = False
+        data = json.dumps(body).encode()
+        try:
+            self.conn.request("POST", self.path, data, self.headers)
+            resp = self.conn.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            if not reused:
+                raise
+            # The server closed the idle connection as the request went out (it answers nothing it did not
+            # read): once more on a new connection, as HTTP clients do for a kept-alive connection.
+            self.conn.close()
+            self.conn.request("POST", self.path, data, self.headers)
+            resp = self.conn.getresponse()
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
 
     def request(self, method: str, params: dict[str, Any]) -> Any:
