@@ -182,11 +182,14 @@ async def _run(spec: dict[str, Any]) -> dict[str, Any]:
         expect = call.get("expect", "") if name != "whoami" else ""
         tally = Tally()
         interval = float(spec["interval"])
-        deadline = trio.current_time() + float(spec["seconds"])
+        start = trio.current_time()
+        deadline = start + float(spec["seconds"])
 
         async def loop(s: Session) -> None:
-            await trio.sleep(random.uniform(0, interval))
-            next_at = trio.current_time()
+            # Each session's calls are due at start + offset + k * interval, offset in [0, interval): the count of
+            # calls is fixed by the schedule, not by how late a busy machine wakes the task.
+            next_at = start + interval * random.random()
+            await trio.sleep_until(next_at)
             while next_at < deadline:
                 await s.call(name, arguments, expect, tally)
                 next_at += interval
