@@ -181,14 +181,14 @@ def step(target: str, http: bool, tokens_file: Path, note: str, rate: float, sec
 
 
 def sustained(target: str, http: bool, tokens_file: Path, note: str, seconds: float,
-              rates: tuple[int, ...] = RATES) -> dict[str, Any]:
+              rates: tuple[int, ...] = RATES, min_samples: int = MIN_SAMPLES) -> dict[str, Any]:
     """Step the rate up until p99 > :data:`P99_GOAL_MS` or a call fails: ``{"sustained": rate, "steps": [...]}``.
-    Each step runs ``seconds``, or longer for :data:`MIN_SAMPLES` calls."""
+    Each step runs ``seconds``, or longer for ``min_samples`` calls (the quick run's smoke asks for fewer)."""
     steps: list[dict[str, Any]] = []
     best = 0
     for rate in rates:
-        # At least MIN_SAMPLES calls a step, so the p99 is not just the slowest call of a short step.
-        s = step(target, http, tokens_file, note, rate, max(seconds, MIN_SAMPLES / rate))
+        # At least min_samples calls a step, so the p99 is not just the slowest call of a short step.
+        s = step(target, http, tokens_file, note, rate, max(seconds, min_samples / rate))
         steps.append(s)
         if s["errors"] or s["p99_ms"] < 0 or s["p99_ms"] > P99_GOAL_MS:
             break
