@@ -59,6 +59,8 @@ class HubConfig:
     """MCP HTTP requests a second per token (:class:`hub.mcp.http_listener.TokenBuckets`)."""
     mcp_burst: int = default_value("hub.mcp_burst")
     """MCP HTTP requests per token at once before :attr:`mcp_rate` applies."""
+    mcp_preload: bool = default_value("hub.mcp_preload")
+    """Import the MCP server in the background after start (:func:`hub.run.warm_mcp`)."""
     metrics_listen: str = default_value("hub.metrics_listen")
     """``HOST:PORT`` of the metrics and probes listener, ``""`` when off (:mod:`hub.metrics`)."""
     history: bool = default_value("memory.history")
@@ -133,6 +135,7 @@ def load(home: Path) -> HubConfig:
         mcp_session_idle=get("hub.mcp_session_idle"),
         mcp_rate=get("hub.mcp_rate"),
         mcp_burst=get("hub.mcp_burst"),
+        mcp_preload=get("hub.mcp_preload"),
         metrics_listen=get("hub.metrics_listen"),
         history=get("memory.history"),
         history_max_versions=get("memory.history_max_versions"),

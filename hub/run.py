@@ -186,7 +186,7 @@ async def _serve_until_stopped(hub: Hub, config: HubConfig, limits: Limits, list
                 _log_listening(hub, config, listeners)
                 task_status.started(hub)
                 stopped.serving = True
-                accept.start_soon(warm_mcp, hub)
+                accept.start_soon(warm_mcp, hub, None if config.mcp_preload else ())
             await listeners.aclose()
             http_stop.set()
             hub.stop_reading()
@@ -221,10 +221,12 @@ def idle_for(hub: Hub) -> float:
     return trio.current_time() - hub.last_call_ended
 
 
-async def warm_mcp(hub: Hub) -> None:
-    """Import the MCP server (the ``mcp`` SDK, ~0.4-1.5 s of CPU) in a worker thread, so a later ``mcp_open``
-    does not wait for it (an earlier one imports it itself, DESIGN.md §22.1), then freeze the garbage
-    collector's view of what start-up made (``gc.freeze``).
+async def warm_mcp(hub: Hub, steps: tuple[str, ...] | None = None) -> None:
+    """Import the MCP server (the ``mcp`` SDK, ~0.4-1.5 s of CPU, ~40 MiB) in a worker thread, so a later
+    ``mcp_open`` does not wait for it (an earlier one imports it itself, DESIGN.md §22.1), then freeze the
+    garbage collector's view of what start-up made (``gc.freeze``).  ``steps``: the modules in order, default
+    :data:`MCP_WARM_STEPS`; ``()`` (``hub.mcp_preload = false``: a Hub serving only the CLI and scripts, or a
+    test suite starting hundreds of short-lived Hubs) imports nothing and only freezes.
 
     Starts :data:`MCP_WARM_DELAY_SECONDS` after the Hub serves and runs :data:`MCP_WARM_STEPS` one at a time,
     each only once the Hub has been idle :data:`MCP_WARM_IDLE_SECONDS` (:func:`idle_for`): a Hub that is never
@@ -233,7 +235,8 @@ async def warm_mcp(hub: Hub) -> None:
     A failure is logged and left for ``mcp_open`` to report.  Cancelled with the
     Hub's nursery at shutdown (a step already running is abandoned)."""
     await trio.sleep(MCP_WARM_DELAY_SECONDS)
-    for step in MCP_WARM_STEPS:
+    steps = MCP_WARM_STEPS if steps is None else steps
+    for step in steps:
         if step in sys.modules:
             continue  # imported already (the MCP HTTP listener, an earlier mcp_open): no wait for an idle Hub
         while (idle := idle_for(hub)) < MCP_WARM_IDLE_SECONDS:
@@ -241,7 +244,7 @@ async def warm_mcp(hub: Hub) -> None:
         try:
             await trio.to_thread.run_sync(hub.import_serially, step, abandon_on_cancel=True)
         except ModuleNotFoundError as exc:
-            if step == MCP_WARM_STEPS[-1] or exc.name != step:
+            if step == steps[-1] or exc.name != step:
                 log.exception("the MCP server could not be imported")
                 break
         except Exception:

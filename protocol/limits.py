@@ -126,7 +126,7 @@ The benchmark's goals and sizes
     ``bench.mcp_http.RATIO_GOAL`` (ratio), ``bench.mcp_http.CPU_GOAL_MS`` (ms),
     ``bench.capacity.P99_GOAL_MS`` (ms), ``bench.disk_cold.GOAL`` (ratio), ``bench.disk_cold.RG_CEILING_MS``
     (ms), ``bench.mcp_http.CAPACITY_SESSIONS`` (sessions), ``bench.mcp_http.CAPACITY_PRINCIPALS`` (principals),
-    ``bench.capacity.MIN_SAMPLES`` (calls),
+    ``bench.capacity.MIN_SAMPLES`` (calls), ``bench.mcp_http.QUICK_CAPACITY_SAMPLES`` (calls),
     ``bench.mcp_http.SESSION_GOAL_MIB`` (MiB), ``bench.ops.RAW_GOAL``
     (ratio), ``bench.ops.SCOPES_GOAL`` (ratio), ``bench.ops.SCOPED_WRITERS`` (clients).
 """

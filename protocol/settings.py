@@ -189,6 +189,9 @@ SETTINGS: dict[str, Setting] = {
                             "make on average (over it: 429 with Retry-After)"),
     "hub.mcp_burst": Setting(int(MCP_HTTP_BURST), _positive, "MCP HTTP requests each token may make at once "
                              "before hub.mcp_rate applies"),
+    "hub.mcp_preload": Setting(True, _bool, "import the MCP server in the background once the started Hub is idle, "
+                               "so an agent's first session does not wait for it (~1 s of CPU, ~40 MiB); false for "
+                               "a Hub that serves only the CLI and scripts (the first session then imports it)"),
     "hub.metrics_listen": Setting("", _listen, "serve Prometheus metrics and health probes at http(s)://HOST:PORT "
                                   "(/metrics, /healthz, /readyz; '' = off); TLS (hub.tls_cert) required unless "
                                   "HOST is loopback"),

@@ -161,6 +161,10 @@ def make_hub(tmp_path: Path, *, enabled: bool = True, isolation: str = "off",
     hub = HubProcess(home=home, socket=home / "hub.sock", log=tmp_path / "hub.log", env=env)
     hub.configure("memory.enabled", "true" if enabled else "false")
     hub.configure("memory.isolation", isolation)
+    # Most test Hubs live a few seconds and never open an MCP session: the background import of the MCP
+    # server would cost each ~1.2 s of CPU (measured), a third of a Hub's life in the suite. A test that
+    # opens one imports it then; tests that need the preload pass {"hub.mcp_preload": "true"}.
+    hub.configure("hub.mcp_preload", "false")
     for key, value in (settings or {}).items():
         hub.configure(key, value)
         if key == "hub.socket_path":

@@ -281,3 +281,23 @@ async def test_an_mcp_open_during_a_warm_step_imports_the_sdk_after_it(
         assert events == ["warm step begins", "warm step ends", "mcp_open imports"]
         await client.aclose()
         nursery.cancel_scope.cancel()
+
+
+async def test_with_mcp_preload_off_the_warm_up_imports_nothing_and_still_freezes(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # hub.mcp_preload = false: hub.run.serve passes no steps; the collector is still frozen once after the delay.
+    mock_clock.autojump_threshold = THREAD_GRACE
+    hub = Hub(hub_config(tmp_path), LIMITS)
+    imported: list[str] = []
+    frozen: list[float] = []
+    monkeypatch.setattr(hub_server, "importlib", SimpleNamespace(import_module=imported.append))
+    monkeypatch.setattr(hub_run, "MCP_WARM_STEPS", ("amux_warm_first", "amux_warm_last"))
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(trio.current_time()))
+    start = trio.current_time()
+    with trio.fail_after(600):
+        await hub_run.warm_mcp(hub, ())
+    assert imported == [] and len(frozen) == 1 and frozen[0] - start >= hub_run.MCP_WARM_DELAY_SECONDS
+    with trio.fail_after(600):
+        await hub_run.warm_mcp(hub)  # the default: every step of MCP_WARM_STEPS
+    assert imported == ["amux_warm_first", "amux_warm_last"]
