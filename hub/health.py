@@ -24,7 +24,8 @@ Codes (thresholds here; why they are what they are: DESIGN.md §23):
   :data:`PARAGRAPH_MIN_LINES` lines or :data:`PARAGRAPH_MIN_CHARS` characters.
 * ``near_duplicate``: two such paragraphs in different documents whose
   RapidFuzz ``fuzz.ratio`` (normalised Indel similarity, 0-100) is at least
-  :data:`NEAR_DUPLICATE_SCORE`.  Not every pair is compared: each distinct
+  :data:`NEAR_DUPLICATE_SCORE`, unless one of them is already in every
+  document the finding would name (``duplicate`` says it).  Not every pair is compared: each distinct
   paragraph is bucketed under its first and under its last
   :data:`NEAR_ANCHOR_CHARS` characters, and only paragraphs sharing a bucket
   (of at most :data:`NEAR_BUCKET_MAX`, else it is a common opening such as a
@@ -511,16 +512,17 @@ def _near_duplicates(docs: list[_Doc], places: dict[str, Places], buckets: dict[
                 continue  # within one document: a repetition there, not two documents saying it
             parent[root(texts[n])] = root(texts[m])
             joined.update(((texts[n], None), (texts[m], None)))
-    groups: dict[str, list[Places]] = defaultdict(list)
+    groups: dict[str, list[str]] = defaultdict(list)
     for norm in joined:
-        groups[root(norm)].append(places[norm])
+        groups[root(norm)].append(norm)
     findings = []
-    for group in groups.values():
-        if len(group) < 2:
+    for norms in groups.values():
+        if len(norms) < 2:
             continue
+        group = [places[norm] for norm in norms]
         paths, lines = _places(docs, group)
-        if len(paths) < 2:
-            continue
+        if len(paths) < 2 or any({docs[i].shown for i, _, _ in found} >= set(paths) for found in group):
+            continue  # one paragraph is in every one of these documents: the duplicate finding says it already
         findings.append(_finding("near_duplicate", paths, lines, f"{len(group)} paragraphs say nearly the same "
                                  f"(similarity {NEAR_DUPLICATE_SCORE} % or more) in {len(paths)} "
                                  f"{plural(len(paths), 'document')}", _merge_step(paths)))

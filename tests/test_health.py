@@ -227,6 +227,31 @@ def test_corpus_links_and_duplicates_hold(tmp_path: Path) -> None:
         assert len(f["paths"]) >= 2 and len(texts) == 1, f
 
 
+def test_a_near_duplicate_is_not_repeated_for_documents_a_duplicate_already_names(tmp_path: Path) -> None:
+    para = ("Deploy from main with make deploy, never on a Friday afternoon,\n"
+            "and tag the release before anything else goes out.\n")
+    edited = para.replace("anything else", "anything")
+    root = tmp_path / "files"
+
+    def found(files: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+        for name, text in files.items():
+            place(root, name, text.encode())
+        return _codes(check_parts([HealthPart("", str(root), "", None)], LIMITS, 100_000, frozenset()))
+
+    # a.md and b.md hold the paragraph; b.md also its edited copy: the duplicate says all there is.
+    first = found({"a.md": f"# A\n\n{para}", "b.md": f"# B\n\n{para}\n{edited}"})
+    assert [f["paths"] for f in first["duplicate"]] == [["a.md", "b.md"]]
+    assert "near_duplicate" not in first, first["near_duplicate"]
+    # The edited copy in a third document is news: the near duplicate names all three.
+    second = found({"c.md": f"# C\n\n{edited}"})
+    assert [f["paths"] for f in second["near_duplicate"]] == [["a.md", "b.md", "c.md"]]
+    # Without the exact copy, the two documents are a near duplicate.
+    (root / "a.md").unlink()
+    (root / "b.md").unlink()
+    third = found({"d.md": f"# D\n\n{para}"})
+    assert "duplicate" not in third and [f["paths"] for f in third["near_duplicate"]] == [["c.md", "d.md"]]
+
+
 def test_tidy_task_shows_agent_text_inert(health_hub: tuple[HubProcess, dict[str, str]]) -> None:
     """The tidy task (``--show-task`` on a terminal, and the agent's prompt an interactive agent echoes) quotes
     agent-written link targets: their control sequences are made visible, never passed on raw."""
