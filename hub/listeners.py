@@ -83,6 +83,65 @@ def network_settings(config: HubConfig) -> NetworkSettings | None:
     return NetworkSettings(host, port, tls_server_context(config.tls_cert, config.tls_key))
 
 
+@dataclass(frozen=True)
+class HttpListenerSettings:
+    """One of the Hub's HTTP listeners (``hub.mcp_listen``, ``hub.metrics_listen``): where, and the TLS files
+    (``None``: plaintext, loopback only; DESIGN.md §22.3)."""
+
+    host: str
+    port: int
+    tls: tuple[str, str] | None
+
+    @property
+    def scheme(self) -> str:
+        """``https`` with TLS, else ``http``."""
+        return "https" if self.tls is not None else "http"
+
+
+def http_listener_settings(config: HubConfig, key: str, value: str, *, risk: str,
+                           loopback_use: str) -> HttpListenerSettings | None:
+    """Validate the HTTP listener setting ``key`` (its ``value``, ``HOST:PORT``) with ``hub.tls_cert``/
+    ``hub.tls_key``; ``None`` when it is off (``""``).
+
+    Raises :class:`HubStartError` (one line) for an invalid ``HOST:PORT``, only one of the TLS files, or a
+    non-loopback address without TLS; that message names the ``risk`` of plaintext there and, as the way out
+    besides TLS, ``loopback_use`` (how a loopback listener is reached).
+    """
+    if not value:
+        return None
+    try:
+        host, port = parse_listen(value)
+    except ValueError as exc:
+        raise HubStartError(f"{key} {value!r} is invalid: {exc}") from None
+    if bool(config.tls_cert) != bool(config.tls_key):
+        raise HubStartError(f"set both hub.tls_cert and hub.tls_key (or neither, for {key} on loopback)")
+    if not config.tls_cert:
+        if not is_loopback(host):
+            raise HubStartError(
+                f"refusing plaintext HTTP on {key} {value}: {host} is not a loopback address{risk}; run 'amux hub "
+                f"tls init' (or set hub.tls_cert and hub.tls_key), or listen on 127.0.0.1 / [::1] {loopback_use}")
+        return HttpListenerSettings(host, port, None)
+    return HttpListenerSettings(host, port, (config.tls_cert, config.tls_key))
+
+
+def bind_http_socket(settings: HttpListenerSettings, key: str, backlog: int) -> stdlib_socket.socket:
+    """A listening TCP socket for the listener ``key`` (port 0: a free one) with ``backlog``; checks the TLS
+    pair loads first.  Raises :class:`HubStartError` when the TLS files do not load or the address cannot be
+    bound."""
+    if settings.tls is not None:
+        tls_server_context(*settings.tls)
+    family = stdlib_socket.AF_INET6 if ":" in settings.host else stdlib_socket.AF_INET
+    sock = stdlib_socket.socket(family, stdlib_socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(stdlib_socket.SOL_SOCKET, stdlib_socket.SO_REUSEADDR, 1)
+        sock.bind((settings.host, settings.port))
+        sock.listen(backlog)
+    except OSError as exc:
+        sock.close()
+        raise HubStartError(f"cannot listen on {key} {settings.host}:{settings.port}: {exc.strerror or exc}") from None
+    return sock
+
+
 def tls_server_context(cert: str, key: str) -> ssl.SSLContext:
     """A server context (TLS 1.2+) with the PEM chain ``cert`` and its key file ``key``.
 

@@ -52,10 +52,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 
 from amux_memory.hub.asgi import answer_lifespan, guard_hypercorn
-from amux_memory.hub.config import HubConfig, parse_listen
+from amux_memory.hub.config import HubConfig
 from amux_memory.hub.fsio import TEMP_SUFFIX
-from amux_memory.hub.home import HubStartError
-from amux_memory.protocol.endpoint import is_loopback
+from amux_memory.hub.listeners import HttpListenerSettings, bind_http_socket, http_listener_settings
 from amux_memory.protocol.errors import ErrorCode
 from amux_memory.protocol.messages import METHODS
 
@@ -280,62 +279,24 @@ class _WalkCollector:
 # -- the listener ------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class MetricsSettings:
-    """The metrics listener: where, and the TLS files (``None``: plaintext, loopback only)."""
-
-    host: str
-    port: int
-    tls: tuple[str, str] | None
-
-    @property
-    def scheme(self) -> str:
-        """``https`` with TLS, else ``http``."""
-        return "https" if self.tls is not None else "http"
+MetricsSettings = HttpListenerSettings
+"""The metrics listener's settings (:class:`hub.listeners.HttpListenerSettings`)."""
 
 
 def metrics_settings(config: HubConfig) -> MetricsSettings | None:
     """Validate ``hub.metrics_listen`` with ``hub.tls_cert``/``hub.tls_key``; ``None`` when it is off.
 
     Raises :class:`HubStartError` for an invalid ``HOST:PORT``, only one of the TLS files, or a
-    non-loopback address without TLS, as :func:`hub.mcp.http_listener.mcp_http_settings` does.
+    non-loopback address without TLS (:func:`hub.listeners.http_listener_settings`).
     """
-    if not config.metrics_listen:
-        return None
-    try:
-        host, port = parse_listen(config.metrics_listen)
-    except ValueError as exc:
-        raise HubStartError(f"hub.metrics_listen {config.metrics_listen!r} is invalid: {exc}") from None
-    if bool(config.tls_cert) != bool(config.tls_key):
-        raise HubStartError("set both hub.tls_cert and hub.tls_key (or neither, for hub.metrics_listen on loopback)")
-    if not config.tls_cert:
-        if not is_loopback(host):
-            raise HubStartError(
-                f"refusing plaintext HTTP on hub.metrics_listen {config.metrics_listen}: {host} is not a loopback "
-                "address; run 'amux hub tls init' (or set hub.tls_cert and hub.tls_key), or listen on 127.0.0.1 / "
-                "[::1] and scrape from this machine")
-        return MetricsSettings(host, port, None)
-    return MetricsSettings(host, port, (config.tls_cert, config.tls_key))
+    return http_listener_settings(config, "hub.metrics_listen", config.metrics_listen, risk="",
+                                  loopback_use="and scrape from this machine")
 
 
 def bind_metrics_socket(settings: MetricsSettings) -> socket.socket:
     """A listening TCP socket for ``settings`` (port 0: a free one); checks the TLS pair loads first.
     Raises :class:`HubStartError` when the TLS files do not load or the address cannot be bound."""
-    if settings.tls is not None:
-        from amux_memory.hub.listeners import tls_server_context
-
-        tls_server_context(*settings.tls)
-    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((settings.host, settings.port))
-        sock.listen(64)
-    except OSError as exc:
-        sock.close()
-        raise HubStartError(f"cannot listen on hub.metrics_listen {settings.host}:{settings.port}: "
-                            f"{exc.strerror or exc}") from None
-    return sock
+    return bind_http_socket(settings, "hub.metrics_listen", 64)
 
 
 class Served(Protocol):

@@ -64,9 +64,9 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from amux_memory.hub.asgi import answer_lifespan, guard_hypercorn
-from amux_memory.hub.config import HubConfig, parse_listen
-from amux_memory.hub.home import HubStartError
+from amux_memory.hub.config import HubConfig
 from amux_memory.hub.identity import MCP_CLIENT, Identity, Scope, authenticate, scope_for
+from amux_memory.hub.listeners import HttpListenerSettings, bind_http_socket, http_listener_settings
 from amux_memory.protocol.endpoint import is_loopback
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import (
@@ -106,44 +106,21 @@ MCP_SESSION_HEADER = "mcp-session-id"
 _WILDCARDS = ("0.0.0.0", "::", "")
 
 
-@dataclass(frozen=True)
-class McpHttpSettings:
-    """The MCP HTTP listener: where, and the TLS files (``None``: plaintext, loopback only)."""
-
-    host: str
-    port: int
-    tls: tuple[str, str] | None
-
-    @property
-    def scheme(self) -> str:
-        """``https`` with TLS, else ``http``."""
-        return "https" if self.tls is not None else "http"
+McpHttpSettings = HttpListenerSettings
+"""The MCP HTTP listener's settings (:class:`hub.listeners.HttpListenerSettings`)."""
 
 
 def mcp_http_settings(config: HubConfig) -> McpHttpSettings | None:
     """Validate ``hub.mcp_listen`` with ``hub.tls_cert``/``hub.tls_key``; ``None`` when it is off.
 
-    Raises :class:`HubStartError` (one line) for an invalid ``HOST:PORT``, only
-    one of the TLS files, or a non-loopback address without TLS (a bearer
-    token would cross the network in clear text).  The TLS pair is loaded by
+    Raises :class:`HubStartError` (one line) for an invalid ``HOST:PORT``, only one of the TLS files, or a
+    non-loopback address without TLS (a bearer token would cross the network in clear text;
+    :func:`hub.listeners.http_listener_settings`).  The TLS pair is loaded by
     :func:`hub.listeners.tls_server_context`'s checks at bind time.
     """
-    if not config.mcp_listen:
-        return None
-    try:
-        host, port = parse_listen(config.mcp_listen)
-    except ValueError as exc:
-        raise HubStartError(f"hub.mcp_listen {config.mcp_listen!r} is invalid: {exc}") from None
-    if bool(config.tls_cert) != bool(config.tls_key):
-        raise HubStartError("set both hub.tls_cert and hub.tls_key (or neither, for hub.mcp_listen on loopback)")
-    if not config.tls_cert:
-        if not is_loopback(host):
-            raise HubStartError(
-                f"refusing plaintext HTTP on hub.mcp_listen {config.mcp_listen}: {host} is not a loopback address "
-                "and bearer tokens would cross the network in clear text; run 'amux hub tls init' (or set "
-                "hub.tls_cert and hub.tls_key), or listen on 127.0.0.1 / [::1] behind an SSH tunnel")
-        return McpHttpSettings(host, port, None)
-    return McpHttpSettings(host, port, (config.tls_cert, config.tls_key))
+    return http_listener_settings(config, "hub.mcp_listen", config.mcp_listen,
+                                  risk=" and bearer tokens would cross the network in clear text",
+                                  loopback_use="behind an SSH tunnel")
 
 
 def bind_mcp_socket(settings: McpHttpSettings) -> socket.socket:
@@ -151,21 +128,7 @@ def bind_mcp_socket(settings: McpHttpSettings) -> socket.socket:
 
     Raises :class:`HubStartError` when the TLS files do not load or the address cannot be bound.
     """
-    if settings.tls is not None:
-        from amux_memory.hub.listeners import tls_server_context
-
-        tls_server_context(*settings.tls)
-    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((settings.host, settings.port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise HubStartError(f"cannot listen on hub.mcp_listen {settings.host}:{settings.port}: "
-                            f"{exc.strerror or exc}") from None
-    return sock
+    return bind_http_socket(settings, "hub.mcp_listen", 128)
 
 
 def certificate_names(cert_path: str) -> list[str]:
