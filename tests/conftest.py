@@ -259,10 +259,21 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every ``corpus`` test is also ``slow`` (left out by ``pytest -m "not slow"``)."""
+    """Every ``corpus`` test is also ``slow`` (left out by ``pytest -m "not slow"``).
+
+    ``alone`` tests go first (but those of an ``xdist_group``, whose module fixture the group shares): the
+    workers' first tests are then these, run one after another while nothing else has started, instead of
+    each one later waiting for the tests in flight on every worker to end (a drain of up to the longest
+    running test, with the other workers idle).  The order is the same in every worker, as xdist requires.
+    """
     for item in items:
         if item.get_closest_marker("corpus") is not None:
             item.add_marker(pytest.mark.slow)
+    first = [item for item in items
+             if item.get_closest_marker("alone") is not None and item.get_closest_marker("xdist_group") is None]
+    if first:
+        chosen = set(map(id, first))
+        items[:] = first + [item for item in items if id(item) not in chosen]
 
 
 def need_corpus() -> Path:
