@@ -405,3 +405,7 @@ def test_health_page_groups_findings_by_code_links_documents_and_renders_agent_t
     assert status == 200 and "Live revision" in history  # the link leads to the document's versions
     status, _, body = request(ui, "GET", "/health?path_prefix=elsewhere/", cookie=cookie)
     assert status == 200 and "No findings." in body and "0 findings in 0 documents" in body
+    # A team this caller is not in (none here) and a prefix that is no path: the error and the way on.
+    for prefix, expected in (("@zzz/", 404), ("../x", 400)):
+        status, _, body = request(ui, "GET", f"/health?path_prefix={prefix}", cookie=cookie)
+        assert status == expected and '<a href="/health">Show the health of all your memory' in body, body[-600:]

@@ -237,9 +237,10 @@ class UiApp:
             with contextlib.suppress(HubError):
                 await self.hub(lambda client: None)
 
-    def error_page(self, request: Request, exc: HubError, status: int = 400) -> HTMLResponse:
-        """A page showing one Hub error (code, message)."""
-        return self.page(request, "error.html", status=status, error=exc, title="Error")
+    def error_page(self, request: Request, exc: HubError, status: int = 400,
+                   retry: tuple[str, str] | None = None) -> HTMLResponse:
+        """A page showing one Hub error (code, message); ``retry``: ``(url, label)`` of what to try instead."""
+        return self.page(request, "error.html", status=status, error=exc, title="Error", retry=retry)
 
     async def form(self, request: Request) -> dict[str, str]:
         """The POST form's fields as text; raises ``unauthorized`` (→ 403) when the CSRF token is wrong."""
@@ -292,7 +293,12 @@ class UiApp:
         try:
             data = await self.hub(pages.health, prefix)
         except HubError as exc:
-            return self.error_page(request, exc)
+            if not prefix:
+                return self.error_page(request, exc)
+            # A prefix that is invalid or names nothing this caller may see (a team it is not in reads the
+            # same as none): the way on is the whole report.
+            return self.error_page(request, exc, 404 if exc.code is ErrorCode.NOT_FOUND else 400,
+                                   retry=("/health", "Show the health of all your memory (no path prefix)"))
         return self.page(request, "health.html", title="Health", path_prefix=prefix, **data)
 
     async def document(self, request: Request) -> Response:
