@@ -51,6 +51,7 @@ import select
 import socket
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -198,10 +199,10 @@ def _cpu(url: str, token: str, hub: HubProc, n: int) -> dict[str, float]:
     return {"http_cpu_ms": round((c1 - c0) * 1000 / n, 3), "unix_cpu_ms": round((c2 - c1) * 1000 / n, 3)}
 
 
-def issue_tokens(hub: HubProc, principals: list[str], k: int) -> list[str]:
-    """New service principals ``principals`` with ``k`` tokens each, principal by principal, in one write of the
-    registry (what ``amux hub principal add`` and ``amux hub token issue`` do, without a process per token: 48
-    CLI runs cost the quick section 24 s; the Hub rereads the registry when it changes)."""
+def issue_tokens(home: Path, principals: list[str], k: int) -> list[str]:
+    """New service principals ``principals`` with ``k`` tokens each, principal by principal, in one write of
+    ``home``'s registry (what ``amux hub principal add`` and ``amux hub token issue`` do, without a process per
+    token: 48 CLI runs cost the quick section 24 s; the Hub rereads the registry when it changes)."""
     def change(registry: Registry, now: float) -> tuple[Registry, list[str]]:
         tokens = []
         for principal in principals:
@@ -211,13 +212,13 @@ def issue_tokens(hub: HubProc, principals: list[str], k: int) -> list[str]:
                 tokens.append(token)
         return registry, tokens
 
-    return modify(hub.home, change)
+    return modify(home, change)
 
 
 def _capacity(ctx: Ctx, hub: HubProc, url: str) -> dict[str, Any]:
     """Calls a second sustained at p99 ≤ 50 ms over HTTP and over the socket (:mod:`bench.capacity`)."""
     per = CAPACITY_SESSIONS // CAPACITY_PRINCIPALS
-    tokens = issue_tokens(hub, [f"cap{i}" for i in range(CAPACITY_PRINCIPALS)], per)
+    tokens = issue_tokens(hub.home, [f"cap{i}" for i in range(CAPACITY_PRINCIPALS)], per)
     path = ctx.tmp / "capacity-tokens.json"
     path.write_text(json.dumps(tokens), encoding="utf-8")
     cap = int(CAPACITY_SESSIONS * MCP_HTTP_RATE_PER_SECOND * 0.9)
@@ -306,7 +307,7 @@ def run(ctx: Ctx) -> dict[str, Any]:
         per = MCP_HTTP_SESSIONS_PER_PRINCIPAL
         # The latency token through the real CLI; the memory step's many in one registry write.
         others = [f"bench{i + 1}" for i in range(-(-max(SESSION_STEPS) // per))]
-        tokens = [issue_token(hub, "bench0"), *issue_tokens(hub, others, 1)]
+        tokens = [issue_token(hub, "bench0"), *issue_tokens(hub.home, others, 1)]
         lat = _latency(url, tokens[0], hub, n)
         cpu = _cpu(url, tokens[0], hub, n)
         mem = _memory(url, tokens[1:], hub.pid)

@@ -279,11 +279,7 @@ class _WalkCollector:
 # -- the listener ------------------------------------------------------------------------------------------
 
 
-MetricsSettings = HttpListenerSettings
-"""The metrics listener's settings (:class:`hub.listeners.HttpListenerSettings`)."""
-
-
-def metrics_settings(config: HubConfig) -> MetricsSettings | None:
+def metrics_settings(config: HubConfig) -> HttpListenerSettings | None:
     """Validate ``hub.metrics_listen`` with ``hub.tls_cert``/``hub.tls_key``; ``None`` when it is off.
 
     Raises :class:`HubStartError` for an invalid ``HOST:PORT``, only one of the TLS files, or a
@@ -293,7 +289,7 @@ def metrics_settings(config: HubConfig) -> MetricsSettings | None:
                                   loopback_use="and scrape from this machine")
 
 
-def bind_metrics_socket(settings: MetricsSettings) -> socket.socket:
+def bind_metrics_socket(settings: HttpListenerSettings) -> socket.socket:
     """A listening TCP socket for ``settings`` (port 0: a free one); checks the TLS pair loads first.
     Raises :class:`HubStartError` when the TLS files do not load or the address cannot be bound."""
     return bind_http_socket(settings, "hub.metrics_listen", 64)
@@ -390,7 +386,8 @@ async def _answer(send: Any, status: int, body: bytes, headers: list[tuple[bytes
     await send({"type": "http.response.body", "body": body})
 
 
-async def serve_metrics(hub: Served, settings: MetricsSettings, sock: socket.socket, stop: trio.Event, grace: float, *,
+async def serve_metrics(hub: Served, settings: HttpListenerSettings, sock: socket.socket, stop: trio.Event,
+                        grace: float, *,
                         task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve :class:`Probes` on the bound ``sock`` until ``stop`` is set (then within ``grace`` s).
 

@@ -31,6 +31,7 @@ from amux_memory.hub import fsio
 from amux_memory.hub.config import HubConfig
 from amux_memory.hub.home import HomeLock, HubStartError, check_registry, prepare_memory_root
 from amux_memory.hub.listeners import (
+    HttpListenerSettings,
     NetworkSettings,
     accept_loop,
     listener_address,
@@ -39,14 +40,13 @@ from amux_memory.hub.listeners import (
     open_unix_listener,
 )
 from amux_memory.hub.mcp.http_listener import (
-    McpHttpSettings,
     McpServers,
     ServerFactory,
     bind_mcp_socket,
     mcp_http_settings,
     serve_mcp_http,
 )
-from amux_memory.hub.metrics import MetricsSettings, bind_metrics_socket, metrics_settings, serve_metrics
+from amux_memory.hub.metrics import bind_metrics_socket, metrics_settings, serve_metrics
 from amux_memory.hub.server import Hub
 from amux_memory.hub.service import MemoryService
 from amux_memory.protocol.config_file import LOCK_NAME, enable_command
@@ -72,9 +72,9 @@ class _Listeners:
     unix: trio.SocketListener
     tcp: list[trio.SocketListener]
     network: NetworkSettings | None
-    mcp: tuple[McpHttpSettings, socket.socket] | None = None
+    mcp: tuple[HttpListenerSettings, socket.socket] | None = None
     """``hub.mcp_listen``'s settings and bound socket (served by :func:`hub.mcp.http_listener.serve_mcp_http`)."""
-    metrics: tuple[MetricsSettings, socket.socket] | None = None
+    metrics: tuple[HttpListenerSettings, socket.socket] | None = None
     """``hub.metrics_listen``'s settings and bound socket (served by :func:`hub.metrics.serve_metrics`)."""
 
     async def aclose(self) -> None:
@@ -142,8 +142,8 @@ async def _start(config: HubConfig) -> _Listeners:
             await listener.aclose()
             config.socket_path.unlink(missing_ok=True)
             raise
-    bound: tuple[McpHttpSettings, socket.socket] | None = None
-    probes: tuple[MetricsSettings, socket.socket] | None = None
+    bound: tuple[HttpListenerSettings, socket.socket] | None = None
+    probes: tuple[HttpListenerSettings, socket.socket] | None = None
     try:
         if mcp is not None:
             bound = (mcp, bind_mcp_socket(mcp))

@@ -106,11 +106,7 @@ MCP_SESSION_HEADER = "mcp-session-id"
 _WILDCARDS = ("0.0.0.0", "::", "")
 
 
-McpHttpSettings = HttpListenerSettings
-"""The MCP HTTP listener's settings (:class:`hub.listeners.HttpListenerSettings`)."""
-
-
-def mcp_http_settings(config: HubConfig) -> McpHttpSettings | None:
+def mcp_http_settings(config: HubConfig) -> HttpListenerSettings | None:
     """Validate ``hub.mcp_listen`` with ``hub.tls_cert``/``hub.tls_key``; ``None`` when it is off.
 
     Raises :class:`HubStartError` (one line) for an invalid ``HOST:PORT``, only one of the TLS files, or a
@@ -123,7 +119,7 @@ def mcp_http_settings(config: HubConfig) -> McpHttpSettings | None:
                                   loopback_use="behind an SSH tunnel")
 
 
-def bind_mcp_socket(settings: McpHttpSettings) -> socket.socket:
+def bind_mcp_socket(settings: HttpListenerSettings) -> socket.socket:
     """A listening TCP socket for ``settings`` (port 0: a free one); checks the TLS pair loads first.
 
     Raises :class:`HubStartError` when the TLS files do not load or the address cannot be bound.
@@ -145,7 +141,7 @@ def certificate_names(cert_path: str) -> list[str]:
     return [*san.get_values_for_type(x509.DNSName), *(str(ip) for ip in san.get_values_for_type(x509.IPAddress))]
 
 
-def allowed_hosts(settings: McpHttpSettings, port: int) -> frozenset[str]:
+def allowed_hosts(settings: HttpListenerSettings, port: int) -> frozenset[str]:
     """Every ``Host`` header value naming this listener: its address, the loopback names when it listens
     on loopback or on every address, the certificate's names with TLS; each as ``name:port`` (IPv6 in
     brackets), and bare when ``port`` is the scheme's default."""
@@ -465,7 +461,7 @@ ServerFactory = Callable[["Hub"], McpServers]
 :func:`hub.run.default_servers`, the memory tools of :mod:`hub.mcp.http_servers`)."""
 
 
-async def serve_mcp_http(hub: Hub, settings: McpHttpSettings, sock: socket.socket, session_idle: float,
+async def serve_mcp_http(hub: Hub, settings: HttpListenerSettings, sock: socket.socket, session_idle: float,
                          server_factory: ServerFactory, stop: trio.Event, grace: float, *,
                          task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve MCP over streamable HTTP on the bound ``sock`` until ``stop`` is set, then stop within ``grace`` s.

@@ -37,9 +37,9 @@ from typing import Any
 
 import pytest
 
-from amux_memory.hub.registry import Registry, modify
 from amux_memory.protocol.limits import MCP_HTTP_RATE_PER_SECOND, MCP_HTTP_SESSIONS_PER_PRINCIPAL
 from amux_memory.tools.client.blocking import HubClient
+from bench.mcp_http import issue_tokens as bench_issue_tokens
 from tests.conftest import REPO, HubProcess
 from tests.helpers import mcp_http_hub, wait_until
 from tests.stress.scale import pick, report, rss
@@ -222,15 +222,5 @@ def test_100_http_sessions_under_load_answer_every_call_and_spare_unix_clients(t
 
 def issue_tokens(home: Path) -> list[str]:
     """:data:`PRINCIPALS` service principals with :data:`TOKENS_PER_PRINCIPAL` tokens each, in one registry write
-    (what ``amux hub principal add`` and ``amux hub token issue`` do, without 30 processes; the Hub rereads the
-    registry when it changes).  Returns the tokens, principal by principal."""
-    def change(registry: Registry, now: float) -> tuple[Registry, list[str]]:
-        tokens = []
-        for p in range(PRINCIPALS):
-            registry, _ = registry.add_principal(f"agent{p}", "service", now)
-            for _ in range(TOKENS_PER_PRINCIPAL):
-                registry, token, _ = registry.issue_token(f"agent{p}", now, None, None)
-                tokens.append(token)
-        return registry, tokens
-
-    return modify(home, change)
+    (:func:`bench.mcp_http.issue_tokens`).  Returns the tokens, principal by principal."""
+    return bench_issue_tokens(home, [f"agent{p}" for p in range(PRINCIPALS)], TOKENS_PER_PRINCIPAL)
