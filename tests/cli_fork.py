@@ -16,6 +16,15 @@ which tests of start-up and of the console script cover elsewhere
 (tests/test_cli_process.py, tests/test_packaging.py, the bench's start-up row);
 :mod:`tests.cli_batch` makes the same trade with one process for many calls.
 
+The Hubs of :meth:`tests.conftest.HubProcess.start` come from the same zygote
+(:func:`spawn`): ``amux hub serve`` forked with Trio and the Hub's modules
+already imported, so a Hub has used 0.02-0.03 s of CPU when it first answers
+instead of 0.28-0.31 s (median of 12 each, measured), and the suite starts
+hundreds.  Such a Hub is a process of its own (its own pid and descriptors,
+its log on standard output and error, stopped and killed by signal like any);
+its handle is a :class:`ForkedProcess`.  Hubs started by ``amux hub start``
+or under a ``prefix`` are fresh interpreters, as a user's are.
+
 A call whose environment differs from the zygote's in what the interpreter
 reads when it starts (``PYTHON*``, the locale, ``TZ``) runs as a real
 subprocess instead, as does every call when ``AMUX_TEST_FORK=0``.
@@ -24,8 +33,10 @@ subprocess instead, as does every call when ``AMUX_TEST_FORK=0``.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
+import select
 import selectors
 import signal
 import socket
@@ -42,6 +53,9 @@ import amux_memory.tools.cli.entry as entry
 # What nearly every call imports, loaded once (none of them reads the environment when imported).
 import amux_memory.tools.cli.app, amux_memory.tools.cli.memory, amux_memory.tools.client.blocking
 import amux_memory.protocol.requests, amux_memory.protocol.params
+# What `amux hub serve` imports before it serves (HubProcess.start forks this too): Trio and the Hub's
+# modules; the MCP server stays out (tests start Hubs with hub.mcp_preload false, and import it per session).
+import trio, amux_memory.tools.cli.hub, amux_memory.hub.run
 
 listener = socket.socket(fileno=int(sys.argv[1]))
 control = int(sys.argv[2])  # closed by the test process when it ends: the zygote ends too
@@ -195,43 +209,123 @@ def forking() -> bool:
     return os.environ.get("AMUX_TEST_FORK", "1") != "0"
 
 
+class ForkedProcess:
+    """A process forked from the zygote, with the parts of :class:`subprocess.Popen` the suite uses: ``args``,
+    ``pid``, ``returncode``, :meth:`poll`, :meth:`wait`, :meth:`send_signal`, :meth:`terminate` and
+    :meth:`kill`.  Its parent is one of the zygote's waiters, which reports its exit status (negative for a
+    signal, as ``Popen`` gives) on the connection this handle keeps."""
+
+    def __init__(self, args: list[str], conn: socket.socket) -> None:
+        self.args = args
+        self.returncode: int | None = None
+        self._conn = conn
+        self._buffer = bytearray()
+        line = self._line(None)
+        if line is None:
+            raise RuntimeError(f"the CLI zygote did not start {args!r}")
+        self.pid = int(json.loads(line)["pid"])
+
+    def _line(self, timeout: float | None) -> bytes | None:
+        """The next line from the waiter, waiting up to ``timeout`` seconds (None: no limit); None when none
+        came in time.  Raises ``RuntimeError`` when the waiter closed the connection first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self._conn], [], [], left)
+            if not ready:
+                return None
+            chunk = self._conn.recv(4096)
+            if not chunk:
+                raise RuntimeError(f"the CLI zygote lost the process {self.args!r}")
+            self._buffer += chunk
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer[:] = rest
+        return line
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its exit status once it has exited; raises ``subprocess.TimeoutExpired`` after ``timeout`` s."""
+        if self.returncode is None:
+            line = self._line(timeout)
+            if line is None:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+            self.returncode = int(json.loads(line)["status"])
+            self._conn.close()
+        return self.returncode
+
+    def poll(self) -> int | None:
+        """Its exit status, or None while it runs."""
+        try:
+            return self.wait(0)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def send_signal(self, sig: int) -> None:
+        """Send ``sig`` unless it has already been seen to exit."""
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def spawn(argv: list[str], env: dict[str, str], stdin: int, stdout: int, stderr: int) -> ForkedProcess:
+    """Fork the zygote into ``argv`` (the ``amux`` console script and its arguments) with ``env`` as its whole
+    environment, the current working directory and these descriptors as its standard streams (the child
+    gets copies; the caller keeps and closes its own)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(_zygote.address())
+        request = {"argv": argv, "env": env, "cwd": os.getcwd()}
+        socket.send_fds(conn, [json.dumps(request).encode()], [stdin, stdout, stderr])
+        return ForkedProcess(argv, conn)
+    except BaseException:
+        conn.close()
+        raise
+
+
+def forks(env: dict[str, str]) -> bool:
+    """Whether a process with environment ``env`` may be forked from the zygote: forking is on
+    (:func:`forking`) and ``env`` agrees with the zygote's in what the interpreter reads when it starts."""
+    return forking() and _startup_env(env) == _startup_env(dict(os.environ))
+
+
 def run_cli(argv: list[str], input: bytes, env: dict[str, str], timeout: float) -> tuple[int, bytes, bytes]:
     """Run ``argv`` (the ``amux`` console script and its arguments) with ``input`` on standard input and
     ``env`` as its whole environment, in the current working directory; returns ``(exit status, stdout,
     stderr)``.  Raises ``subprocess.TimeoutExpired`` after ``timeout`` seconds (the process is killed)."""
-    if not forking() or _startup_env(env) != _startup_env(dict(os.environ)):
+    if not forks(env):
         proc = subprocess.run(argv, input=input, capture_output=True, env=env, timeout=timeout)
         return proc.returncode, proc.stdout, proc.stderr
     deadline = time.monotonic() + timeout
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        conn.connect(_zygote.address())
-        request = {"argv": argv, "env": env, "cwd": os.getcwd()}
-        socket.send_fds(conn, [json.dumps(request).encode()], [in_r, out_w, err_w])
+        child = spawn(argv, env, in_r, out_w, err_w)
+    except BaseException:
+        for fd in (in_w, out_r, err_r):
+            os.close(fd)
+        raise
     finally:
         for fd in (in_r, out_w, err_w):
             os.close(fd)
-    replies = conn.makefile("rb")
-    pid = json.loads(replies.readline())["pid"]
     outputs = {out_r: bytearray(), err_r: bytearray()}
     try:
         _communicate(in_w, input, outputs, deadline)
-        conn.settimeout(max(0.0, deadline - time.monotonic()))
-        line = replies.readline()
-    except (TimeoutError, subprocess.TimeoutExpired):
-        os.kill(pid, signal.SIGKILL)
+        code = child.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        child.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(10)  # its status, and the connection closed
         raise subprocess.TimeoutExpired(argv, timeout) from None
     finally:
         for fd in outputs:
             os.close(fd)
-        replies.close()
-        conn.close()
-    if not line:
-        raise RuntimeError(f"the CLI zygote lost the call {argv!r}")
-    return int(json.loads(line)["status"]), bytes(outputs[out_r]), bytes(outputs[err_r])
+    return code, bytes(outputs[out_r]), bytes(outputs[err_r])
 
 
 def _communicate(in_w: int, data: bytes, outputs: dict[int, bytearray], deadline: float) -> None:

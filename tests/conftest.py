@@ -32,9 +32,9 @@ from amux_memory.hub.config import set_value
 from amux_memory.protocol.errors import HubStartError
 from amux_memory.tools.client.blocking import HubClient
 from amux_memory.tools.client.installation import amux_command
-from amux_memory.tools.lifecycle.spawn import spawn_serve, wait_until_answering
+from amux_memory.tools.lifecycle.spawn import serve_argv, spawn_serve, wait_until_answering
 from tests.agent_clients import install_clients
-from tests.cli_fork import run_cli
+from tests.cli_fork import ForkedProcess, forks, run_cli, spawn
 from tests.fakemodel import FakeModel
 
 # The suite starts thousands of Python processes (Hubs, the CLI, relays).  With PYTHONDONTWRITEBYTECODE set,
@@ -73,7 +73,7 @@ class CliResult:
         return json.loads(self.stdout)
 
 
-_STARTED: list[subprocess.Popen[bytes]] = []
+_STARTED: list[subprocess.Popen[bytes] | ForkedProcess] = []
 """Every Hub process :meth:`HubProcess.start` ran, in order (:func:`_stop_leftover_hubs`)."""
 
 
@@ -83,7 +83,7 @@ class HubProcess:
 
     home: Path
     socket: Path
-    proc: subprocess.Popen[bytes] | None = None
+    proc: subprocess.Popen[bytes] | ForkedProcess | None = None
     log: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
     prefix: list[str] = field(default_factory=list)
@@ -101,7 +101,13 @@ class HubProcess:
         """
         assert self.log is not None
         with open(self.log, "ab") as out:  # the Hub keeps its own copy of the descriptor
-            self.proc = spawn_serve(self.home, env=self.env, extra=extra, prefix=self.prefix, stdout=out, stderr=out)
+            if self.prefix or not forks(self.env):
+                self.proc = spawn_serve(self.home, env=self.env, extra=extra, prefix=self.prefix, stdout=out,
+                                        stderr=out)
+            else:  # the same command, forked from the warm CLI (tests.cli_fork: its imports done once)
+                with open(os.devnull, "rb") as null:
+                    self.proc = spawn(serve_argv(self.home, extra), self.env, null.fileno(), out.fileno(),
+                                      out.fileno())
         _STARTED.append(self.proc)
         try:
             wait_until_answering(self.proc, self.socket, timeout)
@@ -261,19 +267,31 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every ``corpus`` test is also ``slow`` (left out by ``pytest -m "not slow"``).
 
-    ``alone`` tests go first (but those of an ``xdist_group``, whose module fixture the group shares): the
-    workers' first tests are then these, run one after another while nothing else has started, instead of
-    each one later waiting for the tests in flight on every worker to end (a drain of up to the longest
-    running test, with the other workers idle).  The order is the same in every worker, as xdist requires.
+    ``alone`` tests go first: the workers' first tests are then these, run one after another while nothing
+    else has started, instead of each one later waiting for the tests in flight on every worker to end (a
+    drain of up to the longest running test, with the other workers idle: 45 s behind the bench smoke in
+    one measured run).  An ``alone`` test of an ``xdist_group`` brings its group along (the group runs on
+    one worker and shares a module fixture): the group comes right after the ungrouped ones, its ``alone``
+    tests first.  The order is the same in every worker, as xdist requires.
     """
     for item in items:
         if item.get_closest_marker("corpus") is not None:
             item.add_marker(pytest.mark.slow)
-    first = [item for item in items
-             if item.get_closest_marker("alone") is not None and item.get_closest_marker("xdist_group") is None]
-    if first:
-        chosen = set(map(id, first))
-        items[:] = first + [item for item in items if id(item) not in chosen]
+
+    def alone(item: pytest.Item) -> bool:
+        return item.get_closest_marker("alone") is not None
+
+    def group(item: pytest.Item) -> str | None:
+        marker = item.get_closest_marker("xdist_group")
+        return None if marker is None else str(marker.kwargs.get("name", marker.args[0] if marker.args else ""))
+
+    first = [item for item in items if alone(item) and group(item) is None]
+    groups = {group(item) for item in items if alone(item)} - {None}
+    grouped = [item for item in items if group(item) in groups]
+    grouped.sort(key=lambda item: (sorted(groups).index(str(group(item))), not alone(item)))  # stable
+    if first or grouped:
+        chosen = set(map(id, first + grouped))
+        items[:] = first + grouped + [item for item in items if id(item) not in chosen]
 
 
 def need_corpus() -> Path:
