@@ -356,16 +356,24 @@ class MemoryService:
             return result
         raise HubError(ErrorCode.INTERNAL, "search was cancelled before it could start")
 
+    async def stored_version(self, scope: Scope, path: str, revision: str, answer: Callable[[bytes], Result]) -> Result:
+        """``answer(data)`` for the version of ``path`` whose revision is ``revision``, read from ``scope``'s history
+        in a worker thread (``get``/``export`` with ``revision``, DESIGN.md §3 and §15).  Takes no scope lock: history
+        is append-only.  Raises ``not_found`` when history holds no such version; on cancellation the read runs
+        to its end in the thread and its answer is dropped."""
+
+        def read() -> Result:
+            _, data = self.history.scope(scope.relpath).find(path, revision)
+            return answer(data)
+
+        return await trio.to_thread.run_sync(read)
+
     async def _get(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_get(params)
         if p.revision is not None:
-            revision = p.revision
-
-            def stored() -> Result:
-                _, data = self.history.scope(scope.relpath).find(p.path, revision)
-                return self.store.fragment_of(p.path, data, p.start_line, p.end_line, p.offset)
-
-            return await trio.to_thread.run_sync(stored)
+            return await self.stored_version(
+                scope, p.path, p.revision,
+                lambda data: self.store.fragment_of(p.path, data, p.start_line, p.end_line, p.offset))
         result = await trio.to_thread.run_sync(self.store.get, self.scope_dir(scope), p.path, p.start_line,
                                                p.end_line, p.offset)
         if self.review.rule(scope) != "off":
@@ -377,13 +385,9 @@ class MemoryService:
     async def _export(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
         p = parse_export(params)
         if p.revision is not None:
-            revision = p.revision
-
-            def stored() -> Result:
-                _, data = self.history.scope(scope.relpath).find(p.path, revision)
-                return self.store.export_of(p.path, data, p.offset, p.expected_revision)
-
-            return await trio.to_thread.run_sync(stored)
+            return await self.stored_version(
+                scope, p.path, p.revision,
+                lambda data: self.store.export_of(p.path, data, p.offset, p.expected_revision))
         return await trio.to_thread.run_sync(self.store.export_page, self.scope_dir(scope), p.path, p.offset,
                                              p.expected_revision)
 
