@@ -23,7 +23,15 @@ instead of 0.28-0.31 s (median of 12 each, measured), and the suite starts
 hundreds.  Such a Hub is a process of its own (its own pid and descriptors,
 its log on standard output and error, stopped and killed by signal like any);
 its handle is a :class:`ForkedProcess`.  Hubs started by ``amux hub start``
-or under a ``prefix`` are fresh interpreters, as a user's are.
+or under a ``prefix`` are fresh interpreters, as a user's are.  What a fork
+keeps of the zygote: ``/proc/PID/cmdline`` and ``environ`` (what the kernel
+recorded at its ``exec``; ``os.environ`` is the call's), the umask, limits
+and CPU affinity; a test that depends on those starts its process for real
+(``spawn_serve``, or ``AMUX_TEST_FORK=0``).  The zygote runs with ``-P`` and
+each child puts its script's folder first on ``sys.path``, as a console
+script has it, so an import of a repository folder by its bare name fails
+here as it does for a user.  Whatever it forked that still runs when the
+test process ends is stopped (:meth:`_Zygote.stop`).
 
 A call whose environment differs from the zygote's in what the interpreter
 reads when it starts (``PYTHON*``, the locale, ``TZ``) runs as a real
@@ -82,6 +90,8 @@ def run(request, fds):
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = list(request["argv"])
+    # The zygote runs with -P (no '' first on sys.path); a console script has its own folder there.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))
     code = 0
     try:
         entry.main()
@@ -115,6 +125,10 @@ while True:
     ready, _, _ = select.select([listener, control], [], [], 1.0)
     reap()
     if control in ready:  # the test process ended or stopped it (its end of the pipe closed)
+        # Let go of the test run's output first: a process still running must not keep it open.
+        null = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):
+            os.dup2(null, target)
         while True:
             try:
                 os.wait()
@@ -134,6 +148,9 @@ while True:
             run(request, fds)
         for fd in fds:
             os.close(fd)
+        null = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):  # the waiter holds none of the test run's streams while it waits
+            os.dup2(null, target)
         conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
         _, status = os.waitpid(pid, 0)
         conn.sendall(json.dumps({"status": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
@@ -160,6 +177,12 @@ class _Zygote:
         self.env: dict[str, str] = {}
         self.proc: subprocess.Popen[bytes] | None = None
 
+    def started_env(self) -> dict[str, str]:
+        """The environment the running zygote started with (the test process's own while none runs)."""
+        with self.lock:
+            running = self.proc is not None and self.proc.poll() is None
+            return dict(self.env) if running else dict(os.environ)
+
     def address(self) -> str:
         with self.lock:
             if self.proc is None or self.proc.poll() is not None:
@@ -176,7 +199,7 @@ class _Zygote:
         control_r, control_w = os.pipe()
         self.env = dict(os.environ)
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _ZYGOTE, str(listener.fileno()), str(control_r)],
+            [sys.executable, "-P", "-c", _ZYGOTE, str(listener.fileno()), str(control_r)],
             pass_fds=(listener.fileno(), control_r), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             env=self.env,
         )
@@ -186,7 +209,18 @@ class _Zygote:
         atexit.register(self.stop)
 
     def stop(self) -> None:
-        """End the zygote (it waits for the calls in flight) and remove its socket."""
+        """End what it forked that still runs (SIGTERM, then SIGKILL after 5 s: a Hub a fixture failed to stop),
+        then the zygote (it waits for the calls in flight), and remove its socket."""
+        for child in list(_LIVE):
+            with contextlib.suppress(RuntimeError):  # its waiter is gone: nothing left to ask
+                child.terminate()
+        for child in list(_LIVE):
+            try:
+                child.wait(5)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            except RuntimeError:
+                _LIVE.discard(child)
         if self.proc is not None and self.proc.poll() is None:
             os.close(self._control)
             try:
@@ -224,6 +258,7 @@ class ForkedProcess:
         if line is None:
             raise RuntimeError(f"the CLI zygote did not start {args!r}")
         self.pid = int(json.loads(line)["pid"])
+        _LIVE.add(self)
 
     def _line(self, timeout: float | None) -> bytes | None:
         """The next line from the waiter, waiting up to ``timeout`` seconds (None: no limit); None when none
@@ -250,6 +285,7 @@ class ForkedProcess:
                 raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
             self.returncode = int(json.loads(line)["status"])
             self._conn.close()
+            _LIVE.discard(self)
         return self.returncode
 
     def poll(self) -> int | None:
@@ -272,6 +308,10 @@ class ForkedProcess:
         self.send_signal(signal.SIGKILL)
 
 
+_LIVE: set[ForkedProcess] = set()
+"""The forked processes not yet seen to exit (:meth:`_Zygote.stop` ends them)."""
+
+
 def spawn(argv: list[str], env: dict[str, str], stdin: int, stdout: int, stderr: int) -> ForkedProcess:
     """Fork the zygote into ``argv`` (the ``amux`` console script and its arguments) with ``env`` as its whole
     environment, the current working directory and these descriptors as its standard streams (the child
@@ -290,7 +330,7 @@ def spawn(argv: list[str], env: dict[str, str], stdin: int, stdout: int, stderr:
 def forks(env: dict[str, str]) -> bool:
     """Whether a process with environment ``env`` may be forked from the zygote: forking is on
     (:func:`forking`) and ``env`` agrees with the zygote's in what the interpreter reads when it starts."""
-    return forking() and _startup_env(env) == _startup_env(dict(os.environ))
+    return forking() and _startup_env(env) == _startup_env(_zygote.started_env())
 
 
 def run_cli(argv: list[str], input: bytes, env: dict[str, str], timeout: float) -> tuple[int, bytes, bytes]:

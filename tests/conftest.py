@@ -270,9 +270,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ``alone`` tests go first: the workers' first tests are then these, run one after another while nothing
     else has started, instead of each one later waiting for the tests in flight on every worker to end (a
     drain of up to the longest running test, with the other workers idle: 45 s behind the bench smoke in
-    one measured run).  An ``alone`` test of an ``xdist_group`` brings its group along (the group runs on
-    one worker and shares a module fixture): the group comes right after the ungrouped ones, its ``alone``
-    tests first.  The order is the same in every worker, as xdist requires.
+    one measured run).  An ``alone`` test of an ``xdist_group`` brings its group along: the group comes
+    right after the ungrouped ones, its ``alone`` tests first.  (pytest-xdist 3.8 under pytest 9 no longer
+    keeps a group on one worker: it hands out every test on its own, in this order, so a group's module
+    fixture is built on each worker that runs one of its tests.)  The order is the same in every worker,
+    as xdist requires.
     """
     for item in items:
         if item.get_closest_marker("corpus") is not None:
