@@ -16,10 +16,8 @@ from typing import Any
 from amux_memory.protocol.errors import ErrorCode, HubError, names_for_error
 from amux_memory.protocol.limits import LIMITS, MCP_MAX_PAGE_TTL
 from amux_memory.protocol.paths import normalize_path, normalize_prefix
+from amux_memory.protocol.requests import ABSENT as ABSENT  # re-exported: defined with the request builders
 from amux_memory.protocol.wording import plural
-
-ABSENT = "absent"
-"""The ``expected_revision`` that means "create; the document must not exist"."""
 
 REVISION_PREFIX_MIN = 12
 """The fewest hex digits of a revision accepted in its place (the 12 that messages show), DESIGN.md §4.3."""
