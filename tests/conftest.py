@@ -270,30 +270,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ``alone`` tests go first: the workers' first tests are then these, run one after another while nothing
     else has started, instead of each one later waiting for the tests in flight on every worker to end (a
     drain of up to the longest running test, with the other workers idle: 45 s behind the bench smoke in
-    one measured run).  An ``alone`` test of an ``xdist_group`` brings its group along: the group comes
-    right after the ungrouped ones, its ``alone`` tests first.  (pytest-xdist 3.8 under pytest 9 no longer
-    keeps a group on one worker: it hands out every test on its own, in this order, so a group's module
-    fixture is built on each worker that runs one of its tests.)  The order is the same in every worker,
-    as xdist requires.
+    one measured run).  Those of an ``xdist_group`` too: where xdist keeps a group on one worker (pytest 8),
+    the group is placed where its first test is, so it starts early along with them; pytest-xdist 3.8 under
+    pytest 9 hands out each test on its own.  The order is the same in every worker, as xdist requires.
     """
     for item in items:
         if item.get_closest_marker("corpus") is not None:
             item.add_marker(pytest.mark.slow)
-
-    def alone(item: pytest.Item) -> bool:
-        return item.get_closest_marker("alone") is not None
-
-    def group(item: pytest.Item) -> str | None:
-        marker = item.get_closest_marker("xdist_group")
-        return None if marker is None else str(marker.kwargs.get("name", marker.args[0] if marker.args else ""))
-
-    first = [item for item in items if alone(item) and group(item) is None]
-    groups = {group(item) for item in items if alone(item)} - {None}
-    grouped = [item for item in items if group(item) in groups]
-    grouped.sort(key=lambda item: (sorted(groups).index(str(group(item))), not alone(item)))  # stable
-    if first or grouped:
-        chosen = set(map(id, first + grouped))
-        items[:] = first + grouped + [item for item in items if id(item) not in chosen]
+    items.sort(key=lambda item: item.get_closest_marker("alone") is None)  # stable: the rest keep their order
 
 
 def need_corpus() -> Path:
