@@ -1,5 +1,5 @@
 """(b) Scan budget: scopes past 1,024 files and past 8 MiB through a real Hub, and a deliberately
-slowed read path in an in-process MemoryService: ``incomplete`` each time, and when the scan stopped."""
+slowed read path in an in-process MemoryMethods: ``incomplete`` each time, and when the scan stopped."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import trio
 
-from amux_memory.hub.config import HubConfig
-from amux_memory.hub.identity import GLOBAL
-from amux_memory.hub.search import read_file_nofollow
-from amux_memory.hub.service import MemoryService
+from amux_memory.hub.access.config import HubConfig
+from amux_memory.hub.access.identity import GLOBAL
+from amux_memory.hub.methods.memory import MemoryMethods
+from amux_memory.hub.methods.search import read_file_nofollow
 from amux_memory.protocol.limits import LIMITS
 from bench.context import Ctx
 from bench.data import MIB, Synth, check_result, literal_rank, walk_order, write_scope
@@ -72,7 +72,7 @@ def run(ctx: Ctx) -> dict[str, Any]:
                    all(r["incomplete"] for r in out["hub"]) and not any("b. " in p for p in ctx.problems),
                    "; ".join(f"{r['case']}: incomplete={r['incomplete']} {r['reasons']}" for r in out["hub"]),
                    "incomplete: true with reason files / bytes")
-    # A slowed read path: an in-process MemoryService whose reader sleeps before each file.
+    # A slowed read path: an in-process MemoryMethods whose reader sleeps before each file.
     root_home = ctx.tmp / "b-slow"
     scope = root_home / "memory" / "global"
     files = 1024 if not ctx.quick else 256
@@ -116,7 +116,7 @@ async def _slow_search(home: Path, delay: float, word: str) -> tuple[dict[str, A
 
     config = HubConfig(home=home, memory_enabled=True, isolation="off", socket_path=home / "hub.sock",
                        socket_mode=0o600, socket_group="")
-    service = MemoryService(config, LIMITS, slow_reader)  # fresh: nothing cached
+    service = MemoryMethods(config, LIMITS, slow_reader)  # fresh: nothing cached
     t0 = time.perf_counter()
     res = await service.call(GLOBAL, "search", {"query": word, "limit": 20})
     return res, ms(time.perf_counter() - t0)

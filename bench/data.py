@@ -31,7 +31,7 @@ MIB = 1024 * 1024
 SCAN_BYTES = 8 * MIB
 
 
-# -- the reference (independent of hub/search.py and hub/cache.py) ---------------------------------
+# -- the reference (independent of hub/methods/search.py and hub/storage/cache.py) ---------------------------------
 
 def fold(text: str) -> str:
     return unicodedata.normalize("NFC", text).casefold()

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from amux_memory.hub.cache import ContentCache
-from amux_memory.hub.search import search_scope
+from amux_memory.hub.methods.search import search_scope
+from amux_memory.hub.storage.cache import ContentCache
 from amux_memory.protocol.limits import LIMITS
 from amux_memory.tools.client.blocking import HubClient
 from bench.context import Ctx

@@ -1,4 +1,4 @@
-"""(d) Growth: search time against scope size, in process (``hub.search.search_scope`` with the
+"""(d) Growth: search time against scope size, in process (``hub.methods.search.search_scope`` with the
 Hub's content cache), 64 … 1,024 files and 0.5 … 16 MiB; limits raised past 8 MiB so the whole
 scope is scanned.  ripgrep runs on the same folders in the same loop.  Fitted slope and exponent."""
 
@@ -8,8 +8,8 @@ import dataclasses
 import time
 from typing import Any
 
-from amux_memory.hub.cache import ScopeCache
-from amux_memory.hub.search import search_scope
+from amux_memory.hub.methods.search import search_scope
+from amux_memory.hub.storage.cache import ScopeCache
 from amux_memory.protocol.limits import LIMITS
 from bench.context import Ctx
 from bench.data import MIB, Query, Synth, check_result, derive_queries, literal_rank, write_scope

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from amux_memory.hub.config import set_value
+from amux_memory.hub.access.config import set_value
 from bench.context import Ctx
 from bench.util import HubProc, alternating_upserts, ms, summary
 

@@ -55,8 +55,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from amux_memory.hub.config import set_value
-from amux_memory.hub.registry import Registry, modify
+from amux_memory.hub.access.config import set_value
+from amux_memory.hub.access.registry import Registry, modify
 from amux_memory.protocol.limits import MCP_HTTP_RATE_PER_SECOND, MCP_HTTP_SESSIONS_PER_PRINCIPAL
 from bench import capacity
 from bench.capacity import PROTOCOL

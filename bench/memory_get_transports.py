@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from amux_memory.hub.config import set_value
+from amux_memory.hub.access.config import set_value
 from amux_memory.protocol.limits import MCP_HTTP_RATE_PER_SECOND
 from bench.capacity import PROTOCOL
 from bench.mcp_http import Session, issue_token

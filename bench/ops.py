@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from amux_memory.hub.config import set_value
-from amux_memory.hub.registry import Registry, modify
+from amux_memory.hub.access.config import set_value
+from amux_memory.hub.access.registry import Registry, modify
 from bench.context import Ctx
 from bench.data import write_scope
 from bench.util import REPO, HubProc, ms, summary

@@ -175,7 +175,7 @@ def _markdown_b(L: list[str], r: dict[str, Any]) -> None:
     for row in b["hub"]:
         L.append(f"| {row['case']} | {row['incomplete']} | {', '.join(row['reasons'])} | {row['scanned_files']} "
                  f"| {row['scanned_bytes']:,} | {row['elapsed_ms']['p50']:.1f} / {row['elapsed_ms']['max']:.1f} |")
-    L.append(f"\nSlowed read path (in-process `MemoryService` whose `reader` sleeps before each file; fresh service, "
+    L.append(f"\nSlowed read path (in-process `MemoryMethods` whose `reader` sleeps before each file; fresh service, "
              f"nothing cached; goal: incomplete by time, stopped by {b['stop_goal_ms']:.0f} ms):\n")
     L.append("| reader delay | files | scanned (p50) | stopped at: Hub elapsed p50 / max ms | call wall p50 / max ms |")
     L.append("|--:|--:|--:|--:|--:|")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from amux_memory.hub.config import set_value
+from amux_memory.hub.access.config import set_value
 from bench.context import Ctx
 from bench.util import HubProc, ms, summary
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from amux_memory.hub.config import set_value
-from amux_memory.hub.secrets import find_secrets
+from amux_memory.hub.access.config import set_value
+from amux_memory.hub.methods.secrets import find_secrets
 from bench.context import Ctx
 from bench.util import CORPUS, HubProc, alternating_upserts
 
@@ -61,7 +61,7 @@ def _throughput(ctx: Ctx, doc: bytes, label: str) -> dict[str, Any]:
 
 
 def _scan_cost(ctx: Ctx) -> dict[str, Any]:
-    """:func:`hub.secrets.find_secrets` over every corpus file (or 200 synthetic 8 KiB notes), in µs per KiB."""
+    """:func:`hub.methods.secrets.find_secrets` over every corpus file (or 200 synthetic 8 KiB notes), in µs per KiB."""
     if ctx.use_corpus and CORPUS.is_dir():
         docs, source = [p.read_bytes() for p in sorted(CORPUS.rglob("*")) if p.is_file()], "corpus"
     else:

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from amux_memory.hub import registry as reg
-from amux_memory.hub.config import set_value
+from amux_memory.hub.access import registry as reg
+from amux_memory.hub.access.config import set_value
 from amux_memory.tools.client.blocking import HubClient
 from bench import data
 from bench.context import Ctx

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amux_memory.hub.config import set_value
+from amux_memory.hub.access.config import set_value
 from amux_memory.protocol.errors import HubStartError
 from amux_memory.tools.client.blocking import HubClient
 from amux_memory.tools.client.installation import amux_command

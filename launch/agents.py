@@ -91,7 +91,7 @@ ENTRY_NAME: Final = "amux-entry"
 """The copied CLI entry point inside the memory directory of an isolated launch (the wrapper runs it)."""
 
 MCP_TOOL_NAMES: Final = ("memory_search", "memory_get", "memory_upsert", "memory_forget", "result_continue")
-"""The amux MCP server's tools (``hub.mcp.handlers.TOOL_NAMES``, kept here so planning never imports ``mcp``)."""
+"""The amux MCP server's tools (``hub.mcp.tools.TOOL_NAMES``, kept here so planning never imports ``mcp``)."""
 
 CLAUDE_TOOL_NAMES: Final = tuple(f"mcp__amux__{name}" for name in MCP_TOOL_NAMES)
 """The model-facing names Claude Code gives the amux tools (what ``--allowedTools`` names)."""

@@ -5,7 +5,7 @@ loopback (``hub.mcp_listen``; its ``hello`` answers the URL as ``mcp_url``),
 Claude Code and Codex are attached to it directly, with no process per
 conversation: the launch issues a *delegated* token for the launcher's
 principal, bound to the session's binding and valid for
-:data:`hub.registry.DELEGATED_DEFAULT_TTL` (12 h), and revokes it when the
+:data:`hub.access.registry.DELEGATED_DEFAULT_TTL` (12 h), and revokes it when the
 agent exits (also after SIGTERM/SIGHUP or Ctrl-C; a crash of the launcher
 leaves only that short-lived token).  The token never reaches a command
 line: Claude Code reads it from a 0600 ``--mcp-config`` file in the launch's
@@ -26,7 +26,7 @@ says which and why; the rules, each a relay when it fails:
 * the launcher's principal is registered there (``amux hub principal add``):
   a token always belongs to a registered principal.
 
-Tokens are issued and revoked in-process with :func:`hub.registry.modify`
+Tokens are issued and revoked in-process with :func:`hub.access.registry.modify`
 (as ``amux hub token issue`` does), never through the agent.
 """
 
@@ -42,7 +42,7 @@ from amux_memory.protocol.endpoint import is_loopback
 from amux_memory.protocol.errors import ErrorCode, HubError
 
 if TYPE_CHECKING:
-    from amux_memory.hub.registry import Registry, Token
+    from amux_memory.hub.access.registry import Registry, Token
 
 TOKEN_ENV: Final = "AMUX_MCP_BEARER"
 """The environment variable that hands Codex the launch's delegated token (``bearer_token_env_var``)."""
@@ -150,7 +150,7 @@ def choose(agent: str, *, binding: str | None, principal: str | None, mcp_url: s
                       "launch's token")
     if not principal:
         return Choice("relay", why="the Hub named no principal for this launch")
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
 
     try:
         if not issue:
@@ -176,7 +176,7 @@ def _issue(r: Registry, principal: str, binding: str, now: float) -> tuple[Regis
 def revoke(home: Path, token_id: str) -> str | None:
     """Revoke the launch's token ``token_id`` in ``home``'s registry; ``None`` when done, else a warning text
     (the token then expires on its own within 12 h)."""
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
 
     try:
         reg.modify(home, lambda r, now: r.revoke_token(token_id, now))

@@ -69,7 +69,7 @@ def store(home: Path, state: SessionState, *, fresh: bool = True) -> Path:
     With ``fresh`` an existing session of that id is an error (``bad_request``):
     a new launch never overwrites another session's binding.
     """
-    from amux_memory.hub.fsio import replace_file
+    from amux_memory.hub.storage.fsio import replace_file
 
     path = session_path(home, state.session_id)
     if fresh and path.exists():
@@ -82,7 +82,7 @@ def store(home: Path, state: SessionState, *, fresh: bool = True) -> Path:
     except OSError as exc:
         raise LaunchError("session", f"cannot store the session state at {path}: {exc.strerror or exc}",
                           {"path": str(path)}, code=ErrorCode.INTERNAL) from None
-    except HubError as exc:  # a storage fault named by hub.fsio (DESIGN.md §4.8): keep its code and errno
+    except HubError as exc:  # a storage fault named by hub.storage.fsio (DESIGN.md §4.8): keep its code and errno
         raise LaunchError("session", f"cannot store the session state at {path}: {exc.message}",
                           {**exc.data, "path": str(path)}, code=exc.code) from exc
     return path

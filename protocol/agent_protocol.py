@@ -36,7 +36,7 @@ MAX_NAMED_MOUNTS: Final = 8
 
 MOUNT_LABEL: Final = re.compile(r"@[a-z0-9][a-z0-9_-]{0,39}/")
 """A mount's label as the team line accepts it: ``@`` and a team name as the registry allows one
-(``hub.registry.check_team``), then ``/``.  Anything else (a Hub's answer is not trusted to be text an agent
+(``hub.access.registry.check_team``), then ``/``.  Anything else (a Hub's answer is not trusted to be text an agent
 should read as instructions) is left out of the line."""
 
 # The single source.  ``{name}`` fields are filled from _TERMS per variant; all

@@ -1,6 +1,6 @@
 """The one reader of ``<AMUX_HOME>/config.toml``, shared by the Hub and its clients (DESIGN.md §13.2).
 
-The Hub (:mod:`hub.config`) reads every setting through :func:`read_config` and
+The Hub (:mod:`hub.access.config`) reads every setting through :func:`read_config` and
 :func:`setting_text`; the clients (:mod:`tools.client.settings`) read the
 socket's place through :func:`socket_path`, the same function the Hub uses,
 so both ends find the same socket (``~`` expanded the same way).
@@ -10,7 +10,7 @@ so it imports nothing of the Hub, no ``tomli_w`` and no Trio, and
 :mod:`tomllib` only when ``config.toml`` exists.  It reads a file, the only
 file :mod:`protocol` reads (beside the package metadata
 :mod:`protocol.version` asks for); parsing and checking a setting's value
-stay in :mod:`hub.config`.
+stay in :mod:`hub.access.config`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from amux_memory.protocol.errors import ErrorCode, HubError
 
 CONFIG_NAME = "config.toml"
 """The settings file's name under ``<AMUX_HOME>``."""
+REGISTRY_NAME = "principals.toml"
+"""The principal registry's name under ``<AMUX_HOME>`` (DESIGN.md §7.3)."""
 SOCKET_NAME = "hub.sock"
 """The Unix socket's name under ``<AMUX_HOME>`` when ``hub.socket_path`` is unset."""
 LOCK_NAME = "hub.lock"

@@ -2,8 +2,8 @@
 
 Sizes are in bytes of UTF-8 unless a name says otherwise; times are seconds.
 Here: :class:`Limits` (the Hub's bounds, reported in ``hello``), the
-connection bounds of the Hub (``hub/connection.py``, ``hub/listeners.py``),
-how many unreadable paths an answer names (``hub/faults.py``) and the
+connection bounds of the Hub (``hub/serve/connection.py``, ``hub/serve/listeners.py``),
+how many unreadable paths an answer names (``hub/storage/faults.py``) and the
 clients' socket timeouts (``tools/client/``). The modules that use them
 import them from here.
 
@@ -12,49 +12,55 @@ every module-level upper-case numeric constant of the product is defined
 here or listed below, with the module it lives in):
 
 Hub
-  * ``hub.cache.RACY_NS`` (ns): a file changed more recently is re-read (§5.5).
-  * ``hub.cache.RAW_ENTRIES_FACTOR`` (times): raw entries a listing reads per entry of its bound.
-  * ``hub.connection.RECEIVE_BYTES`` (bytes): most read from a stream at once.
-  * ``hub.fsio.CHUNK`` (bytes): read and copy size.
-  * ``hub.history.PREALLOCATE_BYTES`` (bytes): the history segment grows by this much at a time (§15.2).
-  * ``hub.history.COMPACT_MIN_DEAD_BYTES`` (bytes): dead bytes before compaction (§15.4).
-  * ``hub.history.GONE_HEADERS_PER_PATH`` (count): headers of pruned versions kept per path.
-  * ``hub.home.LOCK_RETRY_SECONDS`` (s): how long a held home lock is retried.
-  * ``hub.backup.STALE_STAGING_SECONDS`` (s): a backup staging folder older than this is removed;
-    ``hub.backup.BACKUP_FORMAT_VERSION``: the archive format (a number, not a limit).
-  * ``hub.listeners.ACCEPT_RETRY_SECONDS`` (s): pause before accepting again when out of descriptors.
-  * ``hub.metrics.STATS_TTL_SECONDS`` (s), ``hub.metrics.STATS_MAX_ENTRIES`` (entries),
-    ``hub.metrics.STATS_MAX_REVIEW_BYTES`` (bytes): the metrics' walk of the home (§19.6);
-    ``hub.metrics.READY_TTL_SECONDS`` (s), ``hub.metrics.READY_TIMEOUT_SECONDS`` (s): ``/readyz``.
-  * ``hub.registry.FORMAT_VERSION`` (version): of the registry file.
-  * ``hub.registry.MAX_TOKEN_CHARS`` (characters): longest token accepted.
-  * ``hub.registry.DELEGATED_DEFAULT_TTL`` (s): lifetime of a token issued with a binding (§7.4).
-  * ``hub.registry.TOKEN_MAX_TTL_SECONDS`` (s): the longest lifetime of a token (§7.4).
-  * ``hub.review_runs.RUN_TTL_SECONDS`` (s), ``hub.review_runs.ANCESTRY_DEPTH`` (processes): how long a tidy run
+  * ``hub.storage.cache.RACY_NS`` (ns): a file changed more recently is re-read (§5.5).
+  * ``hub.storage.cache.RAW_ENTRIES_FACTOR`` (times): raw entries a listing reads per entry of its bound.
+  * ``hub.serve.connection.RECEIVE_BYTES`` (bytes): most read from a stream at once.
+  * ``hub.storage.fsio.CHUNK`` (bytes): read and copy size.
+  * ``hub.storage.history.PREALLOCATE_BYTES`` (bytes): the history segment grows by this much at a time (§15.2).
+  * ``hub.storage.history.COMPACT_MIN_DEAD_BYTES`` (bytes): dead bytes before compaction (§15.4).
+  * ``hub.storage.history.GONE_HEADERS_PER_PATH`` (count): headers of pruned versions kept per path.
+  * ``hub.serve.home.LOCK_RETRY_SECONDS`` (s): how long a held home lock is retried.
+  * ``hub.storage.backup.STALE_STAGING_SECONDS`` (s): a backup staging folder older than this is removed;
+    ``hub.storage.backup.BACKUP_FORMAT_VERSION``: the archive format (a number, not a limit).
+  * ``hub.serve.listeners.ACCEPT_RETRY_SECONDS`` (s): pause before accepting again when out of descriptors.
+  * ``hub.serve.metrics.STATS_TTL_SECONDS`` (s), ``hub.serve.metrics.STATS_MAX_ENTRIES`` (entries),
+    ``hub.serve.metrics.STATS_MAX_REVIEW_BYTES`` (bytes): the metrics' walk of the home (§19.6);
+    ``hub.serve.metrics.READY_TTL_SECONDS`` (s), ``hub.serve.metrics.READY_TIMEOUT_SECONDS`` (s): ``/readyz``.
+  * ``hub.access.registry.FORMAT_VERSION`` (version): of the registry file.
+  * ``hub.access.registry.MAX_TOKEN_CHARS`` (characters): longest token accepted.
+  * ``hub.access.registry.DELEGATED_DEFAULT_TTL`` (s): lifetime of a token issued with a binding (§7.4).
+  * ``hub.access.registry.TOKEN_MAX_TTL_SECONDS`` (s): the longest lifetime of a token (§7.4).
+  * ``hub.access.tidy_runs.RUN_TTL_SECONDS`` (s), ``hub.access.tidy_runs.ANCESTRY_DEPTH`` (processes): how long a
+    tidy run
     stays review-forced unless ended, and how many parents of a caller are looked at for its launcher (§21).
-  * ``hub.rewrite_guard.MIN_DROPPED_LINES`` (lines), ``hub.rewrite_guard.MIN_DROPPED_BYTES`` (bytes),
-    ``hub.rewrite_guard._ASIDE_MAX`` (characters): the rewrite guard's floors (§12);
-    ``hub.rewrite_guard.LINE_MEMO_ENTRIES`` (lines), ``hub.rewrite_guard.LINE_MEMO_MAX_CHARS`` (characters):
+  * ``hub.storage.rewrite_guard.MIN_DROPPED_LINES`` (lines), ``hub.storage.rewrite_guard.MIN_DROPPED_BYTES`` (bytes),
+    ``hub.storage.rewrite_guard._ASIDE_MAX`` (characters): the rewrite guard's floors (§12);
+    ``hub.storage.rewrite_guard.LINE_MEMO_ENTRIES`` (lines), ``hub.storage.rewrite_guard.LINE_MEMO_MAX_CHARS``
+    (characters):
     its memo of checked lines.
-  * ``hub.search.LISTING_WORK_FACTOR`` (times): candidate names listed per ``scan_max_total_entries`` (§5.4.1).
-  * ``hub.search.READ_POOL_THREADS`` (threads), ``hub.search.READ_AHEAD`` (files),
-    ``hub.search.SLOW_READ_SECONDS`` (s), ``hub.search.SLOW_READS_TO_POOL`` (reads),
-    ``hub.search.SLOW_READ_WINDOW`` (reads): the scan's read pool on a cold page cache (§5.4.1).
-  * ``hub.search.SAMPLE_BYTES`` (bytes), ``hub.search.FREQUENT_HITS`` (count), ``hub.search.GROUP_MIN`` (keywords):
+  * ``hub.methods.search.LISTING_WORK_FACTOR`` (times): candidate names listed per ``scan_max_total_entries`` (§5.4.1).
+  * ``hub.methods.search.READ_POOL_THREADS`` (threads), ``hub.methods.search.READ_AHEAD`` (files),
+    ``hub.methods.search.SLOW_READ_SECONDS`` (s), ``hub.methods.search.SLOW_READS_TO_POOL`` (reads),
+    ``hub.methods.search.SLOW_READ_WINDOW`` (reads): the scan's read pool on a cold page cache (§5.4.1).
+  * ``hub.methods.search.SAMPLE_BYTES`` (bytes), ``hub.methods.search.FREQUENT_HITS`` (count),
+    ``hub.methods.search.GROUP_MIN`` (keywords):
     how the scan's keyword matcher picks one pass or per-keyword passes (§5.1).
-  * ``hub.secrets.MAX_FINDINGS`` (count), ``hub.secrets.KEYWORD_MIN_LENGTH`` (characters),
-    ``hub.secrets.KEYWORD_MIN_ENTROPY`` (bits a character), ``hub.secrets.TOKEN_MIN_LENGTH`` (characters),
-    ``hub.secrets.TOKEN_MIN_ENTROPY`` (bits a character), ``hub.secrets.ANALYZE_MAX_CHARS`` (characters),
-    ``hub.secrets.URL_PASSWORD_CHARS`` (characters): the secret check's rules (§16.1).
-  * ``hub.scan_report.SCAN_MAX_ENTRIES`` (count), ``hub.scan_report.SCAN_MAX_FINDINGS`` (count):
+  * ``hub.methods.secrets.MAX_FINDINGS`` (count), ``hub.methods.secrets.KEYWORD_MIN_LENGTH`` (characters),
+    ``hub.methods.secrets.KEYWORD_MIN_ENTROPY`` (bits a character), ``hub.methods.secrets.TOKEN_MIN_LENGTH``
+    (characters),
+    ``hub.methods.secrets.TOKEN_MIN_ENTROPY`` (bits a character), ``hub.methods.secrets.ANALYZE_MAX_CHARS``
+    (characters),
+    ``hub.methods.secrets.URL_PASSWORD_CHARS`` (characters): the secret check's rules (§16.1).
+  * ``hub.methods.scan_report.SCAN_MAX_ENTRIES`` (count), ``hub.methods.scan_report.SCAN_MAX_FINDINGS`` (count):
     the ``scan`` answer (§16.5).
-  * ``hub.health.PARAGRAPH_MIN_LINES`` (lines), ``hub.health.PARAGRAPH_MIN_CHARS`` (characters),
-    ``hub.health.NEAR_DUPLICATE_SCORE`` (0-100), ``hub.health.NEAR_ANCHOR_CHARS`` (characters),
-    ``hub.health.NEAR_BUCKET_MAX`` (paragraphs), ``hub.health.NEAR_LIMIT_PERCENT`` (percent),
-    ``hub.health.HEALTH_MAX_FINDINGS`` (count), ``hub.health.HEALTH_MAX_BYTES`` (bytes),
-    ``hub.health.SECONDS_A_DAY`` (s): the ``health`` findings and answer (§23).
-  * ``hub.store.USAGE_TTL`` (s), ``hub.store.NEAR_LIMIT_FRACTION`` (1/N), ``hub.store.COUNT_MAX_ENTRIES`` (entries),
-    ``hub.store.COUNT_MAX_CHECKED_FOLDERS`` (folders): the quota count (§4.7).
+  * ``hub.methods.health.PARAGRAPH_MIN_LINES`` (lines), ``hub.methods.health.PARAGRAPH_MIN_CHARS`` (characters),
+    ``hub.methods.health.NEAR_DUPLICATE_SCORE`` (0-100), ``hub.methods.health.NEAR_ANCHOR_CHARS`` (characters),
+    ``hub.methods.health.NEAR_BUCKET_MAX`` (paragraphs), ``hub.methods.health.NEAR_LIMIT_PERCENT`` (percent),
+    ``hub.methods.health.HEALTH_MAX_FINDINGS`` (count), ``hub.methods.health.HEALTH_MAX_BYTES`` (bytes),
+    ``hub.methods.health.SECONDS_A_DAY`` (s): the ``health`` findings and answer (§23).
+  * ``hub.storage.store.USAGE_TTL`` (s), ``hub.storage.store.NEAR_LIMIT_FRACTION`` (1/N),
+    ``hub.storage.store.COUNT_MAX_ENTRIES`` (entries),
+    ``hub.storage.store.COUNT_MAX_CHECKED_FOLDERS`` (folders): the quota count (§4.7).
 
 Protocol
   * ``protocol.agent_protocol.MAX_PROTOCOL_BYTES`` (bytes), ``protocol.agent_protocol.MAX_NAMED_MOUNTS`` (mounts):
@@ -72,8 +78,8 @@ Clients and frontends
   * ``tools.cli.tidy.TASK_MAX_BYTES`` (bytes): the longest tidy task on an agent's command line (§21).
   * ``tools.client.textdiff.CONTEXT_LINES`` (lines), ``tools.client.when.MAX_DURATION_SECONDS`` (s).
   * ``tools.lifecycle.spawn.POLL_INTERVAL_S`` (s): between ``hello`` attempts while a Hub starts.
-  * ``hub.run.MCP_WARM_DELAY_SECONDS`` (s): when the Hub starts importing the MCP server after start (§22.1).
-  * ``hub.run.MCP_WARM_IDLE_SECONDS`` (s): how long the Hub is idle before each step of that import (§22.1).
+  * ``hub.serve.run.MCP_WARM_DELAY_SECONDS`` (s): when the Hub starts importing the MCP server after start (§22.1).
+  * ``hub.serve.run.MCP_WARM_IDLE_SECONDS`` (s): how long the Hub is idle before each step of that import (§22.1).
   * ``tools.lifecycle.control.LOG_ROTATE_BYTES`` (bytes), ``tools.lifecycle.control.EXIT_WAIT_SECONDS`` (s),
     ``tools.lifecycle.control.LOG_TAIL_LINES`` (lines), ``tools.lifecycle.control.TIMEOUT_SECONDS`` (s),
     ``tools.lifecycle.control.TERMINATE_WAIT_SECONDS`` (s), ``tools.lifecycle.manager.SYSTEMCTL_TIMEOUT_SECONDS`` (s),
@@ -85,8 +91,8 @@ Clients and frontends
     ``tools.cli.review.WIDTH`` (columns), ``tools.cli.agent.SHOW_HELLO_SECONDS`` (s).
   * ``tools.cli.tls.CA_DAYS`` (days), ``tools.cli.tls.SERVER_DAYS`` (days), ``tools.cli.tls.EXPIRY_WARNING_DAYS``
     (days): ``amux hub tls init``'s certificates and ``amux doctor``'s warning.
-  * ``hub.mcp.catalog.MAX_NAME_ECHO`` (characters), ``hub.mcp.pager.PAGE_BUDGET`` (bytes),
-    ``hub.mcp.pager.MAX_PAGED_RESULTS`` (count), ``hub.mcp.pager.DEFAULT_PAGE_TTL`` (s),
+  * ``hub.mcp.catalog.MAX_NAME_ECHO`` (characters), ``hub.mcp.continuations.PAGE_BUDGET`` (bytes),
+    ``hub.mcp.continuations.MAX_PAGED_RESULTS`` (count), ``hub.mcp.continuations.DEFAULT_PAGE_TTL`` (s),
     ``hub.mcp.session.INBOX`` (messages), ``hub.mcp.session.BUSY_CODE`` (JSON-RPC code): the MCP server in
     the Hub (§9.2).
   * ``tools.mcp.relay.CONNECT_DEADLINE`` (s), ``tools.mcp.relay.INITIALIZE_WAIT`` (s): ``amux mcp``, the relay
@@ -141,7 +147,7 @@ KIB = 1024
 MIB = 1024 * KIB
 """Bytes in a mebibyte."""
 
-# The Hub's connection bounds (DESIGN.md §3.5, §6), used by hub/connection.py and hub/listeners.py.
+# The Hub's connection bounds (DESIGN.md §3.5, §6), used by hub/serve/connection.py and hub/serve/listeners.py.
 MAX_CONNECTIONS = 1024
 """Open connections the Hub serves at once; one more is answered ``busy`` and closed."""
 MAX_IN_FLIGHT = 32
@@ -172,7 +178,7 @@ MCP_HTTP_BURST = 60.0
 MCP_HTTP_SESSIONS_PER_PRINCIPAL = 16
 """Open MCP sessions one principal may hold; one more is answered 429 until one ends or expires."""
 
-# Unreadable paths named in one answer (DESIGN.md §4.8, §6), used by hub/faults.py and the walkers.
+# Unreadable paths named in one answer (DESIGN.md §4.8, §6), used by hub/storage/faults.py and the walkers.
 MAX_REPORTED_PATHS = 8
 """At most this many unreadable paths are named in one answer (``data.unreadable``, search, list)."""
 MAX_REPORTED_PATH_CHARS = 120

@@ -209,7 +209,7 @@ def parse_stored_revision(value: object, field: str = "revision") -> str | None:
     """An optional stored revision: None, or 64 hex digits or at least their first 12 (lowercase).
 
     A prefix must name exactly one stored version of the document; the
-    history resolves it (:meth:`hub.history.ScopeHistory.resolve`).  Raises
+    history resolves it (:meth:`hub.storage.history.ScopeHistory.resolve`).  Raises
     ``bad_request`` (``data.field``).  DESIGN.md §15.
     """
     if value is None:
@@ -256,7 +256,7 @@ def parse_upsert(params: dict[str, Any]) -> UpsertParams:
     """Validate ``upsert`` params; ``content`` may be str or bin but must be valid UTF-8.
 
     ``allow_shrink`` (bool, default false) lets a write through the
-    destructive-rewrite guard (:mod:`hub.rewrite_guard`); ``allow_secret``
+    destructive-rewrite guard (:mod:`hub.storage.rewrite_guard`); ``allow_secret``
     (bool, default false) through the credential check (DESIGN.md §16).  Empty content
     (0 bytes) is ``bad_request`` (``data.field`` ``content``) unless
     ``allow_empty`` (bool, default false), DESIGN.md §18.

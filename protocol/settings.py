@@ -1,12 +1,12 @@
 """The settings of ``<AMUX_HOME>/config.toml``: every key, its default, its parser and its help (DESIGN.md §13.2).
 
 :data:`SETTINGS` is the one table of settings: the Hub builds its
-:class:`hub.config.HubConfig` from it (field defaults included), ``amux
+:class:`hub.access.config.HubConfig` from it (field defaults included), ``amux
 system config get|set|list`` and the web page's settings list and check
 values with it.  Here, next to :mod:`protocol.config_file` (the one reader
 of the file), so a frontend reads and checks settings without importing the
 Hub.  Reading goes through :func:`protocol.config_file.read_config`;
-writing the file durably is the caller's (:func:`hub.config.set_value`),
+writing the file durably is the caller's (:func:`hub.access.config.set_value`),
 from the bytes :func:`updated_file` makes.  ``tomli_w`` is imported only
 there, when a setting is written (DESIGN.md §13.6).
 """
@@ -219,7 +219,7 @@ def default_text(key: str) -> str:
 
 def default_value(key: str) -> Any:
     """``key``'s default parsed, as the Hub runs with it when the file does not set it; raises ``bad_request`` for
-    an unknown key.  :class:`hub.config.HubConfig`'s field defaults come from here."""
+    an unknown key.  :class:`hub.access.config.HubConfig`'s field defaults come from here."""
     return known(key).parse(default_text(key))
 
 

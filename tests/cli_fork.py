@@ -63,7 +63,7 @@ import amux_memory.tools.cli.app, amux_memory.tools.cli.memory, amux_memory.tool
 import amux_memory.protocol.requests, amux_memory.protocol.params
 # What `amux hub serve` imports before it serves (HubProcess.start forks this too): Trio and the Hub's
 # modules; the MCP server stays out (tests start Hubs with hub.mcp_preload false, and import it per session).
-import trio, amux_memory.tools.cli.hub, amux_memory.hub.run
+import trio, amux_memory.tools.cli.hub, amux_memory.hub.serve.run
 
 listener = socket.socket(fileno=int(sys.argv[1]))
 control = int(sys.argv[2])  # closed by the test process when it ends: the zygote ends too

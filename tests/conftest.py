@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from amux_memory.hub.config import set_value
+from amux_memory.hub.access.config import set_value
 from amux_memory.protocol.errors import HubStartError
 from amux_memory.tools.client.blocking import HubClient
 from amux_memory.tools.client.installation import amux_command
@@ -147,7 +147,7 @@ class HubProcess:
 
     def configure(self, key: str, value: str) -> None:
         """Set ``key`` to ``value`` in this home's ``config.toml`` with the CLI's own writer
-        (:func:`hub.config.set_value`: validated the same way, no subprocess; raises ``HubError`` when invalid).
+        (:func:`hub.access.config.set_value`: validated the same way, no subprocess; raises ``HubError`` when invalid).
         A running Hub keeps its old value until restarted. Tests of ``amux system config set`` itself
         (tests/test_config_file.py, tests/test_cli_process.py, tests/test_hub_service.py) run the real CLI.
         """

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import pytest
 
-from amux_memory.hub.config import HubConfig
+from amux_memory.hub.access.config import HubConfig
 from amux_memory.tools.client.blocking import HubClient
 
 if TYPE_CHECKING:

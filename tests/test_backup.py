@@ -245,11 +245,11 @@ def test_the_guides_backup_timer_units_verify(tmp_path: Path) -> None:
 
 
 def test_staging_keeps_the_prefix_the_scope_held_and_notices_a_purge(tmp_path: Path) -> None:
-    """Under the lock only links and lengths are taken (hub/backup.py): appends and a compaction after it do
+    """Under the lock only links and lengths are taken (hub/storage/backup.py): appends and a compaction after it do
     not reach the copy; a purge (bytes changed in place) moves ``rewrites``, and a staging with
     ``copy_appended`` then holds the purged segment's bytes exactly."""
-    from amux_memory.hub import backup
-    from amux_memory.hub.history import Actor, Retention, ScopeHistory
+    from amux_memory.hub.storage import backup
+    from amux_memory.hub.storage.history import Actor, Retention, ScopeHistory
 
     home = tmp_path / "home"
     (home / "memory" / "global").mkdir(parents=True)

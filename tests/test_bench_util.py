@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from amux_memory.hub.config import set_value
+from amux_memory.hub.access.config import set_value
 from bench.util import HubProc, linear_fit, percentile, summary
 
 

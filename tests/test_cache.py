@@ -6,8 +6,8 @@ import os
 import random
 from pathlib import Path
 
-from amux_memory.hub.cache import ContentCache, ScopeCache
-from amux_memory.hub.search import search_scope
+from amux_memory.hub.methods.search import search_scope
+from amux_memory.hub.storage.cache import ContentCache, ScopeCache
 from amux_memory.protocol.limits import LIMITS
 
 

@@ -89,10 +89,10 @@ def test_the_cli_reads_config_toml_without_the_hubs_imports(tmp_path: Path) -> N
 
 def test_hub_config_defaults_are_the_settings_table(tmp_path: Path) -> None:
     """:data:`protocol.settings.SETTINGS` is the one source of defaults: a Hub on a home without ``config.toml``
-    runs with exactly :class:`hub.config.HubConfig`'s field defaults, and those are the table's, parsed."""
+    runs with exactly :class:`hub.access.config.HubConfig`'s field defaults, and those are the table's, parsed."""
     from dataclasses import MISSING, fields
 
-    from amux_memory.hub.config import HubConfig, allow_list, load
+    from amux_memory.hub.access.config import HubConfig, allow_list, load
     from amux_memory.protocol.settings import SETTINGS, default_value
 
     loaded = load(tmp_path)
@@ -109,12 +109,12 @@ def test_hub_config_defaults_are_the_settings_table(tmp_path: Path) -> None:
 
 def test_the_web_page_reads_settings_without_the_hub() -> None:
     """The settings table lives in ``protocol/`` (DESIGN.md §13.2): the web page and the CLI's reads import it
-    from there; only writing ``config.toml`` durably is the Hub's (``hub.config.set_value``), and doctor's look at
-    a home's scope folders (``hub.config.unreached_scopes``, DESIGN.md §7.8) is the Hub's too."""
+    from there; only writing ``config.toml`` durably is the Hub's (``hub.access.config.set_value``), and doctor's
+    look at a home's scope folders (``hub.access.config.unreached_scopes``, DESIGN.md §7.8) is the Hub's too."""
     import ast
 
-    allowed = {"tools/ui/app.py": {"amux_memory.hub.config"}, "tools/ui/serve.py": set(),
-               "tools/cli/doctor.py": {"amux_memory.hub.config"}}
+    allowed = {"tools/ui/app.py": {"amux_memory.hub.access.config"}, "tools/ui/serve.py": set(),
+               "tools/cli/doctor.py": {"amux_memory.hub.access.config"}}
     for name, writes in allowed.items():
         tree = ast.parse((REPO / name).read_text(encoding="utf-8"))
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}

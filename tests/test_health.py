@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from amux_memory.hub import registry as reg
-from amux_memory.hub.health import HealthPart, check_parts
-from amux_memory.hub.identity import team_scope
+from amux_memory.hub.access import registry as reg
+from amux_memory.hub.access.identity import team_scope
+from amux_memory.hub.methods.health import HealthPart, check_parts
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import LIMITS
 from tests.conftest import HubProcess, make_hub, need_corpus
@@ -65,7 +65,7 @@ def health_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubPr
     os.utime(alice / "old.md", (year_ago, year_ago))  # placed by hand a year ago: stale by its mtime
     # Written through a Hub 300 days ago (its history says so), the file's mtime fresh: stale by history.  Then
     # one hand-edited since (its bytes are no version in history): its fresh mtime decides, not stale.
-    from amux_memory.hub.history import Actor, Retention, ScopeHistory, time_ns
+    from amux_memory.hub.storage.history import Actor, Retention, ScopeHistory, time_ns
 
     history = ScopeHistory(str(h.home / "history" / "users" / sha("alice")), Retention())
     long_ago = time_ns() - 300 * 86_400 * 10**9

@@ -313,7 +313,7 @@ def test_torn_tail_is_cut_on_restart(hub: HubProcess) -> None:
 
 
 def test_versions_older_than_max_days_are_pruned(hub_factory: Any) -> None:
-    from amux_memory.hub.history import Actor, Retention, ScopeHistory, time_ns
+    from amux_memory.hub.storage.history import Actor, Retention, ScopeHistory, time_ns
 
     h: HubProcess = hub_factory(start=False)
     h.configure("memory.history_max_days", "30")
@@ -370,8 +370,8 @@ def test_a_failed_compaction_leaves_a_usable_history(tmp_path: Path, monkeypatch
     storage error of ``compact history`` and leaves the old segment, its index and no temporary file; after
     the rename (the folder's fsync, or opening the new segment) it is ``uncertain`` and the history goes on
     in the new segment, so later versions are never appended to the replaced file."""
-    from amux_memory.hub import fsio
-    from amux_memory.hub.history import Actor, Retention, ScopeHistory
+    from amux_memory.hub.storage import fsio
+    from amux_memory.hub.storage.history import Actor, Retention, ScopeHistory
 
     folder = tmp_path / "history" / "global"
     segment_path = str(folder / "versions.log")

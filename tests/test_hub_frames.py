@@ -20,7 +20,7 @@ import pytest
 import trio
 import trio.testing
 
-from amux_memory.hub.server import Hub
+from amux_memory.hub.serve.hub import Hub
 from amux_memory.protocol.errors import ErrorCode
 from amux_memory.protocol.framing import FrameDecoder, encode_frame
 from amux_memory.protocol.limits import LIMITS
@@ -465,7 +465,7 @@ def test_pipelining_past_the_in_flight_limit(seeded: HubProcess) -> None:
 
 
 class _InstantService:
-    """A stand-in for MemoryService: answers every data call at once with ~7 KB."""
+    """A stand-in for MemoryMethods: answers every data call at once with ~7 KB."""
 
     def __init__(self) -> None:
         self.calls = 0

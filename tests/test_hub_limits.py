@@ -11,11 +11,11 @@ import pytest
 import trio
 import trio.testing
 
-import amux_memory.hub.connection as connection
-import amux_memory.hub.listeners as listeners
-from amux_memory.hub.identity import GLOBAL
-from amux_memory.hub.run import serve
-from amux_memory.hub.server import Hub
+import amux_memory.hub.serve.connection as connection
+import amux_memory.hub.serve.listeners as listeners
+from amux_memory.hub.access.identity import GLOBAL
+from amux_memory.hub.serve.hub import Hub
+from amux_memory.hub.serve.run import serve
 from amux_memory.protocol.errors import ErrorCode
 from amux_memory.protocol.framing import FrameDecoder
 from amux_memory.protocol.limits import LIMITS

@@ -16,12 +16,12 @@ import pytest
 import trio
 import trio.testing
 
-import amux_memory.hub.run as hub_run
-import amux_memory.hub.server as hub_server
-from amux_memory.hub.home import HomeLock
-from amux_memory.hub.run import run
-from amux_memory.hub.server import Hub
-from amux_memory.hub.service import HANDLERS
+import amux_memory.hub.serve.hub as hub_server
+import amux_memory.hub.serve.run as hub_run
+from amux_memory.hub.methods.memory import HANDLERS
+from amux_memory.hub.serve.home import HomeLock
+from amux_memory.hub.serve.hub import Hub
+from amux_memory.hub.serve.run import run
 from amux_memory.protocol.config_file import LOCK_NAME
 from amux_memory.protocol.errors import ExitStatus
 from amux_memory.protocol.framing import FrameDecoder
@@ -286,7 +286,7 @@ async def test_an_mcp_open_during_a_warm_step_imports_the_sdk_after_it(
 async def test_with_mcp_preload_off_the_warm_up_imports_nothing_and_still_freezes(
     tmp_path: Path, mock_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # hub.mcp_preload = false: hub.run.serve passes no steps; the collector is still frozen once after the delay.
+    # hub.mcp_preload = false: hub.serve.run.serve passes no steps; the collector is still frozen once after the delay.
     mock_clock.autojump_threshold = THREAD_GRACE
     hub = Hub(hub_config(tmp_path), LIMITS)
     imported: list[str] = []

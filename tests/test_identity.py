@@ -3,7 +3,7 @@
 Most tests drive the real ``amux`` CLI against a real Hub subprocess: the
 registry commands (``amux hub principal ...``, ``amux hub token ...``) edit
 the Hub's home while it runs, and every change must apply to the very next
-call.  The decisions themselves (:func:`hub.identity.authenticate`, the
+call.  The decisions themselves (:func:`hub.access.identity.authenticate`, the
 registry's token checks) are also tested as plain functions with an explicit
 clock.  Cross-principal proofs run through the CLI, through the blocking
 client and through raw frames.
@@ -24,8 +24,8 @@ import pytest
 import trio
 import trio.testing
 
-from amux_memory.hub.identity import authenticate, scope_for
-from amux_memory.hub.registry import (
+from amux_memory.hub.access.identity import authenticate, scope_for
+from amux_memory.hub.access.registry import (
     REGISTRY_NAME,
     Registry,
     RegistryFileError,
@@ -35,7 +35,7 @@ from amux_memory.hub.registry import (
     modify,
     read_registry,
 )
-from amux_memory.hub.server import Hub
+from amux_memory.hub.serve.hub import Hub
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
 from amux_memory.protocol.framing import FrameDecoder
 from amux_memory.protocol.limits import LIMITS

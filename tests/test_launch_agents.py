@@ -45,7 +45,7 @@ from typing import Any
 
 import pytest
 
-from amux_memory.hub.mcp.handlers import TOOL_NAMES
+from amux_memory.hub.mcp.tools import TOOL_NAMES
 from amux_memory.protocol.agent_protocol import render
 from tests.agent_clients import client_env, unavailable
 from tests.conftest import REPO, HubProcess, amux_argv

@@ -99,7 +99,7 @@ def test_claude_merges_append_text_with_the_protocol_once_and_configures_mcp() -
 
 
 def test_mcp_tool_names_match_the_server() -> None:
-    from amux_memory.hub.mcp.handlers import TOOL_NAMES
+    from amux_memory.hub.mcp.tools import TOOL_NAMES
 
     assert MCP_TOOL_NAMES == TOOL_NAMES
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from tests.conftest import REPO
 
 PACKAGES = ("hub", "protocol", "tools", "launch", "bench")
-"""The product's folders.  Modules are named here by their folder path (``hub.store``); the installed
+"""The product's folders.  Modules are named here by their folder path (``hub.storage.store``); the installed
 import root (:data:`ROOT`) is left off the names the code imports (:func:`unroot`)."""
 
 ROOT = "amux_memory"
@@ -44,7 +44,7 @@ INSTALLED = ("hub", "protocol", "tools", "launch")
 
 
 def unroot(name: str) -> str:
-    """``amux_memory.hub.store`` → ``hub.store`` (other names unchanged)."""
+    """``amux_memory.hub.storage.store`` → ``hub.storage.store`` (other names unchanged)."""
     return name.removeprefix(ROOT + ".")
 
 
@@ -202,7 +202,7 @@ def test_frontends_build_requests_with_the_builders() -> None:
 
 
 SEPARATE_CONSTANTS = {
-    ("RECEIVE_BYTES", "hub.connection"): "the Hub's read size, not the clients'",
+    ("RECEIVE_BYTES", "hub.serve.connection"): "the Hub's read size, not the clients'",
     ("DEFAULT_TIMEOUT", "launch.codex_app_server"): "the codex app-server's answer time, not the Hub's",
 }
 """Same name and value on purpose: ``(name, module)`` → why it is a different quantity."""
@@ -367,7 +367,7 @@ def markdown_table(text: str, first_header: str) -> list[dict[str, str]]:
 
 
 def map_name(ticked: str) -> str:
-    """A package or module as the map writes it (``tools/client/``, ``hub/store.py``) → dotted name."""
+    """A package or module as the map writes it (``tools/client/``, ``hub/storage/store.py``) → dotted name."""
     return ticked.strip().rstrip("/").removesuffix(".py").replace("/", ".")
 
 
@@ -601,24 +601,24 @@ def test_no_import_cycle() -> None:
 def test_map_checker_finds_a_planted_import_and_lets_an_allowed_one_pass() -> None:
     allowed = {"protocol": set(), "hub": {"protocol"}, "tools.mcp": {"protocol"}, "tools.cli": {"tools.mcp.relay"}}
     sources = {
-        "protocol.framing": ("protocol/framing.py", "import os\nfrom hub.store import Store\n", False),
-        "hub.store": ("hub/store.py", "from protocol.limits import LIMITS\nfrom . import fsio\n", False),
+        "protocol.framing": ("protocol/framing.py", "import os\nfrom hub.storage.store import Store\n", False),
+        "hub.storage.store": ("hub/storage/store.py", "from protocol.limits import LIMITS\nfrom . import fsio\n", False),
         "tools.mcp.relay": ("tools/mcp/relay.py", "def f():\n    from tools.ui.app import build\n"
                             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import tools.cli.app\n", False),
         "tools.cli.agent": ("tools/cli/agent.py", "def m():\n    from tools.mcp.relay import main\n"
                             "    from tools.ui import pages\n", False),
-        "protocol.paths": ("protocol/paths.py", "import importlib\nimportlib.import_module('hub.store')\n"
-                           "def f():\n    return __import__('hub.server')\nimportlib.import_module('json')\n"
+        "protocol.paths": ("protocol/paths.py", "import importlib\nimportlib.import_module('hub.storage.store')\n"
+                           "def f():\n    return __import__('hub.serve.hub')\nimportlib.import_module('json')\n"
                            "run(importlib.import_module, 'tools.ui.app')\nimport_module('.limits', 'p')\n", False),
     }
     assert map_violations(allowed, sources) == [
-        "protocol/framing.py:2: protocol.framing imports hub.store, which DESIGN.md §2.1 does not allow",
+        "protocol/framing.py:2: protocol.framing imports hub.storage.store, which DESIGN.md §2.1 does not allow",
         "tools/mcp/relay.py:2: tools.mcp.relay imports tools.ui.app, which DESIGN.md §2.1 does not allow",
         "tools/mcp/relay.py:5: tools.mcp.relay imports tools.cli.app, which DESIGN.md §2.1 does not allow",
         "tools/cli/agent.py:3: tools.cli.agent imports tools.ui.pages, which DESIGN.md §2.1 does not allow",
-        "protocol/paths.py:2: protocol.paths imports hub.store, which DESIGN.md §2.1 does not allow",
+        "protocol/paths.py:2: protocol.paths imports hub.storage.store, which DESIGN.md §2.1 does not allow",
         "protocol/paths.py:6: protocol.paths imports tools.ui.app, which DESIGN.md §2.1 does not allow",
-        "protocol/paths.py:4: protocol.paths imports hub.server, which DESIGN.md §2.1 does not allow",
+        "protocol/paths.py:4: protocol.paths imports hub.serve.hub, which DESIGN.md §2.1 does not allow",
     ]
 
 
@@ -646,8 +646,8 @@ def test_the_map_itself_points_down() -> None:
             other = package_of(name, set(FRONTENDS_OF_THE_MAP))
             assert other is None or (frontend == "tools.cli" and name != other), f"{frontend} may import {name}"
     hub_row = next(row for row in markdown_table(section, "package") if row["package"] == "`hub/`")
-    named = set(re.findall(r"`([a-z_]+)`", hub_row["holds"]))
-    assert {m.split(".")[1] for m in MODULES if m.startswith("hub.")} - named == set()
+    named = set(re.findall(r"`([a-z_]+)/?`", hub_row["holds"]))
+    assert {m.split(".")[-1] for m in MODULES if m.startswith("hub.")} - named == set()
     assert {m for m in MODULES if package_of(m, set(allowed)) is None} <= {"tools"}
 
 
@@ -732,3 +732,83 @@ def test_every_numeric_constant_is_in_limits_or_named_there() -> None:
     stale = {n for n in named if n.rpartition(".")[0] in MODULES
              and n.rpartition(".")[2] not in {name for _, name in numeric_constants(sources[n.rpartition(".")[0]][1])}}
     assert stale == set(), "named in protocol/limits.py but not defined there"
+
+
+# DESIGN.md §2.1, §2.3: the Hub's rooms, each importing only the rooms below it, each module in its room's map.
+
+HUB_ROOMS = ("storage", "access", "methods", "serve", "mcp")
+"""``hub/``'s rooms, lowest first."""
+
+ROOM_MAY_IMPORT: Mapping[str, frozenset[str]] = {
+    "storage": frozenset(),
+    "access": frozenset({"storage"}),
+    "methods": frozenset({"storage", "access"}),
+    "serve": frozenset({"storage", "access", "methods", "mcp"}),
+    "mcp": frozenset({"storage", "access", "methods", "serve"}),
+}
+"""The other rooms a room may import (DESIGN.md §2.3): storage none, access storage, methods both; serving and the
+MCP server sit on top."""
+
+
+def room_of(module: str) -> str | None:
+    """``hub.storage.store`` → ``storage``; ``hub`` itself and modules outside ``hub/`` → None."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 and parts[0] == "hub" else None
+
+
+def room_violations(sources: Mapping[str, tuple[str, str, bool]]) -> list[str]:
+    """``file:line: A imports B`` for each import from one room of ``hub/`` into a room it may not import."""
+    found = []
+    for module, edges in import_graph(sources).items():
+        room = room_of(module)
+        if room is None:
+            continue
+        for target, line in sorted(edges.items()):
+            other = room_of(target)
+            if other is not None and other != room and other not in ROOM_MAY_IMPORT[room]:
+                found.append(f"{line}: {module} imports {target}, {room}/ may not import {other}/")
+    return found
+
+
+def test_room_checker_finds_an_upward_import() -> None:
+    sources = {
+        "hub.storage.store": ("hub/storage/store.py", "def f():\n    from amux_memory.hub.access import mounts\n",
+                              False),
+        "hub.access.mounts": ("hub/access/mounts.py", "from amux_memory.hub.storage import store\n", False),
+        "hub.methods.memory": ("hub/methods/memory.py", "from amux_memory.hub.serve.hub import Hub\n", False),
+        "hub.serve.hub": ("hub/serve/hub.py", "from amux_memory.hub.methods.memory import MemoryMethods\n", False),
+    }
+    assert room_violations(sources) == [
+        "hub/storage/store.py:2: hub.storage.store imports hub.access.mounts, storage/ may not import access/",
+        "hub/methods/memory.py:1: hub.methods.memory imports hub.serve.hub, methods/ may not import serve/",
+    ]
+
+
+def test_rooms_import_only_the_rooms_below() -> None:
+    assert {room for m in MODULES if (room := room_of(m))} == set(HUB_ROOMS)
+    found = room_violations(_product_sources())
+    assert not found, "\n" + "\n".join(found)
+
+
+def unmapped_modules(modules: Collection[str], docstrings: Mapping[str, str]) -> list[str]:
+    """Modules of ``hub/`` that their package's ``__init__`` docstring (``docstrings``: package → text) does not
+    name, as ````leaf```` or ``:mod:`` with its dotted name."""
+    missing = []
+    for module in sorted(modules):
+        package, _, leaf = module.rpartition(".")
+        if module.startswith("hub.") and package in docstrings and f"``{leaf}``" not in docstrings[package] \
+                and f":mod:`{module}`" not in docstrings[package]:
+            missing.append(f"{module} is not in {package}'s map ({package.replace('.', '/')}/__init__.py)")
+    return missing
+
+
+def test_map_checker_finds_a_module_without_an_entry() -> None:
+    docs = {"hub": "``storage``", "hub.storage": "* ``store`` — documents"}
+    assert unmapped_modules(["hub.storage", "hub.storage.store", "hub.storage.planted"], docs) == [
+        "hub.storage.planted is not in hub.storage's map (hub/storage/__init__.py)"]
+
+
+def test_every_hub_module_is_in_its_package_map() -> None:
+    docstrings = {m: ast.get_docstring(ast.parse(MODULES[m].read_text(encoding="utf-8"))) or ""
+                  for m in MODULES if MODULES[m].name == "__init__.py" and (m == "hub" or m.startswith("hub."))}
+    assert unmapped_modules(MODULES, docstrings) == []

@@ -88,7 +88,8 @@ def test_list_rejects_bad_arguments_and_respects_disabled(hub_factory: object, h
 def test_a_file_gone_between_readdir_and_stat_is_skipped_not_an_error(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A write's temp file renamed (or a document forgotten) while ``list`` walks: it is simply not there."""
-    from amux_memory.hub import listing, store
+    from amux_memory.hub.storage import document_list as listing
+    from amux_memory.hub.storage import store
 
     scope = tmp_path / "scope"
     for rel in ("a.md", "b.md", "sub/c.md"):

@@ -27,10 +27,10 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import METHOD_NOT_FOUND, CallToolResult
 
 from amux_memory.hub.mcp.catalog import catalog
-from amux_memory.hub.mcp.handlers import TOOL_NAMES, MemoryTools
-from amux_memory.hub.mcp.pager import PAGE_BUDGET, Pager
+from amux_memory.hub.mcp.continuations import PAGE_BUDGET, Pager
 from amux_memory.hub.mcp.render import result_json, result_size
 from amux_memory.hub.mcp.schemas import ERROR_SCHEMA
+from amux_memory.hub.mcp.tools import TOOL_NAMES, MemoryTools
 from amux_memory.protocol.agent_protocol import MAX_PROTOCOL_BYTES, VARIANTS, render
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import LIMITS

@@ -1,4 +1,4 @@
-"""The metrics listener (``hub.metrics_listen``, ``hub/metrics.py``) and the per-token rate settings, through a
+"""The metrics listener (``hub.metrics_listen``, ``hub/serve/metrics.py``) and the per-token rate settings, through a
 real Hub: calls over the Unix socket, TCP, MCP HTTP and the ``amux mcp`` relay are counted once each with their
 transport; ``promtool check metrics`` accepts the scrape; no label carries a principal, a path or a token; a real
 Prometheus (Debian's package, started here) scrapes the Hub and a series is read back through its query API;

@@ -24,13 +24,13 @@ import pytest
 import trio
 import trio.testing
 
-import amux_memory.hub.connection as connection
-import amux_memory.hub.listeners as listeners
-from amux_memory.hub.config import parse_listen
-from amux_memory.hub.identity import GLOBAL
-from amux_memory.hub.registry import Registry, modify
-from amux_memory.hub.run import serve
-from amux_memory.hub.server import Hub
+import amux_memory.hub.serve.connection as connection
+import amux_memory.hub.serve.listeners as listeners
+from amux_memory.hub.access.config import parse_listen
+from amux_memory.hub.access.identity import GLOBAL
+from amux_memory.hub.access.registry import Registry, modify
+from amux_memory.hub.serve.hub import Hub
+from amux_memory.hub.serve.run import serve
 from amux_memory.protocol.endpoint import is_loopback, parse_endpoint
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, ExitStatus, HubError, HubStartError
 from amux_memory.protocol.framing import FrameDecoder

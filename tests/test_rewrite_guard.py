@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from amux_memory.hub.rewrite_guard import MIN_DROPPED_LINES, check_rewrite
+from amux_memory.hub.storage.rewrite_guard import MIN_DROPPED_LINES, check_rewrite
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
 from tests.conftest import HubProcess, need_corpus
 from tests.helpers import sha

@@ -1,4 +1,4 @@
-"""The bounded literal scan (hub.search.search_scope) on temporary scopes, in process.
+"""The bounded literal scan (hub.methods.search.search_scope) on temporary scopes, in process.
 
 Ranking, casefolding, CJK contiguity, literal (never regex/glob/shell)
 keywords, path prefixes, result limits, the 8 KiB response budget, snippets,
@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from amux_memory.hub.identity import GLOBAL
-from amux_memory.hub.search import read_file_nofollow, search_scope
-from amux_memory.hub.service import MemoryService
+from amux_memory.hub.access.identity import GLOBAL
+from amux_memory.hub.methods.memory import MemoryMethods
+from amux_memory.hub.methods.search import read_file_nofollow, search_scope
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import LIMITS, Limits
 from amux_memory.protocol.messages import packed_size
@@ -518,9 +518,9 @@ def test_directory_entry_budgets(scope: Path) -> None:
     assert res["scanned_files"] < 12
 
 
-def make_service(tmp_path: Path, reader: Any = read_file_nofollow, enabled: bool = True) -> MemoryService:
+def make_service(tmp_path: Path, reader: Any = read_file_nofollow, enabled: bool = True) -> MemoryMethods:
     config = hub_config(tmp_path, memory_enabled=enabled)
-    return MemoryService(config, LIMITS, reader)
+    return MemoryMethods(config, LIMITS, reader)
 
 
 @pytest.mark.alone  # measures elapsed time
@@ -657,8 +657,9 @@ def test_a_crowded_folder_gets_a_fair_share_of_the_file_budget(tmp_path: Path) -
 
 
 def test_unreadable_folders_are_skipped_named_and_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from amux_memory.hub import listing, store, walk
-    from amux_memory.hub.faults import MAX_REPORTED_PATH_CHARS, MAX_REPORTED_PATHS
+    from amux_memory.hub.storage import document_list as listing
+    from amux_memory.hub.storage import store, walk
+    from amux_memory.hub.storage.faults import MAX_REPORTED_PATH_CHARS, MAX_REPORTED_PATHS
 
     for i in range(20):
         (tmp_path / f"locked-{i:02}-{'x' * 200}").mkdir()
@@ -721,7 +722,7 @@ def test_under_the_entry_bound_folders_count_first_and_the_names_left_are_shared
 
 def test_a_list_cut_by_the_entry_bound_keeps_the_top_level_and_says_so(tmp_path: Path) -> None:
     """The depth-first walk of ``list`` visits the top level before any folder's contents (DESIGN.md §5.8)."""
-    from amux_memory.hub.listing import list_documents
+    from amux_memory.hub.storage.document_list import list_documents
 
     _order_tree(tmp_path, {"": 3, "sub": 20})
     page = list_documents(str(tmp_path), "", "", dataclasses.replace(LIMITS, scan_max_total_entries=10))
@@ -735,7 +736,7 @@ def test_the_scan_asks_the_kernel_to_read_ahead_exactly_the_files_it_must_read(
 ) -> None:
     # On a cold page cache the read-ahead hint lets the disk work on a folder's files at once.  It must cover
     # files the cache holds an older version of (changed since), not only files it never held, and no fresh file.
-    from amux_memory.hub.cache import ScopeCache
+    from amux_memory.hub.storage.cache import ScopeCache
 
     files = {f"notes/n{i}.md": f"# Note {i}\n\nbody {i} keyword\n" for i in range(10)}
     files["MEMORY.md"] = "# Memory\n\nkeyword\n"
@@ -770,7 +771,7 @@ def test_the_scan_asks_the_kernel_to_read_ahead_exactly_the_files_it_must_read(
 def test_a_file_that_grows_during_the_scan_does_not_push_the_read_bytes_over_the_budget(tmp_path: Path) -> None:
     # A folder's files are lstat-ed before any is read; one edited (made larger) while the scan reads its
     # neighbours must still be held to the bytes left, by what was read, not by its size at the lstat.
-    from amux_memory.hub.cache import ScopeCache
+    from amux_memory.hub.storage.cache import ScopeCache
 
     write(tmp_path, {f"notes/n{i}.md": f"keyword {i}\n" for i in range(4)})
     big = tmp_path / "notes" / "n3.md"

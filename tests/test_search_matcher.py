@@ -1,4 +1,4 @@
-"""The one-pass keyword matcher of ``hub.search`` equals the per-keyword literal test (DESIGN.md §5.1).
+"""The one-pass keyword matcher of ``hub.methods.search`` equals the per-keyword literal test (DESIGN.md §5.1).
 
 Differential, with hypothesis: random documents and keywords over a small
 alphabet full of overlaps (one keyword inside another, one's end the next
@@ -14,8 +14,8 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amux_memory.hub.cache import CachedDoc, ScopeCache, fold
-from amux_memory.hub.search import GROUP_MIN, _matcher, _presence
+from amux_memory.hub.methods.search import GROUP_MIN, _matcher, _presence
+from amux_memory.hub.storage.cache import CachedDoc, ScopeCache, fold
 
 ALPHABET = "abAB ßSsİi\u0307e\u0301é中文中ﬁ"
 words = st.text(ALPHABET.replace(" ", ""), min_size=1, max_size=4)

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-import amux_memory.hub.search as hub_search
-from amux_memory.hub.cache import ScopeCache
-from amux_memory.hub.identity import GLOBAL
-from amux_memory.hub.search import read_file_nofollow, search_scope
-from amux_memory.hub.service import MemoryService
+import amux_memory.hub.methods.search as hub_search
+from amux_memory.hub.access.identity import GLOBAL
+from amux_memory.hub.methods.memory import MemoryMethods
+from amux_memory.hub.methods.search import read_file_nofollow, search_scope
+from amux_memory.hub.storage.cache import ScopeCache
 from amux_memory.protocol.limits import LIMITS
 from tests.helpers import hub_config
 
@@ -147,7 +147,7 @@ async def test_slow_reader_through_the_service_stops_in_time(tmp_path: Path) -> 
     write_scope(root, 300)
     config = hub_config(tmp_path)
     reader = SlowReader(0.020)
-    service = MemoryService(config, LIMITS, reader)
+    service = MemoryMethods(config, LIMITS, reader)
     before = threading.active_count()
     res = await service.call(GLOBAL, "search", {"query": "needle", "limit": 20})
     calls = len(reader.calls)

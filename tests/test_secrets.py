@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import trio
 
-from amux_memory.hub.secrets import find_secrets, redact
+from amux_memory.hub.methods.secrets import find_secrets, redact
 from amux_memory.protocol.errors import ERRORS, ErrorCode, HubError
 from amux_memory.protocol.requests import upsert_params
 from amux_memory.tools.client.blocking import HubClient
@@ -587,7 +587,7 @@ def test_index_names_the_topic_a_credential_comes_from_and_lint_reports_it(hub: 
 
 
 def test_shell_command_quotes_every_word_and_puts_double_dash_before_a_dash_path() -> None:
-    from amux_memory.hub.scan_report import clean_up_commands, purge_command, shell_command
+    from amux_memory.hub.methods.scan_report import clean_up_commands, purge_command, shell_command
 
     hostile = "notes/$(touch x) ; rm -rf y.md"
     assert shell_command(["memory", "export"], hostile) == "amux memory export 'notes/$(touch x) ; rm -rf y.md'"

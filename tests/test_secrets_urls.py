@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from amux_memory.hub.secrets import find_secrets, redact
+from amux_memory.hub.methods.secrets import find_secrets, redact
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode
 from tests.conftest import HubProcess
 from tests.mcp_session import call, err, mcp_session, ok

@@ -587,7 +587,7 @@ def test_writes_stay_quick_in_a_scope_of_many_empty_folders(hub: HubProcess) -> 
 
 
 def test_errno_mapping_covers_the_documented_cases() -> None:
-    from amux_memory.hub.faults import from_os_error
+    from amux_memory.hub.storage.faults import from_os_error
 
     cases = {errno.ENOSPC: ErrorCode.STORAGE_FULL, errno.EDQUOT: ErrorCode.STORAGE_FULL,
              errno.EROFS: ErrorCode.STORAGE_READ_ONLY, errno.EACCES: ErrorCode.PERMISSION_DENIED,

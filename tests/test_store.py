@@ -1,4 +1,4 @@
-"""The Markdown store (hub.store.Store) on a temporary scope directory, in process.
+"""The Markdown store (hub.storage.store.Store) on a temporary scope directory, in process.
 
 Covers revisions and compare-and-swap writes, symlink refusal, NFC paths,
 every quota at and one past its bound, bounded line-range reads with offset
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from amux_memory.hub import fsio
-from amux_memory.hub.search import search_scope
-from amux_memory.hub.store import Store
+from amux_memory.hub.methods.search import search_scope
+from amux_memory.hub.storage import fsio
+from amux_memory.hub.storage.store import Store
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import KIB, LIMITS, MIB
 from amux_memory.protocol.messages import packed_size
@@ -806,7 +806,7 @@ def test_parse_upsert_accepts_str_and_bytes() -> None:
 def test_scope_usage_tracks_the_hubs_writes_and_recounts_hand_edits(
     store: Store, scope: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import amux_memory.hub.store as store_module
+    import amux_memory.hub.storage.store as store_module
 
     a = store.upsert(str(scope), "a.md", b"x" * 100, "absent")
     store.upsert(str(scope), "b.md", b"y" * 50, "absent")
@@ -821,7 +821,7 @@ def test_scope_usage_tracks_the_hubs_writes_and_recounts_hand_edits(
 def test_quota_count_is_bounded_and_replacing_near_the_document_limit_does_not_recount(
     store: Store, scope: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import amux_memory.hub.store as store_module
+    import amux_memory.hub.storage.store as store_module
 
     for i in range(970):  # within 1/16 of the 1,024 documents
         (scope / f"n{i:04}.md").write_bytes(b"x\n")

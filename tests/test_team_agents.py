@@ -33,8 +33,8 @@ import jsonschema
 import pytest
 import trio
 
-from amux_memory.hub import registry as reg
-from amux_memory.hub.identity import team_scope
+from amux_memory.hub.access import registry as reg
+from amux_memory.hub.access.identity import team_scope
 from amux_memory.hub.mcp.schemas import OUTPUT_SCHEMAS, REVIEW_OUTPUT_SCHEMAS
 from bench.capacity import PROTOCOL
 from bench.mcp_http import rpc_message

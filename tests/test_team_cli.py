@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from amux_memory.hub import registry as reg
-from amux_memory.hub.config import set_value
-from amux_memory.hub.identity import team_scope
+from amux_memory.hub.access import registry as reg
+from amux_memory.hub.access.config import set_value
+from amux_memory.hub.access.identity import team_scope
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
 from amux_memory.protocol.requests import scope_copy_params
 from amux_memory.tools.client.blocking import HubClient

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from amux_memory.hub import registry as reg
-from amux_memory.hub.identity import GLOBAL, team_scope
-from amux_memory.hub.mounts import View, view_for
+from amux_memory.hub.access import registry as reg
+from amux_memory.hub.access.identity import GLOBAL, team_scope
+from amux_memory.hub.access.mounts import View, view_for
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess, make_hub

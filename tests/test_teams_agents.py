@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import pytest
 import trio
 
-from amux_memory.hub import registry as reg
+from amux_memory.hub.access import registry as reg
 from amux_memory.hub.mcp.render import render_search
 from amux_memory.launch.agents import plan
 from amux_memory.launch.binding import resolve_fresh

@@ -442,7 +442,7 @@ def test_project_library_search_folds_like_the_hub(tmp_path: Path, written: str,
     """A composed accent finds a decomposed one and back, in text and in paths, as a Hub search does."""
     import unicodedata
 
-    from amux_memory.hub.search import search_scope
+    from amux_memory.hub.methods.search import search_scope
     from amux_memory.protocol.limits import LIMITS
 
     lib = ProjectLibrary(tmp_path)

@@ -540,8 +540,8 @@ def test_a_team_maintainer_browses_the_team_and_decides_its_queue(browser: Any, 
     team's page with its documents and its queue, Approve from the queue writes the agent's exact bytes into the
     team's memory and comes back to the team's page; a team document's page and history; hostile agent text
     runs nothing; the team page fits 390 px."""
-    from amux_memory.hub import registry as reg
-    from amux_memory.hub.identity import team_scope
+    from amux_memory.hub.access import registry as reg
+    from amux_memory.hub.access.identity import team_scope
     from amux_memory.tools.client.blocking import HubClient
 
     (tmp_path / "team-hub").mkdir()

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
-from amux_memory.hub import registry as reg
-from amux_memory.hub.identity import team_scope
+from amux_memory.hub.access import registry as reg
+from amux_memory.hub.access.identity import team_scope
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess, make_hub
 from tests.ui_helpers import UiProcess, csrf_of, request, start_ui

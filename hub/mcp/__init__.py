@@ -40,10 +40,10 @@ From either it goes down this package in order:
   annotations, input and output schemas) and the one dispatcher: an unknown
   tool or arguments that fail the input schema become a ``bad_request`` tool
   error of the same shape as a Hub error.
-* :mod:`hub.mcp.handlers` — :class:`~hub.mcp.handlers.MemoryTools`, the
+* :mod:`hub.mcp.tools` — :class:`~hub.mcp.tools.MemoryTools`, the
   tool handlers that build the Hub request and run it through a backend
-  (:func:`~hub.mcp.handlers.hub_backend`: ``Hub.call`` for the caller).
-* :mod:`hub.mcp.pager` — results over the reply budget, cut into pages for
+  (:func:`~hub.mcp.tools.hub_backend`: ``Hub.call`` for the caller).
+* :mod:`hub.mcp.continuations` — results over the reply budget, cut into pages for
   ``result_continue``.
 * :mod:`hub.mcp.render` — the text a model reads, the canonical JSON text
   and size of a result, and the tool-error result.

@@ -28,9 +28,9 @@ import mcp.types as types
 from mcp.server.mcpserver.tools import Tool
 from pydantic import ValidationError
 
-from amux_memory.hub.mcp.handlers import TOOL_NAMES, MemoryTools
 from amux_memory.hub.mcp.render import error_result
 from amux_memory.hub.mcp.schemas import OUTPUT_SCHEMAS, REVIEW_OUTPUT_SCHEMAS
+from amux_memory.hub.mcp.tools import TOOL_NAMES, MemoryTools
 from amux_memory.protocol.errors import ErrorCode, HubError
 
 log = logging.getLogger("amux.mcp")

@@ -30,9 +30,9 @@ the SDK sees a request, in this order:
 8. a request body must keep arriving (``MCP_HTTP_BODY_TIMEOUT_SECONDS`` per
    chunk) and stay under ``MCP_HTTP_MAX_BODY_BYTES`` (the SDK answers 413).
 
-The caller's identity carries client :data:`hub.identity.MCP_CLIENT`, the
+The caller's identity carries client :data:`hub.access.identity.MCP_CLIENT`, the
 ``Amux-Binding`` and the ``Amux-Session`` it sent, so an HTTP caller is an
-agent (:func:`hub.identity.agent_reason`) and history names its session.
+agent (:func:`hub.access.identity.agent_reason`) and history names its session.
 ``Amux-Instructions: off`` (sent by ``amux launch``, which puts the protocol
 in the agent's own instructions) picks a server whose ``initialize`` has no
 instructions, as ``AMUX_MCP_INSTRUCTIONS=off`` does for the relay; each of
@@ -63,10 +63,10 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from amux_memory.hub.asgi import answer_lifespan, guard_hypercorn
-from amux_memory.hub.config import HubConfig
-from amux_memory.hub.identity import MCP_CLIENT, Identity, Scope, authenticate, scope_for
-from amux_memory.hub.listeners import HttpListenerSettings, bind_http_socket, http_listener_settings
+from amux_memory.hub.access.config import HubConfig
+from amux_memory.hub.access.identity import MCP_CLIENT, Identity, Scope, authenticate, scope_for
+from amux_memory.hub.serve.asgi import answer_lifespan, guard_hypercorn
+from amux_memory.hub.serve.listeners import HttpListenerSettings, bind_http_socket, http_listener_settings
 from amux_memory.protocol.endpoint import is_loopback
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import (
@@ -81,8 +81,8 @@ from amux_memory.protocol.params import check_session
 if TYPE_CHECKING:
     from mcp.server import Server
 
-    from amux_memory.hub.registry import Registry
-    from amux_memory.hub.server import Hub
+    from amux_memory.hub.access.registry import Registry
+    from amux_memory.hub.serve.hub import Hub
 
 log = logging.getLogger("amux.hub")
 
@@ -111,8 +111,8 @@ def mcp_http_settings(config: HubConfig) -> HttpListenerSettings | None:
 
     Raises :class:`HubStartError` (one line) for an invalid ``HOST:PORT``, only one of the TLS files, or a
     non-loopback address without TLS (a bearer token would cross the network in clear text;
-    :func:`hub.listeners.http_listener_settings`).  The TLS pair is loaded by
-    :func:`hub.listeners.tls_server_context`'s checks at bind time.
+    :func:`hub.serve.listeners.http_listener_settings`).  The TLS pair is loaded by
+    :func:`hub.serve.listeners.tls_server_context`'s checks at bind time.
     """
     return http_listener_settings(config, "hub.mcp_listen", config.mcp_listen,
                                   risk=" and bearer tokens would cross the network in clear text",
@@ -331,7 +331,7 @@ class FrontDoor:
         except HubError as exc:
             await _respond(send, 400, exc.message)
             return
-        # A tidy run's session or token: every write a proposal (hub.review_runs; no peer over TCP, so no /proc).
+        # A tidy run's session or token: every write a proposal (hub.access.tidy_runs; no peer over TCP, so no /proc).
         caller = Caller(self.hub.runs.mark(caller.identity, None, self.hub.wall_clock()), caller.scope)
         await self._serve(scope, receive, send, headers, caller, quiet)
 
@@ -458,7 +458,7 @@ class McpServers:
 
 ServerFactory = Callable[["Hub"], McpServers]
 """Builds the MCP servers the listener runs, given the running Hub (the Hub's default:
-:func:`hub.run.default_servers`, the memory tools of :mod:`hub.mcp.http_servers`)."""
+:func:`hub.serve.run.default_servers`, the memory tools of :mod:`hub.mcp.http_servers`)."""
 
 
 async def serve_mcp_http(hub: Hub, settings: HttpListenerSettings, sock: socket.socket, session_idle: float,

@@ -7,19 +7,19 @@ found per request here instead:
 * the caller: :func:`hub.mcp.http_listener.caller_of`, the identity and
   scope the front door authenticated for this very request (a token revoked
   since the session opened is refused by the front door, then by
-  ``Hub.call``).  The identity's client is :data:`hub.identity.MCP_CLIENT`,
+  ``Hub.call``).  The identity's client is :data:`hub.access.identity.MCP_CLIENT`,
   so an HTTP caller is an agent for review and for the secret override
-  exactly as a relay's session is (:func:`hub.identity.agent_reason`,
+  exactly as a relay's session is (:func:`hub.access.identity.agent_reason`,
   DESIGN.md §16.4, §21);
 * the pages of ``result_continue``: :class:`SessionPagers`, one
-  :class:`~hub.mcp.pager.Pager` per MCP session (keyed by token id and
+  :class:`~hub.mcp.continuations.Pager` per MCP session (keyed by token id and
   ``MCP-Session-Id``; a session-less request of the 2026 protocol gets its
   token's pager), dropped when the session ends or once unused for the page
   time to live.
 
 :func:`memory_servers` is the server factory the Hub's listener runs
 (a :data:`hub.mcp.http_listener.ServerFactory`, through
-:func:`hub.run.default_servers`): two shared servers, with and without the
+:func:`hub.serve.run.default_servers`): two shared servers, with and without the
 instructions (``Amux-Instructions: off``, which ``amux launch`` sends since
 it puts the protocol in the agent's own instructions), over one set of pages.
 The instructed server names each session's team mounts (DESIGN.md §7.8) in its
@@ -37,14 +37,14 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server import ServerRequestContext
 
-from amux_memory.hub.mcp.handlers import MemoryTools, hub_backend
+from amux_memory.hub.access.mounts import mount_entries
+from amux_memory.hub.mcp.continuations import DEFAULT_PAGE_TTL, Pager
 from amux_memory.hub.mcp.http_listener import MCP_SESSION_HEADER, McpServers, caller_of
-from amux_memory.hub.mcp.pager import DEFAULT_PAGE_TTL, Pager
 from amux_memory.hub.mcp.server import Mounts, build_shared_server
-from amux_memory.hub.mounts import mount_entries
+from amux_memory.hub.mcp.tools import MemoryTools, hub_backend
 
 if TYPE_CHECKING:
-    from amux_memory.hub.server import Hub
+    from amux_memory.hub.serve.hub import Hub
 
 class SessionPagers:
     """One :class:`Pager` per (token id, MCP session id), so pages of one session are never served to another.
@@ -98,7 +98,7 @@ def memory_tools_of(hub: Hub, pagers: SessionPagers) -> Callable[[ServerRequestC
 
 def mounts_of(hub: Hub) -> Callable[[ServerRequestContext[Any]], Awaitable[Mounts]]:
     """``ctx`` -> the team mounts of that request's caller, from the registry as it is now
-    (:meth:`hub.server.Hub.view_of`).  Raises ``LookupError`` for a request that did not come through the front
+    (:meth:`hub.serve.hub.Hub.view_of`).  Raises ``LookupError`` for a request that did not come through the front
     door, ``OSError`` or ``HubError`` (``unauthorized``) when the registry cannot be read."""
 
     async def mounts_for(ctx: ServerRequestContext[Any]) -> Mounts:

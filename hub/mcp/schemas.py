@@ -2,7 +2,7 @@
 
 Results are built by hand (the Hub's map, unchanged), so these schemas
 describe them rather than drive them; the input schemas come from the
-handlers' signatures (:class:`hub.mcp.handlers.MemoryTools`).  With ``memory.review`` off,
+handlers' signatures (:class:`hub.mcp.tools.MemoryTools`).  With ``memory.review`` off,
 :func:`output_schemas` leaves the proposal shapes and :data:`REVIEW_CODES` out, so ``tools/list`` is
 what it was before review existed (DESIGN.md §21).
 """
@@ -31,7 +31,7 @@ PAGE_SCHEMA: dict[str, Any] = {
     },
     "required": ["tool", "page", "pages", "data", "continuation", "total_bytes"],
 }
-"""The structured content of one page (:func:`hub.mcp.pager.page_result`)."""
+"""The structured content of one page (:func:`hub.mcp.continuations.page_result`)."""
 
 
 def _obj(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:

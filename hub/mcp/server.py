@@ -5,8 +5,8 @@ socket and TLS connections (:mod:`hub.mcp.session`, after ``mcp_open``), and
 the streamable-HTTP front door, which runs one shared server
 (:func:`build_shared_server`, through :mod:`hub.mcp.http_servers`) under the SDK's
 session manager.  It takes how to reach the memory service for the session's
-caller (a :data:`hub.mcp.handlers.Backend`, normally
-:func:`hub.mcp.handlers.hub_backend` over ``Hub.call`` with the caller's
+caller (a :data:`hub.mcp.tools.Backend`, normally
+:func:`hub.mcp.tools.hub_backend` over ``Hub.call`` with the caller's
 identity and scope) and whether to send the instructions.
 
 The server has exactly the handlers it registers, ``tools/list`` and
@@ -46,8 +46,8 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 
 from amux_memory.hub.mcp.catalog import catalog
-from amux_memory.hub.mcp.handlers import Backend, MemoryTools
-from amux_memory.hub.mcp.pager import DEFAULT_PAGE_TTL, Pager
+from amux_memory.hub.mcp.continuations import DEFAULT_PAGE_TTL, Pager
+from amux_memory.hub.mcp.tools import Backend, MemoryTools
 from amux_memory.protocol.agent_protocol import render as render_protocol
 from amux_memory.protocol.errors import HubError
 from amux_memory.protocol.version import package_version
@@ -62,7 +62,8 @@ INSTRUCTED_METHODS = frozenset({"initialize", "server/discover"})
 discovery)."""
 
 Mounts = Sequence[Mapping[str, object]]
-"""A caller's team mounts as ``hello`` answers them: ``[{mount, role, review}]`` (:func:`hub.mounts.mount_entries`)."""
+"""A caller's team mounts as ``hello`` answers them: ``[{mount, role, review}]``
+(:func:`hub.access.mounts.mount_entries`)."""
 
 log = logging.getLogger("amux.mcp")
 

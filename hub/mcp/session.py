@@ -1,6 +1,6 @@
 """An MCP session on a Hub connection: MCP frames in, the SDK server, MCP frames out (DESIGN.md §9.2).
 
-After ``hello`` and ``mcp_open`` (:meth:`hub.server.Hub.mcp_open`) every frame
+After ``hello`` and ``mcp_open`` (:meth:`hub.serve.hub.Hub.mcp_open`) every frame
 on the connection carries one JSON-RPC message (``{"mcp": text}``,
 :func:`protocol.messages.encode_mcp`).  :class:`McpBridge` feeds them to an
 SDK server (:func:`hub.mcp.server.build_server`) through anyio memory object
@@ -31,15 +31,15 @@ from mcp.types import (
     jsonrpc_message_adapter,
 )
 
-from amux_memory.hub.mcp.handlers import Backend
-from amux_memory.hub.mcp.pager import DEFAULT_PAGE_TTL
+from amux_memory.hub.mcp.continuations import DEFAULT_PAGE_TTL
 from amux_memory.hub.mcp.server import Mounts, Review, build_server
+from amux_memory.hub.mcp.tools import Backend
 from amux_memory.protocol.errors import HubError
 from amux_memory.protocol.limits import MAX_IN_FLIGHT
 from amux_memory.protocol.messages import decode_mcp, encode_mcp
 
 if TYPE_CHECKING:
-    from amux_memory.hub.connection import Connection
+    from amux_memory.hub.serve.connection import Connection
 
 log = logging.getLogger("amux.mcp")
 

@@ -18,9 +18,9 @@ import trio
 from mcp.shared.message import SessionMessage
 from mcp.types import jsonrpc_message_adapter
 
-from amux_memory.hub.mcp.handlers import Backend
 from amux_memory.hub.mcp.server import build_server
 from amux_memory.hub.mcp.session import json_text
+from amux_memory.hub.mcp.tools import Backend
 from amux_memory.protocol.errors import ErrorCode, HubError
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from amux_memory.hub.history import Retention, ScopeHistory
+from amux_memory.hub.storage.history import Retention, ScopeHistory
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess

@@ -29,10 +29,10 @@ from typing import Any
 
 import pytest
 
-from amux_memory.hub import registry as reg
-from amux_memory.hub.history import Retention, ScopeHistory
-from amux_memory.hub.identity import team_scope
-from amux_memory.hub.review import ScopeProposals
+from amux_memory.hub.access import registry as reg
+from amux_memory.hub.access.identity import team_scope
+from amux_memory.hub.storage.history import Retention, ScopeHistory
+from amux_memory.hub.storage.proposals import ScopeProposals
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess, make_hub

@@ -61,7 +61,7 @@ def principal_add(name: str, /, *, service: bool = False, home: Home = None, jso
     service
         A service principal (for service executions) rather than a person.
     """
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
 
     def action() -> dict[str, Any]:
         kind = "service" if service else "user"
@@ -85,7 +85,7 @@ def principal_remove(name: str, /, *, home: Home = None, json: Json = False) -> 
     name
         The principal.
     """
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
 
     def action() -> dict[str, Any]:
         removed = reg.modify(resolve_home(home), lambda r, now: r.remove_principal(name, now))
@@ -113,7 +113,7 @@ def principal_alias(name: str, alias: str, /, *, home: Home = None, json: Json =
     alias
         os:USER_NAME or os-uid:NUMBER. os-uid wins when both match one caller.
     """
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
 
     def action() -> dict[str, Any]:
         canonical = reg.modify(resolve_home(home), lambda r, now: r.add_alias(name, alias))
@@ -134,7 +134,7 @@ def principal_unalias(alias: str, /, *, home: Home = None, json: Json = False) -
     alias
         os:USER_NAME or os-uid:NUMBER.
     """
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
 
     def action() -> dict[str, Any]:
         principal = reg.modify(resolve_home(home), lambda r, now: r.remove_alias(alias))
@@ -153,7 +153,7 @@ def principal_list(*, home: Home = None, json: Json = False) -> int:
     Parameters
     ----------
     """
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
 
     def action() -> dict[str, Any]:
         current, _ = reg.read_registry(reg.registry_path(resolve_home(home)))
@@ -185,7 +185,7 @@ def token_issue(name: str, /, *, ttl: TokenTtl = None, binding: str | None = Non
     binding
         Make it a delegated credential tied to this binding: 'principal:NAME' or 'global'.
     """
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
     from amux_memory.tools.client.when import duration
 
     def action() -> dict[str, Any]:
@@ -223,7 +223,7 @@ def token_list(*, principal: str | None = None, home: Home = None, json: Json = 
     principal
         Only this principal's tokens.
     """
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
 
     def action() -> dict[str, Any]:
         current, _ = reg.read_registry(reg.registry_path(resolve_home(home)))
@@ -251,7 +251,7 @@ def token_revoke(token_id: str, /, *, home: Home = None, json: Json = False) -> 
     token_id
         The id shown by 'amux hub token issue' / 'amux hub token list'.
     """
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
 
     def action() -> dict[str, Any]:
         record = reg.modify(resolve_home(home), lambda r, now: r.revoke_token(token_id, now))
@@ -285,7 +285,7 @@ def team_add(name: str, /, *, review: str = "agents", home: Home = None, json: J
         Which writes to the team become proposals its maintainers decide: 'off' (none), 'agents' (an agent's
         writes), 'all' (every write by a member who is not a maintainer).
     """
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
 
     def action() -> dict[str, Any]:
         added = reg.modify(resolve_home(home), lambda r, now: r.add_team(name, review, now))
@@ -309,7 +309,7 @@ def team_remove(name: str, /, *, home: Home = None, json: Json = False) -> int:
     name
         The team.
     """
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
 
     def action() -> dict[str, Any]:
         team = reg.modify(resolve_home(home), lambda r, now: r.remove_team(name))
@@ -330,7 +330,7 @@ def team_list(*, home: Home = None, json: Json = False) -> int:
     Parameters
     ----------
     """
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
 
     def action() -> dict[str, Any]:
         current, _ = reg.read_registry(reg.registry_path(resolve_home(home)))
@@ -355,7 +355,7 @@ def team_show(name: str, /, *, home: Home = None, json: Json = False) -> int:
     name
         The team.
     """
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
 
     def action() -> dict[str, Any]:
         current, _ = reg.read_registry(reg.registry_path(resolve_home(home)))
@@ -387,7 +387,7 @@ def member_add(team: str, principal: str, /, *, role: str, home: Home = None, js
         'reader' (search and read), 'writer' (also write, forget, restore) or 'maintainer' (also decide the team's
         proposals and purge its history).
     """
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
 
     def action() -> dict[str, Any]:
         before = reg.modify(resolve_home(home), lambda r, now: r.add_member(team, principal, role))
@@ -414,7 +414,7 @@ def member_remove(team: str, principal: str, /, *, home: Home = None, json: Json
     principal
         The member.
     """
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
 
     def action() -> dict[str, Any]:
         role = reg.modify(resolve_home(home), lambda r, now: r.remove_member(team, principal))

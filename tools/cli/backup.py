@@ -2,7 +2,7 @@
 (DESIGN.md §15.8).
 
 A backup is taken from the running Hub: the operator's method ``backup_stage`` copies each scope under its
-lock into a staging folder of the home (:mod:`hub.backup`); this module packs that folder into a gzip tar
+lock into a staging folder of the home (:mod:`hub.storage.backup`); this module packs that folder into a gzip tar
 (``manifest.json`` first, then every file in name order, owners and times normalised), writes it atomically
 (a temporary file in FILE's folder, fsync, rename, fsync of the folder) and removes the staging folder.
 
@@ -112,7 +112,7 @@ def check_archive(file: Path, extract: Path | None = None) -> dict[str, Any]:
     (``problems`` a list of ``{path, problem}``).  Raises ``bad_request`` when the file is not a gzip tar
     with a ``manifest.json`` of this format, ``not_found`` when it does not exist.
     """
-    from amux_memory.hub.backup import BACKUP_FORMAT_VERSION, FORMAT, MANIFEST_NAME
+    from amux_memory.hub.storage.backup import BACKUP_FORMAT_VERSION, FORMAT, MANIFEST_NAME
 
     problems: list[dict[str, str]] = []
     seen: dict[str, tuple[str, int]] = {}

@@ -53,7 +53,7 @@ def config_set(key: str, value: str, /, *, home: Home = None, json: Json = False
     value
         The new value.
     """
-    from amux_memory.hub.config import set_value
+    from amux_memory.hub.access.config import set_value
     from amux_memory.protocol.config_file import CONFIG_NAME, home_option
     from amux_memory.tools.client.running import serving_hub
 

@@ -184,7 +184,7 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: ConnectTtl = 
         The URL the other machine uses (an SSH tunnel's or a TLS terminator's); default from hub.mcp_listen.
         https, or http to a loopback host only.
     """
-    from amux_memory.hub import registry as reg
+    from amux_memory.hub.access import registry as reg
     from amux_memory.protocol.settings import get_value
     from amux_memory.tools.client.inert import inert
     from amux_memory.tools.client.when import duration

@@ -207,7 +207,7 @@ def check_scopes(ctx: Context) -> list[Check]:
     is the running Hub's, else the settings file's."""
     import pwd
 
-    from amux_memory.hub.config import reserved_entries
+    from amux_memory.hub.access.config import reserved_entries
     from amux_memory.protocol.settings import get_value
     from amux_memory.tools.cli.scope import unreached_line, unreached_report
 

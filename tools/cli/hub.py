@@ -42,8 +42,8 @@ def serve(*, home: Home = None, listen: str | None = None) -> int:
     """
     import dataclasses
 
-    from amux_memory.hub import config as hub_config
-    from amux_memory.hub.run import run
+    from amux_memory.hub.access import config as hub_config
+    from amux_memory.hub.serve.run import run
     from amux_memory.protocol.limits import LIMITS
 
     try:

@@ -8,7 +8,7 @@ The command connects to the socket of ``--home`` (else ``AMUX_HOME``, else
 
 This module also words what a change of ``memory.isolation`` left behind
 (:func:`unreached_report`), for ``amux hub status`` and ``amux doctor``,
-from :func:`hub.config.unreached_scopes` run in-process on the home.
+from :func:`hub.access.config.unreached_scopes` run in-process on the home.
 """
 
 from __future__ import annotations
@@ -128,11 +128,11 @@ def scope_copy(source: str, destination: str, /, *, move: bool = False, home: Ho
 
 def unreached_report(home: Path, isolation: str, operator: str) -> list[dict[str, Any]] | None:
     """The scopes of ``home`` holding documents nobody reaches under ``isolation``
-    (:func:`hub.config.unreached_scopes`), as JSON-ready maps ``{directory, binding, documents, command}``;
+    (:func:`hub.access.config.unreached_scopes`), as JSON-ready maps ``{directory, binding, documents, command}``;
     None when this user cannot read the home's memory folder or registry (then nothing can be said)."""
     from dataclasses import asdict
 
-    from amux_memory.hub.config import unreached_scopes
+    from amux_memory.hub.access.config import unreached_scopes
 
     try:
         return [asdict(u) for u in unreached_scopes(home, isolation, operator)]

@@ -46,7 +46,7 @@ def service_install(*, home: Home = None, user: UserOption = False, print_: Anno
     if print_:
         write_bytes(service_file(kind, command, target, user=user))
         return 0
-    from amux_memory.hub.fsio import replace_file
+    from amux_memory.hub.storage.fsio import replace_file
 
     try:
         doc = install_service(kind, user, target, command, replace_file)

@@ -6,7 +6,7 @@ the person decides (DESIGN.md §21).
    and :data:`TIDY_PROTOCOL` as its task: Claude Code ``-p TASK`` / ``TASK``, Codex ``exec ARGS TASK`` /
    ``ARGS TASK``, Pi ``-p ARGS TASK`` / ``ARGS TASK`` (``--print``: no terminal; it returns when the agent ends).
 3. Just before the agent starts (:attr:`launch.orchestrate.LaunchRequest.before_run`), begin the Hub's
-   review-forced run for the launch's session (``review_run``, :mod:`hub.review_runs`): every write of the run
+   review-forced run for the launch's session (``review_run``, :mod:`hub.access.tidy_runs`): every write of the run
    is a proposal whatever ``memory.review`` says, enforced by the Hub, not by the prompt.  The run ends when the
    agent does (also on failure).
 4. Say what the run proposed: the change set of its session, and the commands that show and decide it.

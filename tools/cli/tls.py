@@ -160,7 +160,7 @@ def tls_init(*, name: Annotated[list[str] | None, Parameter(negative="")] = None
     force
         Replace the CA and certificate (machines that trusted the old CA must get the new ca.pem).
     """
-    from amux_memory.hub.config import get_value, set_value
+    from amux_memory.hub.access.config import get_value, set_value
 
     try:
         extra = [check_name(n) for n in name or []]

@@ -1,7 +1,7 @@
 """Is a Hub running for a home, and which: the lock probe (DESIGN.md §19.1).
 
 A Hub serves a home while it holds an exclusive ``flock`` on
-``<home>/hub.lock`` (:mod:`hub.home`); the kernel drops it when the process
+``<home>/hub.lock`` (:mod:`hub.serve.home`); the kernel drops it when the process
 dies.  :func:`serving_hub` asks the kernel instead of trusting the pid in the
 file, so a killed Hub's leftover pid (perhaps reused by another process) never
 counts.  Used by ``amux hub start|stop|status``, ``amux system config set``

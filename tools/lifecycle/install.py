@@ -27,7 +27,7 @@ from amux_memory.tools.lifecycle.units import (
 
 Writer = Callable[[str, bytes], None]
 """Durably replaces the file at a path with bytes, raising ``OSError`` or a storage :class:`HubError`
-(the CLI passes :func:`hub.fsio.replace_file`)."""
+(the CLI passes :func:`hub.storage.fsio.replace_file`)."""
 
 
 def install_service(manager: Manager, user: bool, home: Path, command: list[str], write: Writer) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from amux_memory.hub.cache import fold
+from amux_memory.hub.storage.cache import fold
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.params import ABSENT
 from amux_memory.tools.typed.catalog import Catalog, load_catalog, topic_from_doc

@@ -1,7 +1,7 @@
 """The whole health report: the Hub's ``health`` findings with the typed-memory lint folded in (DESIGN.md §23).
 
 The Hub knows nothing of typed memories (DESIGN.md §11), so its ``health``
-answer (:mod:`hub.health`) lacks what ``amux memory lint`` finds;
+answer (:mod:`hub.methods.health`) lacks what ``amux memory lint`` finds;
 :func:`full_report` asks the Hub, runs :func:`tools.typed.lint.lint_library` on
 the caller's library through the same connection, and adds each lint problem
 as a finding of code ``lint_<lint code>`` (``lint_expired``,

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from amux_memory.hub.secrets import find_secrets
+from amux_memory.hub.methods.secrets import find_secrets
 from amux_memory.protocol.errors import HubError
 from amux_memory.protocol.params import ABSENT
 from amux_memory.tools.client.wording import counted

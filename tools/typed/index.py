@@ -286,7 +286,7 @@ def build_pointer(catalog: Catalog, index: str) -> str | None:
 def check_credentials(text: str, catalog: Catalog, path: str) -> None:
     """Raise ``secret_detected`` (nothing written) when the index ``text`` would quote a credential, naming the
     topics whose description it comes from (``data.topics``), since those are what to fix (DESIGN.md §16)."""
-    from amux_memory.hub.secrets import find_secrets
+    from amux_memory.hub.methods.secrets import find_secrets
 
     found = find_secrets(text.encode("utf-8", "surrogatepass"))
     if not found:

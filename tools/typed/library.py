@@ -219,7 +219,7 @@ class ProjectLibrary:
     """
 
     def __init__(self, project: Path) -> None:
-        from amux_memory.hub.store import Store
+        from amux_memory.hub.storage.store import Store
         from amux_memory.protocol.limits import Limits
 
         project = Path(project).expanduser()
@@ -263,8 +263,8 @@ class ProjectLibrary:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         """Hold an exclusive ``flock`` on the library directory, creating it (and ``.agent/``) if needed
-        with the parent of each new directory fsynced (:func:`hub.fsio.make_directories`, DESIGN.md §4.5)."""
-        from amux_memory.hub.fsio import make_directories
+        with the parent of each new directory fsynced (:func:`hub.storage.fsio.make_directories`, DESIGN.md §4.5)."""
+        from amux_memory.hub.storage.fsio import make_directories
 
         make_directories(str(self.root), 0o777)  # the umask applies, as for os.makedirs
         self._check_no_symlinks()
@@ -276,9 +276,9 @@ class ProjectLibrary:
             os.close(fd)  # closing releases the lock
 
     def list_paths(self, prefix: str = "") -> list[str]:
-        """The library's documents, walked like a Hub scope (:func:`hub.walk.walk_documents`):
+        """The library's documents, walked like a Hub scope (:func:`hub.storage.walk.walk_documents`):
         symlinks never followed, names the path rules forbid skipped, the same entry bounds."""
-        from amux_memory.hub.walk import walk_documents
+        from amux_memory.hub.storage.walk import walk_documents
 
         self._check_no_symlinks()
         walked = walk_documents(str(self.root), prefix, self._store.limits)
@@ -286,7 +286,7 @@ class ProjectLibrary:
 
     def symlinks(self) -> list[str]:
         """Sorted paths (relative to the library) of the symbolic links in it, which are never followed."""
-        from amux_memory.hub.walk import depth_first
+        from amux_memory.hub.storage.walk import depth_first
 
         self._check_no_symlinks()
         found: list[str] = []
@@ -302,8 +302,8 @@ class ProjectLibrary:
         return sorted(found)
 
     def read(self, path: str) -> Doc:
-        """The whole file (:meth:`hub.store.Store.read`); ``bad_request`` when the OS refuses access."""
-        from amux_memory.hub.store import revision_of
+        """The whole file (:meth:`hub.storage.store.Store.read`); ``bad_request`` when the OS refuses access."""
+        from amux_memory.hub.storage.store import revision_of
 
         logical = self._guard(path)
         try:
@@ -313,10 +313,10 @@ class ProjectLibrary:
         return Doc(logical, None, ABSENT) if data is None else Doc(logical, data, revision_of(data))
 
     def write(self, path: str, content: bytes, expected_revision: str, *, allow_shrink: bool = False) -> str:
-        """:meth:`hub.store.Store.upsert` under the library lock; ``bad_request`` for content that is not UTF-8,
+        """:meth:`hub.storage.store.Store.upsert` under the library lock; ``bad_request`` for content that is not UTF-8,
         ``secret_detected`` for a path or content holding a credential (the Hub's check, DESIGN.md §16: a
         project library is likely committed, so there is no override)."""
-        from amux_memory.hub.secrets import find_secrets, refusal
+        from amux_memory.hub.methods.secrets import find_secrets, refusal
         from amux_memory.protocol.params import parse_revision
 
         logical = self._guard(path)
@@ -336,7 +336,7 @@ class ProjectLibrary:
         return str(result["revision"])
 
     def delete(self, path: str, expected_revision: str) -> None:
-        """:meth:`hub.store.Store.forget` under the library lock."""
+        """:meth:`hub.storage.store.Store.forget` under the library lock."""
         from amux_memory.protocol.params import parse_revision
 
         logical = self._guard(path)
@@ -350,9 +350,9 @@ class ProjectLibrary:
     def search(self, words: list[str], limit: int = LIMITS.search_default_limit) -> list[str]:
         """Paths of documents containing any of ``words``, most distinct words first, then most in the
         path, then by path; at most ``limit``.  Words and text are folded as the Hub folds them
-        (:func:`hub.cache.fold`: NFC, then casefold) and at most ``query_max_keywords`` words count.
+        (:func:`hub.storage.cache.fold`: NFC, then casefold) and at most ``query_max_keywords`` words count.
         Reads every document (the library is small); raises as :meth:`read` does."""
-        from amux_memory.hub.cache import fold
+        from amux_memory.hub.storage.cache import fold
 
         needles = list(dict.fromkeys(fold(w) for w in words if w.strip()))[:LIMITS.query_max_keywords]
         if not needles:

@@ -187,7 +187,7 @@ def _topic_problems(topic: Topic, today: _dt.date, edit: str) -> list[Problem]:
 
 def _credentials(topic: Topic, by_hand: str) -> list[Problem]:
     """An error per credential in the topic (the Hub's rules, DESIGN.md §16): placed by hand or before the check."""
-    from amux_memory.hub.secrets import find_secrets
+    from amux_memory.hub.methods.secrets import find_secrets
 
     return [Problem("error", "credential", topic.path, f.line,
                     _fix(f"holds a credential ({f.rule} {f.preview}); store where it lives instead", by_hand))

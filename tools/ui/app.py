@@ -485,8 +485,8 @@ class UiApp:
                 return self.error_page(request, HubError(
                     ErrorCode.PERMISSION_DENIED, f"{self.home / 'config.toml'} is not yours to change: the "
                     "settings belong to the Hub's own user (nothing was written)", {"field": "home"}), 403)
-            from amux_memory.hub.config import (
-                set_value,  # the durable write of config.toml (hub.fsio, DESIGN.md §4.5, §4.8)
+            from amux_memory.hub.access.config import (
+                set_value,  # the durable write of config.toml (hub.storage.fsio, DESIGN.md §4.5, §4.8)
             )
 
             try:

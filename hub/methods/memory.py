@@ -1,0 +1,781 @@
+"""Hub methods on top of the store and the scan, for one authenticated caller.
+
+``MemoryMethods.call`` takes an already-validated caller scope and a request,
+looks the method up in :data:`HANDLERS` (one entry per name in
+:data:`protocol.messages.DATA_METHODS`), and returns the result map or raises
+:class:`HubError`.  Each handler validates its parameters
+(:mod:`protocol.params`) and calls :class:`hub.storage.store.Store`,
+:func:`hub.methods.search.search_scope` or :func:`hub.storage.document_list.list_documents`.
+Writes to one scope are serialised by that scope's :class:`trio.Lock` (check
+revision → check quota → write; DESIGN.md §4): :meth:`MemoryMethods.locked`
+runs the work in a worker thread under it, as all file I/O runs in worker
+threads so the event loop keeps serving other connections.  The search scan
+runs under a Trio cancel scope with the 250 ms budget (DESIGN.md §5, §6).
+An agent's write under review, and the ``review_*`` methods, are the review
+queue's work (:mod:`hub.methods.review`, DESIGN.md §21).
+
+With ``memory.history`` on, every acknowledged ``upsert``, ``forget`` and
+``restore`` is recorded in the scope's history (:mod:`hub.storage.history`) in this
+order, in one worker thread under the scope's lock: a hand edit found on disk
+is recorded as ``external``; the document is written durably; its version is
+appended durably; then the answer goes out (DESIGN.md §15).
+
+Before an ``upsert`` or ``restore`` is written, under the scope's lock, its
+content is checked for credentials (:func:`hub.methods.secrets.find_secrets`,
+``memory.secret_scan``): ``block`` refuses it with ``secret_detected``
+(nothing written, nothing recorded), ``warn`` writes it and says so in the
+answer; a person's ``allow_secret`` writes it and the history version records
+the override (not from ``amux mcp`` or an agent session).  A path holding a
+credential is refused whatever the setting, and never echoed (nor by an
+``invalid_path`` error).  The secret itself is never in an answer, a log line or an
+exception: only rule names, line numbers and redacted previews (DESIGN.md §16).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, TypeVar, TypeVarTuple
+
+import trio
+
+from amux_memory.hub.access.config import HubConfig
+from amux_memory.hub.access.identity import MCP_CLIENT, Identity, Scope, agent_reason
+from amux_memory.hub.methods.review import ReviewQueue, require_person
+from amux_memory.hub.methods.scan_report import document_entries, report, version_entries
+from amux_memory.hub.methods.search import Reader, SearchPart, read_file_nofollow, search_parts
+from amux_memory.hub.methods.secrets import Finding, credentials, find_secrets, refusal, scrub, scrubbed
+from amux_memory.hub.storage.cache import ContentCache
+from amux_memory.hub.storage.document_list import list_documents
+from amux_memory.hub.storage.history import Actor, HistoryStore, Retention, ScopeHistory
+from amux_memory.hub.storage.store import BeforeWrite, Store, revision_of
+from amux_memory.hub.storage.walk import walk_documents
+from amux_memory.protocol.config_file import enable_command, home_option
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.limits import Limits
+from amux_memory.protocol.messages import DATA_METHODS, PAGE_RESERVE_BYTES, response_room
+from amux_memory.protocol.params import (
+    ABSENT,
+    HistoryParams,
+    LogParams,
+    PurgeParams,
+    RestoreParams,
+    ScanParams,
+    parse_copy,
+    parse_export,
+    parse_forget,
+    parse_get,
+    parse_health,
+    parse_history,
+    parse_list,
+    parse_log,
+    parse_purge,
+    parse_restore,
+    parse_review_decide,
+    parse_review_list,
+    parse_review_show,
+    parse_scan,
+    parse_search,
+    parse_upsert,
+    revision_matches,
+)
+
+Result = dict[str, Any]
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+log = logging.getLogger("amux.hub")
+
+__all__ = ["MCP_CLIENT", "MemoryMethods", "HANDLERS"]
+
+
+def _stop_when_cancelled() -> bool:
+    """Poll, from a worker thread, whether the calling task's cancel scope fired."""
+    try:
+        trio.from_thread.check_cancelled()
+    except trio.Cancelled:
+        return True
+    return False
+
+
+def actor_of(identity: Identity | None) -> Actor:
+    """The actor history records for ``identity`` (None: an in-process caller, client ``hub``)."""
+    if identity is None:
+        return Actor(None, "hub")
+    return Actor(identity.principal, identity.client, identity.binding, identity.session, agent_reason(identity),
+                 identity.review_forced)
+
+
+def _before_change(hist: ScopeHistory | None, path: str, seen: list[bytes | None]) -> BeforeWrite:
+    """The hook a write or forget runs once every check passed, just before it touches the document (worker
+    thread, scope lock held): it keeps the bytes it replaces in ``seen`` and, with history on, first records a
+    hand edit found on disk as ``external`` (DESIGN.md §15.3 step 2)."""
+
+    def before(old: bytes | None, mtime_ns: int) -> None:
+        seen.append(old)
+        if hist is not None:
+            hist.sync(path, old, mtime_ns)
+
+    return before
+
+
+class MemoryMethods:
+    """Dispatch of data methods for a Hub with fixed settings.
+
+    ``reader`` is the scan's file reader (replaceable to slow it down in tests
+    of the time budget).  ``review`` is the Hub's review queue (DESIGN.md §21).
+    """
+
+    def __init__(self, config: HubConfig, limits: Limits, reader: Reader = read_file_nofollow) -> None:
+        self.config = config
+        self.limits = limits
+        self.store = Store(limits)
+        self.reader = reader
+        self.cache = ContentCache(limits.cache_max_bytes)
+        self._search_limiter = trio.CapacityLimiter(limits.search_threads)
+        self._locks: dict[str, trio.Lock] = {}
+        self.history = HistoryStore(str(config.history_root), Retention(
+            config.history_max_versions, config.history_max_days, config.history_max_bytes))
+        self.review = ReviewQueue(config, limits, self.store, self.history, self)
+
+    def _lock(self, scope: Scope) -> trio.Lock:
+        lock = self._locks.get(scope.relpath)
+        if lock is None:
+            lock = self._locks[scope.relpath] = trio.Lock()
+        return lock
+
+    async def locked(self, scope: Scope, fn: Callable[[*Ts], T], *args: *Ts) -> T:
+        """Run ``fn(*args)`` in a worker thread while holding ``scope``'s :class:`trio.Lock`; return its result or
+        raise its exception.
+
+        Every data method that changes a scope's files, or reads what a write must not change halfway, does its
+        file work through here, so read → compare → quota → write never interleaves with another write to the
+        scope (DESIGN.md §4.4).
+
+        Cancellation: while waiting for the lock, or for a worker thread (``trio.to_thread.run_sync`` checks on
+        entry and while it waits for the thread limiter), :class:`trio.Cancelled` is raised and nothing was
+        done.  Once ``fn`` runs it cannot be cancelled (``abandon_on_cancel=False``): this waits for the thread
+        to finish and returns what ``fn`` returned (or raises what it raised), even past a deadline; the
+        cancellation is delivered at the caller's next checkpoint (releasing the lock is not one), so finished
+        work is answered.  ``fn`` may poll :func:`trio.from_thread.check_cancelled` to end early.
+        """
+        async with self._lock(scope):
+            return await trio.to_thread.run_sync(fn, *args)
+
+    def scope_dir(self, scope: Scope) -> str:
+        """The folder of ``scope`` under the memory root (DESIGN.md §7.1)."""
+        return scope.directory(str(self.config.memory_root))
+
+    async def call(self, scope: Scope, method: str, params: dict[str, Any], identity: Identity | None = None) -> Result:
+        """Run one data method for ``scope``: ``params`` is the request's map, the result a map of plain values.
+
+        ``identity`` is the caller (its principal, and the client, binding and
+        session its ``hello`` named): the actor recorded in history for a
+        write (None: an in-process caller, recorded as client ``hub``).
+
+        Raises ``bad_request`` for a name that is not a data method (or bad
+        parameters), ``disabled`` when memory is off, and whatever the handler
+        raises (``invalid_path``, ``conflict``, ``quota_exceeded``, ...).  On
+        cancellation while waiting for the scope's lock or a worker thread,
+        nothing was done; once a worker runs, it finishes before this returns.
+        """
+        handler = HANDLERS.get(method)
+        if handler is None:
+            raise HubError(ErrorCode.BAD_REQUEST, f"{method} is not a data method")
+        self.check_enabled()
+        actor = actor_of(identity)
+        try:
+            return await handler(self, scope, params, actor)
+        except HubError as exc:
+            if exc.code is ErrorCode.INVALID_PATH and self.config.secret_scan != "off":
+                raise scrubbed(exc) from None  # a path holding a credential is not echoed (DESIGN.md §16.3)
+            raise
+
+    def check_enabled(self) -> None:
+        """Raise ``disabled`` (naming the command that enables memory) while ``memory.enabled`` is off."""
+        if not self.config.memory_enabled:
+            raise HubError(
+                ErrorCode.DISABLED,
+                "memory is disabled on this Hub; the files are kept. Enable it with "
+                f"'{enable_command(self.config.home)}' and restart the Hub "
+                f"('amux hub restart{home_option(self.config.home)}')",
+                {"setting": "memory.enabled"},
+            )
+
+    def review_rule(self, scope: Scope) -> str:
+        """The review rule of ``scope`` (:meth:`hub.methods.review.ReviewQueue.rule`)."""
+        return self.review.rule(scope)
+
+    # -- writes with history (the review queue's proposals and approvals reuse them) --
+
+    def _recording(self, scope: Scope) -> ScopeHistory | None:
+        """The scope's history when changes are recorded (``memory.history``), else None."""
+        return self.history.scope(scope.relpath) if self.config.history else None
+
+    def check_secrets(self, path: str, content: bytes, allow_secret: bool, actor: Actor) -> list[Finding]:
+        """The credential check of a write (DESIGN.md §16): its findings when the write may go ahead.
+
+        Raises ``secret_detected`` (``data.findings``: rule, line, redacted
+        preview; ``line`` 0 and ``"in": "path"`` for the path) when the path
+        holds a credential (whatever ``memory.secret_scan`` other than ``off``
+        and ``allow_secret`` say: a path is shown everywhere), or when
+        ``memory.secret_scan`` is ``block``, the content holds one and no
+        person passed ``allow_secret``; ``bad_request`` when ``amux mcp`` or
+        an agent session (a ``hello`` with a session: ``amux launch``,
+        ``AMUX_SESSION_ID``) passes ``allow_secret`` (an agent cannot switch
+        the check off, DESIGN.md §16.4).
+        """
+        if allow_secret and actor.agent == "mcp":
+            raise HubError(ErrorCode.BAD_REQUEST, "allow_secret is a person's override at the command line "
+                           "('amux memory upsert --allow-secret'); an MCP client cannot pass it",
+                           {"field": "allow_secret"})
+        if allow_secret and actor.agent is not None:
+            who = ("an agent session (launched by 'amux launch', AMUX_SESSION_ID set)" if actor.agent == "session"
+                   else "a delegated token (one issued for a conversation)")
+            raise HubError(ErrorCode.BAD_REQUEST, f"allow_secret is a person's override at the command line; {who} "
+                           "cannot pass it. Remove the credential and store where it lives instead",
+                           {"field": "allow_secret"})
+        if self.config.secret_scan == "off":
+            return []
+        in_path = find_secrets(path.encode("utf-8", "surrogatepass"))
+        if in_path:
+            log.info("refused a write of %s: its path holds %s", scrub(path), credentials(len(in_path)))
+            raise refusal(path, in_path, in_path=True)
+        findings = find_secrets(content, self.config.secret_allow)
+        if not findings:
+            return []
+        if self.config.secret_scan == "block" and not allow_secret:
+            shown = "; ".join(f"line {f.line} {f.rule} {f.preview}" for f in findings)
+            log.info("refused a write of %s holding %s: %s", path, credentials(len(findings)), shown)
+            raise refusal(path, findings)
+        return findings
+
+    def write(self, scope: Scope, path: str, content: bytes, expected_revision: str, allow_shrink: bool,
+              actor: Actor, restored_from: str | None = None, allow_secret: bool = False,
+              review: dict[str, Any] | None = None, origin: dict[str, Any] | None = None) -> Result:
+        """Upsert (or restore: ``restored_from`` is the version's revision) with history: credential check →
+        external check → durable document → durable version (DESIGN.md §15.3).  Blocking: run it through
+        :meth:`locked`.
+
+        Returns :meth:`hub.storage.store.Store.upsert`'s ``{path, revision, created, bytes}``, plus ``restored_from``,
+        and ``secret_findings`` and ``warnings`` when it was written holding credentials; ``review``
+        (``{proposal, proposed_by}``) is recorded with an approved proposal's version.  Raises what
+        :meth:`check_secrets` and the store raise (``conflict``, ``quota_exceeded``, ``destructive_rewrite``,
+        ``storage_*``).  ``origin`` is where a copy took the text from (:attr:`hub.storage.history.Version.origin`).  A
+        write that goes ahead holding credentials is logged once it is written; an error it then meets quotes
+        none of them."""
+        findings = self.check_secrets(path, content, allow_secret, actor)
+        override = sorted({f.rule for f in findings}) if findings and allow_secret else None
+        hist = self._recording(scope)
+        seen: list[bytes | None] = []
+        try:
+            result = self.store.upsert(self.scope_dir(scope), path, content, expected_revision, allow_shrink,
+                                       _before_change(hist, path, seen))
+        except HubError as exc:
+            if findings:
+                raise scrubbed(exc, content) from None
+            raise
+        old = seen[0] if seen else None
+        if hist is not None and not (old is not None and old == content):  # same bytes: no new version
+            action = "restore" if restored_from is not None else "create" if old is None else "update"
+            hist.record(path, content, action, actor, previous=old, restored_from=restored_from, after_change=True,
+                        secret_override=override, review=review, origin=origin)
+        if restored_from is not None:
+            result["restored_from"] = restored_from
+        if findings:
+            how = "overridden by --allow-secret" if allow_secret else "memory.secret_scan = warn"
+            log.warning("wrote %s holding %s (%s): %s", path, credentials(len(findings)), how,
+                        "; ".join(f"line {f.line} {f.rule} {f.preview}" for f in findings))
+            result["secret_findings"] = [f.wire() for f in findings]
+            result["warnings"] = [f"{path} holds {credentials(len(findings))} (secret_findings); "
+                                  + ("written because --allow-secret overrode the check"
+                                     if allow_secret else "written because memory.secret_scan is warn")]
+        return result
+
+    def delete(self, scope: Scope, path: str, expected_revision: str, actor: Actor,
+               review: dict[str, Any] | None = None, origin: dict[str, Any] | None = None) -> Result:
+        """Forget with history: hand edit recorded first, unlink durably, tombstone durably (``review`` as for
+        :meth:`write`).  Blocking: run it through :meth:`locked`.  Returns :meth:`hub.storage.store.Store.forget`'s
+        ``{path, deleted, already_absent, revision}``; raises ``conflict`` and ``storage_*``."""
+        hist = self._recording(scope)
+        seen: list[bytes | None] = []
+        result = self.store.forget(self.scope_dir(scope), path, expected_revision, _before_change(hist, path, seen))
+        if hist is not None:
+            if result["deleted"]:
+                hist.record(path, None, "forget", actor, previous=seen[0] if seen else None, after_change=True,
+                            review=review, origin=origin)
+            else:
+                hist.sync(path, None, 0, create=False)  # deleted by hand: an external tombstone
+        return result
+
+    # -- data methods -------------------------------------------------------------
+
+    async def _search(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        p = parse_search(params)
+        part = SearchPart("", self.scope_dir(scope), p.path_prefix, self.cache.scope(scope.relpath))
+        return await self._scan_within_budget([part], p.keywords, p.limit)
+
+    async def search_mounted(self, parts: list[tuple[str, Scope, str]], params: dict[str, Any]) -> Result:
+        """``search`` over several scopes as one request under one budget (DESIGN.md §7.8).
+
+        ``parts``: ``(label, scope, path prefix inside it)``, the caller's root first; ``params`` the request's
+        (its ``path_prefix`` already resolved into ``parts``).  The answer is ``search``'s with mounted paths and
+        ``parts`` (:func:`hub.methods.search.search_parts`).  Raises what ``search`` raises; cancellation as ``search``.
+        """
+        self.check_enabled()
+        p = parse_search({k: v for k, v in params.items() if k != "path_prefix"})
+        searched = [SearchPart(label, self.scope_dir(scope), prefix, self.cache.scope(scope.relpath))
+                    for label, scope, prefix in parts]
+        return await self._scan_within_budget(searched, p.keywords, p.limit)
+
+    async def _scan_within_budget(self, parts: list[SearchPart], keywords: tuple[str, ...], limit: int) -> Result:
+        """:func:`hub.methods.search.search_parts` in a search worker thread under the 250 ms budget, which starts when
+        the scan holds its caches (DESIGN.md §5.4); adds ``elapsed_ms``."""
+        clock: list[float] = []
+        with trio.CancelScope() as budget:
+
+            def start_budget() -> None:
+                # The 250 ms start when the scan really begins (a worker picked it up and
+                # it holds the scope's cache), not while it waits: a busy Hub answers
+                # late, not "incomplete" at once.
+                budget.deadline = trio.current_time() + self.limits.scan_budget_seconds
+
+            def started() -> None:
+                trio.from_thread.run_sync(start_budget)
+                clock.append(time.perf_counter())
+
+            # The worker polls the cancel scope between files and returns what it
+            # has; we wait for it rather than abandon it, so no thread outlives us.
+            result = await trio.to_thread.run_sync(
+                search_parts, parts, keywords, limit, self.limits, _stop_when_cancelled, self.reader, started,
+                limiter=self._search_limiter)
+            result["elapsed_ms"] = round((time.perf_counter() - clock[0]) * 1000, 3)
+            self.cache.trim()
+            return result
+        raise HubError(ErrorCode.INTERNAL, "search was cancelled before it could start")
+
+    async def stored_version(self, scope: Scope, path: str, revision: str, answer: Callable[[bytes], Result]) -> Result:
+        """``answer(data)`` for the version of ``path`` whose revision is ``revision``, read from ``scope``'s history
+        in a worker thread (``get``/``export`` with ``revision``, DESIGN.md §3 and §15).  Takes no scope lock: history
+        is append-only.  Raises ``not_found`` when history holds no such version; on cancellation the read runs
+        to its end in the thread and its answer is dropped."""
+
+        def read() -> Result:
+            _, data = self.history.scope(scope.relpath).find(path, revision)
+            return answer(data)
+
+        return await trio.to_thread.run_sync(read)
+
+    async def _get(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        p = parse_get(params)
+        if p.revision is not None:
+            return await self.stored_version(
+                scope, p.path, p.revision,
+                lambda data: self.store.fragment_of(p.path, data, p.start_line, p.end_line, p.offset))
+        result = await trio.to_thread.run_sync(self.store.get, self.scope_dir(scope), p.path, p.start_line,
+                                               p.end_line, p.offset)
+        if self.review.rule(scope) != "off":
+            pending = await self.locked(scope, self.review.pending_for, scope, p.path, actor)
+            if pending is not None:
+                result["pending_proposal"] = pending
+        return result
+
+    async def _export(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        p = parse_export(params)
+        if p.revision is not None:
+            return await self.stored_version(
+                scope, p.path, p.revision,
+                lambda data: self.store.export_of(p.path, data, p.offset, p.expected_revision))
+        return await trio.to_thread.run_sync(self.store.export_page, self.scope_dir(scope), p.path, p.offset,
+                                             p.expected_revision)
+
+    async def _upsert(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        p = parse_upsert(params)
+        if self.review.reviewed(scope, actor, p.path):
+            return await self.locked(scope, self.review.propose, scope, p.path, p.content, p.expected_revision, actor,
+                                     p.allow_shrink, p.allow_secret)
+        return await self.locked(scope, self.write, scope, p.path, p.content, p.expected_revision, p.allow_shrink,
+                                 actor, None, p.allow_secret)
+
+    async def _forget(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        p = parse_forget(params)
+        if self.review.reviewed(scope, actor, p.path):
+            return await self.locked(scope, self.review.propose, scope, p.path, None, p.expected_revision, actor)
+        return await self.locked(scope, self.delete, scope, p.path, p.expected_revision, actor)
+
+    # -- copy and move (DESIGN.md §7.8) ---------------------------------------------
+
+    async def copy(self, source: Scope, source_path: str, destination: Scope, destination_path: str, *,
+                   expected_revision: str, source_revision: str | None, move: bool, allow_secret: bool,
+                   actor: Actor) -> Result:
+        """Copy (or ``move``) one document between scopes or within one (DESIGN.md §7.8).
+
+        Three steps, each under its scope's lock (:meth:`locked`): read the source (``not_found`` when absent;
+        ``conflict`` when ``source_revision`` is given and no longer matches); write it to the destination as an
+        upsert by ``actor``, compare-and-swap on ``expected_revision`` (``absent`` to create), with the
+        destination's review rule (it may become a proposal) and every write check; for ``move``, once the
+        destination is written, forget the source by compare-and-swap on the revision read (a proposal where the
+        source's rule says so).  History on the destination names the source (``origin.from``: scope binding,
+        document, revision), the source's tombstone names the destination (``origin.to``).  Answer: the upsert's
+        (or proposal's) plus ``source_revision``, ``moved`` and, when a move left its source, ``source_kept``
+        (why: the destination awaits review, or the source changed after it was read; both exist).  Raises what
+        ``get`` and ``upsert`` raise (nothing written when the destination refuses).  Cancelled before a step's
+        worker runs, that step and the later ones do not happen.
+        """
+        self.check_enabled()
+        got = await self.locked(source, self._copy_source, source, source_path, source_revision)
+        data, revision = got
+        origin = {"from": {"scope": source.binding, "document": source_path, "revision": revision}}
+        result = await self.locked(destination, self._copy_into, destination, destination_path, data,
+                                   expected_revision, actor, allow_secret, origin)
+        result["source_revision"] = revision
+        result["moved"] = False
+        if not move:
+            return result
+        if result.get("proposed"):
+            result["source_kept"] = "the destination awaits review: forget the source once it is approved"
+            return result
+        gone = {"to": {"scope": destination.binding, "document": destination_path}}
+        try:
+            removed = await self.locked(source, self._copy_remove, source, source_path, revision, actor, gone)
+        except HubError as exc:
+            if exc.code is not ErrorCode.CONFLICT:
+                raise
+            result["source_kept"] = "the source changed after it was read; both documents exist"
+            return result
+        if removed.get("proposed"):
+            result["source_kept"] = f"forgetting the source awaits review (proposal {removed['proposal']})"
+        else:
+            result["moved"] = True
+        return result
+
+    def _copy_source(self, scope: Scope, path: str, expected: str | None) -> tuple[bytes, str]:
+        """The source's bytes and revision (``not_found``; ``conflict`` when ``expected`` no longer matches)."""
+        data = self.store.read(self.scope_dir(scope), path)
+        if data is None:
+            raise HubError(ErrorCode.NOT_FOUND, f"{path} does not exist; nothing was copied", {"path": path})
+        observed = revision_of(data)
+        if expected is not None and not revision_matches(expected, observed):
+            raise HubError(ErrorCode.CONFLICT, f"{path} changed: its revision is {observed[:12]}, not "
+                           f"{expected[:12]}; nothing was copied",
+                           {"path": path, "expected_revision": expected, "observed_revision": observed})
+        return data, observed
+
+    async def scope_copy(self, source: Scope, destination: Scope, cursor: str, actor: Actor,
+                         move: bool = False) -> Result:
+        """One page of the operator's copy of every document of ``source`` into ``destination`` (DESIGN.md §7.8).
+
+        Documents are taken in path order after ``cursor`` (``""``: from the first), as the bounded walk of
+        ``source`` finds them (:func:`hub.storage.walk.walk_documents`; reserved ``@`` entries and names that are not
+        logical paths are passed over).  Each is read under the source's lock and written under the
+        destination's as a create: compare-and-swap ``absent``, every write check (credentials, quotas), no
+        review (the operator writes), history naming ``actor`` and the origin as :meth:`copy` records it.  A
+        destination document that exists is never overwritten: it is skipped (``identical`` when it holds the
+        same bytes, else ``exists``, with its revision), as is a document any check refuses (``reason`` the
+        error code, ``message`` its first 200 characters) or one gone since the walk (``gone``).  With ``move``,
+        a document the destination now holds (copied, or ``identical``) is forgotten in ``source`` by
+        compare-and-swap on the revision read, its tombstone naming the destination (``moved: true``); one that
+        changed meanwhile is kept (``moved: false``).
+
+        Answer: ``{source, destination, copied[{path, revision, bytes, moved?}], skipped[{path, reason,
+        revision?, message?, moved?}], next_cursor, incomplete, incomplete_reasons, unreadable}``, within the
+        response budget; ``next_cursor`` (the last path handled) when documents remain: call again with it.
+        ``incomplete`` says the walk was cut short or met unreadable folders (``unreadable``).  Raises
+        ``disabled`` when memory is off, ``bad_request`` for the same scope on both sides.  Cancelled, the
+        documents copied so far stay.
+        """
+        from amux_memory.protocol.messages import packed_size
+
+        self.check_enabled()
+        if source.relpath == destination.relpath:
+            raise HubError(ErrorCode.BAD_REQUEST, "source and destination are the same scope; nothing to copy",
+                           {"field": "destination"})
+        walked = await trio.to_thread.run_sync(walk_documents, self.scope_dir(source), "", self.limits)
+        paths = sorted(path for path, _ in walked.found if path > cursor)
+        result: Result = {"source": source.binding, "destination": destination.binding, "copied": [], "skipped": [],
+                          "next_cursor": None, "incomplete": bool(walked.reasons),
+                          "incomplete_reasons": list(walked.reasons), "unreadable": list(walked.unreadable)}
+        budget = response_room(self.limits, {**result, "next_cursor": "x" * self.limits.max_path_bytes})
+        for path in paths:
+            worst = packed_size({"path": path, "reason": "secret_detected", "revision": "0" * 64,
+                                 "message": "m" * 200, "bytes": 1 << 40, "moved": False})
+            if worst > budget:
+                break
+            entry = await self._copy_one(source, destination, path, actor, move)
+            budget -= packed_size(entry)
+            result["skipped" if "reason" in entry else "copied"].append(entry)
+            result["next_cursor"] = path
+        else:
+            result["next_cursor"] = None
+        return result
+
+    async def backup_stage(self) -> Result:
+        """Stage an online backup of the whole home (DESIGN.md §15.8, :mod:`hub.storage.backup`): every scope's
+        documents, history and review queue copied under that scope's lock, one scope at a time, then the
+        registry and ``config.toml``, and ``manifest.json``; the operator's CLI packs the folder and removes it.
+
+        Answer: ``{staging, scopes, documents, files, bytes, lock_max_ms, lock_total_ms}`` (``staging`` the
+        folder's absolute path; ``lock_*`` how long scope locks were held, ms).  Works with memory disabled
+        too (the files are kept).  Raises ``bad_request`` when the registry holds a raw token, a storage
+        error when a file cannot be read or the staging folder written; the staging folder is removed then.
+        """
+        from amux_memory.hub.storage import backup
+        from amux_memory.protocol.version import package_version
+
+        home = self.config.home
+        staging = await trio.to_thread.run_sync(backup.new_staging, home)
+        try:
+            staged = []
+            for relpath in await trio.to_thread.run_sync(backup.scope_relpaths, home):
+                scope = Scope(relpath, relpath, relpath.partition("/")[0])
+                linked = await self.locked(scope, self._stage_scope, relpath, staging, False)
+                await trio.to_thread.run_sync(backup.copy_prefixes, linked, staging)
+                if await self.locked(scope, self._rewritten, relpath, linked.rewrites):
+                    # A purge (or a torn tail cut) changed the linked segment in place: copy under the lock.
+                    await trio.to_thread.run_sync(backup.drop_scope, linked, staging)
+                    again = await self.locked(scope, self._stage_scope, relpath, staging, True)
+                    again.held_ms = max(again.held_ms, linked.held_ms)
+                    linked = again
+                staged.append(await trio.to_thread.run_sync(backup.finish_scope, linked, staging))
+            home_files = await trio.to_thread.run_sync(backup.stage_home_files, home, staging)
+            manifest = await trio.to_thread.run_sync(backup.write_manifest, staging, staged, home_files,
+                                                     package_version())
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(shutil.rmtree, staging, True)
+            raise
+        files = manifest["files"]
+        return {"staging": str(staging), "scopes": len(staged),
+                "documents": sum(len(s.documents) for s in staged), "files": len(files),
+                "bytes": sum(f["bytes"] for f in files.values()),
+                "lock_max_ms": round(max((s.held_ms for s in staged), default=0.0), 3),
+                "lock_total_ms": round(sum(s.held_ms for s in staged), 3)}
+
+    def _stage_scope(self, relpath: str, staging: Any, copy_appended: bool) -> Any:
+        """:meth:`backup_stage`'s staging of one scope (worker thread, its lock held,
+        :func:`hub.storage.backup.stage_scope`); the history segment is cut at its last record when this Hub has it
+        open."""
+        from amux_memory.hub.storage import backup
+
+        hist = self.history.scope(relpath)
+        with hist.lock:
+            end, rewrites = (hist.end if hist.fd >= 0 else -1), hist.rewrites
+            return backup.stage_scope(self.config.home, relpath, staging, end, copy_appended, rewrites)
+
+    def _rewritten(self, relpath: str, rewrites: int) -> bool:
+        """Whether the scope's history segment changed in place since :meth:`_stage_scope` saw ``rewrites``
+        (worker thread, the scope's lock held)."""
+        return bool(self.history.scope(relpath).rewrites != rewrites)
+
+    async def _copy_one(self, source: Scope, destination: Scope, path: str, actor: Actor, move: bool) -> Result:
+        """One document of :meth:`scope_copy`: ``{path, revision, bytes}`` when written, else ``{path, reason,
+        ...}``; with ``move``, ``moved`` says whether the source was forgotten."""
+        data = await self.locked(source, self.store.read, self.scope_dir(source), path)
+        if data is None:
+            return {"path": path, "reason": "gone"}
+        revision = revision_of(data)
+        origin = {"from": {"scope": source.binding, "document": path, "revision": revision}}
+        entry: Result
+        try:
+            written = await self.locked(destination, self._create_copy, destination, path, data, actor, origin)
+            entry = {"path": path, "revision": written["revision"], "bytes": written["bytes"]}
+        except HubError as exc:
+            observed = exc.data.get("observed_revision")
+            if exc.code is not ErrorCode.CONFLICT or not isinstance(observed, str):
+                return {"path": path, "reason": exc.code.value, "message": exc.message[:200]}
+            entry = {"path": path, "reason": "identical" if observed == revision else "exists", "revision": observed}
+            if entry["reason"] == "exists":
+                return entry
+        if move:
+            gone = {"to": {"scope": destination.binding, "document": path}}
+            try:
+                await self.locked(source, self._forget_moved, source, path, revision, actor, gone)
+                entry["moved"] = True
+            except HubError:
+                entry["moved"] = False  # changed since it was read: both are kept, nothing lost
+        return entry
+
+    def _create_copy(self, scope: Scope, path: str, data: bytes, actor: Actor, origin: dict[str, Any]) -> Result:
+        """:meth:`scope_copy`'s write: a create (``absent``) by the operator, naming the origin."""
+        return self.write(scope, path, data, ABSENT, False, actor, origin=origin)
+
+    def _forget_moved(self, scope: Scope, path: str, revision: str, actor: Actor, gone: dict[str, Any]) -> Result:
+        """:meth:`scope_copy`'s forget of a moved source, by compare-and-swap on the revision read."""
+        return self.delete(scope, path, revision, actor, origin=gone)
+
+
+    def _copy_into(self, scope: Scope, path: str, data: bytes, expected: str, actor: Actor, allow_secret: bool,
+                   origin: dict[str, Any]) -> Result:
+        """The copy's write: a proposal where the destination's rule says so, else a write naming its origin."""
+        if self.review.reviewed(scope, actor, path):
+            return self.review.propose(scope, path, data, expected, actor, allow_secret=allow_secret)
+        return self.write(scope, path, data, expected, False, actor, allow_secret=allow_secret, origin=origin)
+
+    def _copy_remove(self, scope: Scope, path: str, revision: str, actor: Actor, gone: dict[str, Any]) -> Result:
+        """A move's forget of its source: a proposal where the source's rule says so, else a tombstone naming
+        where the text went."""
+        if self.review.reviewed(scope, actor, path):
+            return self.review.propose(scope, path, None, revision, actor)
+        return self.delete(scope, path, revision, actor, origin=gone)
+
+    async def _copy(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        """``copy`` within one scope (:meth:`copy`); across mounts the Hub resolves both paths first (DESIGN.md
+        §7.8)."""
+        p = parse_copy(params)
+        return await self.copy(scope, p.source, scope, p.destination, expected_revision=p.expected_revision,
+                               source_revision=p.source_revision, move=p.move, allow_secret=p.allow_secret,
+                               actor=actor)
+
+    # -- review (DESIGN.md §21): the work is the review queue's -----------------
+
+    async def _review_list(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        return await self.locked(scope, self.review.review_list, scope, parse_review_list(params))
+
+    async def _review_show(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        return await self.locked(scope, self.review.review_show, scope, parse_review_show(params))
+
+    async def _review_decide(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        p = parse_review_decide(params)
+        require_person(actor)
+        return await self.locked(scope, self.review.review_decide, scope, p, actor)
+
+    # -- history (DESIGN.md §15) --------------------------------------------------
+
+    async def _history(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        return await self.locked(scope, self._history_page, scope, parse_history(params))
+
+    def _history_page(self, scope: Scope, p: HistoryParams) -> Result:
+        """``history``: a hand edit recorded first (with ``memory.history``), then a page of the path's versions."""
+        hist = self.history.scope(scope.relpath)
+        if self.config.history:
+            current, mtime_ns = self.store.read_stat(self.scope_dir(scope), p.path)
+            hist.sync(p.path, current, mtime_ns, create=False)
+        # The sample cursor (18 digits) is as long as any seq the page may end at.
+        room = response_room(self.limits, {"path": p.path, "versions": [], "next_cursor": "9" * 18}, PAGE_RESERVE_BYTES)
+        versions, cursor = hist.page(p.path, p.cursor, p.limit, room)
+        return {"path": p.path, "versions": versions, "next_cursor": cursor}
+
+    async def _log(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        return await self.locked(scope, self._log_page, scope, parse_log(params))
+
+    def _log_page(self, scope: Scope, p: LogParams) -> Result:
+        """``log``: the scope reconciled with one walk (with ``memory.history``), then a page of its changes."""
+        hist = self.history.scope(scope.relpath)
+        if self.config.history:  # hand edits, new files and deletions first, as history does (DESIGN.md §15.1)
+            root = self.scope_dir(scope)
+            walked = walk_documents(root, "", self.limits)
+            hist.reconcile(walked.found, walked.mtimes, not walked.reasons,
+                           lambda path: self.store.read_stat(root, path))
+        room = response_room(self.limits, {"versions": [], "next_cursor": "9" * 18}, PAGE_RESERVE_BYTES)
+        changes, cursor = hist.page(None, p.cursor, p.limit, room, path_prefix=p.path_prefix, since=p.since)
+        return {"changes": changes, "next_cursor": cursor}
+
+    async def _restore(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        return await self.locked(scope, self._restore_version, scope, parse_restore(params), actor)
+
+    def _restore_version(self, scope: Scope, p: RestoreParams, actor: Actor) -> Result:
+        """``restore``: a stored version written back with history, or proposed when the actor's writes are
+        reviewed."""
+        version, data = self.history.scope(scope.relpath).find(p.path, p.revision)  # a prefix: the full one
+        if self.review.reviewed(scope, actor, p.path):  # an agent's restore is a write like any other (DESIGN.md §21)
+            return self.review.propose(scope, p.path, data, p.expected_revision, actor, allow_shrink=True,
+                                       allow_secret=p.allow_secret)
+        return self.write(scope, p.path, data, p.expected_revision, True, actor, restored_from=version.revision,
+                          allow_secret=p.allow_secret)
+
+    async def _purge(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        if actor.forced:  # a tidy run proposes; erasing history is no proposal (DESIGN.md §21)
+            raise HubError(ErrorCode.UNAUTHORIZED, "a tidy run cannot purge history: its changes are proposals a "
+                           "person decides; nothing was erased", {"reason": "agent_caller", "agent": "tidy"},
+                           next_step="Leave history as it is; a person purges with 'amux memory purge'.")
+        return await self.locked(scope, self._purge_versions, scope, parse_purge(params))
+
+    def _purge_versions(self, scope: Scope, p: PurgeParams) -> Result:
+        """``purge``: erase stored versions of a path, never the one the live document holds."""
+        current = self.store.read(self.scope_dir(scope), p.path)
+        live = ABSENT if current is None else revision_of(current)
+        erased = self.history.scope(scope.relpath).purge(p.path, p.revision, live)
+        return {"path": p.path, "erased": erased}
+
+    async def _scan(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        """``scan``: the documents (and with ``history`` the stored versions) holding credentials (DESIGN.md §16).
+
+        Result ``{"documents": [{"path", "revision", "findings", "commands"}],
+        "versions": [{"path", "revision", "time", "action", "findings",
+        "commands"}], "truncated", "rules"}``; findings are ``{rule, line,
+        preview}`` (never the value), at most
+        :data:`hub.methods.scan_report.SCAN_MAX_FINDINGS` each,
+        :data:`hub.methods.scan_report.SCAN_MAX_ENTRIES` entries in all (``truncated``
+        when more were found; the report is :mod:`hub.methods.scan_report`).
+        ``memory.secret_allow`` applies; ``memory.secret_scan`` does not (a
+        scan is always asked for).  Runs under the scope's lock.
+        """
+        return await self.locked(scope, self._scan_scope, scope, parse_scan(params))
+
+    def _scan_scope(self, scope: Scope, p: ScanParams) -> Result:
+        """``scan``'s walk of the documents and, with ``p.history``, of the stored versions."""
+        allowed = self.config.secret_allow
+        root = self.scope_dir(scope)
+        walked = walk_documents(root, "", self.limits)
+        paths = [path for path, _ in sorted(walked.found)]
+        documents = document_entries(paths, lambda path: self.store.read(root, path), allowed)
+        versions = version_entries(self.history.scope(scope.relpath).stored(), allowed) if p.history else []
+        return report(documents, versions, self.limits)
+
+    async def _health(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        """``health`` of the caller's own scope (across mounts: :meth:`health`)."""
+        return await self.health([("", scope, parse_health(params).path_prefix)])
+
+    async def health(self, parts: list[tuple[str, Scope, str]]) -> Result:
+        """The ``health`` answer over ``parts`` (``(label, scope, prefix inside it)``, the caller's root first):
+        :func:`hub.methods.health.check_parts` in a worker thread, one at a time with the searches (it holds the GIL
+        as a
+        scan does), through the content cache (:mod:`hub.storage.cache`) as a search.  Takes no scope lock: like
+        ``search`` it
+        reads whole files and changes nothing.  Raises
+        ``disabled`` when memory is off; cancelled while waiting, nothing was done (DESIGN.md §23)."""
+        from amux_memory.hub.methods.health import HealthPart, check_parts
+
+        self.check_enabled()
+        checked = [HealthPart(label, self.scope_dir(scope), prefix, self.history.scope(scope.relpath),
+                              self.cache.scope(scope.relpath)) for label, scope, prefix in parts]
+        try:
+            return await trio.to_thread.run_sync(check_parts, checked, self.limits, self.config.stale_days,
+                                                 self.config.secret_allow, None, _stop_when_cancelled,
+                                                 limiter=self._search_limiter)
+        finally:
+            self.cache.trim()
+
+    async def _list(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+        p = parse_list(params)
+        return await trio.to_thread.run_sync(list_documents, self.scope_dir(scope), p.path_prefix, p.cursor,
+                                             self.limits)
+
+
+Handler = Callable[[MemoryMethods, Scope, dict[str, Any], Actor], Awaitable[Result]]
+"""A data method's implementation: ``(service, caller scope, request params, actor) -> result map``."""
+
+HANDLERS: Final[Mapping[str, Handler]] = {
+    "search": MemoryMethods._search,
+    "get": MemoryMethods._get,
+    "export": MemoryMethods._export,
+    "upsert": MemoryMethods._upsert,
+    "forget": MemoryMethods._forget,
+    "list": MemoryMethods._list,
+    "history": MemoryMethods._history,
+    "log": MemoryMethods._log,
+    "restore": MemoryMethods._restore,
+    "purge": MemoryMethods._purge,
+    "scan": MemoryMethods._scan,
+    "review_list": MemoryMethods._review_list,
+    "review_show": MemoryMethods._review_show,
+    "review_decide": MemoryMethods._review_decide,
+    "copy": MemoryMethods._copy,
+    "health": MemoryMethods._health,
+}
+"""The dispatch table: data method name → handler.  Its names are exactly :data:`DATA_METHODS`."""
+
+if frozenset(HANDLERS) != DATA_METHODS:
+    raise ImportError(f"hub.service.HANDLERS {sorted(HANDLERS)} does not match DATA_METHODS {sorted(DATA_METHODS)}")

@@ -1,0 +1,278 @@
+"""A bounded in-memory cache of document contents for the scan (DESIGN.md §5).
+
+The Hub is the only online writer of its memory root, but people may edit the
+files with a text editor, so every cached document is checked against the file
+on every search: size, ``mtime_ns``, ``ctime_ns`` (a ``chmod`` changes only
+that) and inode from the ``lstat`` the walk does anyway.  Any difference and
+the file is read again.  Nothing here is an index: a search still tests every
+document's full text, only without re-reading and re-folding unchanged files.
+
+Memory is bounded: each scope's entry holds the raw bytes and one folded copy
+(the scan's haystack), and whole scopes are evicted least-recently-used first
+when the total passes ``max_bytes`` (64 MiB, ``Limits.cache_max_bytes``).
+
+Thresholds (DESIGN.md §5.4, §5.5): a file or folder changed less than
+:data:`RACY_NS` (2 s) before it was read is read again, since coarse
+timestamps could hide a same-size edit; a listing reads at most
+:data:`RAW_ENTRIES_FACTOR` (16) times its entry bound in raw entries, stray
+files included (16 x 4,096 = 65,536 for one directory of a scan), so a
+folder of stray files costs bounded work while they cost no budget.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import threading
+import time
+import unicodedata
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def fold(text: str) -> str:
+    """The matching form of text: NFC, then Unicode casefold (newlines preserved)."""
+    if not unicodedata.is_normalized("NFC", text):
+        text = unicodedata.normalize("NFC", text)
+    return text.casefold()
+
+
+def title_line(text: str) -> str:
+    """The document's first Markdown heading (after any frontmatter) in its first 400 lines, or ""."""
+    first_end = text.find("\n")
+    first = text if first_end < 0 else text[:first_end]
+    if first.strip() == "---":
+        lines = text.split("\n", 400)[1:400]
+        for j, line in enumerate(lines):
+            if line.strip() in ("---", "..."):
+                lines = lines[j + 1 :]
+                break
+        return next((line for line in lines if line.startswith("#")), "")
+    if first.startswith("#"):
+        return first
+    # The first line starting with "#", found at C speed; it must be one of the first 400 lines.
+    at = text.find("\n#") + 1
+    if at == 0 or text.count("\n", 0, at) >= 400:
+        return ""
+    end = text.find("\n", at)
+    return text[at:] if end < 0 else text[at:end]
+
+
+_ASCII = bytes(range(128))
+
+
+def fold_document(data: bytes) -> tuple[str, bytes]:
+    """``(text, folded)`` of a file's bytes: the text decoded (invalid UTF-8 replaced) and
+    ``fold(text)`` as UTF-8.
+
+    Fast path, same result: when the bytes are valid UTF-8, already NFC, and
+    none of their non-ASCII characters changes under casefold (dashes, quotes,
+    emoji, CJK...), folding only lowercases ASCII letters, which ``bytes.lower``
+    does in place (multi-byte UTF-8 sequences contain no ASCII bytes).
+    """
+    text = data.decode("utf-8", "replace")
+    if data.isascii():
+        return text, data.lower()
+    if "\ufffd" not in text:
+        others = data.translate(None, _ASCII).decode("utf-8")
+        if others.casefold() == others and unicodedata.is_normalized("NFC", text):
+            return text, data.lower()
+    return text, fold(text).encode("utf-8")
+
+
+@dataclass
+class CachedDoc:
+    """One document as the scan needs it.
+
+    ``folded`` is the UTF-8 of :func:`fold` of the text (its lines correspond
+    one to one with the file's lines); ``where`` is the folded path and title,
+    for the ranking's second key.  ``revision`` is computed on first use.
+    """
+
+    path: str
+    size: int
+    mtime_ns: int
+    inode: int
+    ctime_ns: int
+    data: bytes
+    folded: bytes | memoryview
+    where: str
+    racy: bool = False
+    _revision: str | None = None
+    derived: Any = None
+    """What another check derives from these bytes and keeps while they are fresh (``hub.methods.health``'s paragraphs
+    and links, DESIGN.md §23); its size counts in :attr:`cost` through :attr:`derived_bytes`."""
+    derived_bytes: int = 0
+
+    @classmethod
+    def load(cls, path: str, st: os.stat_result, data: bytes) -> CachedDoc:
+        """Build an entry from a file's ``lstat`` and the bytes read after it."""
+        text, folded = fold_document(data)
+        where = fold(path) + "\n" + fold(title_line(text))
+        return cls(path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, data, folded, where,
+                   racy=is_racy(st.st_mtime_ns))
+
+    def fresh(self, st: os.stat_result) -> bool:
+        """True if the file still has the size, mtime, ctime and inode this entry was read with (a ``chmod``
+        changes only the ctime: a document made unreadable is read again, and reported, DESIGN.md §5.5).
+
+        An entry read within :data:`RACY_NS` of the file's last change is never
+        fresh: file timestamps are coarse, so a second same-size edit in the same
+        tick would otherwise go unseen.
+        """
+        return (not self.racy and self.size == st.st_size and self.mtime_ns == st.st_mtime_ns
+                and self.inode == st.st_ino and self.ctime_ns == st.st_ctime_ns)
+
+    @property
+    def revision(self) -> str:
+        """The document's revision: SHA-256 of its bytes, hex (computed once, on first use; DESIGN.md §4)."""
+        if self._revision is None:
+            self._revision = hashlib.sha256(self.data).hexdigest()
+        return self._revision
+
+    @property
+    def cost(self) -> int:
+        """Bytes this entry keeps alive: raw plus folded plus :attr:`derived_bytes`."""
+        return len(self.data) + len(self.folded) + self.derived_bytes
+
+
+RACY_NS = 2_000_000_000
+"""A file or directory changed less than this long ago (ns) is re-read rather than trusted."""
+
+
+def is_racy(mtime_ns: int) -> bool:
+    """True for a change (``mtime_ns``, epoch ns) less than :data:`RACY_NS` ago: what was read then is not trusted."""
+    return mtime_ns >= time.time_ns() - RACY_NS
+
+
+DIR, MARKDOWN = 0, 1
+
+RAW_ENTRIES_FACTOR = 16
+"""A listing reads at most this many times its entry bound in raw entries (stray files included)."""
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A directory's sorted candidate entries ``(name, kind)`` (kind: DIR or MARKDOWN), valid
+    while the directory keeps its mtime and inode.
+
+    Only entries that can be or lead to a document are kept: directories and
+    regular ``*.md`` files (:func:`hub.storage.walk.entry_kind`, which reads it:
+    :func:`hub.storage.walk.read_listing`).  Symlinks, other files and the Hub's temporary
+    files are left out and do not count toward the entry bound (DESIGN.md
+    §5.4); ``truncated`` says the bound (or :data:`RAW_ENTRIES_FACTOR` times
+    it in raw entries) cut the listing.
+    """
+
+    mtime_ns: int
+    inode: int
+    ctime_ns: int
+    entries: list[tuple[str, int]]
+    truncated: bool
+    racy: bool
+
+    def fresh(self, st: os.stat_result) -> bool:
+        """True while ``st`` (a new ``stat`` of the directory) shows the same inode, mtime and ctime (a ``chmod``
+        changes only the ctime), and the listing
+        was not taken in the same timestamp tick as a change (``racy``): then it can be used as is."""
+        return (not self.racy and self.mtime_ns == st.st_mtime_ns and self.inode == st.st_ino
+                and self.ctime_ns == st.st_ctime_ns and stat.S_ISDIR(st.st_mode))
+
+
+@dataclass
+class Haystack:
+    """All scanned documents' folded text joined by ``\\n`` (no keyword contains one),
+    with each document's start offset, in scan order."""
+
+    docs: list[CachedDoc]
+    blob: bytes
+    starts: list[int]
+
+
+@dataclass
+class ScopeCache:
+    """Cached documents of one scope and the last haystack built from them.
+
+    ``lock`` serialises updates for the scope (searches run in worker threads);
+    ``bytes`` is the sum of the entries' costs.
+    """
+
+    docs: dict[str, CachedDoc] = field(default_factory=dict)
+    listings: dict[str, Listing] = field(default_factory=dict)
+    haystack: Haystack | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    bytes: int = 0
+    derived: dict[str, Any] = field(default_factory=dict)
+    """What another check keeps between calls for this scope's caller (``hub.methods.health``'s duplicate memo)."""
+
+    def put(self, doc: CachedDoc) -> None:
+        """Insert or replace one document."""
+        self.drop(doc.path)
+        self.docs[doc.path] = doc
+        self.bytes += doc.cost
+
+    def drop(self, path: str) -> None:
+        """Forget one document, if cached."""
+        old = self.docs.pop(path, None)
+        if old is not None:
+            self.bytes -= old.cost
+
+    def prune(self, prefix: str, seen: set[str], seen_dirs: set[str]) -> None:
+        """After a complete walk under ``prefix``: drop entries of files and directories that are gone."""
+        for path in [p for p in self.docs if p.startswith(prefix) and p not in seen]:
+            self.drop(path)
+        if not prefix:
+            for absdir in [d for d in self.listings if d not in seen_dirs]:
+                del self.listings[absdir]
+
+    def haystack_for(self, docs: list[CachedDoc]) -> Haystack:
+        """The joined text of ``docs``; reused while the same document objects are scanned."""
+        old = self.haystack
+        if old is not None and len(old.docs) == len(docs) and all(a is b for a, b in zip(old.docs, docs, strict=True)):
+            return old
+        starts = []
+        pos = 0
+        for doc in docs:
+            starts.append(pos)
+            pos += len(doc.folded) + 1
+        blob = b"\n".join(doc.folded for doc in docs)
+        view = memoryview(blob)
+        for doc, start in zip(docs, starts, strict=True):
+            # Share the blob's memory instead of keeping a second folded copy.
+            doc.folded = view[start : start + len(doc.folded)]
+        self.haystack = Haystack(docs, blob, starts)
+        return self.haystack
+
+
+class ContentCache:
+    """Per-scope document caches with a total bound of ``max_bytes`` (LRU by scope)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._scopes: OrderedDict[str, ScopeCache] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def scope(self, key: str) -> ScopeCache:
+        """The cache of one scope (created empty), marked most recently used."""
+        with self._lock:
+            cache = self._scopes.get(key)
+            if cache is None:
+                cache = self._scopes[key] = ScopeCache()
+            self._scopes.move_to_end(key)
+            return cache
+
+    def trim(self) -> int:
+        """Evict least-recently-used scopes (never the newest) until within the bound; returns bytes held."""
+        with self._lock:
+            total = sum(c.bytes for c in self._scopes.values())
+            while total > self.max_bytes and len(self._scopes) > 1:
+                _, evicted = self._scopes.popitem(last=False)
+                total -= evicted.bytes
+            return total
+
+    @property
+    def scopes(self) -> int:
+        """How many scopes have an entry in the cache now."""
+        return len(self._scopes)
