@@ -130,16 +130,26 @@ def review_text(client: Caller, proposal: str, text: str = "proposed") -> tuple[
     history no longer holds), the first page's answer without its content)``.  Raises what ``call``
     raises (``not_found`` for an unknown id) and ``internal`` when the pages make no progress.
     """
+    content, first, _ = review_text_head(client, proposal, text)
+    return content, first
+
+
+def review_text_head(client: Caller, proposal: str, text: str = "proposed",
+                     max_bytes: int | None = None) -> tuple[bytes | None, dict[str, Any], bool]:
+    """``(bytes, first answer without content, cut)``: one of a proposal's texts as :func:`review_text` reads
+    it, but at most about ``max_bytes`` of it when given (``cut`` when there is more: a document put there by
+    hand can be any size).  Raises as :func:`review_text` (also ``bad_request`` for a malformed id)."""
     parts: list[bytes] = []
-    offset = 0
+    offset, size = 0, 0
     first: dict[str, Any] | None = None
     while True:
         page = client.call("review_show", review_show_params(proposal, text=text, offset=offset))
         if first is None:
             first = {k: v for k, v in page.items() if k != "content"}
         parts.append(page["content"])
-        if not page["truncated"]:
-            return (b"".join(parts) if page["exists"] else None), first
+        size += len(page["content"])
+        if not page["truncated"] or (max_bytes is not None and size >= max_bytes):
+            return (b"".join(parts) if page["exists"] else None), first, bool(page["truncated"])
         next_offset = page["next_offset"]
         if not isinstance(next_offset, int) or next_offset <= offset:
             raise HubError(ErrorCode.INTERNAL, f"review_show of {proposal} made no progress at offset {offset}")

@@ -19,7 +19,7 @@ import contextlib
 import hashlib
 import hmac
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
@@ -121,6 +121,23 @@ def templates() -> Environment:
     env.filters["team"] = team_of
     env.globals["review_rules"] = REVIEW_RULES
     return env
+
+
+def unconfirmed(fields: dict[str, str], what: str) -> HubError | None:
+    """The refusal of a form whose confirmation box (``confirm``) is not ticked (``what``: the action and its
+    object, as the message says it), else None."""
+    if fields.get("confirm") == "on":
+        return None
+    return HubError(ErrorCode.BAD_REQUEST, f"tick the confirmation box to {what} (nothing was changed)",
+                    {"field": "confirm"})
+
+
+def undecided(fields: dict[str, str]) -> HubError | None:
+    """The refusal of a review form whose ``decision`` is neither of :data:`DECIDED_AS`, else None."""
+    if fields.get("decision", "") in DECIDED_AS:
+        return None
+    return HubError(ErrorCode.BAD_REQUEST, "decision must be approve or reject (nothing was changed)",
+                    {"field": "decision"})
 
 
 def team_of(path: Any) -> str:
@@ -250,6 +267,24 @@ class UiApp:
         check_csrf(self.guard, request.scope, fields.get(CSRF_FIELD))
         return fields
 
+    async def form_post(self, request: Request, act: Callable[[dict[str, str]], Awaitable[Response]], *,
+                        check: Callable[[dict[str, str]], HubError | None] | None = None,
+                        refused: int | Callable[[HubError], int] = 400) -> Response:
+        """Answer a form POST: read the form (:meth:`form`; a wrong CSRF token is the error page, 403), refuse
+        what ``check`` finds wrong in its fields before anything is done (the error page, 400), else answer
+        what ``act(fields)`` returns; a :class:`HubError` ``act`` raises is the error page with status
+        ``refused`` (or ``refused(exc)``)."""
+        try:
+            fields = await self.form(request)
+        except HubError as exc:
+            return self.error_page(request, exc, 403)
+        if check is not None and (wrong := check(fields)) is not None:
+            return self.error_page(request, wrong)
+        try:
+            return await act(fields)
+        except HubError as exc:
+            return self.error_page(request, exc, refused if isinstance(refused, int) else refused(exc))
+
     @staticmethod
     def see(url: str) -> RedirectResponse:
         """303 to ``url`` (after a successful POST)."""
@@ -317,28 +352,27 @@ class UiApp:
         return self.page(request, "new.html", title="New document", path=path, draft="", error=None)
 
     async def save(self, request: Request) -> Response:
-        try:
-            fields = await self.form(request)
-        except HubError as exc:
-            return self.error_page(request, exc, 403)
-        path = fields.get("path", "").strip()
-        submitted = fields.get("content", "")
-        expected = fields.get("expected_revision", ABSENT)
-        stored = fields.get("stored_sha256", "")  # the stored text at expected_revision, as a form sends it
-        if expected != ABSENT and stored and hmac.compare_digest(
-                hashlib.sha256(form_text(submitted).encode("utf-8")).hexdigest(), stored):
-            # Nothing was edited: no write, no new version (the text may differ from the stored bytes
-            # only by what HTML forms do to line breaks).
-            return self.see(self.env.filters["docurl"](path) + "?unchanged=1")
-        # Forms send CRLF; a document that used CRLF keeps it, any other gets LF.
-        content = submitted.replace("\r\n", "\n")
-        if fields.get("newline") == "crlf":
-            content = content.replace("\n", "\r\n")
-        try:
-            await self.hub(pages.save, path, content, expected, fields.get("allow_shrink") == "on")
-        except HubError as exc:
-            return await self.save_failed(request, path, content, expected, exc)
-        return self.see(self.env.filters["docurl"](path) + "?saved=1")
+        async def act(fields: dict[str, str]) -> Response:
+            path = fields.get("path", "").strip()
+            submitted = fields.get("content", "")
+            expected = fields.get("expected_revision", ABSENT)
+            stored = fields.get("stored_sha256", "")  # the stored text at expected_revision, as a form sends it
+            if expected != ABSENT and stored and hmac.compare_digest(
+                    hashlib.sha256(form_text(submitted).encode("utf-8")).hexdigest(), stored):
+                # Nothing was edited: no write, no new version (the text may differ from the stored bytes
+                # only by what HTML forms do to line breaks).
+                return self.see(self.env.filters["docurl"](path) + "?unchanged=1")
+            # Forms send CRLF; a document that used CRLF keeps it, any other gets LF.
+            content = submitted.replace("\r\n", "\n")
+            if fields.get("newline") == "crlf":
+                content = content.replace("\n", "\r\n")
+            try:
+                await self.hub(pages.save, path, content, expected, fields.get("allow_shrink") == "on")
+            except HubError as exc:
+                return await self.save_failed(request, path, content, expected, exc)
+            return self.see(self.env.filters["docurl"](path) + "?saved=1")
+
+        return await self.form_post(request, act)
 
     async def save_failed(self, request: Request, path: str, content: str, expected: str, exc: HubError) -> Response:
         """The edit page again, the user's text kept; after a conflict, the other version and a diff.
@@ -364,19 +398,13 @@ class UiApp:
                          conflict=conflict, error=exc, **data)
 
     async def forget(self, request: Request) -> Response:
-        try:
-            fields = await self.form(request)
-        except HubError as exc:
-            return self.error_page(request, exc, 403)
-        path = fields.get("path", "")
-        if fields.get("confirm") != "on":
-            return self.error_page(request, HubError(ErrorCode.BAD_REQUEST, "tick the confirmation box to forget "
-                                            f"{path} (nothing was changed)", {"field": "confirm"}))
-        try:
+        async def act(fields: dict[str, str]) -> Response:
+            path = fields.get("path", "")
             await self.hub(pages.forget, path, fields.get("expected_revision", ""))
-        except HubError as exc:
-            return self.error_page(request, exc, 409)
-        return self.see("/history/" + quote(path, safe="/") + "?forgotten=1")
+            return self.see("/history/" + quote(path, safe="/") + "?forgotten=1")
+
+        return await self.form_post(request, act, refused=409,
+                                    check=lambda fields: unconfirmed(fields, f"forget {fields.get('path', '')}"))
 
     async def history(self, request: Request) -> Response:
         path = request.path_params["path"]
@@ -398,32 +426,21 @@ class UiApp:
         return self.page(request, "diff.html", title=f"Diff of {path}", path=path, rows=rows, cut=cut, **data)
 
     async def restore(self, request: Request) -> Response:
-        try:
-            fields = await self.form(request)
-        except HubError as exc:
-            return self.error_page(request, exc, 403)
-        path = fields.get("path", "")
-        try:
+        async def act(fields: dict[str, str]) -> Response:
+            path = fields.get("path", "")
             await self.hub(pages.restore, path, fields.get("revision", ""), fields.get("expected_revision", ""))
-        except HubError as exc:
-            return self.error_page(request, exc, 409)
-        return self.see(self.env.filters["docurl"](path) + "?restored=1")
+            return self.see(self.env.filters["docurl"](path) + "?restored=1")
+
+        return await self.form_post(request, act, refused=409)
 
     async def purge(self, request: Request) -> Response:
-        try:
-            fields = await self.form(request)
-        except HubError as exc:
-            return self.error_page(request, exc, 403)
-        path = fields.get("path", "")
-        if fields.get("confirm") != "on":
-            return self.error_page(request, HubError(ErrorCode.BAD_REQUEST, "tick the confirmation box to purge "
-                                            "(nothing was changed)", {"field": "confirm"}))
-        revision = fields.get("revision") or None
-        try:
+        async def act(fields: dict[str, str]) -> Response:
+            path = fields.get("path", "")
+            revision = fields.get("revision") or None
             await self.hub(pages.purge, path, revision, revision is None)
-        except HubError as exc:
-            return self.error_page(request, exc)
-        return self.see("/history/" + quote(path, safe="/") + "?purged=1")
+            return self.see("/history/" + quote(path, safe="/") + "?purged=1")
+
+        return await self.form_post(request, act, check=lambda fields: unconfirmed(fields, "purge"))
 
     async def log(self, request: Request) -> Response:
         since = request.query_params.get("since") or None
@@ -609,39 +626,36 @@ class UiApp:
         to ``/review``, or to the team's page for ``back=team`` and a proposal of a team mount (DESIGN.md §7.8).
         A Hub refusal (``conflict`` above all: the document changed, nothing written) shows the proposal page
         again with the error, the version now stored and the text kept in the editor."""
-        try:
-            fields = await self.form(request)
-        except HubError as exc:
-            return self.error_page(request, exc, 403)
-        pid, decision = fields.get("id", "").strip(), fields.get("decision", "")
-        if decision not in DECIDED_AS:
-            return self.error_page(request, HubError(ErrorCode.BAD_REQUEST, "decision must be approve or reject "
-                                                     "(nothing was changed)", {"field": "decision"}))
-        expected = fields.get("expected_revision") or None
-        reason = fields.get("reason", "").strip() or None
-        draft: str | None = None
-        try:
-            if decision == "approve" and fields.get("edited") == "1":
-                submitted = fields.get("content", "")
-                draft = submitted.replace("\r\n", "\n")
-                if fields.get("newline") == "crlf":
-                    draft = draft.replace("\n", "\r\n")
-                unedited = hmac.compare_digest(hashlib.sha256(form_text(submitted).encode("utf-8")).hexdigest(),
-                                               fields.get("proposed_sha256", ""))
-                result = await self.hub(pages.approve_edited, pid, draft, unedited=unedited,
-                                        base_revision=fields.get("base_revision", ""),
-                                        expected_revision=expected, reason=reason)
-            else:
-                result = await self.hub(pages.review_decide, pid, decision, expected_revision=expected, reason=reason)
-        except HubError as exc:
-            return await self.decide_failed(request, pid, exc, draft)
-        if result.get("already_decided"):
-            return self.see(f"/review/{quote(str(result.get('proposal', pid)), safe='')}?already=1")
-        decided = f"{DECIDED_AS[decision]}={quote(str(result.get('proposal', pid)), safe='')}"
-        team = team_of(result.get("path", ""))
-        if fields.get("back") == "team" and team:  # decided from the team's page: back to its queue
-            return self.see(f"/team/{quote(team, safe='')}?{decided}#queue")
-        return self.see(f"/review?{decided}")
+        async def act(fields: dict[str, str]) -> Response:
+            pid, decision = fields.get("id", "").strip(), fields.get("decision", "")
+            expected = fields.get("expected_revision") or None
+            reason = fields.get("reason", "").strip() or None
+            draft: str | None = None
+            try:
+                if decision == "approve" and fields.get("edited") == "1":
+                    submitted = fields.get("content", "")
+                    draft = submitted.replace("\r\n", "\n")
+                    if fields.get("newline") == "crlf":
+                        draft = draft.replace("\n", "\r\n")
+                    unedited = hmac.compare_digest(hashlib.sha256(form_text(submitted).encode("utf-8")).hexdigest(),
+                                                   fields.get("proposed_sha256", ""))
+                    result = await self.hub(pages.approve_edited, pid, draft, unedited=unedited,
+                                            base_revision=fields.get("base_revision", ""),
+                                            expected_revision=expected, reason=reason)
+                else:
+                    result = await self.hub(pages.review_decide, pid, decision, expected_revision=expected,
+                                            reason=reason)
+            except HubError as exc:
+                return await self.decide_failed(request, pid, exc, draft)
+            if result.get("already_decided"):
+                return self.see(f"/review/{quote(str(result.get('proposal', pid)), safe='')}?already=1")
+            decided = f"{DECIDED_AS[decision]}={quote(str(result.get('proposal', pid)), safe='')}"
+            team = team_of(result.get("path", ""))
+            if fields.get("back") == "team" and team:  # decided from the team's page: back to its queue
+                return self.see(f"/team/{quote(team, safe='')}?{decided}#queue")
+            return self.see(f"/review?{decided}")
+
+        return await self.form_post(request, act, check=undecided)
 
     async def change_set(self, request: Request) -> Response:
         """``/review/session/S``: a change set (every pending proposal of one session, a tidy run's) on one page,
@@ -659,21 +673,15 @@ class UiApp:
         """``POST /review/session``: ``session``, ``decision`` (``approve`` | ``reject``), ``reason``: the whole
         change set at once, each document by compare-and-swap; the answer page lists what was applied and what
         stayed pending as a conflict (:func:`tools.client.changeset.decide_change_set`)."""
-        try:
-            fields = await self.form(request)
-        except HubError as exc:
-            return self.error_page(request, exc, 403)
-        session, decision = fields.get("session", "").strip(), fields.get("decision", "")
-        if decision not in DECIDED_AS:
-            return self.error_page(request, HubError(ErrorCode.BAD_REQUEST, "decision must be approve or reject "
-                                                     "(nothing was changed)", {"field": "decision"}))
-        try:
+        async def act(fields: dict[str, str]) -> Response:
+            session, decision = fields.get("session", "").strip(), fields.get("decision", "")
             result = await self.hub(pages.decide_change_set, session, decision,
                                     fields.get("reason", "").strip() or None)
-        except HubError as exc:
-            return self.error_page(request, exc, 404 if exc.code is ErrorCode.NOT_FOUND else 400)
-        return self.page(request, "changeset.html", title="Change set", result=result, session=session,
-                         proposals=[])
+            return self.page(request, "changeset.html", title="Change set", result=result, session=session,
+                             proposals=[])
+
+        return await self.form_post(request, act, check=undecided,
+                                    refused=lambda exc: 404 if exc.code is ErrorCode.NOT_FOUND else 400)
 
     async def decide_failed(self, request: Request, pid: str, exc: HubError, draft: str | None) -> Response:
         """The proposal page again after a refused decision (200: the page is the answer), re-read so it shows

@@ -30,7 +30,7 @@ from amux_memory.protocol.requests import (
     upsert_params,
 )
 from amux_memory.tools.client.blocking import HubClient
-from amux_memory.tools.client.paging import list_report, read_version
+from amux_memory.tools.client.paging import list_report, read_version, review_text_head
 
 OVERVIEW_LOG_LIMIT = 200
 """Changes of the scope's log read for the overview's "last change" column (newest first; older documents
@@ -334,32 +334,6 @@ def review_list(client: HubClient) -> dict[str, Any]:
     return review_all(client)
 
 
-def proposal_text(client: HubClient, proposal: str, text: str, max_bytes: int) -> tuple[bytes | None, dict[str, Any],
-                                                                                      bool]:
-    """``(bytes, first answer without content, cut)``: one of a proposal's texts (``proposed``, ``base`` or
-    ``current``) from ``review_show`` pages, at most about ``max_bytes`` of it (``cut`` when there is more: a
-    document put there by hand can be any size).  ``bytes`` is None when that text does not exist (a deletion,
-    an absent document, a base the history no longer holds).  Raises what the Hub answers (``not_found`` for an
-    unknown id, ``bad_request`` for a malformed one) and ``internal`` when the pages make no progress."""
-    from amux_memory.protocol.requests import review_show_params
-
-    parts: list[bytes] = []
-    offset, size = 0, 0
-    first: dict[str, Any] | None = None
-    while True:
-        page = client.call("review_show", review_show_params(proposal, text=text, offset=offset))
-        if first is None:
-            first = {k: v for k, v in page.items() if k != "content"}
-        parts.append(page["content"])
-        size += len(page["content"])
-        if not page["truncated"] or size >= max_bytes:
-            return (b"".join(parts) if page["exists"] else None), first, bool(page["truncated"])
-        next_offset = page["next_offset"]
-        if not isinstance(next_offset, int) or next_offset <= offset:
-            raise HubError(ErrorCode.INTERNAL, f"review_show of {proposal} made no progress at offset {offset}")
-        offset = next_offset
-
-
 def proposal(client: HubClient, proposal_id: str) -> dict[str, Any]:
     """One proposal as its page shows it (DESIGN.md §21): ``{proposal, proposed, base, current, expected,
     base_stored, warnings, cut, diff, diff_current}``.
@@ -378,9 +352,9 @@ def proposal(client: HubClient, proposal_id: str) -> dict[str, Any]:
     from amux_memory.tools.client.textdiff import diff_hunks, hunks_as_data, line_counts
 
     cap = LIMITS.document_max_bytes
-    proposed, meta, proposed_cut = proposal_text(client, proposal_id, "proposed", cap)
-    base, _, base_cut = proposal_text(client, proposal_id, "base", cap)
-    current, now, current_cut = proposal_text(client, proposal_id, "current", cap)
+    proposed, meta, proposed_cut = review_text_head(client, proposal_id, "proposed", cap)
+    base, _, base_cut = review_text_head(client, proposal_id, "base", cap)
+    current, now, current_cut = review_text_head(client, proposal_id, "current", cap)
     entry = now["proposal"]  # the freshest entry: current_revision as of the current text's read
     if current is None:
         expected = ABSENT
@@ -434,7 +408,7 @@ def approve_edited(client: HubClient, proposal_id: str, text: str, *, unedited: 
     if unedited:
         content = None
         if expected_revision != base_revision:
-            proposed, _, cut = proposal_text(client, proposal_id, "proposed", 2**62)
+            proposed, _, cut = review_text_head(client, proposal_id, "proposed")
             content = proposed if proposed is not None and not cut else text.encode("utf-8")
     return review_decide(client, proposal_id, "approve", expected_revision=expected_revision, content=content,
                          reason=reason)
@@ -450,8 +424,8 @@ def change_set_page(client: HubClient, session: str) -> dict[str, Any]:
 
     shown = []
     for e in change_set(client, session):
-        proposed, _, _ = proposal_text(client, e["id"], "proposed", LIMITS.document_max_bytes)
-        base, _, _ = proposal_text(client, e["id"], "base", LIMITS.document_max_bytes)
+        proposed, _, _ = review_text_head(client, e["id"], "proposed", LIMITS.document_max_bytes)
+        base, _, _ = review_text_head(client, e["id"], "base", LIMITS.document_max_bytes)
         hunks = diff_hunks(base or b"", proposed or b"")
         added, removed = line_counts(hunks)
         shown.append({"entry": e, "diff": {"hunks": hunks_as_data(hunks), "added": added, "removed": removed}})
