@@ -12,21 +12,21 @@ runs 200 kills (DESIGN.md §15).
 
 from __future__ import annotations
 
-import hashlib
 import random
 import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pytest
 
 from amux_memory.hub.storage.history import Retention, ScopeHistory
-from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess
 from tests.helpers import wait_until
+from tests.stress.crash_model import Doc, check_recorded, revision_of, run_writer
 from tests.stress.scale import FULL, pick, report
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600 if FULL else 300)]
@@ -34,17 +34,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600 if FULL else 300)]
 WORKERS = 4
 DOCS_PER_WORKER = 2
 WRITES_START_SECONDS = 20.0  # a round fails when its first acknowledged write takes longer
-ABSENT = "absent"
-
-
-@dataclass
-class Doc:
-    """One document a single writer owns: what was acknowledged, and what was sent without an answer."""
-
-    revision: str = ABSENT
-    acked: list[str] = field(default_factory=list)  # acknowledged revisions in order (absent = a forget)
-    sent: set[str] = field(default_factory=lambda: {ABSENT})
-    in_flight: str | None = None
 
 
 @dataclass
@@ -60,45 +49,16 @@ def _content(worker: int, path: str, seq: int, rng: random.Random) -> bytes:
 
 def _writer(hub: HubProcess, worker: int, docs: dict[str, Doc], stop: threading.Event, seed: int,
             tally: Tally) -> None:
-    rng = random.Random(seed)
-    seq = 0
-    try:
+    def connect() -> HubClient:
         client = HubClient(hub.socket, timeout=5)
         client.connect()
-    except HubError:
-        return
-    try:
-        while not stop.is_set():
-            path = rng.choice(list(docs))
-            doc = docs[path]
-            seq += 1
-            if doc.revision != ABSENT and rng.random() < 0.2:
-                doc.in_flight = ABSENT
-                client.call("forget", {"path": path, "expected_revision": doc.revision})
-                new = ABSENT
-            else:
-                body = _content(worker, path, seq, rng)
-                new = hashlib.sha256(body).hexdigest()
-                doc.sent.add(new)
-                doc.in_flight = new
-                client.call("upsert", {"path": path, "content": body, "expected_revision": doc.revision,
-                                       "allow_shrink": True})
-            doc.revision, doc.in_flight = new, None
-            doc.acked.append(new)
-            with tally.lock:
-                tally.acked += 1
-    except HubError as exc:
-        if exc.code is not ErrorCode.UNAVAILABLE:
-            tally.errors.append(repr(exc))
-    except BaseException as exc:  # a thread's failure must fail the test
-        tally.errors.append(repr(exc))
-    finally:
-        client.close()
+        return client
 
+    def acked() -> None:
+        with tally.lock:
+            tally.acked += 1
 
-def _is_subsequence(needle: list[str], hay: list[str]) -> bool:
-    it = iter(hay)
-    return all(any(x == y for y in it) for x in needle)
+    run_writer(connect, docs, stop, random.Random(seed), tally.errors, partial(_content, worker), acked=acked)
 
 
 def _check_offline(hub: HubProcess, docs: dict[str, Doc], tail: int | None = None) -> int:
@@ -113,17 +73,9 @@ def _check_offline(hub: HubProcess, docs: dict[str, Doc], tail: int | None = Non
         hist.load()
         for path, doc in docs.items():
             recorded = [v.revision for v in hist.by_path.get(path, [])]
-            assert set(recorded) <= doc.sent, (path, set(recorded) - doc.sent)  # nothing never sent
-            acked = doc.acked if tail is None else doc.acked[-tail:]
-            assert _is_subsequence(acked, recorded), path  # every acknowledged revision, in order
             leftovers = [p.name for p in (hub.home / "history").rglob("*.amux-tmp")]
             assert len(leftovers) <= 1, leftovers  # at most the compaction the kill interrupted
-            file = hub.scope_dir / path
-            on_disk = hashlib.sha256(file.read_bytes()).hexdigest() if file.exists() else ABSENT
-            newest = recorded[-1] if recorded else ABSENT
-            if on_disk != newest:
-                assert doc.in_flight == on_disk, (path, on_disk, newest)  # only a lost answer's write
-                gaps += 1
+            gaps += check_recorded(path, doc, recorded, revision_of(hub.scope_dir / path), tail)
     finally:
         hist.close()
     return gaps
@@ -134,8 +86,7 @@ def _resolve(hub: HubProcess, docs: dict[str, Doc]) -> None:
     with hub.client() as c:
         for path, doc in docs.items():
             page: dict[str, Any] = c.call("history", {"path": path, "limit": 5})
-            file = hub.scope_dir / path
-            on_disk = hashlib.sha256(file.read_bytes()).hexdigest() if file.exists() else ABSENT
+            on_disk = revision_of(hub.scope_dir / path)
             if page["versions"]:
                 assert page["versions"][0]["revision"] == on_disk, path
             if on_disk != doc.revision:

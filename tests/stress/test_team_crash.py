@@ -33,9 +33,19 @@ from amux_memory.hub.access import registry as reg
 from amux_memory.hub.access.identity import team_scope
 from amux_memory.hub.storage.history import Retention, ScopeHistory
 from amux_memory.hub.storage.proposals import ScopeProposals
-from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.errors import HubError
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess, make_hub
+from tests.stress.crash_model import (
+    ABSENT,
+    Doc,
+    check_recorded,
+    first_missing,
+    in_order,
+    revision_of,
+    run_writer,
+    until_killed,
+)
 from tests.stress.scale import FULL, pick, report
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600 if FULL else 300)]
@@ -47,17 +57,6 @@ PAIRS = 2
 """Review pairs: the writer's agent proposing, the maintainer deciding, each pair on a note of its own."""
 REJECT_SHARE = 0.2
 WRITES_START_SECONDS = 20.0  # a round waits at most this long for its first acknowledged write and approval
-ABSENT = "absent"
-
-
-@dataclass
-class Doc:
-    """A note one writer owns: what was acknowledged, and what was sent without an answer."""
-
-    revision: str = ABSENT
-    acked: list[str] = field(default_factory=list)  # acknowledged revisions in order (absent = a forget)
-    sent: set[str] = field(default_factory=lambda: {ABSENT})
-    in_flight: str | None = None
 
 
 @dataclass
@@ -103,8 +102,7 @@ class Team:
         return c
 
     def on_disk(self, path: str) -> str:
-        file = self.folder / path
-        return hashlib.sha256(file.read_bytes()).hexdigest() if file.exists() else ABSENT
+        return revision_of(self.folder / path)
 
 
 SERIAL = itertools.count()
@@ -117,38 +115,9 @@ def _content(label: str, seq: int, rng: random.Random) -> bytes:
 
 def _write(team: Team, worker: int, docs: dict[str, Doc], stop: threading.Event, seed: int, tally: Tally) -> None:
     """A person writing its own team notes until the Hub dies: upserts, and a forget one time in five."""
-    rng = random.Random(seed)
-    seq = 0
-    try:
-        client = team.client("writer")
-    except HubError:
-        return
-    try:
-        while not stop.is_set():
-            path = rng.choice(list(docs))
-            doc = docs[path]
-            seq += 1
-            if doc.revision != ABSENT and rng.random() < 0.2:
-                doc.in_flight = ABSENT
-                client.call("forget", {"path": f"@{TEAM}/{path}", "expected_revision": doc.revision})
-                new = ABSENT
-            else:
-                body = _content(f"writer {worker} {path}", seq, rng)
-                new = hashlib.sha256(body).hexdigest()
-                doc.sent.add(new)
-                doc.in_flight = new
-                client.call("upsert", {"path": f"@{TEAM}/{path}", "content": body, "expected_revision": doc.revision,
-                                       "allow_shrink": True})
-            doc.revision, doc.in_flight = new, None
-            doc.acked.append(new)
-            tally.count("writes")
-    except HubError as exc:
-        if exc.code is not ErrorCode.UNAVAILABLE:
-            tally.errors.append(repr(exc))
-    except BaseException as exc:  # a thread's failure must fail the test
-        tally.errors.append(repr(exc))
-    finally:
-        client.close()
+    run_writer(lambda: team.client("writer"), docs, stop, random.Random(seed), tally.errors,
+               lambda path, seq, rng: _content(f"writer {worker} {path}", seq, rng), prefix=f"@{TEAM}/",
+               acked=lambda: tally.count("writes"))
 
 
 def _review(team: Team, path: str, note: Reviewed, stop: threading.Event, seed: int, tally: Tally) -> None:
@@ -161,55 +130,36 @@ def _review(team: Team, path: str, note: Reviewed, stop: threading.Event, seed: 
     except HubError:
         return
     try:
-        while not stop.is_set():
-            seq += 1
-            body = _content(f"pair {path}", seq, rng)
-            revision = hashlib.sha256(body).hexdigest()
-            note.sent.add(revision)
-            proposed = agent.call("upsert", {"path": f"@{TEAM}/{path}", "content": body,
-                                             "expected_revision": note.revision, "allow_shrink": True})
-            assert proposed["proposed"] is True, proposed
-            pid = str(proposed["proposal"])
-            note.proposed.add(pid)
-            note.open = pid
-            tally.count("proposals")
-            if rng.random() < REJECT_SHARE:
-                person.call("review_decide", {"id": pid, "decision": "reject", "reason": "not this one"})
-                note.rejected.add(pid)
-                tally.count("rejections")
-            else:
-                note.in_flight = (pid, revision)
-                answer = person.call("review_decide", {"id": pid, "decision": "approve",
-                                                       "expected_revision": note.revision})
-                assert (answer["status"], answer["revision"]) == ("approved", revision), answer
-                note.approved[pid] = revision
-                note.acked.append(revision)
-                note.revision, note.in_flight = revision, None
-                tally.count("approvals")
-            note.open = None
-    except HubError as exc:
-        if exc.code is not ErrorCode.UNAVAILABLE:
-            tally.errors.append(repr(exc))
-    except BaseException as exc:  # a thread's failure must fail the test
-        tally.errors.append(repr(exc))
+        with until_killed(tally.errors):
+            while not stop.is_set():
+                seq += 1
+                body = _content(f"pair {path}", seq, rng)
+                revision = hashlib.sha256(body).hexdigest()
+                note.sent.add(revision)
+                proposed = agent.call("upsert", {"path": f"@{TEAM}/{path}", "content": body,
+                                                 "expected_revision": note.revision, "allow_shrink": True})
+                assert proposed["proposed"] is True, proposed
+                pid = str(proposed["proposal"])
+                note.proposed.add(pid)
+                note.open = pid
+                tally.count("proposals")
+                if rng.random() < REJECT_SHARE:
+                    person.call("review_decide", {"id": pid, "decision": "reject", "reason": "not this one"})
+                    note.rejected.add(pid)
+                    tally.count("rejections")
+                else:
+                    note.in_flight = (pid, revision)
+                    answer = person.call("review_decide", {"id": pid, "decision": "approve",
+                                                           "expected_revision": note.revision})
+                    assert (answer["status"], answer["revision"]) == ("approved", revision), answer
+                    note.approved[pid] = revision
+                    note.acked.append(revision)
+                    note.revision, note.in_flight = revision, None
+                    tally.count("approvals")
+                note.open = None
     finally:
         agent.close()
         person.close()
-
-
-def _in_order(needle: list[str], hay: list[str]) -> bool:
-    it = iter(hay)
-    return all(any(x == y for y in it) for x in needle)
-
-
-def _first_missing(needle: list[str], hay: list[str]) -> str:
-    """Where ``needle`` stops being a subsequence of ``hay`` (for the failure message)."""
-    it = iter(hay)
-    for i, x in enumerate(needle):
-        if not any(x == y for y in it):
-            return f"acknowledged #{i} {x[:12]} of {len(needle)} not recorded after #{i - 1}: " \
-                   f"acked {[a[:8] for a in needle[max(0, i - 3):i + 3]]}, recorded {[r[:8] for r in hay[-12:]]}"
-    return ""
 
 
 def _check_offline(team: Team, docs: dict[str, Doc], notes: dict[str, Reviewed]) -> int:
@@ -220,18 +170,12 @@ def _check_offline(team: Team, docs: dict[str, Doc], notes: dict[str, Reviewed])
     try:
         hist.load()
         for path, doc in docs.items():
-            recorded = [v.revision for v in hist.by_path.get(path, [])]
-            assert set(recorded) <= doc.sent, (path, set(recorded) - doc.sent)  # nothing never sent
-            assert _in_order(doc.acked, recorded), (path, _first_missing(doc.acked, recorded))  # in order
-            newest = recorded[-1] if recorded else ABSENT
-            if team.on_disk(path) != newest:
-                assert doc.in_flight == team.on_disk(path), path  # only a write whose answer was lost
-                gaps += 1
+            gaps += check_recorded(path, doc, [v.revision for v in hist.by_path.get(path, [])], team.on_disk(path))
         for path, note in notes.items():
             versions = hist.by_path.get(path, [])
             recorded = [v.revision for v in versions]
             assert set(recorded) <= note.sent, (path, set(recorded) - note.sent)
-            assert _in_order(note.acked, recorded), (path, _first_missing(note.acked, recorded))
+            assert in_order(note.acked, recorded), (path, first_missing(note.acked, recorded))
             by_proposal = {v.review["proposal"]: v.revision for v in versions if v.review is not None}
             assert all(by_proposal.get(pid) == rev for pid, rev in note.approved.items()), path
             newest = recorded[-1] if recorded else ABSENT
