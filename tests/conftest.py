@@ -1,7 +1,7 @@
 """Shared fixtures and helpers: a real Hub subprocess on a temporary home, the real ``amux`` CLI.
 
 Fixtures used by more than one test module live here (``hub``, ``hub_factory``,
-``bin_dir``, ``shared_dir``, ``fake_model``); plain helpers shared by several
+``team_hub``, ``bin_dir``, ``shared_dir``, ``fake_model``); plain helpers shared by several
 modules live in helper modules beside it (``tests/helpers.py`` for the small
 general ones, among them :func:`tests.helpers.wait_until`: a test waits for
 something to happen by polling it up to a deadline, never by sleeping;
@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from amux_memory.hub.access import registry as reg
 from amux_memory.hub.access.config import set_value
 from amux_memory.protocol.errors import HubStartError
 from amux_memory.tools.client.blocking import HubClient
@@ -36,6 +37,7 @@ from amux_memory.tools.lifecycle.spawn import serve_argv, spawn_serve, wait_unti
 from tests.agent_clients import install_clients
 from tests.cli_fork import ForkedProcess, forks, run_cli, spawn
 from tests.fakemodel import FakeModel
+from tests.helpers import issued
 
 # The suite starts thousands of Python processes (Hubs, the CLI, relays).  With PYTHONDONTWRITEBYTECODE set,
 # each one compiled every module of this repository it imports anew, and every pytest-xdist worker rewrote
@@ -222,6 +224,22 @@ def hub(hub_factory: Any) -> HubProcess:
     """A running Hub with memory enabled and isolation off."""
     h: HubProcess = hub_factory()
     return h
+
+
+@pytest.fixture
+def team_hub(tmp_path: Path) -> Iterator[tuple[HubProcess, dict[str, str]]]:
+    """A Hub (isolation ``user``) with team ``web`` (review ``agents``): ``alice`` writer, ``bob`` reader,
+    ``mia`` maintainer, ``carol`` in no team; ``(hub, {principal: token})``."""
+    h = make_hub(tmp_path, isolation="user")
+    tokens: dict[str, str] = {}
+    for name in ("alice", "bob", "mia", "carol"):
+        reg.modify(h.home, lambda r, now, n=name: r.add_principal(n, "user", now))
+        tokens[name] = reg.modify(h.home, lambda r, now, n=name: issued(r, n, now))
+    reg.modify(h.home, lambda r, now: r.add_team("web", "agents", now))
+    for name, role in (("alice", "writer"), ("bob", "reader"), ("mia", "maintainer")):
+        reg.modify(h.home, lambda r, now, n=name, ro=role: r.add_member("web", n, ro))
+    yield h, tokens
+    h.stop()
 
 
 def _run_lock_files() -> tuple[Path, Path] | None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import pytest
 
+from amux_memory.hub.access import registry as reg
 from amux_memory.hub.access.config import HubConfig
 from amux_memory.tools.client.blocking import HubClient
 
@@ -148,3 +149,10 @@ def mcp_http_hub(tmp: Path, isolation: str = "off", **settings: str) -> tuple[Hu
 
     h = make_hub(tmp, isolation=isolation, settings={"hub.mcp_listen": f"127.0.0.1:{free_port()}", **settings})
     return h, mcp_url(h)
+
+
+def issued(r: reg.Registry, name: str, now: float, binding: str | None = None) -> tuple[reg.Registry, str]:
+    """A change for :func:`hub.access.registry.modify`: a token for principal ``name`` that never expires
+    (bound to ``binding`` when given); ``(the registry, the token's text)``."""
+    updated, text, _ = r.issue_token(name, now, None, binding)
+    return updated, text

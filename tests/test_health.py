@@ -22,7 +22,7 @@ from amux_memory.hub.methods.health import HealthPart, check_parts
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import LIMITS
 from tests.conftest import HubProcess, make_hub, need_corpus
-from tests.helpers import place, sha
+from tests.helpers import issued, place, sha
 from tests.secret_samples import assert_no_leak, samples
 
 PARAGRAPH = ("The deploy of the web app runs from main only, never from a feature branch; "
@@ -32,11 +32,6 @@ NEAR = ("The deploy of the web app runs from main only, never from a feature bra
 OTHER = "Lunch is at noon on Tuesdays and the coffee machine is on the second floor near the stairs.\n"
 
 
-def _issued(r: reg.Registry, name: str, now: float) -> tuple[reg.Registry, str]:
-    updated, text, _ = r.issue_token(name, now, None, None)
-    return updated, text
-
-
 @pytest.fixture(scope="module")
 def health_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubProcess, dict[str, str]]]:
     tmp = tmp_path_factory.mktemp("health")
@@ -44,7 +39,7 @@ def health_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubPr
     tokens: dict[str, str] = {}
     for name in ("alice", "bob", "carol", "dave"):
         reg.modify(h.home, lambda r, now, n=name: r.add_principal(n, "user", now))
-        tokens[name] = reg.modify(h.home, lambda r, now, n=name: _issued(r, n, now))
+        tokens[name] = reg.modify(h.home, lambda r, now, n=name: issued(r, n, now))
     reg.modify(h.home, lambda r, now: r.add_team("web", "off", now))
     reg.modify(h.home, lambda r, now: r.add_member("web", "alice", "writer"))
     memory = h.home / "memory"

@@ -9,7 +9,6 @@ the real protocol) or through the real CLI.  A non-member's answers for
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,30 +19,10 @@ from amux_memory.hub.access.identity import GLOBAL, team_scope
 from amux_memory.hub.access.mounts import View, view_for
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
 from amux_memory.tools.client.blocking import HubClient
-from tests.conftest import HubProcess, make_hub
+from tests.conftest import HubProcess
 from tests.helpers import sha
 
 NOTE = b"# Deploy\n\nRun make deploy-web from main, never from a branch.\n"
-
-
-@pytest.fixture
-def team_hub(tmp_path: Path) -> Iterator[tuple[HubProcess, dict[str, str]]]:
-    """A Hub (isolation ``user``) with team ``web`` (review ``agents``) and a token per principal."""
-    h = make_hub(tmp_path, isolation="user")
-    tokens: dict[str, str] = {}
-    for name in ("alice", "bob", "mia", "carol"):
-        reg.modify(h.home, lambda r, now, n=name: r.add_principal(n, "user", now))
-        tokens[name] = reg.modify(h.home, lambda r, now, n=name: _issued(r, n, now))
-    reg.modify(h.home, lambda r, now: r.add_team("web", "agents", now))
-    for name, role in (("alice", "writer"), ("bob", "reader"), ("mia", "maintainer")):
-        reg.modify(h.home, lambda r, now, n=name, ro=role: r.add_member("web", n, ro))
-    yield h, tokens
-    h.stop()
-
-
-def _issued(r: reg.Registry, name: str, now: float) -> tuple[reg.Registry, str]:
-    updated, text, _ = r.issue_token(name, now, None, None)
-    return updated, text
 
 
 def call(h: HubProcess, token: str, method: str, params: dict[str, Any], **kw: Any) -> dict[str, Any]:

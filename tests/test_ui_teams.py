@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from markupsafe import escape
 
-from amux_memory.hub.access import registry as reg
 from amux_memory.hub.access.identity import team_scope
 from amux_memory.tools.client.blocking import HubClient
-from tests.conftest import HubProcess, make_hub
+from tests.conftest import HubProcess
 from tests.ui_helpers import UiProcess, csrf_of, request, start_ui
 
 NOTE = b"# Deploy\n\nRun make deploy-web from main, never from a branch.\n"
@@ -29,26 +27,12 @@ HOSTILE = b"# Found\n\n<script>alert('team')</script>\n<img src=x onerror=alert(
 
 
 @pytest.fixture
-def team(tmp_path: Path) -> Iterator[tuple[HubProcess, dict[str, str]]]:
-    """A Hub (isolation ``user``) with team ``web`` (review ``agents``) and a token per principal; ``@web/deploy.md``
-    written by mia."""
-    h = make_hub(tmp_path, isolation="user")
-    tokens: dict[str, str] = {}
-    for name in ("alice", "bob", "mia", "carol"):
-        reg.modify(h.home, lambda r, now, n=name: r.add_principal(n, "user", now))
-        tokens[name] = reg.modify(h.home, lambda r, now, n=name: _issued(r, n, now))
-    reg.modify(h.home, lambda r, now: r.add_team("web", "agents", now))
-    for name, role in (("alice", "writer"), ("bob", "reader"), ("mia", "maintainer")):
-        reg.modify(h.home, lambda r, now, n=name, ro=role: r.add_member("web", n, ro))
+def team(team_hub: tuple[HubProcess, dict[str, str]]) -> tuple[HubProcess, dict[str, str]]:
+    """:func:`tests.conftest.team_hub` with ``@web/deploy.md`` written by mia."""
+    h, tokens = team_hub
     with HubClient(h.socket, token=tokens["mia"]) as mia:
         mia.call("upsert", {"path": "@web/deploy.md", "content": NOTE, "expected_revision": "absent"})
-    yield h, tokens
-    h.stop()
-
-
-def _issued(r: reg.Registry, name: str, now: float) -> tuple[reg.Registry, str]:
-    updated, text, _ = r.issue_token(name, now, None, None)
-    return updated, text
+    return team_hub
 
 
 def page_of(h: HubProcess, token: str, tmp: Path) -> UiProcess:
