@@ -85,9 +85,10 @@ Clients and frontends
     ``tools.lifecycle.control.TERMINATE_WAIT_SECONDS`` (s), ``tools.lifecycle.manager.SYSTEMCTL_TIMEOUT_SECONDS`` (s),
     ``tools.lifecycle.units.STOP_TIMEOUT_SECONDS`` (s): Hub life cycle (§19).
   * ``tools.cli.backup.MAX_ARCHIVE_MEMBERS`` (members), ``tools.cli.backup.STAGE_TIMEOUT_SECONDS`` (s).
-  * ``tools.cli.human.SHORT_REVISION`` (hex digits), ``tools.cli.human.SHORT_SESSION`` (characters),
-    ``tools.cli.human.TIME_FLOOR`` (characters), ``tools.cli.human.ACTION_FLOOR`` (characters): tables (§17).
-  * ``tools.cli.output.USAGE_STATUS`` (exit status), ``tools.cli.suggest.MIN_MISSPELT`` (characters),
+  * ``tools.cli.output.pieces.SHORT_REVISION`` (hex digits), ``tools.cli.output.versions.SHORT_SESSION``
+    (characters), ``tools.cli.output.versions.TIME_FLOOR`` (characters),
+    ``tools.cli.output.versions.ACTION_FLOOR`` (characters): tables (§17).
+  * ``tools.cli.output.contract.USAGE_STATUS`` (exit status), ``tools.cli.suggest.MIN_MISSPELT`` (characters),
     ``tools.cli.review.WIDTH`` (columns), ``tools.cli.agent.SHOW_HELLO_SECONDS`` (s).
   * ``tools.cli.tls.CA_DAYS`` (days), ``tools.cli.tls.SERVER_DAYS`` (days), ``tools.cli.tls.EXPIRY_WARNING_DAYS``
     (days): ``amux hub tls init``'s certificates and ``amux doctor``'s warning.

@@ -367,4 +367,5 @@ def test_data_commands_import_only_what_they_use(hub: HubProcess) -> None:
     err = proc.stderr.decode()
     assert "CODES=[0, 0, 0] HEAVY=[] " in err, err[-2000:]
     assert ("CLI=['tools.cli.app', 'tools.cli.hub', 'tools.cli.memory', 'tools.cli.options', 'tools.cli.output', "
-            "'tools.cli.plain', 'tools.cli.view']") in err  # view: the View and its renderer names, no renderer
+            "'tools.cli.output.contract', 'tools.cli.output.plain', 'tools.cli.output.renderer_choice']"
+            ) in err  # renderer_choice: the RendererChoice and its renderer names, no renderer

@@ -19,7 +19,7 @@ import re
 
 import pytest
 
-from amux_memory.tools.cli.human import version_table
+from amux_memory.tools.cli.output.versions import version_table
 from tests.conftest import HubProcess, amux_argv
 from tests.terminal import run_in_terminal
 

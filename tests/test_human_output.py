@@ -479,7 +479,8 @@ RENDERER_SAMPLES: dict[str, tuple[Any, dict[str, Any]]] = {
                      "revision": REV, "topics": {"feedback": 1}}, {}),
     "typed_remove": ({"removed": "feedback/tabs.md", "index": {"path": "index.md", "changed": False}}, {}),
 }
-"""A sample result and the options its command passes, per renderer name (``tools.cli.view.Renderer``)."""
+"""A sample result and the options its command passes, per renderer name
+(``tools.cli.output.renderer_choice.Renderer``)."""
 
 
 def test_every_renderer_name_has_a_renderer_that_runs_on_a_sample() -> None:
@@ -488,8 +489,8 @@ def test_every_renderer_name_has_a_renderer_that_runs_on_a_sample() -> None:
 
     from rich.console import Console
 
-    from amux_memory.tools.cli.human import RENDERERS, render
-    from amux_memory.tools.cli.view import Renderer, View
+    from amux_memory.tools.cli.output.renderer_choice import Renderer, RendererChoice
+    from amux_memory.tools.cli.output.renderers import RENDERERS, render
 
     names = set(get_args(Renderer))
     assert set(RENDERERS) == names == set(RENDERER_SAMPLES)
@@ -497,18 +498,20 @@ def test_every_renderer_name_has_a_renderer_that_runs_on_a_sample() -> None:
         result, options = RENDERER_SAMPLES[name]
         out = io.StringIO()
         Console(file=out, width=80, highlight=False, markup=False, emoji=False).print(
-            render(View(name, options), result), soft_wrap=True)
+            render(RendererChoice(name, options), result), soft_wrap=True)
         assert out.getvalue().strip(), name
         assert "\x1b" not in out.getvalue(), name  # no colour to a file, and the hostile ESC made inert
 
 
-def test_human_and_output_do_not_import_each_other() -> None:
+def test_the_renderers_and_the_output_contract_do_not_import_each_other() -> None:
     import ast
 
     from tests.conftest import REPO
 
+    folder = REPO / "tools" / "cli" / "output"
+
     def imported(module: str) -> set[str]:
-        tree = ast.parse((REPO / "tools" / "cli" / f"{module}.py").read_text(encoding="utf-8"))
+        tree = ast.parse((folder / f"{module}.py").read_text(encoding="utf-8"))
         names = set()
         for node in ast.walk(tree):  # every import: module level, in functions and under TYPE_CHECKING
             if isinstance(node, ast.ImportFrom) and node.module:
@@ -518,6 +521,13 @@ def test_human_and_output_do_not_import_each_other() -> None:
                 names.update(alias.name for alias in node.names)
         return names
 
-    output, human = "amux_memory.tools.cli.output", "amux_memory.tools.cli.human"
-    assert output not in imported("human") and human not in imported("console")
-    assert output not in imported("view") and human not in imported("view")
+    package = "amux_memory.tools.cli.output"
+    contract, renderers = f"{package}.contract", f"{package}.renderers"
+    # the renderers, what they build with, the console and the renderer choice: all but the contract and plain
+    terminal = sorted(p.stem for p in folder.glob("*.py") if p.stem not in ("__init__", "contract", "plain"))
+    assert {"renderers", "console", "renderer_choice"} <= set(terminal)
+    for module in terminal:
+        assert contract not in imported(module), module
+    assert renderers not in imported("console")
+    assert not {name for name in imported("renderer_choice") if name.startswith("amux_memory")}
+    assert not imported("__init__")  # a JSON call imports no renderer through the package

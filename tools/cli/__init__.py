@@ -7,7 +7,7 @@ command group (``memory``, ``history``, ``review``, ``scan``, ``edit``,
 ``typed``, ``typed_ops``, ``hub``, ``admin``, ``connect``, ``tls``,
 ``service``, ``config``, ``doctor``, ``agent``, ``launch``, ``ui``), loaded
 only when its command runs.  Shared by them: :mod:`tools.cli.options`
-(shared options), :mod:`tools.cli.output` (JSON and exit statuses),
-:mod:`tools.cli.view`, :mod:`tools.cli.human`, :mod:`tools.cli.plain` and
-:mod:`tools.cli.console` (readable output in a terminal) and
+(shared options), :mod:`tools.cli.output` (JSON and exit statuses, and
+readable output in a terminal: one module per kind of output, mapped in its
+``__init__``) and
 :mod:`tools.cli.suggest` (what a mistyped command suggests)."""

@@ -14,8 +14,8 @@ from typing import Any
 
 from amux_memory.protocol.errors import HubError
 from amux_memory.tools.cli.options import Home, TokenTtl, resolve_home
-from amux_memory.tools.cli.output import fail, human_output, say
-from amux_memory.tools.cli.plain import Json, show, table
+from amux_memory.tools.cli.output.contract import fail, human_output, say
+from amux_memory.tools.cli.output.plain import Json, show, table
 from amux_memory.tools.client.inert import inert
 
 
@@ -34,7 +34,7 @@ def _principal_view(registry: Any, name: str) -> dict[str, Any]:
 
 
 def _run(action: Callable[[], dict[str, Any]], lines: Callable[[dict[str, Any]], Iterable[str]], json: bool) -> int:
-    """Run ``action`` and print its document (:func:`tools.cli.plain.show`: JSON, or ``lines(doc)`` for a
+    """Run ``action`` and print its document (:func:`tools.cli.output.plain.show`: JSON, or ``lines(doc)`` for a
     person); a :class:`HubError` is reported as for data commands.  Returns the exit status."""
     try:
         doc = action()

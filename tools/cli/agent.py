@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from amux_memory.tools.cli.output import write_bytes
+from amux_memory.tools.cli.output.contract import write_bytes
 
 SHOW_HELLO_SECONDS = 2.0
 """How long ``amux protocol show`` waits for the Hub's ``hello`` (connect included) to learn the caller's team

@@ -5,7 +5,7 @@ path (cyclopts' lazy registration), so ``amux memory search`` imports
 :mod:`tools.cli.memory` and the blocking client only: no Trio, no ``mcp``,
 no typed-memory machinery.  Command modules never import this one, so
 there is no import cycle.  The output contract (JSON, terminal text,
-errors, exit statuses) is :mod:`tools.cli.output`; shared options are
+errors, exit statuses) is :mod:`tools.cli.output.contract`; shared options are
 :mod:`tools.cli.options`; what a mistyped command suggests is
 :mod:`tools.cli.suggest` (DESIGN.md §2, §8, §17).
 """
@@ -21,7 +21,7 @@ from cyclopts import App
 from amux_memory.protocol.errors import ExitStatus
 from amux_memory.protocol.version import package_version
 from amux_memory.tools.cli.options import AsJson
-from amux_memory.tools.cli.output import exit_status_help
+from amux_memory.tools.cli.output.contract import exit_status_help
 
 if TYPE_CHECKING:
     from cyclopts.exceptions import CycloptsError

@@ -29,8 +29,8 @@ from cyclopts import Parameter
 
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.cli.options import Home, resolve_home
-from amux_memory.tools.cli.output import fail
-from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.cli.output.contract import fail
+from amux_memory.tools.cli.output.plain import Json, show
 from amux_memory.tools.client.wording import counted
 
 MAX_ARCHIVE_MEMBERS = 2_000_000

@@ -11,9 +11,9 @@ import json as jsonlib
 
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.cli.options import Home, resolve_home
-from amux_memory.tools.cli.output import emit, fail, human_output, say
-from amux_memory.tools.cli.plain import Json, show
-from amux_memory.tools.cli.view import View
+from amux_memory.tools.cli.output.contract import emit, fail, human_output, say
+from amux_memory.tools.cli.output.plain import Json, show
+from amux_memory.tools.cli.output.renderer_choice import RendererChoice
 
 
 def config_get(key: str, /, *, home: Home = None, json: Json = False) -> int:
@@ -104,5 +104,5 @@ def config_list(*, home: Home = None, json: Json = False) -> int:
                              {"path": str(target / CONFIG_NAME)},
                              next_step="Check that the settings file (data.path) is readable by you (or run the "
                              "command as the Hub's user), then run it again."))
-    emit({"file": str(target / CONFIG_NAME), "settings": rows}, View("settings"), as_json=json)
+    emit({"file": str(target / CONFIG_NAME), "settings": rows}, RendererChoice("settings"), as_json=json)
     return 0

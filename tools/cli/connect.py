@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.cli.options import ConnectTtl, Home, resolve_home
-from amux_memory.tools.cli.output import fail
-from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.cli.output.contract import fail
+from amux_memory.tools.cli.output.plain import Json, show
 from amux_memory.tools.client.settings import CA_ENV, HUB_ENV
 from amux_memory.tools.client.settings import TOKEN_ENV as TOKEN_VAR
 

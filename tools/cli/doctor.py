@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from amux_memory.protocol.errors import ErrorCode, ExitStatus, HubError
 from amux_memory.tools.cli.options import Home, resolve_home
-from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.cli.output.plain import Json, show
 from amux_memory.tools.client.wording import counted
 
 Status = Literal["ok", "warn", "fail", "skip"]

@@ -14,7 +14,7 @@ printed; the folder is removed only after a write, or when nothing changed.
 
 Like :mod:`tools.cli.memory` it uses the blocking client (one connection to
 read, a new one for each write, since an edit may outlast the Hub's idle
-bound) and prints with :mod:`tools.cli.output`.  DESIGN.md §18.
+bound) and prints with :mod:`tools.cli.output.contract`.  DESIGN.md §18.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import Any, Literal
 from amux_memory.protocol.errors import ErrorCode, ExitStatus, HubError
 from amux_memory.protocol.params import ABSENT, EMPTY_CONTENT
 from amux_memory.tools.cli.options import AsJson
-from amux_memory.tools.cli.output import emit, fail, human_output, say
-from amux_memory.tools.cli.view import View
+from amux_memory.tools.cli.output.contract import emit, fail, human_output, say
+from amux_memory.tools.cli.output.renderer_choice import RendererChoice
 
 OnConflict = Literal["reopen", "abort"]
 """What ``--on-conflict`` may say: re-open the editor on the merge, or stop and keep the file."""
@@ -326,7 +326,7 @@ def edit_loop(session: Session, on_conflict: OnConflict | None, allow_shrink: bo
             session.finish()
             unchanged = {"path": session.path, "revision": session.revision, "changed": False}
             if human_output(as_json):
-                emit(unchanged, View("edit"))
+                emit(unchanged, RendererChoice("edit"))
                 return 0
             exists = "" if session.revision != ABSENT else f"; {session.path} does not exist and was not created"
             say(f"no change: nothing written{exists}")
@@ -363,5 +363,5 @@ def edit_loop(session: Session, on_conflict: OnConflict | None, allow_shrink: bo
             say(f"re-opening {session.file}: your edit merged into revision {current_rev[:12]}; {clash}")
             continue
         session.finish()
-        emit({**result, "changed": True}, View("edit"), as_json=as_json)
+        emit({**result, "changed": True}, RendererChoice("edit"), as_json=as_json)
         return 0

@@ -13,7 +13,7 @@ from typing import Any
 
 from amux_memory.protocol.errors import ExitStatus, HubError
 from amux_memory.tools.cli.options import AsJson, parse_today
-from amux_memory.tools.cli.output import emit, fail, human_output, write_bytes
+from amux_memory.tools.cli.output.contract import emit, fail, human_output, write_bytes
 
 
 def health(*, path_prefix: str = "", as_json: AsJson = False, today: str | None = None) -> int:

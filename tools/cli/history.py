@@ -4,9 +4,9 @@
 ``next_cursor`` back as ``--cursor`` for the next); ``restore`` and
 ``purge`` are one Hub call each; ``diff`` exports two versions and compares
 them here (:mod:`tools.client.textdiff`).  Like :mod:`tools.cli.memory` these
-import only the blocking client, and print with :mod:`tools.cli.output`:
+import only the blocking client, and print with :mod:`tools.cli.output.contract`:
 JSON when piped or with ``--json``, aligned tables in a terminal
-(:mod:`tools.cli.human`, DESIGN.md §17), errors from the closed set with
+(:mod:`tools.cli.output.versions`, DESIGN.md §17), errors from the closed set with
 their exit status (DESIGN.md §8).
 """
 
@@ -19,8 +19,8 @@ from cyclopts import Parameter
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.cli.memory import call_hub
 from amux_memory.tools.cli.options import AsJson
-from amux_memory.tools.cli.output import emit, fail, fail_quietly, human_output, say, write_shown
-from amux_memory.tools.cli.view import View
+from amux_memory.tools.cli.output.contract import emit, fail, fail_quietly, human_output, say, write_shown
+from amux_memory.tools.cli.output.renderer_choice import RendererChoice
 from amux_memory.tools.client.when import DURATION_FORMS
 from amux_memory.tools.client.wording import counted
 
@@ -29,11 +29,11 @@ HISTORY_OFF = ("history is off on this Hub (memory.history = false): nothing new
 """The notice ``history`` and ``log`` print on stderr when the Hub's ``hello`` says ``history: false``."""
 
 
-def read_history(method: str, params: dict[str, Any], view: View, *, as_json: bool = False) -> int:
+def read_history(method: str, params: dict[str, Any], view: RendererChoice, *, as_json: bool = False) -> int:
     """One ``history`` or ``log`` call, printed (JSON, or ``view`` in a terminal); a notice on stderr when the
     Hub records no history.
 
-    Returns 0, or the error's exit status after :func:`tools.cli.output.fail`.
+    Returns 0, or the error's exit status after :func:`tools.cli.output.contract.fail`.
     """
     from amux_memory.tools.client.blocking import HubClient
 
@@ -74,8 +74,8 @@ def history(path: str, /, *, limit: int = 20, cursor: str = "", as_json: AsJson 
     from amux_memory.protocol.requests import history_params
 
     again = ["amux", "memory", "history", path, *(["--limit", str(limit)] if limit != 20 else [])]
-    return read_history("history", history_params(path, limit=limit, cursor=cursor), View("history", {"again": again}),
-                        as_json=as_json)
+    return read_history("history", history_params(path, limit=limit, cursor=cursor),
+                        RendererChoice("history", {"again": again}), as_json=as_json)
 
 
 Since = Annotated[str | None, Parameter(
@@ -114,7 +114,7 @@ def log(*, path_prefix: str = "", since: Since = None, limit: int = 50, cursor: 
              *(["--path-prefix", path_prefix] if path_prefix else []),
              *(["--limit", str(limit)] if limit != 50 else [])]
     return read_history("log", log_params(path_prefix=path_prefix, since=since_wire, limit=limit, cursor=cursor),
-                        View("log", {"again": again}), as_json=as_json)
+                        RendererChoice("log", {"again": again}), as_json=as_json)
 
 
 def diff(
@@ -164,7 +164,7 @@ def diff(
         emit({"path": path, "from": old_rev, "to": new_rev, "added": added, "removed": removed,
               "hunks": hunks_as_data(hunks)})
     else:
-        write_shown(render_unified(hunks, f"a/{path}\t{old_rev}", f"b/{path}\t{new_rev}"), View("diff"))
+        write_shown(render_unified(hunks, f"a/{path}\t{old_rev}", f"b/{path}\t{new_rev}"), RendererChoice("diff"))
     return 0
 
 
@@ -200,7 +200,7 @@ def restore(path: str, /, *, revision: str, expected_revision: str | None = None
     from amux_memory.protocol.requests import restore_params
 
     return call_hub("restore", restore_params(path, revision, expected_revision, allow_secret=allow_secret),
-                    View("upsert"), as_json=as_json)
+                    RendererChoice("upsert"), as_json=as_json)
 
 
 def purge(
@@ -244,7 +244,7 @@ def purge(
             result = client.call("purge", purge_params(path, revision=revision, all_versions=all_versions))
     except HubError as exc:
         return fail(exc, as_json=as_json)
-    emit(result, View("purge"), as_json=as_json)
+    emit(result, RendererChoice("purge"), as_json=as_json)
     if human_output(as_json):
         return 0  # the rendered line already says it
     erased: list[Any] = result.get("erased") or []

@@ -17,8 +17,8 @@ from typing import Any
 from amux_memory.protocol.config_file import home_option
 from amux_memory.protocol.errors import ErrorCode, ExitStatus, HubError, HubStartError
 from amux_memory.tools.cli.options import Home, Timeout, resolve_home
-from amux_memory.tools.cli.output import emit, fail, human_output, say
-from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.cli.output.contract import emit, fail, human_output, say
+from amux_memory.tools.cli.output.plain import Json, show
 from amux_memory.tools.client.wording import counted
 from amux_memory.tools.lifecycle.control import hub_status, restart_hub, start_hub, stop_hub
 
@@ -125,7 +125,7 @@ def _may_hold_unreached(home: Path, isolation: str) -> bool:
 
 
 def _status_lines(doc: dict[str, Any]) -> list[str]:
-    from amux_memory.tools.cli.plain import duration, table
+    from amux_memory.tools.cli.output.plain import duration, table
     from amux_memory.tools.client.inert import inert
 
     head = "Hub running"

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from cyclopts import App, Parameter
 
 from amux_memory.protocol.errors import HubError
-from amux_memory.tools.cli.output import emit, fail, say, usage_error
+from amux_memory.tools.cli.output.contract import emit, fail, say, usage_error
 
 
 def _non_empty(_type: Any, value: Any) -> None:

@@ -3,10 +3,10 @@
 Each command builds the method's parameters from its options, makes one
 blocking call through :class:`tools.client.HubClient` (``list`` and
 ``export`` page through several) and prints the result with
-:mod:`tools.cli.output`: JSON when piped or with ``--json``, else its
-:mod:`tools.cli.human` view (DESIGN.md §17).  These are the commands agents without MCP use, so
-they import only the blocking client: no Trio, no ``mcp``, no typed-memory
-machinery (DESIGN.md §2, §5).
+:mod:`tools.cli.output.contract`: JSON when piped or with ``--json``, else its
+terminal view (:mod:`tools.cli.output.reading`, :mod:`tools.cli.output.writes`; DESIGN.md §17).
+These are the commands agents without MCP use, so they import only the blocking client: no Trio, no
+``mcp``, no typed-memory machinery (DESIGN.md §2, §5).
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from amux_memory.protocol.limits import LIMITS
 from amux_memory.protocol.params import ABSENT
 from amux_memory.protocol.requests import copy_params, forget_params, get_params, search_params
 from amux_memory.tools.cli.options import AsJson
-from amux_memory.tools.cli.output import emit, fail, fail_quietly, write_shown
-from amux_memory.tools.cli.view import View
+from amux_memory.tools.cli.output.contract import emit, fail, fail_quietly, write_shown
+from amux_memory.tools.cli.output.renderer_choice import RendererChoice
 
 
-def call_hub(method: str, params: dict[str, Any], view: View | None = None, *, as_json: bool = False) -> int:
-    """Make one Hub call and print its result (:func:`tools.cli.output.emit`: JSON, or ``view`` in a terminal).
+def call_hub(method: str, params: dict[str, Any], view: RendererChoice | None = None, *, as_json: bool = False) -> int:
+    """Make one Hub call and print its result (:func:`tools.cli.output.contract.emit`: JSON, or ``view`` in a terminal).
 
-    Returns 0, or the error's exit status after :func:`tools.cli.output.fail`.
+    Returns 0, or the error's exit status after :func:`tools.cli.output.contract.fail`.
     """
     from amux_memory.tools.client.blocking import HubClient
 
@@ -65,7 +65,7 @@ def search(
         Documents to return, 1-20.
     """
     return call_hub("search", search_params(" ".join(words), path_prefix=path_prefix, limit=limit),
-                    View("search", {"words": words}), as_json=as_json)
+                    RendererChoice("search", {"words": words}), as_json=as_json)
 
 
 def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 0,
@@ -93,7 +93,7 @@ def show(path: str, /, *, start_line: int = 0, end_line: int = 0, offset: int = 
     """
     return call_hub("get", get_params(path, start_line=start_line, end_line=end_line, offset=offset,
                                       revision=revision),
-                    View("get", {"start_line": start_line, "end_line": end_line, "offset": offset,
+                    RendererChoice("get", {"start_line": start_line, "end_line": end_line, "offset": offset,
                                  "revision": revision}),
                     as_json=as_json)
 
@@ -162,8 +162,8 @@ def upsert(path: str, /, *, expected_revision: str | None = None, file: Path | N
     from amux_memory.protocol.requests import upsert_params
 
     return call_hub("upsert", upsert_params(path, content, expected_revision, allow_shrink=allow_shrink,
-                                            allow_empty=allow_empty, allow_secret=allow_secret), View("upsert"),
-                    as_json=as_json)
+                                            allow_empty=allow_empty, allow_secret=allow_secret),
+                    RendererChoice("upsert"), as_json=as_json)
 
 
 def list_documents(*, path_prefix: str = "", as_json: AsJson = False) -> int:
@@ -187,7 +187,7 @@ def list_documents(*, path_prefix: str = "", as_json: AsJson = False) -> int:
             report = list_report(client, path_prefix)
     except HubError as exc:
         return fail(exc, as_json=as_json)
-    emit(report, View("list"), as_json=as_json)
+    emit(report, RendererChoice("list"), as_json=as_json)
     return 0
 
 
@@ -203,7 +203,7 @@ def forget(path: str, /, *, expected_revision: str | None = None, as_json: AsJso
     """
     if expected_revision is None:
         return fail(missing_revision("forget", path), as_json=as_json)
-    return call_hub("forget", forget_params(path, expected_revision), View("forget"), as_json=as_json)
+    return call_hub("forget", forget_params(path, expected_revision), RendererChoice("forget"), as_json=as_json)
 
 
 def export(path: str, /, *, revision: str | None = None) -> int:
@@ -230,7 +230,7 @@ def export(path: str, /, *, revision: str | None = None) -> int:
             data, _ = export_document(client, path, revision=revision)
     except HubError as exc:
         return fail_quietly(exc)
-    write_shown(data, View("document"))
+    write_shown(data, RendererChoice("document"))
     return 0
 
 
@@ -262,7 +262,8 @@ def copy_document(source: str, destination: str, /, *, expected_revision: str = 
         Write even though the Hub finds a credential in the text (it otherwise refuses with secret_detected).
     """
     return call_hub("copy", copy_params(source, destination, expected_revision, source_revision=source_revision,
-                                        allow_secret=allow_secret), View("copy", {"move": False}), as_json=as_json)
+                                        allow_secret=allow_secret), RendererChoice("copy", {"move": False}),
+                    as_json=as_json)
 
 
 def move_document(source: str, destination: str, /, *, expected_revision: str = ABSENT,
@@ -292,5 +293,5 @@ def move_document(source: str, destination: str, /, *, expected_revision: str = 
         Write even though the Hub finds a credential in the text (it otherwise refuses with secret_detected).
     """
     return call_hub("copy", copy_params(source, destination, expected_revision, source_revision=source_revision,
-                                        move=True, allow_secret=allow_secret), View("copy", {"move": True}),
+                                        move=True, allow_secret=allow_secret), RendererChoice("copy", {"move": True}),
                     as_json=as_json)

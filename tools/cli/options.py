@@ -28,7 +28,7 @@ Project = Annotated[Path | None, Parameter(
 AsJson = Annotated[bool, Parameter(
     name="--json", negative="",
     help="Print JSON even when stdout is a terminal (piped output always is JSON; so is AMUX_OUTPUT=json).")]
-"""``--json``: JSON on stdout whatever stdout is (:func:`tools.cli.output.human_output`, DESIGN.md §17)."""
+"""``--json``: JSON on stdout whatever stdout is (:func:`tools.cli.output.contract.human_output`, DESIGN.md §17)."""
 
 
 TokenTtl = Annotated[str | None, Parameter(

@@ -20,7 +20,7 @@ from typing import Any
 
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.cli.options import AsJson
-from amux_memory.tools.cli.output import emit, fail, human_output, say, write_bytes
+from amux_memory.tools.cli.output.contract import emit, fail, human_output, say, write_bytes
 from amux_memory.tools.client.wording import counted, plural
 
 WIDTH = 80
@@ -46,10 +46,10 @@ def _cut(text: str, width: int) -> str:
 
 def table(entries: list[dict[str, Any]]) -> str:
     """The terminal table of pending proposals: id, age, action, +/- lines, ``!`` when the document changed
-    since, the proposer's session (cut to :data:`tools.cli.human.SHORT_SESSION` characters and ``…``, as
+    since, the proposer's session (cut to :data:`tools.cli.output.versions.SHORT_SESSION` characters and ``…``, as
     ``log`` does; ``-`` for none), path and proposer, every row within :data:`WIDTH` columns, agent text
     made inert."""
-    from amux_memory.tools.cli.human import SHORT_SESSION
+    from amux_memory.tools.cli.output.versions import SHORT_SESSION
     from amux_memory.tools.client.inert import inert
 
     session_width = SHORT_SESSION + 1
@@ -390,7 +390,7 @@ def decide(decision: str, ids: tuple[str, ...], path_prefix: str, *, edit: bool 
                         status = exc.exit_code
                     results.append({"proposal": pid, "error": exc.to_wire()})
                     if human_output(as_json):
-                        from amux_memory.tools.cli.human import print_error
+                        from amux_memory.tools.cli.output.terminal_errors import print_error
 
                         print_error(exc)
                     else:

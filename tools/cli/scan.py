@@ -1,7 +1,7 @@
 """``amux memory scan [--history]``: the documents and stored versions that hold credentials (DESIGN.md §16).
 
 One Hub ``scan`` call, printed as JSON like every data command, or as tables
-in a terminal (:mod:`tools.cli.output`, renderer ``scan``); only the blocking
+in a terminal (:mod:`tools.cli.output.contract`, renderer ``scan``); only the blocking
 client is imported.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from amux_memory.tools.cli.memory import call_hub
 from amux_memory.tools.cli.options import AsJson
-from amux_memory.tools.cli.view import View
+from amux_memory.tools.cli.output.renderer_choice import RendererChoice
 
 
 def scan(*, history: bool = False, as_json: AsJson = False) -> int:
@@ -36,4 +36,4 @@ def scan(*, history: bool = False, as_json: AsJson = False) -> int:
     """
     from amux_memory.protocol.requests import scan_params
 
-    return call_hub("scan", scan_params(history=history), View("scan"), as_json=as_json)
+    return call_hub("scan", scan_params(history=history), RendererChoice("scan"), as_json=as_json)

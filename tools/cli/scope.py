@@ -18,8 +18,8 @@ from typing import Any
 
 from amux_memory.protocol.errors import HubError
 from amux_memory.tools.cli.options import Home, resolve_home
-from amux_memory.tools.cli.output import fail
-from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.cli.output.contract import fail
+from amux_memory.tools.cli.output.plain import Json, show
 
 
 def copy_all(client: Any, source: str, destination: str, *, move: bool = False) -> dict[str, Any]:
@@ -59,7 +59,7 @@ SKIP_REASONS = {
 def copy_lines(doc: dict[str, Any]) -> list[str]:
     """The readable report of :func:`copy_all`: a summary line, the skipped documents and why, the copied ones
     (every path made inert: an agent may have named them)."""
-    from amux_memory.tools.cli.plain import table
+    from amux_memory.tools.cli.output.plain import table
     from amux_memory.tools.client.inert import inert
     from amux_memory.tools.client.wording import counted
 

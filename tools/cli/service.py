@@ -14,8 +14,8 @@ from cyclopts import Parameter
 
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.cli.options import Home, resolve_home
-from amux_memory.tools.cli.output import fail, write_bytes
-from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.cli.output.contract import fail, write_bytes
+from amux_memory.tools.cli.output.plain import Json, show
 from amux_memory.tools.client.installation import amux_command
 from amux_memory.tools.lifecycle.install import install_service, uninstall_service
 from amux_memory.tools.lifecycle.units import Manager, default_manager, service_file

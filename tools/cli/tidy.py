@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from cyclopts import Parameter
 
 from amux_memory.protocol.errors import ErrorCode, HubError
-from amux_memory.tools.cli.output import fail, say
+from amux_memory.tools.cli.output.contract import fail, say
 from amux_memory.tools.client.inert import inert
 from amux_memory.tools.client.wording import counted
 

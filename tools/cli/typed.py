@@ -2,7 +2,7 @@
 
 Each works on the caller's Hub scope, or with ``--project DIR`` on
 ``DIR/.agent/memory/`` directly.  Output and errors follow the data commands
-(:mod:`tools.cli.output`); ``index --check`` and ``lint`` exit
+(:mod:`tools.cli.output.contract`); ``index --check`` and ``lint`` exit
 :attr:`ExitStatus.PROBLEMS_FOUND` (20) when the library is not clean, which
 is not a failure of the command.  The work lives in :mod:`tools.typed`;
 this module only parses options and prints.
@@ -15,8 +15,8 @@ from typing import Any
 
 from amux_memory.protocol.errors import ErrorCode, ExitStatus, HubError
 from amux_memory.tools.cli.options import AsJson, Project, parse_today
-from amux_memory.tools.cli.output import emit, fail, human_output, say, write_bytes
-from amux_memory.tools.cli.view import View
+from amux_memory.tools.cli.output.contract import emit, fail, human_output, say, write_bytes
+from amux_memory.tools.cli.output.renderer_choice import RendererChoice
 
 
 def _library(project: Path | None) -> Any:
@@ -90,7 +90,7 @@ def memory_new(
         return fail(exc, as_json=as_json)
     for warning in result["warnings"]:
         say(f"warning: {warning['message']}")
-    emit(result, View("typed_new"), as_json=as_json)
+    emit(result, RendererChoice("typed_new"), as_json=as_json)
     return 0
 
 
@@ -124,7 +124,7 @@ def memory_remove(name: str, /, *, expected_revision: str | None = None, project
             lib.close()
     except HubError as exc:
         return fail(exc, as_json=as_json)
-    emit(result, View("typed_remove"), as_json=as_json)
+    emit(result, RendererChoice("typed_remove"), as_json=as_json)
     return 0
 
 
@@ -154,7 +154,7 @@ def memory_index(*, project: Project = None, check: bool = False, as_json: AsJso
             lib.close()
     except HubError as exc:
         return fail(exc, as_json=as_json)
-    emit(result, View("typed_index"), as_json=as_json)
+    emit(result, RendererChoice("typed_index"), as_json=as_json)
     if check and not result["up_to_date"]:
         if not human_output(as_json):  # the rendered text already says it
             say(f"{result['path']} is out of date; run 'amux memory index'")

@@ -3,7 +3,7 @@
 Both work on the Hub scope (through the Hub, like every data command) or, with
 ``--project DIR``, on ``DIR/.agent/memory/``.  Output is one JSON report on
 stdout (piped, ``--json``, ``AMUX_OUTPUT=json``), or in a terminal a few lines
-for a person (:func:`tools.cli.plain.show`); on failure the JSON report carries
+for a person (:func:`tools.cli.output.plain.show`); on failure the JSON report carries
 an ``error`` member ``{code, message, data}`` as for the other data commands,
 the error goes to stderr and the exit status is the error code's
 (:data:`protocol.errors.ERRORS`).  DESIGN.md §11, §17.
@@ -19,8 +19,8 @@ from cyclopts import Parameter
 
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.cli.options import Project, parse_today
-from amux_memory.tools.cli.output import emit, fail, human_output, say
-from amux_memory.tools.cli.plain import Json, show
+from amux_memory.tools.cli.output.contract import emit, fail, human_output, say
+from amux_memory.tools.cli.output.plain import Json, show
 
 TypeName = Literal["user", "feedback", "project", "reference"]
 
@@ -59,7 +59,7 @@ def _archive_lines(report: dict[str, Any]) -> list[str]:
 
 
 def _import_lines(report: dict[str, Any]) -> list[str]:
-    from amux_memory.tools.cli.plain import table
+    from amux_memory.tools.cli.output.plain import table
     from amux_memory.tools.client.inert import inert
     from amux_memory.tools.client.wording import counted
 

@@ -8,7 +8,7 @@ from cyclopts import Parameter
 
 from amux_memory.protocol.errors import HubError
 from amux_memory.tools.cli.options import Home
-from amux_memory.tools.cli.output import fail
+from amux_memory.tools.cli.output.contract import fail
 
 NoOpen = Annotated[bool, Parameter(negative="")]
 

@@ -9,11 +9,12 @@ stdout, so a script can read e.g. ``data.observed_revision``, one
 :class:`protocol.errors.ExitStatus`.  DESIGN.md §8.
 
 When stdout is a terminal and JSON was not asked for (:func:`human_output`),
-a command that passes a :class:`tools.cli.view.View` prints readable text
-instead (the renderers are :mod:`tools.cli.human`, imported only then, with
-rich; :mod:`tools.cli.console` prints), and an error is printed once, on
-stderr, with its next step; stdout stays empty.  :mod:`tools.cli.human`
-never imports this module.  DESIGN.md §17.
+a command that passes a :class:`tools.cli.output.renderer_choice.RendererChoice`
+prints readable text instead (the renderers are :mod:`tools.cli.output.renderers`,
+imported only then, with rich; :mod:`tools.cli.output.console` prints), and an
+error is printed once, on stderr, with its next step
+(:mod:`tools.cli.output.terminal_errors`); stdout stays empty.  No renderer
+imports this module.  DESIGN.md §17.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import sys
 from typing import Any
 
 from amux_memory.protocol.errors import ERRORS, ExitStatus, HubError, encodable, encodable_value
-from amux_memory.tools.cli.view import View
+from amux_memory.tools.cli.output.renderer_choice import RendererChoice
 
 OUTPUT_ENV = "AMUX_OUTPUT"
 """``AMUX_OUTPUT=json`` makes every command print JSON even in a terminal, as ``--json`` does."""
@@ -58,7 +59,7 @@ def human_output(as_json: bool = False) -> bool:
         return False
 
 
-def emit(obj: Any, view: View | None = None, *, as_json: bool = False) -> None:
+def emit(obj: Any, view: RendererChoice | None = None, *, as_json: bool = False) -> None:
     """Print ``obj`` on stdout: as indented JSON (UTF-8, non-ASCII kept) and a newline, or as ``view`` says.
 
     ``view``'s renderer shows it instead when :func:`human_output` says so
@@ -68,8 +69,8 @@ def emit(obj: Any, view: View | None = None, *, as_json: bool = False) -> None:
     ``\\udcff`` (JSON ``"\\\\udcff"``), as :class:`HubError` shows it.
     """
     if view is not None and human_output(as_json):
-        from amux_memory.tools.cli.console import print_out
-        from amux_memory.tools.cli.human import render
+        from amux_memory.tools.cli.output.console import print_out
+        from amux_memory.tools.cli.output.renderers import render
 
         print_out(render(view, obj))
         return
@@ -77,7 +78,7 @@ def emit(obj: Any, view: View | None = None, *, as_json: bool = False) -> None:
     write_bytes(text.encode("utf-8", "backslashreplace") + b"\n")
 
 
-def write_shown(data: bytes, view: View) -> None:
+def write_shown(data: bytes, view: RendererChoice) -> None:
     """Write raw bytes (a document, a diff) to stdout; in a terminal (:func:`human_output`) show them via ``view``.
 
     Piped, the bytes are written unchanged (``export > backup.md``, ``diff |
@@ -85,8 +86,8 @@ def write_shown(data: bytes, view: View) -> None:
     with control sequences made visible, never executed (DESIGN.md §17).
     """
     if human_output():
-        from amux_memory.tools.cli.console import print_out
-        from amux_memory.tools.cli.human import render
+        from amux_memory.tools.cli.output.console import print_out
+        from amux_memory.tools.cli.output.renderers import render
 
         print_out(render(view, data))
         return
@@ -109,7 +110,7 @@ def fail(exc: HubError, *, as_json: bool = False) -> int:
     the code, the message, the next step and the data (DESIGN.md §17).
     """
     if human_output(as_json):
-        from amux_memory.tools.cli.human import print_error
+        from amux_memory.tools.cli.output.terminal_errors import print_error
 
         print_error(exc)
         return exc.exit_code

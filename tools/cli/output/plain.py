@@ -4,9 +4,9 @@
 In a terminal these commands print short plain lines for a person; with
 ``--json``, ``AMUX_OUTPUT=json``, or whenever stdout is not a terminal (a
 pipe, a file, a test), they print the JSON document
-:func:`tools.cli.output.emit` prints, so scripts always get JSON: the one
-decision is :func:`tools.cli.output.human_output`, as for the data commands.
-Errors always go through :func:`tools.cli.output.fail`.  Text shown here may
+:func:`tools.cli.output.contract.emit` prints, so scripts always get JSON: the one
+decision is :func:`tools.cli.output.contract.human_output`, as for the data commands.
+Errors always go through :func:`tools.cli.output.contract.fail`.  Text shown here may
 hold values from files people or agents wrote (a setting, a path): it goes
 through :func:`tools.client.inert.inert`, the one sanitizer of DESIGN.md §17.
 """
@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from cyclopts import Parameter
 
-from amux_memory.tools.cli.output import emit, human_output, write_bytes
+from amux_memory.tools.cli.output.contract import emit, human_output, write_bytes
 
 Json = Annotated[bool, Parameter(name="--json", negative="", help="Print JSON even in a terminal (it is always "
                                  "JSON when stdout is not a terminal).")]
@@ -49,7 +49,7 @@ def table(rows: Sequence[Sequence[object]]) -> list[str]:
 
 
 def show(document: Any, lines: Iterable[str] | Callable[[], Iterable[str]], *, json_flag: bool) -> None:
-    """Print ``document`` as JSON unless :func:`~tools.cli.output.human_output` says a person reads it; then
+    """Print ``document`` as JSON unless :func:`~tools.cli.output.contract.human_output` says a person reads it; then
     ``lines`` (already readable text, its values made inert), one per line.
 
     ``lines`` may be a function that makes them, called only for a person, so a JSON call does not import
