@@ -13,6 +13,7 @@ import trio
 from amux_memory.hub.access.config import HubConfig
 from amux_memory.hub.access.identity import GLOBAL
 from amux_memory.hub.methods.memory import MemoryMethods
+from amux_memory.hub.methods.routes import call_in_process
 from amux_memory.hub.methods.search import read_file_nofollow
 from amux_memory.protocol.limits import LIMITS
 from bench.context import Ctx
@@ -118,5 +119,5 @@ async def _slow_search(home: Path, delay: float, word: str) -> tuple[dict[str, A
                        socket_mode=0o600, socket_group="")
     service = MemoryMethods(config, LIMITS, slow_reader)  # fresh: nothing cached
     t0 = time.perf_counter()
-    res = await service.call(GLOBAL, "search", {"query": word, "limit": 20})
+    res = await call_in_process(service, GLOBAL, "search", {"query": word, "limit": 20})
     return res, ms(time.perf_counter() - t0)

@@ -10,7 +10,7 @@ limits, and turns every msgpack failure into :class:`~protocol.errors.HubError`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -21,25 +21,6 @@ from amux_memory.protocol.framing import encode_frame
 from amux_memory.protocol.limits import LIMITS, Limits
 
 PROTOCOL_VERSION: Final = 1
-
-METHODS: Final = frozenset({"hello", "mcp_open", "search", "get", "upsert", "forget", "export", "list",
-                            "history", "log", "restore", "purge", "scan", "copy",
-                            "review_list", "review_show", "review_decide", "scope_copy", "health",
-                            "review_run", "backup_stage"})
-"""Every method the Hub answers: :data:`DATA_METHODS`, ``hello``, ``mcp_open``, :data:`OPERATOR_METHODS` and
-``review_run`` (a person begins or ends a review-forced tidy run, DESIGN.md §21; not listed in ``hello``)."""
-
-DATA_METHODS: Final = frozenset({"search", "get", "upsert", "forget", "export", "list",
-                                 "history", "log", "restore", "purge", "scan", "copy",
-                                 "review_list", "review_show", "review_decide", "health"})
-"""Methods that touch memory: they need a completed hello and memory enabled."""
-
-RUN_METHODS: Final = frozenset({"review_run"})
-"""Methods a person calls around a tidy run (DESIGN.md §21), outside any scope; not in ``hello``'s ``methods``."""
-
-OPERATOR_METHODS: Final = frozenset({"scope_copy", "backup_stage"})
-"""Methods only the Hub's operator may call: its own OS account on the Unix socket, by its kernel credentials
-(not a token, not an agent).  Not listed in ``hello``'s ``methods``; DESIGN.md §7.8."""
 
 _MAX_ID: Final = 2**63 - 1
 
@@ -76,12 +57,12 @@ class Request:
     params: dict[str, Any] = field(default_factory=dict)
 
 
-def decode_request(body: bytes) -> Request:
-    """Decode one request frame body.
+def decode_request(body: bytes, methods: Collection[str]) -> Request:
+    """Decode one request frame body whose method must be one of ``methods`` (the Hub's route table).
 
     Raises :class:`HubError` ``bad_request`` for bodies that are not msgpack,
     not a map, lack a valid ``id``/``method``, carry non-map ``params`` or name
-    an unknown method.  When the id could be read, ``error.data["id"]`` holds
+    a method not in ``methods``.  When the id could be read, ``error.data["id"]`` holds
     it so the caller can address the error response.
     """
     obj = _unpack(body)
@@ -97,10 +78,10 @@ def decode_request(body: bytes) -> Request:
         raise HubError(ErrorCode.BAD_REQUEST, f"unknown request fields: {names_for_error(extra)}", {"id": rid})
     if not isinstance(method, str):
         raise HubError(ErrorCode.BAD_REQUEST, "request method must be a string", {"id": rid})
-    if method not in METHODS:
+    if method not in methods:
         raise HubError(
             ErrorCode.BAD_REQUEST,
-            f"unknown method {method[:64]!r}; known: {', '.join(sorted(METHODS))}",
+            f"unknown method {method[:64]!r}; known: {', '.join(sorted(methods))}",
             {"id": rid},
         )
     if params is None:

@@ -156,3 +156,26 @@ def issued(r: reg.Registry, name: str, now: float, binding: str | None = None) -
     (bound to ``binding`` when given); ``(the registry, the token's text)``."""
     updated, text, _ = r.issue_token(name, now, None, binding)
     return updated, text
+
+
+class NoTidyRuns:
+    """A tidy-run book with no runs: ``mark`` returns the caller unchanged (for :class:`StandInMemory`)."""
+
+    def mark(self, identity: Any, peer: Any, now: float) -> Any:
+        """``identity`` as it is: no run forces it."""
+        return identity
+
+
+class StandInMemory:
+    """The part of :class:`~hub.methods.memory.MemoryMethods` a Hub calls around a data method, for stand-ins
+    that override ``run`` (a Hub built with one answers every data call with whatever ``run`` returns)."""
+
+    runs = NoTidyRuns()
+
+    def check_enabled(self) -> None:
+        """Memory is always on for a stand-in."""
+
+    async def run(self, route: Any, scope: Any, params: dict[str, Any], identity: Any = None,
+                  **where: Any) -> dict[str, Any]:
+        """Override: the answer of one data call."""
+        raise NotImplementedError

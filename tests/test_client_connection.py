@@ -17,6 +17,7 @@ from typing import Any
 import msgpack
 import pytest
 
+from amux_memory.hub.methods.routes import ROUTES
 from amux_memory.protocol.connection import ClientConnection, ConnectionClosed, unencodable
 from amux_memory.protocol.endpoint import Endpoint
 from amux_memory.protocol.errors import ErrorCode, HubError
@@ -44,6 +45,9 @@ from tests.conftest import HubProcess
 
 LONE = "\udcff"
 """What Python makes of the byte 0xff in a non-UTF-8 argv or file name (surrogateescape)."""
+
+METHODS = frozenset(ROUTES)
+"""The Hub's method names (its route table)."""
 
 
 def requests_in(frame: bytes) -> list[Any]:
@@ -101,7 +105,7 @@ def test_ids_count_up_and_frames_are_exact_requests() -> None:
         "protocol": PROTOCOL_VERSION, "client": "amux-test", "binding": "global", "token": "secret"}}]
     rid2, frame2 = conn.send_request("search", {"query": "x"})
     assert rid2 == 2 and conn.outstanding == (1, 2)
-    assert decode_request(frame2[4:]).params == {"query": "x"}
+    assert decode_request(frame2[4:], METHODS).params == {"query": "x"}
     assert ClientConnection(first_id=40).send_request("get", {})[0] == 40
 
 
@@ -346,7 +350,7 @@ def stub_hub(path: Path, answer: Callable[[Any], bytes | None]) -> Iterator[list
             while data := conn.recv(65536):
                 decoder.feed(data)
                 while (body := decoder.next_frame()) is not None:
-                    request = decode_request(body)
+                    request = decode_request(body, METHODS)
                     seen.append(request.method)
                     reply = (encode_result(request.id, {"scope": "global"}) if request.method == "hello"
                              else answer(request))

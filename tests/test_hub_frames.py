@@ -20,23 +20,21 @@ import pytest
 import trio
 import trio.testing
 
+from amux_memory.hub.methods.calls import Kind
+from amux_memory.hub.methods.routes import ROUTES
 from amux_memory.hub.serve.hub import Hub
 from amux_memory.protocol.errors import ErrorCode
 from amux_memory.protocol.framing import FrameDecoder, encode_frame
 from amux_memory.protocol.limits import LIMITS
 from amux_memory.protocol.messages import (
-    DATA_METHODS,
-    METHODS,
-    OPERATOR_METHODS,
     PROTOCOL_VERSION,
-    RUN_METHODS,
     Response,
     decode_response,
     encode_request,
     pack,
 )
 from tests.conftest import HubProcess
-from tests.helpers import hub_config
+from tests.helpers import StandInMemory, hub_config
 from tests.raw_hub import RAW_TIMEOUT, Raw, error_of
 
 TIMEOUT = RAW_TIMEOUT
@@ -365,10 +363,13 @@ def test_hello_with_global_binding_and_isolation_off(hub: HubProcess) -> None:
         assert hello["binding"] == "global"
         assert hello["isolation"] == "off"
         assert hello["limits"]["max_frame_bytes"] == MAX
-        # Derived from protocol.messages, so a new method cannot make this stale: the Hub lists every method
+        # Derived from the route table, so a new method cannot make this stale: the Hub lists every method
         # it answers except the handshake ("hello"), the switch into an MCP session ("mcp_open", §9.2) and the
         # operator's methods (§7.8) and a tidy run's (§21).
-        assert set(hello["methods"]) == METHODS - {"hello", "mcp_open"} - OPERATOR_METHODS - RUN_METHODS == DATA_METHODS
+        unlisted = (Kind.HANDSHAKE, Kind.SESSION, Kind.OPERATOR, Kind.RUN)
+        others = {name for name, r in ROUTES.items() if r.kind in unlisted}
+        assert others == {"hello", "mcp_open", "scope_copy", "backup_stage", "review_run"}
+        assert set(hello["methods"]) == set(ROUTES) - others
         assert_works(conn)
 
 
@@ -464,13 +465,14 @@ def test_pipelining_past_the_in_flight_limit(seeded: HubProcess) -> None:
     assert_hub_serves(seeded)
 
 
-class _InstantService:
+class _InstantService(StandInMemory):
     """A stand-in for MemoryMethods: answers every data call at once with ~7 KB."""
 
     def __init__(self) -> None:
         self.calls = 0
 
-    async def call(self, scope: Any, method: str, params: dict[str, Any], identity: Any = None) -> dict[str, Any]:
+    async def run(self, route: Any, scope: Any, params: dict[str, Any], identity: Any = None,
+                  **where: Any) -> dict[str, Any]:
         self.calls += 1
         await trio.sleep(0)  # a checkpoint, as the real service's awaits are
         return {"blob": "x" * 7000}

@@ -147,7 +147,7 @@ async def test_request_start_deadline_and_the_hello_reply_come_from_limits(
         hello = await call(1, "hello", {"protocol": 1})
         assert hello.result is not None and hello.result["limits"]["request_start_seconds"] == 3.0
         assert hello.result["limits"]["search_threads"] == LIMITS.search_threads
-        async with hub.service._lock(GLOBAL):  # the scope is held, as by a stuck writer
+        async with hub.memory._lock(GLOBAL):  # the scope is held, as by a stuck writer
             start = trio.current_time()
             resp = await call(2, "upsert", {"path": "a.md", "content": "x\n", "expected_revision": "absent"})
             assert 3.0 <= trio.current_time() - start < 4.0

@@ -11,6 +11,7 @@ import unicodedata
 from importlib.metadata import version
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import trio
@@ -18,7 +19,7 @@ import trio.testing
 
 import amux_memory.hub.serve.hub as hub_server
 import amux_memory.hub.serve.run as hub_run
-from amux_memory.hub.methods.memory import HANDLERS
+from amux_memory.hub.methods.routes import ROUTES, data_methods
 from amux_memory.hub.serve.home import HomeLock
 from amux_memory.hub.serve.hub import Hub
 from amux_memory.hub.serve.run import run
@@ -26,10 +27,10 @@ from amux_memory.protocol.config_file import LOCK_NAME
 from amux_memory.protocol.errors import ExitStatus
 from amux_memory.protocol.framing import FrameDecoder
 from amux_memory.protocol.limits import LIMITS
-from amux_memory.protocol.messages import DATA_METHODS, PROTOCOL_VERSION, decode_response, encode_request
+from amux_memory.protocol.messages import PROTOCOL_VERSION, decode_response, encode_request
 from amux_memory.protocol.paths import is_canonical_path
 from amux_memory.protocol.version import package_version
-from tests.helpers import hub_config, wait_until
+from tests.helpers import StandInMemory, hub_config, wait_until
 
 
 async def test_hello_reports_the_installed_package_version(tmp_path: Path) -> None:
@@ -45,12 +46,14 @@ async def test_hello_reports_the_installed_package_version(tmp_path: Path) -> No
                 decoder.feed(await client.receive_some(65536))
         hello = decode_response(body).unwrap()
         assert hello["hub_version"] == version("amux-memory") == package_version()
-        assert hello["methods"] == sorted(DATA_METHODS)
+        assert hello["methods"] == data_methods(ROUTES)
         await client.aclose()
 
 
-def test_dispatch_table_names_exactly_the_data_methods() -> None:
-    assert set(HANDLERS) == set(DATA_METHODS)
+def test_every_data_route_has_a_parser_and_a_handler() -> None:
+    data = data_methods(ROUTES)
+    assert {"search", "get", "upsert", "forget"} <= set(data)
+    assert all(ROUTES[name].parse is not None and ROUTES[name].handler is not None for name in data)
 
 
 def test_canonical_path_is_a_valid_path_in_its_nfc_spelling() -> None:
@@ -78,7 +81,7 @@ THREAD_GRACE = 0.2
 """Real seconds of no progress before the mock clock jumps: a worker thread's job is not idleness."""
 
 
-class _HeldService:
+class _HeldService(StandInMemory):
     """A stand-in memory service whose every call waits for ``release`` (and counts the Hub's running calls)."""
 
     def __init__(self, hub_ref: list[Hub]) -> None:
@@ -87,7 +90,8 @@ class _HeldService:
         self.started = trio.Event()
         self.running_seen: list[int] = []
 
-    async def call(self, scope: object, method: str, params: dict[str, object], identity: object) -> dict[str, object]:
+    async def run(self, route: Any, scope: Any, params: dict[str, Any], identity: Any = None,
+                  **where: Any) -> dict[str, Any]:
         self.running_seen.append(self.hub_ref[0].calls_running)
         self.started.set()
         await self.release.wait()
@@ -109,7 +113,7 @@ async def test_the_mcp_warm_import_waits_for_an_idle_hub_and_goes_in_steps(
     mock_clock.autojump_threshold = THREAD_GRACE  # waiting on a worker thread is not idleness
     hub_ref: list[Hub] = []
     service = _HeldService(hub_ref)
-    hub = Hub(hub_config(tmp_path), LIMITS, service=service)  # type: ignore[arg-type]
+    hub = Hub(hub_config(tmp_path), LIMITS, memory=service)  # type: ignore[arg-type]
     hub_ref.append(hub)
     imported: list[tuple[str, float]] = []
     frozen: list[float] = []
@@ -191,7 +195,7 @@ async def test_a_busy_hub_whose_sdk_is_imported_already_still_freezes_the_collec
     mock_clock.autojump_threshold = THREAD_GRACE
     hub_ref: list[Hub] = []
     service = _HeldService(hub_ref)
-    hub = Hub(hub_config(tmp_path), LIMITS, service=service)  # type: ignore[arg-type]
+    hub = Hub(hub_config(tmp_path), LIMITS, memory=service)  # type: ignore[arg-type]
     hub_ref.append(hub)
     imported: list[str] = []
     frozen: list[float] = []

@@ -602,7 +602,8 @@ def test_map_checker_finds_a_planted_import_and_lets_an_allowed_one_pass() -> No
     allowed = {"protocol": set(), "hub": {"protocol"}, "tools.mcp": {"protocol"}, "tools.cli": {"tools.mcp.relay"}}
     sources = {
         "protocol.framing": ("protocol/framing.py", "import os\nfrom hub.storage.store import Store\n", False),
-        "hub.storage.store": ("hub/storage/store.py", "from protocol.limits import LIMITS\nfrom . import fsio\n", False),
+        "hub.storage.store": ("hub/storage/store.py", "from protocol.limits import LIMITS\nfrom . import fsio\n",
+        False),
         "tools.mcp.relay": ("tools/mcp/relay.py", "def f():\n    from tools.ui.app import build\n"
                             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import tools.cli.app\n", False),
         "tools.cli.agent": ("tools/cli/agent.py", "def m():\n    from tools.mcp.relay import main\n"
@@ -675,12 +676,14 @@ def accepted_params() -> dict[str, set[str]]:
 
 
 def test_the_method_table_is_complete() -> None:
-    from amux_memory.protocol.messages import METHODS
+    from amux_memory.hub.methods.routes import ROUTES
+
+    methods = set(ROUTES)
 
     table = design_methods()
-    assert set(table) == set(METHODS)
+    assert set(table) == methods
     accepted = accepted_params()
-    assert {method: table[method] for method in METHODS} == {method: accepted[method] for method in METHODS}
+    assert {method: table[method] for method in methods} == {method: accepted[method] for method in methods}
 
 
 # DESIGN.md §6: every module-level numeric constant is in protocol/limits.py or named there.

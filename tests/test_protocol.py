@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from amux_memory.hub.methods.routes import ROUTES
 from amux_memory.protocol import params as P
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
 from amux_memory.protocol.framing import HEADER_BYTES, FrameDecoder, FrameTooLarge, encode_frame
 from amux_memory.protocol.limits import LIMITS
 from amux_memory.protocol.messages import (
-    METHODS,
     MSGPACK_ARRAY16_GROWTH,
     MSGPACK_INT_MAX,
     MSGPACK_STR_HEADER_MAX,
@@ -40,6 +40,9 @@ from amux_memory.protocol.messages import (
 from amux_memory.protocol.paths import normalize_path
 
 MAX = LIMITS.max_frame_bytes
+
+METHODS = frozenset(ROUTES)
+"""The Hub's method names (its route table): what a request may name."""
 
 
 def drain(decoder: FrameDecoder) -> list[bytes]:
@@ -61,7 +64,7 @@ def body_of(frame: bytes) -> bytes:
 
 def bad_request(body: bytes) -> HubError:
     with pytest.raises(HubError) as info:
-        decode_request(body)
+        decode_request(body, METHODS)
     assert info.value.code is ErrorCode.BAD_REQUEST, info.value
     return info.value
 
@@ -263,17 +266,18 @@ def req(obj: Any) -> bytes:
 
 
 def test_decode_request_happy_path() -> None:
-    r = decode_request(req({"id": 7, "method": "search", "params": {"query": "x"}}))
+    r = decode_request(req({"id": 7, "method": "search", "params": {"query": "x"}}), METHODS)
     assert r == Request(7, "search", {"query": "x"})
-    assert decode_request(req({"id": 0, "method": "hello"})) == Request(0, "hello", {})
-    assert decode_request(req({"id": 1, "method": "get", "params": None})).params == {}
-    assert decode_request(req({"id": 2**63 - 1, "method": "export", "params": {}})).id == 2**63 - 1
+    assert decode_request(req({"id": 0, "method": "hello"}), METHODS) == Request(0, "hello", {})
+    assert decode_request(req({"id": 1, "method": "get", "params": None}), METHODS).params == {}
+    assert decode_request(req({"id": 2**63 - 1, "method": "export", "params": {}}), METHODS).id == 2**63 - 1
 
 
 def test_encode_request_round_trip() -> None:
     for method in sorted(METHODS):
         frame = encode_request(42, method, {"path": "a.md", "n": [1, 2], "b": b"\x00"})
-        assert decode_request(body_of(frame)) == Request(42, method, {"path": "a.md", "n": [1, 2], "b": b"\x00"})
+        expected = Request(42, method, {"path": "a.md", "n": [1, 2], "b": b"\x00"})
+        assert decode_request(body_of(frame), METHODS) == expected
     with pytest.raises(FrameTooLarge):
         encode_request(1, "upsert", {"content": "x" * MAX})
 
@@ -388,7 +392,7 @@ def test_decode_request_deep_nesting_is_bad_request_not_a_crash(depth: int, open
     # The same depth inside the params of an otherwise valid request.
     prefix = b"\x83\xa2id\x01\xa6method\xa3get\xa6params\x81\xa4path"
     try:
-        r = decode_request(prefix + nested)
+        r = decode_request(prefix + nested, METHODS)
     except HubError as exc:
         assert exc.code is ErrorCode.BAD_REQUEST
     else:  # shallow enough for msgpack: decoded faithfully, validation is params' job
@@ -651,7 +655,7 @@ request_like = st.fixed_dictionaries(
 
 def _check_decode(body: bytes) -> Request | None:
     try:
-        r = decode_request(body)
+        r = decode_request(body, METHODS)
     except HubError as exc:
         assert exc.code is ErrorCode.BAD_REQUEST, exc
         assert isinstance(exc.message, str)

@@ -37,7 +37,7 @@ from amux_memory.protocol.framing import FrameDecoder
 from amux_memory.protocol.limits import LIMITS
 from amux_memory.protocol.messages import Response, decode_response, encode_request
 from tests.conftest import CliResult, HubProcess, amux_argv
-from tests.helpers import hub_config, ok
+from tests.helpers import StandInMemory, hub_config, ok
 
 trustme = pytest.importorskip("trustme", reason="trustme makes the test certificates (pip install trustme)")
 
@@ -400,7 +400,7 @@ async def test_request_deadline_answers_busy_and_changes_nothing(
         decoder = FrameDecoder()
         assert (await _call(client, decoder, 1, "hello", {"protocol": 1})).error is None
         upsert = {"path": "a.md", "content": "late\n", "expected_revision": "absent"}
-        async with hub.service._lock(GLOBAL):  # the scope is held (e.g. by a stuck writer)
+        async with hub.memory._lock(GLOBAL):  # the scope is held (e.g. by a stuck writer)
             start = trio.current_time()
             resp = await _call(client, decoder, 2, "upsert", upsert)
             assert LIMITS.request_start_seconds <= trio.current_time() - start < LIMITS.request_start_seconds + 1
@@ -415,13 +415,14 @@ async def test_request_deadline_answers_busy_and_changes_nothing(
         await client.aclose()
 
 
-class _StuckService:
+class _StuckService(StandInMemory):
     """Never answers data calls (a wedged dependency); counts calls."""
 
     def __init__(self) -> None:
         self.calls = 0
 
-    async def call(self, scope: Any, method: str, params: dict[str, Any], identity: Any = None) -> dict[str, Any]:
+    async def run(self, route: Any, scope: Any, params: dict[str, Any], identity: Any = None,
+                  **where: Any) -> dict[str, Any]:
         self.calls += 1
         await trio.sleep_forever()
         raise AssertionError
@@ -452,8 +453,9 @@ async def test_request_deadline_frees_the_in_flight_slots(tmp_path: Path,
         await client.aclose()
 
 
-class _BigAnswers:
-    async def call(self, scope: Any, method: str, params: dict[str, Any], identity: Any = None) -> dict[str, Any]:
+class _BigAnswers(StandInMemory):
+    async def run(self, route: Any, scope: Any, params: dict[str, Any], identity: Any = None,
+                  **where: Any) -> dict[str, Any]:
         return {"blob": "x" * 60_000}
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from amux_memory.hub.access.identity import GLOBAL
 from amux_memory.hub.methods.memory import MemoryMethods
+from amux_memory.hub.methods.routes import call_in_process
 from amux_memory.hub.methods.search import read_file_nofollow, search_scope
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import LIMITS, Limits
@@ -534,7 +535,7 @@ async def test_time_budget_via_service(tmp_path: Path) -> None:
 
     service = make_service(tmp_path, slow_reader)
     started = time.monotonic()
-    res = await service.call(GLOBAL, "search", {"query": "needle", "limit": 20})
+    res = await call_in_process(service, GLOBAL, "search", {"query": "needle", "limit": 20})
     elapsed = time.monotonic() - started
     assert res["incomplete"] is True
     assert "time" in res["incomplete_reasons"]
@@ -547,14 +548,14 @@ async def test_time_budget_via_service(tmp_path: Path) -> None:
 async def test_service_search_complete_when_fast(tmp_path: Path) -> None:
     root = tmp_path / "memory" / "global"
     write(root, {f"f{i:02d}.md": "needle\n" for i in range(20)})
-    res = await make_service(tmp_path).call(GLOBAL, "search", {"query": "needle", "limit": 20})
+    res = await call_in_process(make_service(tmp_path), GLOBAL, "search", {"query": "needle", "limit": 20})
     assert res["incomplete"] is False and res["incomplete_reasons"] == []
     assert res["scanned_files"] == 20 and len(res["matches"]) == 20
 
 
 async def test_service_search_disabled(tmp_path: Path) -> None:
     with pytest.raises(HubError) as info:
-        await make_service(tmp_path, enabled=False).call(GLOBAL, "search", {"query": "needle"})
+        await call_in_process(make_service(tmp_path, enabled=False), GLOBAL, "search", {"query": "needle"})
     assert info.value.code is ErrorCode.DISABLED
 
 

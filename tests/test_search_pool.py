@@ -18,6 +18,7 @@ import pytest
 import amux_memory.hub.methods.search as hub_search
 from amux_memory.hub.access.identity import GLOBAL
 from amux_memory.hub.methods.memory import MemoryMethods
+from amux_memory.hub.methods.routes import call_in_process
 from amux_memory.hub.methods.search import read_file_nofollow, search_scope
 from amux_memory.hub.storage.cache import ScopeCache
 from amux_memory.protocol.limits import LIMITS
@@ -149,7 +150,7 @@ async def test_slow_reader_through_the_service_stops_in_time(tmp_path: Path) -> 
     reader = SlowReader(0.020)
     service = MemoryMethods(config, LIMITS, reader)
     before = threading.active_count()
-    res = await service.call(GLOBAL, "search", {"query": "needle", "limit": 20})
+    res = await call_in_process(service, GLOBAL, "search", {"query": "needle", "limit": 20})
     calls = len(reader.calls)
     assert res["incomplete"] is True and "time" in res["incomplete_reasons"]
     # The budget (250 ms) plus at most one read in flight (20 ms here) and scheduling slack on a loaded

@@ -14,7 +14,8 @@ sessions were opened (and used on the team) before it was removed.  Each princip
 * ``ui`` (``amux ui`` acting as the principal of ``AMUX_TOKEN``; slow): the pages and forms that expose a
   method.
 
-Every cell (method x caller x transport) asserts allow or deny as the caller's role says (``hub.access.mounts.NEEDS``):
+Every cell (method x caller x transport) asserts allow or deny as the caller's role says (each route's ``role``,
+``hub.methods.routes``):
 an allowed call's effect on the files; for a denied one the code and data (``not_found``/``no_mount`` for a
 caller without the mount, ``unauthorized``/``role`` for a weaker role, ``not_found`` for a proposal id outside
 the teams the caller maintains), that no file of the home changed (size and mtime of every file), and, for

@@ -16,7 +16,7 @@ import pytest
 
 from amux_memory.hub.access import registry as reg
 from amux_memory.hub.access.identity import GLOBAL, team_scope
-from amux_memory.hub.access.mounts import View, view_for
+from amux_memory.hub.access.mounts import READ, WRITE, MountView, view_for
 from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess
@@ -88,27 +88,27 @@ def test_a_view_resolves_mounted_paths_and_prefixes() -> None:
     r, _ = r.add_member("web", "alice", "reader")
     view = view_for(r, "alice", GLOBAL)
     assert list(view.mounts) == ["web"]
-    part = view.document("@web/deploy/a.md", "get")
+    part = view.document("@web/deploy/a.md", READ)
     assert part.inner == "deploy/a.md" and part.scope.relpath == team_scope("web").relpath
-    assert view.document("notes.md", "upsert").mount is None
+    assert view.document("notes.md", WRITE).mount is None
     with pytest.raises(HubError) as write:
-        view.document("@web/a.md", "upsert")
+        view.document("@web/a.md", WRITE)
     assert write.value.code is ErrorCode.UNAUTHORIZED and write.value.data["needs"] == "writer"
     member_of_other = refusal(view, "@ops/a.md")
     nonexistent = refusal(view, "@none/a.md")
     assert (member_of_other.code, member_of_other.data["reason"]) == (nonexistent.code, nonexistent.data["reason"])
     assert member_of_other.message.replace("ops", "X") == nonexistent.message.replace("none", "X")
-    assert [p.label for p in view.prefix("", "search")] == ["", "@web/"]
-    assert [p.label for p in view.prefix("", "upsert")] == [""]  # a reader's mount is left out of a write
-    assert [p.label for p in view.prefix("@w", "search")] == ["@web/"]
-    assert view.prefix("@o", "search") == [] and view.prefix("@n", "search") == []
-    assert [(p.label, p.inner) for p in view.prefix("@web/deploy/", "search")] == [("@web/", "deploy/")]
-    assert view.prefix("notes/", "search")[0].mount is None
+    assert [p.label for p in view.prefix("", READ)] == ["", "@web/"]
+    assert [p.label for p in view.prefix("", WRITE)] == [""]  # a reader's mount is left out of a write
+    assert [p.label for p in view.prefix("@w", READ)] == ["@web/"]
+    assert view.prefix("@o", READ) == [] and view.prefix("@n", READ) == []
+    assert [(p.label, p.inner) for p in view.prefix("@web/deploy/", READ)] == [("@web/", "deploy/")]
+    assert view.prefix("notes/", READ)[0].mount is None
 
 
-def refusal(view: View, path: str) -> HubError:
+def refusal(view: MountView, path: str) -> HubError:
     with pytest.raises(HubError) as info:
-        view.document(path, "get")
+        view.document(path, READ)
     return info.value
 
 

@@ -241,3 +241,17 @@ def known_principal(name: str, registry: Registry) -> bool:
     except KeyError:
         return False
     return True
+
+
+def check_operator(identity: Identity, method: str, command: str) -> None:
+    """Raise ``unauthorized`` (``data.reason`` ``operator``) unless ``identity`` is the Hub's operator: the
+    OS account the Hub runs as, named by the kernel on the Unix socket (``hello`` without a token), and
+    not an agent (:func:`agent_reason`).  Everyone else may not learn or change what other scopes hold
+    (DESIGN.md §7.8).  ``command`` is what the operator runs to call ``method``."""
+    if identity.method == "os" and identity.uid == os.geteuid() and agent_reason(identity) is None:
+        return
+    raise HubError(ErrorCode.UNAUTHORIZED, f"{method} is for the Hub's operator: run '{command}' on "
+                   "the Hub's host as the OS account the Hub runs as (without AMUX_TOKEN, outside an agent "
+                   "session); nothing was changed", {"reason": "operator", "method": method},
+                   next_step=f"Only the Hub's operator may do this: tell the user to run '{command}' on the "
+                   "Hub's host, as the account the Hub runs as.")

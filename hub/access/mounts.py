@@ -1,10 +1,10 @@
 """A caller's view of memory: its own scope at the root and each of its teams at ``@NAME/`` (DESIGN.md §7.8).
 
-A :class:`View` is computed for every data call from the registry in force at
+A :class:`MountView` is computed for every data call from the registry in force at
 that moment, so a member removed from a team loses the mount on its very next
 call, on connections and MCP sessions that were already open.  This module is
 pure: it resolves mounted paths and prefixes to ``(part, path inside it)``,
-states which role each method needs, and rewrites paths in answers and errors
+checks a caller's role against the one a method needs (its route's), and rewrites paths in answers and errors
 between the two spellings.  :mod:`hub.methods.across_mounts` runs the calls.
 
 The one rule about what a caller may learn: for a caller who is not a member,
@@ -28,24 +28,21 @@ from amux_memory.protocol.paths import MOUNT_MARK
 READ, WRITE, MAINTAIN = ROLES
 """The three roles, weakest first: ``reader``, ``writer``, ``maintainer``."""
 
-NEEDS: Mapping[str, str] = {
-    "search": READ, "get": READ, "export": READ, "list": READ, "history": READ, "log": READ, "scan": READ,
-    "health": READ,
-    "upsert": WRITE, "forget": WRITE, "restore": WRITE,
-    "purge": MAINTAIN, "review_list": MAINTAIN, "review_show": MAINTAIN, "review_decide": MAINTAIN,
-}
-"""The role a data method needs on a team mount (DESIGN.md §7.8).  ``purge`` erases history, so it is a
-maintainer's, as deciding proposals is."""
 
 
 @dataclass(frozen=True)
 class Mount:
-    """One team as a caller sees it: ``label`` (``@NAME/``), its scope, the caller's role, the team's review rule."""
+    """One team as a caller sees it: ``label`` (``@NAME/``), its scope (which carries the team's review rule and
+    whether the caller maintains it), the caller's role."""
 
     name: str
     scope: Scope
     role: str
-    review: str
+
+    @property
+    def review(self) -> str:
+        """The team's review rule (``off``, ``agents``, ``all``), as its scope carries it (DESIGN.md §7.8)."""
+        return self.scope.review or "off"
 
     @property
     def label(self) -> str:
@@ -72,7 +69,7 @@ class Part:
 
 
 @dataclass(frozen=True)
-class View:
+class MountView:
     """A caller's root scope and its team mounts by name (DESIGN.md §7.8)."""
 
     root: Scope
@@ -82,13 +79,13 @@ class View:
         """The mounts in name order."""
         return [self.mounts[name] for name in sorted(self.mounts)]
 
-    def document(self, path: object, method: str) -> Part:
-        """Where the document ``path`` lives, checked against the role ``method`` needs.
+    def document(self, path: object, role: str) -> Part:
+        """Where the document ``path`` lives, checked against ``role``, the role the method needs on a mount.
 
         A path not starting with ``@`` is the root's, unchanged (the service validates it).  ``@NAME/rest``
         is ``rest`` in mount ``NAME``.  Raises ``not_found`` (:func:`no_mount`) when the caller has no such
         mount, ``invalid_path`` for ``@NAME`` with nothing after it, ``unauthorized`` (reason ``role``) when
-        the caller's role does not allow ``method``.
+        the caller's role is weaker than ``role``.
         """
         if not isinstance(path, str) or not path.startswith(MOUNT_MARK):
             return Part(self.root, None, path if isinstance(path, str) else "")
@@ -99,48 +96,48 @@ class View:
         if not rest:
             raise HubError(ErrorCode.INVALID_PATH, f"invalid path {path[:120]!r}: name a document inside the mount, "
                            f"such as {mount.label}notes.md", {"path": path[:120], "reason": "mount_only"})
-        check_role(mount, method)
+        check_role(mount, role)
         return Part(mount.scope, mount, rest)
 
-    def prefix(self, prefix: object, method: str) -> list[Part]:
+    def prefix(self, prefix: object, role: str) -> list[Part]:
         """The parts a ``path_prefix`` covers, root first, then mounts by name.
 
         ``""`` (or None) covers the root and every mount; ``@NAME/…`` that one mount (``not_found`` when the
         caller has none, as for a team that does not exist); ``@N`` without a slash the mounts whose label
         starts with it (possibly none); anything else the root alone.  Mounts whose role does not allow
-        ``method`` are left out of a whole-view prefix; naming one explicitly raises ``unauthorized``.
+        ``role`` (the role the method needs) are left out of a whole-view prefix; naming one explicitly raises
+        ``unauthorized``.
         """
         if prefix is None or prefix == "":
             return [Part(self.root, None, "")] + [Part(m.scope, m, "") for m in self.mounted()
-                                                    if m.allows(NEEDS[method])]
+                                                    if m.allows(role)]
         if not isinstance(prefix, str) or not prefix.startswith(MOUNT_MARK):
             return [Part(self.root, None, prefix if isinstance(prefix, str) else "")]
         name, slash, rest = prefix[1:].partition("/")
         if not slash:
             return [Part(m.scope, m, "") for m in self.mounted()
-                    if m.label.startswith(prefix) and m.allows(NEEDS[method])]
+                    if m.label.startswith(prefix) and m.allows(role)]
         mount = self.mounts.get(name)
         if mount is None:
             raise no_mount(name, self)
-        check_role(mount, method)
+        check_role(mount, role)
         return [Part(mount.scope, mount, rest)]
 
 
-def mount_entries(view: View) -> list[dict[str, str]]:
+def mount_entries(view: MountView) -> list[dict[str, str]]:
     """The caller's mounts as ``hello`` answers them (DESIGN.md §3.4): ``[{mount, role, review}]`` in name order
     (``mount`` the ``@NAME/`` label, ``role`` the caller's, ``review`` the team's rule); ``[]`` without a team."""
     return [{"mount": m.label, "role": m.role, "review": m.review} for m in view.mounted()]
 
 
-def view_for(registry: Registry, principal: str, root: Scope) -> View:
+def view_for(registry: Registry, principal: str, root: Scope) -> MountView:
     """The view of ``principal`` whose own scope is ``root``: one mount per team it belongs to."""
-    mounts = {name: Mount(name, replace(team_scope(name), review=team.review, maintainer=role == MAINTAIN), role,
-                          team.review)
+    mounts = {name: Mount(name, replace(team_scope(name), review=team.review, maintainer=role == MAINTAIN), role)
               for name, (team, role) in registry.teams_of(principal).items()}
-    return View(root, mounts)
+    return MountView(root, mounts)
 
 
-def no_mount(name: str, view: View) -> HubError:
+def no_mount(name: str, view: MountView) -> HubError:
     """The answer for ``@NAME/`` when the caller has no such mount: the same whether the team does not exist or
     the caller is not a member (the message differs only by ``name``; it lists the caller's own mounts)."""
     shown = name[:60]
@@ -151,10 +148,9 @@ def no_mount(name: str, view: View) -> HubError:
                     "memory_search with no path_prefix covers them all.")
 
 
-def check_role(mount: Mount, method: str) -> None:
-    """Raise ``unauthorized`` (``data.reason`` ``role``) when the caller's role in ``mount`` is weaker than what
-    ``method`` needs (:data:`NEEDS`)."""
-    needs = NEEDS.get(method, MAINTAIN)
+def check_role(mount: Mount, needs: str) -> None:
+    """Raise ``unauthorized`` (``data.reason`` ``role``) when the caller's role in ``mount`` is weaker than
+    ``needs``, the role the method needs (its route's, :mod:`hub.methods.routes`)."""
     if mount.allows(needs):
         return
     what = {READ: "read", WRITE: "write", MAINTAIN: "decide reviews or purge history"}[needs]

@@ -65,7 +65,7 @@ import trio
 
 from amux_memory.hub.access.config import HubConfig
 from amux_memory.hub.access.identity import MCP_CLIENT, Identity, Scope, authenticate, scope_for
-from amux_memory.hub.serve.asgi import answer_lifespan, guard_hypercorn
+from amux_memory.hub.serve.asgi import answer_lifespan, guard_hypercorn, hypercorn_config
 from amux_memory.hub.serve.listeners import HttpListenerSettings, bind_http_socket, http_listener_settings
 from amux_memory.protocol.endpoint import is_loopback
 from amux_memory.protocol.errors import ErrorCode, HubError
@@ -166,10 +166,12 @@ def allowed_hosts(settings: HttpListenerSettings, port: int) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who sent the HTTP request an MCP handler serves: the authenticated identity and its scope (DESIGN.md §7)."""
+    """Who sent the HTTP request an MCP handler serves: the authenticated identity and its scope (DESIGN.md §7),
+    and the registry snapshot the front door authenticated it with: the request's tool call reads no other."""
 
     identity: Identity
     scope: Scope
+    registry: Registry
 
 
 def caller_of(request: Any) -> Caller:
@@ -332,7 +334,7 @@ class FrontDoor:
             await _respond(send, 400, exc.message)
             return
         # A tidy run's session or token: every write a proposal (hub.access.tidy_runs; no peer over TCP, so no /proc).
-        caller = Caller(self.hub.runs.mark(caller.identity, None, self.hub.wall_clock()), caller.scope)
+        caller = dataclasses.replace(caller, identity=self.hub.runs.mark(caller.identity, None, self.hub.wall_clock()))
         await self._serve(scope, receive, send, headers, caller, quiet)
 
     async def _authenticate(self, headers: dict[str, str]) -> Caller | None:
@@ -343,17 +345,13 @@ class FrontDoor:
             return None
         binding = headers.get(BINDING_HEADER) or None
 
-        def check(registry: Registry) -> Caller:
+        try:
+            registry = await self.hub.registry_now()
             identity = authenticate(registry, uid=None, os_name=None, token=token, binding=binding,
                                     now=self.hub.wall_clock())
-            return Caller(identity, scope_for(self.hub.config.isolation, identity.principal))
-
-        try:
-            if self.hub.registry.changed():  # re-read it off the loop; else the snapshot in memory decides
-                return check(await trio.to_thread.run_sync(self.hub.registry.reload))
-            return check(self.hub.registry.current())
         except HubError:
             return None
+        return Caller(identity, scope_for(self.hub.config.isolation, identity.principal), registry)
 
     async def _serve(self, scope: ASGIScope, receive: Receive, send: Send, headers: dict[str, str],
                      caller: Caller, quiet: bool) -> None:
@@ -412,7 +410,7 @@ def _claims(caller: Caller, headers: dict[str, str]) -> tuple[Caller, bool]:
         raise HubError(ErrorCode.BAD_REQUEST, "the Amux-Instructions header must be 'on' or 'off'")
     identity = dataclasses.replace(caller.identity, client=MCP_CLIENT, binding=headers.get(BINDING_HEADER) or None,
                                    session=session)
-    return Caller(identity, caller.scope), instructions == "off"
+    return dataclasses.replace(caller, identity=identity), instructions == "off"
 
 
 def _timed_receive(receive: Receive) -> Receive:
@@ -471,7 +469,6 @@ async def serve_mcp_http(hub: Hub, settings: HttpListenerSettings, sock: socket.
     without instructions); Hypercorn's Trio worker serves the
     :class:`FrontDoor` in front of them.
     """
-    from hypercorn.config import Config
     from hypercorn.trio import serve
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
@@ -486,17 +483,8 @@ async def serve_mcp_http(hub: Hub, settings: HttpListenerSettings, sock: socket.
     door = FrontDoor(hub, managers[0].handle_request, allowed_hosts(settings, port), settings.scheme, book,
                      TokenBuckets(rate=float(hub.config.mcp_rate), burst=float(hub.config.mcp_burst)),
                      quiet=managers[1].handle_request)
-    config = Config()
-    config.bind = [f"fd://{sock.detach()}"]
-    config.accesslog = None
-    quiet = logging.getLogger("amux.hub.http")
-    quiet.setLevel(logging.WARNING)  # not Hypercorn's "Running on" line: the Hub logs the URL itself
     logging.getLogger("mcp").setLevel(logging.WARNING)
-    config.errorlog = quiet
-    config.graceful_timeout = grace
-    config.include_server_header = False
-    if settings.tls is not None:
-        config.certfile, config.keyfile = settings.tls
+    config = hypercorn_config(sock, grace, settings.tls)
     shown = f"[{settings.host}]" if ":" in settings.host else settings.host
     url = f"{settings.scheme}://{shown}:{port}{MCP_PATH}"
     async with managers[0].run(), managers[1].run(), trio.open_nursery() as nursery:

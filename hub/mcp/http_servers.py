@@ -5,9 +5,10 @@ sessions, so what :func:`hub.mcp.server.build_server` keeps per session is
 found per request here instead:
 
 * the caller: :func:`hub.mcp.http_listener.caller_of`, the identity and
-  scope the front door authenticated for this very request (a token revoked
-  since the session opened is refused by the front door, then by
-  ``Hub.call``).  The identity's client is :data:`hub.access.identity.MCP_CLIENT`,
+  scope the front door authenticated for this very request, and the registry
+  snapshot it authenticated with, which ``Hub.call`` then uses instead of
+  reading the registry again (a token revoked since the session opened is
+  refused by the front door).  The identity's client is :data:`hub.access.identity.MCP_CLIENT`,
   so an HTTP caller is an agent for review and for the secret override
   exactly as a relay's session is (:func:`hub.access.identity.agent_reason`,
   DESIGN.md §16.4, §21);
@@ -90,7 +91,8 @@ def memory_tools_of(hub: Hub, pagers: SessionPagers) -> Callable[[ServerRequestC
         caller = caller_of(ctx.request)
         headers = getattr(ctx.request, "headers", {})
         sid = headers.get(MCP_SESSION_HEADER) or ""
-        return MemoryTools(hub_backend(partial(hub.call, transport="mcp_http"), caller.identity, caller.scope),
+        call = partial(hub.call, transport="mcp_http", registry=caller.registry)  # the front door's snapshot
+        return MemoryTools(hub_backend(call, caller.identity, caller.scope),
                            pagers.of(caller.identity.token_id or "", sid))
 
     return tools_for

@@ -3,7 +3,7 @@
 Imports the storage and access rooms, never the serving one.
 
 * ``routes`` — the route table: each method once, with who may call it, how it meets mounts, whether it takes
-  its scope's lock or may become a proposal, its parser and its handler;
+  its scope's lock or may become a proposal, its parser and its handler; ``calls`` — what a route and a call are;
 * ``across_mounts`` — a method over a caller's view: the parts its paths name, answers shown mounted (§7.8);
 * ``memory`` — :class:`~hub.methods.memory.MemoryMethods`, the handlers over one scope: locks, writes with
   history, copies, reads;

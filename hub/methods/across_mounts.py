@@ -1,97 +1,98 @@
-"""Data methods over a caller's view: its own scope and its team mounts (DESIGN.md §7.8).
+"""A data method over a caller's view: its own scope and its team mounts (DESIGN.md §7.8).
 
-:func:`call` is what the Hub runs for every data request once the caller's
-:class:`~hub.access.mounts.View` is known.  Each method lands where its path says (a
-call that names only the caller's own scope goes to
-:meth:`hub.methods.memory.MemoryMethods.call` unchanged, and its answer is the same
-as before teams existed; an ``@NAME/`` path of a caller with no such mount is
-refused, whether or not it has other mounts):
+:func:`run` is what ``Hub.call`` runs for every data request once the caller's
+:class:`~hub.access.mounts.MountView` is known.  The method's route
+(:mod:`hub.methods.routes`) says how it meets the mounts, by its
+:class:`~hub.methods.calls.Reach` (a call that names only the caller's own scope
+runs unchanged, and its answer is the same as before teams existed; an
+``@NAME/`` path of a caller with no such mount is refused, whether or not it
+has other mounts):
 
-* one document (``get``, ``export``, ``upsert``, ``forget``, ``history``,
+* ``document`` (``get``, ``export``, ``upsert``, ``forget``, ``history``,
   ``restore``, ``purge``): the part the path names, the path inside it passed
   on, the answer's and errors' paths shown mounted again;
-* ``search``: the root and every mount in one scan under one budget
-  (:meth:`~hub.methods.memory.MemoryMethods.search_mounted`), or the part its
-  ``path_prefix`` names;
-* ``list``, ``log`` and ``review_list``: part after part, each paged as
-  before; a page's ``next_cursor`` carries the part it stopped in
+* ``every`` (``search``, ``health``): the root and every mount its
+  ``path_prefix`` covers, read in one answer;
+* ``paged`` (``list``, ``log``, ``review_list``): part after part, each paged
+  as before; a page's ``next_cursor`` carries the part it stopped in
   (:func:`cursor_of`), so a client pages through them all unchanged;
-* ``review_show`` and ``review_decide``: the proposal is looked for in the
-  root and then in the mounts the caller maintains;
-* ``copy``: both paths resolved, the service copies between the two scopes;
-* ``health``: the root and every mount the prefix covers, in one report
-  (:meth:`~hub.methods.memory.MemoryMethods.health`);
-* ``scan``: the caller's own scope.
+* ``proposal`` (``review_show``, ``review_decide``): the proposal is looked for
+  in the root and then in the mounts the caller maintains;
+* ``documents`` (``copy``): both paths of the parsed parameters resolved;
+* ``root`` (``scan``): the caller's own scope.
+
+Whether memory is on is checked here, once per call, after the paths were
+resolved (so a caller learns first whether a mount is theirs) and before any
+part runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from amux_memory.hub.access.identity import Identity
-from amux_memory.hub.access.mounts import MAINTAIN, Part, View, shown, shown_error
-from amux_memory.hub.methods.memory import MemoryMethods, actor_of
+from amux_memory.hub.access.mounts import MAINTAIN, READ, WRITE, MountView, Part, shown, shown_error
+from amux_memory.hub.access.registry import Registry
+from amux_memory.hub.methods.calls import Reach, Route
+from amux_memory.hub.methods.memory import MemoryMethods
 from amux_memory.protocol.errors import ErrorCode, HubError
-from amux_memory.protocol.params import parse_copy, parse_health
 from amux_memory.protocol.paths import normalize_prefix
 
 Result = dict[str, Any]
 
-ONE_DOCUMENT = frozenset({"get", "export", "upsert", "forget", "history", "restore", "purge"})
-"""Methods whose ``path`` names one document."""
-
-PAGED = frozenset({"list", "log", "review_list"})
-"""Methods that page through a prefix, part after part."""
-
 CURSOR_MARK = "|"
 """Between a part's label and its own cursor in a ``next_cursor`` that spans parts (``@web/|17``)."""
 
+PAGE_ITEMS = {"list": "entries", "log": "changes", "review_list": "proposals"}
+"""The list a page of each paged method holds (an empty one passes on to the next part)."""
 
-async def call(service: MemoryMethods, view: View, method: str, params: dict[str, Any],
-               identity: Identity | None) -> Result:
-    """Run one data method for the caller whose view is ``view``; the answer names documents by mounted path.
 
-    Raises what the method raises (paths in errors mounted), ``not_found`` (``data.reason`` ``no_mount``) for
-    a mount the caller does not have (the same for a team that does not exist), ``unauthorized``
-    (``data.reason`` ``role``) when the caller's role does not allow the method on that mount.  Cancellation
-    behaves as :meth:`hub.methods.memory.MemoryMethods.call` (a part started runs to its end).
+async def run(memory: MemoryMethods, route: Route, view: MountView, params: dict[str, Any],
+              identity: Identity | None, registry: Callable[[], Registry] | None = None, now: float = 0.0) -> Result:
+    """Run the data method of ``route`` for the caller whose view is ``view``; the answer names documents by
+    mounted path.
+
+    ``registry`` and ``now`` (the call's registry snapshot and wall clock) are handed to the handler.  Raises
+    what the method raises (paths in errors mounted), ``not_found`` (``data.reason`` ``no_mount``) for a mount
+    the caller does not have (the same for a team that does not exist), ``unauthorized`` (``data.reason``
+    ``role``) when the caller's role on that mount is weaker than the route's, ``disabled`` when memory is off.
+    Cancellation behaves as :meth:`hub.methods.memory.MemoryMethods.run` (a part started runs to its end).
     """
-    if method in ONE_DOCUMENT:
-        return await _one(service, view.document(params.get("path"), method), method, params, identity)
-    if method == "search":
-        return await _search(service, view, params, identity)
-    if method in PAGED:
-        return await _paged(service, view, method, params, identity)
-    if method in ("review_show", "review_decide"):
-        return await _by_proposal(service, view, method, params, identity)
-    if method == "copy":
-        return await _copy(service, view, params, identity)
-    if method == "health":
-        parse_health(params)
-        return await service.health([(p.label, p.scope, p.inner) for p in _parts(view, params, "health")])
-    return await service.call(view.root, method, params, identity)
+    assert route.role is not None
+    reach = route.reach
+    if reach is Reach.DOCUMENT:
+        part = view.document(params.get("path"), route.role)
+        memory.check_enabled()
+        return await _one(memory, route, part, params, identity, registry, now)
+    if reach is Reach.EVERY:
+        parts = _parts(view, params, route.role)
+        memory.check_enabled()
+        return await memory.run(route, view.root, params, identity, parts=parts, registry=registry, now=now)
+    if reach is Reach.PAGED:
+        return await _paged(memory, route, view, params, identity, registry, now)
+    if reach is Reach.PROPOSAL:
+        memory.check_enabled()
+        return await _by_proposal(memory, route, view, params, identity, registry, now)
+    if reach is Reach.DOCUMENTS:
+        return await _copy(memory, route, view, params, identity, registry, now)
+    memory.check_enabled()
+    return await memory.run(route, view.root, params, identity, registry=registry, now=now)
 
 
-async def _one(service: MemoryMethods, part: Part, method: str, params: dict[str, Any],
-               identity: Identity | None) -> Result:
+async def _one(memory: MemoryMethods, route: Route, part: Part, params: dict[str, Any], identity: Identity | None,
+               registry: Callable[[], Registry] | None, now: float) -> Result:
     """One call on one part, ``path`` rewritten to the path inside it and back."""
     inner = {**params, "path": part.inner} if part.mount is not None else params
     try:
-        return shown(await service.call(part.scope, method, inner, identity), part.label)
+        return shown(await memory.run(route, part.scope, inner, identity, registry=registry, now=now), part.label)
     except HubError as exc:
         raise shown_error(exc, part) from exc.__cause__
 
 
-def _parts(view: View, params: dict[str, Any], method: str) -> list[Part]:
-    """The parts ``params["path_prefix"]`` covers (validated first, as the service would)."""
-    return view.prefix(normalize_prefix(params.get("path_prefix")), method)
-
-
-async def _search(service: MemoryMethods, view: View, params: dict[str, Any], identity: Identity | None) -> Result:
-    parts = _parts(view, params, "search")
-    if len(parts) == 1 and parts[0].mount is None:
-        return await service.call(view.root, "search", params, identity)
-    return await service.search_mounted([(p.label, p.scope, p.inner) for p in parts], params)
+def _parts(view: MountView, params: dict[str, Any], role: str) -> list[Part]:
+    """The parts ``params["path_prefix"]`` covers (validated first, as the parser would)."""
+    return view.prefix(normalize_prefix(params.get("path_prefix")), role)
 
 
 def cursor_of(label: str, inner: object) -> str:
@@ -115,14 +116,16 @@ def _resume(parts: list[Part], cursor: object) -> tuple[int, object]:
                    "path_prefix)", {"field": "cursor"})
 
 
-async def _paged(service: MemoryMethods, view: View, method: str, params: dict[str, Any],
-                 identity: Identity | None) -> Result:
+async def _paged(memory: MemoryMethods, route: Route, view: MountView, params: dict[str, Any],
+                 identity: Identity | None, registry: Callable[[], Registry] | None, now: float) -> Result:
     """``list``, ``log``, ``review_list`` over the parts a prefix covers: one part's page per answer."""
-    parts = _parts(view, params, method)
+    assert route.role is not None
+    parts = _parts(view, params, route.role)
     if not parts:
-        return _empty(service, view, method)
+        return _empty(memory, view, route.name)
+    memory.check_enabled()
     if len(parts) == 1 and parts[0].mount is None:
-        return await service.call(view.root, method, params, identity)
+        return await memory.run(route, view.root, params, identity, registry=registry, now=now)
     index, inner_cursor = _resume(parts, params.get("cursor")) if len(parts) > 1 else (0, params.get("cursor"))
     while True:  # a part with nothing to show passes on to the next in the same answer
         part = parts[index]
@@ -132,11 +135,11 @@ async def _paged(service: MemoryMethods, view: View, method: str, params: dict[s
         if inner_cursor not in (None, ""):
             inner["cursor"] = inner_cursor
         try:
-            result: Result = shown(await service.call(part.scope, method, inner, identity), part.label)
+            result: Result = shown(await memory.run(route, part.scope, inner, identity, registry=registry, now=now),
+                                   part.label)
         except HubError as exc:
             raise shown_error(exc, part) from exc.__cause__
-        items = result.get({"list": "entries", "log": "changes"}.get(method, "proposals"))
-        if items or result.get("next_cursor") is not None or index + 1 == len(parts):
+        if result.get(PAGE_ITEMS[route.name]) or result.get("next_cursor") is not None or index + 1 == len(parts):
             break
         index, inner_cursor = index + 1, ""
     if len(parts) > 1:
@@ -149,23 +152,24 @@ async def _paged(service: MemoryMethods, view: View, method: str, params: dict[s
     return result
 
 
-def _empty(service: MemoryMethods, view: View, method: str) -> Result:
+def _empty(memory: MemoryMethods, view: MountView, method: str) -> Result:
     """The answer of a paged method whose prefix covers no part (``@x`` matching no mount of the caller)."""
     if method == "list":
         return {"entries": [], "next_cursor": None, "incomplete": False, "incomplete_reasons": [], "unreadable": []}
     if method == "log":
         return {"changes": [], "next_cursor": None}
-    return {"proposals": [], "next_cursor": None, "pending": 0, "review": service.review_rule(view.root)}
+    return {"proposals": [], "next_cursor": None, "pending": 0, "review": memory.review_rule(view.root)}
 
 
-async def _by_proposal(service: MemoryMethods, view: View, method: str, params: dict[str, Any],
-                       identity: Identity | None) -> Result:
+async def _by_proposal(memory: MemoryMethods, route: Route, view: MountView, params: dict[str, Any],
+                       identity: Identity | None, registry: Callable[[], Registry] | None, now: float) -> Result:
     """``review_show``/``review_decide``: the caller's own scope first, then each mount it maintains."""
     parts = [Part(view.root, None, "")] + [Part(m.scope, m, "") for m in view.mounted() if m.allows(MAINTAIN)]
     missing: HubError | None = None
     for part in parts:
         try:
-            return shown(await service.call(part.scope, method, params, identity), part.label)
+            return shown(await memory.run(route, part.scope, params, identity, registry=registry, now=now),
+                         part.label)
         except HubError as exc:
             if exc.code is not ErrorCode.NOT_FOUND or exc.data.get("path") is not None:
                 raise shown_error(exc, part) from exc.__cause__
@@ -174,20 +178,22 @@ async def _by_proposal(service: MemoryMethods, view: View, method: str, params: 
     raise missing
 
 
-async def _copy(service: MemoryMethods, view: View, params: dict[str, Any], identity: Identity | None) -> Result:
-    """``copy`` (and move) across the caller's parts: read access to the source, write access to the destination
-    (and to the source for a move)."""
-    p = parse_copy(params)
-    source = view.document(p.source, "forget" if p.move else "get")
-    destination = view.document(p.destination, "upsert")
+async def _copy(memory: MemoryMethods, route: Route, view: MountView, params: dict[str, Any],
+                identity: Identity | None, registry: Callable[[], Registry] | None, now: float) -> Result:
+    """``copy`` (and move) across the caller's parts: its parameters parsed first (the paths resolved are the
+    parsed ones), read access to the source, write access to the destination (and to the source for a move)."""
+    assert route.parse is not None
+    p = route.parse(params)
+    source = view.document(p.source, WRITE if p.move else READ)
+    destination = view.document(p.destination, WRITE)
+    memory.check_enabled()
+    parts: Sequence[Part] = (source, destination)
     try:
-        result = await service.copy(source.scope, source.inner, destination.scope, destination.inner,
-                                    expected_revision=p.expected_revision, source_revision=p.source_revision,
-                                    move=p.move, allow_secret=p.allow_secret, actor=actor_of(identity))
+        result = await memory.run(route, view.root, params, identity, parts=parts, registry=registry, now=now,
+                                  parsed=p)
     except HubError as exc:
         failed = source if exc.data.get("path") == source.inner and exc.code is ErrorCode.NOT_FOUND else destination
         raise shown_error(exc, failed) from exc.__cause__
     result = shown(result, destination.label)
     result["source"] = source.label + source.inner
     return result
-

@@ -36,14 +36,18 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, TypeVar, TypeVarTuple
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, TypeVarTuple, cast
 
 import trio
 
 from amux_memory.hub.access.config import HubConfig
-from amux_memory.hub.access.identity import MCP_CLIENT, Identity, Scope, agent_reason
-from amux_memory.hub.methods.review import ReviewQueue, require_person
+from amux_memory.hub.access.identity import MCP_CLIENT, Identity, Scope, agent_reason, known_principal, named_scope
+from amux_memory.hub.access.mounts import Part
+from amux_memory.hub.access.registry import Registry
+from amux_memory.hub.access.tidy_runs import RunBook
+from amux_memory.hub.methods.calls import BlockingHandler, Call, Handler, Route, Who
+from amux_memory.hub.methods.review import ReviewQueue, refuse_tidy_run, require_person
 from amux_memory.hub.methods.scan_report import document_entries, report, version_entries
 from amux_memory.hub.methods.search import Reader, SearchPart, read_file_nofollow, search_parts
 from amux_memory.hub.methods.secrets import Finding, credentials, find_secrets, refusal, scrub, scrubbed
@@ -55,30 +59,13 @@ from amux_memory.hub.storage.walk import walk_documents
 from amux_memory.protocol.config_file import enable_command, home_option
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import Limits
-from amux_memory.protocol.messages import DATA_METHODS, PAGE_RESERVE_BYTES, response_room
+from amux_memory.protocol.messages import PAGE_RESERVE_BYTES, response_room
 from amux_memory.protocol.params import (
     ABSENT,
     HistoryParams,
     LogParams,
-    PurgeParams,
-    RestoreParams,
     ScanParams,
-    parse_copy,
-    parse_export,
-    parse_forget,
-    parse_get,
-    parse_health,
-    parse_history,
-    parse_list,
-    parse_log,
-    parse_purge,
-    parse_restore,
-    parse_review_decide,
-    parse_review_list,
-    parse_review_show,
-    parse_scan,
-    parse_search,
-    parse_upsert,
+    SearchParams,
     revision_matches,
 )
 
@@ -88,7 +75,7 @@ Ts = TypeVarTuple("Ts")
 
 log = logging.getLogger("amux.hub")
 
-__all__ = ["MCP_CLIENT", "MemoryMethods", "HANDLERS"]
+__all__ = ["MCP_CLIENT", "MemoryMethods"]
 
 
 def _stop_when_cancelled() -> bool:
@@ -139,6 +126,8 @@ class MemoryMethods:
         self.history = HistoryStore(str(config.history_root), Retention(
             config.history_max_versions, config.history_max_days, config.history_max_bytes))
         self.review = ReviewQueue(config, limits, self.store, self.history, self)
+        self.runs = RunBook(str(config.review_root))
+        """The review-forced tidy runs (:mod:`hub.access.tidy_runs`, DESIGN.md §21), marked on every ``hello``."""
 
     def _lock(self, scope: Scope) -> trio.Lock:
         lock = self._locks.get(scope.relpath)
@@ -168,26 +157,34 @@ class MemoryMethods:
         """The folder of ``scope`` under the memory root (DESIGN.md §7.1)."""
         return scope.directory(str(self.config.memory_root))
 
-    async def call(self, scope: Scope, method: str, params: dict[str, Any], identity: Identity | None = None) -> Result:
-        """Run one data method for ``scope``: ``params`` is the request's map, the result a map of plain values.
+    async def run(self, route: Route, scope: Scope, params: dict[str, Any], identity: Identity | None = None, *,
+                  parts: Sequence[Part] = (), registry: Callable[[], Registry] | None = None, now: float = 0.0,
+                  parsed: Any = None) -> Result:
+        """Run ``route``'s handler on ``scope`` (DESIGN.md §2.2): the route's caller check, its parser, then its
+        handler, in a worker thread under ``scope``'s lock when the route is ``locked``.
 
-        ``identity`` is the caller (its principal, and the client, binding and
-        session its ``hello`` named): the actor recorded in history for a
-        write (None: an in-process caller, recorded as client ``hub``).
-
-        Raises ``bad_request`` for a name that is not a data method (or bad
-        parameters), ``disabled`` when memory is off, and whatever the handler
-        raises (``invalid_path``, ``conflict``, ``quota_exceeded``, ...).  On
-        cancellation while waiting for the scope's lock or a worker thread,
-        nothing was done; once a worker runs, it finishes before this returns.
+        The caller of this checked memory is on (:meth:`check_enabled`) and resolved the call's mounts
+        (:mod:`hub.methods.across_mounts`); ``parts``, ``registry`` and ``now`` are handed to the handler in its
+        :class:`~hub.methods.calls.Call`; ``parsed``, when given, is what the route's parser already made of
+        ``params`` (a ``copy`` resolves its parsed paths).  ``identity`` is the caller (None: an in-process
+        caller, recorded as client ``hub``).  A tidy run is refused a ``no_tidy_run`` route before its
+        parameters are read, an agent a ``person`` route after.  Raises what the parser and the handler raise; an
+        ``invalid_path`` is scrubbed
+        of credentials (DESIGN.md §16.3).  On cancellation while waiting for the scope's lock or a worker
+        thread, nothing was done; once a worker runs, it finishes before this returns.
         """
-        handler = HANDLERS.get(method)
-        if handler is None:
-            raise HubError(ErrorCode.BAD_REQUEST, f"{method} is not a data method")
-        self.check_enabled()
         actor = actor_of(identity)
         try:
-            return await handler(self, scope, params, actor)
+            if route.who is Who.NO_TIDY_RUN:
+                refuse_tidy_run(actor, route.name)
+            assert route.parse is not None and route.handler is not None, f"{route.name} is answered elsewhere"
+            arguments = route.parse(params) if parsed is None else parsed
+            call = Call(scope, arguments, actor, identity, parts, registry, now)
+            if route.who is Who.PERSON:
+                require_person(actor)
+            if route.locked:
+                return await self.locked(scope, cast(BlockingHandler, route.handler), self, call)
+            return await cast(Handler, route.handler)(self, call)
         except HubError as exc:
             if exc.code is ErrorCode.INVALID_PATH and self.config.secret_scan != "off":
                 raise scrubbed(exc) from None  # a path holding a credential is not echoed (DESIGN.md §16.3)
@@ -312,22 +309,13 @@ class MemoryMethods:
 
     # -- data methods -------------------------------------------------------------
 
-    async def _search(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        p = parse_search(params)
-        part = SearchPart("", self.scope_dir(scope), p.path_prefix, self.cache.scope(scope.relpath))
-        return await self._scan_within_budget([part], p.keywords, p.limit)
-
-    async def search_mounted(self, parts: list[tuple[str, Scope, str]], params: dict[str, Any]) -> Result:
-        """``search`` over several scopes as one request under one budget (DESIGN.md §7.8).
-
-        ``parts``: ``(label, scope, path prefix inside it)``, the caller's root first; ``params`` the request's
-        (its ``path_prefix`` already resolved into ``parts``).  The answer is ``search``'s with mounted paths and
-        ``parts`` (:func:`hub.methods.search.search_parts`).  Raises what ``search`` raises; cancellation as ``search``.
-        """
-        self.check_enabled()
-        p = parse_search({k: v for k, v in params.items() if k != "path_prefix"})
-        searched = [SearchPart(label, self.scope_dir(scope), prefix, self.cache.scope(scope.relpath))
-                    for label, scope, prefix in parts]
+    async def handle_search(self, call: Call) -> Result:
+        """``search`` over ``call.parts`` (the caller's root and mounts its prefix covers, DESIGN.md §7.8) as one
+        scan under one budget: :func:`hub.methods.search.search_parts`; cancellation as :meth:`search_parts`'s
+        budget says (the worker returns what it has)."""
+        p: SearchParams = call.params
+        searched = [SearchPart(part.label, self.scope_dir(part.scope), part.inner, self.cache.scope(part.scope.relpath))
+                    for part in call.parts]
         return await self._scan_within_budget(searched, p.keywords, p.limit)
 
     async def _scan_within_budget(self, parts: list[SearchPart], keywords: tuple[str, ...], limit: int) -> Result:
@@ -368,8 +356,10 @@ class MemoryMethods:
 
         return await trio.to_thread.run_sync(read)
 
-    async def _get(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        p = parse_get(params)
+    async def handle_get(self, call: Call) -> Result:
+        """``get``: a bounded fragment of the live document (or of a stored version, with ``revision``), with the
+        caller's pending proposal for it where the scope reviews (DESIGN.md §21)."""
+        scope, p, actor = call.scope, call.params, call.actor
         if p.revision is not None:
             return await self.stored_version(
                 scope, p.path, p.revision,
@@ -382,8 +372,9 @@ class MemoryMethods:
                 result["pending_proposal"] = pending
         return result
 
-    async def _export(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        p = parse_export(params)
+    async def handle_export(self, call: Call) -> Result:
+        """``export``: a page of the whole document's bytes (or of a stored version's)."""
+        scope, p = call.scope, call.params
         if p.revision is not None:
             return await self.stored_version(
                 scope, p.path, p.revision,
@@ -391,19 +382,22 @@ class MemoryMethods:
         return await trio.to_thread.run_sync(self.store.export_page, self.scope_dir(scope), p.path, p.offset,
                                              p.expected_revision)
 
-    async def _upsert(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        p = parse_upsert(params)
+    def handle_upsert(self, call: Call) -> Result:
+        """``upsert`` (worker thread, the scope's lock held): a proposal where the scope reviews this write
+        (:meth:`hub.methods.review.ReviewQueue.reviewed`), else :meth:`write`."""
+        scope, p, actor = call.scope, call.params, call.actor
         if self.review.reviewed(scope, actor, p.path):
-            return await self.locked(scope, self.review.propose, scope, p.path, p.content, p.expected_revision, actor,
-                                     p.allow_shrink, p.allow_secret)
-        return await self.locked(scope, self.write, scope, p.path, p.content, p.expected_revision, p.allow_shrink,
-                                 actor, None, p.allow_secret)
+            return self.review.propose(scope, p.path, p.content, p.expected_revision, actor, p.allow_shrink,
+                                       p.allow_secret)
+        return self.write(scope, p.path, p.content, p.expected_revision, p.allow_shrink, actor, None, p.allow_secret)
 
-    async def _forget(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        p = parse_forget(params)
+    def handle_forget(self, call: Call) -> Result:
+        """``forget`` (worker thread, the scope's lock held): a proposal where the scope reviews it, else
+        :meth:`delete`."""
+        scope, p, actor = call.scope, call.params, call.actor
         if self.review.reviewed(scope, actor, p.path):
-            return await self.locked(scope, self.review.propose, scope, p.path, None, p.expected_revision, actor)
-        return await self.locked(scope, self.delete, scope, p.path, p.expected_revision, actor)
+            return self.review.propose(scope, p.path, None, p.expected_revision, actor)
+        return self.delete(scope, p.path, p.expected_revision, actor)
 
     # -- copy and move (DESIGN.md §7.8) ---------------------------------------------
 
@@ -422,9 +416,8 @@ class MemoryMethods:
         (or proposal's) plus ``source_revision``, ``moved`` and, when a move left its source, ``source_kept``
         (why: the destination awaits review, or the source changed after it was read; both exist).  Raises what
         ``get`` and ``upsert`` raise (nothing written when the destination refuses).  Cancelled before a step's
-        worker runs, that step and the later ones do not happen.
+        worker runs, that step and the later ones do not happen.  Memory being on was checked by the route.
         """
-        self.check_enabled()
         got = await self.locked(source, self._copy_source, source, source_path, source_revision)
         data, revision = got
         origin = {"from": {"scope": source.binding, "document": source_path, "revision": revision}}
@@ -483,12 +476,11 @@ class MemoryMethods:
         revision?, message?, moved?}], next_cursor, incomplete, incomplete_reasons, unreadable}``, within the
         response budget; ``next_cursor`` (the last path handled) when documents remain: call again with it.
         ``incomplete`` says the walk was cut short or met unreadable folders (``unreadable``).  Raises
-        ``disabled`` when memory is off, ``bad_request`` for the same scope on both sides.  Cancelled, the
-        documents copied so far stay.
+        ``bad_request`` for the same scope on both sides (:meth:`handle_scope_copy` checked memory is on).
+        Cancelled, the documents copied so far stay.
         """
         from amux_memory.protocol.messages import packed_size
 
-        self.check_enabled()
         if source.relpath == destination.relpath:
             raise HubError(ErrorCode.BAD_REQUEST, "source and destination are the same scope; nothing to copy",
                            {"field": "destination"})
@@ -510,6 +502,35 @@ class MemoryMethods:
         else:
             result["next_cursor"] = None
         return result
+
+    async def handle_scope_copy(self, call: Call) -> Result:
+        """``scope_copy`` by the operator (the route checked who calls before parsing): the two named scopes of
+        ``call.params`` resolved in the call's registry snapshot, then :meth:`scope_copy`.
+
+        Raises ``not_found`` for a team that does not exist or a destination principal nobody can be (neither
+        registered nor an OS account), ``disabled`` when memory is off.  Not bound by the request-start deadline:
+        a page copies document after document, and an answer ``busy`` could not say which were copied.
+        """
+        p, read_registry = call.params, call.registry
+        assert read_registry is not None
+
+        def resolve() -> tuple[Scope, Scope]:
+            registry = read_registry()
+            source, destination = named_scope(p.source, registry), named_scope(p.destination, registry)
+            name = p.destination.partition(":")[2]
+            if destination.kind == "principal" and not known_principal(name, registry):
+                raise HubError(ErrorCode.NOT_FOUND, f"no principal {name!r}: it is neither registered nor an OS "
+                               f"account of this host; register it first ('amux hub principal add {name}')",
+                               {"scope": p.destination}, next_step="'amux hub principal list' shows the principals.")
+            return source, destination
+
+        source, destination = await trio.to_thread.run_sync(resolve)
+        self.check_enabled()
+        return await self.scope_copy(source, destination, p.cursor, call.actor, p.move)
+
+    async def handle_backup_stage(self, call: Call) -> Result:
+        """``backup_stage`` by the operator: :meth:`backup_stage` (memory on or off)."""
+        return await self.backup_stage()
 
     async def backup_stage(self) -> Result:
         """Stage an online backup of the whole home (DESIGN.md §15.8, :mod:`hub.storage.backup`): every scope's
@@ -620,33 +641,56 @@ class MemoryMethods:
             return self.review.propose(scope, path, None, revision, actor)
         return self.delete(scope, path, revision, actor, origin=gone)
 
-    async def _copy(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        """``copy`` within one scope (:meth:`copy`); across mounts the Hub resolves both paths first (DESIGN.md
-        §7.8)."""
-        p = parse_copy(params)
-        return await self.copy(scope, p.source, scope, p.destination, expected_revision=p.expected_revision,
-                               source_revision=p.source_revision, move=p.move, allow_secret=p.allow_secret,
-                               actor=actor)
+    async def handle_copy(self, call: Call) -> Result:
+        """``copy`` (and move): ``call.parts`` are the source's part and the destination's, resolved by the mounts
+        layer (DESIGN.md §7.8); :meth:`copy` does the work."""
+        source, destination = call.parts
+        p = call.params
+        return await self.copy(source.scope, source.inner, destination.scope, destination.inner,
+                               expected_revision=p.expected_revision, source_revision=p.source_revision, move=p.move,
+                               allow_secret=p.allow_secret, actor=call.actor)
 
     # -- review (DESIGN.md §21): the work is the review queue's -----------------
 
-    async def _review_list(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        return await self.locked(scope, self.review.review_list, scope, parse_review_list(params))
+    def handle_review_list(self, call: Call) -> Result:
+        """``review_list`` (worker thread, the scope's lock held)."""
+        return self.review.review_list(call.scope, call.params)
 
-    async def _review_show(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        return await self.locked(scope, self.review.review_show, scope, parse_review_show(params))
+    def handle_review_show(self, call: Call) -> Result:
+        """``review_show`` (worker thread, the scope's lock held)."""
+        return self.review.review_show(call.scope, call.params)
 
-    async def _review_decide(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        p = parse_review_decide(params)
-        require_person(actor)
-        return await self.locked(scope, self.review.review_decide, scope, p, actor)
+    def handle_review_decide(self, call: Call) -> Result:
+        """``review_decide`` by a person (the route checked it; worker thread, the scope's lock held)."""
+        return self.review.review_decide(call.scope, call.params, call.actor)
+
+    async def handle_review_run(self, call: Call) -> Result:
+        """``review_run``: begin (or, with ``end``, end) the review-forced run of ``session``
+        (:class:`hub.access.tidy_runs.RunBook`): from then on every caller the Hub ties to it writes proposals only.
+
+        A person only (an agent is ``unauthorized``, reason ``agent_caller``); the launcher's process is the
+        kernel's ``SO_PEERCRED`` pid of the connection, never a parameter; ``token_id`` names the delegated token
+        the launch issued for the agent (forced too).  Result ``{session, principal, pid, expires, began}`` or
+        ``{session, ended}``.  Raises ``bad_request`` for bad params, ``conflict`` for a session that is another
+        principal's run.  ``call.registry`` is the call's registry snapshot.
+        """
+        p, identity, registry = call.params, call.identity, call.registry
+        assert identity is not None and registry is not None
+        if p.end:
+            return await trio.to_thread.run_sync(self.runs.end, identity, p.session, call.now)
+
+        def begin() -> Result:
+            return self.runs.begin(identity, p.session, p.token_id, registry(), call.now)
+
+        return await trio.to_thread.run_sync(begin)
 
     # -- history (DESIGN.md §15) --------------------------------------------------
 
-    async def _history(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        return await self.locked(scope, self._history_page, scope, parse_history(params))
+    def handle_history(self, call: Call) -> Result:
+        """``history`` (worker thread, the scope's lock held): :meth:`history_page`."""
+        return self.history_page(call.scope, call.params)
 
-    def _history_page(self, scope: Scope, p: HistoryParams) -> Result:
+    def history_page(self, scope: Scope, p: HistoryParams) -> Result:
         """``history``: a hand edit recorded first (with ``memory.history``), then a page of the path's versions."""
         hist = self.history.scope(scope.relpath)
         if self.config.history:
@@ -657,10 +701,11 @@ class MemoryMethods:
         versions, cursor = hist.page(p.path, p.cursor, p.limit, room)
         return {"path": p.path, "versions": versions, "next_cursor": cursor}
 
-    async def _log(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        return await self.locked(scope, self._log_page, scope, parse_log(params))
+    def handle_log(self, call: Call) -> Result:
+        """``log`` (worker thread, the scope's lock held): :meth:`log_page`."""
+        return self.log_page(call.scope, call.params)
 
-    def _log_page(self, scope: Scope, p: LogParams) -> Result:
+    def log_page(self, scope: Scope, p: LogParams) -> Result:
         """``log``: the scope reconciled with one walk (with ``memory.history``), then a page of its changes."""
         hist = self.history.scope(scope.relpath)
         if self.config.history:  # hand edits, new files and deletions first, as history does (DESIGN.md §15.1)
@@ -672,12 +717,9 @@ class MemoryMethods:
         changes, cursor = hist.page(None, p.cursor, p.limit, room, path_prefix=p.path_prefix, since=p.since)
         return {"changes": changes, "next_cursor": cursor}
 
-    async def _restore(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        return await self.locked(scope, self._restore_version, scope, parse_restore(params), actor)
-
-    def _restore_version(self, scope: Scope, p: RestoreParams, actor: Actor) -> Result:
-        """``restore``: a stored version written back with history, or proposed when the actor's writes are
-        reviewed."""
+    def handle_restore(self, call: Call) -> Result:
+        """``restore`` (worker thread, the scope's lock held)."""
+        scope, p, actor = call.scope, call.params, call.actor
         version, data = self.history.scope(scope.relpath).find(p.path, p.revision)  # a prefix: the full one
         if self.review.reviewed(scope, actor, p.path):  # an agent's restore is a write like any other (DESIGN.md §21)
             return self.review.propose(scope, p.path, data, p.expected_revision, actor, allow_shrink=True,
@@ -685,21 +727,16 @@ class MemoryMethods:
         return self.write(scope, p.path, data, p.expected_revision, True, actor, restored_from=version.revision,
                           allow_secret=p.allow_secret)
 
-    async def _purge(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        if actor.forced:  # a tidy run proposes; erasing history is no proposal (DESIGN.md §21)
-            raise HubError(ErrorCode.UNAUTHORIZED, "a tidy run cannot purge history: its changes are proposals a "
-                           "person decides; nothing was erased", {"reason": "agent_caller", "agent": "tidy"},
-                           next_step="Leave history as it is; a person purges with 'amux memory purge'.")
-        return await self.locked(scope, self._purge_versions, scope, parse_purge(params))
-
-    def _purge_versions(self, scope: Scope, p: PurgeParams) -> Result:
-        """``purge``: erase stored versions of a path, never the one the live document holds."""
+    def handle_purge(self, call: Call) -> Result:
+        """``purge`` (worker thread, the scope's lock held; a tidy run was refused by the route): erase stored
+        versions of a path, never the one the live document holds."""
+        scope, p = call.scope, call.params
         current = self.store.read(self.scope_dir(scope), p.path)
         live = ABSENT if current is None else revision_of(current)
         erased = self.history.scope(scope.relpath).purge(p.path, p.revision, live)
         return {"path": p.path, "erased": erased}
 
-    async def _scan(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
+    def handle_scan(self, call: Call) -> Result:
         """``scan``: the documents (and with ``history`` the stored versions) holding credentials (DESIGN.md §16).
 
         Result ``{"documents": [{"path", "revision", "findings", "commands"}],
@@ -712,9 +749,9 @@ class MemoryMethods:
         ``memory.secret_allow`` applies; ``memory.secret_scan`` does not (a
         scan is always asked for).  Runs under the scope's lock.
         """
-        return await self.locked(scope, self._scan_scope, scope, parse_scan(params))
+        return self.scan_scope(call.scope, call.params)
 
-    def _scan_scope(self, scope: Scope, p: ScanParams) -> Result:
+    def scan_scope(self, scope: Scope, p: ScanParams) -> Result:
         """``scan``'s walk of the documents and, with ``p.history``, of the stored versions."""
         allowed = self.config.secret_allow
         root = self.scope_dir(scope)
@@ -724,21 +761,18 @@ class MemoryMethods:
         versions = version_entries(self.history.scope(scope.relpath).stored(), allowed) if p.history else []
         return report(documents, versions, self.limits)
 
-    async def _health(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        """``health`` of the caller's own scope (across mounts: :meth:`health`)."""
-        return await self.health([("", scope, parse_health(params).path_prefix)])
+    async def handle_health(self, call: Call) -> Result:
+        """``health`` over ``call.parts`` (the caller's root and the mounts its prefix covers): :meth:`health`."""
+        return await self.health([(part.label, part.scope, part.inner) for part in call.parts])
 
     async def health(self, parts: list[tuple[str, Scope, str]]) -> Result:
         """The ``health`` answer over ``parts`` (``(label, scope, prefix inside it)``, the caller's root first):
-        :func:`hub.methods.health.check_parts` in a worker thread, one at a time with the searches (it holds the GIL
-        as a
-        scan does), through the content cache (:mod:`hub.storage.cache`) as a search.  Takes no scope lock: like
-        ``search`` it
-        reads whole files and changes nothing.  Raises
-        ``disabled`` when memory is off; cancelled while waiting, nothing was done (DESIGN.md §23)."""
+        :func:`hub.methods.health.check_parts` in a worker thread, one at a time with the searches (it holds the
+        GIL as a scan does), through the content cache (:mod:`hub.storage.cache`) as a search.  Takes no scope
+        lock: like ``search`` it reads whole files and changes nothing.  Cancelled while waiting, nothing was done
+        (DESIGN.md §23)."""
         from amux_memory.hub.methods.health import HealthPart, check_parts
 
-        self.check_enabled()
         checked = [HealthPart(label, self.scope_dir(scope), prefix, self.history.scope(scope.relpath),
                               self.cache.scope(scope.relpath)) for label, scope, prefix in parts]
         try:
@@ -748,34 +782,8 @@ class MemoryMethods:
         finally:
             self.cache.trim()
 
-    async def _list(self, scope: Scope, params: dict[str, Any], actor: Actor) -> Result:
-        p = parse_list(params)
-        return await trio.to_thread.run_sync(list_documents, self.scope_dir(scope), p.path_prefix, p.cursor,
+    async def handle_list(self, call: Call) -> Result:
+        """``list``: a page of the scope's logical paths (:func:`hub.storage.document_list.list_documents`)."""
+        p = call.params
+        return await trio.to_thread.run_sync(list_documents, self.scope_dir(call.scope), p.path_prefix, p.cursor,
                                              self.limits)
-
-
-Handler = Callable[[MemoryMethods, Scope, dict[str, Any], Actor], Awaitable[Result]]
-"""A data method's implementation: ``(service, caller scope, request params, actor) -> result map``."""
-
-HANDLERS: Final[Mapping[str, Handler]] = {
-    "search": MemoryMethods._search,
-    "get": MemoryMethods._get,
-    "export": MemoryMethods._export,
-    "upsert": MemoryMethods._upsert,
-    "forget": MemoryMethods._forget,
-    "list": MemoryMethods._list,
-    "history": MemoryMethods._history,
-    "log": MemoryMethods._log,
-    "restore": MemoryMethods._restore,
-    "purge": MemoryMethods._purge,
-    "scan": MemoryMethods._scan,
-    "review_list": MemoryMethods._review_list,
-    "review_show": MemoryMethods._review_show,
-    "review_decide": MemoryMethods._review_decide,
-    "copy": MemoryMethods._copy,
-    "health": MemoryMethods._health,
-}
-"""The dispatch table: data method name → handler.  Its names are exactly :data:`DATA_METHODS`."""
-
-if frozenset(HANDLERS) != DATA_METHODS:
-    raise ImportError(f"hub.service.HANDLERS {sorted(HANDLERS)} does not match DATA_METHODS {sorted(DATA_METHODS)}")

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from amux_memory.hub.access.config import HubConfig
-from amux_memory.hub.access.identity import Scope
+from amux_memory.hub.access.identity import MCP_CLIENT, Scope
 from amux_memory.hub.methods.secrets import Finding, scrubbed
 from amux_memory.hub.storage.history import Actor, HistoryStore, line_changes, time_ns
 from amux_memory.hub.storage.proposals import (
@@ -94,6 +94,16 @@ def require_person(actor: Actor) -> None:
                        "token).")
 
 
+def refuse_tidy_run(actor: Actor, method: str) -> None:
+    """Raise ``unauthorized`` (``data.reason`` ``agent_caller``, ``agent`` ``tidy``) when ``actor`` belongs to a
+    review-forced tidy run: its changes are proposals a person decides, and erasing history (``method``,
+    ``purge``) is none (DESIGN.md §21)."""
+    if actor.forced:
+        raise HubError(ErrorCode.UNAUTHORIZED, "a tidy run cannot purge history: its changes are proposals a "
+                       "person decides; nothing was erased", {"reason": "agent_caller", "agent": "tidy"},
+                       next_step="Leave history as it is; a person purges with 'amux memory purge'.")
+
+
 class ReviewQueue:
     """Every scope's proposals and what the Hub does with them, for a Hub with fixed settings.
 
@@ -119,18 +129,27 @@ class ReviewQueue:
         """The review rule of ``scope``: a team's own (DESIGN.md §7.8), else ``memory.review`` (DESIGN.md §21)."""
         return self.config.review if scope.review is None else scope.review
 
-    def reviewed(self, scope: Scope, actor: Actor, path: str) -> bool:
-        """Whether this write waits for review.  A caller's own scope: ``memory.review = agents``, an agent
-        caller, a path under review.  A team's: ``agents`` reviews an agent's writes, ``all`` also a person's
-        unless the person maintains the team (DESIGN.md §7.8).  A caller of a review-forced tidy run proposes
-        every write, in every scope and on every path (:mod:`hub.access.tidy_runs`, DESIGN.md §21)."""
+    def reviewed(self, scope: Scope, actor: Actor, path: str | None) -> bool:
+        """The one answer to "is this write kept for review?" (DESIGN.md §21, §7.8).  A caller's own scope:
+        ``memory.review = agents``, an agent caller, a path under review (``None``: some path may be).  A team's:
+        ``agents`` reviews an agent's writes, ``all`` also a person's unless the person maintains the team.  A
+        caller of a review-forced tidy run proposes every write, in every scope and on every path
+        (:mod:`hub.access.tidy_runs`)."""
         if actor.forced:
             return True
         if scope.review is None:
-            return self.config.review == "agents" and actor.agent is not None and self.under_review(path)
+            return (self.config.review == "agents" and actor.agent is not None
+                    and (path is None or self.under_review(path)))
         if scope.review == "agents":
             return actor.agent is not None
         return scope.review == "all" and (actor.agent is not None or not scope.maintainer)
+
+    def may_review_agents(self, scopes: list[Scope], forced: bool) -> bool:
+        """Whether some write of an agent of a caller whose scopes (its own and its teams') are ``scopes`` may be
+        kept for review (:meth:`reviewed` for an agent, on some path): ``tools/list`` then publishes the
+        proposal schemas.  ``forced``: the caller belongs to a tidy run."""
+        agent = Actor(None, MCP_CLIENT, agent="mcp", forced=forced)
+        return any(self.reviewed(scope, agent, None) for scope in scopes)
 
     def scope_proposals(self, scope: Scope, settle: bool = True) -> ScopeProposals:
         """The scope's proposals, loaded, with expired ones marked and (``settle``) crash leftovers settled

@@ -1,21 +1,46 @@
 """ASGI plumbing shared by the Hub's HTTP listeners (MCP, :mod:`hub.mcp.http_listener`; metrics,
-:mod:`hub.serve.metrics`): the lifespan answer and the guard that keeps one connection's failure inside Hypercorn
-from ending a listener (DESIGN.md §19.6)."""
+:mod:`hub.serve.metrics`): Hypercorn's settings for a listener, the lifespan answer and the guard that keeps one
+connection's failure inside Hypercorn from ending a listener (DESIGN.md §19.6)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
+
+if TYPE_CHECKING:
+    import socket
+
+    from hypercorn.config import Config
 
 log = logging.getLogger("amux.hub")
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+
+
+def hypercorn_config(sock: socket.socket, grace: float, tls: tuple[str, str] | None) -> Config:
+    """Hypercorn's settings for one of the Hub's HTTP listeners: serve the bound ``sock`` (its descriptor is
+    handed over: ``sock`` is detached), no access log, errors to the logger ``amux.hub.http`` at ``WARNING``
+    (not Hypercorn's "Running on" line: the Hub logs its URL itself), ``grace`` seconds to finish requests at
+    shutdown, no ``Server`` header, and ``tls`` (certificate and key files) when set."""
+    from hypercorn.config import Config
+
+    config = Config()
+    config.bind = [f"fd://{sock.detach()}"]
+    config.accesslog = None
+    quiet = logging.getLogger("amux.hub.http")
+    quiet.setLevel(logging.WARNING)
+    config.errorlog = quiet
+    config.graceful_timeout = grace
+    config.include_server_header = False
+    if tls is not None:
+        config.certfile, config.keyfile = tls
+    return config
 
 
 async def answer_lifespan(receive: Receive, send: Send) -> None:

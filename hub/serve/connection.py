@@ -28,12 +28,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import trio
 
 from amux_memory.hub.access.identity import Identity, Peer, Scope, peer_credentials
+from amux_memory.hub.methods.calls import Kind, Route
 from amux_memory.hub.storage.faults import STORAGE_CODES, from_os_error, log_fault
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.framing import FrameDecoder
@@ -119,6 +121,8 @@ class Session(Protocol):
     """What the connection loop needs from the Hub (:class:`hub.serve.hub.Hub` is the one implementation)."""
 
     limits: Limits
+    routes: Mapping[str, Route]
+    """The route table (:mod:`hub.methods.routes`): the methods a request may name, and each one's kind."""
 
     async def hello(self, conn: Connection, params: dict[str, Any]) -> Result:
         """Answer ``hello`` on ``conn`` (setting its identity and scope) or raise :class:`HubError`."""
@@ -262,7 +266,8 @@ class ConnectionSet:
                 frame_deadline = trio.current_time() + FRAME_TIMEOUT_SECONDS
 
     async def _on_frame(self, conn: Connection, body: bytes, nursery: trio.Nursery) -> None:
-        """Decode one frame body: answer ``hello`` and refusals at once, start a data request as a task.
+        """Decode one frame body against the route table: answer the handshake (``hello``), the MCP switch
+        (``mcp_open``) and refusals at once, start any other request as a task.
 
         On an MCP session every frame goes to it instead (a frame that is not an MCP frame is answered with
         ``bad_request`` and a null id).
@@ -274,12 +279,13 @@ class ConnectionSet:
                 await conn.send(encode_error(None, exc))
             return
         try:
-            request = decode_request(body)
+            request = decode_request(body, self.session.routes)
         except HubError as exc:
             rid = exc.data.pop("id", None)
             await conn.send(encode_error(rid, exc))
             return
-        if request.method == "hello":
+        kind = self.session.routes[request.method].kind
+        if kind is Kind.HANDSHAKE:
             try:
                 frame = encode_result(request.id, await self.session.hello(conn, request.params))
             except HubError as exc:
@@ -288,7 +294,7 @@ class ConnectionSet:
         elif not conn.helloed:
             await conn.send(encode_error(request.id, HubError(
                 ErrorCode.BAD_REQUEST, "send 'hello' first: it opens the session and reports the caller's scope")))
-        elif request.method == "mcp_open":
+        elif kind is Kind.SESSION:
             try:
                 frame = encode_result(request.id, await self.session.mcp_open(conn, request.params, nursery))
             except HubError as exc:

@@ -1,14 +1,14 @@
-"""The Hub: who a connection's caller is (``hello``), and running each of its data requests.
+"""The Hub: who a connection's caller is (``hello``), and running each of its requests through the route table.
 
-A request inside the Hub, top to bottom (DESIGN.md §2):
+A request inside the Hub, top to bottom (DESIGN.md §2.2):
 
-1. :mod:`hub.serve.connection` reads a frame and decodes the request;
+1. :mod:`hub.serve.connection` reads a frame and decodes the request against the route table's names;
 2. :meth:`Hub.hello` authenticates the caller (DESIGN.md §7, :mod:`hub.access.identity`):
    on the Unix socket the kernel names it (``SO_PEERCRED``) unless it presents a
    token; on TCP/TLS a token is required;
-3. :meth:`Hub.call` checks a token is still valid and runs the data method
-   under a deadline through :class:`hub.methods.memory.MemoryMethods`;
-4. the service validates the parameters and calls :class:`hub.storage.store.Store`
+3. :meth:`Hub.call` looks the method's route up (:mod:`hub.methods.routes`), reads the registry once, checks
+   the caller by the route's kind and runs it under a deadline through :mod:`hub.methods.across_mounts`;
+4. the route's handler (:class:`hub.methods.memory.MemoryMethods`) calls :class:`hub.storage.store.Store`
    (or the scan in :mod:`hub.methods.search`), whose writes go through :mod:`hub.storage.fsio`
    (temp file, fsync, rename, directory fsync; DESIGN.md §4).
 
@@ -22,11 +22,10 @@ import contextlib
 import dataclasses
 import importlib
 import math
-import os
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -36,56 +35,51 @@ from amux_memory.hub.access.config import HubConfig
 from amux_memory.hub.access.identity import (
     Identity,
     Scope,
-    agent_reason,
     authenticate,
-    known_principal,
-    named_scope,
+    check_operator,
     scope_for,
     user_name,
 )
-from amux_memory.hub.access.mounts import View, mount_entries, view_for
-from amux_memory.hub.access.registry import RegistryWatcher
+from amux_memory.hub.access.mounts import MountView, mount_entries, view_for
+from amux_memory.hub.access.registry import Registry, RegistryWatcher
 from amux_memory.hub.access.tidy_runs import RunBook
-from amux_memory.hub.methods import across_mounts as mounted
-from amux_memory.hub.methods.memory import MemoryMethods, actor_of
+from amux_memory.hub.methods import across_mounts
+from amux_memory.hub.methods.calls import Kind, Route
+from amux_memory.hub.methods.memory import MemoryMethods
+from amux_memory.hub.methods.routes import ROUTES, data_methods
 from amux_memory.hub.serve.connection import Connection, ConnectionSet
 from amux_memory.hub.serve.metrics import HubMetrics
 from amux_memory.hub.storage.faults import from_os_error
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import Limits
-from amux_memory.protocol.messages import DATA_METHODS, OPERATOR_METHODS, PROTOCOL_VERSION, RUN_METHODS, Request
-from amux_memory.protocol.params import (
-    parse_backup_stage,
-    parse_hello,
-    parse_mcp_open,
-    parse_review_run,
-    parse_scope_copy,
-)
+from amux_memory.protocol.messages import PROTOCOL_VERSION, Request
+from amux_memory.protocol.params import parse_hello, parse_mcp_open
 from amux_memory.protocol.version import package_version
 
 Result = dict[str, Any]
 
 class Hub:
-    """A running Hub: settings, the memory service, the principal registry and the open connections.
+    """A running Hub: settings, the route table, the memory methods, the principal registry and the open
+    connections.
 
-    ``service`` defaults to a :class:`MemoryMethods` for ``config`` and
-    ``limits``; ``wall_clock`` gives epoch seconds for token expiry
-    (replaceable in tests).
+    ``memory`` defaults to a :class:`MemoryMethods` for ``config`` and ``limits``; ``routes`` to
+    :data:`hub.methods.routes.ROUTES` (a test may add a method through its own table); ``wall_clock`` gives
+    epoch seconds for token expiry (replaceable in tests).
     """
 
-    def __init__(self, config: HubConfig, limits: Limits, service: MemoryMethods | None = None, *,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: HubConfig, limits: Limits, memory: MemoryMethods | None = None, *,
+                 routes: Mapping[str, Route] = ROUTES, wall_clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.limits = limits
-        self.service = service or MemoryMethods(config, limits)
+        self.memory = memory or MemoryMethods(config, limits)
+        self.routes = routes
+        """Every method this Hub answers (:mod:`hub.methods.routes`): the connection decodes against its names."""
         self.registry = RegistryWatcher(config.home)
         self.wall_clock = wall_clock
         """Epoch seconds, for token expiry (replaceable in tests)."""
         self.version = package_version()
         """The ``hub_version`` in every ``hello`` answer (the installed package's version)."""
         self.open_connections = ConnectionSet(self)
-        self.runs = RunBook(str(config.review_root))
-        """The review-forced tidy runs (:mod:`hub.access.tidy_runs`, DESIGN.md §21), marked on every ``hello``."""
         self.network_addresses: list[str] = []
         """``tls://HOST:PORT`` / ``tcp://HOST:PORT`` actually listened on (set by :func:`hub.serve.run.serve`)."""
         self.mcp_url: str | None = None
@@ -97,12 +91,18 @@ class Hub:
         self.calls_running = 0
         """Data calls (:meth:`call`) running now, from every transport."""
         self.last_call_ended = -math.inf
-        self.metrics: HubMetrics | None = HubMetrics(config.home, self.version) if config.metrics_listen else None
+        self.metrics: HubMetrics | None = (HubMetrics(config.home, self.version, frozenset(routes))
+                                           if config.metrics_listen else None)
         """The Prometheus series (:mod:`hub.serve.metrics`) when ``hub.metrics_listen`` is set, else None."""
         self.mcp_session_count: Callable[[], int] | None = None
         """Open MCP HTTP sessions now, once the MCP HTTP listener serves (:mod:`hub.mcp.http_listener`)."""
         """``trio.current_time()`` when the last data call ended (``-inf``: none yet).  With
         :attr:`calls_running` it tells background work when the Hub is idle (:func:`hub.serve.run.idle_for`)."""
+
+    @property
+    def runs(self) -> RunBook:
+        """The review-forced tidy runs (:mod:`hub.access.tidy_runs`, DESIGN.md §21), marked on every ``hello``."""
+        return self.memory.runs
 
     @property
     def connections(self) -> int:
@@ -183,20 +183,24 @@ class Hub:
             "memory_enabled": self.config.memory_enabled,
             "history": self.config.history,
             "isolation": self.config.isolation,
-            "methods": sorted(DATA_METHODS),
+            "methods": data_methods(self.routes),
             "limits": self.limits.as_dict(),
             "mcp_url": self.mcp_url,
             "mounts": mounts,
         }
 
-    async def _still_authorized(self, identity: Identity) -> None:
-        """Every data call with a token checks it again: revoked or expired since hello is ``unauthorized``."""
+    async def registry_now(self) -> Registry:
+        """The registry as it is now: re-read off the loop when the file changed, else the snapshot in memory.
+        Raises ``unauthorized`` (fail closed) while the file is unusable."""
+        if self.registry.changed():
+            return await trio.to_thread.run_sync(self.registry.reload)
+        return self.registry.current()
+
+    def still_authorized(self, identity: Identity, registry: Registry) -> None:
+        """A caller with a token is checked again in ``registry``, the call's snapshot: revoked or expired since
+        ``hello`` is ``unauthorized``."""
         if identity.method != "token":
             return
-        if self.registry.changed():
-            registry = await trio.to_thread.run_sync(self.registry.reload)
-        else:
-            registry = self.registry.current()
         assert identity.token_id is not None
         record = registry.tokens.get(identity.token_id)
         if record is None or record.principal != identity.principal or record.binding != identity.delegated_binding:
@@ -246,18 +250,21 @@ class Hub:
 
     # -- data requests -------------------------------------------------------
 
-    async def call(self, identity: Identity, scope: Scope, request: Request, transport: str = "unix") -> Result:
-        """Run one data request for a caller authenticated by ``hello``; returns the method's result map.
+    async def call(self, identity: Identity, scope: Scope, request: Request, transport: str = "unix",
+                   registry: Registry | None = None) -> Result:
+        """Run one request of a caller authenticated by ``hello`` through its route; returns the method's result.
 
-        ``identity`` and ``scope`` are the ones in force when the request
-        arrived; ``transport`` (one of :data:`hub.serve.metrics.TRANSPORTS`) labels the call in the metrics: every
-        data call of every transport passes here, so it is counted here once (DESIGN.md §19.6).  Raises
-        ``unauthorized`` when the caller's token was revoked or expired since ``hello``, ``busy`` when the
-        method could not start within
-        ``limits.request_start_seconds`` (waiting for its scope's lock or a
-        worker thread; nothing was done), and whatever the method raises.
-        Cancellation reaches a data call only while it waits: once its file work
-        has started it runs to the end and is answered.
+        ``identity`` and ``scope`` are the ones in force when the request arrived; ``transport`` (one of
+        :data:`hub.serve.metrics.TRANSPORTS`) labels the call in the metrics: every call of every transport
+        passes here, so it is counted here once (DESIGN.md §19.6).  ``registry`` is a snapshot the caller
+        already authenticated with (the MCP HTTP front door's), so the call reads no other; without it the call
+        reads the registry once (:meth:`registry_now`).  By the route's kind: an operator method refuses anyone
+        but the operator before its parameters are read; a tidy run's begins or ends; a data method re-checks a
+        token (``unauthorized`` when revoked or expired since ``hello``) and runs over the caller's view under
+        the request-start deadline: ``busy`` when it could not start within ``limits.request_start_seconds``
+        (waiting for its scope's lock or a worker thread; nothing was done).  Raises ``bad_request`` for a name
+        that is no method of the table, and whatever the method raises.  Cancellation reaches a data call only
+        while it waits: once its file work has started it runs to the end and is answered.
         """
         self.calls_running += 1
         started = time.perf_counter()
@@ -265,16 +272,7 @@ class Hub:
         result: Result | None = None
         answered = True
         try:
-            if request.method == "backup_stage":
-                self.check_operator(identity, "backup_stage")
-                parse_backup_stage(request.params)
-                result = await self.service.backup_stage()
-            elif request.method in OPERATOR_METHODS:
-                result = await self.scope_copy(identity, request.params)
-            elif request.method in RUN_METHODS:
-                result = await self.review_run(identity, request.params)
-            else:
-                result = await self._call(identity, scope, request)
+            result = await self._route(identity, scope, request, registry)
             code = None
             return result
         except HubError as exc:
@@ -292,34 +290,34 @@ class Hub:
             if self.metrics is not None and answered:
                 self.metrics.observe(request.method, transport, code, time.perf_counter() - started, result)
 
-    async def view_of(self, identity: Identity, scope: Scope) -> View:
-        """The caller's view for this call (DESIGN.md §7.8): ``scope`` at the root and its teams as mounts, from
-        the registry as it is now (re-read when the file changed), so a removed member loses a mount at once."""
-        if self.registry.changed():
-            registry = await trio.to_thread.run_sync(self.registry.reload)
-        else:
-            registry = self.registry.current()
-        return view_for(registry, identity.principal, scope)
+    async def _route(self, identity: Identity, scope: Scope, request: Request, snapshot: Registry | None) -> Result:
+        """:meth:`call`'s work, by the route's kind."""
+        route = self.routes.get(request.method)
+        if route is None or route.kind in (Kind.HANDSHAKE, Kind.SESSION):
+            raise HubError(ErrorCode.BAD_REQUEST, f"{request.method} is not a data method")
+        now = self.wall_clock()
+        if route.kind is not Kind.DATA:
+            if route.kind is Kind.OPERATOR:
+                check_operator(identity, route.name, route.command)
+            read: list[Registry] = [] if snapshot is None else [snapshot]
 
-    async def reviews_agents_of(self, identity: Identity, scope: Scope) -> bool:
-        """Whether an agent's write of this caller may be kept for review, so ``tools/list`` publishes the
-        proposal schemas to it: ``memory.review`` is on (DESIGN.md §21), it is a tidy run's
-        (:mod:`hub.access.tidy_runs`), or one of its teams reviews (§7.8)."""
-        if self.config.review != "off" or identity.review_forced:  # a tidy run proposes whatever the rule
-            return True
-        return any(m.review != "off" for m in (await self.view_of(identity, scope)).mounted())
+            def registry() -> Registry:  # blocking: read once, on first use
+                if not read:
+                    read.append(self.registry.reload())
+                return read[0]
 
-    async def _call(self, identity: Identity, scope: Scope, request: Request) -> Result:
-        await self._still_authorized(identity)
-        view = await self.view_of(identity, scope)
+            return await self.memory.run(route, scope, request.params, identity, registry=registry, now=now)
+        current = snapshot if snapshot is not None else await self.registry_now()
+        self.still_authorized(identity, current)
+        view = view_for(current, identity.principal, scope)
         result: Result | None = None
         deadline = self.limits.request_start_seconds
         # This deadline bounds only the wait for the scope's lock and for a worker thread to start: the
-        # service runs file work with trio.to_thread.run_sync(abandon_on_cancel=False), and a started
+        # handlers run file work with trio.to_thread.run_sync(abandon_on_cancel=False), and a started
         # worker thread cannot be cancelled, so once it runs, the call returns its result even past the
         # deadline (DESIGN.md §6).
         with trio.move_on_after(deadline):
-            result = await mounted.call(self.service, view, request.method, request.params, identity)
+            result = await across_mounts.run(self.memory, route, view, request.params, identity, lambda: current, now)
         if result is None:
             raise HubError(
                 ErrorCode.BUSY,
@@ -330,68 +328,15 @@ class Hub:
             )
         return result
 
-    # -- tidy runs (DESIGN.md §21) ----------------------------------------------------
+    async def view_of(self, identity: Identity, scope: Scope) -> MountView:
+        """The caller's view now (DESIGN.md §7.8): ``scope`` at the root and its teams as mounts, from the registry
+        as it is now (:meth:`registry_now`), so a removed member loses a mount at once."""
+        return view_for(await self.registry_now(), identity.principal, scope)
 
-    async def review_run(self, identity: Identity, params: dict[str, Any]) -> Result:
-        """Answer ``review_run``: begin (or, with ``end``, end) the review-forced run of ``session``
-        (:class:`hub.access.tidy_runs.RunBook`): from now on every caller the Hub ties to it writes proposals only.
-
-        A person only (an agent is ``unauthorized``, reason ``agent_caller``); the launcher's process is the
-        kernel's ``SO_PEERCRED`` pid of this connection, never a parameter; ``token_id`` names the delegated token
-        the launch issued for the agent (forced too).  Result ``{session, principal, pid,
-        expires, began}`` or ``{session, ended}``.  Raises ``bad_request`` for bad params, ``conflict`` for a
-        session that is another principal's run.
-        """
-        p = parse_review_run(params)
-        now = self.wall_clock()
-        if p.end:
-            return await trio.to_thread.run_sync(self.runs.end, identity, p.session, now)
-
-        def begin() -> Result:
-            return self.runs.begin(identity, p.session, p.token_id, self.registry.reload(), now)
-
-        return await trio.to_thread.run_sync(begin)
-
-    # -- the operator's methods (DESIGN.md §7.8) -----------------------------------
-
-    def check_operator(self, identity: Identity, method: str) -> None:
-        """Raise ``unauthorized`` (``data.reason`` ``operator``) unless ``identity`` is the Hub's operator: the
-        OS account the Hub runs as, named by the kernel on the Unix socket (``hello`` without a token), and
-        not an agent (:func:`hub.access.identity.agent_reason`).  Everyone else may not learn or change what other
-        scopes hold."""
-        if identity.method == "os" and identity.uid == os.geteuid() and agent_reason(identity) is None:
-            return
-        command = "amux hub backup" if method == "backup_stage" else "amux hub scope copy"
-        raise HubError(ErrorCode.UNAUTHORIZED, f"{method} is for the Hub's operator: run '{command}' on "
-                       "the Hub's host as the OS account the Hub runs as (without AMUX_TOKEN, outside an agent "
-                       "session); nothing was changed", {"reason": "operator", "method": method},
-                       next_step=f"Only the Hub's operator may do this: tell the user to run '{command}' on the "
-                       "Hub's host, as the account the Hub runs as.")
-
-    async def scope_copy(self, identity: Identity, params: dict[str, Any]) -> Result:
-        """Answer ``scope_copy`` (DESIGN.md §7.8): one page of every document of one scope copied into another,
-        by the operator (:meth:`check_operator`), through the service's locks and history
-        (:meth:`hub.methods.memory.MemoryMethods.scope_copy`, whose answer it is).
-
-        ``params``: ``source`` and ``destination`` bindings (``global``, ``principal:NAME``, ``team:NAME``),
-        ``cursor?``, ``move?``.  Raises ``unauthorized`` for anyone but the operator (checked before the parameters, so
-        nobody else learns which scopes exist), ``bad_request`` for bad parameters, ``not_found`` for a team
-        that does not exist or a destination principal nobody can be (neither registered nor an OS account).
-        Not bound by the request-start deadline: a page copies document after document, and an answer
-        ``busy`` could not say which were copied.
-        """
-        self.check_operator(identity, "scope_copy")
-        p = parse_scope_copy(params)
-
-        def resolve() -> tuple[Scope, Scope]:
-            registry = self.registry.reload()
-            source, destination = named_scope(p.source, registry), named_scope(p.destination, registry)
-            name = p.destination.partition(":")[2]
-            if destination.kind == "principal" and not known_principal(name, registry):
-                raise HubError(ErrorCode.NOT_FOUND, f"no principal {name!r}: it is neither registered nor an OS "
-                               f"account of this host; register it first ('amux hub principal add {name}')",
-                               {"scope": p.destination}, next_step="'amux hub principal list' shows the principals.")
-            return source, destination
-
-        source, destination = await trio.to_thread.run_sync(resolve)
-        return await self.service.scope_copy(source, destination, p.cursor, actor_of(identity), p.move)
+    async def reviews_agents_of(self, identity: Identity, scope: Scope) -> bool:
+        """Whether an agent's write of this caller may be kept for review, so ``tools/list`` publishes the
+        proposal schemas to it: the review queue's one predicate
+        (:meth:`hub.methods.review.ReviewQueue.may_review_agents`) over the caller's view now."""
+        view = await self.view_of(identity, scope)
+        return self.memory.review.may_review_agents([view.root, *(m.scope for m in view.mounted())],
+                                                    identity.review_forced)

@@ -43,7 +43,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -52,11 +52,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 
 from amux_memory.hub.access.config import HubConfig
-from amux_memory.hub.serve.asgi import answer_lifespan, guard_hypercorn
+from amux_memory.hub.serve.asgi import answer_lifespan, guard_hypercorn, hypercorn_config
 from amux_memory.hub.serve.listeners import HttpListenerSettings, bind_http_socket, http_listener_settings
 from amux_memory.hub.storage.fsio import TEMP_SUFFIX
 from amux_memory.protocol.errors import ErrorCode
-from amux_memory.protocol.messages import METHODS
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -85,9 +84,10 @@ READY_TIMEOUT_SECONDS = 2.0
 """Seconds the readiness write may take before ``/readyz`` says ``unresponsive``."""
 
 
-def method_label(method: str) -> str:
-    """``method`` when it is a protocol method, else ``other`` (a label never carries what a caller typed)."""
-    return method if method in METHODS else "other"
+def method_label(method: str, methods: Collection[str]) -> str:
+    """``method`` when it is one of ``methods`` (the route table's names), else ``other`` (a label never carries
+    what a caller typed)."""
+    return method if method in methods else "other"
 
 
 def code_label(code: ErrorCode | None) -> str:
@@ -183,11 +183,13 @@ class HubMetrics:
 
     Counted on the event loop (:meth:`observe`); the gauges of a walk are refreshed by :meth:`refresh`
     before a scrape renders (:meth:`render`, in a worker thread).  ``home`` is walked; ``version`` labels
-    ``amux_build_info``.  ``prometheus_client`` is imported here, so a Hub without the listener never
+    ``amux_build_info``; ``methods`` are the names a ``method`` label may carry (the Hub's route table).
+    ``prometheus_client`` is imported here, so a Hub without the listener never
     imports it.
     """
 
-    def __init__(self, home: Path, version: str) -> None:
+    def __init__(self, home: Path, version: str, methods: Collection[str]) -> None:
+        self.methods = methods
         from prometheus_client import (
             CollectorRegistry,
             Counter,
@@ -223,7 +225,7 @@ class HubMetrics:
                 result: dict[str, Any] | None = None) -> None:
         """Count one answered data call: its ``method``, ``transport`` (one of :data:`TRANSPORTS`), error
         ``code`` (None: a result), duration, and, for a search, its incomplete reasons."""
-        m = method_label(method)
+        m = method_label(method, self.methods)
         self.requests.labels(m, code_label(code), transport).inc()
         self.duration.labels(m, transport).observe(seconds)
         if result is not None and method == "search" and result.get("incomplete"):
@@ -392,21 +394,11 @@ async def serve_metrics(hub: Served, settings: HttpListenerSettings, sock: socke
     """Serve :class:`Probes` on the bound ``sock`` until ``stop`` is set (then within ``grace`` s).
 
     ``task_status.started`` gets the base URL (``http://HOST:PORT``)."""
-    from hypercorn.config import Config
     from hypercorn.trio import serve
 
     guard_hypercorn()
     port = sock.getsockname()[1]
-    config = Config()
-    config.bind = [f"fd://{sock.detach()}"]
-    config.accesslog = None
-    quiet = logging.getLogger("amux.hub.http")
-    quiet.setLevel(logging.WARNING)
-    config.errorlog = quiet
-    config.graceful_timeout = grace
-    config.include_server_header = False
-    if settings.tls is not None:
-        config.certfile, config.keyfile = settings.tls
+    config = hypercorn_config(sock, grace, settings.tls)
     shown = f"[{settings.host}]" if ":" in settings.host else settings.host
     assert hub.metrics is not None
     async with trio.open_nursery() as nursery:
