@@ -98,8 +98,8 @@ Clients and frontends
     the Hub (§9.2).
   * ``tools.mcp.relay.CONNECT_DEADLINE`` (s), ``tools.mcp.relay.INITIALIZE_WAIT`` (s): ``amux mcp``, the relay
     (§9.2).
-  * ``tools.ui.app.LINT_SUMMARY_ROWS`` (rows), ``tools.ui.pages.OVERVIEW_LOG_LIMIT`` (changes),
-    ``tools.ui.pages.TEAM_LOG_LIMIT`` (changes),
+  * ``tools.ui.app.LINT_SUMMARY_ROWS`` (rows), ``tools.ui.hub_calls.OVERVIEW_LOG_LIMIT`` (changes),
+    ``tools.ui.hub_calls.TEAM_LOG_LIMIT`` (changes),
     ``tools.ui.render.SHOWN_MAX_CHARS`` (characters), ``tools.ui.render.DIFF_MAX_ROWS`` (rows):
     the web page (§20).
   * ``launch.binding.HELLO_TIMEOUT`` (s), ``launch.codex_app_server.DEFAULT_TIMEOUT`` (s),

@@ -607,7 +607,7 @@ def test_map_checker_finds_a_planted_import_and_lets_an_allowed_one_pass() -> No
         "tools.mcp.relay": ("tools/mcp/relay.py", "def f():\n    from tools.ui.app import build\n"
                             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import tools.cli.app\n", False),
         "tools.cli.agent": ("tools/cli/agent.py", "def m():\n    from tools.mcp.relay import main\n"
-                            "    from tools.ui import pages\n", False),
+                            "    from tools.ui import hub_calls\n", False),
         "protocol.paths": ("protocol/paths.py", "import importlib\nimportlib.import_module('hub.storage.store')\n"
                            "def f():\n    return __import__('hub.serve.hub')\nimportlib.import_module('json')\n"
                            "run(importlib.import_module, 'tools.ui.app')\nimport_module('.limits', 'p')\n", False),
@@ -616,7 +616,7 @@ def test_map_checker_finds_a_planted_import_and_lets_an_allowed_one_pass() -> No
         "protocol/framing.py:2: protocol.framing imports hub.storage.store, which DESIGN.md §2.1 does not allow",
         "tools/mcp/relay.py:2: tools.mcp.relay imports tools.ui.app, which DESIGN.md §2.1 does not allow",
         "tools/mcp/relay.py:5: tools.mcp.relay imports tools.cli.app, which DESIGN.md §2.1 does not allow",
-        "tools/cli/agent.py:3: tools.cli.agent imports tools.ui.pages, which DESIGN.md §2.1 does not allow",
+        "tools/cli/agent.py:3: tools.cli.agent imports tools.ui.hub_calls, which DESIGN.md §2.1 does not allow",
         "protocol/paths.py:2: protocol.paths imports hub.storage.store, which DESIGN.md §2.1 does not allow",
         "protocol/paths.py:6: protocol.paths imports tools.ui.app, which DESIGN.md §2.1 does not allow",
         "protocol/paths.py:4: protocol.paths imports hub.serve.hub, which DESIGN.md §2.1 does not allow",

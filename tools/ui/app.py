@@ -2,7 +2,7 @@
 
 Request path: browser → :class:`tools.ui.security.Guard` (Host, cookie,
 Origin; headers) → a route here (the CSRF token of a POST) → a function of
-:mod:`tools.ui.pages` run with ``trio.to_thread.run_sync`` on a fresh blocking
+:mod:`tools.ui.hub_calls` run with ``trio.to_thread.run_sync`` on a fresh blocking
 :class:`~tools.client.blocking.HubClient` (``client_name`` ``amux-ui``, the
 environment's Hub and identity, as the CLI) → the Hub.  On cancellation (the
 browser went away, shutdown) the worker thread finishes its Hub call and its
@@ -39,7 +39,7 @@ from amux_memory.protocol.params import ABSENT
 from amux_memory.tools.client.blocking import HubClient
 from amux_memory.tools.client.inert import inert
 from amux_memory.tools.client.wording import counted, plural
-from amux_memory.tools.ui import pages
+from amux_memory.tools.ui import hub_calls
 from amux_memory.tools.ui.render import diff_rows, highlight, render_markdown
 from amux_memory.tools.ui.security import CSRF_FIELD, SESSION_KEY, Guard, check_csrf
 
@@ -208,14 +208,14 @@ class UiApp:
     async def hub(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(client, *args, **kwargs)`` in a worker thread on a fresh connection; raises what the Hub
         answers.  On a page view (:data:`NAV` holds a dict) the first call also asks, on the same connection,
-        for the navigation's review count (:func:`tools.ui.pages.review_state`)."""
+        for the navigation's review count (:func:`tools.ui.hub_calls.review_state`)."""
         nav = NAV.get()
 
         def run() -> T:
             with self.client_factory() as client:
                 out = fn(client, *args, **kwargs)
                 if nav is not None and "pending" not in nav:
-                    nav.update(pages.review_state(client))
+                    nav.update(hub_calls.review_state(client))
                 return out
 
         return await trio.to_thread.run_sync(run)
@@ -301,10 +301,10 @@ class UiApp:
     async def overview(self, request: Request) -> Response:
         try:
             cursor = request.query_params.get("cursor", "")
-            data, changes = await self.together(lambda c: pages.overview(c, cursor), pages.recent_changes)
+            data, changes = await self.together(lambda c: hub_calls.overview(c, cursor), hub_calls.recent_changes)
         except HubError as exc:
             return self.error_page(request, exc, 503 if exc.code is ErrorCode.UNAVAILABLE else 400)
-        return self.page(request, "overview.html", title="Overview", **pages.with_changes(data, changes))
+        return self.page(request, "overview.html", title="Overview", **hub_calls.with_changes(data, changes))
 
     async def lint(self, request: Request) -> Response:
         """``/lint``: every finding; ``/lint?summary=1``: the overview's fragment (how many, the first
@@ -314,7 +314,7 @@ class UiApp:
         if summary:
             NAV.set(None)  # a fragment: no navigation to fill
         try:
-            problems = await self.hub(pages.lint)
+            problems = await self.hub(hub_calls.lint)
         except HubError as exc:
             return self.error_page(request, exc)
         if summary:
@@ -326,7 +326,7 @@ class UiApp:
         to its page and its history (where its diffs are), DESIGN.md §23."""
         prefix = request.query_params.get("path_prefix", "")
         try:
-            data = await self.hub(pages.health, prefix)
+            data = await self.hub(hub_calls.health, prefix)
         except HubError as exc:
             if not prefix:
                 return self.error_page(request, exc)
@@ -339,7 +339,7 @@ class UiApp:
     async def document(self, request: Request) -> Response:
         path = request.path_params["path"]
         try:
-            data = await self.hub(pages.document, path)
+            data = await self.hub(hub_calls.document, path)
         except HubError as exc:
             return self.error_page(request, exc, 404 if exc.code is ErrorCode.INVALID_PATH else 400)
         return self.page(request, "doc.html", title=path, path=path, draft=data["text"] if data["editable"] else "",
@@ -367,7 +367,7 @@ class UiApp:
             if fields.get("newline") == "crlf":
                 content = content.replace("\n", "\r\n")
             try:
-                await self.hub(pages.save, path, content, expected, fields.get("allow_shrink") == "on")
+                await self.hub(hub_calls.save, path, content, expected, fields.get("allow_shrink") == "on")
             except HubError as exc:
                 return await self.save_failed(request, path, content, expected, exc)
             return self.see(self.env.filters["docurl"](path) + "?saved=1")
@@ -382,14 +382,14 @@ class UiApp:
         if expected == ABSENT and exc.code is not ErrorCode.CONFLICT:
             return self.page(request, "new.html", title="New document", path=path, draft=content, error=exc)
         try:
-            data = await self.hub(pages.document, path)
+            data = await self.hub(hub_calls.document, path)
         except HubError:
             data = {"text": "", "shown": "", "cut": False, "editable": True, "max_bytes": 0, "bytes": 0,
                     "revision": ABSENT, "exists": False, "versions": [], "history_next": None}
         conflict = None
         if exc.code is ErrorCode.CONFLICT:
             # The textarea keeps the user's text; saving again now overwrites the version shown.
-            changes = pages.text_diff(data["text"], content)
+            changes = hub_calls.text_diff(data["text"], content)
             rows, cut = diff_rows(changes["hunks"])
             conflict = {"theirs": data["shown"], "theirs_cut": data["cut"], "revision": data["revision"],
                         "rows": rows, "rows_cut": cut, **changes}
@@ -400,7 +400,7 @@ class UiApp:
     async def forget(self, request: Request) -> Response:
         async def act(fields: dict[str, str]) -> Response:
             path = fields.get("path", "")
-            await self.hub(pages.forget, path, fields.get("expected_revision", ""))
+            await self.hub(hub_calls.forget, path, fields.get("expected_revision", ""))
             return self.see("/history/" + quote(path, safe="/") + "?forgotten=1")
 
         return await self.form_post(request, act, refused=409,
@@ -409,7 +409,7 @@ class UiApp:
     async def history(self, request: Request) -> Response:
         path = request.path_params["path"]
         try:
-            data = await self.hub(pages.history, path, request.query_params.get("cursor", ""))
+            data = await self.hub(hub_calls.history, path, request.query_params.get("cursor", ""))
         except HubError as exc:
             return self.error_page(request, exc)
         return self.page(request, "history.html", title=f"History of {path}", path=path, **data)
@@ -419,7 +419,7 @@ class UiApp:
         old = request.query_params.get("from") or None
         new = request.query_params.get("to") or None
         try:
-            data = await self.hub(pages.diff, path, old or ABSENT, new)
+            data = await self.hub(hub_calls.diff, path, old or ABSENT, new)
         except HubError as exc:
             return self.error_page(request, exc)
         rows, cut = diff_rows(data["hunks"])
@@ -428,7 +428,7 @@ class UiApp:
     async def restore(self, request: Request) -> Response:
         async def act(fields: dict[str, str]) -> Response:
             path = fields.get("path", "")
-            await self.hub(pages.restore, path, fields.get("revision", ""), fields.get("expected_revision", ""))
+            await self.hub(hub_calls.restore, path, fields.get("revision", ""), fields.get("expected_revision", ""))
             return self.see(self.env.filters["docurl"](path) + "?restored=1")
 
         return await self.form_post(request, act, refused=409)
@@ -437,7 +437,7 @@ class UiApp:
         async def act(fields: dict[str, str]) -> Response:
             path = fields.get("path", "")
             revision = fields.get("revision") or None
-            await self.hub(pages.purge, path, revision, revision is None)
+            await self.hub(hub_calls.purge, path, revision, revision is None)
             return self.see("/history/" + quote(path, safe="/") + "?purged=1")
 
         return await self.form_post(request, act, check=lambda fields: unconfirmed(fields, "purge"))
@@ -449,7 +449,7 @@ class UiApp:
                 from amux_memory.tools.client.when import parse_since
 
                 since = parse_since(since)
-            data = await self.hub(pages.log_page, since=since, cursor=request.query_params.get("cursor", ""))
+            data = await self.hub(hub_calls.log_page, since=since, cursor=request.query_params.get("cursor", ""))
         except HubError as exc:
             return self.error_page(request, exc)
         return self.page(request, "log.html", title="Activity", since=request.query_params.get("since", ""), **data)
@@ -463,7 +463,7 @@ class UiApp:
         error: HubError | None = None
         if query:
             try:
-                result = await self.hub(pages.search, query)
+                result = await self.hub(hub_calls.search, query)
             except HubError as exc:
                 error = exc
         name = "search_results.html" if fragment else "search.html"
@@ -552,7 +552,7 @@ class UiApp:
     async def teams(self, request: Request) -> Response:
         """``/teams``: the caller's team mounts (from ``hello``), each with its role and review rule."""
         try:
-            mounts = await self.hub(lambda client: pages.mounts_of(client.hello))
+            mounts = await self.hub(lambda client: hub_calls.mounts_of(client.hello))
         except HubError as exc:
             return self.error_page(request, exc, 503 if exc.code is ErrorCode.UNAVAILABLE else 400)
         return self.page(request, "teams.html", title="Teams", teams=mounts)
@@ -563,7 +563,7 @@ class UiApp:
         decision.  A team the caller is not in is the Hub's ``not_found``, as for one that does not exist."""
         name = request.path_params["name"]
         try:
-            data = await self.hub(pages.team, name, request.query_params.get("cursor", ""))
+            data = await self.hub(hub_calls.team, name, request.query_params.get("cursor", ""))
         except HubError as exc:
             return self.error_page(request, exc, 404 if exc.code in (ErrorCode.NOT_FOUND, ErrorCode.INVALID_PATH)
                                    else 503 if exc.code is ErrorCode.UNAVAILABLE else 400)
@@ -577,7 +577,7 @@ class UiApp:
         lines, whether the document changed since the agent read it); ``?approved=ID`` / ``?rejected=ID``
         after a decision."""
         try:
-            data = await self.hub(pages.review_list)
+            data = await self.hub(hub_calls.review_list)
         except HubError as exc:
             return self.error_page(request, exc, 503 if exc.code is ErrorCode.UNAVAILABLE else 400)
         done = {flag: request.query_params.get(flag, "") for flag in ("approved", "rejected")}
@@ -586,7 +586,7 @@ class UiApp:
     async def review_show(self, request: Request) -> Response:
         """``/review/ID``: one proposal, its diffs and the Approve, Edit then approve and Reject forms."""
         try:
-            data = await self.hub(pages.proposal, request.path_params["id"])
+            data = await self.hub(hub_calls.proposal, request.path_params["id"])
         except HubError as exc:
             return self.error_page(request, exc, 404 if exc.code in (ErrorCode.NOT_FOUND, ErrorCode.BAD_REQUEST)
                                    else 400)
@@ -595,7 +595,7 @@ class UiApp:
 
     def proposal_page(self, request: Request, data: dict[str, Any], *, draft: str, error: HubError | None,
                       conflict: bool = False, already: bool = False) -> HTMLResponse:
-        """Render ``proposal.html`` for :func:`tools.ui.pages.proposal`'s ``data``, the editor holding ``draft``;
+        """Render ``proposal.html`` for :func:`tools.ui.hub_calls.proposal`'s ``data``, the editor holding ``draft``;
         with ``conflict``, the version now stored and the diff stored → ``draft`` above it (as the edit page
         shows a conflict, DESIGN.md §20.1)."""
         rows, cut = diff_rows(data["diff"]["hunks"])
@@ -608,7 +608,7 @@ class UiApp:
         clash = None
         if conflict:
             stored = data["current"] or ""
-            changes = pages.text_diff(stored, draft)
+            changes = hub_calls.text_diff(stored, draft)
             clash_rows, clash_cut = diff_rows(changes["hunks"])
             clash = {"theirs": stored[:SHOWN_MAX_CHARS], "theirs_cut": len(stored) > SHOWN_MAX_CHARS,
                      "exists": data["current"] is not None, "revision": data["expected"], "rows": clash_rows,
@@ -639,11 +639,11 @@ class UiApp:
                         draft = draft.replace("\n", "\r\n")
                     unedited = hmac.compare_digest(hashlib.sha256(form_text(submitted).encode("utf-8")).hexdigest(),
                                                    fields.get("proposed_sha256", ""))
-                    result = await self.hub(pages.approve_edited, pid, draft, unedited=unedited,
+                    result = await self.hub(hub_calls.approve_edited, pid, draft, unedited=unedited,
                                             base_revision=fields.get("base_revision", ""),
                                             expected_revision=expected, reason=reason)
                 else:
-                    result = await self.hub(pages.review_decide, pid, decision, expected_revision=expected,
+                    result = await self.hub(hub_calls.review_decide, pid, decision, expected_revision=expected,
                                             reason=reason)
             except HubError as exc:
                 return await self.decide_failed(request, pid, exc, draft)
@@ -661,7 +661,7 @@ class UiApp:
         """``/review/session/S``: a change set (every pending proposal of one session, a tidy run's) on one page,
         each document's diff, and Approve all / Reject all (DESIGN.md §21)."""
         try:
-            data = await self.hub(pages.change_set_page, request.path_params["session"])
+            data = await self.hub(hub_calls.change_set_page, request.path_params["session"])
         except HubError as exc:
             return self.error_page(request, exc, 404 if exc.code in (ErrorCode.NOT_FOUND, ErrorCode.BAD_REQUEST)
                                    else 400)
@@ -675,7 +675,7 @@ class UiApp:
         stayed pending as a conflict (:func:`tools.client.changeset.decide_change_set`)."""
         async def act(fields: dict[str, str]) -> Response:
             session, decision = fields.get("session", "").strip(), fields.get("decision", "")
-            result = await self.hub(pages.decide_change_set, session, decision,
+            result = await self.hub(hub_calls.decide_change_set, session, decision,
                                     fields.get("reason", "").strip() or None)
             return self.page(request, "changeset.html", title="Change set", result=result, session=session,
                              proposals=[])
@@ -688,7 +688,7 @@ class UiApp:
         the document as it is now; the editor keeps ``draft`` (the person's text), else the proposed text.
         A proposal that cannot be read any more gets the error page."""
         try:
-            data = await self.hub(pages.proposal, pid)
+            data = await self.hub(hub_calls.proposal, pid)
         except HubError:
             return self.error_page(request, exc, 409 if exc.code is ErrorCode.CONFLICT else 400)
         text = draft if draft is not None else data["proposed"] or ""
