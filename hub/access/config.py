@@ -267,3 +267,50 @@ def reserved_entries(home: Path) -> list[ReservedEntry]:
                 found.append(ReservedEntry(str(folder.relative_to(root)), folder / name,
                                            f"mv -n -- {shlex.quote(str(folder / name))} {shlex.quote(str(target))}"))
     return found
+
+
+@dataclass(frozen=True)
+class TeamLeftovers:
+    """What a removed team left on disk (DESIGN.md §7.8): ``documents`` in its memory folder, ``versions``
+    whether its history segment holds anything, ``proposals`` how many proposal files its review folder holds.
+    :attr:`empty` when there is nothing: a team of that name then starts with an empty scope."""
+
+    documents: int
+    versions: bool
+    proposals: int
+
+    @property
+    def empty(self) -> bool:
+        """Nothing of a team of this name is on disk."""
+        return not (self.documents or self.versions or self.proposals)
+
+    def described(self) -> str:
+        """``3 documents, its history and 1 proposal``, for a person."""
+        parts = [f"{self.documents} document{'s' * (self.documents != 1)}"] if self.documents else []
+        parts += ["its history"] if self.versions else []
+        parts += [f"{self.proposals} proposal{'s' * (self.proposals != 1)}"] if self.proposals else []
+        return ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1] if parts else "nothing"
+
+
+def team_leftovers(home: Path, name: str) -> TeamLeftovers:
+    """What a team named ``name`` has on disk under ``home`` (documents, history, proposals), read in-process
+    before the team is added again (``amux hub team add --reuse``) or once it is removed.  A folder that
+    cannot be read counts as holding nothing."""
+    import os
+
+    from amux_memory.hub.access.identity import team_scope
+    from amux_memory.hub.storage.store import COUNT_MAX_ENTRIES
+    from amux_memory.hub.storage.walk import count_documents
+
+    relpath = team_scope(name).relpath
+    documents = count_documents(str(home / "memory" / relpath), COUNT_MAX_ENTRIES).documents
+    try:
+        versions = any(os.path.getsize(home / "history" / relpath / f) > 0
+                       for f in os.listdir(home / "history" / relpath))
+    except OSError:
+        versions = False
+    try:
+        proposals = sum(1 for f in os.listdir(home / "review" / relpath) if f.endswith(".json"))
+    except OSError:
+        proposals = 0
+    return TeamLeftovers(documents, versions, proposals)

@@ -38,6 +38,7 @@ from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import ENTRY_NAME, Limits
 from amux_memory.protocol.messages import MSGPACK_INT_MAX, MSGPACK_STR_HEADER_MAX, response_room
 from amux_memory.protocol.params import ABSENT, revision_matches
+from amux_memory.protocol.paths import is_reserved
 
 Result = dict[str, Any]
 
@@ -62,6 +63,19 @@ only for :data:`USAGE_TTL` and away from the limits (DESIGN.md §4.7)."""
 def revision_of(data: bytes) -> str:
     """The revision of a document: lowercase hex SHA-256 of all its bytes."""
     return hashlib.sha256(data).hexdigest()
+
+
+def refuse_reserved(path: str) -> None:
+    """Raise ``invalid_path`` (``data.reason`` ``reserved``) when ``path``'s first segment starts with ``@``: such
+    names are reserved for team mounts, so no scope holds a document under one (DESIGN.md §7.8).  Writes are
+    refused; reading or forgetting one placed by hand still works, so it can be moved out
+    (``amux doctor`` lists them)."""
+    if is_reserved(path):
+        raise HubError(ErrorCode.INVALID_PATH, f"invalid path {path[:120]!r}: a name starting with '@' is reserved "
+                       "for team mounts (@NAME/); choose a name without '@' at its start. Nothing was written",
+                       {"path": path[:120], "reason": "reserved"},
+                       next_step="Names starting with '@' are reserved for team mounts: write under a name that does "
+                       "not start with '@'. Nothing was written.")
 
 
 @dataclass(frozen=True)
@@ -413,9 +427,11 @@ class Store:
         """Every check :meth:`upsert` makes (compare-and-swap, quotas, the rewrite guard), writing nothing.
 
         Returns the current bytes (None: absent).  Raises what :meth:`upsert` would: ``conflict``,
-        ``quota_exceeded``, ``destructive_rewrite`` (unless ``allow_shrink``).  For a proposal
+        ``quota_exceeded``, ``destructive_rewrite`` (unless ``allow_shrink``), ``invalid_path`` for a reserved
+        path (:func:`refuse_reserved`).  For a proposal
         (DESIGN.md §21), whose checks run when it is made.
         """
+        refuse_reserved(path)
         old = self.read(scope_dir, path)
         observed = ABSENT if old is None else revision_of(old)
         if not revision_matches(expected_revision, observed):
@@ -435,7 +451,8 @@ class Store:
         Returns ``{path, revision, created, bytes}`` only after the data and the
         directory entry are on disk.  Raises ``conflict`` (with
         ``observed_revision``) on a revision mismatch and ``quota_exceeded``
-        (with ``current``/``maximum``) over a limit, and ``destructive_rewrite``
+        (with ``current``/``maximum``) over a limit, ``invalid_path`` for a path whose first segment starts
+        with ``@`` (:func:`refuse_reserved`), and ``destructive_rewrite``
         when a replacement looks like a lossy rewrite (:mod:`hub.storage.rewrite_guard`)
         unless ``allow_shrink``; in every case nothing is written.  A file-system
         failure is ``storage_full`` / ``storage_read_only`` / ``storage_error``
@@ -447,6 +464,7 @@ class Store:
         before the write (the history's hand-edit check, DESIGN.md §15); if
         it raises, nothing is written.
         """
+        refuse_reserved(path)
         segments = path.split("/")
         # One walk to the folder serves the read and, when it exists, the write (no folder is created
         # before every check passed).

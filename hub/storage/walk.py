@@ -415,7 +415,8 @@ def count_documents(scope_dir: str, max_entries: int) -> Counted:
     files included, though they cost no ``stat``); past that ``complete`` is
     False and what was seen is counted.  Symlinks are not followed; names are
     not checked against the path rules (every ``*.md`` byte counts toward the
-    quota).  Never raises for the tree's contents.
+    quota), but a top-level entry reserved for mounts (``@…``) is passed over: no caller can reach what it
+    holds, so it must not fill the quota (``amux doctor`` reports it).  Never raises for the tree's contents.
     """
     counted = Counted()
     entries_left = max_entries
@@ -440,6 +441,8 @@ def _count_folder(folder: Folder, entries_left: int, counted: Counted) -> int:
             break
         if entry_kind(entry) is None:
             continue  # a stray file (image, .txt, temporary): no stat, not counted
+        if not folder.logical and is_reserved(entry.name):
+            continue  # an '@' entry no caller can reach (DESIGN.md §7.8): not counted, 'amux doctor' names it
         try:
             st = entry_stat(entry)
         except OSError:

@@ -272,10 +272,14 @@ def _team_view(registry: Any, name: str) -> dict[str, Any]:
     return {**team.public(), "mount": f"@{team.name}/", "binding": f"team:{team.name}"}
 
 
-def team_add(name: str, /, *, review: str = "agents", home: Home = None, json: Json = False) -> int:
+def team_add(name: str, /, *, review: str = "agents", reuse: bool = False, home: Home = None,
+             json: Json = False) -> int:
     """Create a team: a named set of principals sharing one memory, mounted at @NAME/ for each member.
 
-    Adding one that already exists with the same review rule changes nothing ("added": false).
+    Adding one that already exists with the same review rule changes nothing ("added": false).  A team removed
+    earlier leaves its memory on disk; adding a team of that name again is refused unless --reuse says to take
+    that memory back (its documents, history and pending proposals), so a name reused for another group never
+    shows it the old group's notes.
 
     Parameters
     ----------
@@ -284,25 +288,48 @@ def team_add(name: str, /, *, review: str = "agents", home: Home = None, json: J
     review
         Which writes to the team become proposals its maintainers decide: 'off' (none), 'agents' (an agent's
         writes), 'all' (every write by a member who is not a maintainer).
+    reuse
+        A removed team of this name left memory on disk: bring it back with the team (documents, history,
+        pending proposals).
     """
     from amux_memory.hub.access import registry as reg
+    from amux_memory.hub.access.config import team_leftovers
+    from amux_memory.protocol.errors import ErrorCode, HubError
 
     def action() -> dict[str, Any]:
-        added = reg.modify(resolve_home(home), lambda r, now: r.add_team(name, review, now))
-        current, _ = reg.read_registry(reg.registry_path(resolve_home(home)))
-        return {**_team_view(current, name), "added": added}
+        where = resolve_home(home)
+        current, _ = reg.read_registry(reg.registry_path(where))
+        reg.check_team(name)
+        left = team_leftovers(where, name)
+        if name not in current.teams and not left.empty and not reuse:
+            raise HubError(ErrorCode.CONFLICT, f"a team named {name!r} was removed earlier and its memory is still "
+                           f"on disk ({left.described()}); nothing was changed. Add it with --reuse to give the new "
+                           "team that memory, or choose another name",
+                           {"team": name, "documents": left.documents, "history": left.versions,
+                            "proposals": left.proposals},
+                           next_step=f"'amux hub team add {name} --reuse' takes the old memory back; another name "
+                           "starts empty.")
+        added = reg.modify(where, lambda r, now: r.add_team(name, review, now))
+        current, _ = reg.read_registry(reg.registry_path(where))
+        reused = added and not left.empty
+        return {**_team_view(current, name), "added": added, "reused": reused,
+                **({"reused_memory": left.described()} if reused else {})}
 
     def lines(doc: dict[str, Any]) -> list[str]:
         what = "created" if doc["added"] else "already exists (nothing changed)"
-        return [f"team {inert(doc['name'])} {what}; review {doc['review']}; its members see it at "
-                f"{inert(doc['mount'])}. Add members with 'amux hub team member add {inert(doc['name'])} PRINCIPAL "
-                "--role writer'"]
+        out = [f"team {inert(doc['name'])} {what}; review {doc['review']}; its members see it at "
+               f"{inert(doc['mount'])}. Add members with 'amux hub team member add {inert(doc['name'])} PRINCIPAL "
+               "--role writer'"]
+        if doc.get("reused"):
+            out.append(f"it takes back the memory a removed team of this name left: {doc['reused_memory']}")
+        return out
 
     return _run(action, lines, json)
 
 
 def team_remove(name: str, /, *, home: Home = None, json: Json = False) -> int:
-    """Remove a team and its memberships; its memory files are kept (adding the team again brings them back).
+    """Remove a team and its memberships. Its memory (documents, history, pending proposals) stays on disk;
+    adding a team of that name again needs --reuse to take it back.
 
     Parameters
     ----------
@@ -310,16 +337,25 @@ def team_remove(name: str, /, *, home: Home = None, json: Json = False) -> int:
         The team.
     """
     from amux_memory.hub.access import registry as reg
+    from amux_memory.hub.access.config import team_leftovers
+    from amux_memory.hub.access.identity import team_scope
 
     def action() -> dict[str, Any]:
-        team = reg.modify(resolve_home(home), lambda r, now: r.remove_team(name))
-        return {**team.public(), "removed": True}
+        where = resolve_home(home)
+        team = reg.modify(where, lambda r, now: r.remove_team(name))
+        left = team_leftovers(where, name)
+        return {**team.public(), "removed": True, "kept": left.described(),
+                "folder": str(where / "memory" / team_scope(name).relpath)}
 
     def lines(doc: dict[str, Any]) -> list[str]:
         from amux_memory.tools.client.wording import counted
 
-        return [f"team {inert(doc['name'])} removed with {counted(len(doc['members']), 'membership')}; its memory "
-                "files are kept"]
+        removed = f"team {inert(doc['name'])} removed with {counted(len(doc['members']), 'membership')}"
+        if doc["kept"] == "nothing":
+            return [f"{removed}; it left no memory on disk"]
+        return [f"{removed}; its memory stays on disk ({inert(doc['kept'])}, in {inert(doc['folder'])} and the "
+                f"home's history/ and review/). Nobody reaches it now; 'amux hub team add {inert(doc['name'])} "
+                "--reuse' would give it back to a new team of that name"]
 
     return _run(action, lines, json)
 
