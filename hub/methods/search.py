@@ -11,7 +11,8 @@ first of: ``scan_max_files`` documents, ``scan_max_bytes`` read, the caller's
 ``should_stop()`` (the Hub wires this to a Trio cancel scope with the 250 ms
 budget), the point where one more file read at the pace of the slowest recent
 read would end past ``scan_budget_seconds``, or the directory-entry limits; the
-result then says ``incomplete``.  On a cold page cache the reads overlap in a
+result then says ``incomplete``.  A search over mounts (:func:`search_parts`) gives each scope these
+budgets, under one deadline.  On a cold page cache the reads overlap in a
 small thread pool, taken in plan order (:class:`_Collector`, DESIGN.md §5.4.1).
 
 Matching, its thresholds and figures (DESIGN.md §5.1; :func:`_presence`, over
@@ -66,7 +67,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import ahocorasick_rs
@@ -992,18 +993,18 @@ def search_parts(
     reader: Reader = read_file_nofollow,
     on_start: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
-    """Scan several scopes as one search under one budget and rank their documents together (DESIGN.md §7.8).
+    """Scan several scopes as one search, each under its own budget, all under one deadline (DESIGN.md §7.8).
 
-    One part is exactly :func:`search_scope`.  With more, the 1,024 files are shared max-min fairly
-    (:func:`fair_shares`) among the parts by how many documents each lists, the bytes in proportion to the
-    files each was given (what a part leaves unused passes to the next), and the time is one deadline for all;
-    the parts are read from the smallest share to the largest, so a crowded mount runs out last.  Each part
-    is scanned as :func:`search_scope` scans a scope (its own plan, cache and incomplete reasons).  Matches are
-    ranked across parts by the same rule (distinct keywords, keywords in the path or title of the document
-    inside its scope, then the shown path) and named by their mounted path.  The answer is
-    :func:`search_scope`'s plus ``parts``: ``[{mount, scanned_files, incomplete_reasons}]`` in the order given
-    (``mount`` is the label), so a caller sees which mount was cut short.  Caches are locked in the order of
-    their directories (no two searches wait for each other in a circle); ``on_start`` runs once all are held.
+    One part is exactly :func:`search_scope`.  With more, every part keeps the budget of a scope of its own
+    (``scan_max_files``, ``scan_max_bytes``, the entry limits: its own plan, cache and incomplete reasons, as
+    :func:`search_scope` scans it), and the time is one deadline for all: a search over N parts reads at most N
+    scopes' budgets.  The parts are read from the fewest listed documents to the most, so a deadline cuts the
+    most crowded mount last.  Matches are ranked across parts by the same rule (distinct keywords, keywords in
+    the path or title of the document inside its scope, then the shown path) and named by their mounted path.
+    The answer is :func:`search_scope`'s plus ``parts``: ``[{mount, scanned_files, incomplete_reasons}]`` in the
+    order given (``mount`` is the label), so a caller sees which mount was cut short and why (time, or that
+    scope's own limits).  Caches are locked in the order of their directories (no two searches wait for each
+    other in a circle); ``on_start`` runs once all are held.
     """
     if len(parts) == 1:
         only = parts[0]
@@ -1026,20 +1027,18 @@ def search_parts(
 
         listed = [_list_tree(p.root, p.prefix, walks[i], p.cache, seen_dirs[i], out_of_time)
                   for i, p in enumerate(parts)]
-        shares = fair_shares([sum(len(files) for _, files in batches) for batches in listed], limits.scan_max_files)
-        bytes_left, files_left = limits.scan_max_bytes, sum(shares)
+        sizes = [sum(len(files) for _, files in batches) for batches in listed]
         found: list[tuple[int, list[CachedDoc]]] = []
         scanned_bytes = 0
-        for i in sorted(range(len(parts)), key=lambda i: (shares[i], i)):
+        for i in sorted(range(len(parts)), key=lambda i: (sizes[i], i)):
             part, walk = parts[i], walks[i]
-            budget = bytes_left * shares[i] // files_left if files_left else 0
-            files_left -= shares[i]
-            share = replace(limits, scan_max_files=shares[i], scan_max_bytes=budget)
-            collector = _Collector(share, walk, should_stop, reader, part.cache, deadline)
-            collector.run(_fair_plan(listed[i], part.root, shares[i], walk))
+            collector = _Collector(limits, walk, should_stop, reader, part.cache, deadline)
+            if sizes[i] and out_of_time():
+                walk.stop("time")  # the deadline passed in the parts before: not one cached file more
+            else:
+                collector.run(_fair_plan(listed[i], part.root, limits.scan_max_files, walk))
             if not walk.incomplete:
                 part.cache.prune(part.prefix, collector.seen, seen_dirs[i])
-            bytes_left -= collector.scanned_bytes
             scanned_bytes += collector.scanned_bytes
             collector.docs.sort(key=_path_of)
             found.append((i, collector.docs))
