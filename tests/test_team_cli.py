@@ -109,7 +109,8 @@ def test_copy_and_move_between_a_person_and_a_team(teams: tuple[HubProcess, dict
     assert copied["source_revision"] == copied["revision"] == sha(NOTE)
     assert (team_dir(h, "web") / "deploy.md").read_bytes() == NOTE
     version = call(h, alice, "history", {"path": "@web/deploy.md"})["versions"][0]
-    assert version["origin"] == {"from": {"scope": "principal:alice", "document": "deploy.md", "revision": sha(NOTE)}}
+    assert version["origin"] == {"from": {"scope": "principal:alice", "document": "deploy.md", "revision": sha(NOTE),
+                                          "mounted": "deploy.md"}}
     assert version["actor"]["principal"] == "alice"
     # For a person: one line, what went where, the new revision.
     shown = in_terminal(h, alice, "memory", "copy", "deploy.md", "@web/shown.md")
@@ -135,7 +136,8 @@ def test_copy_and_move_between_a_person_and_a_team(teams: tuple[HubProcess, dict
     assert call(h, alice, "get", {"path": "deploy.md"})["exists"] is False
     tombstone = call(h, alice, "history", {"path": "deploy.md"})["versions"][0]
     assert tombstone["action"] == "forget" and tombstone["origin"] == {"to": {"scope": "team:web",
-                                                                             "document": "moved.md"}}
+                                                                             "document": "moved.md",
+                                                                             "mounted": "@web/moved.md"}}
     # Out of a team into one's own memory, piped: JSON.
     back = ok(h.cli("memory", "move", "@web/moved.md", "notes/deploy.md", env=alice))
     assert (back["path"], back["source"], back["moved"]) == ("notes/deploy.md", "@web/moved.md", True)
@@ -226,7 +228,8 @@ def test_scope_copy_is_the_operators_alone(teams: tuple[HubProcess, dict[str, di
     assert first["skipped"] == [] and first["incomplete"] is False
     version = call(h, as_["mia"], "history", {"path": "deploy.md"})["versions"][0]
     assert version["actor"]["principal"] == me() and version["actor"]["client"] == "amux-cli"
-    assert version["origin"] == {"from": {"scope": "team:web", "document": "deploy.md", "revision": sha(NOTE)}}
+    assert version["origin"] == {"from": {"scope": "team:web", "document": "deploy.md", "revision": sha(NOTE),
+                                          "mounted": "@web/deploy.md"}}
     second = in_terminal(h, {}, "hub", "scope", "copy", "team:web", "principal:mia")
     assert second.returncode == 0, second.stderr
     assert second.plain.splitlines()[0] == "copied 0 documents from team:web to principal:mia; skipped 1", second.plain
@@ -306,7 +309,8 @@ def test_switching_isolation_to_user_then_bringing_global_over(tmp_path: Path) -
         assert [(s["path"], s["reason"]) for s in moved["skipped"]] == [("MEMORY.md", "exists")]
         assert call(h, {}, "get", {"path": "MEMORY.md"})["content"] == "# Mine\n"  # never overwritten
         version = call(h, {}, "history", {"path": "notes/a.md"})["versions"][0]
-        assert version["origin"] == {"from": {"scope": "global", "document": "notes/a.md", "revision": sha(NOTE)}}
+        # global is no scope of the operator's any more (isolation user): history names it another memory.
+        assert version["origin"] == {"from": {"memory": "another"}}
         assert version["actor"]["principal"] == me()
         # What is left is what a person must merge, and the reports say so.
         assert sorted(p.name for p in h.scope_dir.iterdir() if p.suffix == ".md") == ["MEMORY.md"]

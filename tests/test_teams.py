@@ -257,14 +257,15 @@ def test_copy_and_move_between_scopes_name_their_origin(team_hub: tuple[HubProce
     assert (copied["path"], copied["source"], copied["moved"]) == ("@web/deploy.md", "deploy.md", False)
     assert (team_dir(h) / "deploy.md").read_bytes() == NOTE
     origin = call(h, t["alice"], "history", {"path": "@web/deploy.md"})["versions"][0]["origin"]
-    assert origin == {"from": {"scope": "principal:alice", "document": "deploy.md", "revision": sha(NOTE)}}
+    assert origin == {"from": {"scope": "principal:alice", "document": "deploy.md", "revision": sha(NOTE),
+                               "mounted": "deploy.md"}}
     moved = call(h, t["alice"], "copy", {"source": "deploy.md", "destination": "@web/moved.md",
                                          "expected_revision": "absent", "move": True})
     assert moved["moved"] is True
     assert refused(h, t["alice"], "export", {"path": "deploy.md"}).code is ErrorCode.NOT_FOUND
     tombstone = call(h, t["alice"], "history", {"path": "deploy.md"})["versions"][0]
     assert tombstone["action"] == "forget"
-    assert tombstone["origin"] == {"to": {"scope": "team:web", "document": "moved.md"}}
+    assert tombstone["origin"] == {"to": {"scope": "team:web", "document": "moved.md", "mounted": "@web/moved.md"}}
     # A destination that exists without its revision given: nothing is written or forgotten.
     call(h, t["alice"], "upsert", {"path": "again.md", "content": NOTE, "expected_revision": "absent"})
     conflict = refused(h, t["alice"], "copy", {"source": "again.md", "destination": "@web/moved.md",

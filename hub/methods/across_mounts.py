@@ -28,7 +28,7 @@ part runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from amux_memory.hub.access.identity import Identity
@@ -61,31 +61,41 @@ async def run(memory: MemoryMethods, route: Route, view: MountView, params: dict
     """
     assert route.role is not None
     reach = route.reach
+    visible = visible_scopes(view)
     if reach is Reach.DOCUMENT:
         part = view.document(params.get("path"), route.role)
         memory.check_enabled()
-        return await _one(memory, route, part, params, identity, registry, now)
+        return await _one(memory, route, part, params, identity, registry, now, visible)
     if reach is Reach.EVERY:
         parts = _parts(view, params, route.role)
         memory.check_enabled()
-        return await memory.run(route, view.root, params, identity, parts=parts, registry=registry, now=now)
+        return await memory.run(route, view.root, params, identity, parts=parts, registry=registry, now=now,
+                                visible=visible)
     if reach is Reach.PAGED:
-        return await _paged(memory, route, view, params, identity, registry, now)
+        return await _paged(memory, route, view, params, identity, registry, now, visible)
     if reach is Reach.PROPOSAL:
         memory.check_enabled()
-        return await _by_proposal(memory, route, view, params, identity, registry, now)
+        return await _by_proposal(memory, route, view, params, identity, registry, now, visible)
     if reach is Reach.DOCUMENTS:
-        return await _copy(memory, route, view, params, identity, registry, now)
+        return await _copy(memory, route, view, params, identity, registry, now, visible)
     memory.check_enabled()
-    return await memory.run(route, view.root, params, identity, registry=registry, now=now)
+    return await memory.run(route, view.root, params, identity, registry=registry, now=now, visible=visible)
+
+
+def visible_scopes(view: MountView) -> dict[str, str]:
+    """The scopes the caller whose view is ``view`` may read, each binding with the prefix the caller sees it
+    under: its own scope ``""``, each team mount its ``@NAME/`` (:attr:`hub.methods.calls.Call.visible`).  An
+    answer names no other scope (DESIGN.md §15.7)."""
+    return {view.root.binding: "", **{m.scope.binding: m.label for m in view.mounted()}}
 
 
 async def _one(memory: MemoryMethods, route: Route, part: Part, params: dict[str, Any], identity: Identity | None,
-               registry: Callable[[], Registry] | None, now: float) -> Result:
+               registry: Callable[[], Registry] | None, now: float, visible: Mapping[str, str]) -> Result:
     """One call on one part, ``path`` rewritten to the path inside it and back."""
     inner = {**params, "path": part.inner} if part.mount is not None else params
     try:
-        return shown(await memory.run(route, part.scope, inner, identity, registry=registry, now=now), part.label)
+        return shown(await memory.run(route, part.scope, inner, identity, registry=registry, now=now,
+                                      visible=visible), part.label)
     except HubError as exc:
         raise shown_error(exc, part) from exc.__cause__
 
@@ -117,7 +127,8 @@ def _resume(parts: list[Part], cursor: object) -> tuple[int, object]:
 
 
 async def _paged(memory: MemoryMethods, route: Route, view: MountView, params: dict[str, Any],
-                 identity: Identity | None, registry: Callable[[], Registry] | None, now: float) -> Result:
+                 identity: Identity | None, registry: Callable[[], Registry] | None, now: float,
+                 visible: Mapping[str, str]) -> Result:
     """``list``, ``log``, ``review_list`` over the parts a prefix covers: one part's page per answer."""
     assert route.role is not None
     parts = _parts(view, params, route.role)
@@ -125,7 +136,7 @@ async def _paged(memory: MemoryMethods, route: Route, view: MountView, params: d
         return _empty(memory, view, route.name)
     memory.check_enabled()
     if len(parts) == 1 and parts[0].mount is None:
-        return await memory.run(route, view.root, params, identity, registry=registry, now=now)
+        return await memory.run(route, view.root, params, identity, registry=registry, now=now, visible=visible)
     index, inner_cursor = _resume(parts, params.get("cursor")) if len(parts) > 1 else (0, params.get("cursor"))
     while True:  # a part with nothing to show passes on to the next in the same answer
         part = parts[index]
@@ -135,8 +146,8 @@ async def _paged(memory: MemoryMethods, route: Route, view: MountView, params: d
         if inner_cursor not in (None, ""):
             inner["cursor"] = inner_cursor
         try:
-            result: Result = shown(await memory.run(route, part.scope, inner, identity, registry=registry, now=now),
-                                   part.label)
+            result: Result = shown(await memory.run(route, part.scope, inner, identity, registry=registry, now=now,
+                                                    visible=visible), part.label)
         except HubError as exc:
             raise shown_error(exc, part) from exc.__cause__
         if result.get(PAGE_ITEMS[route.name]) or result.get("next_cursor") is not None or index + 1 == len(parts):
@@ -162,14 +173,15 @@ def _empty(memory: MemoryMethods, view: MountView, method: str) -> Result:
 
 
 async def _by_proposal(memory: MemoryMethods, route: Route, view: MountView, params: dict[str, Any],
-                       identity: Identity | None, registry: Callable[[], Registry] | None, now: float) -> Result:
+                       identity: Identity | None, registry: Callable[[], Registry] | None, now: float,
+                       visible: Mapping[str, str]) -> Result:
     """``review_show``/``review_decide``: the caller's own scope first, then each mount it maintains."""
     parts = [Part(view.root, None, "")] + [Part(m.scope, m, "") for m in view.mounted() if m.allows(MAINTAIN)]
     missing: HubError | None = None
     for part in parts:
         try:
-            return shown(await memory.run(route, part.scope, params, identity, registry=registry, now=now),
-                         part.label)
+            return shown(await memory.run(route, part.scope, params, identity, registry=registry, now=now,
+                                          visible=visible), part.label)
         except HubError as exc:
             if exc.code is not ErrorCode.NOT_FOUND or exc.data.get("path") is not None:
                 raise shown_error(exc, part) from exc.__cause__
@@ -179,7 +191,8 @@ async def _by_proposal(memory: MemoryMethods, route: Route, view: MountView, par
 
 
 async def _copy(memory: MemoryMethods, route: Route, view: MountView, params: dict[str, Any],
-                identity: Identity | None, registry: Callable[[], Registry] | None, now: float) -> Result:
+                identity: Identity | None, registry: Callable[[], Registry] | None, now: float,
+                visible: Mapping[str, str]) -> Result:
     """``copy`` (and move) across the caller's parts: its parameters parsed first (the paths resolved are the
     parsed ones), read access to the source, write access to the destination (and to the source for a move)."""
     assert route.parse is not None
@@ -190,7 +203,7 @@ async def _copy(memory: MemoryMethods, route: Route, view: MountView, params: di
     parts: Sequence[Part] = (source, destination)
     try:
         result = await memory.run(route, view.root, params, identity, parts=parts, registry=registry, now=now,
-                                  parsed=p)
+                                  parsed=p, visible=visible)
     except HubError as exc:
         failed = source if exc.data.get("path") == source.inner and exc.code is ErrorCode.NOT_FOUND else destination
         raise shown_error(exc, failed) from exc.__cause__

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from amux_memory.hub.access.identity import Identity, Scope
@@ -30,6 +30,10 @@ class Call:
     the route's reach gives them; empty for a method of one scope.  ``registry`` gives the call's one registry
     snapshot (blocking: a data call's was read before it began, an operator's or a tidy run's is read on first
     use; None for an in-process caller) and ``now`` is the wall clock in epoch seconds when the call began.
+    ``visible`` maps the binding of every scope the caller may read to the prefix it sees it under: ``""`` for
+    its own scope, ``@NAME/`` for each of its team mounts (:func:`hub.methods.across_mounts.visible_scopes`).  An
+    answer names another scope (a copy's or move's other side in history, DESIGN.md §15.7) only when it is here;
+    empty (the default) names none.
     """
 
     scope: Scope
@@ -39,6 +43,7 @@ class Call:
     parts: Sequence[Part] = ()
     registry: Callable[[], Registry] | None = None
     now: float = 0.0
+    visible: Mapping[str, str] = field(default_factory=dict)
 
 
 Result = dict[str, Any]

@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, TypeVarTuple, cast
 
 import trio
@@ -93,6 +93,34 @@ def actor_of(identity: Identity | None) -> Actor:
         return Actor(None, "hub")
     return Actor(identity.principal, identity.client, identity.binding, identity.session, agent_reason(identity),
                  identity.review_forced)
+
+
+ANOTHER_MEMORY = "another"
+"""What a copy's or move's other side is to a caller who may not read it: ``{"memory": "another"}``."""
+
+ORIGIN_FIELDS = ("scope", "document", "revision")
+"""The members a recorded side of an origin has (:attr:`hub.storage.history.Version.origin`)."""
+
+
+def origin_seen(origin: Mapping[str, Any], visible: Mapping[str, str]) -> dict[str, Any]:
+    """A copy's or move's ``origin`` as a caller sees it (DESIGN.md §15.7): each side (``from``, ``to``) whose
+    scope is in ``visible`` (binding → the prefix the caller sees it under, :attr:`hub.methods.calls.Call.visible`)
+    keeps its ``scope``, ``document`` and ``revision`` and gains ``mounted``, the document's path as the caller
+    names it (``@ops/secret.md``; ``secret.md`` in its own scope); any other side is ``{"memory": "another"}``:
+    no scope, path or revision."""
+    seen: dict[str, Any] = {}
+    for side in ("from", "to"):
+        named = origin.get(side)
+        if named is None:
+            continue
+        scope = named.get("scope") if isinstance(named, dict) else None
+        label = visible.get(scope) if isinstance(scope, str) else None
+        if label is None or not isinstance(named.get("document"), str):
+            seen[side] = {"memory": ANOTHER_MEMORY}
+            continue
+        seen[side] = {key: named[key] for key in ORIGIN_FIELDS if key in named}
+        seen[side]["mounted"] = label + named["document"]
+    return seen
 
 
 def _before_change(hist: ScopeHistory | None, path: str, seen: list[bytes | None]) -> BeforeWrite:
@@ -159,12 +187,13 @@ class MemoryMethods:
 
     async def run(self, route: Route, scope: Scope, params: dict[str, Any], identity: Identity | None = None, *,
                   parts: Sequence[Part] = (), registry: Callable[[], Registry] | None = None, now: float = 0.0,
-                  parsed: Any = None) -> Result:
+                  parsed: Any = None, visible: Mapping[str, str] | None = None) -> Result:
         """Run ``route``'s handler on ``scope`` (DESIGN.md §2.2): the route's caller check, its parser, then its
         handler, in a worker thread under ``scope``'s lock when the route is ``locked``.
 
         The caller of this checked memory is on (:meth:`check_enabled`) and resolved the call's mounts
-        (:mod:`hub.methods.across_mounts`); ``parts``, ``registry`` and ``now`` are handed to the handler in its
+        (:mod:`hub.methods.across_mounts`); ``parts``, ``registry``, ``now`` and ``visible`` (the scopes the
+        caller may read; None: ``scope`` alone, at the root) are handed to the handler in its
         :class:`~hub.methods.calls.Call`; ``parsed``, when given, is what the route's parser already made of
         ``params`` (a ``copy`` resolves its parsed paths).  ``identity`` is the caller (None: an in-process
         caller, recorded as client ``hub``).  A tidy run is refused a ``no_tidy_run`` route before its
@@ -179,7 +208,8 @@ class MemoryMethods:
                 refuse_tidy_run(actor, route.name)
             assert route.parse is not None and route.handler is not None, f"{route.name} is answered elsewhere"
             arguments = route.parse(params) if parsed is None else parsed
-            call = Call(scope, arguments, actor, identity, parts, registry, now)
+            seen = visible if visible is not None else {scope.binding: ""}
+            call = Call(scope, arguments, actor, identity, parts, registry, now, seen)
             if route.who is Who.PERSON:
                 require_person(actor)
             if route.locked:
@@ -688,25 +718,27 @@ class MemoryMethods:
 
     def handle_history(self, call: Call) -> Result:
         """``history`` (worker thread, the scope's lock held): :meth:`history_page`."""
-        return self.history_page(call.scope, call.params)
+        return self.history_page(call.scope, call.params, call.visible)
 
-    def history_page(self, scope: Scope, p: HistoryParams) -> Result:
-        """``history``: a hand edit recorded first (with ``memory.history``), then a page of the path's versions."""
+    def history_page(self, scope: Scope, p: HistoryParams, visible: Mapping[str, str]) -> Result:
+        """``history``: a hand edit recorded first (with ``memory.history``), then a page of the path's versions,
+        each copy's or move's other side named only if it is in ``visible`` (:func:`origin_seen`)."""
         hist = self.history.scope(scope.relpath)
         if self.config.history:
             current, mtime_ns = self.store.read_stat(self.scope_dir(scope), p.path)
             hist.sync(p.path, current, mtime_ns, create=False)
         # The sample cursor (18 digits) is as long as any seq the page may end at.
         room = response_room(self.limits, {"path": p.path, "versions": [], "next_cursor": "9" * 18}, PAGE_RESERVE_BYTES)
-        versions, cursor = hist.page(p.path, p.cursor, p.limit, room)
+        versions, cursor = hist.page(p.path, p.cursor, p.limit, room, seen=lambda o: origin_seen(o, visible))
         return {"path": p.path, "versions": versions, "next_cursor": cursor}
 
     def handle_log(self, call: Call) -> Result:
         """``log`` (worker thread, the scope's lock held): :meth:`log_page`."""
-        return self.log_page(call.scope, call.params)
+        return self.log_page(call.scope, call.params, call.visible)
 
-    def log_page(self, scope: Scope, p: LogParams) -> Result:
-        """``log``: the scope reconciled with one walk (with ``memory.history``), then a page of its changes."""
+    def log_page(self, scope: Scope, p: LogParams, visible: Mapping[str, str]) -> Result:
+        """``log``: the scope reconciled with one walk (with ``memory.history``), then a page of its changes, their
+        origins shown as :meth:`history_page` shows them."""
         hist = self.history.scope(scope.relpath)
         if self.config.history:  # hand edits, new files and deletions first, as history does (DESIGN.md §15.1)
             root = self.scope_dir(scope)
@@ -714,7 +746,8 @@ class MemoryMethods:
             hist.reconcile(walked.found, walked.mtimes, not walked.reasons,
                            lambda path: self.store.read_stat(root, path))
         room = response_room(self.limits, {"versions": [], "next_cursor": "9" * 18}, PAGE_RESERVE_BYTES)
-        changes, cursor = hist.page(None, p.cursor, p.limit, room, path_prefix=p.path_prefix, since=p.since)
+        changes, cursor = hist.page(None, p.cursor, p.limit, room, path_prefix=p.path_prefix, since=p.since,
+                                    seen=lambda o: origin_seen(o, visible))
         return {"changes": changes, "next_cursor": cursor}
 
     def handle_restore(self, call: Call) -> Result:

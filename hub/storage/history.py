@@ -445,12 +445,15 @@ class ScopeHistory:
                     yield v, data
 
     def page(self, path: str | None, cursor: int, limit: int, budget: int, *, path_prefix: str = "",
-             since: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+             since: str | None = None, seen: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+             ) -> tuple[list[dict[str, Any]], str | None]:
         """Wire entries newest first, ``seq`` below ``cursor`` (0 = from the newest), within ``budget`` bytes.
 
         ``path`` selects one document's history (entries without ``path``);
         None selects the whole scope (``log``: entries with ``path``, filtered
-        by ``path_prefix`` and ``since``).  Returns ``(entries, next_cursor)``.
+        by ``path_prefix`` and ``since``).  ``seen`` rewrites an entry's ``origin`` (what the caller may see of
+        a copy's other side) before the entry is measured; None leaves it as recorded.  Returns
+        ``(entries, next_cursor)``.
         """
         from amux_memory.protocol.messages import packed_size
 
@@ -475,6 +478,8 @@ class ScopeHistory:
                 if len(out) == limit:
                     return out, str(last_seq)
                 entry = v.wire(with_path=path is None)
+                if seen is not None and "origin" in entry:
+                    entry["origin"] = seen(entry["origin"])
                 size = packed_size(entry)
                 if used + size > budget:
                     return out, str(last_seq) if out else None

@@ -103,6 +103,29 @@ def reviewed(version: dict[str, Any]) -> str | None:
     return inert(review.get("proposal") or "?") if isinstance(review, dict) else None
 
 
+def origin_words(version: dict[str, Any]) -> str:
+    """Where a copied or moved version's text came from or went (its ``origin``, DESIGN.md §15.7), for a person:
+    `` (copied from @ops/secret.md)``, `` (moved to notes/a.md)``; a side the caller may not read is
+    ``another memory`` (an older Hub's side without ``mounted``: ``DOCUMENT in SCOPE``).  ``""`` for a version
+    without an origin."""
+    origin = version.get("origin")
+    if not isinstance(origin, dict):
+        return ""
+    words = []
+    for side, verb in (("from", "copied from"), ("to", "moved to")):
+        named = origin.get(side)
+        if not isinstance(named, dict):
+            continue
+        if named.get("mounted"):
+            where = inert(named["mounted"])
+        elif named.get("document") and named.get("scope"):
+            where = f"{inert(named['document'])} in {inert(named['scope'])}"
+        else:
+            where = "another memory"
+        words.append(f"{verb} {where}")
+    return f" ({'; '.join(words)})" if words else ""
+
+
 def by_cell(version: dict[str, Any], form: ActorForm = "full") -> str:
     """The "by" cell of a version: :func:`actor` in ``form`` and, for an approved proposal, ``, proposed by``
     the agent (``principal/client session``, cut as ``form`` says; ``bare`` drops its session too)."""
@@ -129,13 +152,14 @@ def version_table(versions: list[dict[str, Any]], *, with_path: bool,
     approved proposal's action as ``update (review)`` without its id, then
     "by" without the session.  An approved proposal's action says ``(review
     ID)`` and its "by" ``, proposed by`` the agent (:func:`by_cell`, DESIGN.md
-    §21).  Only then do "by", the path and the action wrap or
-    fold, never cut.
+    §21); a copy's or move's, where its text came from or went (:func:`origin_words`).  Only then do "by", the
+    path and the action wrap or fold, never cut.
     """
     def action_cell(v: dict[str, Any], short: bool) -> Text:
         action = inert(v.get("action"))
         if v.get("restored_from"):
             action += f" of {short_revision(v.get('restored_from'))}"
+        action += origin_words(v)  # a copy's or move's other side (DESIGN.md §15.7)
         proposal = reviewed(v)
         if proposal is not None:  # an approved proposal (DESIGN.md §21)
             action += " (review)" if short else f" (review {proposal})"
