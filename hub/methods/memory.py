@@ -34,7 +34,6 @@ exception: only rule names, line numbers and redacted previews (DESIGN.md §16).
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, TypeVarTuple, cast
@@ -42,7 +41,7 @@ from typing import Any, TypeVar, TypeVarTuple, cast
 import trio
 
 from amux_memory.hub.access.config import HubConfig
-from amux_memory.hub.access.identity import MCP_CLIENT, Identity, Scope, agent_reason, known_principal, named_scope
+from amux_memory.hub.access.identity import MCP_CLIENT, Identity, Scope, agent_reason
 from amux_memory.hub.access.mounts import Part
 from amux_memory.hub.access.registry import Registry
 from amux_memory.hub.access.tidy_runs import RunBook
@@ -66,7 +65,6 @@ from amux_memory.protocol.params import (
     LogParams,
     ScanParams,
     SearchParams,
-    revision_matches,
 )
 
 Result = dict[str, Any]
@@ -428,257 +426,6 @@ class MemoryMethods:
         if self.review.reviewed(scope, actor, p.path):
             return self.review.propose(scope, p.path, None, p.expected_revision, actor)
         return self.delete(scope, p.path, p.expected_revision, actor)
-
-    # -- copy and move (DESIGN.md §7.8) ---------------------------------------------
-
-    async def copy(self, source: Scope, source_path: str, destination: Scope, destination_path: str, *,
-                   expected_revision: str, source_revision: str | None, move: bool, allow_secret: bool,
-                   actor: Actor) -> Result:
-        """Copy (or ``move``) one document between scopes or within one (DESIGN.md §7.8).
-
-        Three steps, each under its scope's lock (:meth:`locked`): read the source (``not_found`` when absent;
-        ``conflict`` when ``source_revision`` is given and no longer matches); write it to the destination as an
-        upsert by ``actor``, compare-and-swap on ``expected_revision`` (``absent`` to create), with the
-        destination's review rule (it may become a proposal) and every write check; for ``move``, once the
-        destination is written, forget the source by compare-and-swap on the revision read (a proposal where the
-        source's rule says so).  History on the destination names the source (``origin.from``: scope binding,
-        document, revision), the source's tombstone names the destination (``origin.to``).  Answer: the upsert's
-        (or proposal's) plus ``source_revision``, ``moved`` and, when a move left its source, ``source_kept``
-        (why: the destination awaits review, or the source changed after it was read; both exist).  Raises what
-        ``get`` and ``upsert`` raise (nothing written when the destination refuses).  Cancelled before a step's
-        worker runs, that step and the later ones do not happen.  Memory being on was checked by the route.
-        """
-        got = await self.locked(source, self._copy_source, source, source_path, source_revision)
-        data, revision = got
-        origin = {"from": {"scope": source.binding, "document": source_path, "revision": revision}}
-        result = await self.locked(destination, self._copy_into, destination, destination_path, data,
-                                   expected_revision, actor, allow_secret, origin)
-        result["source_revision"] = revision
-        result["moved"] = False
-        if not move:
-            return result
-        if result.get("proposed"):
-            result["source_kept"] = "the destination awaits review: forget the source once it is approved"
-            return result
-        gone = {"to": {"scope": destination.binding, "document": destination_path}}
-        try:
-            removed = await self.locked(source, self._copy_remove, source, source_path, revision, actor, gone)
-        except HubError as exc:
-            if exc.code is not ErrorCode.CONFLICT:
-                raise
-            result["source_kept"] = "the source changed after it was read; both documents exist"
-            return result
-        if removed.get("proposed"):
-            result["source_kept"] = f"forgetting the source awaits review (proposal {removed['proposal']})"
-        else:
-            result["moved"] = True
-        return result
-
-    def _copy_source(self, scope: Scope, path: str, expected: str | None) -> tuple[bytes, str]:
-        """The source's bytes and revision (``not_found``; ``conflict`` when ``expected`` no longer matches)."""
-        data = self.store.read(self.scope_dir(scope), path)
-        if data is None:
-            raise HubError(ErrorCode.NOT_FOUND, f"{path} does not exist; nothing was copied", {"path": path})
-        observed = revision_of(data)
-        if expected is not None and not revision_matches(expected, observed):
-            raise HubError(ErrorCode.CONFLICT, f"{path} changed: its revision is {observed[:12]}, not "
-                           f"{expected[:12]}; nothing was copied",
-                           {"path": path, "expected_revision": expected, "observed_revision": observed})
-        return data, observed
-
-    async def scope_copy(self, source: Scope, destination: Scope, cursor: str, actor: Actor,
-                         move: bool = False) -> Result:
-        """One page of the operator's copy of every document of ``source`` into ``destination`` (DESIGN.md §7.8).
-
-        Documents are taken in path order after ``cursor`` (``""``: from the first), as the bounded walk of
-        ``source`` finds them (:func:`hub.storage.walk.walk_documents`; reserved ``@`` entries and names that are not
-        logical paths are passed over).  Each is read under the source's lock and written under the
-        destination's as a create: compare-and-swap ``absent``, every write check (credentials, quotas), no
-        review (the operator writes), history naming ``actor`` and the origin as :meth:`copy` records it.  A
-        destination document that exists is never overwritten: it is skipped (``identical`` when it holds the
-        same bytes, else ``exists``, with its revision), as is a document any check refuses (``reason`` the
-        error code, ``message`` its first 200 characters) or one gone since the walk (``gone``).  With ``move``,
-        a document the destination now holds (copied, or ``identical``) is forgotten in ``source`` by
-        compare-and-swap on the revision read, its tombstone naming the destination (``moved: true``); one that
-        changed meanwhile is kept (``moved: false``).
-
-        Answer: ``{source, destination, copied[{path, revision, bytes, moved?}], skipped[{path, reason,
-        revision?, message?, moved?}], next_cursor, incomplete, incomplete_reasons, unreadable}``, within the
-        response budget; ``next_cursor`` (the last path handled) when documents remain: call again with it.
-        ``incomplete`` says the walk was cut short or met unreadable folders (``unreadable``).  Raises
-        ``bad_request`` for the same scope on both sides (:meth:`handle_scope_copy` checked memory is on).
-        Cancelled, the documents copied so far stay.
-        """
-        from amux_memory.protocol.messages import packed_size
-
-        if source.relpath == destination.relpath:
-            raise HubError(ErrorCode.BAD_REQUEST, "source and destination are the same scope; nothing to copy",
-                           {"field": "destination"})
-        walked = await trio.to_thread.run_sync(walk_documents, self.scope_dir(source), "", self.limits)
-        paths = sorted(path for path, _ in walked.found if path > cursor)
-        result: Result = {"source": source.binding, "destination": destination.binding, "copied": [], "skipped": [],
-                          "next_cursor": None, "incomplete": bool(walked.reasons),
-                          "incomplete_reasons": list(walked.reasons), "unreadable": list(walked.unreadable)}
-        budget = response_room(self.limits, {**result, "next_cursor": "x" * self.limits.max_path_bytes})
-        for path in paths:
-            worst = packed_size({"path": path, "reason": "secret_detected", "revision": "0" * 64,
-                                 "message": "m" * 200, "bytes": 1 << 40, "moved": False})
-            if worst > budget:
-                break
-            entry = await self._copy_one(source, destination, path, actor, move)
-            budget -= packed_size(entry)
-            result["skipped" if "reason" in entry else "copied"].append(entry)
-            result["next_cursor"] = path
-        else:
-            result["next_cursor"] = None
-        return result
-
-    async def handle_scope_copy(self, call: Call) -> Result:
-        """``scope_copy`` by the operator (the route checked who calls before parsing): the two named scopes of
-        ``call.params`` resolved in the call's registry snapshot, then :meth:`scope_copy`.
-
-        Raises ``not_found`` for a team that does not exist or a destination principal nobody can be (neither
-        registered nor an OS account), ``disabled`` when memory is off.  Not bound by the request-start deadline:
-        a page copies document after document, and an answer ``busy`` could not say which were copied.
-        """
-        p, read_registry = call.params, call.registry
-        assert read_registry is not None
-
-        def resolve() -> tuple[Scope, Scope]:
-            registry = read_registry()
-            source, destination = named_scope(p.source, registry), named_scope(p.destination, registry)
-            name = p.destination.partition(":")[2]
-            if destination.kind == "principal" and not known_principal(name, registry):
-                raise HubError(ErrorCode.NOT_FOUND, f"no principal {name!r}: it is neither registered nor an OS "
-                               f"account of this host; register it first ('amux hub principal add {name}')",
-                               {"scope": p.destination}, next_step="'amux hub principal list' shows the principals.")
-            return source, destination
-
-        source, destination = await trio.to_thread.run_sync(resolve)
-        self.check_enabled()
-        return await self.scope_copy(source, destination, p.cursor, call.actor, p.move)
-
-    async def handle_backup_stage(self, call: Call) -> Result:
-        """``backup_stage`` by the operator: :meth:`backup_stage` (memory on or off)."""
-        return await self.backup_stage()
-
-    async def backup_stage(self) -> Result:
-        """Stage an online backup of the whole home (DESIGN.md §15.8, :mod:`hub.storage.backup`): every scope's
-        documents, history and review queue copied under that scope's lock, one scope at a time, then the
-        registry and ``config.toml``, and ``manifest.json``; the operator's CLI packs the folder and removes it.
-
-        Answer: ``{staging, scopes, documents, files, bytes, lock_max_ms, lock_total_ms}`` (``staging`` the
-        folder's absolute path; ``lock_*`` how long scope locks were held, ms).  Works with memory disabled
-        too (the files are kept).  Raises ``bad_request`` when the registry holds a raw token, a storage
-        error when a file cannot be read or the staging folder written; the staging folder is removed then.
-        """
-        from amux_memory.hub.storage import backup
-        from amux_memory.protocol.version import package_version
-
-        home = self.config.home
-        staging = await trio.to_thread.run_sync(backup.new_staging, home)
-        try:
-            staged = []
-            for relpath in await trio.to_thread.run_sync(backup.scope_relpaths, home):
-                scope = Scope(relpath, relpath, relpath.partition("/")[0])
-                linked = await self.locked(scope, self._stage_scope, relpath, staging, False)
-                await trio.to_thread.run_sync(backup.copy_prefixes, linked, staging)
-                if await self.locked(scope, self._rewritten, relpath, linked.rewrites):
-                    # A purge (or a torn tail cut) changed the linked segment in place: copy under the lock.
-                    await trio.to_thread.run_sync(backup.drop_scope, linked, staging)
-                    again = await self.locked(scope, self._stage_scope, relpath, staging, True)
-                    again.held_ms = max(again.held_ms, linked.held_ms)
-                    linked = again
-                staged.append(await trio.to_thread.run_sync(backup.finish_scope, linked, staging))
-            home_files = await trio.to_thread.run_sync(backup.stage_home_files, home, staging)
-            manifest = await trio.to_thread.run_sync(backup.write_manifest, staging, staged, home_files,
-                                                     package_version())
-        except BaseException:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(shutil.rmtree, staging, True)
-            raise
-        files = manifest["files"]
-        return {"staging": str(staging), "scopes": len(staged),
-                "documents": sum(len(s.documents) for s in staged), "files": len(files),
-                "bytes": sum(f["bytes"] for f in files.values()),
-                "lock_max_ms": round(max((s.held_ms for s in staged), default=0.0), 3),
-                "lock_total_ms": round(sum(s.held_ms for s in staged), 3)}
-
-    def _stage_scope(self, relpath: str, staging: Any, copy_appended: bool) -> Any:
-        """:meth:`backup_stage`'s staging of one scope (worker thread, its lock held,
-        :func:`hub.storage.backup.stage_scope`); the history segment is cut at its last record when this Hub has it
-        open."""
-        from amux_memory.hub.storage import backup
-
-        hist = self.history.scope(relpath)
-        with hist.lock:
-            end, rewrites = (hist.end if hist.fd >= 0 else -1), hist.rewrites
-            return backup.stage_scope(self.config.home, relpath, staging, end, copy_appended, rewrites)
-
-    def _rewritten(self, relpath: str, rewrites: int) -> bool:
-        """Whether the scope's history segment changed in place since :meth:`_stage_scope` saw ``rewrites``
-        (worker thread, the scope's lock held)."""
-        return bool(self.history.scope(relpath).rewrites != rewrites)
-
-    async def _copy_one(self, source: Scope, destination: Scope, path: str, actor: Actor, move: bool) -> Result:
-        """One document of :meth:`scope_copy`: ``{path, revision, bytes}`` when written, else ``{path, reason,
-        ...}``; with ``move``, ``moved`` says whether the source was forgotten."""
-        data = await self.locked(source, self.store.read, self.scope_dir(source), path)
-        if data is None:
-            return {"path": path, "reason": "gone"}
-        revision = revision_of(data)
-        origin = {"from": {"scope": source.binding, "document": path, "revision": revision}}
-        entry: Result
-        try:
-            written = await self.locked(destination, self._create_copy, destination, path, data, actor, origin)
-            entry = {"path": path, "revision": written["revision"], "bytes": written["bytes"]}
-        except HubError as exc:
-            observed = exc.data.get("observed_revision")
-            if exc.code is not ErrorCode.CONFLICT or not isinstance(observed, str):
-                return {"path": path, "reason": exc.code.value, "message": exc.message[:200]}
-            entry = {"path": path, "reason": "identical" if observed == revision else "exists", "revision": observed}
-            if entry["reason"] == "exists":
-                return entry
-        if move:
-            gone = {"to": {"scope": destination.binding, "document": path}}
-            try:
-                await self.locked(source, self._forget_moved, source, path, revision, actor, gone)
-                entry["moved"] = True
-            except HubError:
-                entry["moved"] = False  # changed since it was read: both are kept, nothing lost
-        return entry
-
-    def _create_copy(self, scope: Scope, path: str, data: bytes, actor: Actor, origin: dict[str, Any]) -> Result:
-        """:meth:`scope_copy`'s write: a create (``absent``) by the operator, naming the origin."""
-        return self.write(scope, path, data, ABSENT, False, actor, origin=origin)
-
-    def _forget_moved(self, scope: Scope, path: str, revision: str, actor: Actor, gone: dict[str, Any]) -> Result:
-        """:meth:`scope_copy`'s forget of a moved source, by compare-and-swap on the revision read."""
-        return self.delete(scope, path, revision, actor, origin=gone)
-
-
-    def _copy_into(self, scope: Scope, path: str, data: bytes, expected: str, actor: Actor, allow_secret: bool,
-                   origin: dict[str, Any]) -> Result:
-        """The copy's write: a proposal where the destination's rule says so, else a write naming its origin."""
-        if self.review.reviewed(scope, actor, path):
-            return self.review.propose(scope, path, data, expected, actor, allow_secret=allow_secret)
-        return self.write(scope, path, data, expected, False, actor, allow_secret=allow_secret, origin=origin)
-
-    def _copy_remove(self, scope: Scope, path: str, revision: str, actor: Actor, gone: dict[str, Any]) -> Result:
-        """A move's forget of its source: a proposal where the source's rule says so, else a tombstone naming
-        where the text went."""
-        if self.review.reviewed(scope, actor, path):
-            return self.review.propose(scope, path, None, revision, actor)
-        return self.delete(scope, path, revision, actor, origin=gone)
-
-    async def handle_copy(self, call: Call) -> Result:
-        """``copy`` (and move): ``call.parts`` are the source's part and the destination's, resolved by the mounts
-        layer (DESIGN.md §7.8); :meth:`copy` does the work."""
-        source, destination = call.parts
-        p = call.params
-        return await self.copy(source.scope, source.inner, destination.scope, destination.inner,
-                               expected_revision=p.expected_revision, source_revision=p.source_revision, move=p.move,
-                               allow_secret=p.allow_secret, actor=call.actor)
 
     # -- review (DESIGN.md §21): the work is the review queue's -----------------
 

@@ -28,6 +28,7 @@ from typing import Any, Final
 from amux_memory.hub.access.identity import Identity, Scope
 from amux_memory.hub.access.mounts import MAINTAIN, READ, WRITE, Part
 from amux_memory.hub.methods.calls import Kind, Reach, Route, Who, check_routes, route
+from amux_memory.hub.methods import backup_staging, copies
 from amux_memory.hub.methods.memory import MemoryMethods
 from amux_memory.protocol import params as p
 from amux_memory.protocol.errors import ErrorCode, HubError
@@ -58,7 +59,7 @@ ROUTES: Final[Mapping[str, Route]] = dict([
           handler=M.handle_purge, who=Who.NO_TIDY_RUN),
     route("scan", D, Reach.ROOT, READ, locked=True, proposes=False, parse=p.parse_scan, handler=M.handle_scan),
     route("copy", D, Reach.DOCUMENTS, WRITE, locked=False, proposes=True, parse=p.parse_copy,
-          handler=M.handle_copy),
+          handler=copies.handle_copy),
     route("health", D, Reach.EVERY, READ, locked=False, proposes=False, parse=p.parse_health,
           handler=M.handle_health),
     route("review_list", D, Reach.PAGED, MAINTAIN, locked=True, proposes=False, parse=p.parse_review_list,
@@ -70,9 +71,9 @@ ROUTES: Final[Mapping[str, Route]] = dict([
     route("review_run", Kind.RUN, NONE, None, locked=False, proposes=False, parse=p.parse_review_run,
           handler=M.handle_review_run),
     route("scope_copy", Kind.OPERATOR, NONE, None, locked=False, proposes=False, parse=p.parse_scope_copy,
-          handler=M.handle_scope_copy, who=Who.OPERATOR, command="amux hub scope copy"),
+          handler=copies.handle_scope_copy, who=Who.OPERATOR, command="amux hub scope copy"),
     route("backup_stage", Kind.OPERATOR, NONE, None, locked=False, proposes=False, parse=p.parse_backup_stage,
-          handler=M.handle_backup_stage, who=Who.OPERATOR, command="amux hub backup"),
+          handler=backup_staging.handle_backup_stage, who=Who.OPERATOR, command="amux hub backup"),
 ])
 """Every method the Hub answers (DESIGN.md §3.4)."""
 
