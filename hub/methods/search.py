@@ -545,8 +545,8 @@ class _Collector:
     Each file is ``lstat``-ed relative to its open directory (no path walk per
     file), a folder's files before any is read (:meth:`stat_ahead`, which hints
     the kernel to read ahead every one to be read); a cached entry whose size,
-    mtime, ctime or inode differs is read again.  ``docs`` and ``scanned_bytes`` are what was read; ``seen`` the
-    logical paths taken (for the cache's prune after a complete walk).
+    mtime, ctime or inode differs is read again.  ``docs`` and ``scanned_bytes`` are what was taken (``docs``
+    also tells the cache's prune after a complete walk what is still there).
     ``read_cost`` is the slowest recent read-and-fold of one file, in
     seconds (a decaying maximum).
 
@@ -572,7 +572,6 @@ class _Collector:
     read_cost: float = 0.0
     docs: list[CachedDoc] = field(default_factory=list)
     scanned_bytes: int = 0
-    seen: set[str] = field(default_factory=set)
     pool: ThreadPoolExecutor | None = None
     recent_slow: deque[bool] = field(default_factory=lambda: deque(maxlen=SLOW_READ_WINDOW))
     in_flight: deque[_InFlight] = field(default_factory=deque)
@@ -620,9 +619,10 @@ class _Collector:
         try:
             room = max(0, self.limits.scan_max_files - len(self.docs) - len(self.in_flight))
             stats: dict[str, CachedDoc | os.stat_result | OSError | None] = {}
+            taken = 0
             if self.pool is None:
-                stats = self.stat_ahead(dir_fd, batch[:room])
-            for logical, name in batch:
+                taken, stats = self.stat_ahead(dir_fd, batch[:room])
+            for logical, name in batch[taken:] if taken else batch:
                 if self.pool is not None:
                     if not self.hand_over(absdir, dir_fd, logical, name, folder):
                         break
@@ -643,19 +643,23 @@ class _Collector:
             self.pool = ThreadPoolExecutor(READ_POOL_THREADS, thread_name_prefix="amux-read")
 
     def stat_ahead(self, dir_fd: int,
-                   batch: list[FileEntry]) -> dict[str, CachedDoc | os.stat_result | OSError | None]:
+                   batch: list[FileEntry]) -> tuple[int, dict[str, CachedDoc | os.stat_result | OSError | None]]:
         """``lstat`` a folder's planned files before reading any, and hint the kernel to read ahead the ones the
         cache does not hold fresh (:func:`_prefetch`): on a cold page cache the disk then works on all of them
         at once, whether the cache never held a file or holds an older version of it.
 
-        Returns logical path → its cache entry when fresh, else its ``lstat`` (None: gone or not a regular
+        The warm path: while every file so far was fresh in the cache and fits the budgets, each is taken here
+        (what :meth:`file` and :meth:`take_fresh` would do, in the same plan order: one ``lstat`` and one
+        comparison a file).  Returns ``(taken, stats)``: the first ``taken`` files of ``batch`` are taken; for
+        the others, logical path → its cache entry when fresh, else its ``lstat`` (None: gone or not a regular
         file; an ``OSError`` to report when :meth:`file` takes it).  Stops early, leaving the rest to
         :meth:`file`, once the budget is spent, or starts the read pool and leaves the rest to it once
         :data:`SLOW_READS_TO_POOL` ``lstat`` calls took over :data:`SLOW_READ_SECONDS` (inodes not cached: the
         pool overlaps them and counts each in its read's cost, so the time budget sees it)."""
         stats: dict[str, CachedDoc | os.stat_result | OSError | None] = {}
         stale: list[str] = []
-        slow = 0
+        slow = taken = 0
+        cached, docs, max_bytes = self.cache.docs, self.docs, self.limits.scan_max_bytes
         for i, (logical, name) in enumerate(batch):
             if i % 64 == 63 and self.should_stop():
                 break
@@ -673,19 +677,24 @@ class _Collector:
                 if not stat.S_ISREG(st.st_mode):
                     entry = None
                 else:
-                    doc = self.cache.docs.get(logical)
+                    doc = cached.get(logical)
                     if doc is not None and doc.fresh(st):
                         entry = doc
+                        if taken == i and self.scanned_bytes + doc.size <= max_bytes:
+                            docs.append(doc)
+                            self.scanned_bytes += doc.size
+                            taken += 1
                     else:
                         stale.append(name)
-            stats[logical] = entry
+            if taken <= i:
+                stats[logical] = entry
             if slow >= SLOW_READS_TO_POOL:
                 self.start_pool()  # a cold disk: the rest are lstat-ed and read by the pool, within the budget
                 break
             if now > self.deadline:
                 break  # the rest are left to file(), which stops the scan in time
         _prefetch(dir_fd, stale)
-        return stats
+        return taken, stats
 
     def hand_over(self, absdir: str, dir_fd: int, logical: str, name: str, folder: list[int]) -> bool:
         """Give one file to the pool, first taking results while the pool is full or the deadline leaves no
@@ -809,14 +818,12 @@ class _Collector:
         if len(self.docs) % 64 == 63 and self.should_stop():
             self.walk.stop("time")
             return False
-        self.seen.add(logical)  # what add() does, without a second call on the warm path
-        self.docs.append(doc)
+        self.docs.append(doc)  # what add() does, without a second call on the warm path
         self.scanned_bytes += len(doc.data)
         return True
 
     def add(self, logical: str, doc: CachedDoc) -> None:
-        """Count ``doc`` as scanned (its bytes against the budget; ``logical`` seen for the cache's prune)."""
-        self.seen.add(logical)
+        """Count ``doc`` as scanned (its bytes against the budget; its path seen for the cache's prune)."""
         self.docs.append(doc)
         self.scanned_bytes += len(doc.data)
 
@@ -865,7 +872,7 @@ def _collect(
     batches = _list_tree(root, path_prefix, walk, cache, seen_dirs, collector.out_of_time)
     collector.run(_fair_plan(batches, root, limits.scan_max_files, walk))
     if not walk.incomplete:
-        cache.prune(path_prefix, collector.seen, seen_dirs)
+        cache.prune(path_prefix, collector.docs, seen_dirs)
     return collector.docs, collector.scanned_bytes
 
 
@@ -1038,7 +1045,7 @@ def search_parts(
             else:
                 collector.run(_fair_plan(listed[i], part.root, limits.scan_max_files, walk))
             if not walk.incomplete:
-                part.cache.prune(part.prefix, collector.seen, seen_dirs[i])
+                part.cache.prune(part.prefix, collector.docs, seen_dirs[i])
             scanned_bytes += collector.scanned_bytes
             collector.docs.sort(key=_path_of)
             found.append((i, collector.docs))

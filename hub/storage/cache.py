@@ -219,10 +219,14 @@ class ScopeCache:
         if old is not None:
             self.bytes -= old.cost
 
-    def prune(self, prefix: str, seen: set[str], seen_dirs: set[str]) -> None:
-        """After a complete walk under ``prefix``: drop entries of files and directories that are gone."""
-        for path in [p for p in self.docs if p.startswith(prefix) and p not in seen]:
-            self.drop(path)
+    def prune(self, prefix: str, seen: list[CachedDoc], seen_dirs: set[str]) -> None:
+        """After a complete walk under ``prefix`` that took the documents ``seen`` (all of them entries of this
+        cache): drop entries of files and directories that are gone.  When the walk covered the whole scope and
+        took every entry, there is nothing to look for."""
+        if prefix or len(seen) != len(self.docs):
+            paths = {doc.path for doc in seen}
+            for path in [p for p in self.docs if p.startswith(prefix) and p not in paths]:
+                self.drop(path)
         if not prefix:
             for absdir in [d for d in self.listings if d not in seen_dirs]:
                 del self.listings[absdir]
