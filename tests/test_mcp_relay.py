@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -30,13 +29,12 @@ from amux_memory.hub.mcp.snapshot import snapshot
 from amux_memory.protocol.errors import ErrorCode
 from amux_memory.protocol.messages import decode_mcp, decode_response, encode_mcp, encode_request
 from amux_memory.protocol.version import package_version
-from tests.conftest import REPO, HubProcess, amux_argv
+from tests.conftest import REPO, HubProcess
 from tests.other_users import ALICE, BOB, run_as, shared_input
 from tests.raw_hub import Raw
+from tests.relay_stdio import FIXTURE, INITIALIZED, Relay
 
-FIXTURE = json.loads((REPO / "tests" / "fixtures" / "mcp_wire.json").read_text(encoding="utf-8"))
 OFFLINE = REPO / "tools" / "mcp" / "offline.json"
-INITIALIZED = '{"jsonrpc":"2.0","method":"notifications/initialized"}'
 HEAVY = ("mcp", "mcp_types", "trio", "anyio", "pydantic", "pydantic_core", "jsonschema", "cyclopts", "rich")
 HUB_SIDE = ("amux_memory.protocol.params",)
 """Our own modules the relay has no use for: the Hub's request parsers cost ~14 ms of its start."""
@@ -45,56 +43,6 @@ HUB_SIDE = ("amux_memory.protocol.params",)
 def fixture_line(name: str) -> str:
     """A line of the fixture with the version the package has now (it was captured at 0.1.0)."""
     return FIXTURE[name].replace('"version":"0.1.0"}', f'"version":{json.dumps(package_version())}}}')
-
-
-class Relay:
-    """A real ``amux mcp`` subprocess spoken to in raw JSON-RPC lines."""
-
-    def __init__(self, home: Path, **env: str) -> None:
-        base = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
-        self.proc = subprocess.Popen([*amux_argv(), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env={**base, "AMUX_HOME": str(home), **env})
-        self.next_id = 100
-
-    def send(self, text: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(text.encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def line(self, timeout: float = 20) -> str:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        assert ready, "no answer from amux mcp"
-        return self.proc.stdout.readline().decode().rstrip("\n")
-
-    def ask(self, text: str) -> str:
-        self.send(text)
-        return self.line()
-
-    def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        self.next_id += 1
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        answer = json.loads(self.ask(json.dumps(message)))
-        assert answer["id"] == self.next_id
-        return answer
-
-    def tool(self, name: str, **arguments: Any) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("tools/call", {"name": name, "arguments": arguments})["result"]
-        return result
-
-    def handshake(self) -> str:
-        answer = self.ask(FIXTURE["initialize_request"])
-        self.send(INITIALIZED)
-        return answer
-
-    def close(self) -> str:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        assert self.proc.wait(15) == 0
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read().decode()
 
 
 @pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file

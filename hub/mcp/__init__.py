@@ -44,7 +44,7 @@ From either it goes down this package in order:
   tool handlers that build the Hub request and run it through a backend
   (:func:`~hub.mcp.tools.hub_backend`: ``Hub.call`` for the caller).
 * :mod:`hub.mcp.continuations` — results over the reply budget, cut into pages for
-  ``result_continue``.
+  ``result_continue``, each served only while the caller keeps the mounts its result was read through.
 * :mod:`hub.mcp.render` — the text a model reads, the canonical JSON text
   and size of a result, and the tool-error result.
 * :mod:`hub.mcp.schemas` — the output schemas (result, page or error).

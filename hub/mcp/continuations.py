@@ -9,7 +9,9 @@ as a whole ``CallToolResult``, fits the budget.  Paged results are kept for
 ``ttl`` seconds (the ``page_ttl`` of ``mcp_open``, which ``amux mcp`` takes from ``$AMUX_MCP_PAGE_TTL``;
 default :data:`DEFAULT_PAGE_TTL`, 600 s), at
 most :data:`MAX_PAGED_RESULTS` (64) of them; an unknown, evicted or expired token is
-a ``bad_request`` error.
+a ``bad_request`` error.  Each paged result keeps its grant, the team mounts it was read through (name ->
+role): :class:`hub.mcp.tools.MemoryTools` checks it again before every page and drops (:meth:`Pager.drop`) a result
+whose grant no longer holds, which then answers exactly as a token never issued.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +40,7 @@ DEFAULT_PAGE_TTL = 600.0
 class _Paged:
     created: float
     pages: list[CallToolResult]
+    grant: Mapping[str, str] | None = None
 
 
 class Pager:
@@ -59,20 +62,42 @@ class Pager:
         self._results: OrderedDict[str, _Paged] = OrderedDict()
         self._gone: OrderedDict[str, str] = OrderedDict()  # recently dropped ids -> why
 
-    def respond(self, tool: str, result: dict[str, Any], text: str) -> CallToolResult:
+    def respond(self, tool: str, result: dict[str, Any], text: str,
+                grant: Mapping[str, str] | None = None) -> CallToolResult:
         """The whole result (``structuredContent`` = ``result``, text = ``text``) when it fits the budget,
-        else the first page of it; the other pages are kept for :meth:`page`."""
+        else the first page of it; the other pages are kept for :meth:`page`, with ``grant``
+        (:meth:`grant_of`)."""
+        whole = self.whole(result, text)
+        return whole if whole is not None else self.paged(tool, result, grant)
+
+    def whole(self, result: dict[str, Any], text: str) -> CallToolResult | None:
+        """The whole result as one answer when it fits the budget, else ``None`` (then :meth:`paged`)."""
         whole = text_result(text, result)
-        if result_size(whole) <= self.budget:
-            return whole
+        return whole if result_size(whole) <= self.budget else None
+
+    def paged(self, tool: str, result: dict[str, Any], grant: Mapping[str, str] | None = None) -> CallToolResult:
+        """The first page of ``result``; the other pages are kept for :meth:`page`, with ``grant``, what the
+        result was read under (:meth:`grant_of`)."""
         rid = secrets.token_urlsafe(9)
         pages = self._cut(tool, rid, result_json(result))
         self._expire()
         while len(self._results) >= self.max_results:
             old, _ = self._results.popitem(last=False)
             self._forget(old, f"evicted: at most {self.max_results} paged results are kept")
-        self._results[rid] = _Paged(self.clock(), pages)
+        self._results[rid] = _Paged(self.clock(), pages, grant)
         return pages[0]
+
+    def grant_of(self, token: str) -> Mapping[str, str] | None:
+        """The grant kept with the result ``token`` names (``None`` when it names none, or none was kept)."""
+        entry = self._results.get(token.strip().rpartition(".")[0])
+        return None if entry is None else entry.grant
+
+    def drop(self, token: str) -> None:
+        """Forget the result ``token`` names, leaving no trace: its tokens then answer as tokens never issued
+        (reason ``unknown``), not ``evicted`` or ``expired``."""
+        rid = token.strip().rpartition(".")[0]
+        self._results.pop(rid, None)
+        self._gone.pop(rid, None)
 
     def page(self, token: str) -> CallToolResult:
         """The page a continuation token names.

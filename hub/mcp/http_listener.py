@@ -42,9 +42,10 @@ instructed server gives each session its own caller's instructions (the team
 line of DESIGN.md §7.8, read at ``initialize``; :mod:`hub.mcp.http_servers`).
 
 The SDK binds each ``MCP-Session-Id`` (128 random bits) to the token that
-opened it (another token gets 404), ends it on DELETE and after
-``hub.mcp_session_idle`` seconds idle.  The inner server finds the caller of
-the request it handles with :func:`caller_of` (``ctx.request``).  Nothing
+opened it (another token gets 404, as for an unknown session), ends it on DELETE and after
+``hub.mcp_session_idle`` seconds idle.  The :class:`SessionBook` keeps that binding too: a request carrying
+another token's session id changes nothing of that session (its pages, its place in the book).  The
+inner server finds the caller of the request it handles with :func:`caller_of` (``ctx.request``).  Nothing
 here writes a file.  DESIGN.md §7 (identity), §13 (settings).
 """
 
@@ -211,6 +212,7 @@ class _Session:
     in_flight: int = 0
     last: float = 0.0
     quiet: bool = False
+    token: str = ""
 
 
 @dataclass
@@ -219,7 +221,10 @@ class SessionBook:
 
     A session is counted from the answer that gave its id until a DELETE
     ends it, a request for it is answered 404, or nothing has been in flight
-    for ``idle`` seconds (as the SDK expires it).
+    for ``idle`` seconds (as the SDK expires it).  Only the token that opened a
+    session may end it: a request carrying another token's session id (which
+    the SDK answers 404, as for an unknown session) is not the session's, and
+    the front door leaves the book alone for it (:meth:`foreign`).
     """
 
     idle: float
@@ -239,9 +244,16 @@ class SessionBook:
             self.on_gone(sid)
         return sum(1 for s in self._sessions.values() if principal is None or s.principal == principal)
 
-    def opened(self, sid: str, principal: str, quiet: bool = False) -> None:
-        """Record a new session ``sid`` of ``principal``; ``quiet``: it lives in the server without instructions."""
-        self._sessions[sid] = _Session(principal, 0, self.clock(), quiet)
+    def opened(self, sid: str, principal: str, quiet: bool = False, token: str = "") -> None:
+        """Record a new session ``sid`` of ``principal`` opened with token id ``token``; ``quiet``: it lives in the
+        server without instructions."""
+        self._sessions[sid] = _Session(principal, 0, self.clock(), quiet, token)
+
+    def foreign(self, sid: str, token: str) -> bool:
+        """Whether ``sid`` is an open session opened with a token other than ``token``: then a request carrying it
+        is not that session's, and nothing of the session may change for it."""
+        s = self._sessions.get(sid)
+        return s is not None and s.token != token
 
     def quiet(self, sid: str) -> bool | None:
         """Whether the open session ``sid`` lives in the server without instructions; ``None``: not known here."""
@@ -367,12 +379,15 @@ class FrontDoor:
         scope["user"] = AuthenticatedUser(AccessToken(token=token_id, client_id=token_id, scopes=[],
                                                       subject=identity.principal, expires_at=identity.expires))
         scope[CALLER_KEY] = caller
-        sid = headers.get(MCP_SESSION_HEADER)
+        claimed = headers.get(MCP_SESSION_HEADER)
+        # Another token's session id: the SDK answers 404 exactly as for an unknown session; the session itself
+        # (its pages, its place in the book, its server) is left as it is.
+        sid = None if claimed is not None and self.sessions.foreign(claimed, token_id) else claimed
         known = None if sid is None else self.sessions.quiet(sid)
         if known is not None:
             quiet = known
         inner = self.quiet if quiet else self.inner
-        if sid is None and self.sessions.count(identity.principal) >= self.sessions.cap:
+        if claimed is None and self.sessions.count(identity.principal) >= self.sessions.cap:
             await _respond(send, 429, f"{identity.principal} already has {self.sessions.cap} open MCP sessions; "
                            "end one (DELETE) or wait for an idle one to expire",
                            [(b"retry-after", b"60")])
@@ -382,11 +397,11 @@ class FrontDoor:
         async def watched_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status.append(int(message["status"]))
-                if sid is None and message["status"] < 400:
+                if claimed is None and message["status"] < 400:
                     new = {k.decode("latin-1").lower(): v.decode("latin-1")
                                for k, v in message.get("headers", [])}.get(MCP_SESSION_HEADER)
                     if new:
-                        self.sessions.opened(new, identity.principal, quiet)
+                        self.sessions.opened(new, identity.principal, quiet, token_id)
             await send(message)
 
         if sid is not None:

@@ -16,7 +16,8 @@ found per request here instead:
   :class:`~hub.mcp.continuations.Pager` per MCP session (keyed by token id and
   ``MCP-Session-Id``; a session-less request of the 2026 protocol gets its
   token's pager), dropped when the session ends or once unused for the page
-  time to live.
+  time to live; each page is served only while the caller keeps what its result
+  was read through (:meth:`hub.serve.hub.Hub.rights_of`, asked again per page).
 
 :func:`memory_servers` is the server factory the Hub's listener runs
 (a :data:`hub.mcp.http_listener.ServerFactory`, through
@@ -93,7 +94,8 @@ def memory_tools_of(hub: Hub, pagers: SessionPagers) -> Callable[[ServerRequestC
         sid = headers.get(MCP_SESSION_HEADER) or ""
         call = partial(hub.call, transport="mcp_http", registry=caller.registry)  # the front door's snapshot
         return MemoryTools(hub_backend(call, caller.identity, caller.scope),
-                           pagers.of(caller.identity.token_id or "", sid))
+                           pagers.of(caller.identity.token_id or "", sid),
+                           partial(hub.rights_of, caller.identity, caller.scope))
 
     return tools_for
 

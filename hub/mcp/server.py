@@ -47,7 +47,7 @@ from mcp.server.context import CallNext, HandlerResult
 
 from amux_memory.hub.mcp.catalog import catalog
 from amux_memory.hub.mcp.continuations import DEFAULT_PAGE_TTL, Pager
-from amux_memory.hub.mcp.tools import Backend, MemoryTools
+from amux_memory.hub.mcp.tools import Backend, MemoryTools, Rights
 from amux_memory.protocol.agent_protocol import render as render_protocol
 from amux_memory.protocol.errors import HubError
 from amux_memory.protocol.version import package_version
@@ -73,7 +73,7 @@ listing (the caller's teams may review its writes though ``memory.review`` is of
 
 
 def build_server(backend: Backend, *, instructions: bool = True, page_ttl: float = DEFAULT_PAGE_TTL,
-                 review: Review = False, mounts: Mounts = ()) -> Server[MemoryTools]:
+                 review: Review = False, mounts: Mounts = (), rights: Rights | None = None) -> Server[MemoryTools]:
     """A fresh ``amux`` MCP server for one session whose tool calls go to ``backend``.
 
     ``instructions`` False leaves the protocol text out of ``initialize``; ``mounts``, the caller's team
@@ -81,12 +81,13 @@ def build_server(backend: Backend, *, instructions: bool = True, page_ttl: float
     ``page_ttl`` is how many seconds this session's paged results stay
     readable; ``review`` True (or a coroutine function answering True at a
     listing) publishes the output schemas of a Hub that may keep the caller's
-    agent writes for review (DESIGN.md §21).  The state (pages) belongs to
+    agent writes for review (DESIGN.md §21); ``rights``, the caller's view now through the Hub, is asked before
+    every page (:class:`~hub.mcp.tools.MemoryTools`).  The state (pages) belongs to
     this server alone: build one per MCP session.  Run it with ``await server.run(read, write,
     server.create_initialization_options())`` on anyio memory streams of
     ``SessionMessage`` (or give it to the SDK's streamable-HTTP manager).
     """
-    state = MemoryTools(backend, Pager(ttl=page_ttl))
+    state = MemoryTools(backend, Pager(ttl=page_ttl), rights)
     tools = catalog()
 
     @asynccontextmanager

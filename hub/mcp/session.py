@@ -33,7 +33,7 @@ from mcp.types import (
 
 from amux_memory.hub.mcp.continuations import DEFAULT_PAGE_TTL
 from amux_memory.hub.mcp.server import Mounts, Review, build_server
-from amux_memory.hub.mcp.tools import Backend
+from amux_memory.hub.mcp.tools import Backend, Rights
 from amux_memory.protocol.errors import HubError
 from amux_memory.protocol.limits import MAX_IN_FLIGHT
 from amux_memory.protocol.messages import decode_mcp, encode_mcp
@@ -59,16 +59,17 @@ class McpBridge:
     """One MCP session on one Hub connection (see the module docstring).
 
     ``backend`` runs the session's tool calls (the caller's identity and scope
-    are fixed in it); ``instructions``, ``page_ttl`` (seconds), ``review`` and ``mounts`` (the caller's team
-    mounts at ``mcp_open``) as in :func:`hub.mcp.server.build_server`.  :meth:`run` serves until
-    :meth:`close_input` (the peer closed, or the Hub stops reading).
+    are fixed in it); ``instructions``, ``page_ttl`` (seconds), ``review``, ``mounts`` (the caller's team
+    mounts at ``mcp_open``) and ``rights`` (asked before every page) as in :func:`hub.mcp.server.build_server`.
+    :meth:`run` serves until :meth:`close_input` (the peer closed, or the Hub stops reading).
     """
 
     def __init__(self, conn: Connection, backend: Backend, *, instructions: bool = True,
-                 page_ttl: float = DEFAULT_PAGE_TTL, review: Review = False, mounts: Mounts = ()) -> None:
+                 page_ttl: float = DEFAULT_PAGE_TTL, review: Review = False, mounts: Mounts = (),
+                 rights: Rights | None = None) -> None:
         self.conn = conn
         self.server = build_server(backend, instructions=instructions, page_ttl=page_ttl, review=review,
-                                   mounts=mounts)
+                                   mounts=mounts, rights=rights)
         self._inbox_send: MemoryObjectSendStream[SessionMessage | Exception]
         self._inbox: MemoryObjectReceiveStream[SessionMessage | Exception]
         self._inbox_send, self._inbox = anyio.create_memory_object_stream[SessionMessage | Exception](INBOX)

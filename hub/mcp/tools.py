@@ -8,24 +8,34 @@ results are ``CallToolResult`` values built by :mod:`hub.mcp.render` and
 A request goes to a :class:`Backend`: inside the Hub, the memory service with
 the MCP session's identity and scope (:func:`hub_backend`, as
 :meth:`hub.serve.hub.Hub.call` runs a socket request), not a client connection.
+
+Pages outlive no right (DESIGN.md §9.2): a paged result keeps the mounts and roles it was read through
+(:meth:`MemoryTools.read_through`), and ``result_continue`` asks :data:`Rights` (the Hub's registry, through
+:meth:`hub.serve.hub.Hub.rights_of`) before every page; a revoked token, a removed member or a removed team drops
+the result at once, and its token answers exactly as one never issued.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any
 
 from mcp.types import CallToolResult
 from pydantic import Field
 
 from amux_memory.hub.access.identity import Identity, Scope
+from amux_memory.hub.access.mounts import READ, MountView
 from amux_memory.hub.mcp.continuations import Pager
 from amux_memory.hub.mcp.render import RENDERERS, error_result
+from amux_memory.hub.methods.calls import Reach
+from amux_memory.hub.methods.routes import ROUTES
 from amux_memory.hub.storage.faults import STORAGE_CODES, from_os_error, log_fault
 from amux_memory.protocol.errors import HubError
 from amux_memory.protocol.limits import ENTRY_NAME, KIB, LIMITS
 from amux_memory.protocol.messages import Request
+from amux_memory.protocol.paths import MOUNT_MARK
 from amux_memory.protocol.requests import forget_params, get_params, search_params, upsert_params
 
 log = logging.getLogger("amux.mcp")
@@ -42,6 +52,11 @@ REVISION_DOC = ("The revision you last read with memory_get (64 hex digits), or 
 Backend = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 """``await backend(method, params)`` runs one Hub data method for the session's caller and returns its result
 map, or raises :class:`HubError` (``disabled``, ``conflict``, ``busy``, ...)."""
+
+Rights = Callable[[], Awaitable[MountView]]
+"""``await rights()``: the session's caller's view now, its team mounts and roles (DESIGN.md §7.8), from the registry
+through the Hub (:meth:`hub.serve.hub.Hub.rights_of`); raises :class:`HubError` (``unauthorized``) when the caller's
+token is no longer valid or the registry cannot be read."""
 
 
 class _Caller:
@@ -76,24 +91,62 @@ def hub_backend(call: Callable[[Identity, Scope, Request], Awaitable[dict[str, A
 class MemoryTools:
     """The per-session state behind the tools: where requests go (``backend``) and the session's pages.
 
-    One instance per MCP session, so pages of one session are never served to another.
+    One instance per MCP session, so pages of one session are never served to another.  With ``rights``
+    (the Hub's, :data:`Rights`), every page is served only while the caller still has what its result was read
+    through; without (in-process uses that have no registry), pages are not checked again.
     """
 
-    def __init__(self, backend: Backend, pager: Pager | None = None) -> None:
+    def __init__(self, backend: Backend, pager: Pager | None = None, rights: Rights | None = None) -> None:
         self.backend = backend
         self.pager = pager or Pager()
+        self.rights = rights
 
     async def forward(self, tool: str, method: str, params: dict[str, Any]) -> CallToolResult:
         """Run Hub ``method`` with ``params`` for ``tool``.
 
         A result becomes its structured content plus text (paged when over the
-        budget), a :class:`HubError` a tool error.
+        budget, with the mounts it was read through), a :class:`HubError` a tool error.
         """
         try:
             result = await self.backend(method, params)
         except HubError as exc:
             return error_result(exc)
-        return self.pager.respond(tool, result, RENDERERS[tool](result))
+        text = RENDERERS[tool](result)
+        whole = self.pager.whole(result, text)
+        if whole is not None:
+            return whole
+        grant = None if self.rights is None else await self.read_through(method, params, result)
+        return self.pager.paged(tool, result, grant)
+
+    async def read_through(self, method: str, params: dict[str, Any], result: dict[str, Any]) -> dict[str, str]:
+        """The team mounts a ``method`` result was read through, each with the role its route needs
+        (``{name: role}``; ``{}``: the caller's own memory alone): the mount its ``path`` or ``path_prefix``
+        names, every mount a whole-view prefix covers now (``""``, ``@N``), and every mount a path in the result
+        lies in.  More rather than fewer: a page is refused when the caller lacks any of them."""
+        route = ROUTES[method]
+        role = route.role or READ
+        names = _mounts_named(result)
+        for key in ("path", "path_prefix"):
+            value = params.get(key)
+            if isinstance(value, str) and value.startswith(MOUNT_MARK) and "/" in value:
+                names.add(value[1:].partition("/")[0])
+        if route.reach in (Reach.EVERY, Reach.PAGED) and self.rights is not None:
+            with contextlib.suppress(HubError, OSError):  # then the token fails the check of every page anyway
+                view = await self.rights()
+                names |= {part.mount.name for part in view.prefix(params.get("path_prefix", ""), role)
+                          if part.mount is not None}
+        return dict.fromkeys(names, role)
+
+    async def still_granted(self, grant: Mapping[str, str]) -> bool:
+        """Whether the caller's token is still valid and it still has each mount of ``grant`` with at least its
+        role, in the registry as it is now (:data:`Rights`)."""
+        if self.rights is None:
+            return True
+        try:
+            view = await self.rights()
+        except (HubError, OSError):
+            return False
+        return all(name in view.mounts and view.mounts[name].allows(role) for name, role in grant.items())
 
     # The tools.  Parameter descriptions become the input schema a model sees.
 
@@ -156,8 +209,28 @@ class MemoryTools:
         self,
         token: Annotated[str, Field(description="The continuation token of the previous page.")],
     ) -> CallToolResult:
-        """``result_continue``: the page ``token`` names, from the :class:`Pager` (no Hub call)."""
+        """``result_continue``: the page ``token`` names, from the :class:`Pager`, while the caller keeps every
+        right its result was read through (:meth:`still_granted`); else the result is dropped and the answer is
+        exactly that for a token never issued."""
+        grant = self.pager.grant_of(token)
+        if grant is not None and not await self.still_granted(grant):
+            self.pager.drop(token)
         try:
             return self.pager.page(token)
         except HubError as exc:
             return error_result(exc)
+
+
+def _mounts_named(value: Any) -> set[str]:
+    """The mount names (``web`` of ``@web/a.md``) of every ``path`` member of a map in ``value``, at any depth."""
+    if isinstance(value, dict):
+        out = set()
+        for key, item in value.items():
+            if key == "path" and isinstance(item, str) and item.startswith(MOUNT_MARK) and "/" in item:
+                out.add(item[1:].partition("/")[0])
+            else:
+                out |= _mounts_named(item)
+        return out
+    if isinstance(value, list):
+        return set().union(*(_mounts_named(item) for item in value)) if value else set()
+    return set()

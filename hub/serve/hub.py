@@ -238,6 +238,7 @@ class Hub:
         backend = hub_backend(partial(self.call, transport="mcp_relay"), conn.identity, conn.scope)
         bridge = McpBridge(conn, backend, instructions=p.instructions,
                            review=partial(self.reviews_agents_of, conn.identity, conn.scope), mounts=mounts,
+                           rights=partial(self.rights_of, conn.identity, conn.scope),
                            **({} if p.page_ttl is None else {"page_ttl": float(p.page_ttl)}))
         conn.mcp = bridge
         nursery.start_soon(bridge.run)
@@ -332,6 +333,14 @@ class Hub:
         """The caller's view now (DESIGN.md §7.8): ``scope`` at the root and its teams as mounts, from the registry
         as it is now (:meth:`registry_now`), so a removed member loses a mount at once."""
         return view_for(await self.registry_now(), identity.principal, scope)
+
+    async def rights_of(self, identity: Identity, scope: Scope) -> MountView:
+        """The caller's view now, as :meth:`view_of`, its token checked again first (:meth:`still_authorized`):
+        what a continuation page asks before it is served (DESIGN.md §9.2).  Raises ``unauthorized`` when the
+        token was revoked or expired since, or while the registry is unusable."""
+        registry = await self.registry_now()
+        self.still_authorized(identity, registry)
+        return view_for(registry, identity.principal, scope)
 
     async def reviews_agents_of(self, identity: Identity, scope: Scope) -> bool:
         """Whether an agent's write of this caller may be kept for review, so ``tools/list`` publishes the
