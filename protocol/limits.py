@@ -224,8 +224,10 @@ class Limits:
     scan_max_dir_entries: int = 4096
     scan_max_total_entries: int = 16384
     snippet_max_bytes: int = 240
-    # The Hub's in-memory cache of scanned documents (raw + folded bytes, all scopes).
-    cache_max_bytes: int = 64 * MIB
+    # The Hub's in-memory cache of scanned documents (raw + folded bytes, all scopes): the default of
+    # ``hub.cache_max_bytes``, which the Hub reports here. 16 scopes' scan budgets (8 MiB raw + 8 folded),
+    # so a team server's team scopes and its active people's stay warm.
+    cache_max_bytes: int = 256 * MIB
     # Scans running at once, each in a worker thread: scans hold the GIL, so more would only queue
     # inside Python and take worker threads from writes.
     search_threads: int = 4

@@ -20,7 +20,7 @@ from typing import Any
 
 from amux_memory.protocol.config_file import CONFIG_NAME, expand_path, read_config, setting_text
 from amux_memory.protocol.errors import ErrorCode, HubError
-from amux_memory.protocol.limits import MCP_HTTP_BURST, MCP_HTTP_RATE_PER_SECOND
+from amux_memory.protocol.limits import LIMITS, MCP_HTTP_BURST, MCP_HTTP_RATE_PER_SECOND
 
 
 def _bool(text: str) -> bool:
@@ -192,6 +192,9 @@ SETTINGS: dict[str, Setting] = {
     "hub.mcp_preload": Setting(True, _bool, "import the MCP server in the background once the started Hub is idle, "
                                "so an agent's first session does not wait for it (~1 s of CPU, ~40 MiB); false for "
                                "a Hub that serves only the CLI and scripts (the first session then imports it)"),
+    "hub.cache_max_bytes": Setting(LIMITS.cache_max_bytes, _positive, "bytes of scanned documents (raw and "
+                                   "folded) the Hub keeps in memory for searches, every scope together; past it the "
+                                   "least recently searched scopes' largest documents are dropped first"),
     "hub.metrics_listen": Setting("", _listen, "serve Prometheus metrics and health probes at http(s)://HOST:PORT "
                                   "(/metrics, /healthz, /readyz; '' = off); TLS (hub.tls_cert) required unless "
                                   "HOST is loopback"),

@@ -80,16 +80,39 @@ def test_cached_search_equals_uncached_under_random_edits(tmp_path: Path) -> Non
         assert cached["candidates"] == fresh["candidates"]
 
 
-def test_cache_memory_is_bounded_by_evicting_least_recent_scopes(tmp_path: Path) -> None:
+def test_cache_memory_is_bounded_by_evicting_documents_of_least_recent_scopes(tmp_path: Path) -> None:
     cache = ContentCache(max_bytes=200_000)
     for i in range(6):
         scope = tmp_path / f"s{i}"
         scope.mkdir()
         for j in range(10):
-            (scope / f"{j}.md").write_bytes(b"x" * 9_000 + b" word\n")
-        search_scope(str(scope), ("word",), "", 5, LIMITS, cache=cache.scope(f"s{i}"))
-        held = cache.trim()
+            (scope / f"{j}.md").write_bytes(b"x" * (4_000 + 100 * j) + b" word\n")
+            _age(scope / f"{j}.md")
+        in_use = cache.scope(f"s{i}")
+        search_scope(str(scope), ("word",), "", 5, LIMITS, cache=in_use)
+        held = cache.trim([in_use])
         assert held <= 200_000
-    assert cache.scopes < 6
-    # The most recent scope survives eviction.
-    assert cache.scope("s5").docs
+        assert len(in_use.docs) == 10  # the scope in use stays whole
+    # Documents, not whole scopes: the least recent scopes gave their largest documents first, only as many as
+    # needed (each scope holds ~89 KB; the cache 200 KB: s4 and s5 whole, the rest of s3's smallest).
+    held = [cache.held(f"s{i}") for i in range(6)]
+    assert [len(h.docs) if h else 0 for h in held] == [0, 0, 0, 2, 10, 10] and cache.scopes == 3
+    assert sorted(held[3].docs) == ["0.md", "1.md"] if held[3] else False  # the smallest stayed
+
+
+def test_an_evicted_scope_is_searched_again_correctly_and_counted(tmp_path: Path) -> None:
+    cache = ContentCache(max_bytes=80_000)
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        for j in range(8):
+            (tmp_path / name / f"{j}.md").write_bytes(f"{name} {j} word\n".encode() + b"x" * 3_000)
+            _age(tmp_path / name / f"{j}.md")
+    a, b = cache.scope("a"), cache.scope("b")
+    first = search_scope(str(tmp_path / "a"), ("word",), "", 20, LIMITS, cache=a)
+    cache.trim([a])
+    search_scope(str(tmp_path / "b"), ("word",), "", 20, LIMITS, cache=cache.scope("b"))
+    assert cache.trim([b]) <= 80_000 and 0 < len(a.docs) < 8 and len(b.docs) == 8
+    kept = len(a.docs)
+    again = search_scope(str(tmp_path / "a"), ("word",), "", 20, LIMITS, cache=cache.scope("a"))
+    assert again["matches"] == first["matches"] and again["candidates"] == 8
+    assert cache.counts() == (kept, 16 + 8 - kept)

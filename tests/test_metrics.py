@@ -33,7 +33,8 @@ PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
 NAMES = ("amux_requests_total", "amux_request_duration_seconds", "amux_search_incomplete_total",
          "amux_review_pending", "amux_review_oldest_age_seconds", "amux_mcp_http_sessions", "amux_scopes",
-         "amux_documents", "amux_bytes", "amux_history_bytes", "amux_build_info", "process_resident_memory_bytes")
+         "amux_documents", "amux_bytes", "amux_history_bytes", "amux_build_info", "process_resident_memory_bytes",
+         "amux_search_cache_hits_total", "amux_search_cache_misses_total")
 
 
 def get(base: str, path: str, method: str = "GET") -> tuple[int, str]:

@@ -75,6 +75,8 @@ class HubConfig:
 
     review: str = default_value("memory.review")
     """``off`` or ``agents``: whether agents' writes wait for a person's approval (DESIGN.md §21)."""
+    cache_max_bytes: int = default_value("hub.cache_max_bytes")
+    """Bytes the search cache holds at most, every scope together (:class:`hub.storage.cache.ContentCache`)."""
     review_paths: str = default_value("memory.review_paths")
     """Comma-separated globs of the logical paths under review."""
     review_max_days: int = default_value("memory.review_max_days")
@@ -150,6 +152,7 @@ def load(home: Path) -> HubConfig:
         stale_days=get("memory.stale_days"),
     )
 
+        cache_max_bytes=get("hub.cache_max_bytes"),
 
 # -- What a change of memory.isolation leaves behind (DESIGN.md §7.8) ---------------------------------------
 

@@ -364,12 +364,13 @@ class MemoryMethods:
 
             # The worker polls the cancel scope between files and returns what it
             # has; we wait for it rather than abandon it, so no thread outlives us.
-            result = await trio.to_thread.run_sync(
-                search_parts, parts, keywords, limit, self.limits, _stop_when_cancelled, self.reader, started,
-                limiter=self._search_limiter)
-            result["elapsed_ms"] = round((time.perf_counter() - clock[0]) * 1000, 3)
-            self.cache.trim()
-            return result
+            def scan() -> Result:
+                found = search_parts(parts, keywords, limit, self.limits, _stop_when_cancelled, self.reader, started)
+                found["elapsed_ms"] = round((time.perf_counter() - clock[0]) * 1000, 3)
+                self.cache.trim([part.cache for part in parts])  # in this thread: eviction copies what it keeps
+                return found
+
+            return await trio.to_thread.run_sync(scan, limiter=self._search_limiter)
         raise HubError(ErrorCode.INTERNAL, "search was cancelled before it could start")
 
     async def stored_version(self, scope: Scope, path: str, revision: str, answer: Callable[[bytes], Result]) -> Result:

@@ -575,6 +575,8 @@ class _Collector:
     pool: ThreadPoolExecutor | None = None
     recent_slow: deque[bool] = field(default_factory=lambda: deque(maxlen=SLOW_READ_WINDOW))
     in_flight: deque[_InFlight] = field(default_factory=deque)
+    misses: int = 0
+    """Files read because the cache lacked them or held them stale (the rest of ``docs`` were hits)."""
 
     def out_of_time(self) -> bool:
         """True once the caller says stop or the time budget is spent."""
@@ -591,6 +593,8 @@ class _Collector:
                 self.take()
         finally:
             self.close()
+            self.cache.hits += len(self.docs) - self.misses
+            self.cache.misses += self.misses
 
     def close(self) -> None:
         """Drop what is still in flight (not counted), wait for running reads, end the pool, close the folders."""
@@ -765,6 +769,7 @@ class _Collector:
             if self.scanned_bytes + len(doc.data) > self.limits.scan_max_bytes:
                 self.walk.skip("bytes")  # it grew between its lstat and the read
                 return
+            self.misses += 1
         self.add(logical, doc)
 
     def file(self, absdir: str, dir_fd: int, logical: str, name: str,
@@ -809,6 +814,7 @@ class _Collector:
             # It grew since its lstat (taken by stat_ahead before the folder's reads): held to what was read.
             self.walk.skip("bytes")
             return True
+        self.misses += 1
         self.add(logical, doc)
         return True
 

@@ -183,13 +183,17 @@ class HubMetrics:
 
     Counted on the event loop (:meth:`observe`); the gauges of a walk are refreshed by :meth:`refresh`
     before a scrape renders (:meth:`render`, in a worker thread).  ``home`` is walked; ``version`` labels
-    ``amux_build_info``; ``methods`` are the names a ``method`` label may carry (the Hub's route table).
+    ``amux_build_info``; ``methods`` are the names a ``method`` label may carry (the Hub's route table);
+    ``cache_counts`` gives the search cache's ``(hits, misses)`` so far
+    (:meth:`hub.storage.cache.ContentCache.counts`), read at scrape time.
     ``prometheus_client`` is imported here, so a Hub without the listener never
     imports it.
     """
 
-    def __init__(self, home: Path, version: str, methods: Collection[str]) -> None:
+    def __init__(self, home: Path, version: str, methods: Collection[str],
+                 cache_counts: Callable[[], tuple[int, int]] = lambda: (0, 0)) -> None:
         self.methods = methods
+        self.cache_counts = cache_counts
         from prometheus_client import (
             CollectorRegistry,
             Counter,
@@ -256,15 +260,21 @@ class HubMetrics:
 
 
 class _WalkCollector:
-    """The gauges read at scrape time from :attr:`HubMetrics.stats` and :attr:`HubMetrics.mcp_sessions`."""
+    """The gauges read at scrape time from :attr:`HubMetrics.stats` and :attr:`HubMetrics.mcp_sessions`, and the
+    search cache's counters from :attr:`HubMetrics.cache_counts`."""
 
     def __init__(self, metrics: HubMetrics) -> None:
         self.metrics = metrics
 
     def collect(self) -> Iterator[Metric]:
-        from prometheus_client.core import GaugeMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         s, m = self.metrics.stats, self.metrics
+        hits, misses = m.cache_counts()
+        yield CounterMetricFamily("amux_search_cache_hits", "Documents searches took from the content cache unchanged",
+                                  value=hits)
+        yield CounterMetricFamily("amux_search_cache_misses", "Documents searches read: not in the content cache, or "
+                                  "changed since", value=misses)
         age = 0.0 if s.review_oldest_ns is None else max(0.0, time.time() - s.review_oldest_ns / 1e9)
         for name, doc, value in (
             ("amux_review_pending", "Proposals waiting for review, every scope", s.review_pending),

@@ -23,7 +23,7 @@ import stat
 import sys
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import trio
 
@@ -99,6 +99,7 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
     Once it has served, its last log line says what stopped it (the signal,
     ``cancelled``, or the error's type) and after how long (DESIGN.md §19.2).
     """
+    limits = replace(limits, cache_max_bytes=config.cache_max_bytes)  # hub.cache_max_bytes, reported in hello
     lock = HomeLock(config.home / LOCK_NAME)
     lock.acquire()
     started = time.monotonic()

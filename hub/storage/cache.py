@@ -8,8 +8,13 @@ the file is read again.  Nothing here is an index: a search still tests every
 document's full text, only without re-reading and re-folding unchanged files.
 
 Memory is bounded: each scope's entry holds the raw bytes and one folded copy
-(the scan's haystack), and whole scopes are evicted least-recently-used first
-when the total passes ``max_bytes`` (64 MiB, ``Limits.cache_max_bytes``).
+(the scan's haystack), within ``max_bytes`` in all (``hub.cache_max_bytes``,
+256 MiB by default).  Past it, documents are evicted from the least recently
+used scopes first, largest first and only as many as needed
+(:meth:`ContentCache.trim`), never from a scope a search is scanning: the
+scopes in use stay warm, and one left behind keeps the rest of its documents.
+The cache counts the documents a search took from it fresh (hits) and those
+it read (misses): ``amux_search_cache_hits_total`` and ``..._misses_total``.
 
 Thresholds (DESIGN.md §5.4, §5.5): a file or folder changed less than
 :data:`RACY_NS` (2 s) before it was read is read again, since coarse
@@ -28,6 +33,7 @@ import threading
 import time
 import unicodedata
 from collections import OrderedDict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -204,6 +210,10 @@ class ScopeCache:
     haystack: Haystack | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     bytes: int = 0
+    hits: int = 0
+    """Documents a search took from this cache fresh (counted by the scan under :attr:`lock`)."""
+    misses: int = 0
+    """Documents a search had to read: absent from this cache or changed since."""
     derived: dict[str, Any] = field(default_factory=dict)
     """What another check keeps between calls for this scope's caller (``hub.methods.health``'s duplicate memo)."""
 
@@ -218,6 +228,23 @@ class ScopeCache:
         old = self.docs.pop(path, None)
         if old is not None:
             self.bytes -= old.cost
+
+    def evict(self, want: int) -> int:
+        """Drop documents, largest first, until ``want`` bytes are freed or none is left (caller holds
+        :attr:`lock`); returns the bytes freed.  The haystack is dropped and the documents kept get their own
+        folded copy, so the joined text of the evicted ones is really freed."""
+        freed = 0
+        for doc in sorted(self.docs.values(), key=lambda d: d.cost, reverse=True):
+            if freed >= want:
+                break
+            self.drop(doc.path)
+            freed += doc.cost
+        if freed:
+            self.haystack = None
+            for doc in self.docs.values():
+                if isinstance(doc.folded, memoryview):
+                    doc.folded = bytes(doc.folded)
+        return freed
 
     def prune(self, prefix: str, seen: list[CachedDoc], seen_dirs: set[str]) -> None:
         """After a complete walk under ``prefix`` that took the documents ``seen`` (all of them entries of this
@@ -251,12 +278,19 @@ class ScopeCache:
 
 
 class ContentCache:
-    """Per-scope document caches with a total bound of ``max_bytes`` (LRU by scope)."""
+    """Per-scope document caches with a total bound of ``max_bytes`` (DESIGN.md §5.5).
+
+    :meth:`trim` evicts documents, not whole scopes: from the least recently used scope first, the largest
+    documents first, as few as bring the total within the bound; a scope whose lock is held (a scan is using
+    it) or that the caller is using is passed over while others can give.  :meth:`counts` sums the hits and
+    misses of every scope the cache has held.
+    """
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._scopes: OrderedDict[str, ScopeCache] = OrderedDict()
         self._lock = threading.Lock()
+        self._retired = (0, 0)
 
     def scope(self, key: str) -> ScopeCache:
         """The cache of one scope (created empty), marked most recently used."""
@@ -267,14 +301,48 @@ class ContentCache:
             self._scopes.move_to_end(key)
             return cache
 
-    def trim(self) -> int:
-        """Evict least-recently-used scopes (never the newest) until within the bound; returns bytes held."""
+    def held(self, key: str) -> ScopeCache | None:
+        """The cache of one scope if it holds one, without marking it used."""
+        with self._lock:
+            return self._scopes.get(key)
+
+    def trim(self, in_use: Collection[ScopeCache] = ()) -> int:
+        """Evict documents until the total is within the bound; returns the bytes held.
+
+        Least recently used scopes give first, the scopes ``in_use`` (the caller's search, which just ran) and
+        those a scan holds now last: when only they are left over the bound, ``in_use`` give too (a search
+        larger than the cache), a held one never (it is skipped, not waited for).  A scope left empty is
+        forgotten (its counts kept in :meth:`counts`)."""
         with self._lock:
             total = sum(c.bytes for c in self._scopes.values())
-            while total > self.max_bytes and len(self._scopes) > 1:
-                _, evicted = self._scopes.popitem(last=False)
-                total -= evicted.bytes
+            if total <= self.max_bytes:
+                return total
+            kept = {id(c) for c in in_use}
+            order = list(self._scopes.items())
+            order = [kc for kc in order if id(kc[1]) not in kept] + [kc for kc in order if id(kc[1]) in kept]
+            for key, cache in order:
+                if total <= self.max_bytes:
+                    break
+                if not cache.lock.acquire(blocking=False):
+                    continue  # a scan is using it: it stays warm
+                try:
+                    total -= cache.evict(total - self.max_bytes)
+                    if not cache.docs:
+                        del self._scopes[key]
+                        hits, misses = self._retired
+                        self._retired = (hits + cache.hits, misses + cache.misses)
+                finally:
+                    cache.lock.release()
             return total
+
+    def counts(self) -> tuple[int, int]:
+        """``(hits, misses)``: documents searches took from the cache fresh, and read, since the Hub started."""
+        with self._lock:
+            hits, misses = self._retired
+            for cache in self._scopes.values():
+                hits += cache.hits
+                misses += cache.misses
+            return hits, misses
 
     @property
     def scopes(self) -> int:
