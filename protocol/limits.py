@@ -30,6 +30,9 @@ Hub
   * ``hub.access.registry.MAX_TOKEN_CHARS`` (characters): longest token accepted.
   * ``hub.access.registry.DELEGATED_DEFAULT_TTL`` (s): lifetime of a token issued with a binding (§7.4).
   * ``hub.access.registry.TOKEN_MAX_TTL_SECONDS`` (s): the longest lifetime of a token (§7.4).
+  * ``hub.access.registry.INVITATION_DEFAULT_TTL`` (s), ``hub.access.registry.INVITATION_MAX_TTL_SECONDS`` (s),
+    ``hub.access.registry.INVITED_TOKEN_TTL`` (s), ``hub.access.registry.MAX_LABEL_CHARS`` (characters): an
+    invitation's lifetime, the token it becomes, a label (§7.4).
   * ``hub.access.tidy_runs.RUN_TTL_SECONDS`` (s), ``hub.access.tidy_runs.ANCESTRY_DEPTH`` (processes): how long a
     tidy run
     stays review-forced unless ended, and how many parents of a caller are looked at for its launcher (§21).
@@ -78,6 +81,7 @@ Clients and frontends
   * ``tools.cli.tidy.TASK_MAX_BYTES`` (bytes): the longest tidy task on an agent's command line (§21).
   * ``tools.client.textdiff.CONTEXT_LINES`` (lines), ``tools.client.when.MAX_DURATION_SECONDS`` (s).
   * ``tools.lifecycle.spawn.POLL_INTERVAL_S`` (s): between ``hello`` attempts while a Hub starts.
+  * ``tools.cli.login.CONNECT_SECONDS`` (s): each connection of ``amux login``/``logout`` (§7.4).
   * ``hub.serve.run.MCP_WARM_DELAY_SECONDS`` (s): when the Hub starts importing the MCP server after start (§22.1).
   * ``hub.serve.run.MCP_WARM_IDLE_SECONDS`` (s): how long the Hub is idle before each step of that import (§22.1).
   * ``tools.lifecycle.control.LOG_ROTATE_BYTES`` (bytes), ``tools.lifecycle.control.EXIT_WAIT_SECONDS`` (s),

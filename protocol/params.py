@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amux_memory.protocol.errors import ErrorCode, HubError, names_for_error
+from amux_memory.protocol.invitation import check_code
 from amux_memory.protocol.limits import LIMITS, MCP_MAX_PAGE_TTL
 from amux_memory.protocol.paths import normalize_path, normalize_prefix
 from amux_memory.protocol.requests import ABSENT as ABSENT  # re-exported: defined with the request builders
@@ -687,3 +688,37 @@ def parse_review_decide(params: dict[str, Any]) -> ReviewDecideParams:
     if reason is not None and (not isinstance(reason, str) or len(reason) > 500):
         raise _bad("reason must be a string of at most 500 characters", field="reason")
     return ReviewDecideParams(pid, str(decision), None if rev is None else parse_revision(rev), raw, reason or None)
+
+
+def parse_tls_ca(params: dict[str, Any]) -> None:
+    """Validate ``tls_ca`` params (DESIGN.md §7.4): there are none."""
+    _only(params, set())
+
+
+@dataclass(frozen=True)
+class RedeemParams:
+    """``redeem``: an invitation's one-time code (``ID.SECRET``) and, optionally, the device redeeming it (a short
+    description for the token's label, such as ``ana@laptop``)."""
+
+    code: str
+    device: str | None
+
+
+def parse_redeem(params: dict[str, Any]) -> RedeemParams:
+    """Validate ``redeem`` params: ``code`` (:func:`protocol.invitation.check_code`; never echoed) and ``device``
+    (1-40 printable characters)."""
+    _only(params, {"code", "device"})
+    code = check_code(params.get("code"))
+    device = params.get("device")
+    if device is not None and (not isinstance(device, str) or not 0 < len(device) <= 40 or not device.isprintable()):
+        raise _bad("device must be 1-40 printable characters", field="device")
+    return RedeemParams(code, device)
+
+
+def parse_logout(params: dict[str, Any]) -> str:
+    """Validate ``logout`` params: ``token``, the token to revoke (at most 256 characters; never echoed)."""
+    _only(params, {"token"})
+    token = params.get("token")
+    if not isinstance(token, str) or not 0 < len(token) <= 256:
+        raise _bad("token must be a non-empty string of at most 256 characters", field="token")
+    return token

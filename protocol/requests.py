@@ -270,3 +270,21 @@ def scope_copy_params(source: str, destination: str, *, cursor: str = "", move: 
     if move:
         params["move"] = True
     return params
+
+
+def tls_ca_params() -> dict[str, Any]:
+    """``tls_ca``: no parameters; answered before ``hello`` (DESIGN.md §7.4)."""
+    return {}
+
+
+def redeem_params(code: str, *, device: str | None = None) -> dict[str, Any]:
+    """``redeem``: an invitation's one-time ``code`` and the ``device`` redeeming it (for the token's label)."""
+    params: dict[str, Any] = {"code": code}
+    if device:
+        params["device"] = device
+    return params
+
+
+def logout_params(token: str) -> dict[str, Any]:
+    """``logout``: the ``token`` to revoke (``amux logout``, DESIGN.md §7.4)."""
+    return {"token": token}

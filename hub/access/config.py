@@ -27,6 +27,20 @@ from amux_memory.protocol.settings import get_value as get_value
 from amux_memory.protocol.settings import parse_listen as parse_listen
 
 
+def hub_ca(tls_ca: str, tls_cert: str) -> str | None:
+    """The PEM of the CA that signed the Hub's certificate (DESIGN.md §7.4): ``hub.tls_ca``'s first certificate,
+    else the last one of the ``hub.tls_cert`` chain; None without TLS.  Raises ``OSError`` for an unreadable
+    file."""
+    from amux_memory.protocol.invitation import certificates
+
+    for path, pick in ((tls_ca, 0), (tls_cert, -1)):
+        if path:
+            found = certificates(Path(path).read_text(encoding="ascii", errors="replace"))
+            if found:
+                return found[pick] + "\n"
+    return None
+
+
 def allow_list(text: str) -> frozenset[str]:
     """The digests of a parsed ``memory.secret_allow`` value (comma-separated) as a set."""
     return frozenset(d for d in text.split(",") if d)

@@ -15,9 +15,13 @@ It names who may use the Hub beyond the local OS users it already knows:
   ``teams/<sha256(name)>``, mounted at ``@NAME/`` for every member
   (DESIGN.md §7.8).
 * **tokens** — bearer credentials.  Only a SHA-256 hash of the secret is
-  stored, with its id, principal, creation time, optional expiry and optional
-  binding.  A token with a binding is a *delegated* credential: every
-  ``hello`` made with it must carry that same binding.
+  stored, with its id, principal, creation time, optional expiry, optional
+  binding and optional label.  A token with a binding is a *delegated*
+  credential: every ``hello`` made with it must carry that same binding.
+* **invitations** — one-time codes ``amux hub invite`` hands out and ``amux
+  login`` trades for a token (DESIGN.md §7.4): the code's SHA-256 only, with
+  the principal, expiry, label, the lifetime of the token it becomes, and
+  when it was used (and for which token) or revoked.
 
 The CLI (``amux hub principal ...``, ``amux hub token ...``) changes the file
 under an exclusive lock, atomically (temp file 0600, fsync, rename, fsync of
@@ -51,6 +55,7 @@ from amux_memory.hub.storage import fsio
 from amux_memory.hub.storage.faults import step
 from amux_memory.protocol.config_file import REGISTRY_NAME as REGISTRY_NAME
 from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.invitation import check_code, code_id, hash_code
 
 LOCK_NAME = ".principals.lock"
 FORMAT_VERSION = 1
@@ -68,6 +73,15 @@ DELEGATED_DEFAULT_TTL = 12 * 3600
 TOKEN_MAX_TTL_SECONDS = 10 * 365 * 86400
 """The longest lifetime a token may be issued with (ten years): a longer ``--ttl`` is surely a typo."""
 
+INVITATION_DEFAULT_TTL = 7 * 86400
+"""How long an invitation may be redeemed when ``amux hub invite`` is given no ``--ttl``."""
+INVITATION_MAX_TTL_SECONDS = 90 * 86400
+"""The longest an invitation may wait to be redeemed."""
+INVITED_TOKEN_TTL = 180 * 86400
+"""The lifetime of the token an invitation becomes, unless ``--token-ttl`` says otherwise (DESIGN.md §7.4)."""
+MAX_LABEL_CHARS = 80
+"""The longest label of a token or an invitation."""
+
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}$")
 _OS_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@$-]{0,63}$")
 _TEAM = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
@@ -76,6 +90,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _BINDING = re.compile(r"^(global|principal:[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63})$")
 
 T = TypeVar("T")
+_NEW_INVITATION = "Ask the Hub's operator for a new invitation ('amux hub invite NAME' on the Hub host)."
 
 
 def _bad(message: str, **data: Any) -> HubError:
@@ -130,6 +145,14 @@ def check_binding(binding: str) -> str:
     return binding
 
 
+def check_label(label: object) -> str:
+    """A token's or an invitation's label: 1-80 printable characters (shown by ``token list``).  Raises
+    ``bad_request`` (field ``label``)."""
+    if not isinstance(label, str) or not 0 < len(label) <= MAX_LABEL_CHARS or not label.isprintable():
+        raise _bad(f"a label is 1-{MAX_LABEL_CHARS} printable characters (no tabs or line breaks)", field="label")
+    return label
+
+
 def hash_token(token: str) -> str:
     """The stored form of a token: SHA-256 hex of its UTF-8 text (tokens carry 256 random bits)."""
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
@@ -182,6 +205,7 @@ class Token:
     expires: int | None = None
     binding: str | None = None
     revoked: int | None = None
+    label: str | None = None
 
     def expired(self, now: float) -> bool:
         """True when the token has an expiry and ``now`` (epoch seconds) is at or past it."""
@@ -193,6 +217,7 @@ class Token:
         return {
             "id": self.id,
             "principal": self.principal,
+            "label": self.label,
             "created": _iso(self.created),
             "expires": _iso(self.expires) if self.expires is not None else None,
             "binding": self.binding,
@@ -200,6 +225,36 @@ class Token:
             "state": state,
             "revoked": _iso(self.revoked) if self.revoked is not None else None,
         }
+
+
+@dataclass(frozen=True)
+class Invitation:
+    """A stored invitation (DESIGN.md §7.4): never the code, only its hash.  ``token_ttl`` is the lifetime of the
+    token it becomes; ``used`` when it was redeemed and ``token`` the id of that token; ``revoked`` when the
+    operator withdrew it."""
+
+    id: str
+    principal: str
+    sha256: str
+    created: int
+    expires: int
+    token_ttl: int
+    label: str | None = None
+    used: int | None = None
+    token: str | None = None
+    revoked: int | None = None
+
+    def state(self, now: float) -> str:
+        """``used``, ``revoked``, ``expired`` or ``open``."""
+        return ("used" if self.used is not None else "revoked" if self.revoked is not None
+                else "expired" if now >= self.expires else "open")
+
+    def public(self, now: float) -> dict[str, Any]:
+        """What ``amux hub invitation list`` shows (no hash)."""
+        return {"id": self.id, "principal": self.principal, "label": self.label, "created": _iso(self.created),
+                "expires": _iso(self.expires), "token_ttl_seconds": self.token_ttl, "state": self.state(now),
+                "used": _iso(self.used) if self.used is not None else None, "token": self.token,
+                "revoked": _iso(self.revoked) if self.revoked is not None else None}
 
 
 def _iso(t: int) -> str:
@@ -214,6 +269,7 @@ class Registry:
     aliases: Mapping[str, str] = field(default_factory=dict)
     tokens: Mapping[str, Token] = field(default_factory=dict)
     teams: Mapping[str, Team] = field(default_factory=dict)
+    invitations: Mapping[str, Invitation] = field(default_factory=dict)
 
     # -- lookups (used by the Hub) ---------------------------------------------
 
@@ -300,7 +356,8 @@ class Registry:
         removed = {"aliases": sorted(set(self.aliases) - set(aliases)),
                    "tokens": sorted(set(self.tokens) - set(tokens)),
                    "teams": sorted(t.name for t in self.teams.values() if name in t.members)}
-        return Registry(principals, aliases, tokens, teams), removed
+        invitations = {i.id: i for i in self.invitations.values() if i.principal != name}
+        return Registry(principals, aliases, tokens, teams, invitations), removed
 
     def add_alias(self, name: str, alias: str) -> tuple[Registry, str]:
         """Map ``os:USER`` / ``os-uid:N`` to principal ``name``; returns the new snapshot and the normalised alias.
@@ -328,12 +385,16 @@ class Registry:
         principal = self.aliases[alias]
         return replace(self, aliases={a: p for a, p in self.aliases.items() if a != alias}), principal
 
-    def issue_token(self, name: str, now: float, ttl: int | None, binding: str | None) -> tuple[Registry, str, Token]:
+    def issue_token(self, name: str, now: float, ttl: int | None, binding: str | None,
+                    label: str | None = None) -> tuple[Registry, str, Token]:
         """Add a new token; returns the new snapshot, the secret token text (shown once) and its record.
 
-        It is valid for at least ``ttl`` seconds from ``now`` (expiry rounded up to a whole second).
+        It is valid for at least ``ttl`` seconds from ``now`` (expiry rounded up to a whole second); ``label``
+        (:func:`check_label`) says what it is for in ``amux hub token list``.
         """
         self._need(name)
+        if label is not None:
+            check_label(label)
         if binding is not None:
             check_binding(binding)
             if binding != "global" and binding != f"principal:{name}":
@@ -349,7 +410,7 @@ class Registry:
                 break
         text = f"{TOKEN_PREFIX}_{token_id}_{secrets.token_urlsafe(32)}"
         expires = None if ttl is None else math.ceil(now + ttl)
-        record = Token(token_id, name, hash_token(text), int(now), expires, binding)
+        record = Token(token_id, name, hash_token(text), int(now), expires, binding, label=label)
         return replace(self, tokens={**self.tokens, token_id: record}), text, record
 
     def revoke_token(self, token_id: str, now: float) -> tuple[Registry, Token]:
@@ -366,6 +427,95 @@ class Registry:
         if record.revoked is None:
             record = replace(record, revoked=int(now))
         return replace(self, tokens={**self.tokens, token_id: record}), record
+
+    def revoke_presented(self, token: str, now: float) -> tuple[Registry, Token]:
+        """Revoke the token whose text is ``token`` (``amux logout``: holding it is the right to end it); returns
+        the new snapshot and its record.  Raises ``unauthorized`` (reason ``unknown_token``) for a text that is
+        no token of this Hub; a token revoked or expired already is revoked again without complaint."""
+        token_id = split_token(token)
+        record = self.tokens.get(token_id) if token_id is not None else None
+        if record is None or not hmac.compare_digest(record.sha256, hash_token(token)):
+            raise HubError(ErrorCode.UNAUTHORIZED, "the token is not valid for this Hub (unknown, mistyped or "
+                           "removed): there is nothing to revoke", {"reason": "unknown_token"})
+        return self.revoke_token(record.id, now)
+
+    # -- invitations (DESIGN.md §7.4) ---------------------------------------------
+
+    def invite(self, name: str, now: float, ttl: int, token_ttl: int,
+               label: str | None) -> tuple[Registry, str, Invitation]:
+        """Add an invitation for principal ``name`` (registered); returns the new snapshot, the one-time code
+        (``ID.SECRET``, shown once) and its record.  Raises ``not_found`` for an unknown principal,
+        ``bad_request`` for a ``ttl`` or ``token_ttl`` out of range or an invalid label."""
+        self._need(name)
+        if label is not None:
+            check_label(label)
+        if not 0 < ttl <= INVITATION_MAX_TTL_SECONDS:
+            raise _bad("an invitation's --ttl is more than 0 seconds and at most 90 days", field="ttl")
+        if not 0 < token_ttl <= TOKEN_MAX_TTL_SECONDS:
+            raise _bad("--token-ttl is more than 0 seconds and at most ten years", field="token_ttl")
+        while True:
+            inv_id = secrets.token_hex(6)
+            if inv_id not in self.invitations:
+                break
+        code = f"{inv_id}.{secrets.token_urlsafe(32)}"
+        record = Invitation(inv_id, name, hash_code(code), int(now), math.ceil(now + ttl), token_ttl, label)
+        return replace(self, invitations={**self.invitations, inv_id: record}), code, record
+
+    def redeem(self, code: str, now: float, device: str | None) -> tuple[Registry, tuple[str, Token]]:
+        """Trade the one-time ``code`` for a token of its principal, labelled with the invitation's label (else
+        ``amux login``) and ``device``; the invitation is marked used.  Returns the new snapshot and ``(token
+        text, record)``.
+
+        Raises ``unauthorized`` when the code is unknown or wrong (reason ``unknown_invitation``), or its
+        invitation was used, revoked or expired, or its principal removed (the reason says which: only the
+        holder of the right code learns it); nothing is changed then.
+        """
+        check_code(code)
+        record = self.invitations.get(code_id(code))
+        if record is None or not hmac.compare_digest(record.sha256, hash_code(code)):
+            raise HubError(ErrorCode.UNAUTHORIZED, "this invitation is not valid for this Hub (unknown, mistyped "
+                           "or removed); ask the Hub's operator for a new one ('amux hub invite NAME')",
+                           {"reason": "unknown_invitation"}, next_step=_NEW_INVITATION)
+        data = {"invitation": record.id}
+        ask = "; ask the Hub's operator for a new one ('amux hub invite NAME')"
+        if record.used is not None:
+            raise HubError(ErrorCode.UNAUTHORIZED, f"invitation {record.id} was already used at {_iso(record.used)}"
+                           f"{ask} (and tell them, if it was not you)", {**data, "reason": "used"},
+                           next_step=_NEW_INVITATION)
+        if record.revoked is not None:
+            raise HubError(ErrorCode.UNAUTHORIZED, f"invitation {record.id} was revoked at {_iso(record.revoked)}"
+                           f"{ask}", {**data, "reason": "revoked"},
+                           next_step=_NEW_INVITATION)
+        if now >= record.expires:
+            raise HubError(ErrorCode.UNAUTHORIZED, f"invitation {record.id} expired at {_iso(record.expires)}{ask}",
+                           {**data, "reason": "expired"},
+                           next_step=_NEW_INVITATION)
+        if record.principal not in self.principals:
+            raise HubError(ErrorCode.UNAUTHORIZED, f"invitation {record.id} is for a removed principal{ask}",
+                           {**data, "reason": "unknown_principal"},
+                           next_step=_NEW_INVITATION)
+        label = record.label or "amux login"
+        if device:
+            label = f"{label} ({device})"[:MAX_LABEL_CHARS]
+        updated, text, token = self.issue_token(record.principal, now, record.token_ttl, None, label)
+        used = replace(record, used=int(now), token=token.id)
+        return replace(updated, invitations={**updated.invitations, record.id: used}), (text, token)
+
+    def revoke_invitation(self, inv_id: str, now: float) -> tuple[Registry, Invitation]:
+        """Withdraw an invitation not yet used; returns the new snapshot and its record (revoking twice keeps
+        the first time).  Raises ``not_found`` for an unknown id, ``conflict`` for a used one (revoke its token
+        instead)."""
+        record = self.invitations.get(inv_id)
+        if record is None:
+            raise HubError(ErrorCode.NOT_FOUND, f"no invitation with id {inv_id[:40]!r}", {"id": inv_id[:40]},
+                           next_step="'amux hub invitation list' shows the invitation ids.")
+        if record.used is not None:
+            raise HubError(ErrorCode.CONFLICT, f"invitation {record.id} was used at {_iso(record.used)}: revoke "
+                           f"the token it became with 'amux hub token revoke {record.token}'",
+                           {"id": record.id, "token": record.token})
+        if record.revoked is None:
+            record = replace(record, revoked=int(now))
+        return replace(self, invitations={**self.invitations, inv_id: record}), record
 
     # -- teams (DESIGN.md §7.8) ---------------------------------------------------
 
@@ -430,8 +580,9 @@ class Registry:
         return team
 
     def pruned(self, now: float) -> Registry:
-        """Drop tokens that expired: they can never be valid again, and delegated ones pile up."""
-        return replace(self, tokens={i: t for i, t in self.tokens.items() if not t.expired(now)})
+        """Drop tokens and invitations that expired: they can never be valid again, and delegated ones pile up."""
+        return replace(self, tokens={i: t for i, t in self.tokens.items() if not t.expired(now)},
+                       invitations={i: v for i, v in self.invitations.items() if now < v.expires})
 
     def _need(self, name: str) -> Principal:
         check_name(name)
@@ -449,7 +600,7 @@ class Registry:
         tokens: dict[str, Any] = {}
         for t in sorted(self.tokens.values(), key=lambda t: (t.created, t.id)):
             entry: dict[str, Any] = {"principal": t.principal, "sha256": t.sha256, "created": t.created}
-            for key in ("expires", "binding", "revoked"):
+            for key in ("expires", "binding", "revoked", "label"):
                 if getattr(t, key) is not None:
                     entry[key] = getattr(t, key)
             tokens[t.id] = entry
@@ -464,12 +615,22 @@ class Registry:
             document["teams"] = {t.name: {"review": t.review, "created": t.created,
                                           "members": dict(sorted(t.members.items()))}
                                  for t in sorted(self.teams.values(), key=lambda t: t.name)}
+        if self.invitations:
+            invitations: dict[str, Any] = {}
+            for i in sorted(self.invitations.values(), key=lambda i: (i.created, i.id)):
+                entry = {"principal": i.principal, "sha256": i.sha256, "created": i.created, "expires": i.expires,
+                         "token_ttl": i.token_ttl}
+                for key in ("label", "used", "token", "revoked"):
+                    if getattr(i, key) is not None:
+                        entry[key] = getattr(i, key)
+                invitations[i.id] = entry
+            document["invitations"] = invitations
         return document
 
     @classmethod
     def from_toml(cls, raw: Mapping[str, Any]) -> Registry:
         """Validate a parsed file strictly; raises ``ValueError`` naming the first problem."""
-        unknown = set(raw) - {"version", "principals", "aliases", "tokens", "teams"}
+        unknown = set(raw) - {"version", "principals", "aliases", "tokens", "teams", "invitations"}
         if unknown:
             raise ValueError(f"unknown top-level keys {sorted(unknown)}")
         if raw.get("version", FORMAT_VERSION) != FORMAT_VERSION:
@@ -496,18 +657,19 @@ class Registry:
         tokens: dict[str, Token] = {}
         for token_id, entry in _table(raw, "tokens").items():
             if not _TOKEN_ID.fullmatch(token_id) or set(entry) - {"principal", "sha256", "created", "expires",
-                                                               "binding", "revoked"}:
+                                                               "binding", "revoked", "label"}:
                 raise ValueError(f"token {token_id[:40]!r} is malformed")
             principal, digest = entry.get("principal"), entry.get("sha256")
             created, expires = entry.get("created", 0), entry.get("expires")
-            binding, revoked = entry.get("binding"), entry.get("revoked")
-            if (principal not in principals or not isinstance(digest, str) or not _SHA256.fullmatch(digest)
+            binding, revoked, label = entry.get("binding"), entry.get("revoked"), entry.get("label")
+            if (principal not in principals or not _label_ok(label)
+                    or not isinstance(digest, str) or not _SHA256.fullmatch(digest)
                     or not _is_int(created) or (expires is not None and not _is_int(expires))
                     or (revoked is not None and not _is_int(revoked))
                     or (binding is not None and not (isinstance(binding, str) and _BINDING.fullmatch(binding)))):
                 raise ValueError(f"token {token_id!r} has a missing or invalid field (principal must be "
                                  "in [principals], sha256 64 hex digits, times integers)")
-            tokens[token_id] = Token(token_id, principal, digest, created, expires, binding, revoked)
+            tokens[token_id] = Token(token_id, principal, digest, created, expires, binding, revoked, label)
         teams: dict[str, Team] = {}
         for name, entry in _table(raw, "teams").items():
             if not _TEAM.fullmatch(name) or set(entry) - {"review", "created", "members"}:
@@ -519,7 +681,32 @@ class Registry:
                 raise ValueError(f"team {name!r} needs review = 'off'|'agents'|'all', an integer created and "
                                  "members mapping principals in [principals] to 'reader'|'writer'|'maintainer'")
             teams[name] = Team(name, review, created, dict(members))
-        return cls(principals, aliases, tokens, teams)
+        return cls(principals, aliases, tokens, teams, _invitations(raw, principals))
+
+
+def _label_ok(label: object) -> bool:
+    return label is None or (isinstance(label, str) and 0 < len(label) <= MAX_LABEL_CHARS and label.isprintable())
+
+
+def _invitations(raw: Mapping[str, Any], principals: Mapping[str, Principal]) -> dict[str, Invitation]:
+    """The ``[invitations]`` table, validated; raises ``ValueError`` naming the first bad entry."""
+    found: dict[str, Invitation] = {}
+    for inv_id, entry in _table(raw, "invitations").items():
+        keys = {"principal", "sha256", "created", "expires", "token_ttl", "label", "used", "token", "revoked"}
+        ints = [entry.get(k) for k in ("created", "expires", "token_ttl")]  # required
+        optional = [entry.get(k) for k in ("used", "revoked")]
+        token = entry.get("token")
+        if (not _TOKEN_ID.fullmatch(inv_id) or set(entry) - keys or entry.get("principal") not in principals
+                or not isinstance(entry.get("sha256"), str) or not _SHA256.fullmatch(entry["sha256"])
+                or not all(_is_int(v) for v in ints) or not all(v is None or _is_int(v) for v in optional)
+                or not _label_ok(entry.get("label"))
+                or (token is not None and not (isinstance(token, str) and _TOKEN_ID.fullmatch(token)))):
+            raise ValueError(f"invitation {inv_id[:40]!r} is malformed (principal in [principals], sha256 64 hex "
+                             "digits, created, expires and token_ttl integers)")
+        found[inv_id] = Invitation(inv_id, entry["principal"], entry["sha256"], entry["created"], entry["expires"],
+                                   entry["token_ttl"], entry.get("label"), entry.get("used"), token,
+                                   entry.get("revoked"))
+    return found
 
 
 def _is_int(v: object) -> bool:

@@ -73,6 +73,10 @@ class Kind(enum.Enum):
     """A person begins or ends a review-forced tidy run (§21); outside any scope, not listed in ``hello``."""
     OPERATOR = "operator"
     """The Hub's operator only, refused to anyone else before its parameters are read (§7.8)."""
+    ENROL = "enrol"
+    """A caller with no identity yet, before or without ``hello``: the CA it checks its pin against, the invitation
+    it redeems, the token it gives up (§7.4); answered at once on the connection, outside any scope, not listed in
+    ``hello``."""
 
 
 class Reach(enum.Enum):
@@ -153,7 +157,7 @@ def check_routes(table: Mapping[str, Route]) -> None:
             problem = "must be an operator method with a command, or neither"
         elif r.kind in (Kind.HANDSHAKE, Kind.SESSION) and (r.handler is not None or r.locked or r.proposes):
             problem = "is answered by the connection: it takes no handler, lock or proposal"
-        elif r.kind in (Kind.RUN, Kind.OPERATOR) and (r.parse is None or r.handler is None or r.locked):
+        elif r.kind in (Kind.RUN, Kind.OPERATOR, Kind.ENROL) and (r.parse is None or r.handler is None or r.locked):
             problem = "needs a parser and an awaited handler"
         if problem:
             raise ValueError(f"route {r.name!r} {problem}")

@@ -28,6 +28,7 @@ from typing import Any, Final
 from amux_memory.hub.access.identity import Identity, Scope
 from amux_memory.hub.access.mounts import MAINTAIN, READ, WRITE, Part
 from amux_memory.hub.methods.calls import Kind, Reach, Route, Who, check_routes, route
+from amux_memory.hub.methods.invitations import handle_logout, handle_redeem, handle_tls_ca
 from amux_memory.hub.methods import backup_staging, copies
 from amux_memory.hub.methods.memory import MemoryMethods
 from amux_memory.protocol import params as p
@@ -74,6 +75,12 @@ ROUTES: Final[Mapping[str, Route]] = dict([
           handler=copies.handle_scope_copy, who=Who.OPERATOR, command="amux hub scope copy"),
     route("backup_stage", Kind.OPERATOR, NONE, None, locked=False, proposes=False, parse=p.parse_backup_stage,
           handler=backup_staging.handle_backup_stage, who=Who.OPERATOR, command="amux hub backup"),
+    route("tls_ca", Kind.ENROL, NONE, None, locked=False, proposes=False, parse=p.parse_tls_ca,
+          handler=handle_tls_ca),
+    route("redeem", Kind.ENROL, NONE, None, locked=False, proposes=False, parse=p.parse_redeem,
+          handler=handle_redeem),
+    route("logout", Kind.ENROL, NONE, None, locked=False, proposes=False, parse=p.parse_logout,
+          handler=handle_logout),
 ])
 """Every method the Hub answers (DESIGN.md §3.4)."""
 

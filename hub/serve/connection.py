@@ -137,6 +137,10 @@ class Session(Protocol):
         """Make ``conn`` an MCP session (setting ``conn.mcp``, its task in ``nursery``) or raise :class:`HubError`."""
         ...
 
+    async def enrol(self, conn: Connection, request: Request) -> Result:
+        """Answer a method a caller with no identity may call (``tls_ca``, ``redeem``) or raise :class:`HubError`."""
+        ...
+
 
 async def close_stream(stream: trio.abc.Stream) -> None:
     """Close a connection's stream; for TLS, close the transport without a ``close_notify`` exchange.
@@ -266,8 +270,9 @@ class ConnectionSet:
                 frame_deadline = trio.current_time() + FRAME_TIMEOUT_SECONDS
 
     async def _on_frame(self, conn: Connection, body: bytes, nursery: trio.Nursery) -> None:
-        """Decode one frame body against the route table: answer the handshake (``hello``), the MCP switch
-        (``mcp_open``) and refusals at once, start any other request as a task.
+        """Decode one frame body against the route table: answer the handshake (``hello``), the methods of a caller
+        with no identity (``tls_ca``, ``redeem``), the MCP switch (``mcp_open``) and refusals at once, start any
+        other request as a task.
 
         On an MCP session every frame goes to it instead (a frame that is not an MCP frame is answered with
         ``bad_request`` and a null id).
@@ -288,6 +293,12 @@ class ConnectionSet:
         if kind is Kind.HANDSHAKE:
             try:
                 frame = encode_result(request.id, await self.session.hello(conn, request.params))
+            except HubError as exc:
+                frame = encode_error(request.id, exc)
+            await conn.send(frame)
+        elif kind is Kind.ENROL:
+            try:
+                frame = encode_result(request.id, await self.session.enrol(conn, request))
             except HubError as exc:
                 frame = encode_error(request.id, exc)
             await conn.send(frame)

@@ -33,6 +33,7 @@ import trio
 
 from amux_memory.hub.access.config import HubConfig
 from amux_memory.hub.access.identity import (
+    GLOBAL,
     Identity,
     Scope,
     authenticate,
@@ -208,6 +209,26 @@ class Hub:
             raise HubError(ErrorCode.UNAUTHORIZED, f"token {identity.token_id} is no longer valid on this Hub",
                            {"token_id": identity.token_id, "reason": "unknown_token"})
         registry.check_record(record, self.wall_clock())
+
+    async def enrol(self, conn: Connection, request: Request) -> Result:
+        """Answer a method of a caller with no identity (:attr:`Kind.ENROL <hub.methods.calls.Kind.ENROL>`:
+        ``tls_ca``, ``redeem``; DESIGN.md §7.4), before or without ``hello``: parsed and run outside any scope,
+        through :meth:`MemoryMethods.run`, and counted in the metrics like a data call.  The connection's session,
+        if any, is left as it was."""
+        route = self.routes[request.method]
+        started = time.perf_counter()
+        code: ErrorCode | None = ErrorCode.INTERNAL
+        result: Result | None = None
+        try:
+            result = await self.memory.run(route, GLOBAL, request.params, None, now=self.wall_clock())
+            code = None
+            return result
+        except HubError as exc:
+            code = exc.code
+            raise
+        finally:
+            if self.metrics is not None:
+                self.metrics.observe(request.method, conn.transport, code, time.perf_counter() - started, None)
 
     # -- MCP sessions --------------------------------------------------------
 

@@ -33,7 +33,8 @@ def _principal_view(registry: Any, name: str) -> dict[str, Any]:
     }
 
 
-def _run(action: Callable[[], dict[str, Any]], lines: Callable[[dict[str, Any]], Iterable[str]], json: bool) -> int:
+def run_action(action: Callable[[], dict[str, Any]], lines: Callable[[dict[str, Any]], Iterable[str]],
+               json: bool) -> int:
     """Run ``action`` and print its document (:func:`tools.cli.output.plain.show`: JSON, or ``lines(doc)`` for a
     person); a :class:`HubError` is reported as for data commands.  Returns the exit status."""
     try:
@@ -74,7 +75,7 @@ def principal_add(name: str, /, *, service: bool = False, home: Home = None, jso
         return [f"principal {inert(doc['name'])} ({doc['kind']}) {what}; its isolated memory is "
                 f"{inert(doc['binding'])}"]
 
-    return _run(action, lines, json)
+    return run_action(action, lines, json)
 
 
 def principal_remove(name: str, /, *, home: Home = None, json: Json = False) -> int:
@@ -97,7 +98,7 @@ def principal_remove(name: str, /, *, home: Home = None, json: Json = False) -> 
         return [f"principal {inert(doc['name'])} removed, with {counted(len(doc['aliases']), 'alias')} and "
                 f"{counted(len(doc['tokens']), 'token')}; its memory files are kept"]
 
-    return _run(action, lines, json)
+    return run_action(action, lines, json)
 
 
 def principal_alias(name: str, alias: str, /, *, home: Home = None, json: Json = False) -> int:
@@ -123,7 +124,7 @@ def principal_alias(name: str, alias: str, /, *, home: Home = None, json: Json =
         return [f"{inert(doc['alias'])} now acts as principal {inert(doc['principal'])} (memory "
                 f"{inert(doc['binding'])})"]
 
-    return _run(action, lines, json)
+    return run_action(action, lines, json)
 
 
 def principal_unalias(alias: str, /, *, home: Home = None, json: Json = False) -> int:
@@ -144,7 +145,7 @@ def principal_unalias(alias: str, /, *, home: Home = None, json: Json = False) -
         return [f"alias {inert(doc['alias'])} removed (it was principal {inert(doc['principal'])}); that account "
                 "is its own principal again"]
 
-    return _run(action, lines, json)
+    return run_action(action, lines, json)
 
 
 def principal_list(*, home: Home = None, json: Json = False) -> int:
@@ -167,10 +168,10 @@ def principal_list(*, home: Home = None, json: Json = False) -> int:
         rows += [[p["name"], p["kind"], p["created"], _names(p["aliases"]), p["tokens"]] for p in doc["principals"]]
         return [*table(rows), f"(from {inert(doc['file'])}; TOKENS counts the usable ones)"]
 
-    return _run(action, lines, json)
+    return run_action(action, lines, json)
 
 
-def token_issue(name: str, /, *, ttl: TokenTtl = None, binding: str | None = None,
+def token_issue(name: str, /, *, ttl: TokenTtl = None, binding: str | None = None, label: str | None = None,
                 home: Home = None, json: Json = False) -> int:
     """Issue a bearer token for a principal and print it once (only its hash is kept).
 
@@ -184,13 +185,15 @@ def token_issue(name: str, /, *, ttl: TokenTtl = None, binding: str | None = Non
         The principal the token authenticates as.
     binding
         Make it a delegated credential tied to this binding: 'principal:NAME' or 'global'.
+    label
+        What the token is for (1-80 characters), shown by 'amux hub token list': 'ana laptop', 'CI deploy'.
     """
     from amux_memory.hub.access import registry as reg
     from amux_memory.tools.client.when import duration
 
     def action() -> dict[str, Any]:
         seconds = None if ttl is None else duration(ttl, option="--ttl", maximum=reg.TOKEN_MAX_TTL_SECONDS)
-        text, record = reg.modify(resolve_home(home), lambda r, now: _issue(r, name, now, seconds, binding))
+        text, record = reg.modify(resolve_home(home), lambda r, now: _issue(r, name, now, seconds, binding, label))
         if not human_output(json):
             say(f"token {record.id} for {name}: shown once, store it now (AMUX_TOKEN)")
         return {"token": text, **record.public(time.time())}
@@ -200,21 +203,23 @@ def token_issue(name: str, /, *, ttl: TokenTtl = None, binding: str | None = Non
 
         expires = f"expires {doc['expires']}" if doc["expires"] else "no expiry"
         bound = f", delegated for {inert(doc['binding'])}" if doc["binding"] else ""
+        bound += f", label {inert(doc['label'])!r}" if doc["label"] else ""
         return [f"token {inert(doc['id'])} for principal {inert(doc['principal'])} ({expires}{bound}); store it "
                 "now: it is not shown again (only its hash is kept). The caller sets",
                 f"  export AMUX_TOKEN={shlex.quote(inert(doc['token']))}",
                 f"revoke it with 'amux hub token revoke {inert(doc['id'])}'"]
 
-    return _run(action, lines, json)
+    return run_action(action, lines, json)
 
 
-def _issue(r: Any, name: str, now: float, ttl: int | None, binding: str | None) -> tuple[Any, tuple[str, Any]]:
-    updated, text, record = r.issue_token(name, now, ttl, binding)
+def _issue(r: Any, name: str, now: float, ttl: int | None, binding: str | None,
+           label: str | None) -> tuple[Any, tuple[str, Any]]:
+    updated, text, record = r.issue_token(name, now, ttl, binding, label)
     return updated, (text, record)
 
 
 def token_list(*, principal: str | None = None, home: Home = None, json: Json = False) -> int:
-    """List tokens (id, principal, created, expires, binding, state); never the tokens themselves.
+    """List tokens (id, principal, label, created, expires, binding, state); never the tokens themselves.
 
     Expired tokens are dropped from the file at its next change.
 
@@ -235,12 +240,12 @@ def token_list(*, principal: str | None = None, home: Home = None, json: Json = 
         if not doc["tokens"]:
             return ["no tokens" + (f" for {inert(principal)}" if principal else "") +
                     "; issue one with 'amux hub token issue NAME'"]
-        rows: list[list[object]] = [["ID", "PRINCIPAL", "CREATED", "EXPIRES", "BINDING", "STATE"]]
-        rows += [[t["id"], t["principal"], t["created"], t["expires"] or "never", t["binding"] or "-", t["state"]]
-                 for t in doc["tokens"]]
+        rows: list[list[object]] = [["ID", "PRINCIPAL", "LABEL", "CREATED", "EXPIRES", "BINDING", "STATE"]]
+        rows += [[t["id"], t["principal"], t["label"] or "-", t["created"], t["expires"] or "never",
+                  t["binding"] or "-", t["state"]] for t in doc["tokens"]]
         return table(rows)
 
-    return _run(action, lines, json)
+    return run_action(action, lines, json)
 
 
 def token_revoke(token_id: str, /, *, home: Home = None, json: Json = False) -> int:
@@ -261,7 +266,7 @@ def token_revoke(token_id: str, /, *, home: Home = None, json: Json = False) -> 
         return [f"token {inert(doc['id'])} of principal {inert(doc['principal'])} revoked at {doc['revoked']}; a "
                 "running Hub refuses it from the next call on"]
 
-    return _run(action, lines, json)
+    return run_action(action, lines, json)
 
 
 # -- teams (DESIGN.md §7.8) ----------------------------------------------------------------------------
@@ -324,7 +329,7 @@ def team_add(name: str, /, *, review: str = "agents", reuse: bool = False, home:
             out.append(f"it takes back the memory a removed team of this name left: {doc['reused_memory']}")
         return out
 
-    return _run(action, lines, json)
+    return run_action(action, lines, json)
 
 
 def team_remove(name: str, /, *, home: Home = None, json: Json = False) -> int:
@@ -357,7 +362,7 @@ def team_remove(name: str, /, *, home: Home = None, json: Json = False) -> int:
                 f"home's history/ and review/). Nobody reaches it now; 'amux hub team add {inert(doc['name'])} "
                 "--reuse' would give it back to a new team of that name"]
 
-    return _run(action, lines, json)
+    return run_action(action, lines, json)
 
 
 def team_list(*, home: Home = None, json: Json = False) -> int:
@@ -380,7 +385,7 @@ def team_list(*, home: Home = None, json: Json = False) -> int:
                   _names(f"{m['principal']} ({m['role']})" for m in t["members"])] for t in doc["teams"]]
         return table(rows)
 
-    return _run(action, lines, json)
+    return run_action(action, lines, json)
 
 
 def team_show(name: str, /, *, home: Home = None, json: Json = False) -> int:
@@ -407,7 +412,7 @@ def team_show(name: str, /, *, home: Home = None, json: Json = False) -> int:
         rows += [[m["principal"], m["role"]] for m in doc["members"]]
         return [*head, *table(rows)]
 
-    return _run(action, lines, json)
+    return run_action(action, lines, json)
 
 
 def member_add(team: str, principal: str, /, *, role: str, home: Home = None, json: Json = False) -> int:
@@ -437,7 +442,7 @@ def member_add(team: str, principal: str, /, *, role: str, home: Home = None, js
         return [f"{inert(doc['principal'])} is now a {doc['role']} of team {inert(doc['team'])}{was}; it sees "
                 f"@{inert(doc['team'])}/ from its next call"]
 
-    return _run(action, lines, json)
+    return run_action(action, lines, json)
 
 
 def member_remove(team: str, principal: str, /, *, home: Home = None, json: Json = False) -> int:
@@ -460,4 +465,4 @@ def member_remove(team: str, principal: str, /, *, home: Home = None, json: Json
         return [f"{inert(doc['principal'])} ({doc['role']}) removed from team {inert(doc['team'])}; it loses "
                 f"@{inert(doc['team'])}/ at its next call"]
 
-    return _run(action, lines, json)
+    return run_action(action, lines, json)

@@ -63,6 +63,8 @@ team_app = App(
     "maintainer) and a review rule for the team's writes.",
 )
 member_app = App(name="member", help="A team's members and their roles.")
+invitation_app = App(name="invitation", help="Invitations 'amux hub invite' made: list them, withdraw one not used "
+                     "yet.")
 scope_app = App(name="scope", help="Whole scopes, for the Hub's operator: copy every document of one scope into "
                 "another (after a change of memory.isolation, or into a team).")
 memory_app = App(name="memory", help="Search, read, write, copy, move and delete memory documents through the Hub; "
@@ -86,6 +88,7 @@ system_app.command(config_app)
 hub_app.command(principal_app)
 hub_app.command(token_app)
 hub_app.command(team_app)
+hub_app.command(invitation_app)
 team_app.command(member_app)
 hub_app.command(scope_app)
 hub_app.command(service_app)
@@ -110,6 +113,9 @@ principal_app.command("amux_memory.tools.cli.admin:principal_list", name="list")
 token_app.command("amux_memory.tools.cli.admin:token_issue", name="issue")
 token_app.command("amux_memory.tools.cli.admin:token_list", name="list")
 token_app.command("amux_memory.tools.cli.admin:token_revoke", name="revoke")
+hub_app.command("amux_memory.tools.cli.invite:invite", name="invite")
+invitation_app.command("amux_memory.tools.cli.invite:invitation_list", name="list")
+invitation_app.command("amux_memory.tools.cli.invite:invitation_revoke", name="revoke")
 team_app.command("amux_memory.tools.cli.admin:team_add", name="add")
 team_app.command("amux_memory.tools.cli.admin:team_remove", name="remove")
 team_app.command("amux_memory.tools.cli.admin:team_list", name="list")
@@ -176,6 +182,8 @@ protocol_app.command("amux_memory.tools.cli.agent:protocol_show", name="show")
 app.command("amux_memory.tools.cli.agent:mcp_serve", name="mcp")
 app.command("amux_memory.tools.cli.doctor:doctor", name="doctor")
 app.command("amux_memory.tools.cli.ui:ui", name="ui")
+app.command("amux_memory.tools.cli.login:login", name="login")
+app.command("amux_memory.tools.cli.login:logout", name="logout")
 # Its tokens go to tools.cli.launch raw: the agent's own --help, --version and -- must reach the agent.  The
 # delimiter is a NUL (no argv token can contain one), not "": cyclopts would take an empty argument for it.
 app.command("amux_memory.tools.cli.launch:launch", name="launch", help_flags=[], version_flags=[],
@@ -187,6 +195,7 @@ HELP_FLAGS = ("--help", "-h")
 VERSION_FLAGS = ("--version",)
 GROUP_PATHS = {(), ("hub",), ("hub", "principal"), ("hub", "token"), ("hub", "team"), ("hub", "team", "member"),
                ("hub", "scope"), ("hub", "service"), ("hub", "tls"), ("memory",), ("system",), ("system", "config"),
+               ("hub", "invitation"),
                ("protocol",)}
 """Token lists that name a command group: cyclopts prints the group's help page for them."""
 

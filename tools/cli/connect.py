@@ -17,13 +17,14 @@ import time
 from typing import Any, Literal
 
 from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.cli.connect_files import FILE_AGENTS, agent_files
 from amux_memory.tools.cli.options import ConnectTtl, Home, resolve_home
 from amux_memory.tools.cli.output.contract import fail
 from amux_memory.tools.cli.output.plain import Json, show
 from amux_memory.tools.client.settings import CA_ENV, HUB_ENV
 from amux_memory.tools.client.settings import TOKEN_ENV as TOKEN_VAR
 
-Agent = Literal["claude", "codex", "pi", "env"]
+Agent = Literal["claude", "codex", "pi", "env", "opencode", "copilot", "qwen", "gemini"]
 
 
 def _this_host() -> str:
@@ -90,7 +91,7 @@ def check_url(url: str) -> str:
     return url
 
 
-def _cli_endpoint(root: Any) -> str:
+def cli_endpoint(root: Any) -> str:
     """``tls://HOST:PORT`` (``tcp://`` without TLS) the amux CLI on another machine uses, from ``hub.listen``;
     ``""`` when it is off."""
     from amux_memory.protocol.settings import get_value, parse_listen
@@ -122,25 +123,35 @@ def _listener_url(root: Any) -> tuple[str, str]:
     host = _public_host(root, host)
     shown = f"[{host}]" if ":" in host else host
     url = f"{'https' if tls else 'http'}://{shown}:{port}/mcp"
-    return url, _cli_endpoint(root)
+    return url, cli_endpoint(root)
 
+
+URL_ENV = "AMUX_URL"
+"""The variable ``connect env`` sets to the MCP URL, for scripts calling ``/mcp`` (docs/team-server.md)."""
 
 CA_THERE = '"$HOME/.amux/hub-ca.pem"'
 """Where the printed commands expect the Hub's CA on the other machine (shell text: ``$HOME`` expands)."""
 
 
-def plan(agent: str, url: str, token: str, ca: str, endpoint: str) -> dict[str, Any]:
+def plan(agent: str, url: str, token: str, ca: str, endpoint: str, *, token_is_shell: bool = False) -> dict[str, Any]:
     """The commands (``commands``) and environment lines (``env``) for ``agent`` on the other machine.
 
     Every value is shell-quoted but ``ca``, shell text for the path the CA file will have there
-    (:data:`CA_THERE`; ``""``: no self-made CA).
+    (:data:`CA_THERE`; ``""``: no self-made CA), and ``token`` with ``token_is_shell`` (shell text that reads it,
+    as for a login's token file).  ``pi`` and ``env`` also get ``AMUX_URL``, the MCP URL, for scripts.
     """
 
     def q(text: str) -> str:
-        return text if text == ca else shlex.quote(text)
+        return text if text == ca or (token_is_shell and text == token) else shlex.quote(text)
 
     env: list[str] = []
     commands: list[str] = []
+    if agent in FILE_AGENTS:  # a file to paste (tools/cli/connect_files.py); Node and Bun read NODE_EXTRA_CA_CERTS
+        env.append(f"export {TOKEN_VAR}={q(token)}")
+        if ca:
+            env.append(f"export NODE_EXTRA_CA_CERTS={q(ca)}")
+        files, notes = agent_files(agent, url)
+        return {"env": env, "commands": commands, "files": files, "notes": notes}
     if agent == "claude":
         env.append(f"export {TOKEN_VAR}={q(token)}")
         if ca:
@@ -157,6 +168,7 @@ def plan(agent: str, url: str, token: str, ca: str, endpoint: str) -> dict[str, 
         env.append(f"export {TOKEN_VAR}={q(token)}")
         if ca:
             env.append(f"export {CA_ENV}={q(ca)}")
+        env.append(f"export {URL_ENV}={q(url)}")
     return {"env": env, "commands": commands}
 
 
@@ -169,8 +181,13 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: ConnectTtl = 
     one. A loopback hub.mcp_listen answers on this machine only: then the
     commands are for an agent here (the CA is this machine's file).
 
-    AGENT is claude, codex, pi or env (AMUX_HUB/AMUX_TOKEN lines for the
-    amux CLI, Pi and scripts; these need hub.listen set). The token is shown
+    After 'amux login' (a Hub on another machine), nothing is issued: the
+    commands are for this machine and read the login's token file.
+
+    AGENT is claude, codex, pi or env (AMUX_HUB/AMUX_TOKEN/AMUX_URL lines for
+    the amux CLI, Pi and scripts; these need hub.listen set), or opencode,
+    copilot, qwen or gemini (a settings file to paste, reading $AMUX_TOKEN,
+    with the agent's own memory off where a setting does it). The token is shown
     once, in an 'export AMUX_TOKEN=...' line: store it in the other machine's
     secret store or a 0600 file, not in shell history (the commands read the
     variable). The principal must exist (amux hub principal add); the current
@@ -187,12 +204,16 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: ConnectTtl = 
     from amux_memory.hub.access import registry as reg
     from amux_memory.protocol.settings import get_value
     from amux_memory.tools.client.inert import inert
+    from amux_memory.tools.client.settings import read_login
     from amux_memory.tools.client.when import duration
 
+    login = read_login(resolve_home(home)) if principal is None and url is None else None
+    if login is not None:
+        return _connect_login(agent, login, json)
     try:
         root = resolve_home(home)
         seconds = None if ttl is None else duration(ttl, option="--ttl", maximum=reg.TOKEN_MAX_TTL_SECONDS)
-        mcp_url, endpoint = _listener_url(root) if url is None else (check_url(url), _cli_endpoint(root))
+        mcp_url, endpoint = _listener_url(root) if url is None else (check_url(url), cli_endpoint(root))
         if agent in ("pi", "env") and not endpoint:
             raise HubError(ErrorCode.BAD_REQUEST, "hub.listen is not set: the amux CLI (and Pi's scripts) speak the "
                            "Hub's own protocol, not MCP over HTTP; run 'amux system config set hub.listen "
@@ -229,6 +250,7 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: ConnectTtl = 
                     f"     scp {shlex.quote(ca)} OTHER:.amux/hub-ca.pem   (mkdir -p ~/.amux there first)", ""]
         out.append(f"{'2' if ca and not local else '1'}. On {where}:")
         out += [f"     {line}" for line in [*steps["env"], *steps["commands"]]]
+        out += file_lines(steps)
         if agent == "claude":
             out += ["", f"   (the shell puts ${TOKEN_VAR} into the header as it runs 'claude mcp add'; the line in "
                     "your history holds only the variable)"]
@@ -236,6 +258,47 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: ConnectTtl = 
 
     show(doc, lines, json_flag=json)
     return 0
+
+
+def _connect_login(agent: str, login: Any, json: bool) -> int:
+    """``connect`` on a machine that ran ``amux login``: the commands for an agent here, with the login's MCP URL,
+    CA file and token file (nothing is issued: this machine is no Hub host)."""
+    from amux_memory.tools.client.inert import inert
+
+    if not login.mcp_url:
+        return fail(HubError(ErrorCode.BAD_REQUEST, f"the Hub at {login.hub} served no MCP over HTTP when you logged "
+                             "in (hub.mcp_listen): use 'amux launch AGENT' (it runs the relay, amux mcp), or ask the "
+                             "Hub's operator to set hub.mcp_listen, then 'amux login' again", {"field": "url"}),
+                    as_json=json)
+    token_shell = f'"$(cat {shlex.quote(str(login.token_file))})"'
+    steps = plan(agent, login.mcp_url, token_shell, shlex.quote(str(login.ca_file)), login.hub, token_is_shell=True)
+    doc = {"agent": agent, "url": login.mcp_url, "principal": login.principal, "token": None,
+           "token_id": login.token_id, "expires": login.expires, "ca": str(login.ca_file), "ca_on_other_machine": "",
+           "local_only": True, "login": str(login.home / "login.toml"), **steps}
+
+    def lines() -> list[str]:
+        out = [f"Your login ({login.principal} at {login.hub}, token {login.token_id}, from 'amux login'): nothing "
+               "new is issued; these commands read its token file. On this machine:", ""]
+        out += [f"     {line}" for line in [*steps["env"], *steps["commands"]]]
+        out += file_lines(steps)
+        return [inert(line) for line in out]
+
+    show(doc, lines, json_flag=json)
+    return 0
+
+
+def file_lines(steps: dict[str, Any]) -> list[str]:
+    """The files of a file-configured agent (:mod:`tools.cli.connect_files`) as printed lines: each path, then its
+    JSON (merged into the file when it exists), then the notes."""
+    import json as jsonlib
+
+    out: list[str] = []
+    for entry in steps.get("files") or []:
+        out += ["", f"   In {entry['path']} (merge it into what the file holds):"]
+        out += [f"     {line}" for line in jsonlib.dumps(entry["content"], indent=2).splitlines()]
+    for note in steps.get("notes") or []:
+        out += ["", f"   {note}"]
+    return out
 
 
 def _issue(r: Any, name: str, now: float, ttl: int | None) -> tuple[Any, tuple[str, Any]]:

@@ -59,6 +59,8 @@ class Context:
     """The Hub being checked, as text: its socket path, or ``AMUX_HUB``'s address."""
     pin: dict[str, str] | None = None
     """The env a registration needs to reach the checked Hub (``{"AMUX_HOME": D}``), empty for the default."""
+    login: Any = None
+    """What ``amux login`` stored (:class:`tools.client.settings.Login`) when it chooses the Hub, else None."""
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -122,10 +124,14 @@ def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
     from amux_memory.tools.client.running import serving_hub
 
     where = remote or str(socket)
-    checks = [Check("home", "ok" if ctx.home.is_dir() else "warn",
-                    f"home {ctx.home}, socket {where}" if ctx.home.is_dir()
-                    else f"home {ctx.home} does not exist yet (socket {where})",
-                    "" if ctx.home.is_dir() else f"amux hub start{ctx.home_flag}")]
+    if remote:  # a client of a Hub elsewhere: no private Hub to start here (DESIGN.md §19.4)
+        checks = [Check("home", "ok", f"a client of the Hub at {remote} ({'amux login' if ctx.login else 'AMUX_HUB'})"
+                        f"; no Hub of its own runs from {ctx.home}")]
+    else:
+        checks = [Check("home", "ok" if ctx.home.is_dir() else "warn",
+                        f"home {ctx.home}, socket {where}" if ctx.home.is_dir()
+                        else f"home {ctx.home} does not exist yet (socket {where})",
+                        "" if ctx.home.is_dir() else f"amux hub start{ctx.home_flag}")]
     start = f"amux hub start{ctx.home_flag}"
     waiting: int | None = None
     found: dict[str, int] | None = None
@@ -140,8 +146,12 @@ def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
         holder = None if remote else serving_hub(ctx.home)
         if exc.code is not ErrorCode.UNAVAILABLE:
             checks.append(Check("hub", "fail", f"the Hub at {where} refused this caller: {exc.code.value}: "
-                                f"{exc.message}", "ask the Hub's operator for access (amux hub principal, "
-                                "amux hub token issue)"))
+                                f"{exc.message}", RELOGIN if ctx.login else "ask the Hub's operator for access "
+                                "(amux hub principal, amux hub token issue)"))
+        elif remote:
+            checks.append(Check("hub", "fail", f"no Hub answers at {where}: {exc.message}", "check the address and "
+                                "the network from here; ask the Hub's operator whether it runs ('amux hub status' "
+                                "on the Hub host)"))
         elif holder is not None:
             checks.append(Check("hub", "fail", f"a Hub (pid {holder.pid}) holds {ctx.home} but does not answer at "
                                 f"{where}", f"amux hub restart{ctx.home_flag}"))
@@ -185,6 +195,61 @@ def check_hub(ctx: Context, socket: Path, remote: str | None) -> list[Check]:
                                                 "would refuse every data call", f"{enable_command(ctx.home)} && "
                                                 f"{start}"))
     checks.append(Check("identity", "skip", "no answer from the Hub: principal and scope unknown"))
+    return checks
+
+
+RELOGIN = "ask the Hub's operator for a new invitation ('amux hub invite NAME'), then 'amux logout' and 'amux login " \
+          "INVITATION'"
+"""The fix for a login whose token or CA no longer works."""
+
+
+def check_login(ctx: Context, login: Any) -> list[Check]:
+    """A client of a remote Hub by ``amux login`` (DESIGN.md §7.4): the address, the CA pinned then, the token
+    (its file's mode; valid, and when it expires, from the Hub's ``hello``) and the teams ``hello`` names."""
+    import datetime as dt
+    import stat
+
+    from amux_memory.protocol.invitation import fingerprint
+    from amux_memory.tools.cli.tls import EXPIRY_WARNING_DAYS
+
+    checks = [Check("login", "ok", f"logged in to {login.hub} as {login.principal} ({login.home / 'login.toml'})")]
+    try:
+        seen = fingerprint(login.ca_file.read_text(encoding="ascii"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        checks.append(Check("ca", "fail", f"the Hub's CA {login.ca_file} cannot be read ({exc})", RELOGIN))
+    else:
+        checks.append(Check("ca", "ok", f"the Hub's CA {login.ca_file} is the one pinned at login (SHA-256 "
+                            f"{seen[:16]}…)") if seen == login.fingerprint else
+                      Check("ca", "fail", f"{login.ca_file} is not the CA pinned at login (SHA-256 {seen[:16]}…, "
+                            f"not {login.fingerprint[:16]}…)", RELOGIN))
+    try:
+        mode = stat.S_IMODE(login.token_file.stat().st_mode)
+    except OSError as exc:
+        checks.append(Check("token", "fail", f"the token file {login.token_file} cannot be read ({exc.strerror})",
+                            RELOGIN))
+        return checks
+    if mode & 0o077:
+        checks.append(Check("token", "warn", f"the token file {login.token_file} is readable by others (mode "
+                            f"{mode:04o})", f"chmod 600 {login.token_file}"))
+    elif ctx.hello is None:
+        checks.append(Check("token", "skip", "no answer from the Hub: whether the token is valid is unknown"))
+    elif ctx.hello.get("auth") != "token":
+        checks.append(Check("token", "warn", f"the Hub did not take the login's token ({ctx.hello.get('auth')})",
+                            "unset AMUX_TOKEN, or log in again"))
+    else:
+        expires = ctx.hello.get("expires")
+        stamp = expires if isinstance(expires, int) else None
+        left = None if stamp is None else (stamp - dt.datetime.now(dt.UTC).timestamp()) / 86400
+        when = ("no expiry" if stamp is None or left is None else
+                f"expires {dt.datetime.fromtimestamp(stamp, dt.UTC):%Y-%m-%d} ({left:.0f} days)")
+        soon = left is not None and left <= EXPIRY_WARNING_DAYS
+        checks.append(Check("token", "warn" if soon else "ok", f"token {ctx.hello.get('token_id')} is valid; {when}",
+                            RELOGIN if soon else ""))
+    if ctx.hello is not None:
+        mounts = [m for m in ctx.hello.get("mounts") or [] if isinstance(m, dict)]
+        shown = ", ".join(f"{m.get('mount')} ({m.get('role')}, review {m.get('review')})" for m in mounts)
+        checks.append(Check("teams", "ok", f"member of {shown}" if mounts else "in no team yet (the Hub's operator "
+                            "adds members: 'amux hub team member add TEAM NAME')"))
     return checks
 
 
@@ -544,7 +609,8 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
 
     Each check says ok, WARN, FAIL or skipped, with the command that fixes
     it.  Without --home the Hub is the one the data commands use (AMUX_HUB,
-    else AMUX_HOME's socket).  Agent configuration files are only read.
+    else the Hub of 'amux login', else AMUX_HOME's socket); after 'amux login'
+    it also checks the login: the address, the CA, the token and the teams.  Agent configuration files are only read.
     JSON ({"ok", "checks": [{name, status, summary, fix}]}) with --json or
     when stdout is not a terminal.  Exit status 0 when nothing failed
     (warnings allowed), 20 when a check failed.
@@ -552,11 +618,14 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
     from amux_memory.protocol.config_file import home_option
     from amux_memory.tools.client.inert import inert
     from amux_memory.tools.client.installation import amux_command
-    from amux_memory.tools.client.settings import HUB_ENV
+    from amux_memory.tools.client.settings import HUB_ENV, configured_hub, read_login
     from amux_memory.tools.lifecycle.control import home_socket
 
     target = resolve_home(home)
-    remote = None if home is not None else (os.environ.get(HUB_ENV) or None)
+    remote = None if home is not None else configured_hub()
+    login = read_login(target) if remote else None
+    if login is not None and os.environ.get(HUB_ENV) not in (None, "", login.hub):
+        login = None  # AMUX_HUB names another Hub: the login is not the one checked
     command = amux_command()
     socket = home_socket(target)
     if remote:
@@ -566,8 +635,9 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
         default = normal_endpoint(str(home_socket(Path.home() / ".amux")))
         pin = {} if endpoint == default else {"AMUX_HOME": str(target)}
     ctx = Context(home=target, home_flag=home_option(target), amux=command[0] if len(command) == 1
-                  else shlex.join(command), endpoint=endpoint, pin=pin)
-    checks = [check_cli(ctx), *check_hub(ctx, socket, remote), *([] if remote else check_scopes(ctx)),
+                  else shlex.join(command), endpoint=endpoint, pin=pin, login=login)
+    checks = [check_cli(ctx), *check_hub(ctx, socket, remote), *([] if login is None else check_login(ctx, login)),
+              *([] if remote else check_scopes(ctx)),
               *([] if remote else check_mcp_http(ctx)),
               *check_claude(ctx), *check_codex(ctx)]
     healthy = all(c.status != "fail" for c in checks)

@@ -130,13 +130,15 @@ class HubClient(ClientBase):
             sock.close()
             raise tls_failed(ep, exc) from None
 
-    def connect(self) -> dict[str, Any]:
+    def connect(self, *, hello: bool = True) -> dict[str, Any]:
         """Connect and say hello; returns the Hub's hello reply (principal, scope, limits, memory_enabled).
 
         Raises ``unavailable`` when the Hub cannot be reached or does not
         answer within ``timeout`` per operation (or ``connect_deadline`` in
         all), and the Hub's own error for a refused hello (``unauthorized``,
-        ``binding_mismatch``, ``busy``, ...).
+        ``binding_mismatch``, ``busy``, ...).  With ``hello`` false it only
+        connects (and returns ``{}``): for the methods a caller with no
+        identity may call (``tls_ca``, ``redeem``, ``logout``; DESIGN.md §7.4).
         """
         self.close()
         limit = self.connect_deadline
@@ -147,9 +149,10 @@ class HubClient(ClientBase):
             except TimeoutError:
                 raise no_answer(self.endpoint, "hello", limit if limit is not None else self.timeout) from None
             self._conn = ClientConnection()
-            rid, frame = self._conn.hello_request(self.client_name, self.binding, self.token,
-                                                   session=self.settings.session)
-            self.hello = self._exchange("hello", rid, frame)
+            if hello:
+                rid, frame = self._conn.hello_request(self.client_name, self.binding, self.token,
+                                                       session=self.settings.session)
+                self.hello = self._exchange("hello", rid, frame)
         finally:
             self._deadline = None
             if self._sock is not None:

@@ -19,8 +19,14 @@ here, once, so they all find the same Hub the same way:
 * ``AMUX_CONNECT_DEADLINE``: seconds for connect plus ``hello`` as a whole
   (unset or not a positive number: no overall deadline).
 
+``amux login`` (DESIGN.md §7.4) leaves ``<AMUX_HOME>/login.toml``: the Hub's
+address, the CA file (``hub-ca.pem``) and the token file (``hub-token``,
+``0600``).  With it, an unset ``AMUX_HUB`` means that Hub; its token and CA
+go to that address only (also when ``AMUX_HUB`` names it, as ``amux launch``
+does), each unless ``AMUX_TOKEN`` / ``AMUX_HUB_CA`` says otherwise.
+
 Empty variables count as unset.  Nothing here opens a socket; only
-``config.toml`` is read (a small local file, so a blocking read is fine even
+``config.toml`` and the login's files are read (a small local file, so a blocking read is fine even
 from Trio code: it happens once, when a client is made).
 """
 
@@ -46,6 +52,65 @@ CA_ENV = "AMUX_HUB_CA"
 BINDING_ENV = "AMUX_MEMORY_BINDING"
 SESSION_ENV = "AMUX_SESSION_ID"
 CONNECT_DEADLINE_ENV = "AMUX_CONNECT_DEADLINE"
+LOGIN_NAME = "login.toml"
+"""What ``amux login`` leaves in the home: where the Hub is, and the names of the two files beside it."""
+LOGIN_CA = "hub-ca.pem"
+"""The Hub's CA certificate a login pinned (the file ``amux hub connect`` tells other machines to use)."""
+LOGIN_TOKEN = "hub-token"
+"""The login's token, mode ``0600``."""
+
+
+@dataclass(frozen=True)
+class Login:
+    """What ``amux login`` stored in ``home``: the Hub's address (``hub``, ``tls://HOST:PORT``), the CA file, the
+    token file, and what the Hub said then (``principal``, ``token_id``, ``expires``, ``mcp_url``,
+    ``fingerprint``)."""
+
+    home: Path
+    hub: str
+    ca_file: Path
+    token_file: Path
+    principal: str = ""
+    token_id: str = ""
+    expires: str | None = None
+    mcp_url: str | None = None
+    fingerprint: str = ""
+
+    def token(self) -> str | None:
+        """The token in :attr:`token_file`, None when it cannot be read."""
+        try:
+            return self.token_file.read_text(encoding="ascii").strip() or None
+        except (OSError, UnicodeDecodeError):
+            return None
+
+
+def read_login(home: Path) -> Login | None:
+    """The login stored in ``home`` (:data:`LOGIN_NAME`), None when there is none or it cannot be read or parsed
+    (``amux doctor`` says which)."""
+    import tomllib
+
+    try:
+        raw = tomllib.loads((home / LOGIN_NAME).read_text(encoding="utf-8"))
+        parse_endpoint(str(raw["hub"]))
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, HubError):
+        return None
+
+    def text(key: str) -> str:
+        value = raw.get(key)
+        return value if isinstance(value, str) else ""
+
+    return Login(home, text("hub"), home / LOGIN_CA, home / LOGIN_TOKEN, text("principal"), text("token_id"),
+                 text("expires") or None, text("mcp_url") or None, text("fingerprint"))
+
+
+def configured_hub(environ: Mapping[str, str] | None = None) -> str | None:
+    """The Hub chosen by configuration rather than the home's own socket: ``$AMUX_HUB``, else the login's
+    address (:func:`read_login`), else None."""
+    env = _environ(environ)
+    if env.get(HUB_ENV):
+        return env[HUB_ENV]
+    login = read_login(default_home(env))
+    return login.hub if login is not None else None
 
 
 def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -81,14 +146,15 @@ def resolve_socket(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def resolve_endpoint(environ: Mapping[str, str] | None = None) -> Endpoint:
-    """Where the Hub is: ``$AMUX_HUB`` parsed, else the home's Unix socket (:func:`resolve_socket`).
+    """Where the Hub is: ``$AMUX_HUB`` parsed, else the login's Hub (:func:`read_login`), else the home's Unix
+    socket (:func:`resolve_socket`).
 
     Raises :class:`~protocol.errors.HubError` ``bad_request`` (``data.hub``)
     for a malformed or unsafe ``$AMUX_HUB``.
     """
-    env = _environ(environ).get(HUB_ENV)
-    if env:
-        return parse_endpoint(env)
+    hub = configured_hub(environ)
+    if hub:
+        return parse_endpoint(hub)
     return Endpoint("unix", resolve_socket(environ))
 
 
@@ -119,6 +185,9 @@ class ClientSettings:
     ca_file: str | None = None
     connect_deadline: float | None = None
     session: str | None = None
+    ca_pem: str | None = None
+    """A CA certificate (PEM) to check a ``tls://`` Hub against instead of ``ca_file``: the one ``amux login``
+    has pinned by its fingerprint before it stores anything."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, endpoint: Endpoint | None = None,
@@ -131,11 +200,17 @@ class ClientSettings:
         env = _environ(environ)
         if endpoint is None:
             endpoint = Endpoint("unix", socket_path) if socket_path is not None else resolve_endpoint(env)
+        token, ca_file = env.get(TOKEN_ENV) or None, env.get(CA_ENV) or None
+        if endpoint.kind != "unix" and (token is None or ca_file is None):
+            login = read_login(default_home(env))
+            if login is not None and str(parse_endpoint(login.hub)) == str(endpoint):  # its token goes there only
+                token = token or login.token()
+                ca_file = ca_file or str(login.ca_file)
         return cls(
             endpoint=endpoint,
-            token=env.get(TOKEN_ENV) or None,
+            token=token,
             binding=env.get(BINDING_ENV) or None,
-            ca_file=env.get(CA_ENV) or None,
+            ca_file=ca_file,
             connect_deadline=connect_deadline_from_env(env),
             session=env.get(SESSION_ENV) or None,
         )
@@ -159,13 +234,16 @@ class ClientSettings:
 
     def ssl_context(self) -> ssl.SSLContext:
         """The client TLS context for a ``tls://`` Hub: TLS 1.2 or later, certificate and host name checked
-        against ``ca_file`` (else the system's CAs).
+        against ``ca_pem``, else ``ca_file``, else the system's CAs.
 
         Raises ``ssl.SSLError`` or ``OSError`` for an unreadable or invalid
         CA file.  ``ssl`` is imported here, so only remote callers pay for it.
         """
         import ssl
 
-        ctx = ssl.create_default_context(cafile=self.ca_file or None)
+        if self.ca_pem:
+            ctx = ssl.create_default_context(cadata=self.ca_pem)
+        else:
+            ctx = ssl.create_default_context(cafile=self.ca_file or None)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         return ctx
