@@ -138,7 +138,7 @@ class Session(Protocol):
         ...
 
     async def enrol(self, conn: Connection, request: Request) -> Result:
-        """Answer a method a caller with no identity may call (``tls_ca``, ``redeem``) or raise :class:`HubError`."""
+        """Answer a method of a caller with no identity (``tls_ca``, ``redeem``, ``logout``) or raise a HubError."""
         ...
 
 
@@ -271,8 +271,8 @@ class ConnectionSet:
 
     async def _on_frame(self, conn: Connection, body: bytes, nursery: trio.Nursery) -> None:
         """Decode one frame body against the route table: answer the handshake (``hello``), the methods of a caller
-        with no identity (``tls_ca``, ``redeem``), the MCP switch (``mcp_open``) and refusals at once, start any
-        other request as a task.
+        with no identity (``tls_ca``, ``redeem``, ``logout``), the MCP switch (``mcp_open``) and refusals at once,
+        start any other request as a task.
 
         On an MCP session every frame goes to it instead (a frame that is not an MCP frame is answered with
         ``bad_request`` and a null id).

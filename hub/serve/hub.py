@@ -212,7 +212,7 @@ class Hub:
 
     async def enrol(self, conn: Connection, request: Request) -> Result:
         """Answer a method of a caller with no identity (:attr:`Kind.ENROL <hub.methods.calls.Kind.ENROL>`:
-        ``tls_ca``, ``redeem``; DESIGN.md §7.4), before or without ``hello``: parsed and run outside any scope,
+        ``tls_ca``, ``redeem``, ``logout``; DESIGN.md §7.4), before or without ``hello``: run outside any scope,
         through :meth:`MemoryMethods.run`, and counted in the metrics like a data call.  The connection's session,
         if any, is left as it was."""
         route = self.routes[request.method]
