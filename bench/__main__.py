@@ -32,6 +32,7 @@ from bench import (
     latency,
     mcp_http,
     ops,
+    reach,
     report,
     review,
     secrets,
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             ("s", lambda: secrets.run(ctx)),
             ("r", lambda: review.run(ctx)),
             ("m", lambda: mcp_http.run(ctx)),
-            ("t", lambda: teams.run(ctx)),
+            ("t", lambda: {**teams.run(ctx), "reach": reach.run(ctx)}),
             ("k", lambda: health.run(ctx)),
         ]
         for name, fn in later:

@@ -282,6 +282,21 @@ def _markdown_t(L: list[str], t: dict[str, Any]) -> None:
                  f"| {st['single_hub']['p50']:.2f} / {st['mounted_hub']['p50']:.2f} | {q['ratio_rtt']:.2f} "
                  f"| {st['single_cold']['p50']:.1f} / {st['mounted_cold']['p50']:.1f} |")
     L.append(f"\nSum of the p50s, mounted over one scope: {s['ratio']:.2f} warm, {s['cold_ratio']:.2f} cold.\n")
+    reach = t.get("reach")
+    if reach:
+        L.append("A search's reach (each scope its own budget, one 250 ms deadline), four keywords, warm, round trip "
+                 "beside `rg -F -i -l` over the same folders, ms:\n")
+        L.append("| scopes | query | files | Hub p50 | Hub p99 | rg -l p50 | × rg |")
+        L.append("|---|---|--:|--:|--:|--:|--:|")
+        for key, label in (("two_teams", f"own + 2 teams × {reach['two_teams_notes']}"),
+                           ("five_teams", f"own + 5 teams × {reach['notes']}")):
+            for q in reach[key]["queries"]:
+                rg = q["rg"]["p50"] if q["rg"] else "—"
+                L.append(f"| {label} | {q['query']} | {q['scanned_files']} | {q['hub']['p50']:.1f} | "
+                         f"{q['hub']['p99']:.1f} | {rg} | {q['ratio']} |")
+        L.append(f"\nIncomplete answers: {len(reach['two_teams']['incomplete'])} and "
+                 f"{len(reach['five_teams']['incomplete'])}; the search cache's hit rate over the warm rounds "
+                 f"{reach['hit_rate']}.\n")
     lat = load["latency_ms"]
     L.append(f"MCP over HTTP: {load['sessions']} sessions ({load['teams']} teams × {load['members']} members, one "
              f"token each), a tool call every {load['interval']:g} s for {load['seconds']:g} s: {load['answered']} of "
