@@ -78,7 +78,8 @@ def test_env_with_hub_listen_prints_the_whole_recipe(home: HubProcess) -> None:
     home.configure("hub.listen", f"127.0.0.1:{port}")
     r = home.cli("hub", "connect", "env", "--principal", "alice", "--url", "http://127.0.0.1:8765/mcp", "--json")
     assert r.returncode == 0, r.stderr
-    assert r.json["env"] == [f"export AMUX_HUB=tcp://127.0.0.1:{port}", f"export AMUX_TOKEN={r.json['token']}"]
+    assert r.json["env"] == [f"export AMUX_HUB=tcp://127.0.0.1:{port}", f"export AMUX_TOKEN={r.json['token']}",
+                             "export AMUX_URL=http://127.0.0.1:8765/mcp"]
 
 
 def test_the_url_names_the_certificate_and_a_loopback_listener_stays_on_this_machine(home: HubProcess) -> None:

@@ -365,10 +365,11 @@ def test_hello_with_global_binding_and_isolation_off(hub: HubProcess) -> None:
         assert hello["limits"]["max_frame_bytes"] == MAX
         # Derived from the route table, so a new method cannot make this stale: the Hub lists every method
         # it answers except the handshake ("hello"), the switch into an MCP session ("mcp_open", §9.2) and the
-        # operator's methods (§7.8) and a tidy run's (§21).
-        unlisted = (Kind.HANDSHAKE, Kind.SESSION, Kind.OPERATOR, Kind.RUN)
+        # operator's methods (§7.8), a tidy run's (§21) and those of a caller with no identity yet (§7.4).
+        unlisted = (Kind.HANDSHAKE, Kind.SESSION, Kind.OPERATOR, Kind.RUN, Kind.ENROL)
         others = {name for name, r in ROUTES.items() if r.kind in unlisted}
-        assert others == {"hello", "mcp_open", "scope_copy", "backup_stage", "review_run"}
+        assert others == {"hello", "mcp_open", "scope_copy", "backup_stage", "review_run", "tls_ca", "redeem",
+                          "logout"}
         assert set(hello["methods"]) == set(ROUTES) - others
         assert_works(conn)
 

@@ -111,6 +111,10 @@ def test_invite_then_login_with_an_empty_home_and_everything_works_without_a_var
     invitations = hub.cli("hub", "invitation", "list", "--json").json["invitations"]
     assert [(i["id"], i["state"], i["token"]) for i in invitations] == [(line.id, "used", tokens[0]["id"])]
 
+    status = ana.cli("hub", "status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert (status.json["principal"], status.json["socket"], status.json["home"]) == ("ana", line.hub, None)
+
     # doctor knows it is a client of a remote Hub, and never suggests starting a private one.
     doctor = ana.cli("doctor", "--json")
     checks = {c["name"]: c for c in doctor.json["checks"]}

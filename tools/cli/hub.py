@@ -64,7 +64,7 @@ def status(*, home: Home = None, json: Json = False) -> int:
     """Whether a Hub runs, and what it says about this caller: pid, home, socket, uptime, memory, principal, scope.
 
     Without --home the Hub is the one the data commands use (AMUX_HUB, else
-    AMUX_HOME's socket); with --home, that home's socket.  The JSON is the
+    the Hub of 'amux login', else AMUX_HOME's socket); with --home, that home's socket.  The JSON is the
     Hub's hello reply (principal, scope, binding, memory_enabled, isolation,
     hub_version, limits, ...) plus running, home, socket, pid, started (UTC)
     and uptime_seconds (pid, started and uptime_seconds only for a Hub on this
@@ -78,10 +78,10 @@ def status(*, home: Home = None, json: Json = False) -> int:
     remote Hub or the home's lock holder does not answer, 8 unauthorized when
     it refuses this caller).
     """
-    from amux_memory.tools.client.settings import HUB_ENV
+    from amux_memory.tools.client.settings import configured_hub
 
-    try:
-        doc = hub_status(resolve_home(home), remote=home is None and bool(os.environ.get(HUB_ENV)))
+    try:  # AMUX_HUB, or the Hub of 'amux login' (DESIGN.md §7.4): a Hub elsewhere, not this home's
+        doc = hub_status(resolve_home(home), remote=home is None and bool(configured_hub()))
     except HubError as exc:
         return fail(exc, as_json=json)
     if not doc["running"]:

@@ -87,12 +87,16 @@ class Login:
 def read_login(home: Path) -> Login | None:
     """The login stored in ``home`` (:data:`LOGIN_NAME`), None when there is none or it cannot be read or parsed
     (``amux doctor`` says which)."""
-    import tomllib
+    try:
+        body = (home / LOGIN_NAME).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    import tomllib  # only once there is a login: most CLI runs have none (DESIGN.md §13.6)
 
     try:
-        raw = tomllib.loads((home / LOGIN_NAME).read_text(encoding="utf-8"))
+        raw = tomllib.loads(body)
         parse_endpoint(str(raw["hub"]))
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, HubError):
+    except (ValueError, KeyError, HubError):
         return None
 
     def text(key: str) -> str:

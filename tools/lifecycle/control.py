@@ -101,7 +101,6 @@ def hub_status(target: Path, *, remote: bool) -> dict[str, Any]:
     ``pending_review`` is how many agents' proposals await review (DESIGN.md §21), None when memory is off.
     """
     from amux_memory.tools.client.blocking import HubClient
-    from amux_memory.tools.client.settings import HUB_ENV
 
     local_socket = home_socket(target)
     try:
@@ -126,7 +125,7 @@ def hub_status(target: Path, *, remote: bool) -> dict[str, Any]:
     holder = serving_hub(target) if local else None
     now = time.time()
     return {**hello, "running": True, "home": str(target) if local else None,
-            "socket": str(local_socket) if local else os.environ.get(HUB_ENV),
+            "socket": str(local_socket) if local else str(client.endpoint),
             "pid": holder.pid if holder else None, "started": iso_utc(holder.started) if holder else None,
             "uptime_seconds": round(now - holder.started) if holder else None}
 
