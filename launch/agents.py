@@ -141,6 +141,8 @@ class _Memory:
     """The Hub's MCP HTTP listener the agent is attached to instead of ``amux mcp`` (:mod:`launch.attach`)."""
     mounts: tuple[Mapping[str, object], ...] = ()
     """The launcher's team mounts (DESIGN.md §7.8): the agent's instructions name them (the MCP server's are off)."""
+    project: str = ""
+    """The memory path of the work tree's repository (``projects/<identity>/``, DESIGN.md §24), or ``""``."""
 
     def server(self) -> dict[str, Any]:
         """The ``amux`` MCP server as data: ``{"command", "args", "env"}``, or over HTTP ``{"type", "url",
@@ -166,7 +168,7 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
          off_reason: str | None = None, warnings: Sequence[str] = (), environ: Mapping[str, str] | None = None,
          context: AgentContext | None = None, run_as: RunAs | None = None,
          run_dir: str | None = None, pass_env: Sequence[str] = (), http: HttpMcp | None = None,
-         mounts: Sequence[Mapping[str, object]] = ()) -> LaunchSpec:
+         mounts: Sequence[Mapping[str, object]] = (), project: str = "") -> LaunchSpec:
     """The :class:`LaunchSpec` for one agent launch (pure: no I/O, no clock, no randomness).
 
     ``agent``: ``claude``, ``codex`` or ``pi`` (else :class:`LaunchError`, step
@@ -201,7 +203,9 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
     launcher's team mounts from ``hello`` (``[{mount, role, review}]``); the
     protocol in the agent's instructions then ends with their team line
     (:func:`protocol.agent_protocol.team_sentence`, DESIGN.md §7.8), since
-    the MCP server's own instructions are off.
+    the MCP server's own instructions are off.  ``project``: the memory path of the
+    repository the agent works in (``projects/<identity>/``); the protocol then ends
+    with :func:`protocol.agent_protocol.project_sentence` (DESIGN.md §24).
     """
     if agent not in AGENTS:
         raise unsupported(agent)
@@ -220,7 +224,7 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
     if not hub:
         raise LaunchError("agent", "a launch with a memory binding needs the Hub address", {"binding": binding})
     memory = dataclasses.replace(_memory_access(agent, amux_command, hub, binding, env, run_as, run_dir, session_id),
-                                 mounts=tuple(mounts))
+                                 mounts=tuple(mounts), project=project)
     if http is not None:
         if session_id and http.session is None:
             http = dataclasses.replace(http, session=session_id)  # Amux-Session: history names it (DESIGN.md §15)
@@ -388,7 +392,8 @@ def _claude(exe: str, args: list[str], memory: _Memory, ctx: AgentContext, env: 
                           "pass the context from launch.context.read_context", {"file": missing[0]})
     rest, settings_given = take_value_option(rest, [CLAUDE_SETTINGS_FLAG])
     settings = claude_settings(settings_given[-1] if settings_given else None, ctx)
-    merged = merge_instructions([*texts, *(ctx.files[f] for f in files)], render("mcp", memory.mounts))
+    protocol = render("mcp", memory.mounts, memory.project)
+    merged = merge_instructions([*texts, *(ctx.files[f] for f in files)], protocol)
     server = memory.server()
     # alwaysLoad: Claude connects this server before the first turn (by default it does not wait, and a model
     # turn that starts before `amux mcp` is up has no memory tools).  Over HTTP the config (with the token) is
@@ -548,7 +553,7 @@ def _refuse_codex_overrides(args: Sequence[str]) -> None:
 def _codex(exe: str, args: list[str], memory: _Memory, ctx: AgentContext, env: Mapping[str, str]) -> LaunchSpec:
     _refuse_codex_overrides(args)
     rest, user_text = codex_user_instructions(args, ctx.codex_config, ctx.codex_profiles)
-    merged = merge_instructions([user_text], render("mcp", memory.mounts))
+    merged = merge_instructions([user_text], render("mcp", memory.mounts, memory.project))
     if memory.http is not None:
         flags = [tok for key, value in codex_http_overrides(merged, memory.http) for tok in ("-c", f"{key}={value}")]
         return LaunchSpec(agent="codex", argv=[exe, *flags, *rest], developer_instructions=merged,
@@ -570,7 +575,7 @@ def _pi(exe: str, args: list[str], memory: _Memory, ctx: AgentContext, env: Mapp
     rest, values = take_value_option(args, [APPEND_FLAG], equals=False, end_of_options=False)
     # Pi reads a value that names an existing file; without the flag it uses APPEND_SYSTEM.md.
     texts = [ctx.files.get(v, v) for v in values] if values else [ctx.pi_append_file]
-    merged = merge_instructions(texts, render("cli", memory.mounts))
+    merged = merge_instructions(texts, render("cli", memory.mounts, memory.project))
     return LaunchSpec(agent="pi", argv=[exe, APPEND_FLAG, merged, *rest], system_prompt_append=merged)
 
 

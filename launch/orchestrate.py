@@ -213,7 +213,19 @@ def plan_launch(request: LaunchRequest, hub: str, setup: LaunchSetup, environ: d
     common["run_dir"] = str(setup.run_dir) if setup.run_dir else None
     return plan(request.agent, request.args, binding=resolution.binding, hub=resolution.hub, session_id=session_id,
                 off_reason=resolution.reason, warnings=[*resolution.warnings, *extra_warnings, *why], http=http,
-                mounts=resolution.mounts, **common)
+                mounts=resolution.mounts, project=work_tree_path(os.getcwd()), **common)
+
+
+def work_tree_path(directory: str) -> str:
+    """The memory path of the repository ``directory`` is in (``projects/<identity>/``, DESIGN.md §24), or ``""``
+    outside a work tree (and when git cannot tell): the launch then adds no project line."""
+    from amux_memory.protocol.errors import HubError
+    from amux_memory.tools.client.project import find_project
+
+    try:
+        return find_project(directory).path
+    except HubError:
+        return ""
 
 
 def attach(request: LaunchRequest, resolution: Resolution, setup: LaunchSetup) -> tuple[HttpMcp | None, list[str]]:

@@ -14,7 +14,8 @@ A caller with team mounts (DESIGN.md §7.8) gets one more line, the one source o
 that sentence (:func:`team_sentence`): which mounts it has, in name order, and
 that they hold what the team shares, never personal preferences.  It depends only
 on the caller's membership, so it is as stable as the rest; a caller with no team
-gets exactly the fixed text.
+gets exactly the fixed text.  A launch in a git work tree adds one line after it
+(:func:`project_sentence`, DESIGN.md §24): where that repository's notes go.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ MOUNT_LABEL: Final = re.compile(r"@[a-z0-9][a-z0-9_-]{0,39}/")
 """A mount's label as the team line accepts it: ``@`` and a team name as the registry allows one
 (``hub.access.registry.check_team``), then ``/``.  Anything else (a Hub's answer is not trusted to be text an agent
 should read as instructions) is left out of the line."""
+
+PROJECT_PATH: Final = re.compile(r"projects/(?:(?!\.+/)[A-Za-z0-9._~-]+/)+")
+"""A project's memory path as the project line accepts it (``tools.client.project.project_path``); anything else is
+left out of the line."""
 
 # The single source.  ``{name}`` fields are filled from _TERMS per variant; all
 # other text is shared, so the two variants cannot drift apart in substance.
@@ -120,12 +125,25 @@ def team_sentence(mounts: Iterable[Mapping[str, object]]) -> str:
             "never personal preferences.")
 
 
-def render(variant: Variant = "mcp", mounts: Iterable[Mapping[str, object]] = ()) -> str:
+def project_sentence(path: str, team: bool = False) -> str:
+    """The one sentence that tells an agent where the notes of the repository it works in go (DESIGN.md §24);
+    ``""`` when ``path`` is not a project path (:data:`PROJECT_PATH`).  ``team``: the caller has a team mount, where
+    the same path holds what the team shares.  The same repository always gives the same sentence."""
+    if not PROJECT_PATH.fullmatch(path):
+        return ""
+    where = f" (in a team mount: @TEAM/{path})" if team else ""
+    return f"Notes about the repository you work in go under {path}{where}."
+
+
+def render(variant: Variant = "mcp", mounts: Iterable[Mapping[str, object]] = (), project: str = "") -> str:
     """The protocol text for ``variant`` (``mcp`` or ``cli``), plus the :func:`team_sentence` line when
-    ``mounts`` names any; raises ``ValueError`` for another variant name."""
+    ``mounts`` names any and the :func:`project_sentence` line for a ``project`` path (``projects/<identity>/``);
+    raises ``ValueError`` for another variant name."""
     try:
         text = _TEXTS[variant]
     except KeyError:
         raise ValueError(f"unknown protocol variant {variant!r}; choose one of {', '.join(VARIANTS)}") from None
+    mounts = list(mounts)
     sentence = team_sentence(mounts)
-    return f"{text}- {sentence}\n" if sentence else text
+    lines = [s for s in (sentence, project_sentence(project, bool(sentence)) if project else "") if s]
+    return text + "".join(f"- {line}\n" for line in lines)

@@ -99,8 +99,9 @@ class Launcher:
 
     def __call__(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> CliResult:
         self.out.unlink(missing_ok=True)
+        # In the work folder, outside any git repository: the protocol gets no project line (DESIGN.md §24).
         proc = subprocess.run([*self.argv, "launch", *args], capture_output=True, stdin=subprocess.DEVNULL,
-                              env={**self.env, **(env or {})}, timeout=timeout)
+                              env={**self.env, **(env or {})}, timeout=timeout, cwd=self.work)
         return CliResult(proc.returncode, proc.stdout, proc.stderr.decode(errors="replace"))
 
     @property

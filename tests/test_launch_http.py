@@ -290,7 +290,7 @@ def test_the_delegated_token_acts_with_the_launchers_teams(tmp_path: Path) -> No
         program, record = standin(tmp_path)
         env = env_for(h, tmp_path / "home", AMUX_LAUNCH_CLAUDE=str(program), STANDIN_SLEEP="60")
         proc = subprocess.Popen([*amux_argv(), "launch", "claude", "-p", "hi"], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True, cwd=tmp_path)  # outside a repository (§24)
         try:
             wait_until(record.exists, 30, f"the stand-in agent to write {record}")
             got = json.loads(record.read_text())

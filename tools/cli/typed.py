@@ -36,10 +36,15 @@ def memory_new(
     body: str | None = None,
     file: Path | None = None,
     project: Project = None,
+    repo: Path | None = None,
     today: str | None = None,
     as_json: AsJson = False,
 ) -> int:
     """Create a typed topic TYPE/NAME.md with valid frontmatter, then add it to the index.
+
+    A project topic with --repo DIR lives with that repository's notes instead,
+    projects/<identity>/NAME.md (see 'amux memory project'), its frontmatter
+    naming the identity as project.
 
     Feedback and project topics get '**Why:**' and '**How to apply:**'
     sections (placeholders to fill in, unless the body has them); feedback
@@ -66,9 +71,12 @@ def memory_new(
         The body text (Markdown).
     file
         Read the body from this file instead.
+    repo
+        For a project topic: a directory in the git repository it is about.
     today
         The creation date, YYYY-MM-DD (default: today).
     """
+    from amux_memory.tools.client.project import find_project
     from amux_memory.tools.typed.create import build_topic, create, parse_tags
 
     try:
@@ -79,8 +87,9 @@ def memory_new(
                 body = file.read_text("utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise HubError(ErrorCode.BAD_REQUEST, f"cannot read {file}: {exc}", {"file": str(file)}) from None
+        repository = find_project(repo).identity if repo is not None else ""
         new = build_topic(type, name, description, parse_tags(tags), today=parse_today(today), expires=expires,
-                          body=body)
+                          body=body, repository=repository)
         lib = _library(project)
         try:
             result = create(lib, new)

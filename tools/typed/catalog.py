@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from amux_memory.tools.client.project import PROJECTS_DIR
 from amux_memory.tools.typed.library import Doc, Library
-from amux_memory.tools.typed.model import ARCHIVE_DIR, TYPES, TopicError, parse_topic
+from amux_memory.tools.typed.model import ARCHIVE_DIR, TYPES, TopicError, parse_topic, topic_path
 
 
 @dataclass(frozen=True)
@@ -66,12 +67,21 @@ class Topic:
             return "feedback" if len(segs) == 3 else None
         if len(segs) == 2 and segs[0] in TYPES:
             return segs[0]
-        return None
+        return "project" if self.with_repository else None
+
+    @property
+    def with_repository(self) -> bool:
+        """Whether it is a project topic kept with its repository's notes: ``projects/<project>/<name>.md`` where
+        ``project`` is its frontmatter's repository identity (DESIGN.md §24)."""
+        repository = (self.meta or {}).get("project")
+        return (isinstance(repository, str) and bool(repository) and self.declared_type == "project"
+                and self.path == topic_path("project", self.stem, repository))
 
     @property
     def in_type_dir(self) -> bool:
-        """Whether the first segment is one of the type directories (at any depth)."""
-        return self.segments[0] in TYPES and len(self.segments) > 1
+        """Whether the first segment is one of the type directories (at any depth), or it is a project topic kept
+        with its repository's notes (:attr:`with_repository`)."""
+        return (self.segments[0] in TYPES and len(self.segments) > 1) or self.with_repository
 
     @property
     def indexable(self) -> bool:
@@ -155,7 +165,8 @@ class Catalog:
 def load_catalog(lib: Library, *, everything: bool = True) -> Catalog:
     """Read the library: the index document, the entry document pointing at it (a Hub scope's
     ``MEMORY.md``), plus every other document (``everything``), or only the documents under
-    the type directories (enough for ``new`` and ``index``).
+    the type directories and ``projects/`` (where a repository's project topics live, DESIGN.md §24: enough for
+    ``new`` and ``index``).
 
     The index is read first: a topic created after that read also changes the
     index, so a later compare-and-swap on the index revision read here fails
@@ -167,7 +178,7 @@ def load_catalog(lib: Library, *, everything: bool = True) -> Catalog:
     if everything:
         paths = [p for p in lib.list_paths() if p not in skip]
     else:
-        paths = sorted(p for t in TYPES for p in lib.list_paths(t + "/"))
+        paths = sorted(p for t in (*TYPES, PROJECTS_DIR) for p in lib.list_paths(t + "/"))
     docs = [lib.read(p) for p in paths]
     topics = [topic_from_doc(d) for d in docs if d.exists]  # one deleted meanwhile is simply gone
     return Catalog(index, topics, pointer)

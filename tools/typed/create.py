@@ -82,7 +82,7 @@ def _bad(message: str, **data: Any) -> HubError:
 
 
 def build_topic(type_: str, name: str, description: str, tags: list[str], *, today: _dt.date,
-                expires: str | None = None, body: str | None = None) -> NewTopic:
+                expires: str | None = None, body: str | None = None, repository: str = "") -> NewTopic:
     """Check the input and render the topic; raises ``bad_request`` (data ``problems``) for bad input.
 
     ``created`` is ``today``; feedback gets ``expires`` = created + 90 days
@@ -91,7 +91,9 @@ def build_topic(type_: str, name: str, description: str, tags: list[str], *, tod
     missing body is the description.  The description must be one line: no
     line breaks or other control characters.  Text that is not valid UTF-8
     (a lone surrogate from a non-UTF-8 argument) is refused as ``bad_request``
-    naming the field (``data.field``), before anything else is checked.
+    naming the field (``data.field``), before anything else is checked.  ``repository``: a ``project`` topic's
+    repository identity (:mod:`tools.client.project`); it lives at ``projects/<repository>/<name>.md`` with
+    ``project: <repository>`` in its frontmatter (DESIGN.md §24).
     """
     fields = {"type": type_, "name": name, "description": description, "expires": expires, "body": body,
               **{f"tags[{i}]": tag for i, tag in enumerate(tags)}}
@@ -104,7 +106,12 @@ def build_topic(type_: str, name: str, description: str, tags: list[str], *, tod
     if odd is not None:
         raise _bad(f"--description must be one line without control characters; it has U+{ord(odd):04X}",
                    field="description")
+    if repository and type_ != "project":
+        raise _bad(f"--repo files a project topic with its repository's notes; a {type_} topic has no repository",
+                   field="repo")
     meta: dict[str, Any] = {"name": name, "description": description, "type": type_, "created": today.isoformat()}
+    if repository:
+        meta["project"] = repository
     if expires is not None:
         day = parse_date(expires)
         if day is None:
@@ -115,12 +122,13 @@ def build_topic(type_: str, name: str, description: str, tags: list[str], *, tod
     elif type_ == "feedback":
         meta["expires"] = feedback_expiry(meta["created"], FEEDBACK_DEFAULT_DAYS)
     meta["tags"] = tags
-    problems = validate_meta(meta, path=topic_path(type_, name) if isinstance(name, str) else "")
+    path = topic_path(type_, name, repository) if isinstance(name, str) else ""
+    problems = validate_meta(meta, path=path)
     if problems:
         raise _bad("invalid topic: " + "; ".join(p.message for p in problems),
                    problems=[p.as_dict() for p in problems])
     text = render_topic(meta, "\n" + _body(type_, description, body))
-    return NewTopic(type_, name, topic_path(type_, name), meta, text)
+    return NewTopic(type_, name, path, meta, text)
 
 
 def _body(type_: str, description: str, body: str | None) -> str:

@@ -55,7 +55,7 @@ LINE_MAX = 200
 """Most characters on one index line (DESIGN.md §11)."""
 
 _TYPES_RE = "|".join(TYPES)
-_TYPE_DIR = rf"(?:{_TYPES_RE})/"
+_TYPE_DIR = rf"(?:{_TYPES_RE}|projects/[^()<>\s]+)/"  # projects/<identity>/: a repository's project topics
 GROUP_HEADING = re.compile(rf"^## ({_TYPES_RE}) \(\d+/\d+\)[ \t]*\r?$")
 # The link target as entry_line writes it: <...> with escapes, or bare without whitespace or parentheses.
 _TARGET = rf"(?:<{_TYPE_DIR}(?:[^<>\\\n]|\\.)*\.md>|{_TYPE_DIR}[^\s()<>]*\.md)"

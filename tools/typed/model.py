@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 from amux_memory.protocol.limits import ENTRY_NAME
+from amux_memory.tools.client.project import project_path
 
 TYPES = ("user", "feedback", "project", "reference")
 """The four memory types, in the order the index lists them."""
@@ -56,7 +57,7 @@ INDEX_POINTER = f"Typed memory index: [{HUB_INDEX_PATH}]({HUB_INDEX_PATH}) (topi
 INDEX_POINTER_LINE = re.compile(r"^Typed memory index: ")
 """Recognises the pointer line (whatever follows), so a rebuild replaces it in place."""
 
-FIELD_ORDER = ("name", "description", "type", "created", "expires", "tags", "source", "related", "metadata")
+FIELD_ORDER = ("name", "description", "type", "project", "created", "expires", "tags", "source", "related", "metadata")
 """Frontmatter keys in the order :func:`render_topic` writes them; any other key follows."""
 
 KNOWN_FIELDS = frozenset(FIELD_ORDER)
@@ -503,8 +504,12 @@ def is_slug(text: str) -> bool:
     return bool(SLUG_RE.match(text)) and len(text) <= SLUG_MAX
 
 
-def topic_path(type: str, name: str) -> str:
-    """The logical path of a topic: ``"<type>/<name>.md"``."""
+def topic_path(type: str, name: str, repository: str = "") -> str:
+    """The logical path of a topic: ``"<type>/<name>.md"``; a ``project`` topic of a ``repository`` (its identity,
+    :mod:`tools.client.project`) lives with that repository's notes, ``"projects/<repository>/<name>.md"``
+    (DESIGN.md §24)."""
+    if type == "project" and repository:
+        return project_path(repository) + f"{name}.md"
     return f"{type}/{name}.md"
 
 
