@@ -10,6 +10,7 @@ and session launch state (:mod:`launch.binding`, :mod:`launch.sessions`),
 reading the user's agent configuration (:mod:`launch.context`), how the
 agent reaches the MCP tools, over the Hub's HTTP listener or ``amux mcp``
 (:mod:`launch.attach`), isolated launches (:mod:`launch.isolation`),
+the plans of OpenCode, Copilot CLI and Qwen Code (:mod:`launch.mcp_agents`),
 running a spec (:mod:`launch.runner`) and the Codex app-server driver
 (:mod:`launch.codex_app_server`).  Its one error type is
 :class:`LaunchError` (:mod:`launch.errors`).  One whole ``amux launch``,

@@ -27,6 +27,9 @@ user configured it).  With a binding:
   (Pi has no MCP; the directory of the real ``amux``, a virtualenv's ``bin``,
   would put its ``python3``/``pip`` first too).
 
+* OpenCode, Copilot CLI, Qwen Code: the ``amux`` MCP server and the protocol
+  through a launch-local file or variable each reads (:mod:`launch.mcp_agents`).
+
 Any other agent is a :class:`~launch.errors.LaunchError`: there is no
 per-turn prompt fallback.
 """
@@ -64,15 +67,19 @@ from amux_memory.launch.context import (
     is_json_object_text,
 )
 from amux_memory.launch.errors import LaunchError
+from amux_memory.launch.mcp_agents import MCP_AGENTS, McpPlan, copilot_warning
+from amux_memory.launch.mcp_agents import SWITCHED_OFF as MCP_SWITCHED_OFF
+from amux_memory.launch.mcp_agents import TITLES as MCP_TITLES
+from amux_memory.launch.mcp_agents import build as build_mcp_agent
 from amux_memory.launch.spec import DirSpec, FileSpec, LaunchSpec, RunAs
 from amux_memory.protocol.agent_protocol import render
 from amux_memory.protocol.errors import ErrorCode
 from amux_memory.tools.client.settings import SESSION_ENV
 
-AGENTS: Final = ("claude", "codex", "pi")
+AGENTS: Final = ("claude", "codex", "pi", *MCP_AGENTS)
 """Agents ``amux launch`` can give memory to."""
 
-TITLES: Final = {"claude": "Claude Code", "codex": "Codex", "pi": "Pi"}
+TITLES: Final = {"claude": "Claude Code", "codex": "Codex", "pi": "Pi", **MCP_TITLES}
 
 MCP_CONFIG_NAME: Final = "mcp.json"
 """Claude Code's 0600 ``--mcp-config`` file in the memory directory when it is attached over HTTP (it holds the
@@ -235,9 +242,18 @@ def plan(agent: str, args: Sequence[str] = (), *, binding: str | None, hub: str 
     if memory.path_dir is not None:
         base_path = SYSTEM_PATH if run_as is not None else env.get("PATH", os.defpath)
         env_set["PATH"] = _prepend_path(memory.path_dir, base_path)
-    spec = _AGENT_BUILDERS[agent](exe, list(args), memory, ctx, env)
+    if agent in MCP_AGENTS:
+        if not run_dir:
+            raise LaunchError("executable", f"{TITLES[agent]} needs a run directory for its launch-local files; "
+                              "pass run_dir", {"agent": agent})
+        spec = _mcp_agent(agent, exe, list(args), memory, ctx, env, os.path.join(run_dir, MEMORY_DIR))
+        warning = copilot_warning(_mcp_plan(memory, ctx, env, ""), args) if agent == "copilot" else None
+        warnings = [*warnings, *([warning] if warning else [])]
+    else:
+        spec = _AGENT_BUILDERS[agent](exe, list(args), memory, ctx, env)
+    files = [*memory.files, *spec.files]
     spec = dataclasses.replace(
-        spec, files=memory.files, cleanup=_cleanup(run_dir, memory.files), dirs=_agent_dirs(agent, run_as, run_dir),
+        spec, files=files, cleanup=_cleanup(run_dir, files), dirs=_agent_dirs(agent, run_as, run_dir),
         env_inherit=inherit, binding=binding, memory=True, session_id=session_id, hub=hub, run_as=run_as,
         notices=_on_notices(agent, session_id, binding, hub, warnings, http),
         mcp_transport=None if agent == "pi" else "http" if http is not None else "relay",
@@ -358,7 +374,7 @@ def _http_memory(agent: str, memory: _Memory, http: HttpMcp, run_as: RunAs | Non
     """``memory`` attached over HTTP: Claude's ``--mcp-config`` file (0600, in the memory directory) holds the
     token and the binding header; Codex gets them through its environment and ``-c`` (no file)."""
     if agent not in AGENTS_WITH_HTTP or run_as is not None:
-        raise LaunchError("agent", f"an HTTP attachment is for {' and '.join(AGENTS_WITH_HTTP)} without --as-user",
+        raise LaunchError("agent", f"an HTTP attachment is for {', '.join(AGENTS_WITH_HTTP)} without --as-user",
                           {"agent": agent})
     files: list[FileSpec] = []
     if agent == "claude":
@@ -582,12 +598,28 @@ def _pi(exe: str, args: list[str], memory: _Memory, ctx: AgentContext, env: Mapp
 _AGENT_BUILDERS: Final = {"claude": _claude, "codex": _codex, "pi": _pi}
 
 
+# -- OpenCode, Copilot CLI, Qwen Code ------------------------------------------------------------
+
+
+def _mcp_plan(memory: _Memory, ctx: AgentContext, env: Mapping[str, str], memory_dir: str) -> McpPlan:
+    return McpPlan(protocol=render("mcp", memory.mounts, memory.project), server=memory.server(), http=memory.http,
+                   memory_dir=memory_dir, environ=env, settings=ctx.agent_settings,
+                   settings_path=ctx.agent_settings_path)
+
+
+def _mcp_agent(agent: str, exe: str, args: list[str], memory: _Memory, ctx: AgentContext, env: Mapping[str, str],
+               memory_dir: str) -> LaunchSpec:
+    """OpenCode, Copilot CLI or Qwen Code (:func:`launch.mcp_agents.build`): their files go in ``memory_dir``."""
+    return build_mcp_agent(agent, exe, args, _mcp_plan(memory, ctx, env, memory_dir))
+
+
 # -- notices ---------------------------------------------------------------------------------
 
 _SWITCHED_OFF: Final = {
     "claude": "Claude Code auto memory (CLAUDE_CODE_DISABLE_AUTO_MEMORY=1, also over settings files)",
     "codex": "Codex native memories (features.memories, memories.use_memories, memories.generate_memories = false)",
     "pi": "nothing (Pi has no built-in long-term memory)",
+    **MCP_SWITCHED_OFF,
 }
 
 

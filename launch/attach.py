@@ -11,12 +11,15 @@ leaves only that short-lived token).  The token never reaches a command
 line: Claude Code reads it from a 0600 ``--mcp-config`` file in the launch's
 run directory, removed after the run; Codex from an environment variable
 (:data:`TOKEN_ENV`) named by ``bearer_token_env_var``, with the binding in a
-static ``http_headers`` entry.
+static ``http_headers`` entry; OpenCode, Copilot CLI and Qwen Code from the same
+variable, which each expands in its launch-local server entry
+(:mod:`launch.mcp_agents`).
 
 Otherwise the launch keeps the stdio relay (``amux mcp``).  :func:`choose`
 says which and why; the rules, each a relay when it fails:
 
-* Claude Code or Codex (Pi has no MCP: it keeps the CLI), not ``--as-user``;
+* Claude Code, Codex, OpenCode, Copilot CLI or Qwen Code (Pi has no MCP: it
+  keeps the CLI), not ``--as-user``;
 * memory on, and the Hub's ``hello`` named a ``mcp_url`` that is plain
   ``http://`` on a loopback address (a TLS listener would need the agent to
   trust the Hub's CA; a remote one is for ``amux hub connect``);
@@ -59,7 +62,7 @@ INSTRUCTIONS_HEADER: Final = "Amux-Instructions"
 REDACTED: Final = "<redacted>"
 """What ``--print-spec`` shows instead of a token (none is issued for a printed spec)."""
 
-AGENTS_WITH_HTTP: Final = ("claude", "codex")
+AGENTS_WITH_HTTP: Final = ("claude", "codex", "opencode", "copilot", "qwen")
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,10 @@ class AgentContext:
     when no ``--append-system-prompt`` is given, else ``None``.
     """
 
+    agent_settings: Mapping[str, Any] = field(default_factory=dict)
+    """Copilot CLI: its user ``settings.json``; Qwen Code: the system settings file a launch replaces (merged
+    into the launch's own); ``{}`` when absent (:mod:`launch.mcp_agents`)."""
+    agent_settings_path: str = ""
     codex_config: Mapping[str, Any] = field(default_factory=dict)
     codex_profiles: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     files: Mapping[str, str] = field(default_factory=dict)
@@ -139,4 +143,32 @@ def read_context(agent: str, args: Sequence[str], environ: Mapping[str, str], *,
                     discovered = _read_text(candidate, "Pi's APPEND_SYSTEM.md")
                     break
         return AgentContext(files=files, pi_append_file=discovered)
+    if agent in ("copilot", "qwen"):
+        path = agent_settings_path(agent, environ, home)
+        return AgentContext(agent_settings=read_json_settings(path), agent_settings_path=str(path))
     return AgentContext()
+
+
+def agent_settings_path(agent: str, environ: Mapping[str, str], home: str | None = None) -> Path:
+    """Copilot CLI's user ``settings.json`` (``$COPILOT_HOME``, default ``~/.copilot``), or Qwen Code's system
+    settings file (``$QWEN_CODE_SYSTEM_SETTINGS_PATH``, default ``/etc/qwen-code/settings.json``)."""
+    if agent == "qwen":
+        return Path(environ.get("QWEN_CODE_SYSTEM_SETTINGS_PATH") or "/etc/qwen-code/settings.json")
+    base = environ.get("COPILOT_HOME") or str(Path(home or environ.get("HOME") or str(Path.home())) / ".copilot")
+    return Path(base) / "settings.json"
+
+
+def read_json_settings(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; ``{}`` when it does not exist.  Raises :class:`LaunchError` when it cannot be
+    read or is not a JSON object."""
+    import json
+
+    if not path.exists():
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise LaunchError("agent", f"cannot read {path}: {exc}", {"path": str(path)}) from None
+    if not isinstance(value, dict):
+        raise LaunchError("agent", f"{path} is not a JSON object", {"path": str(path)})
+    return value

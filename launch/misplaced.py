@@ -26,6 +26,9 @@ AGENT_OWN_OPTIONS: Final[Mapping[str, frozenset[str]]] = {
     "claude": frozenset({"--resume", "--session-id"}),
     "codex": frozenset(),
     "pi": frozenset({"--resume"}),
+    "opencode": frozenset(),
+    "copilot": frozenset({"--resume", "--session-id"}),
+    "qwen": frozenset({"--resume", "--session-id"}),
 }
 """Per agent, its own options that share a name with an ``amux launch`` option (these pass through)."""
 

@@ -55,6 +55,26 @@ def native_resume(agent: str, args: Sequence[str]) -> str | None:
         return _codex(args)
     if agent == "pi":
         return _pi(args)
+    if agent in _OTHER_RESUME:
+        return _flag(args, _OTHER_RESUME[agent])
+    return None
+
+
+# OpenCode (`run -c/--continue`, `-s/--session ID`), Copilot CLI (`--resume`/`-r`, `--continue`) and Qwen Code
+# (`--continue`/`-c`, `--resume`/`-r`), measured on OpenCode 1.18.33, Copilot CLI 1.0.102, Qwen Code 0.15.10.
+_OTHER_RESUME: Final = {
+    "opencode": ("--continue", "-c", "--session", "-s"),
+    "copilot": ("--resume", "-r", "--continue"),
+    "qwen": ("--continue", "-c", "--resume", "-r"),
+}
+
+
+def _flag(args: Sequence[str], names: Sequence[str]) -> str | None:
+    for tok in args:
+        if tok == "--":
+            return None
+        if tok.partition("=")[0] in names:
+            return tok.partition("=")[0]
     return None
 
 

@@ -320,12 +320,13 @@ class LaunchSetup:
         """Prepare for ``request``; raises :class:`~launch.errors.LaunchError` (nothing is left behind then)."""
         from amux_memory.launch.binding import hub_hello
         from amux_memory.launch.isolation import find_entry_point
+        from amux_memory.launch.mcp_agents import MCP_AGENTS
 
         entry = find_entry_point(sys.argv[0] if sys.argv else None)
         if request.as_user:
             return cls._isolated(request.as_user, request.run_dir, hub, entry)
         setup = cls(entry=entry, hello=hub_hello(hub))
-        if request.agent == "pi":  # Pi's `amux` wrapper lives in a run directory
+        if request.agent in ("pi", *MCP_AGENTS):  # Pi's `amux` wrapper, the others' launch-local files
             if request.run_dir:
                 setup.run_dir = Path(request.run_dir).resolve()
                 setup.created_run_dir = not setup.run_dir.exists()  # made for this launch: removed after

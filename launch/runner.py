@@ -35,6 +35,9 @@ INSTALL_COMMANDS: Final = {
     "claude": "npm install -g @anthropic-ai/claude-code",
     "codex": "npm install -g @openai/codex",
     "pi": "npm install -g @mariozechner/pi-coding-agent",
+    "opencode": "npm install -g opencode-ai",
+    "copilot": "npm install -g @github/copilot",
+    "qwen": "npm install -g @qwen-code/qwen-code",
 }
 """How each agent's program is installed: the next step of a launch that cannot find it (DESIGN.md §8, §10)."""
 

@@ -15,6 +15,15 @@ list, tool results) and steer it with scripted replies:
   ``function_call`` item with ``"namespace": "mcp__<server>"`` and the bare tool
   name, and its result comes back as a ``function_call_output`` input item with
   the same ``call_id``.
+* OpenAI Chat Completions, ``POST .../chat/completions`` (OpenCode, GitHub
+  Copilot CLI, Qwen Code with an OpenAI-compatible provider): streamed as
+  ``chat.completion.chunk`` events when the body asks for ``stream``, else one
+  JSON answer; a tool call is ``delta.tool_calls`` with ``finish_reason:
+  "tool_calls"``, its result a ``{"role": "tool", "tool_call_id"}`` message.
+* The Gemini API, ``POST .../models/NAME:streamGenerateContent`` (SSE) and
+  ``:generateContent`` (Gemini CLI with ``GOOGLE_GEMINI_BASE_URL``): a tool
+  call is a ``functionCall`` part, its result a ``functionResponse`` part; a
+  request for JSON output (``responseMimeType``) gets ``{}``-shaped JSON text.
 * Anything else (``GET /v1/models``, ``HEAD``, probes) gets a harmless answer.
 
 Replies are consumed in order by *agent turns* only: requests that offer tools.
@@ -153,6 +162,69 @@ def _offers_tools(body: Any) -> bool:
     return isinstance(body, dict) and bool(body.get("tools"))
 
 
+CHAT_PATH = "/chat/completions"
+"""The path suffix of an OpenAI Chat Completions request (``FakeModel.turns`` takes the full path)."""
+
+
+def chat_turns(model: FakeModel) -> list[dict[str, Any]]:
+    """Bodies of the Chat Completions requests that offer tools (agent turns), whatever the base path."""
+    with model.lock:
+        return [r.body for r in model.requests if r.method == "POST" and r.path.split("?")[0].endswith(CHAT_PATH)
+                and _offers_tools(r.body)]
+
+
+def chat_requests(model: FakeModel) -> list[dict[str, Any]]:
+    """Bodies of every Chat Completions request, agent turns and side requests (titles, memory extraction)."""
+    with model.lock:
+        return [r.body for r in model.requests if r.method == "POST" and r.path.split("?")[0].endswith(CHAT_PATH)
+                and isinstance(r.body, dict)]
+
+
+def chat_system(body: dict[str, Any]) -> str:
+    """The text of every ``system`` (and ``developer``) message of a Chat Completions body, joined by newlines."""
+    return "\n".join(_content_text(m.get("content")) for m in body.get("messages") or []
+                     if isinstance(m, dict) and m.get("role") in ("system", "developer"))
+
+
+def chat_tool_names(body: dict[str, Any]) -> list[str]:
+    """Names of the function tools a Chat Completions body offers."""
+    return [t.get("function", {}).get("name", "") for t in body.get("tools") or [] if isinstance(t, dict)]
+
+
+def chat_tool_results(body: dict[str, Any]) -> list[str]:
+    """The content of every ``tool`` message of a Chat Completions body (the agent's tool results), as text."""
+    return [_content_text(m.get("content")) for m in body.get("messages") or []
+            if isinstance(m, dict) and m.get("role") == "tool"]
+
+
+def gemini_turns(model: FakeModel) -> list[dict[str, Any]]:
+    """Bodies of the Gemini API requests that offer tools (agent turns)."""
+    with model.lock:
+        return [r.body for r in model.requests if r.method == "POST"
+                and r.path.split("?")[0].endswith((":generateContent", ":streamGenerateContent"))
+                and _offers_tools(r.body)]
+
+
+def gemini_tool_names(body: dict[str, Any]) -> list[str]:
+    """Names of the function declarations a Gemini API body offers."""
+    return [d.get("name", "") for t in body.get("tools") or [] if isinstance(t, dict)
+            for d in t.get("functionDeclarations") or [] if isinstance(d, dict)]
+
+
+def gemini_tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every ``functionResponse`` part of a Gemini API body's contents."""
+    return [p["functionResponse"] for c in body.get("contents") or [] if isinstance(c, dict)
+            for p in c.get("parts") or [] if isinstance(p, dict) and "functionResponse" in p]
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(c.get("text", "") if isinstance(c, dict) else str(c) for c in content)
+    return "" if content is None else json.dumps(content)
+
+
 # -- request helpers for tests -----------------------------------------------------------------
 
 
@@ -273,6 +345,47 @@ def _responses_stream(reply: Reply, call_id: int, body: dict[str, Any]) -> bytes
     ])
 
 
+def _chat_answer(reply: Reply, call_id: int, stream: bool) -> tuple[bytes, str]:
+    base = {"id": f"chatcmpl-fake{call_id}", "created": 0, "model": "fake-model"}
+    usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+    if isinstance(reply, ToolCall):
+        call = {"id": f"call_fake{call_id}", "type": "function",
+                "function": {"name": reply.name, "arguments": json.dumps(reply.arguments)}}
+        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
+        delta: dict[str, Any] = {"role": "assistant", "tool_calls": [{"index": 0, **call}]}
+        finish = "tool_calls"
+    else:
+        message = delta = {"role": "assistant", "content": reply.text}
+        finish = "stop"
+    if not stream:
+        doc = {**base, "object": "chat.completion", "usage": usage,
+               "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+        return json.dumps(doc).encode(), "application/json"
+    chunks = [{**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta,
+                                                                        "finish_reason": None}]},
+              {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {},
+                                                                        "finish_reason": finish}]},
+              {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}]
+    text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    return text.encode(), "text/event-stream"
+
+
+def _gemini_answer(reply: Reply, body: dict[str, Any], stream: bool) -> tuple[bytes, str]:
+    config = body.get("generationConfig") or {}
+    if isinstance(reply, ToolCall):
+        part: dict[str, Any] = {"functionCall": {"name": reply.name, "args": reply.arguments}}
+    elif config.get("responseMimeType") == "application/json":
+        part = {"text": json.dumps({"next_speaker": "user", "reasoning": reply.text})}
+    else:
+        part = {"text": reply.text}
+    doc = {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+           "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+           "modelVersion": "fake-model"}
+    if not stream:
+        return json.dumps(doc).encode(), "application/json"
+    return f"data: {json.dumps(doc)}\n\n".encode(), "text/event-stream"
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: FakeModel
     protocol_version = "HTTP/1.1"
@@ -305,6 +418,17 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         if path.endswith("/messages/count_tokens"):
             self._json({"input_tokens": 10})
+            return
+        if isinstance(body, dict) and path.endswith(CHAT_PATH):
+            reply = self.server.next_reply() if _offers_tools(body) else Text(DEFAULT_TEXT)
+            self._send(200, *_chat_answer(reply, self.server.next_id(), bool(body.get("stream"))))
+            return
+        if isinstance(body, dict) and path.endswith((":generateContent", ":streamGenerateContent")):
+            reply = self.server.next_reply() if _offers_tools(body) else Text(DEFAULT_TEXT)
+            self._send(200, *_gemini_answer(reply, body, path.endswith(":streamGenerateContent")))
+            return
+        if isinstance(body, dict) and path.endswith(":countTokens"):
+            self._json({"totalTokens": 10})
             return
         if not isinstance(body, dict) or not path.endswith(("/messages", "/responses")):
             self._json({"error": {"type": "not_found", "message": f"fake model: no {path}"}}, 404)

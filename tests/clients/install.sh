@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Install the real agent clients that tests/test_mcp_clients.py and tests/test_launch_agents.py drive
-# (MCP Inspector, Claude Code, Codex, Pi) from the npm registry, with pinned versions known to run on
-# Node 20 (see ../../../shared/notes/agent-clients.md).
+# Install the real agent clients that tests/test_mcp_clients.py, tests/test_launch_agents.py and
+# tests/test_launch_more_agents.py drive (MCP Inspector, Claude Code, Codex, Pi, OpenCode, GitHub Copilot CLI,
+# Qwen Code, Gemini CLI) from the npm registry, with pinned versions known to run on Node 20 (see
+# ../../../shared/notes/agent-clients.md).
 #
 #   bash tests/clients/install.sh          # idempotent: does nothing when the pins are installed
 #
 # Everything goes to tests/clients/.install/ (gitignored), or to $AMUX_CLIENTS_DIR when set.
-# Exit status: 0 when all four clients are installed, 1 when node/npm is missing or npm fails.
+# Exit status: 0 when all the clients are installed, 1 when node/npm is missing or npm fails.
 set -euo pipefail
 
 PINS=(
@@ -14,8 +15,12 @@ PINS=(
   "@anthropic-ai/claude-code@2.1.197"
   "@openai/codex@0.171.0"
   "@mariozechner/pi-coding-agent@0.73.1"
+  "opencode-ai@1.18.33"
+  "@github/copilot@1.0.102"
+  "@qwen-code/qwen-code@0.15.10"
+  "@google/gemini-cli@0.61.0"
 )
-BINS=(mcp-inspector claude codex pi)
+BINS=(mcp-inspector claude codex pi opencode copilot qwen gemini)
 
 here="$(cd "$(dirname "$0")" && pwd)"
 dest="${AMUX_CLIENTS_DIR:-$here/.install}"

@@ -11,7 +11,9 @@ certificate (``tls_cert``, a warning before it expires); the ``amux`` MCP server
 Code (``claude_mcp``: ``~/.claude.json``, ``~/.claude/settings.json``; ``$CLAUDE_CONFIG_DIR`` moves
 both) and Codex (``codex_mcp``: ``$CODEX_HOME/config.toml``, default ``~/.codex``); and whether those
 agents' own memory is on for a plain run (``claude_memory``, ``codex_memory``; a run not started by
-``amux launch``, which switches it off, DESIGN.md §10).  Agent files are only read, never written.
+``amux launch``, which switches it off, DESIGN.md §10); the same for OpenCode, Copilot CLI, Qwen Code and
+Gemini CLI, with a token written into their file (:mod:`tools.cli.doctor_agents`).  Agent files are only
+read, never written.
 Exit status 0 when nothing failed (warnings allowed), ``ExitStatus.PROBLEMS_FOUND`` (20) otherwise.
 """
 
@@ -541,6 +543,14 @@ def check_codex(ctx: Context) -> list[Check]:
     return checks
 
 
+def check_more_agents() -> list[Check]:
+    """OpenCode, Copilot CLI, Qwen Code and Gemini CLI: amux registered, a literal token in the file, their own
+    memory on (:mod:`tools.cli.doctor_agents`; files only read)."""
+    from amux_memory.tools.cli.doctor_agents import check_more_agents as more
+
+    return [Check(c.name, c.status, c.summary, c.fix) for c in more()]  # type: ignore[arg-type]
+
+
 def codex_memories_feature() -> bool | None:
     """Whether Codex's ``memories`` feature is on, as ``codex features list`` reports it (its default, the user's
     ``config.toml`` and profile applied); ``None`` when ``codex`` is not on ``PATH`` or does not say within 10 s."""
@@ -639,7 +649,7 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
     checks = [check_cli(ctx), *check_hub(ctx, socket, remote), *([] if login is None else check_login(ctx, login)),
               *([] if remote else check_scopes(ctx)),
               *([] if remote else check_mcp_http(ctx)),
-              *check_claude(ctx), *check_codex(ctx)]
+              *check_claude(ctx), *check_codex(ctx), *check_more_agents()]
     healthy = all(c.status != "fail" for c in checks)
     doc = {"ok": healthy, "checks": [asdict(c) for c in checks]}
     lines = []

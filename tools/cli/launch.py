@@ -54,7 +54,7 @@ def launch_options(
     run_dir: NonEmpty | None = None,
     print_spec: Flag = False,
 ) -> dict[str, Any]:
-    """Start an agent (claude, codex or pi) with amux memory.
+    """Start an agent (claude, codex, pi, opencode, copilot or qwen) with amux memory.
 
     The agent gets the memory tools (MCP for Claude Code and Codex, the amux
     CLI on PATH for Pi), the memory protocol merged into its instructions,
@@ -164,7 +164,7 @@ def refuse_misplaced(head: list[str], agent: str, args: list[str]) -> int | None
 
 
 def launch(*tokens: Annotated[str, Parameter(allow_leading_hyphen=True)]) -> int:
-    """Start claude, codex or pi with amux memory (amux launch --help for the options)."""
+    """Start claude, codex, pi, opencode, copilot or qwen with amux memory (amux launch --help for the options)."""
     from amux_memory.launch.orchestrate import LaunchRequest, Terminated
     from amux_memory.launch.orchestrate import launch as run_launch
 
@@ -173,7 +173,7 @@ def launch(*tokens: Annotated[str, Parameter(allow_leading_hyphen=True)]) -> int
     if options is None:
         return 0
     if agent is None:
-        return usage_error("launch", "AGENT is missing (claude, codex or pi)")
+        return usage_error("launch", "AGENT is missing (claude, codex, pi, opencode, copilot or qwen)")
     misplaced = refuse_misplaced(head, agent, args)
     if misplaced is not None:
         return misplaced
