@@ -48,16 +48,17 @@ left out of the line."""
 # other text is shared, so the two variants cannot drift apart in substance.
 _SOURCE: Final = """\
 # Long-term memory (amux)
-You have a long-term memory: Markdown documents that amux keeps across conversations. \
-Its paths (MEMORY.md, topic/notes.md) are not local files; reach them only through {through}.
-- In a new conversation read MEMORY.md once ({read_entry}) and reuse it while it is in context.
-- Before answering about earlier work, decisions, preferences, agreements or recurring problems, \
+You have a long-term memory: Markdown documents amux keeps across conversations. \
+Its paths (MEMORY.md, topic/notes.md) are not local files: use only {through}.
+- In a new conversation read MEMORY.md once ({read_entry}) and reuse it while in context.
+- Before answering about earlier work, decisions, preferences or recurring problems, \
 search ({search}), then read only relevant parts ({read}). Tasks needing no history need no search.
-- Save what the user asks you to remember, lasting corrections and verified, reusable lessons. \
-Keep MEMORY.md short (broad preferences, pointers); details go in topic documents.
+- Save what the user asks you to remember, lasting corrections and verified, reusable lessons; \
+a note on code cites what it relies on as PATH#L3-L9@COMMIT. \
+Keep MEMORY.md short (broad preferences, pointers), details in topic documents.
 - To change a document, read it, then write the whole new text with the revision you read \
 ({write}; "absent" creates). On a conflict, reread, merge and retry. \
-Say it is saved only after a successful reply.
+Claim a save only after a successful reply.
 - When correcting or forgetting, fix MEMORY.md and every related document so no \
 stale copy or pointer survives ({forget} deletes one document). Report any step that failed.
 - Never store secrets, credentials, temporary permissions or guesses. Current instructions and \

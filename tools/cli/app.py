@@ -144,6 +144,7 @@ memory_app.command("amux_memory.tools.cli.history:purge", name="purge")
 memory_app.command("amux_memory.tools.cli.scan:scan", name="scan")
 memory_app.command("amux_memory.tools.cli.health:health", name="health")
 memory_app.command("amux_memory.tools.cli.code:project", name="project")
+memory_app.command("amux_memory.tools.cli.code:cite", name="cite")
 memory_app.command(review_app)
 
 

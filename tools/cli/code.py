@@ -43,3 +43,39 @@ def project(directory: Path = Path("."), /, *, as_json: AsJson = False) -> int:
     print(f"{inert(found.path)}\n  identity {inert(found.identity)}, from {origin}\n"
           f"  work tree {inert(str(found.root))}")
     return 0
+
+
+def cite(location: str, /, *, as_json: AsJson = False) -> int:
+    """Print the citation of a file or of lines of it at HEAD, for a note: PATH#LSTART-LEND@COMMIT.
+
+    LOCATION is PATH (the whole file: PATH@COMMIT), PATH:N or PATH:START-END, PATH relative to the current
+    directory; the citation's path is relative to the repository's root and COMMIT is HEAD's short id. Put it
+    in the note beside what the note says about that code; 'amux memory health --repo .' then tells when those
+    lines change, move or go.
+
+    When those lines have uncommitted changes it warns on stderr (the citation names HEAD's lines: commit,
+    then cite again); uncommitted lines above them only shift the numbers, and the citation gives HEAD's.
+
+    In a terminal: the citation alone. Piped or with --json: {"citation", "path", "start", "end", "commit",
+    "root", "warning"}. A file HEAD does not hold, or lines past its end: not_found.
+
+    Parameters
+    ----------
+    location
+        PATH, PATH:N or PATH:START-END (1-based, inclusive).
+    """
+    from amux_memory.tools.cli.output.contract import say
+    from amux_memory.tools.client.cite import cite as make_citation
+    from amux_memory.tools.client.inert import inert
+
+    try:
+        found = make_citation(location)
+    except HubError as exc:
+        return fail(exc, as_json=as_json)
+    if found["warning"]:
+        say(f"warning: {found['warning']}")
+    if human_output(as_json):
+        print(inert(found["citation"]))
+    else:
+        emit(found)
+    return 0

@@ -1,0 +1,99 @@
+"""Citations as Markdown text (DESIGN.md §24): how a note's citations are read, ``amux memory cite`` on a real git
+repository (uncommitted changes warned about, shifted lines mapped back to ``HEAD``), and the protocol's clause."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from amux_memory.protocol.agent_protocol import MAX_PROTOCOL_BYTES, VARIANTS, render
+from amux_memory.tools.client.citations import Citation, find_citations
+from amux_memory.tools.client.source_check import Hunk, map_range
+from tests.conftest import amux_argv
+
+
+def test_citations_are_read_out_of_ordinary_markdown() -> None:
+    text = ("# Deploy\n"
+            "Run `make deploy-web` (`deploy/Makefile#L12-L14@3f9c2e1`), see deploy/README.md@3f9c2e1abc.\n"
+            "One line: src/app.py#L7@abcdef0123456789abcdef0123456789abcdef01, backwards a#L9-L3@1234567.\n"
+            "Not citations: mail me at alice@example.org, a hash @3f9c2e1, short x@3f9c2e, upper X@3F9C2E1A,\n"
+            "[link](deploy/Makefile#L1-L2@3f9c2e1) and **bold/b.py@1234567**\n")
+    assert find_citations(text) == [
+        Citation("deploy/Makefile", 12, 14, "3f9c2e1", 2), Citation("deploy/README.md", 0, 0, "3f9c2e1abc", 2),
+        Citation("src/app.py", 7, 7, "abcdef0123456789abcdef0123456789abcdef01", 3), Citation("a", 3, 9, "1234567", 3),
+        Citation("deploy/Makefile", 1, 2, "3f9c2e1", 5), Citation("bold/b.py", 0, 0, "1234567", 5)]
+    assert [c.text for c in find_citations(text)][:3] == [
+        "deploy/Makefile#L12-L14@3f9c2e1", "deploy/README.md@3f9c2e1abc",
+        "src/app.py#L7@abcdef0123456789abcdef0123456789abcdef01"]
+
+
+@pytest.mark.parametrize(("hunks", "lines", "expected"), [
+    ([], (10, 12), (10, 12, False, False)),
+    ([Hunk(2, 0, 3, 2)], (10, 12), (12, 14, False, False)),          # two lines inserted above
+    ([Hunk(3, 2, 2, 0)], (10, 12), (8, 10, False, False)),           # two deleted above (git: +2,0)
+    ([Hunk(11, 1, 11, 1)], (10, 12), (10, 12, True, False)),          # one changed inside
+    ([Hunk(10, 0, 11, 1)], (10, 12), (10, 13, True, False)),          # inserted between 10 and 11
+    ([Hunk(12, 0, 13, 1)], (10, 12), (10, 12, False, False)),         # inserted right after the range
+    ([Hunk(10, 3, 9, 0)], (10, 12), (10, 10, True, True)),            # all three deleted
+    ([Hunk(9, 2, 8, 0)], (10, 12), (9, 10, True, False)),             # 9-10 deleted: 11-12 are now 9-10
+    ([Hunk(11, 3, 11, 1)], (10, 12), (10, 11, True, False)),          # 11-13 become one line
+    ([Hunk(20, 1, 20, 3)], (10, 12), (10, 12, False, False)),         # below
+])
+def test_a_range_maps_through_hunks(hunks: list[Hunk], lines: tuple[int, int],
+                                    expected: tuple[int, int, bool, bool]) -> None:
+    m = map_range(hunks, *lines)
+    assert (m.start, m.end, m.changed, m.gone) == expected
+
+
+def test_the_protocol_asks_for_citations_in_one_clause_within_its_size() -> None:
+    for variant in VARIANTS:
+        text = render(variant)
+        assert text.count("PATH#L3-L9@COMMIT") == 1 and len(text.encode()) <= MAX_PROTOCOL_BYTES
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "T",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(cwd)}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
+
+
+def cite(cwd: Path, *args: str) -> tuple[int, dict[str, object], str]:
+    done = subprocess.run([*amux_argv(), "memory", "cite", *args, "--json"], cwd=cwd, capture_output=True,
+                          text=True, timeout=60)
+    return done.returncode, json.loads(done.stdout), done.stderr
+
+
+def test_cite_prints_head_s_citation_and_warns_about_uncommitted_lines(tmp_path: Path) -> None:
+    """``amux memory cite PATH:START-END`` names HEAD's short id and the path from the root (from a sub-folder);
+    an uncommitted edit in those lines is warned about; uncommitted lines above only shift the numbers back to
+    HEAD's; a new file or lines past the end are not_found."""
+    root = tmp_path / "r"
+    (root / "deploy").mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    make = root / "deploy" / "Makefile"
+    make.write_text("".join(f"line {i}\n" for i in range(1, 21)))
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    head = git(root, "rev-parse", "--short", "HEAD").strip()
+    code, got, err = cite(root / "deploy", "Makefile:12-14")
+    assert code == 0 and got["citation"] == f"deploy/Makefile#L12-L14@{head}" and got["warning"] == "" and not err
+    assert cite(root, "deploy/Makefile")[1]["citation"] == f"deploy/Makefile@{head}"
+    make.write_text("new 0\nnew 00\n" + "".join(f"line {i}\n" for i in range(1, 21)))
+    code, got, err = cite(root, "deploy/Makefile:14-16")
+    assert code == 0 and got["citation"] == f"deploy/Makefile#L12-L14@{head}"
+    assert "HEAD's lines are 12-14" in str(got["warning"]) and "warning" in err
+    lines = make.read_text().splitlines()
+    lines[14] = "edited"
+    make.write_text("\n".join(lines) + "\n")
+    code, got, err = cite(root, "deploy/Makefile:14-16")
+    assert code == 0 and "uncommitted changes" in str(got["warning"]) and "commit, then cite again" in err
+    (root / "new.txt").write_text("x\n")
+    assert cite(root, "new.txt")[0] == 4
+    assert cite(root, "deploy/Makefile:30-31")[0] == 4
+    assert cite(root, "deploy/Makefile:1-2")[0] == 4, "lines only the work tree holds"
+    plain = subprocess.run([*amux_argv(), "memory", "cite", "deploy/Makefile:3-4"], cwd=root, capture_output=True,
+                           text=True, timeout=60)
+    assert json.loads(plain.stdout)["citation"] == f"deploy/Makefile#L1-L2@{head}"

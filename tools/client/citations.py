@@ -1,0 +1,67 @@
+"""Citations of code in notes, as ordinary Markdown text (DESIGN.md §24).
+
+A note cites the lines it relies on as ``PATH#LSTART-LEND@COMMIT`` (``deploy/Makefile#L12-L14@3f9c2e1``): the path
+relative to the repository's root, 1-based inclusive lines (``#L12`` is one line), and the commit at which they
+were read, 7 to 40 hex digits; ``PATH@COMMIT`` cites a whole file.  :func:`find_citations` reads them out of a
+note; :func:`tools.client.cite.cite` writes one for lines of the work tree at ``HEAD``.  Checking them is
+:mod:`tools.client.source_check`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+CITATION = re.compile(
+    r"(?<![\w./~+@-])(?P<path>[\w.~+-][^\s`'\"<>()\[\]{}#@|*]*?)"
+    r"(?:#L(?P<start>[1-9][0-9]{0,8})(?:-L?(?P<end>[1-9][0-9]{0,8}))?)?"
+    r"@(?P<commit>[0-9a-f]{7,40})(?![0-9A-Za-z_])")
+"""A citation in a note's text; a path holds no blank, quote, bracket, ``#``, ``@``, ``|`` or ``*``."""
+
+
+@dataclass(frozen=True)
+class Citation:
+    """One citation: ``path`` in the repository, lines ``start``-``end`` (both 0 for a whole file), ``commit`` as
+    written, and ``line``, the 1-based line of the note it is on (0 when not from a note)."""
+
+    path: str
+    start: int
+    end: int
+    commit: str
+    line: int = 0
+
+    @property
+    def whole_file(self) -> bool:
+        """Whether it cites the whole file (no line range)."""
+        return self.start == 0
+
+    @property
+    def text(self) -> str:
+        """The citation as a note writes it."""
+        return citation_text(self.path, self.start, self.end, self.commit)
+
+
+def citation_text(path: str, start: int, end: int, commit: str) -> str:
+    """``PATH#LSTART-LEND@COMMIT`` (``#LSTART`` for one line), or ``PATH@COMMIT`` when ``start`` is 0."""
+    if not start:
+        return f"{path}@{commit}"
+    lines = f"#L{start}" if end == start else f"#L{start}-L{end}"
+    return f"{path}{lines}@{commit}"
+
+
+def find_citations(text: str) -> list[Citation]:
+    """Every citation in ``text``, in order, each with its line; a range whose end is before its start is read as
+    written backwards (``#L14-L12`` is lines 12-14)."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if "@" not in line:
+            continue
+        for m in CITATION.finditer(line):
+            path = m["path"].removeprefix("./")
+            if not path or path.strip(".") == "":
+                continue
+            start = int(m["start"] or 0)
+            end = int(m["end"] or start)
+            start, end = min(start, end), max(start, end)
+            found.append(Citation(path, start, end, m["commit"], number))
+    return found
