@@ -130,6 +130,7 @@ The benchmark's goals and sizes
     ``bench.__main__.COMMON16_GOAL`` (ratio), ``bench.__main__.DISK_COLD_GOAL`` (ratio), ``bench.data.MIB`` (bytes),
     ``bench.data.SCAN_BYTES`` (bytes), ``bench.growth.EXPONENT_GOAL`` (exponent),
     ``bench.health.HEALTH_GOAL_SECONDS`` (s),
+    ``bench.citations.CITATIONS_GOAL_SECONDS`` (s), ``bench.citations.FILE_LINES`` (lines),
     ``bench.history.THROUGHPUT_GOAL`` (ratio), ``bench.history.LATENCY_GOAL_MS`` (ms),
     ``bench.history.SIZE_GOAL_BYTES`` (bytes), ``bench.latency.LIMIT`` (results),
     ``bench.teams.MOUNTED_GOAL`` (ratio), ``bench.teams.LOAD_INTERVAL_SECONDS`` (s),

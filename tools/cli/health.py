@@ -9,14 +9,23 @@ when there is a finding, 0 when none, as ``lint`` does.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
+
+from cyclopts import Parameter
 
 from amux_memory.protocol.errors import ExitStatus, HubError
 from amux_memory.tools.cli.options import AsJson, parse_today
 from amux_memory.tools.cli.output.contract import emit, fail, human_output, write_bytes
 
+Repo = Annotated[Path | None, Parameter(
+    name="--repo", help="Also check the citations of this git repository's notes (projects/<identity>/ in your "
+                        "scope and mounts) against its work tree; default: the current directory's repository, "
+                        "when it has notes.")]
+"""``--repo DIR`` of ``amux memory health`` and ``tidy`` (DESIGN.md §24)."""
 
-def health(*, path_prefix: str = "", as_json: AsJson = False, today: str | None = None) -> int:
+
+def health(*, path_prefix: str = "", repo: Repo = None, as_json: AsJson = False, today: str | None = None) -> int:
     """Report what rots in memory: duplicates, dangling links, stale notes, limits, credentials, lint.
 
     Codes: duplicate (one paragraph of 2+ lines or 80+ characters in several
@@ -29,10 +38,21 @@ def health(*, path_prefix: str = "", as_json: AsJson = False, today: str | None 
     'amux memory lint' finds in typed topics. Team mounts (@NAME/) are
     included for their members.
 
+    In a git work tree (--repo DIR, or the current directory when the
+    repository has notes), every citation PATH#LSTART-LEND@COMMIT in the
+    notes under projects/<identity>/ (see 'amux memory project'), in your
+    scope and every mount, is checked against the work tree, uncommitted
+    changes included: source_changed (the cited lines changed; the finding
+    carries their diff), source_moved (unchanged but elsewhere: the finding
+    says how the citation should now read), source_gone (file or lines
+    deleted), source_unknown (the commit or file is not in this repository).
+
     In a terminal: the findings grouped by code, each with its documents and
     lines and the next step. Piped or with --json: {"findings": [{"code",
     "paths", "lines", "message", "next"}], "counts": {code: n}, "documents",
-    "elapsed_ms"}. Exit 20 when there are findings, 0 when none.
+    "elapsed_ms"}; with a repository also "repository" and "citations", and
+    citation findings carry "citation", "now" and "diff". Exit 20 when there
+    are findings, 0 when none.
 
     Parameters
     ----------
@@ -42,12 +62,15 @@ def health(*, path_prefix: str = "", as_json: AsJson = False, today: str | None 
         The date lint judges feedback expiry by, YYYY-MM-DD (default: today).
     """
     from amux_memory.tools.client.blocking import HubClient
+    from amux_memory.tools.client.source_health import with_sources
     from amux_memory.tools.typed.health import full_report
 
     try:
         day = parse_today(today)
         with HubClient() as client:
             report = full_report(client, path_prefix, day)
+            report = with_sources(client, report, list(client.hello.get("mounts") or []),
+                                  str(repo) if repo is not None else None, path_prefix)
     except HubError as exc:
         return fail(exc, as_json=as_json)
     if human_output(as_json):
@@ -76,10 +99,16 @@ def render_text(report: dict[str, Any]) -> str:
             where = ", ".join(places) if places else "-"
             out.append(f"  {where}: {inert(f['message'])}")
             out.append(f"    next: {inert(f['next'])}")
+            out.extend(f"      {inert(line)}" for line in str(f.get("diff") or "").splitlines())
     total, shown = sum(counts.values()), len(findings)
     if total > shown:
         out.append(f"{total - shown} more not shown: narrow with --path-prefix, or fix these and run it again")
     summary = ", ".join(f"{code} {n}" for code, n in counts.items())
     out.append(f"{counted(total, 'finding')} in {counted(int(report.get('documents') or 0), 'document')}"
                + (f" ({summary})" if summary else ""))
+    cited, repository = report.get("citations"), report.get("repository")
+    if cited and repository:
+        out.append(f"{counted(cited['citations'], 'citation')} in {counted(cited['notes'], 'note')} of "
+                   f"{inert(repository['path'])} checked against {inert(repository['root'])}; "
+                   f"{counted(len(cited['stale_notes']), 'note')} cite code that changed")
     return "\n".join(out) + "\n"

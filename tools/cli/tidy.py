@@ -15,6 +15,7 @@ the person decides (DESIGN.md §21).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from cyclopts import Parameter
@@ -36,8 +37,13 @@ Work through the findings with the memory tools, following these rules:
 2. dangling_link: repair the link when the document it meant exists under another name; otherwise drop the
    link. Never create a document just to satisfy a link.
 3. stale: never drop a stale fact on your own. Ask the user first; when you cannot ask, leave it.
-4. Never invent content: keep only text that already is in memory, reworded only as far as a merge needs.
-5. Other findings (secret, entry_near_limit, scope_near_quota, typed-memory lint): tell the user; change
+4. Never invent content: keep only text that already is in memory, reworded only as far as a merge or rule 6
+   needs.
+5. source_moved: replace the citation with the one the finding gives; change nothing else.
+6. source_changed: read the diff below the finding (and the code, if you can); correct only what the note says
+   about those lines, as far as the diff shows, and replace the citation with the one the finding gives.
+   source_gone, source_unknown: ask the user; when you cannot ask, leave the note.
+7. Other findings (secret, entry_near_limit, scope_near_quota, typed-memory lint): tell the user; change
    nothing for them beyond rules 1-2.
 Every write of this run is kept as a proposal the user reviews as one change set; nothing is applied yet.
 That is expected: do not retry a write or look for another way to write.
@@ -51,12 +57,14 @@ def finding_line(f: dict[str, Any]) -> str:
 
     Paths, messages and next steps quote agent-written text (a link target): it goes through :func:`inert`, so
     ``--show-task`` on a terminal and an interactive agent echoing its prompt show control sequences, never
-    act on them, and no newline in it starts a line of its own (DESIGN.md §17)."""
+    act on them, and no newline in it starts a line of its own (DESIGN.md §17).  A citation finding's diff
+    (DESIGN.md §24) follows, one ``    | `` line per diff line."""
     paths = ", ".join(inert(p) for p in f.get("paths") or [])
     lines = f.get("lines")
     where = f" (lines {json.dumps(lines, ensure_ascii=False)})" if lines else ""
     nxt = f"; next: {inert(f['next'])}" if f.get("next") else ""
-    return f"- [{inert(f.get('code'))}] {paths}{where}: {inert(f.get('message'))}{nxt}"
+    diff = "".join(f"\n    | {inert(line)}" for line in str(f.get("diff") or "").splitlines())
+    return f"- [{inert(f.get('code'))}] {paths}{where}: {inert(f.get('message'))}{nxt}{diff}"
 
 
 def task_text(report: dict[str, Any]) -> str:
@@ -85,15 +93,19 @@ def agent_arguments(agent: str, print_mode: bool, args: list[str], task: str) ->
     return [*args, "-p", task] if print_mode else [*args, task]
 
 
-def health_report(path_prefix: str) -> dict[str, Any]:
+def health_report(path_prefix: str, repo: Path | None = None) -> dict[str, Any]:
     """The health report ``amux memory health`` prints (the Hub's ``health`` with the typed-memory lint folded
-    in, :func:`amux_memory.tools.typed.health.full_report`), for ``path_prefix`` when given; raises what the
+    in, :func:`amux_memory.tools.typed.health.full_report`, and the citation findings of ``repo``'s notes,
+    :func:`amux_memory.tools.client.source_health.with_sources`), for ``path_prefix`` when given; raises what the
     calls raise."""
     from amux_memory.tools.client.blocking import HubClient
+    from amux_memory.tools.client.source_health import with_sources
     from amux_memory.tools.typed.health import full_report
 
     with HubClient() as client:
-        return full_report(client, path_prefix)
+        report = full_report(client, path_prefix)
+        return with_sources(client, report, list(client.hello.get("mounts") or []),
+                            str(repo) if repo is not None else None, path_prefix)
 
 
 def review_run(session: str, *, end: bool = False, token_id: str | None = None) -> dict[str, Any]:
@@ -109,13 +121,15 @@ def review_run(session: str, *, end: bool = False, token_id: str | None = None) 
 def tidy(agent: Literal["claude", "codex", "pi"], /, *agent_args: str,
          print_mode: Annotated[bool, Parameter(name="--print", negative="")] = False,
          path_prefix: str = "",
+         repo: Annotated[Path | None, Parameter(name="--repo")] = None,
          show_task: Annotated[bool, Parameter(negative="")] = False) -> int:
     """Tidy memory with your own agent: the health report is its task, every write it makes is a proposal, and
     the run's proposals are one change set you decide with 'amux memory review --session'.
 
     The agent (claude, codex or pi) starts as 'amux launch' starts it, with a fixed tidy protocol: merge
     duplicates into one document and fix MEMORY.md's pointers, repair or drop dangling links, ask you before
-    dropping a stale fact, never invent content. The Hub keeps every write of the run as a proposal whatever
+    dropping a stale fact, re-cite moved code and correct notes on changed code from the diff, never invent
+    content. The Hub keeps every write of the run as a proposal whatever
     memory.review says (not the prompt: the Hub ties the run's session, token and processes to it).
     Arguments after '--' go to the agent (e.g. -- --model X). With no finding it says so and starts nothing.
 
@@ -131,6 +145,9 @@ def tidy(agent: Literal["claude", "codex", "pi"], /, *agent_args: str,
         Run without a terminal (Claude Code -p, Codex exec, Pi -p) and return when the agent ends.
     path_prefix
         Only the findings under this path (e.g. @web/ for a team's memory).
+    repo
+        Also hand the agent the citation findings of this git repository's notes (as 'amux memory health --repo
+        DIR'; default: the current directory's repository, when it has notes), each with its diff.
     show_task
         Print the agent's task (protocol and findings) and start nothing.
     """
@@ -138,7 +155,7 @@ def tidy(agent: Literal["claude", "codex", "pi"], /, *agent_args: str,
     from amux_memory.launch.orchestrate import launch as run_launch
 
     try:
-        report = health_report(path_prefix)
+        report = health_report(path_prefix, repo)
     except HubError as exc:
         return fail(exc)
     findings = report.get("findings") or []

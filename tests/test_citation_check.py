@@ -1,0 +1,177 @@
+"""Citations checked against a work tree through a real Hub (DESIGN.md §23, §24).
+
+A real git repository with a generated history (``bench.citations.build_history``: 300 commits of edits, lines
+inserted above, renames and deletions, in one ``git fast-import``), then a few known commits; notes that cite it
+live in alice's own scope and in her team's mount (``team_hub``).  ``amux memory health --repo`` through the real
+CLI: an edit in a cited range is ``source_changed`` with the diff of those lines; lines inserted above are
+``source_moved`` with the new range and no ``source_changed``; a rename is followed; a deletion is
+``source_gone``; an unknown commit ``source_unknown``; an uncommitted edit counts; unchanged code gives nothing.
+Citations at generated commits are checked against an oracle that compares the cited lines with ``git show``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from amux_memory.tools.cli.health import render_text
+from amux_memory.tools.client.citations import Citation, find_citations
+from amux_memory.tools.client.source_check import check_citations
+from bench.citations import build_history, sample_citations
+from tests.conftest import HubProcess
+
+NOTES = "projects/github.com/acme/web/"
+
+
+def git(root: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "T",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(root)}
+    return subprocess.run(["git", *args], cwd=root, env=env, capture_output=True, text=True, check=True).stdout
+
+
+def numbered(name: str, count: int = 30) -> str:
+    return "".join(f"{name} line {i}\n" for i in range(1, count + 1))
+
+
+def scenario(root: Path) -> dict[str, str]:
+    """The generated history, then commit A (the files the notes cite) and commit B (their changes), then an
+    uncommitted edit; returns the commits by name."""
+    build_history(root, 300, files=30, seed=3, remote="git@github.com:acme/web.git")
+    files = {"deploy/Makefile": numbered("make"), "src/app.py": numbered("app"), "src/old_name.py": numbered("old"),
+             "src/gone.py": numbered("gone"), "docs/stable.md": numbered("stable"), "src/dirty.py": numbered("dirty")}
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    git(root, "add", *files)
+    git(root, "commit", "-q", "-m", "A: the cited files")
+    a = git(root, "rev-parse", "HEAD").strip()
+    make = (root / "deploy/Makefile").read_text().splitlines()
+    make[12] = "make line 13: deploy-web now needs STAGE=1"
+    (root / "deploy/Makefile").write_text("\n".join(make) + "\n")
+    (root / "src/app.py").write_text("import os\nimport sys\nimport json\n" + numbered("app"))
+    git(root, "mv", "src/old_name.py", "src/new_name.py")
+    git(root, "rm", "-q", "src/gone.py")
+    git(root, "commit", "-q", "-am", "B: edit, insert above, rename, delete")
+    dirty = (root / "src/dirty.py").read_text().splitlines()
+    dirty[4] = "dirty line 5, edited and not committed"
+    (root / "src/dirty.py").write_text("\n".join(dirty) + "\n")
+    return {"A": a[:9], "B": git(root, "rev-parse", "--short", "HEAD").strip()}
+
+
+def health(hub: HubProcess, env: dict[str, str], root: Path, *extra: str) -> dict[str, Any]:
+    r = hub.cli("memory", "health", "--repo", str(root), "--json", *extra, env=env)
+    assert r.returncode in (0, 20), r.stderr
+    report: dict[str, Any] = json.loads(r.stdout)
+    return report
+
+
+def test_citations_in_a_personal_scope_and_a_team_mount_are_checked_against_the_work_tree(
+        team_hub: tuple[HubProcess, dict[str, str]], tmp_path: Path) -> None:
+    h, tokens = team_hub
+    alice = {"AMUX_TOKEN": tokens["alice"]}
+    root = tmp_path / "web"
+    c = scenario(root)
+    a = c["A"]
+    own = (f"# Deploy\nRun `make deploy-web` (`deploy/Makefile#L12-L14@{a}`).\n"
+           f"The entry point is `src/app.py#L20-L22@{a}`.\nHelpers: `src/old_name.py#L5-L8@{a}`.\n"
+           f"Stable: `docs/stable.md#L2-L4@{a}` and `docs/stable.md@{a}`.\n")
+    team = (f"# Code\nGone soon: `src/gone.py#L1-L3@{a}`.\nFrom a fork: `x.py#L1-L2@deadbeef00`.\n"
+            f"Work in progress: `src/dirty.py#L5-L6@{a}`; `src/dirty.py#L20-L21@{a}` is untouched.\n")
+    for path, text in ((NOTES + "deploy.md", own), ("@web/" + NOTES + "code.md", team),
+                       ("projects/github.com/other/x/n.md", f"`deploy/Makefile#L12-L14@{a}`\n")):
+        r = h.cli("memory", "upsert", path, "--expected-revision", "absent", input=text.encode(), env=alice)
+        assert r.returncode == 0, r.stderr
+    report = health(h, alice, root)
+    found = {(f["paths"][0], f["citation"]): f for f in report["findings"] if f["code"].startswith("source_")}
+    assert {(p.rsplit("/", 1)[-1], cited, f["code"]) for (p, cited), f in found.items()} == {
+        ("deploy.md", f"deploy/Makefile#L12-L14@{a}", "source_changed"),
+        ("deploy.md", f"src/app.py#L20-L22@{a}", "source_moved"),
+        ("deploy.md", f"src/old_name.py#L5-L8@{a}", "source_moved"),
+        ("code.md", f"src/gone.py#L1-L3@{a}", "source_gone"),
+        ("code.md", "x.py#L1-L2@deadbeef00", "source_unknown"),
+        ("code.md", f"src/dirty.py#L5-L6@{a}", "source_changed"),
+    }
+    changed = found[(NOTES + "deploy.md", f"deploy/Makefile#L12-L14@{a}")]
+    assert changed["lines"] == [[2, 2]] and changed["diff"].splitlines()[2:] == [
+        "@@ -13,1 +13,1 @@", "-make line 13", "+make line 13: deploy-web now needs STAGE=1"]
+    assert "amux memory cite deploy/Makefile:12-14" in changed["next"]
+    moved = found[(NOTES + "deploy.md", f"src/app.py#L20-L22@{a}")]
+    assert moved["now"] == f"src/app.py#L23-L25@{c['B']}" and moved["now"] in moved["message"]
+    renamed = found[(NOTES + "deploy.md", f"src/old_name.py#L5-L8@{a}")]
+    assert renamed["now"] == f"src/new_name.py#L5-L8@{c['B']}" and "renamed to src/new_name.py" in renamed["message"]
+    dirty = found[("@web/" + NOTES + "code.md", f"src/dirty.py#L5-L6@{a}")]
+    assert "+dirty line 5, edited and not committed" in dirty["diff"] and "uncommitted" in dirty["message"]
+    assert "git fetch" in found[("@web/" + NOTES + "code.md", "x.py#L1-L2@deadbeef00")]["next"]
+    assert report["counts"]["source_changed"] == 2 and report["counts"]["source_moved"] == 2
+    assert report["citations"] == {"notes": 2, "citations": 9, "elapsed_ms": report["citations"]["elapsed_ms"],
+                                   "stale_notes": ["@web/" + NOTES + "code.md", NOTES + "deploy.md"]}
+    # Bob (a reader of web, no notes of his own) sees the team's findings only; carol (no team) none.
+    bob = health(h, {"AMUX_TOKEN": tokens["bob"]}, root)
+    assert {f["paths"][0] for f in bob["findings"] if f["code"].startswith("source_")} == {"@web/" + NOTES + "code.md"}
+    carol = h.cli("memory", "health", "--repo", str(root), "--json", env={"AMUX_TOKEN": tokens["carol"]})
+    assert carol.returncode == 0 and json.loads(carol.stdout)["citations"]["citations"] == 0
+    # The same report for a person, the diff under its finding.
+    text = render_text(report)
+    assert "source_changed (2)" in text and "      +make line 13: deploy-web now needs STAGE=1" in text
+    assert "2 notes cite code that changed" in text
+    # amux memory tidy hands the same findings, with their diffs, to the agent.
+    task = h.cli("memory", "tidy", "claude", "--repo", str(root), "--show-task", env=alice)
+    assert task.returncode == 0, task.stderr
+    lines = task.stdout.decode().splitlines()
+    assert any(line.startswith("5. source_moved: replace the citation") for line in lines)
+    at = lines.index(next(line for line in lines if f"deploy/Makefile#L12-L14@{a}" in line and "[source_changed]"
+                          in line))
+    assert lines[at + 1:at + 6] == [f"    | --- a/deploy/Makefile @ {a}", "    | +++ b/deploy/Makefile (work tree)",
+                                    "    | @@ -13,1 +13,1 @@", "    | -make line 13",
+                                    "    | +make line 13: deploy-web now needs STAGE=1"]
+    # After the note is corrected and re-cited, its findings are gone.
+    fixed = own.replace(f"src/app.py#L20-L22@{a}", moved["now"]).replace(f"src/old_name.py#L5-L8@{a}", renamed["now"])
+    fixed = fixed.replace(f"deploy/Makefile#L12-L14@{a}", f"deploy/Makefile#L12-L14@{c['B']}")
+    rev = json.loads(h.cli("memory", "show", NOTES + "deploy.md", "--json", env=alice).stdout)["revision"]
+    assert h.cli("memory", "upsert", NOTES + "deploy.md", "--expected-revision", rev, input=fixed.encode(),
+                 env=alice).returncode == 0
+    after = health(h, alice, root)
+    assert {f["paths"][0] for f in after["findings"] if f["code"].startswith("source_")} == {
+        "@web/" + NOTES + "code.md"}
+
+
+def cited_lines(root: Path, commit: str, path: str, start: int, end: int) -> list[str] | None:
+    done = subprocess.run(["git", "-C", str(root), "show", f"{commit}:{path}"], capture_output=True, text=True)
+    return done.stdout.splitlines()[start - 1:end] if done.returncode == 0 else None
+
+
+def test_citations_at_generated_commits_agree_with_git_show(tmp_path: Path) -> None:
+    """On a generated history of 300 commits, every verdict agrees with the cited lines as ``git show`` gives
+    them: ``ok`` and ``moved`` name the same text in the work tree (``moved`` at ``now``), ``changed`` a
+    different one, ``gone`` a deleted file or lines; every state occurs."""
+    history = build_history(tmp_path / "g", 300, files=30, seed=5, snapshot_every=6)
+    citations = sample_citations(history, 150, seed=2)
+    rng = random.Random(4)
+    # A few uncommitted edits in the work tree count too.
+    for path in rng.sample(sorted(p.relative_to(history.root).as_posix() for p in history.root.rglob("*.txt")), 3):
+        lines = (history.root / path).read_text().splitlines()
+        lines[rng.randrange(len(lines))] = "uncommitted"
+        (history.root / path).write_text("\n".join(lines) + "\n")
+    verdicts = check_citations(history.root, citations)
+    states = {v.state for v in verdicts}
+    assert {"ok", "moved", "changed", "gone"} <= states
+    for v in verdicts:
+        c = v.citation
+        before = cited_lines(history.root, c.commit, c.path, c.start, c.end)
+        assert before is not None
+        if v.state in ("ok", "moved"):
+            target = c if v.state == "ok" else find_citations(v.now)[0]
+            now = (history.root / target.path).read_text().splitlines()[target.start - 1:target.end]
+            assert now == before, (v, now, before)
+        elif v.state == "changed":
+            target = find_citations(v.now)[0]
+            assert (history.root / target.path).exists()
+            assert v.diff.startswith(f"--- a/{c.path} @ {c.commit}")
+        else:
+            assert v.state == "gone" and (not (history.root / c.path).exists() or "deleted" in v.why)
+    unknown = check_citations(history.root, [Citation("src/f1.txt", 1, 2, "0123456789"),
+                                             Citation("nope.txt", 1, 1, history.commits[0][:8])])
+    assert [v.state for v in unknown] == ["unknown", "unknown"]

@@ -1,0 +1,158 @@
+"""The citation findings of a repository's notes, beside its work tree (DESIGN.md §23, §24).
+
+:func:`source_findings` reads the notes under the project's path (``projects/<identity>/``) in the caller's scope
+and in each of its team mounts (``@TEAM/projects/<identity>/``) through the Hub, finds their citations
+(:mod:`tools.client.citations`) and checks them against the work tree (:mod:`tools.client.source_check`): each
+citation that is not ``ok`` becomes a health finding, in the shape of the Hub's ``health`` answer plus
+``citation``, ``now`` and ``diff``::
+
+    {"code": "source_changed", "paths": [note], "lines": [[line, line]], "message", "next",
+     "citation", "now", "diff"}
+
+The Hub never sees a work tree: this runs in the CLI's process (``amux memory health --repo``, ``amux memory
+tidy --repo``, ``amux launch``) and in ``amux ui`` for the page of one document.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.tools.client.citations import Citation, find_citations
+from amux_memory.tools.client.project import Project
+from amux_memory.tools.client.source_check import Verdict, check_citations
+
+if TYPE_CHECKING:
+    from amux_memory.tools.client.paging import Caller
+
+CODES = {"changed": "source_changed", "moved": "source_moved", "gone": "source_gone", "unknown": "source_unknown"}
+"""The health code of each state of a citation that is not ``ok``."""
+
+
+def note_prefixes(project: Project, mounts: list[dict[str, Any]]) -> list[str]:
+    """Where the project's notes are: its path in the caller's scope, then in each mount (``@web/projects/...``),
+    in the order of ``mounts`` (``hello``'s ``[{mount, role, review}]``)."""
+    labels = [str(m.get("mount", "")) for m in mounts if str(m.get("mount", "")).startswith("@")]
+    return [project.path] + [label + project.path for label in labels]
+
+
+def project_notes(client: Caller, project: Project, mounts: list[dict[str, Any]],
+                  deadline: float | None = None) -> list[tuple[str, str]]:
+    """``(path as the caller names it, text)`` of every note under the project's paths (:func:`note_prefixes`).
+    Raises ``unavailable`` past ``deadline`` (a ``time.monotonic()`` value), and what the Hub answers."""
+    from amux_memory.tools.client.paging import export_document, list_all
+
+    notes = []
+    for prefix in note_prefixes(project, mounts):
+        try:
+            entries, _incomplete = list_all(client, prefix)
+        except HubError as exc:
+            if exc.code is ErrorCode.NOT_FOUND:
+                continue  # a mount left meanwhile
+            raise
+        for entry in entries:
+            if deadline is not None and time.monotonic() > deadline:
+                raise HubError(ErrorCode.UNAVAILABLE, "reading the project's notes ran past its time")
+            path = str(entry["path"])
+            if not path.endswith(".md"):
+                continue
+            try:
+                content, _revision = export_document(client, path)
+            except HubError as exc:
+                if exc.code is ErrorCode.NOT_FOUND:
+                    continue  # forgotten meanwhile
+                raise
+            notes.append((path, content.decode("utf-8", "replace")))
+    return notes
+
+
+def finding(note: str, verdict: Verdict) -> dict[str, Any]:
+    """One health finding for a citation in ``note`` that is not ``ok``, with its next step."""
+    c = verdict.citation
+    cited = c.text
+    now = find_citations(verdict.now)
+    location = (now[0].path + (f":{now[0].start}-{now[0].end}" if now[0].start else "")) if now else c.path
+    message = f"cites {cited}: {verdict.why}"
+    if verdict.state == "changed":
+        nxt = (f"read the diff and the code now at {location}, correct what {note} says, then cite the lines "
+               f"again from the repository's root (amux memory cite {location})")
+    elif verdict.state == "moved":
+        message += f"; it should now read {verdict.now}"
+        nxt = f"replace {cited} with {verdict.now} in {note} (nothing else changed)"
+    elif verdict.state == "gone":
+        nxt = (f"drop what {note} says about that code, or cite where it went "
+               f"(git log --follow --oneline -- {c.path} shows where it went)")
+    else:
+        nxt = (f"git fetch (the commit may be on a branch or remote you have not fetched), or read the code and "
+               f"cite it again: amux memory cite {location}" + (f":{c.start}-{c.end}" if c.start else ""))
+    out: dict[str, Any] = {"code": CODES[verdict.state], "paths": [note], "lines": [[c.line, c.line]] if c.line else [],
+                           "message": message, "next": nxt, "citation": cited, "now": verdict.now}
+    if verdict.diff:
+        out["diff"] = verdict.diff
+    return out
+
+
+def check_notes(project: Project, notes: list[tuple[str, str]]) -> dict[str, Any]:
+    """The citations of ``notes`` (``(path, text)``) checked against the project's work tree:
+    ``{findings, counts, notes, citations, stale_notes, verdicts}``; ``verdicts`` maps each note to its
+    ``[Verdict]`` (for the web page)."""
+    cited: list[tuple[str, Citation]] = [(path, c) for path, text in notes for c in find_citations(text)]
+    verdicts = check_citations(project.root, [c for _, c in cited])
+    findings = [finding(path, v) for (path, _), v in zip(cited, verdicts, strict=True) if v.state != "ok"]
+    counts: dict[str, int] = {}
+    for f in findings:
+        counts[f["code"]] = counts.get(f["code"], 0) + 1
+    by_note: dict[str, list[Verdict]] = {}
+    for (path, _), v in zip(cited, verdicts, strict=True):
+        by_note.setdefault(path, []).append(v)
+    return {"findings": findings, "counts": counts, "notes": len(notes), "citations": len(cited),
+            "stale_notes": sorted({f["paths"][0] for f in findings}), "verdicts": by_note}
+
+
+def source_findings(client: Caller, project: Project, mounts: list[dict[str, Any]],
+                    deadline: float | None = None) -> dict[str, Any]:
+    """:func:`check_notes` over the project's notes as the caller sees them (:func:`project_notes`), plus
+    ``repository`` (the project's identity and path) and ``elapsed_ms``; without ``verdicts``."""
+    started = time.perf_counter()
+    result = check_notes(project, project_notes(client, project, mounts, deadline))
+    del result["verdicts"]
+    result["repository"] = {"identity": project.identity, "path": project.path, "root": str(project.root)}
+    result["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    return result
+
+
+def merge_into(report: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
+    """``report`` (a health report) with ``part``'s findings and counts added, and ``repository`` and
+    ``citations`` (``{notes, citations, stale_notes}``) beside them."""
+    counts = dict(report.get("counts") or {})
+    for code, n in part["counts"].items():
+        counts[code] = counts.get(code, 0) + n
+    return {**report, "findings": list(report.get("findings") or []) + part["findings"], "counts": counts,
+            "repository": part["repository"],
+            "citations": {"notes": part["notes"], "citations": part["citations"], "stale_notes": part["stale_notes"],
+                          "elapsed_ms": part["elapsed_ms"]}}
+
+
+def with_sources(client: Caller, report: dict[str, Any], mounts: list[dict[str, Any]], repo: str | None,
+                 path_prefix: str = "") -> dict[str, Any]:
+    """``report`` with the citation findings of a repository's notes (:func:`merge_into`), those under
+    ``path_prefix`` only.  ``repo``: a directory of the work tree (a failure to find its repository raises
+    ``not_found``), or None for the current directory, quietly left out when it is not in a work tree or the
+    project has no note."""
+    from amux_memory.tools.client.project import find_project
+
+    try:
+        project = find_project(repo if repo is not None else ".")
+    except HubError:
+        if repo is not None:
+            raise
+        return report
+    part = source_findings(client, project, mounts)
+    if repo is None and not part["notes"]:
+        return report
+    kept = [f for f in part["findings"] if f["paths"][0].startswith(path_prefix)]
+    counts: dict[str, int] = {}
+    for f in kept:
+        counts[f["code"]] = counts.get(f["code"], 0) + 1
+    return merge_into(report, {**part, "findings": kept, "counts": counts})
