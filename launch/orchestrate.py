@@ -67,6 +67,9 @@ class LaunchRequest:
     """Called with the final spec just before the agent starts (not for ``print_spec``): ``amux memory tidy``
     begins its review-forced run there, once the session and the agent's token are known (DESIGN.md §21).  What
     it raises ends the launch before the agent runs, with everything prepared removed."""
+    check_sources: bool = True
+    """Check the citations of the work tree's repository first, within a bounded time, and say on the terminal how
+    many of its notes cite code that changed (DESIGN.md §24); ``amux memory tidy`` has just done it."""
 
 
 class Terminated(BaseException):
@@ -145,6 +148,12 @@ def launch(request: LaunchRequest, *, emit_spec: Callable[[dict[str, Any]], None
                 request.before_run(spec)
             for line in spec.notices:
                 notice(line)
+            if spec.memory and request.check_sources:  # DESIGN.md §24: on the terminal, never in the protocol
+                from amux_memory.tools.client.source_health import launch_notice
+
+                line = launch_notice(os.getcwd(), request.agent)
+                if line:
+                    notice(line)
             sys.stderr.flush()
             return run(spec, base_env=environ)  # it passes SIGTERM/SIGHUP on to the agent meanwhile
         finally:

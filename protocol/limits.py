@@ -80,7 +80,8 @@ Clients and frontends
   * ``tools.client.base.RECEIVE_BYTES`` (bytes): one ``recv``.
   * ``tools.cli.tidy.TASK_MAX_BYTES`` (bytes): the longest tidy task on an agent's command line (§21).
   * ``tools.client.project.GIT_TIMEOUT_SECONDS`` (s), ``tools.client.source_check.DIFF_MAX_LINES`` (lines),
-    ``tools.client.source_check.GIT_WORKERS`` (processes): git beside a work tree, the citation check (§24).
+    ``tools.client.source_check.GIT_WORKERS`` (processes), ``tools.client.source_health.LAUNCH_CHECK_SECONDS`` (s):
+    git beside a work tree, the citation check and how long a launch waits for it (§24).
   * ``tools.client.textdiff.CONTEXT_LINES`` (lines), ``tools.client.when.MAX_DURATION_SECONDS`` (s).
   * ``tools.lifecycle.spawn.POLL_INTERVAL_S`` (s): between ``hello`` attempts while a Hub starts.
   * ``tools.cli.login.CONNECT_SECONDS`` (s): each connection of ``amux login``/``logout`` (§7.4).

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ from amux_memory.tools.cli.health import render_text
 from amux_memory.tools.client.citations import Citation, find_citations
 from amux_memory.tools.client.source_check import check_citations
 from bench.citations import build_history, sample_citations
-from tests.conftest import HubProcess
+from tests.conftest import HubProcess, amux_argv
+from tests.ui_helpers import request, start_ui
 
 NOTES = "projects/github.com/acme/web/"
 
@@ -175,3 +177,39 @@ def test_citations_at_generated_commits_agree_with_git_show(tmp_path: Path) -> N
     unknown = check_citations(history.root, [Citation("src/f1.txt", 1, 2, "0123456789"),
                                              Citation("nope.txt", 1, 1, history.commits[0][:8])])
     assert [v.state for v in unknown] == ["unknown", "unknown"]
+
+
+def test_launch_says_how_many_notes_cite_changed_code_and_the_page_shows_each_citation(
+        hub: HubProcess, tmp_path: Path) -> None:
+    """``amux launch`` in the work tree tells the person on the terminal (not the agent) how many of the
+    repository's notes cite code that changed, with the tidy command; the web page's document view, run in the
+    work tree, shows each citation's state (outside it: not checked)."""
+    root = tmp_path / "web"
+    c = scenario(root)
+    a = c["A"]
+    note = f"Deploy: `deploy/Makefile#L12-L14@{a}`; stable: `docs/stable.md#L2-L4@{a}`; `src/app.py#L20-L22@{a}`.\n"
+    for path, text in ((NOTES + "deploy.md", note), (NOTES + "fine.md", f"`docs/stable.md@{a}`\n")):
+        assert hub.cli("memory", "upsert", path, "--expected-revision", "absent", input=text.encode()).returncode == 0
+    done = subprocess.run([*amux_argv(), "launch", "claude", "-p", "hi"], cwd=root / "src", capture_output=True,
+                          text=True, timeout=60, env={**hub.env, "AMUX_LAUNCH_CLAUDE": "/bin/true"})
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "cite code that changed" in line]
+    assert lines == [f"amux: 1 of 2 notes of {NOTES} cite code that changed (2 of 4 citations); see: amux memory "
+                     f"health --repo {root}; tidy them: amux memory tidy claude --repo {root}"], done.stderr
+    ui = start_ui(hub.env, tmp=tmp_path, cwd=root)
+    try:
+        cookie = ui.sign_in()
+        status, _, body = request(ui, "GET", "/doc/" + NOTES + "deploy.md", cookie=cookie)
+        assert status == 200 and 'id="citations"' in body
+        rows = re.findall(r'<tr class="citation-(\w+)"><td>1</td><td><code>([^<]+)</code>', body)
+        assert rows == [("changed", f"deploy/Makefile#L12-L14@{a}"), ("ok", f"docs/stable.md#L2-L4@{a}"),
+                        ("moved", f"src/app.py#L20-L22@{a}")]
+        assert f"src/app.py#L23-L25@{c['B']}" in body and "+make line 13: deploy-web now needs STAGE=1" in body
+    finally:
+        ui.stop()
+    elsewhere = start_ui(hub.env, tmp=tmp_path, cwd=tmp_path)
+    try:
+        _, _, body = request(elsewhere, "GET", "/doc/" + NOTES + "deploy.md", cookie=elsewhere.sign_in())
+        assert body.count('class="citation-unchecked"') == 3 and "Not checked" in body
+    finally:
+        elsewhere.stop()

@@ -81,12 +81,13 @@ def take_cookie(ui: UiProcess, driver: Any) -> None:
     ui.cookie = f"{ui.cookie_name}={found['value']}"
 
 
-def start_ui(env: dict[str, str], *args: str, tmp: Path, timeout: float = 20.0) -> UiProcess:
-    """Start ``amux ui --port 0 --no-open ARGS`` with ``env``; returns once its URL line is printed."""
+def start_ui(env: dict[str, str], *args: str, tmp: Path, timeout: float = 20.0, cwd: Path | None = None) -> UiProcess:
+    """Start ``amux ui --port 0 --no-open ARGS`` with ``env`` (in ``cwd``, e.g. a work tree whose citations the
+    document view checks); returns once its URL line is printed."""
     err = tmp / f"ui-{time.monotonic_ns()}.err"
     with open(err, "wb") as err_file:
         proc = subprocess.Popen([*amux_argv(), "ui", "--port", "0", "--no-open", *args], env=env,
-                                stdout=subprocess.PIPE, stderr=err_file, stdin=subprocess.DEVNULL)
+                                stdout=subprocess.PIPE, stderr=err_file, stdin=subprocess.DEVNULL, cwd=cwd)
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     line = b""

@@ -179,7 +179,7 @@ def tidy(agent: Literal["claude", "codex", "pi"], /, *agent_args: str,
             "proposal")
 
     request = LaunchRequest(agent=agent, args=agent_arguments(agent, print_mode, list(agent_args), task),
-                            before_run=begin)
+                            before_run=begin, check_sources=False)
     status = 0
     try:
         from amux_memory.tools.cli.launch import print_notice

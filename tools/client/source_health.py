@@ -156,3 +156,73 @@ def with_sources(client: Caller, report: dict[str, Any], mounts: list[dict[str, 
     for f in kept:
         counts[f["code"]] = counts.get(f["code"], 0) + 1
     return merge_into(report, {**part, "findings": kept, "counts": counts})
+
+
+LAUNCH_CHECK_SECONDS = 2.0
+"""How long ``amux launch`` waits for the citation check of the work tree's repository before it starts the agent
+without it, saying so (s)."""
+
+
+def launch_notice(directory: str, agent: str, seconds: float = LAUNCH_CHECK_SECONDS) -> str:
+    """The line ``amux launch`` prints on the terminal before the agent starts (DESIGN.md §24): how many of the
+    repository's notes cite code that changed, with the commands that show and tidy them; ``""`` outside a work
+    tree, with no such note, or when the Hub cannot be asked; a line saying the check was skipped when it takes
+    longer than ``seconds`` (it goes on in a daemon thread, which the agent's start does not wait for)."""
+    import threading
+
+    from amux_memory.tools.client.blocking import HubClient
+    from amux_memory.tools.client.project import find_project
+
+    try:
+        project = find_project(directory)
+    except HubError:
+        return ""
+    answer: list[dict[str, Any]] = []
+
+    def work() -> None:
+        try:
+            with HubClient() as client:
+                answer.append(source_findings(client, project, list(client.hello.get("mounts") or []),
+                                              time.monotonic() + seconds))
+        except (HubError, OSError):
+            pass
+
+    thread = threading.Thread(target=work, name="amux-citation-check", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        return (f"amux: the check of {project.path}'s citations was skipped: it takes longer than {seconds:g} s; "
+                f"run it with: amux memory health --repo {project.root}")
+    if not answer or not answer[0]["stale_notes"]:
+        return ""
+    part = answer[0]
+    stale = len(part["stale_notes"])
+    return (f"amux: {stale} of {part['notes']} notes of {project.path} cite code that changed "
+            f"({len(part['findings'])} of {part['citations']} citations); see: amux memory health --repo "
+            f"{project.root}; tidy them: amux memory tidy {agent} --repo {project.root}")
+
+
+def document_citations(path: str, text: str, directory: str) -> dict[str, Any]:
+    """Each citation of one document with its state, for the web page's document view (DESIGN.md §20, §24):
+    ``{checked, repository, root, rows: [{citation, line, state, now, why, diff}]}``.  The citations are checked
+    when ``directory`` (where ``amux ui`` runs) is in the work tree of the repository whose notes hold ``path``
+    (``projects/<identity>/…``, also in a mount); otherwise ``checked`` is false and each state ``unchecked``.
+    ``rows`` is empty for a document without citations.  Raises what the check raises."""
+    from amux_memory.tools.client.project import find_project
+
+    citations = find_citations(text)
+    if not citations:
+        return {"checked": False, "repository": "", "root": "", "rows": []}
+    try:
+        project: Project | None = find_project(directory)
+    except HubError:
+        project = None
+    own = path.split("/", 1)[1] if path.startswith("@") and "/" in path else path
+    if project is None or not own.startswith(project.path):
+        return {"checked": False, "repository": project.path if project else "", "root": "",
+                "rows": [{"citation": c.text, "line": c.line, "state": "unchecked", "now": "", "why": "",
+                          "diff": ""} for c in citations]}
+    verdicts = check_citations(project.root, citations)
+    return {"checked": True, "repository": project.path, "root": str(project.root),
+            "rows": [{"citation": v.citation.text, "line": v.citation.line, "state": v.state, "now": v.now,
+                      "why": v.why, "diff": v.diff} for v in verdicts]}

@@ -343,8 +343,18 @@ class UiApp:
         except HubError as exc:
             return self.error_page(request, exc, 404 if exc.code is ErrorCode.INVALID_PATH else 400)
         return self.page(request, "doc.html", title=path, path=path, draft=data["text"] if data["editable"] else "",
-                         expected=data["revision"],
+                         expected=data["revision"], citations=await self.citations(path, data["text"]),
                          conflict=None, error=None, **data)
+
+    async def citations(self, path: str, text: str) -> dict[str, Any]:
+        """The state of each citation in a document, checked against the work tree ``amux ui`` runs in (DESIGN.md
+        §24: the Hub never sees one); a check git cannot make is shown as its error, never a failed page."""
+        from amux_memory.tools.client.source_health import document_citations
+
+        try:
+            return await trio.to_thread.run_sync(document_citations, path, text, os.getcwd())
+        except HubError as exc:
+            return {"checked": False, "repository": "", "root": "", "rows": [], "error": exc.message}
 
     async def new(self, request: Request) -> Response:
         path = request.query_params.get("path", "")
