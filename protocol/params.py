@@ -484,12 +484,14 @@ def parse_scope_name(value: object, field: str) -> str:
 @dataclass(frozen=True)
 class ScopeCopyParams:
     """``scope_copy``: every document of scope ``source`` into scope ``destination`` (bindings), the page after
-    ``cursor`` (``""``: from the first document); ``move`` forgets each source document the destination holds."""
+    ``cursor`` (``""``: from the first document); ``move`` forgets each source document the destination holds;
+    ``path_prefixes`` keeps the documents whose path starts with one of them (empty: every document)."""
 
     source: str
     destination: str
     cursor: str
     move: bool
+    path_prefixes: tuple[str, ...] = ()
 
 
 def parse_backup_stage(params: dict[str, Any]) -> None:
@@ -499,9 +501,10 @@ def parse_backup_stage(params: dict[str, Any]) -> None:
 
 def parse_scope_copy(params: dict[str, Any]) -> ScopeCopyParams:
     """Validate ``scope_copy`` params: ``source`` and ``destination`` (:func:`parse_scope_name`, not the same
-    scope), optional ``cursor`` (the previous page's ``next_cursor``: a document path, or ``""``) and ``move``
-    (bool, default false: forget each source document the destination now holds)."""
-    _only(params, {"source", "destination", "cursor", "move"})
+    scope), optional ``cursor`` (the previous page's ``next_cursor``: a document path, or ``""``), ``move``
+    (bool, default false: forget each source document the destination now holds) and ``path_prefixes`` (a list
+    of non-empty path prefixes, :func:`protocol.paths.normalize_prefix`; default none: the whole scope)."""
+    _only(params, {"source", "destination", "cursor", "move", "path_prefixes"})
     source = parse_scope_name(params.get("source"), "source")
     destination = parse_scope_name(params.get("destination"), "destination")
     if source == destination:
@@ -515,7 +518,10 @@ def parse_scope_copy(params: dict[str, Any]) -> ScopeCopyParams:
     move = params.get("move", False)
     if not isinstance(move, bool):
         raise _bad("move must be true or false", field="move")
-    return ScopeCopyParams(source, destination, cursor, move)
+    prefixes = params.get("path_prefixes", [])
+    if not isinstance(prefixes, list) or not all(isinstance(x, str) and x for x in prefixes):
+        raise _bad("path_prefixes must be a list of non-empty path prefixes", field="path_prefixes")
+    return ScopeCopyParams(source, destination, cursor, move, tuple(normalize_prefix(x) for x in prefixes))
 
 
 @dataclass(frozen=True)

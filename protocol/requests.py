@@ -13,6 +13,7 @@ Every builder returns a new ``dict[str, Any]`` of plain msgpack values.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from amux_memory.protocol.messages import PROTOCOL_VERSION
@@ -259,16 +260,19 @@ def backup_stage_params() -> dict[str, Any]:
     return {}
 
 
-def scope_copy_params(source: str, destination: str, *, cursor: str = "", move: bool = False) -> dict[str, Any]:
+def scope_copy_params(source: str, destination: str, *, cursor: str = "", move: bool = False,
+                      path_prefixes: Sequence[str] = ()) -> dict[str, Any]:
     """``scope_copy`` (an operator's method, DESIGN.md §7.8): ``{"source", "destination"}``, each a scope's
     binding (``global``, ``principal:NAME``, ``team:NAME``), plus ``cursor`` (the previous page's
-    ``next_cursor``) when non-empty and ``"move": True`` (forget each source document the destination now
-    holds) when set."""
+    ``next_cursor``) when non-empty, ``"move": True`` (forget each source document the destination now
+    holds) when set and ``path_prefixes`` (only documents under one of them) when given."""
     params: dict[str, Any] = {"source": source, "destination": destination}
     if cursor:
         params["cursor"] = cursor
     if move:
         params["move"] = True
+    if path_prefixes:
+        params["path_prefixes"] = list(path_prefixes)
     return params
 
 

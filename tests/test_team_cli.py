@@ -229,7 +229,9 @@ def test_scope_copy_is_the_operators_alone(teams: tuple[HubProcess, dict[str, di
     version = call(h, as_["mia"], "history", {"path": "deploy.md"})["versions"][0]
     assert version["actor"]["principal"] == me() and version["actor"]["client"] == "amux-cli"
     assert version["origin"] == {"from": {"scope": "team:web", "document": "deploy.md", "revision": sha(NOTE),
-                                          "mounted": "@web/deploy.md"}}
+                                          "mounted": "@web/deploy.md"},
+                                 "author": {"principal": "alice", "client": "amux-cli",
+                                            "time": version["origin"]["author"]["time"]}}  # who wrote the text
     second = in_terminal(h, {}, "hub", "scope", "copy", "team:web", "principal:mia")
     assert second.returncode == 0, second.stderr
     assert second.plain.splitlines()[0] == "copied 0 documents from team:web to principal:mia; skipped 1", second.plain
@@ -310,7 +312,7 @@ def test_switching_isolation_to_user_then_bringing_global_over(tmp_path: Path) -
         assert call(h, {}, "get", {"path": "MEMORY.md"})["content"] == "# Mine\n"  # never overwritten
         version = call(h, {}, "history", {"path": "notes/a.md"})["versions"][0]
         # global is no scope of the operator's any more (isolation user): history names it another memory.
-        assert version["origin"] == {"from": {"memory": "another"}}
+        assert version["origin"]["from"] == {"memory": "another"} and version["origin"]["author"]["principal"] == me()
         assert version["actor"]["principal"] == me()
         # What is left is what a person must merge, and the reports say so.
         assert sorted(p.name for p in h.scope_dir.iterdir() if p.suffix == ".md") == ["MEMORY.md"]

@@ -17,11 +17,12 @@ sessions were opened (and used on the team) before it was removed.  Each princip
 Every cell (method x caller x transport) asserts allow or deny as the caller's role says (each route's ``role``,
 ``hub.methods.routes``):
 an allowed call's effect on the files; for a denied one the code and data (``not_found``/``no_mount`` for a
-caller without the mount, ``unauthorized``/``role`` for a weaker role, ``not_found`` for a proposal id outside
-the teams the caller maintains), that no file of the home changed (size and mtime of every file), and, for
-callers without the mount and for proposal ids, that the answer equals the answer for a team that does not
-exist (or an id that was never issued) but for the name.  Failures are gathered per transport and reported
-together.
+caller without the mount, ``unauthorized``/``role`` for a weaker role, ``not_found`` for a proposal id the caller
+may not see: every proposal is the writer's agent's, so only the writer and the maintainer see them, and the
+writer's decision is ``unauthorized``/``role``), that no file of the home changed (size and mtime of every
+file), and, for callers without the mount and for proposal ids they may not see, that the answer equals the
+answer for a team that does not exist (or an id that was never issued) but for the name.  Failures are gathered
+per transport and reported together.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ CALLERS = ("outsider", "reader", "writer", "maintainer", "removed")
 ROLE = {"reader": "reader", "writer": "writer", "maintainer": "maintainer"}
 RANK = ("reader", "writer", "maintainer")
 WITHOUT_MOUNT = ("outsider", "removed")
+PROPOSER = "writer"
+"""Whose agent makes every proposal of the matrix: it sees them (its own), a maintainer decides them."""
 KEYWORD = "kubectl"
 """In the team's notes only."""
 V1 = b"# Deploy\n\nkubectl rollout restart deploy/web from main.\n"
@@ -445,7 +448,12 @@ def _check_move(w: World, ctx: Ctx, r: dict[str, Any], caller: str, agent: bool)
 
 
 def _check_review_list(w: World, ctx: Ctx, r: dict[str, Any], caller: str, agent: bool) -> None:
-    assert _all_team(_paths(r["proposals"])) and w.shared_proposal in [p["id"] for p in r["proposals"]], r
+    """A maintainer's list holds every proposal, the proposer's its own (all of them here), a reader's none."""
+    ids = [p["id"] for p in r["proposals"]]
+    if caller == "reader":
+        assert (ids, r["pending"]) == ([], 0), r
+    else:
+        assert _all_team(_paths(r["proposals"])) and w.shared_proposal in ids, r
 
 
 def _check_review_show(w: World, ctx: Ctx, r: dict[str, Any], caller: str, agent: bool) -> None:
@@ -521,9 +529,10 @@ METHODS: list[Method] = [
         _check_move, prepare=lambda w, cell: {**_prepare_note(w, cell), "dest": f"moved/{cell}.md"}),
     Method("purge", "maintainer", lambda c, x, t: c.call("purge", {
         "path": _at(t, x["path"]), "revision": x["revisions"][0]}), _check_purge, prepare=_prepare_versions),
-    Method("review_list", "maintainer", lambda c, x, t: c.call("review_list", {"path_prefix": f"@{t}/"}),
+    Method("review_list", "reader", lambda c, x, t: c.call("review_list", {"path_prefix": f"@{t}/"}),
            _check_review_list),
-    Method("review_show", "maintainer", lambda c, x, t: c.call("review_show", {"id": x["id"]}), _check_review_show,
+    # Shown to its proposer (the writer) and the maintainer: "writer" or stronger, as the matrix's ranks go.
+    Method("review_show", "writer", lambda c, x, t: c.call("review_show", {"id": x["id"]}), _check_review_show,
            prepare=lambda w, cell: {"id": w.shared_proposal}, by_id=True),
     Method("approve", "maintainer", lambda c, x, t: c.call("review_decide", {
         "id": x["id"], "decision": "approve", "expected_revision": "absent"}), _check_approve,
@@ -538,7 +547,9 @@ def expected_denial(caller: str, method: Method) -> tuple[str, dict[str, Any]] |
     """``None`` when ``caller`` may call ``method`` on the team, else the error ``(code, data)`` it must get."""
     if caller not in WITHOUT_MOUNT and RANK.index(ROLE[caller]) >= RANK.index(method.needs):
         return None
-    if method.by_id:  # a proposal is looked for only where the caller maintains: unknown elsewhere
+    if method.by_id and caller == PROPOSER:  # its own proposal: seen, but a maintainer decides
+        return "unauthorized", {"reason": "role", "mount": f"@{TEAM}/", "role": ROLE[caller], "needs": method.needs}
+    if method.by_id:  # a proposal the caller may not see: exactly an unknown id
         return "not_found", {"proposal": "<id>"}
     if caller in WITHOUT_MOUNT:
         return "not_found", {"mount": f"@{TEAM}/", "reason": "no_mount"}
@@ -594,7 +605,7 @@ def run_cell(w: World, v: Verdicts, transport: str, caller: str, method: Method,
         shown = {k: "<id>" if method.by_id and v == ctx["id"] else v for k, v in answer["data"].items()}
         assert (answer["code"], shown) == (code, data), answer
         assert snapshot(w.hub.home) == before, "a denied call changed files of the home"
-        if caller in WITHOUT_MOUNT or method.by_id:
+        if caller in WITHOUT_MOUNT or (method.by_id and code == "not_found"):
             other_ctx = {**ctx, "id": UNKNOWN_ID} if method.by_id else ctx
             other_ok, other = perform(other_ctx, MISSING)
             assert not other_ok, other
@@ -629,7 +640,7 @@ def mcp_perform(m: Mcp, method: Method) -> Callable[[Ctx, str], Answer]:
 def _whole_view(w: World, v: Verdicts, transport: str, caller: str) -> None:
     """Calls that name no mount cover every mount the caller has (DESIGN.md §7.8): a member's search finds the team
     note; a caller without the mount gets nothing of the team (no match, count, part, entry, change or proposal);
-    only a maintainer's review list holds the team's proposals."""
+    a maintainer's review list holds the team's proposals, the proposer's its own, a reader's none."""
     mcp = transport in MCP_TRANSPORTS
     team = f"@{TEAM}/"
 
@@ -664,9 +675,11 @@ def _whole_view(w: World, v: Verdicts, transport: str, caller: str) -> None:
     def reviews() -> None:
         r = review_all(c)
         ids = [p["id"] for p in r["proposals"]]
-        assert (w.shared_proposal in ids) is (caller == "maintainer"), r
-        if caller != "maintainer":
+        assert (w.shared_proposal in ids) is (caller in ("maintainer", PROPOSER)), r
+        if caller in WITHOUT_MOUNT:
             assert team not in json.dumps(r), r
+        elif caller == "reader":
+            assert (ids, r["pending"]) == ([], 0), r
 
     def partial() -> None:  # a prefix "@w" names the mounts whose label starts with it
         r = c.call("search", {"query": KEYWORD, "path_prefix": f"@{TEAM[0]}"})
@@ -779,9 +792,9 @@ PAGES: list[Page] = [
     Page("purge", "maintainer", lambda x, t: "/purge", lambda x, t: {
         "path": f"@{t}/{x['path']}", "revision": x["revisions"][0], "confirm": "on"}, _page_purged,
         prepare=_prepare_versions),
-    Page("review_list", "maintainer", lambda x, t: "/review", None, lambda w, x, body: _shows(w.shared_proposal)(
+    Page("review_list", "writer", lambda x, t: "/review", None, lambda w, x, body: _shows(w.shared_proposal)(
         w, x, body), whole_view=True),
-    Page("review_show", "maintainer", lambda x, t: f"/review/{x['id']}", None,
+    Page("review_show", "writer", lambda x, t: f"/review/{x['id']}", None,
          _shows(f"@{TEAM}/proposed/shared.md"), prepare=lambda w, cell: {"id": w.shared_proposal}, by_id=True),
     Page("approve", "maintainer", lambda x, t: "/review/decide", lambda x, t: {
         "id": x["id"], "decision": "approve", "expected_revision": "absent"}, _page_written,
@@ -855,10 +868,11 @@ def _page_cell(w: World, v: Verdicts, b: Browser, caller: str, page: Page) -> No
         if page.whole_view:
             assert f"@{TEAM}/" not in body and all(i not in body for i in (*ids, w.shared_proposal)), body[:500]
             return
+        unknown = page.by_id and caller != PROPOSER  # its own proposal: seen, but a maintainer decides
         if caller not in WITHOUT_MOUNT:
-            code = "not_found" if page.by_id else "unauthorized"
+            code = "not_found" if unknown else "unauthorized"
             assert code in body, (status, body[:800])
-        if caller in WITHOUT_MOUNT or page.by_id:
+        if caller in WITHOUT_MOUNT or unknown:
             other_ctx = {**ctx, "id": UNKNOWN_ID} if page.by_id else ctx
             other_status, other = b.fetch(page, other_ctx, MISSING)
             assert (status, normalized({"page": body}, *ids)) == (

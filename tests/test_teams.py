@@ -210,13 +210,17 @@ def test_an_agents_team_write_is_a_proposal_a_maintainer_decides(team_hub: tuple
                                               "expected_revision": "absent"}, client_name="amux-mcp")
     assert proposed["proposed"] is True and proposed["path"] == "@web/deploy.md"
     assert not (team_dir(h) / "deploy.md").exists()
-    # The writer and the reader cannot see or decide the team's queue; the maintainer can.
-    for who in ("alice", "bob"):
-        error = refused(h, t[who], "review_list", {"path_prefix": "@web/"})
-        assert error.code is ErrorCode.UNAUTHORIZED and error.data["needs"] == "maintainer"
-        missing = refused(h, t[who], "review_decide", {"id": proposed["proposal"], "decision": "approve",
-                                                      "expected_revision": "absent"})
-        assert missing.code is ErrorCode.NOT_FOUND
+    # The writer sees his own proposal but may not decide it; the reader sees nothing of it; the maintainer
+    # decides (tests/test_review_proposer.py goes through the CLI).
+    own = call(h, t["alice"], "review_list", {"path_prefix": "@web/"})
+    assert [p["id"] for p in own["proposals"]] == [proposed["proposal"]] and own["pending"] == 1
+    assert call(h, t["bob"], "review_list", {"path_prefix": "@web/"})["proposals"] == []
+    for who, code in (("alice", ErrorCode.UNAUTHORIZED), ("bob", ErrorCode.NOT_FOUND)):
+        error = refused(h, t[who], "review_decide", {"id": proposed["proposal"], "decision": "approve",
+                                                    "expected_revision": "absent"})
+        assert error.code is code, error
+    assert refused(h, t["alice"], "review_decide", {"id": proposed["proposal"], "decision": "approve",
+                                                    "expected_revision": "absent"}).data["needs"] == "maintainer"
     queue = call(h, t["mia"], "review_list", {"path_prefix": "@web/"})
     assert [(p["id"], p["path"]) for p in queue["proposals"]] == [(proposed["proposal"], "@web/deploy.md")]
     assert queue["review"] == "agents"

@@ -17,7 +17,8 @@ has other mounts):
   as before; a page's ``next_cursor`` carries the part it stopped in
   (:func:`cursor_of`), so a client pages through them all unchanged;
 * ``proposal`` (``review_show``, ``review_decide``): the proposal is looked for
-  in the root and then in the mounts the caller maintains;
+  in the root and then in every mount (the handler shows a member who does not
+  maintain a team its own proposals only, and lets only a maintainer decide);
 * ``documents`` (``copy``): both paths of the parsed parameters resolved;
 * ``root`` (``scan``): the caller's own scope.
 
@@ -32,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from amux_memory.hub.access.identity import Identity
-from amux_memory.hub.access.mounts import MAINTAIN, READ, WRITE, MountView, Part, shown, shown_error
+from amux_memory.hub.access.mounts import READ, WRITE, MountView, Part, shown, shown_error
 from amux_memory.hub.access.registry import Registry
 from amux_memory.hub.methods.calls import Reach, Route
 from amux_memory.hub.methods.memory import MemoryMethods
@@ -136,7 +137,8 @@ async def _paged(memory: MemoryMethods, route: Route, view: MountView, params: d
         return _empty(memory, view, route.name)
     memory.check_enabled()
     if len(parts) == 1 and parts[0].mount is None:
-        return await memory.run(route, view.root, params, identity, registry=registry, now=now, visible=visible)
+        return _rules(memory, route.name, parts, await memory.run(route, view.root, params, identity,
+                                                                  registry=registry, now=now, visible=visible))
     index, inner_cursor = _resume(parts, params.get("cursor")) if len(parts) > 1 else (0, params.get("cursor"))
     while True:  # a part with nothing to show passes on to the next in the same answer
         part = parts[index]
@@ -160,6 +162,19 @@ async def _paged(memory: MemoryMethods, route: Route, view: MountView, params: d
         elif index + 1 < len(parts):
             result["next_cursor"] = cursor_of(parts[index + 1].label, "")
         result["part"] = part.label
+    return _rules(memory, route.name, parts, result)
+
+
+def _rules(memory: MemoryMethods, method: str, parts: list[Part], result: Result) -> Result:
+    """A ``review_list`` page where some part the prefix covers reviews gains ``reviews``: for each part,
+    ``{mount, review, role?}`` (``mount`` ``""`` for the caller's own scope, ``review`` the part's rule, ``role``
+    the caller's in a team), so a caller learns which of its memories review and whether it decides there
+    (DESIGN.md §21).  With review off everywhere, and for other methods, the page is returned unchanged."""
+    if method == "review_list":
+        reviews = [{"mount": part.label, "review": memory.review_rule(part.scope)}
+                   | ({} if part.mount is None else {"role": part.mount.role}) for part in parts]
+        if any(r["review"] != "off" for r in reviews):
+            result["reviews"] = reviews
     return result
 
 
@@ -175,13 +190,15 @@ def _empty(memory: MemoryMethods, view: MountView, method: str) -> Result:
 async def _by_proposal(memory: MemoryMethods, route: Route, view: MountView, params: dict[str, Any],
                        identity: Identity | None, registry: Callable[[], Registry] | None, now: float,
                        visible: Mapping[str, str]) -> Result:
-    """``review_show``/``review_decide``: the caller's own scope first, then each mount it maintains."""
-    parts = [Part(view.root, None, "")] + [Part(m.scope, m, "") for m in view.mounted() if m.allows(MAINTAIN)]
+    """``review_show``/``review_decide``: the caller's own scope first, then each of its mounts (the part is handed
+    to the handler: in a team the caller does not maintain it sees its own proposals only, and decides none).  An
+    id found nowhere the caller may see it is the root's answer for an unknown id."""
+    parts = [Part(view.root, None, "")] + [Part(m.scope, m, "") for m in view.mounted()]
     missing: HubError | None = None
     for part in parts:
         try:
-            return shown(await memory.run(route, part.scope, params, identity, registry=registry, now=now,
-                                          visible=visible), part.label)
+            return shown(await memory.run(route, part.scope, params, identity, parts=(part,), registry=registry,
+                                          now=now, visible=visible), part.label)
         except HubError as exc:
             if exc.code is not ErrorCode.NOT_FOUND or exc.data.get("path") is not None:
                 raise shown_error(exc, part) from exc.__cause__

@@ -95,7 +95,8 @@ class Reach(enum.Enum):
     PAGED = "paged"
     """Every part ``path_prefix`` covers, one part's page per answer (``list``, ``log``, ``review_list``)."""
     PROPOSAL = "proposal"
-    """A proposal by id: the root, then each mount the caller maintains (``review_show``, ``review_decide``)."""
+    """A proposal by id: the root, then each mount (``review_show``, ``review_decide``); the handler, given the
+    mount, shows a member its own proposals only and checks the route's role once the id is found."""
 
 
 class Who(enum.Enum):

@@ -83,14 +83,16 @@ def _copy_source(memory: MemoryMethods, scope: Scope, path: str, expected: str |
 
 
 async def scope_copy(memory: MemoryMethods, source: Scope, destination: Scope, cursor: str, actor: Actor,
-                     move: bool = False) -> Result:
+                     move: bool = False, path_prefixes: tuple[str, ...] = ()) -> Result:
     """One page of the operator's copy of every document of ``source`` into ``destination`` (DESIGN.md §7.8).
 
     Documents are taken in path order after ``cursor`` (``""``: from the first), as the bounded walk of
     ``source`` finds them (:func:`hub.storage.walk.walk_documents`; reserved ``@`` entries and names that are not
-    logical paths are passed over).  Each is read under the source's lock and written under the
+    logical paths are passed over), only those under one of ``path_prefixes`` when any is given.  Each is read
+    under the source's lock and written under the
     destination's as a create: compare-and-swap ``absent``, every write check (credentials, quotas), no
-    review (the operator writes), history naming ``actor`` and the origin as :func:`copy` records it.  A
+    review (the operator writes), history naming ``actor`` and the origin as :func:`copy` records it, plus the
+    origin's ``author`` (:func:`source_author`).  A
     destination document that exists is never overwritten: it is skipped (``identical`` when it holds the
     same bytes, else ``exists``, with its revision), as is a document any check refuses (``reason`` the
     error code, ``message`` its first 200 characters) or one gone since the walk (``gone``).  With ``move``,
@@ -110,7 +112,8 @@ async def scope_copy(memory: MemoryMethods, source: Scope, destination: Scope, c
         raise HubError(ErrorCode.BAD_REQUEST, "source and destination are the same scope; nothing to copy",
                        {"field": "destination"})
     walked = await trio.to_thread.run_sync(walk_documents, memory.scope_dir(source), "", memory.limits)
-    paths = sorted(path for path, _ in walked.found if path > cursor)
+    paths = sorted(path for path, _ in walked.found
+                   if path > cursor and (not path_prefixes or path.startswith(path_prefixes)))
     result: Result = {"source": source.binding, "destination": destination.binding, "copied": [], "skipped": [],
                       "next_cursor": None, "incomplete": bool(walked.reasons),
                       "incomplete_reasons": list(walked.reasons), "unreadable": list(walked.unreadable)}
@@ -152,18 +155,20 @@ async def handle_scope_copy(memory: MemoryMethods, call: Call) -> Result:
 
     source, destination = await trio.to_thread.run_sync(resolve)
     memory.check_enabled()
-    return await scope_copy(memory, source, destination, p.cursor, call.actor, p.move)
+    return await scope_copy(memory, source, destination, p.cursor, call.actor, p.move, p.path_prefixes)
 
 
 async def _copy_one(memory: MemoryMethods, source: Scope, destination: Scope, path: str, actor: Actor,
                     move: bool) -> Result:
     """One document of :func:`scope_copy`: ``{path, revision, bytes}`` when written, else ``{path, reason,
     ...}``; with ``move``, ``moved`` says whether the source was forgotten."""
-    data = await memory.locked(source, memory.store.read, memory.scope_dir(source), path)
+    data, author = await memory.locked(source, _read_authored, memory, source, path)
     if data is None:
         return {"path": path, "reason": "gone"}
     revision = revision_of(data)
-    origin = {"from": {"scope": source.binding, "document": path, "revision": revision}}
+    origin: dict[str, Any] = {"from": {"scope": source.binding, "document": path, "revision": revision}}
+    if author is not None:
+        origin["author"] = author
     entry: Result
     try:
         written = await memory.locked(destination, _create_copy, memory, destination, path, data, actor, origin)
@@ -183,6 +188,27 @@ async def _copy_one(memory: MemoryMethods, source: Scope, destination: Scope, pa
         except HubError:
             entry["moved"] = False  # changed since it was read: both are kept, nothing lost
     return entry
+
+
+def _read_authored(memory: MemoryMethods, scope: Scope, path: str) -> tuple[bytes | None, dict[str, Any] | None]:
+    """:func:`scope_copy`'s read (worker thread, ``scope``'s lock held): the document's bytes (None when gone) and
+    :func:`source_author` of them."""
+    data = memory.store.read(memory.scope_dir(scope), path)
+    return data, None if data is None else source_author(memory, scope, path, revision_of(data))
+
+
+def source_author(memory: MemoryMethods, scope: Scope, path: str, revision: str) -> dict[str, Any] | None:
+    """Who wrote revision ``revision`` of ``path`` in ``scope``, as a scope copy records it beside the operator
+    (``origin.author``, DESIGN.md §15.7): ``{principal, client, time}`` of the newest version when it is that
+    revision (an author a copy recorded there is passed on: the text's first author, not a copier), else None
+    (history off, a hand edit not yet recorded)."""
+    newest = memory.history.scope(scope.relpath).newest(path)
+    if newest is None or newest.revision != revision:
+        return None
+    inherited = (newest.origin or {}).get("author")
+    if isinstance(inherited, dict):
+        return inherited
+    return {"principal": newest.actor.get("principal"), "client": newest.actor.get("client"), "time": newest.time}
 
 
 def _create_copy(memory: MemoryMethods, scope: Scope, path: str, data: bytes, actor: Actor, origin: dict[str,

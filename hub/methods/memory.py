@@ -99,14 +99,21 @@ ANOTHER_MEMORY = "another"
 ORIGIN_FIELDS = ("scope", "document", "revision")
 """The members a recorded side of an origin has (:attr:`hub.storage.history.Version.origin`)."""
 
+AUTHOR_FIELDS = ("principal", "client", "time")
+"""The members of a scope copy's ``origin.author`` (:func:`hub.methods.copies.source_author`)."""
+
 
 def origin_seen(origin: Mapping[str, Any], visible: Mapping[str, str]) -> dict[str, Any]:
     """A copy's or move's ``origin`` as a caller sees it (DESIGN.md §15.7): each side (``from``, ``to``) whose
     scope is in ``visible`` (binding → the prefix the caller sees it under, :attr:`hub.methods.calls.Call.visible`)
     keeps its ``scope``, ``document`` and ``revision`` and gains ``mounted``, the document's path as the caller
     names it (``@ops/secret.md``; ``secret.md`` in its own scope); any other side is ``{"memory": "another"}``:
-    no scope, path or revision."""
+    no scope, path or revision.  A scope copy's ``author`` (who wrote the text this scope now holds) is shown to
+    whoever reads the version."""
     seen: dict[str, Any] = {}
+    author = origin.get("author")
+    if isinstance(author, dict):
+        seen["author"] = {key: author.get(key) for key in AUTHOR_FIELDS}
     for side in ("from", "to"):
         named = origin.get(side)
         if named is None:
@@ -431,16 +438,19 @@ class MemoryMethods:
     # -- review (DESIGN.md §21): the work is the review queue's -----------------
 
     def handle_review_list(self, call: Call) -> Result:
-        """``review_list`` (worker thread, the scope's lock held)."""
-        return self.review.review_list(call.scope, call.params)
+        """``review_list`` (worker thread, the scope's lock held): a team's other members see their own proposals
+        only (:func:`hub.methods.review.may_see`)."""
+        return self.review.review_list(call.scope, call.params, call.actor)
 
     def handle_review_show(self, call: Call) -> Result:
-        """``review_show`` (worker thread, the scope's lock held)."""
-        return self.review.review_show(call.scope, call.params)
+        """``review_show`` (worker thread, the scope's lock held), as :meth:`handle_review_list` filters."""
+        return self.review.review_show(call.scope, call.params, call.actor)
 
     def handle_review_decide(self, call: Call) -> Result:
-        """``review_decide`` by a person (the route checked it; worker thread, the scope's lock held)."""
-        return self.review.review_decide(call.scope, call.params, call.actor)
+        """``review_decide`` by a person (the route checked it; worker thread, the scope's lock held); ``call.parts``
+        holds the mount the proposal was looked for in, whose role decides (:mod:`hub.methods.across_mounts`)."""
+        mount = call.parts[0].mount if call.parts else None
+        return self.review.review_decide(call.scope, call.params, call.actor, mount)
 
     async def handle_review_run(self, call: Call) -> Result:
         """``review_run``: begin (or, with ``end``, end) the review-forced run of ``session``

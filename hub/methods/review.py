@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from amux_memory.hub.access.config import HubConfig
 from amux_memory.hub.access.identity import MCP_CLIENT, Scope
+from amux_memory.hub.access.mounts import MAINTAIN, Mount, check_role
 from amux_memory.hub.methods.secrets import Finding, scrubbed
 from amux_memory.hub.storage.history import Actor, HistoryStore, line_changes, time_ns
 from amux_memory.hub.storage.proposals import (
@@ -29,6 +30,7 @@ from amux_memory.hub.storage.proposals import (
     new_id,
     path_matcher,
     revision_or_absent,
+    unknown_proposal,
 )
 from amux_memory.hub.storage.rewrite_guard import check_rewrite
 from amux_memory.hub.storage.store import Store, revision_of
@@ -102,6 +104,18 @@ def refuse_tidy_run(actor: Actor, method: str) -> None:
         raise HubError(ErrorCode.UNAUTHORIZED, "a tidy run cannot purge history: its changes are proposals a "
                        "person decides; nothing was erased", {"reason": "agent_caller", "agent": "tidy"},
                        next_step="Leave history as it is; a person purges with 'amux memory purge'.")
+
+
+def sees_all(scope: Scope) -> bool:
+    """Whether the caller holding ``scope`` sees every proposal of it: its own scope, or a team it maintains.  Any
+    other member of a team sees only the proposals its own principal made, and nothing of the others: not their
+    ids, paths or count (DESIGN.md §21)."""
+    return scope.kind != "team" or scope.maintainer
+
+
+def may_see(scope: Scope, proposal: Proposal, actor: Actor) -> bool:
+    """Whether ``actor`` (holding ``scope``) may see ``proposal``: :func:`sees_all`, or it is the proposer."""
+    return sees_all(scope) or (actor.principal is not None and proposal.actor.get("principal") == actor.principal)
 
 
 class ReviewQueue:
@@ -245,17 +259,18 @@ class ReviewQueue:
         mine = [p for p in sp.pending() if p.path == path and p.actor.get("principal") == actor.principal]
         return mine[-1].id if mine else None
 
-    def review_list(self, scope: Scope, p: ReviewListParams) -> Result:
-        """``review_list``: one page of pending proposals, oldest first (DESIGN.md §21).
+    def review_list(self, scope: Scope, p: ReviewListParams, actor: Actor) -> Result:
+        """``review_list``: one page of the pending proposals ``actor`` may see (:func:`may_see`), oldest first
+        (DESIGN.md §21).
 
         Result ``{proposals: [entry], next_cursor, pending, review}``: each entry as
-        :meth:`hub.storage.proposals.Proposal.entry`; ``pending`` counts every pending proposal of the scope;
-        ``next_cursor`` the last id shown when more follow (None at the end); ``review`` the setting.
-        The page stays within the response budget (:func:`protocol.messages.response_room`).
+        :meth:`hub.storage.proposals.Proposal.entry`; ``pending`` counts every pending proposal of the scope the
+        caller may see; ``next_cursor`` the last id shown when more follow (None at the end); ``review`` the
+        scope's rule.  The page stays within the response budget (:func:`protocol.messages.response_room`).
         """
         sp = self.scope_proposals(scope)
         now = self.clock()
-        pending = list(sp.pending())
+        pending = [q for q in sp.pending() if may_see(scope, q, actor)]
         shown = [q for q in pending if q.path.startswith(p.path_prefix)]
         if p.cursor:
             ids = [q.id for q in shown]
@@ -274,7 +289,15 @@ class ReviewQueue:
             result["proposals"].append(entry)
         return result
 
-    def review_show(self, scope: Scope, p: ReviewShowParams) -> Result:
+    def visible(self, sp: ScopeProposals, proposal_id: str, scope: Scope, actor: Actor) -> Proposal:
+        """The proposal ``proposal_id`` of ``sp`` when ``actor`` may see it (:func:`may_see`); else the answer for an
+        id the scope does not hold (:func:`hub.storage.proposals.unknown_proposal`), word for word."""
+        q = sp.get(proposal_id)
+        if not may_see(scope, q, actor):
+            raise unknown_proposal(proposal_id)
+        return q
+
+    def review_show(self, scope: Scope, p: ReviewShowParams, actor: Actor) -> Result:
         """``review_show``: one proposal and a page of one of its texts (DESIGN.md §21).
 
         Result ``{proposal: entry (with status and decision), text, exists, content (bin), truncated,
@@ -282,10 +305,11 @@ class ReviewQueue:
         deletion has none: ``exists`` false), ``base`` (the document the agent saw, from the history when
         it changed since: ``base_stored`` false when the history does not hold it) or ``current``.
         ``warnings`` holds what the rewrite guard would say of the change (DESIGN.md §12).  Raises
-        ``not_found`` for an unknown id, ``bad_request`` for an offset past the end.
+        ``not_found`` for an unknown id or one ``actor`` may not see (:meth:`visible`), ``bad_request`` for an
+        offset past the end.
         """
         sp = self.scope_proposals(scope)
-        q = sp.get(p.id)
+        q = self.visible(sp, p.id, scope, actor)
         current = self.store.read(self.writes.scope_dir(scope), q.path)
         current_revision = revision_or_absent(current)
         base: bytes | None = None
@@ -319,9 +343,13 @@ class ReviewQueue:
             result["truncated"], result["next_offset"] = True, stop
         return result
 
-    def review_decide(self, scope: Scope, p: ReviewDecideParams, actor: Actor) -> Result:
+    def review_decide(self, scope: Scope, p: ReviewDecideParams, actor: Actor, mount: Mount | None = None) -> Result:
         """``review_decide``: approve or reject a proposal, as a person (DESIGN.md §21; the caller refused
         agents first with :func:`require_person`).
+
+        Only the scope's owner or a maintainer decides: a proposal ``actor`` may not see is ``not_found`` as an
+        unknown id is (:meth:`visible`); its own proposal in a team ``mount`` it does not maintain is
+        ``unauthorized`` (``data.reason`` ``role``, :func:`hub.access.mounts.check_role`).
 
         A proposal decided the same way before answers ``{proposal, status, already_decided: true, decision,
         path}`` and changes nothing (approving twice applies once); deciding the other way (approving a
@@ -334,7 +362,11 @@ class ReviewQueue:
         answer plus ``{proposal, status: "approved", already_decided: false, warnings?}``.
         """
         sp = self.scope_proposals(scope)
-        q = sp.get(p.id)
+        q = self.visible(sp, p.id, scope, actor)
+        if not sees_all(scope):
+            if mount is None:  # the mounts layer hands every team's part in; never a silent decision
+                raise unknown_proposal(p.id)
+            check_role(mount, MAINTAIN)
         if q.status != PENDING:
             same = ("approved", "applied") if p.decision == "approve" else ("rejected",)
             if q.status not in same:  # deciding the other way: refused, not a silent success

@@ -190,7 +190,8 @@ class Version:
     version's ``actor`` is the approver)."""
     origin: dict[str, Any] | None = None
     """For a copy or move between scopes (DESIGN.md §7.8): ``{from: {scope, document, revision}}`` on the
-    written version, ``{to: {scope, document}}`` on the tombstone a move leaves at its source."""
+    written version (a scope copy's also ``author: {principal, client, time}``, who wrote the text copied),
+    ``{to: {scope, document}}`` on the tombstone a move leaves at its source."""
 
     def __post_init__(self) -> None:
         if not self.recorded:

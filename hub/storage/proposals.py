@@ -155,6 +155,15 @@ class Proposal:
                 **({"decision": self.decision} if self.decision is not None else {})}
 
 
+def unknown_proposal(proposal_id: str) -> HubError:
+    """The answer for a proposal id a scope does not hold, or holds for someone else to see (``not_found``,
+    ``data.proposal``; the same words whichever: DESIGN.md §21)."""
+    return HubError(ErrorCode.NOT_FOUND, f"no proposal {proposal_id} in this memory (list them with "
+                    "'amux memory review')", {"proposal": proposal_id},
+                    next_step="List the pending proposals with 'amux memory review' and use an id it shows; "
+                    "a decided proposal is kept for memory.review_max_days only.")
+
+
 @dataclass
 class ScopeProposals:
     """The proposals of one scope: the folder, and an index loaded from it on first use."""
@@ -197,10 +206,7 @@ class ScopeProposals:
         self.load()
         p = self.proposals.get(proposal_id)
         if p is None:
-            raise HubError(ErrorCode.NOT_FOUND, f"no proposal {proposal_id} in this memory (list them with "
-                           "'amux memory review')", {"proposal": proposal_id},
-                           next_step="List the pending proposals with 'amux memory review' and use an id it shows; "
-                           "a decided proposal is kept for memory.review_max_days only.")
+            raise unknown_proposal(proposal_id)
         return p
 
     def save(self, p: Proposal) -> None:

@@ -8,6 +8,8 @@ All work whether or not a Hub runs, on ``--home``, else ``AMUX_HOME``, else
 from __future__ import annotations
 
 import json as jsonlib
+from pathlib import Path
+from typing import Any
 
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.cli.options import Home, resolve_home
@@ -42,6 +44,9 @@ def config_set(key: str, value: str, /, *, home: Home = None, json: Json = False
     A running Hub keeps its settings until it is restarted.  In a terminal it
     says what it set and when that takes effect; else (or with --json)
     {"key", "value", "file", "restart_required"}, the notes on stderr.
+    Setting memory.isolation also warns at once of the documents the new
+    value leaves nobody reaching (their count and the command that brings
+    them over; JSON "unreached_scopes", null when the memory folder cannot be read).
 
     Parameters
     ----------
@@ -71,6 +76,9 @@ def config_set(key: str, value: str, /, *, home: Home = None, json: Json = False
                      "erase a document's with 'amux memory purge PATH --all' (forget the document first), or all "
                      f"of it by deleting {target / 'history'} while the Hub is stopped")
     doc = {"key": key, "value": stored, "file": str(target / CONFIG_NAME), "restart_required": holder is not None}
+    if key == "memory.isolation":
+        doc["unreached_scopes"] = stranded = _stranded(target, str(stored))
+        notes += stranded_notes(stranded, str(stored))
     if human_output(json):
         from amux_memory.tools.client.inert import inert
 
@@ -80,6 +88,33 @@ def config_set(key: str, value: str, /, *, home: Home = None, json: Json = False
     for note in notes:
         say(note)
     return 0
+
+
+def _stranded(home: Path, isolation: str) -> list[dict[str, Any]] | None:
+    """The scopes of ``home`` whose documents nobody reaches under ``isolation``
+    (:func:`tools.cli.scope.unreached_report`, the operator being this OS account), None when unreadable."""
+    import os
+    import pwd
+
+    from amux_memory.tools.cli.scope import unreached_report
+
+    try:
+        operator = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        operator = f"uid:{os.getuid()}"
+    return unreached_report(home, isolation, operator)
+
+
+def stranded_notes(stranded: list[dict[str, Any]] | None, isolation: str) -> list[str]:
+    """What ``config set memory.isolation`` says at once of the documents the new value strands (DESIGN.md §7.1):
+    a line per scope, with the count and the command that brings them over (:func:`tools.cli.scope.unreached_line`),
+    or that they could not be counted."""
+    from amux_memory.tools.cli.scope import unreached_line
+
+    if stranded is None:
+        return ["cannot read the home's memory folder (the Hub runs as another user?): run 'amux doctor' as the "
+                "Hub's user to see which documents this isolation leaves nobody reaching"]
+    return [f"warning: {unreached_line(entry, isolation)}" for entry in stranded]
 
 
 def config_list(*, home: Home = None, json: Json = False) -> int:

@@ -70,14 +70,43 @@ def table(entries: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def rule_lines(reviews: list[dict[str, Any]], own: str) -> list[str]:
+    """What a person is told of review (DESIGN.md §21): a line per memory of theirs that reviews (``reviews`` as
+    ``review_list`` gives them when one does: their own, ``mount`` ``""``, and each team with their ``role``),
+    saying whose writes wait and who decides; one line saying review is off when none does (without ``reviews``,
+    ``own``, the own scope's rule, stands in)."""
+    from amux_memory.tools.client.inert import inert
+
+    what = {"agents": "agents' writes wait for review", "all": "every write but a maintainer's waits for review"}
+    lines = []
+    for r in reviews or [{"mount": "", "review": own}]:
+        rule = str(r.get("review"))
+        if rule not in what:
+            continue
+        if not r.get("mount"):
+            lines.append(f"review: in your own memory {what[rule]} (memory.review = {inert(rule)}); you decide")
+            continue
+        role = str(r.get("role"))
+        who = ("you decide them" if role == "maintainer" else
+               f"you are a {inert(role)}: a maintainer decides, and you see only your own proposals")
+        lines.append(f"review: in team {inert(r['mount'])} {what[rule]} (review {inert(rule)}); {who}")
+    if not lines:
+        lines.append("review is off: agents' writes are applied at once (memory.review = off, and no team of "
+                     "yours reviews)")
+    return lines
+
+
 def review(*, path_prefix: str = "", as_json: AsJson = False) -> int:
-    """The memory changes agents proposed, waiting for your review (memory.review = agents).
+    """The memory changes waiting for review: in your own memory, those agents proposed (memory.review =
+    agents); in a team you maintain, every proposal; in a team you are a reader or writer of, your own (your
+    agents') proposals, which a maintainer decides. It says which of your memories review, and how.
 
     In a terminal, a table: id, age, write or delete, lines added/removed, "!" when the document changed
     since the agent read it, the agent's session (shortened), path and who proposed it.
     Piped or with --json, {"proposals": [{"id",
     "path", "action", "status", "actor", "session", "time", "age_seconds", "added", "removed", "bytes",
-    "base_revision", "proposed_revision", "current_revision", "changed"}], "pending", "review"}.
+    "base_revision", "proposed_revision", "current_revision", "changed"}], "pending", "review", "reviews":
+    [{"mount", "review", "role"?}]}.
     Then: amux memory review show ID; approve ID; reject ID.
 
     Parameters
@@ -95,8 +124,8 @@ def review(*, path_prefix: str = "", as_json: AsJson = False) -> int:
     if not human_output(as_json):
         emit(result)
         return 0
-    if result["review"] != "agents" and not result["proposals"]:
-        say("review is off (memory.review = off): agents' writes are applied at once")
+    for line in rule_lines(result.get("reviews") or [], str(result["review"])):
+        say(line)
     if not result["proposals"]:
         print("no memory changes await review")
         return 0
@@ -115,7 +144,11 @@ def review(*, path_prefix: str = "", as_json: AsJson = False) -> int:
             name = "(no session)" if g["session"] is None else _cut(inert(g["session"]), WIDTH - 11 - len(tail))
             print(f"change set {name}{tail}")
         print(table(g["proposals"]))
-    print(f"{result['pending']} pending: 'amux memory review show ID', then approve ID or reject ID")
+    theirs = [r["mount"] for r in result.get("reviews") or [] if r.get("mount") and r.get("role") != "maintainer"]
+    waiting = sum(1 for e in result["proposals"] if any(str(e["path"]).startswith(m) for m in theirs))
+    print(f"{result['pending']} pending: 'amux memory review show ID'"
+          + (", then approve ID or reject ID" if waiting < len(result["proposals"]) else "")
+          + (f"; {waiting} of them wait for a team's maintainer" if waiting else ""))
     if any(g["session"] for g in groups):
         print("a whole change set: amux memory review show|approve|reject --session SESSION")
     return 0

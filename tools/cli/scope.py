@@ -14,7 +14,9 @@ from :func:`hub.access.config.unreached_scopes` run in-process on the home.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from cyclopts import Parameter
 
 from amux_memory.protocol.errors import HubError
 from amux_memory.tools.cli.options import Home, resolve_home
@@ -22,21 +24,25 @@ from amux_memory.tools.cli.output.contract import fail
 from amux_memory.tools.cli.output.plain import Json, show
 
 
-def copy_all(client: Any, source: str, destination: str, *, move: bool = False) -> dict[str, Any]:
+def copy_all(client: Any, source: str, destination: str, *, move: bool = False,
+             path_prefixes: tuple[str, ...] = ()) -> dict[str, Any]:
     """Every page of ``scope_copy`` from ``source`` to ``destination`` (``move``: forgetting each source document
-    the destination now holds) on a connected client, joined: ``{source, destination, move, copied, skipped,
-    incomplete, incomplete_reasons, unreadable}``.
+    the destination now holds; ``path_prefixes``: only the documents under one of them) on a connected client,
+    joined: ``{source, destination, move, path_prefixes, copied, skipped, incomplete, incomplete_reasons,
+    unreadable}``.
 
     Raises the Hub's :class:`HubError`; pages already answered stay copied (a second run skips them as
     ``identical``).
     """
     from amux_memory.protocol.requests import scope_copy_params
 
-    joined: dict[str, Any] = {"source": source, "destination": destination, "move": move, "copied": [],
-                              "skipped": [], "incomplete": False, "incomplete_reasons": [], "unreadable": []}
+    joined: dict[str, Any] = {"source": source, "destination": destination, "move": move,
+                              "path_prefixes": list(path_prefixes), "copied": [], "skipped": [], "incomplete": False,
+                              "incomplete_reasons": [], "unreadable": []}
     cursor = ""
     while True:
-        page = client.call("scope_copy", scope_copy_params(source, destination, cursor=cursor, move=move))
+        page = client.call("scope_copy", scope_copy_params(source, destination, cursor=cursor, move=move,
+                                                           path_prefixes=path_prefixes))
         joined["copied"] += page.get("copied") or []
         joined["skipped"] += page.get("skipped") or []
         joined["incomplete"] = joined["incomplete"] or bool(page.get("incomplete"))
@@ -64,9 +70,11 @@ def copy_lines(doc: dict[str, Any]) -> list[str]:
     from amux_memory.tools.client.wording import counted
 
     copied, skipped = doc["copied"], doc["skipped"]
-    lines = [f"copied {counted(len(copied), 'document')} from {inert(doc['source'])} to "
-             f"{inert(doc['destination'])}" + (f"; skipped {len(skipped)}" if skipped else "")
-             + ("; history records each as copied by you, naming its origin" if copied else "")]
+    under = ", ".join(inert(prefix) for prefix in doc.get("path_prefixes") or [])
+    lines = [f"copied {counted(len(copied), 'document')} " + (f"under {under} " if under else "")
+             + f"from {inert(doc['source'])} to {inert(doc['destination'])}"
+             + (f"; skipped {len(skipped)}" if skipped else "")
+             + ("; history records each as copied by you, naming its origin and who wrote it" if copied else "")]
     if doc.get("move"):
         moved = sum(1 for entry in [*copied, *skipped] if entry.get("moved"))
         kept = sum(1 for entry in [*copied, *skipped] if entry.get("moved") is False)
@@ -80,7 +88,7 @@ def copy_lines(doc: dict[str, Any]) -> list[str]:
     if copied:
         lines += [f"  copied  {inert(c.get('path'))}" for c in copied]
     if not copied and not skipped:
-        lines.append(f"  {inert(doc['source'])} holds no documents")
+        lines.append(f"  {inert(doc['source'])} holds no documents" + (f" under {under}" if under else ""))
     if doc["incomplete"]:
         reasons = ", ".join(inert(r) for r in doc["incomplete_reasons"]) or "a bound"
         lines.append(f"incomplete: the walk of {inert(doc['source'])} stopped early ({reasons}); unreadable: "
@@ -88,19 +96,24 @@ def copy_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def scope_copy(source: str, destination: str, /, *, move: bool = False, home: Home = None, json: Json = False) -> int:
+PathPrefixes = Annotated[list[str] | None, Parameter(name="--path-prefix", consume_multiple=False, negative="")]
+"""``--path-prefix PREFIX``, repeatable: only the documents whose path starts with one of them."""
+
+
+def scope_copy(source: str, destination: str, /, *, move: bool = False, path_prefix: PathPrefixes = None,
+               home: Home = None, json: Json = False) -> int:
     """Copy every document of one scope into another, through the running Hub: for the Hub's operator.
 
     SOURCE and DESTINATION are 'global', 'principal:NAME' or 'team:NAME'
     (e.g. after switching memory.isolation from off to user: amux hub scope
     copy global principal:alice). Each document is created at the same path
-    in DESTINATION, under the Hub's locks, with history naming you and where
-    it came from; one that already exists there is skipped, never
+    in DESTINATION, under the Hub's locks, with history naming you, where
+    it came from and who wrote it; one that already exists there is skipped, never
     overwritten; nothing is deleted from SOURCE unless --move. Only the OS account the Hub runs as may run it,
     on the Hub's host (no AMUX_TOKEN is sent). Piped or with --json:
     {"source", "destination", "move", "copied": [{path, revision, bytes,
     moved?}], "skipped": [{path, reason, revision?, message?, moved?}],
-    "incomplete", "incomplete_reasons", "unreadable"}; reason is identical,
+    "incomplete", "incomplete_reasons", "unreadable", "path_prefixes"}; reason is identical,
     exists, gone or an error code. Exit status 0 when it ran (skipped
     documents included), the error's otherwise.
 
@@ -113,13 +126,16 @@ def scope_copy(source: str, destination: str, /, *, move: bool = False, home: Ho
     move
         Then forget each document of SOURCE that DESTINATION now holds (copied, or already there with the same
         text), its history naming where it went; one held there differently stays in SOURCE, for you to merge.
+    path_prefix
+        Only the documents whose path starts with this (repeat it for several: --path-prefix projects/
+        --path-prefix runbooks/), so a person's own preferences (MEMORY.md, prefs/) need not become the team's.
     """
     from amux_memory.tools.client.blocking import HubClient
     from amux_memory.tools.lifecycle.control import home_socket
 
     try:
         with HubClient(home_socket(resolve_home(home)), token="", binding="") as client:
-            doc = copy_all(client, source, destination, move=move)
+            doc = copy_all(client, source, destination, move=move, path_prefixes=tuple(path_prefix or ()))
     except HubError as exc:
         return fail(exc, as_json=json)
     show(doc, lambda: copy_lines(doc), json_flag=json)
@@ -149,10 +165,12 @@ def unreached_line(entry: dict[str, Any], isolation: str) -> str:
     where = inert(entry["binding"] or entry["directory"])
     head = (f"memory/{inert(entry['directory'])} ({where}) holds {counted(entry['documents'], 'document')} nobody "
             f"reaches with isolation {inert(isolation)}")
+    part = " (add --path-prefix PREFIX, repeatable, to bring only part: one person's notes need not become a team's)"
     if entry["command"]:
-        return f"{head}; bring them over with '{inert(entry['command'])}'"
+        return f"{head}; bring them over with '{inert(entry['command'])}'" + (part if entry["binding"] == "global"
+                                                                             else "")
     if entry["binding"] == "global":
         return (f"{head}; several people shared them: make a team of them ('amux hub team add NAME'), then bring "
-                "them over with 'amux hub scope copy --move global team:NAME'")
+                f"them over with 'amux hub scope copy --move global team:NAME'{part}")
     return (f"{head}; no known principal's name hashes to it: bring them over with 'amux hub scope copy --move "
             "principal:NAME global' for the principal it belonged to")

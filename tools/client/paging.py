@@ -157,13 +157,15 @@ def review_text_head(client: Caller, proposal: str, text: str = "proposed",
 
 
 def review_all(client: Caller, path_prefix: str = "") -> dict[str, Any]:
-    """Every pending proposal from ``review_list`` pages: ``{proposals: [...], pending, review}``
-    (DESIGN.md §21).  Over team mounts (DESIGN.md §7.8) pages come part after part (``part``): ``pending`` adds
-    up the parts', ``review`` is the caller's own scope's rule when its part answered, else the first part's.
+    """Every pending proposal the caller may see from ``review_list`` pages: ``{proposals: [...], pending, review,
+    reviews}`` (DESIGN.md §21).  Over team mounts (DESIGN.md §7.8) pages come part after part (``part``):
+    ``pending`` adds up the parts', ``review`` is the caller's own scope's rule when its part answered, else the
+    first part's; ``reviews`` (when some part reviews) each part's rule and the caller's role there.
     Raises what ``call`` raises, and ``internal`` when a page repeats its cursor."""
     entries: list[dict[str, Any]] = []
     pending: dict[str, int] = {}
     rules: dict[str, Any] = {}
+    reviews: list[dict[str, Any]] | None = None
     cursor = ""
     while True:
         page = client.call("review_list", review_list_params(path_prefix=path_prefix, cursor=cursor))
@@ -171,10 +173,13 @@ def review_all(client: Caller, path_prefix: str = "") -> dict[str, Any]:
         part = str(page.get("part", ""))
         pending.setdefault(part, page["pending"])
         rules.setdefault(part, page["review"])
+        if reviews is None:
+            reviews = list(page.get("reviews") or [])
         nxt = page.get("next_cursor")
         if not nxt:
             review = rules.get("", next(iter(rules.values())))
-            return {"proposals": entries, "pending": sum(pending.values()), "review": review}
+            found: dict[str, Any] = {"proposals": entries, "pending": sum(pending.values()), "review": review}
+            return found | ({"reviews": reviews} if reviews else {})
         if nxt == cursor:
             raise HubError(ErrorCode.INTERNAL, "review_list made no progress")
         cursor = str(nxt)

@@ -128,12 +128,16 @@ def origin_words(version: dict[str, Any]) -> str:
 
 def by_cell(version: dict[str, Any], form: ActorForm = "full") -> str:
     """The "by" cell of a version: :func:`actor` in ``form`` and, for an approved proposal, ``, proposed by``
-    the agent (``principal/client session``, cut as ``form`` says; ``bare`` drops its session too)."""
+    the agent (``principal/client session``, cut as ``form`` says; ``bare`` drops its session too); for a scope
+    copy, ``, written by`` the text's author (``principal/client``)."""
     who = actor(version, form=form)
     review = version.get("review")
     if isinstance(review, dict) and isinstance(review.get("proposed_by"), dict):
         who += ", proposed by " + actor({"actor": review["proposed_by"]},
                                         form="bare" if form == "bare" else "compact")
+    origin = version.get("origin")
+    if isinstance(origin, dict) and isinstance(origin.get("author"), dict):  # a scope copy (DESIGN.md §15.7)
+        who += ", written by " + actor({"actor": origin["author"]}, form="bare")
     return who
 
 
