@@ -13,9 +13,10 @@ Off unless ``hub.metrics_listen`` is set; then ``http(s)://HOST:PORT`` serves
   ``unresponsive``.  The answer is kept :data:`READY_TTL_SECONDS`, so a
   probe storm costs one write a second.
 
-Anything else is 404; a method other than GET or HEAD is 405.  Plaintext only
-on a loopback address, TLS (``hub.tls_cert``) anywhere else, decided as
-``hub.mcp_listen`` is (:func:`metrics_settings`).  Served by Hypercorn's Trio
+Anything else is 404; a method other than GET or HEAD is 405.  One rule
+(:func:`metrics_settings`): plain HTTP on a loopback address, whether or not
+the Hub has TLS (a scrape from this machine needs no CA), HTTPS with
+``hub.tls_cert`` on any other address (refused without it).  Served by Hypercorn's Trio
 worker in the Hub's nursery, like the MCP listener.
 
 Labels never carry a principal, team, path, token or content: ``method`` is
@@ -55,6 +56,7 @@ from amux_memory.hub.access.config import HubConfig
 from amux_memory.hub.serve.asgi import answer_lifespan, guard_hypercorn, hypercorn_config
 from amux_memory.hub.serve.listeners import HttpListenerSettings, bind_http_socket, http_listener_settings
 from amux_memory.hub.storage.fsio import TEMP_SUFFIX
+from amux_memory.protocol.endpoint import is_loopback
 from amux_memory.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -297,8 +299,11 @@ def metrics_settings(config: HubConfig) -> HttpListenerSettings | None:
     Raises :class:`HubStartError` for an invalid ``HOST:PORT``, only one of the TLS files, or a
     non-loopback address without TLS (:func:`hub.serve.listeners.http_listener_settings`).
     """
-    return http_listener_settings(config, "hub.metrics_listen", config.metrics_listen, risk="",
-                                  loopback_use="and scrape from this machine")
+    settings = http_listener_settings(config, "hub.metrics_listen", config.metrics_listen, risk="",
+                                      loopback_use="and scrape from this machine")
+    if settings is not None and is_loopback(settings.host):  # one rule: plain HTTP on loopback, TLS or not
+        return HttpListenerSettings(settings.host, settings.port, None)
+    return settings
 
 
 def bind_metrics_socket(settings: HttpListenerSettings) -> socket.socket:

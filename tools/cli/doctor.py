@@ -551,6 +551,15 @@ def check_more_agents() -> list[Check]:
     return [Check(c.name, c.status, c.summary, c.fix) for c in more()]  # type: ignore[arg-type]
 
 
+def check_team_setup(ctx: Context) -> list[Check]:
+    """On the Hub host, what 'amux hub setup --team' set up (:func:`tools.cli.team_setup.team_checks`): isolation,
+    the socket's folder, the TLS listener, metrics, the unit and the backup timer; none for a home without
+    ``hub.socket_group``."""
+    from amux_memory.tools.cli.team_setup import team_checks
+
+    return [Check(name, status, summary, fix) for name, status, summary, fix in team_checks(ctx.home)]
+
+
 def codex_memories_feature() -> bool | None:
     """Whether Codex's ``memories`` feature is on, as ``codex features list`` reports it (its default, the user's
     ``config.toml`` and profile applied); ``None`` when ``codex`` is not on ``PATH`` or does not say within 10 s."""
@@ -648,7 +657,7 @@ def doctor(*, home: Home = None, json: Json = False) -> int:
                   else shlex.join(command), endpoint=endpoint, pin=pin, login=login)
     checks = [check_cli(ctx), *check_hub(ctx, socket, remote), *([] if login is None else check_login(ctx, login)),
               *([] if remote else check_scopes(ctx)),
-              *([] if remote else check_mcp_http(ctx)),
+              *([] if remote else check_mcp_http(ctx)), *([] if remote else check_team_setup(ctx)),
               *check_claude(ctx), *check_codex(ctx), *check_more_agents()]
     healthy = all(c.status != "fail" for c in checks)
     doc = {"ok": healthy, "checks": [asdict(c) for c in checks]}

@@ -44,17 +44,27 @@ Manager = Literal["systemd", "launchd"]
 """The service managers amux writes files for."""
 
 
-def home_tag(home: Path) -> str:
-    """``""`` for the default home (``~/.amux``), else ``-`` and the first 8 hex digits of the SHA-256 of the
-    resolved home's path: two homes get two services."""
-    if home.resolve() == (Path.home() / ".amux").resolve():
+def home_tag(home: Path, default: Path | None = None) -> str:
+    """``""`` for the default home (``default``, else ``~/.amux``), else ``-`` and the first 8 hex digits of the
+    SHA-256 of the resolved home's path: two homes get two services."""
+    if home.resolve() == (default or Path.home() / ".amux").resolve():
         return ""
     return "-" + hashlib.sha256(str(home.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:8]
 
 
-def unit_name(home: Path) -> str:
+def unit_name(home: Path, default: Path | None = None) -> str:
     """The systemd unit of ``home``: ``amux-hub.service``, or ``amux-hub-<hash8>.service`` (:func:`home_tag`)."""
-    return f"{UNIT_PREFIX}{home_tag(home)}.service"
+    return f"{UNIT_PREFIX}{home_tag(home, default)}.service"
+
+
+def runtime_directory(socket_path: Path) -> str | None:
+    """The ``RuntimeDirectory=`` that makes ``socket_path``'s folder at every start: its path under ``/run``
+    (``/run/amux/hub.sock`` -> ``amux``), or ``None`` when the folder is not below ``/run`` (it then survives a
+    reboot by itself)."""
+    folder = Path(os.path.normpath(socket_path)).parent
+    if folder.parent == folder or not folder.is_relative_to("/run") or folder == Path("/run"):
+        return None
+    return str(folder.relative_to("/run"))
 
 
 def is_amux_unit(name: str) -> bool:
@@ -117,9 +127,14 @@ def serve_command(command: list[str], home: Path) -> list[str]:
     return [*command, "hub", "serve", "--home", str(home)]
 
 
-def systemd_unit(command: list[str], home: Path, *, user: bool) -> str:
+def systemd_unit(command: list[str], home: Path, *, user: bool, account: str = "", group: str = "",
+                 runtime: str | None = None) -> str:
     """The text of ``home``'s unit running ``command hub serve --home HOME`` (``Restart=on-failure``;
-    a system unit runs as the home's owner); its first line is :data:`MARKER`."""
+    a system unit runs as ``account``, else the home's owner, in ``group`` when given); its first line is
+    :data:`MARKER`.
+
+    ``runtime`` (:func:`runtime_directory`) adds ``RuntimeDirectory=`` for a socket folder under ``/run``: systemd
+    makes it at every start, owned by the Hub's account and group, ``0750``, and keeps it across restarts."""
     argv = " ".join(systemd_quote(a) for a in serve_command(command, home))
     lines = [
         MARKER,
@@ -135,9 +150,36 @@ def systemd_unit(command: list[str], home: Path, *, user: bool) -> str:
         f"TimeoutStopSec={STOP_TIMEOUT_SECONDS}",
     ]
     if not user:
-        lines.append(f"User={_owner(home)}")
+        lines.append(f"User={account or _owner(home)}")
+        if group:
+            lines.append(f"Group={group}")
+        if runtime:
+            lines += [f"RuntimeDirectory={runtime}", "RuntimeDirectoryMode=0750", "RuntimeDirectoryPreserve=yes"]
     lines += ["", "[Install]", f"WantedBy={'default.target' if user else 'multi-user.target'}", ""]
     return "\n".join(lines)
+
+
+BACKUP_PREFIX = "amux-daily-backup"
+"""The start of the backup service and timer ``amux hub setup --team`` writes (``amux-daily-backup.service``,
+``amux-daily-backup.timer``; ``amux-daily-backup-<hash8>.*`` for another home, as :func:`unit_name`)."""
+
+
+def backup_units(command: list[str], home: Path, folder: Path, account: str, group: str,
+                 default: Path | None = None) -> dict[str, str]:
+    """The daily backup of ``home`` into ``folder``: ``{file name: text}`` of a oneshot service running ``command hub
+    backup --home HOME FOLDER/amux-YYYY-MM-DD.tar.gz`` as ``account`` and the timer that starts it daily
+    (``Persistent=true``: a day missed while the machine was off runs at the next boot).  First line :data:`MARKER`."""
+    import shlex
+
+    name = f"{BACKUP_PREFIX}{home_tag(home, default)}"
+    script = (f"exec {shlex.join([*command, 'hub', 'backup', '--home', str(home)])} "
+              f"{shlex.quote(str(folder))}/amux-$(date +%F).tar.gz")
+    service = [MARKER, "[Unit]", f"Description=Back up the amux-memory Hub of {str(home).replace('%', '%%')}", "",
+               "[Service]", "Type=oneshot", f"User={account}", f"Group={group}",
+               f"ExecStart=/bin/sh -c {systemd_quote(script)}", ""]
+    timer = [MARKER, "[Unit]", f"Description=Back up the amux-memory Hub of {str(home).replace('%', '%%')} daily",
+             "", "[Timer]", "OnCalendar=daily", "Persistent=true", "", "[Install]", "WantedBy=timers.target", ""]
+    return {f"{name}.service": "\n".join(service), f"{name}.timer": "\n".join(timer)}
 
 
 def launchd_plist(command: list[str], home: Path, *, user: bool) -> bytes:
@@ -162,9 +204,23 @@ def launchd_plist(command: list[str], home: Path, *, user: bool) -> bytes:
 
 
 def service_file(manager: Manager, command: list[str], home: Path, *, user: bool) -> bytes:
-    """The bytes of ``home``'s unit (UTF-8, :func:`systemd_unit`) or property list (:func:`launchd_plist`)."""
+    """The bytes of ``home``'s unit (UTF-8, :func:`systemd_unit`) or property list (:func:`launchd_plist`).
+
+    A system unit whose ``hub.socket_path`` lies under ``/run`` gets its ``RuntimeDirectory=`` and
+    ``hub.socket_group`` as its ``Group=`` (a reboot empties ``/run``)."""
     if manager == "systemd":
-        return systemd_unit(command, home, user=user).encode("utf-8")
+        group, runtime = "", None
+        if not user:
+            from amux_memory.protocol.config_file import read_config, socket_path
+            from amux_memory.protocol.errors import HubError
+            from amux_memory.protocol.settings import get_value
+
+            try:
+                runtime = runtime_directory(socket_path(home, read_config(home)))
+                group = str(get_value(home, "hub.socket_group")) if runtime else ""
+            except (HubError, OSError):  # an unreadable config: the unit without them; the Hub says why at start
+                runtime = None
+        return systemd_unit(command, home, user=user, group=group, runtime=runtime).encode("utf-8")
     return launchd_plist(command, home, user=user)
 
 
