@@ -24,6 +24,7 @@ from typing import Any
 
 from bench import (
     budget,
+    citations,
     data,
     footprint,
     growth,
@@ -98,7 +99,7 @@ def _a_targets(ctx: Ctx, scopes: list[dict[str, Any]]) -> None:
                f"{len(inc)} incomplete", "< 250 ms, never incomplete")
 
 
-SECTIONS = frozenset("abcdefhsrmtk")
+SECTIONS = frozenset("abcdefhsrmtkv")
 """The bench's sections, by letter (``--only``)."""
 
 
@@ -240,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             ("m", lambda: mcp_http.run(ctx)),
             ("t", lambda: {**teams.run(ctx), "reach": reach.run(ctx)}),
             ("k", lambda: health.run(ctx)),
+            ("v", lambda: citations.run(ctx)),
         ]
         for name, fn in later:
             results[name] = section(name, fn) if wanted(name) else None

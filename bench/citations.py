@@ -1,4 +1,4 @@
-"""(t) Citations checked against a work tree (DESIGN.md §24): 1,000 citations across 50 commits of a repository
+"""(v) Citations checked against a work tree (DESIGN.md §24): 1,000 citations across 50 commits of a repository
 of 5,000 commits, beside ``git diff --stat`` of the same range; goal at most 2 s.
 
 :func:`build_history` writes a git repository with a generated history in one ``git fast-import`` (edits, lines
@@ -123,11 +123,11 @@ def sample_citations(history: History, count: int, seed: int = 11) -> list[Citat
 
 
 def run(ctx: Ctx) -> dict[str, Any]:
-    """Section t: check 1,000 citations across 50 commits of a 5,000-commit history (500 commits and 200
+    """Section v: check 1,000 citations across 50 commits of a 5,000-commit history (500 commits and 200
     citations with ``--quick``); ``git diff --stat`` from each of the 50 commits to the work tree, for scale."""
     commits, count = (500, 200) if ctx.quick else (5000, 1000)
     started = time.perf_counter()
-    history = build_history(ctx.tmp / "t-citations", commits, files=200, snapshot_every=commits // 50)
+    history = build_history(ctx.tmp / "v-citations", commits, files=200, snapshot_every=commits // 50)
     built = time.perf_counter() - started
     citations = sample_citations(history, count)
     times: list[float] = []
@@ -146,9 +146,9 @@ def run(ctx: Ctx) -> dict[str, Any]:
     out = {"commits": commits, "citations": count, "citation_commits": len(history.snapshots),
            "build_s": round(built, 2), "check_s": round(best, 3), "check_max_s": round(max(times), 3),
            "git_diff_stat_s": round(stat_s, 3), "states": states}
-    ctx.log(f"t. {count} citations across {len(history.snapshots)} commits of {commits}: {best * 1000:.0f} ms "
+    ctx.log(f"v. {count} citations across {len(history.snapshots)} commits of {commits}: {best * 1000:.0f} ms "
             f"(git diff --stat of the same {len(history.snapshots)} commits {stat_s * 1000:.0f} ms); {states}")
-    ctx.target(f"t. {count} citations across {len(history.snapshots)} commits of a {commits}-commit repository",
+    ctx.target(f"v. {count} citations across {len(history.snapshots)} commits of a {commits}-commit repository",
                best <= CITATIONS_GOAL_SECONDS,
                f"best of 3 {best * 1000:.0f} ms, max {max(times) * 1000:.0f} ms; git diff --stat from the same "
                f"commits {stat_s * 1000:.0f} ms; verdicts {states}", f"≤ {CITATIONS_GOAL_SECONDS * 1000:.0f} ms")

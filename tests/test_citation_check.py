@@ -213,3 +213,43 @@ def test_launch_says_how_many_notes_cite_changed_code_and_the_page_shows_each_ci
         assert body.count('class="citation-unchecked"') == 3 and "Not checked" in body
     finally:
         elsewhere.stop()
+
+
+MAKEFILE = ("# Makefile of web\n\nSTAGE ?= staging\nREGISTRY := registry.acme.example\n\nbuild:\n"
+            "\tdocker build -t $(REGISTRY)/web .\n\ntest:\n\tpytest -q\n\ndeploy-web: build\n"
+            "\tdocker push $(REGISTRY)/web\n\tkubectl rollout restart deploy/web -n $(STAGE)\n\nclean:\n\trm -rf dist\n")
+
+
+def test_the_readme_citation_walkthrough_runs_as_written(hub: HubProcess, tmp_path: Path) -> None:
+    """The README's "Notes that cite code" block, line by line in a clone of ``acme/web`` (its example commit
+    ``3f9c2e1`` replaced by the clone's HEAD, ``cd`` done by the test, the tidy line with ``--show-task``), and
+    the report it shows, rendered as a terminal shows it."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### Notes that cite code"):readme.index("## Typed memories")]
+    blocks = re.findall(r"```(sh)?\n(.*?)```", section, re.DOTALL)
+    commands, shown = blocks[0][1], blocks[1][1]
+    root = tmp_path / "web"
+    (root / "deploy").mkdir(parents=True)
+    (root / "deploy/Makefile").write_text(MAKEFILE)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "deploy target")
+    git(root, "remote", "add", "origin", "https://github.com/acme/web")
+    head = git(root, "rev-parse", "--short", "HEAD").strip()
+    env = {**hub.env, "PATH": f"{Path(amux_argv()[0]).parent}:/usr/bin:/bin"}
+    out: dict[str, subprocess.CompletedProcess[str]] = {}
+    for line in commands.splitlines():
+        command = line.split("  #")[0].strip().replace("3f9c2e1", head)
+        if not command or command.startswith("cd "):
+            continue
+        if command.startswith("amux memory tidy"):
+            command += " --show-task"
+        out[command.split()[2] if command.startswith("amux") else command.split()[0]] = done = subprocess.run(
+            ["bash", "-c", command], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode in (0, 20), (command, done.stdout, done.stderr)
+    assert json.loads(out["project"].stdout)["path"] == "projects/github.com/acme/web/"
+    assert json.loads(out["cite"].stdout)["citation"] == f"deploy/Makefile#L12-L14@{head}"
+    report = json.loads(out["health"].stdout)
+    assert out["health"].returncode == 20 and report["counts"] == {"source_changed": 1}
+    assert shown.replace("3f9c2e1", head) in render_text(report)
+    assert "[source_changed] projects/github.com/acme/web/deploy.md" in out["tidy"].stdout

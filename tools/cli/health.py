@@ -110,5 +110,6 @@ def render_text(report: dict[str, Any]) -> str:
     if cited and repository:
         out.append(f"{counted(cited['citations'], 'citation')} in {counted(cited['notes'], 'note')} of "
                    f"{inert(repository['path'])} checked against {inert(repository['root'])}; "
-                   f"{counted(len(cited['stale_notes']), 'note')} cite code that changed")
+                   f"{counted(len(cited['stale_notes']), 'note')} "
+                   f"{'cites' if len(cited['stale_notes']) == 1 else 'cite'} code that changed")
     return "\n".join(out) + "\n"
