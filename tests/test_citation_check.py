@@ -217,7 +217,8 @@ def test_launch_says_how_many_notes_cite_changed_code_and_the_page_shows_each_ci
 
 MAKEFILE = ("# Makefile of web\n\nSTAGE ?= staging\nREGISTRY := registry.acme.example\n\nbuild:\n"
             "\tdocker build -t $(REGISTRY)/web .\n\ntest:\n\tpytest -q\n\ndeploy-web: build\n"
-            "\tdocker push $(REGISTRY)/web\n\tkubectl rollout restart deploy/web -n $(STAGE)\n\nclean:\n\trm -rf dist\n")
+            "\tdocker push $(REGISTRY)/web\n\tkubectl rollout restart deploy/web -n $(STAGE)\n\n"
+            "clean:\n\trm -rf dist\n")
 
 
 def test_the_readme_citation_walkthrough_runs_as_written(hub: HubProcess, tmp_path: Path) -> None:
