@@ -21,6 +21,7 @@ from typing import Any
 from amux_memory.protocol.config_file import CONFIG_NAME, expand_path, read_config, setting_text
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import LIMITS, MCP_HTTP_BURST, MCP_HTTP_RATE_PER_SECOND
+from amux_memory.protocol.wording import did_you_mean
 
 
 def _bool(text: str) -> bool:
@@ -205,9 +206,11 @@ def known(key: str) -> Setting:
     """The :class:`Setting` named ``key``; raises ``bad_request`` (``data``: the key and every known one) for an
     unknown key."""
     if key not in SETTINGS:
+        near = did_you_mean(key, SETTINGS)
         raise HubError(
             ErrorCode.BAD_REQUEST,
-            f"unknown setting {key!r}; known: {', '.join(SETTINGS)}",
+            f"unknown setting {key!r}{near} ('amux system config list' shows every setting)" if near
+            else f"unknown setting {key!r}; known: {', '.join(SETTINGS)}",
             {"key": key, "known": list(SETTINGS)},
         )
     return SETTINGS[key]

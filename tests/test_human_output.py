@@ -229,9 +229,10 @@ def test_an_error_is_printed_once_on_stderr_with_the_next_step_and_nothing_on_st
     assert r.stderr.count("conflict") == 1, r.stderr
     first, *rest = SGR.sub("", r.stderr).splitlines()
     assert first.startswith("amux: conflict: ")
-    assert rest[0].startswith("  next: Nothing was changed. Read the document again with 'amux memory show'")
+    assert rest[0].startswith("  next: Nothing was changed: the document changed since its revision was read. "
+                              "Show it again ('amux memory show')")
     assert f"  observed_revision: {sha(NOTE)}" in rest
-    assert "memory_get" not in r.stderr
+    assert "memory_get" not in r.stderr and "data." not in r.stderr  # an agent's wording, not a person's
     r = term(filled, "memory", "show", "a/../b.md")
     assert (r.returncode, r.screen) == (3, "")
     assert SGR.sub("", r.stderr).splitlines()[0].startswith("amux: invalid_path: ")

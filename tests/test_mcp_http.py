@@ -81,8 +81,9 @@ def snapshot(home: Path) -> dict[str, tuple[int, int]]:
 
 @pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_tokens_are_checked_on_every_request_and_refusals_say_nothing(tmp_path: Path) -> None:
-    """Missing, wrong, revoked, expired and delegated-without-binding tokens get the same 401 with a bare
-    ``WWW-Authenticate: Bearer``; a token in the query string is never read; nothing is written."""
+    """Wrong, revoked, expired and delegated-without-binding tokens get the same 401 (invalid, expired or revoked:
+    not which), a missing one a 401 saying to send one, each with a bare ``WWW-Authenticate: Bearer``; a token in
+    the query string is never read; nothing is written."""
     h, url = mcp_http_hub(tmp_path)
     good, good_id = issue(h, "alice")
     revoked, revoked_id = issue(h, "alice")
@@ -100,7 +101,9 @@ def test_tokens_are_checked_on_every_request_and_refusals_say_nothing(tmp_path: 
         assert status == 401, (headers, status, body)
         assert hdrs["www-authenticate"] == "Bearer"
         answers.append(body)
-    assert len(set(answers)) == 1 and b"resource_metadata" not in answers[0]
+    missing, *refused = answers  # no token: how to send one; a refused one: never which refusal
+    assert len(set(refused)) == 1 and b"resource_metadata" not in refused[0]
+    assert b"invalid, expired or revoked" in refused[0] and b"'Authorization: Bearer TOKEN'" in missing
     status, _, _ = request(url, body=INIT, path=f"/mcp?token={good}")
     assert status == 400
     status, _, _ = request(url, body=INIT, path=f"/mcp?access_token={good}", headers=bearer(good))

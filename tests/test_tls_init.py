@@ -56,3 +56,33 @@ def test_help_offers_no_empty_name(home: HubProcess) -> None:
     r = home.cli("hub", "tls", "init", "--help")
     assert r.returncode == 0 and "--name" in r.stdout.decode()
     assert "--empty-name" not in r.stdout.decode()
+
+
+def test_the_certificate_carries_the_machines_addresses_and_every_ip(home: HubProcess) -> None:
+    """Another machine may reach the Hub by an IP address: the certificate names the addresses this machine's
+    default routes leave from (read from the kernel here, as ``ip route get`` would) and every ``--ip``; a
+    ``--ip`` that is no address is refused with nothing written."""
+    import ipaddress
+    import socket
+
+    from cryptography import x509
+
+    bad = home.cli("hub", "tls", "init", "--ip", "hub.example.lan")
+    assert bad.returncode == 2 and bad.json["error"]["data"] == {"field": "ip"}, bad.stdout
+    assert not (home.home / "tls").exists()
+    r = home.cli("hub", "tls", "init", "--ip", "10.9.8.7", "--ip", "[fd00::7]")
+    assert r.returncode == 0, r.stderr
+    own = []
+    for family, probe in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as udp:
+                udp.connect((probe, 9))
+                own.append(udp.getsockname()[0])
+        except OSError:
+            pass
+    cert = x509.load_pem_x509_certificate((home.home / "tls" / "hub.pem").read_bytes())
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    named = {str(a) for a in san.get_values_for_type(x509.IPAddress)}
+    assert {"10.9.8.7", "fd00::7", "127.0.0.1", "::1"} <= named, named
+    assert {str(ipaddress.ip_address(a)) for a in own} <= named, (own, named)
+    assert set(r.json["names"]) >= named

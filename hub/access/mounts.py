@@ -24,6 +24,7 @@ from amux_memory.hub.access.identity import Scope, team_scope
 from amux_memory.hub.access.registry import ROLES, Registry
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.paths import MOUNT_MARK
+from amux_memory.protocol.wording import did_you_mean
 
 READ, WRITE, MAINTAIN = ROLES
 """The three roles, weakest first: ``reader``, ``writer``, ``maintainer``."""
@@ -139,10 +140,13 @@ def view_for(registry: Registry, principal: str, root: Scope) -> MountView:
 
 def no_mount(name: str, view: MountView) -> HubError:
     """The answer for ``@NAME/`` when the caller has no such mount: the same whether the team does not exist or
-    the caller is not a member (the message differs only by ``name``; it lists the caller's own mounts)."""
+    the caller is not a member (the message differs only by ``name``; it lists the caller's own mounts and may
+    suggest one of them, never another team), and saying that ``@`` names are reserved (``@todo.md``)."""
     shown = name[:60]
     own = ", ".join(m.label for m in view.mounted()) or "none"
-    return HubError(ErrorCode.NOT_FOUND, f"{MOUNT_MARK}{shown}/ is not one of your memory mounts (yours: {own})",
+    near = did_you_mean(f"{MOUNT_MARK}{name}/", [m.label for m in view.mounted()])
+    return HubError(ErrorCode.NOT_FOUND, f"{MOUNT_MARK}{shown}/ is not one of your memory mounts (yours: {own})"
+                    f"{near}{' ' if near else '. '}Names starting with '@' are reserved for team mounts (@TEAM/PATH)",
                     {"mount": f"{MOUNT_MARK}{shown}/", "reason": "no_mount"},
                     next_step="Use a path in your own memory or in one of your team mounts (the message lists them); "
                     "memory_search with no path_prefix covers them all.")

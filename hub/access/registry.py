@@ -56,6 +56,7 @@ from amux_memory.hub.storage.faults import step
 from amux_memory.protocol.config_file import REGISTRY_NAME as REGISTRY_NAME
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.invitation import check_code, code_id, hash_code
+from amux_memory.protocol.wording import did_you_mean
 
 LOCK_NAME = ".principals.lock"
 FORMAT_VERSION = 1
@@ -575,7 +576,10 @@ class Registry:
         check_team(name)
         team = self.teams.get(name)
         if team is None:
-            raise HubError(ErrorCode.NOT_FOUND, f"no team {name!r}; create it with 'amux hub team add {name}'",
+            near = did_you_mean(name, self.teams)  # the operator's registry: every team may be named
+            create = (f" ('amux hub team add {name}' creates it)" if near
+                      else f"; create it with 'amux hub team add {name}'")
+            raise HubError(ErrorCode.NOT_FOUND, f"no team {name!r}{near}{create}",
                            {"team": name}, next_step="'amux hub team list' shows the teams.")
         return team
 
@@ -588,7 +592,10 @@ class Registry:
         check_name(name)
         p = self.principals.get(name)
         if p is None:
-            raise HubError(ErrorCode.NOT_FOUND, f"no principal {name!r}; add it with 'amux hub principal add {name}'",
+            near = did_you_mean(name, self.principals)
+            add = (f" ('amux hub principal add {name}' adds it)" if near
+                   else f"; add it with 'amux hub principal add {name}'")
+            raise HubError(ErrorCode.NOT_FOUND, f"no principal {name!r}{near}{add}",
                            {"name": name}, next_step="Add the principal with 'amux hub principal add NAME', or "
                            "name one that 'amux hub principal list' shows.")
         return p

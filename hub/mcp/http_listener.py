@@ -19,8 +19,8 @@ the SDK sees a request, in this order:
 4. a query string is refused (400): a token never travels in a URL;
 5. ``Authorization: Bearer TOKEN`` is checked against the principal
    registry on every request (a delegated token with its binding in
-   ``Amux-Binding``): missing, wrong, revoked or expired are one 401 with
-   ``WWW-Authenticate: Bearer`` and no detail;
+   ``Amux-Binding``): a 401 with ``WWW-Authenticate: Bearer``, saying to send one when
+   there is none, else that it is invalid, expired or revoked, never which;
 6. a token bucket per token (``hub.mcp_rate`` a second, bursts of ``hub.mcp_burst``;
    429 with ``Retry-After``) and a cap on open
    sessions per principal (429) answer at once, never a hang;
@@ -287,6 +287,12 @@ async def _respond(send: Send, status: int, message: str, headers: list[tuple[by
 
 UNAUTHORIZED = ("unauthorized: send 'Authorization: Bearer TOKEN' with a token from 'amux hub token issue' "
                 "(a delegated token also needs its binding in 'Amux-Binding')")
+"""The 401 for a request without a bearer token."""
+
+REFUSED_TOKEN = ("unauthorized: the bearer token is invalid, expired or revoked (or a delegated token came without "
+                 "its binding in 'Amux-Binding'); get a new one from the Hub's operator ('amux hub connect AGENT' "
+                 "or 'amux hub token issue NAME' on the Hub's host)")
+"""The 401 for a token that was sent but refused: the same for every reason, so it tells a guesser nothing."""
 
 
 class FrontDoor:
@@ -333,7 +339,8 @@ class FrontDoor:
             return
         caller = await self._authenticate(headers)
         if caller is None:
-            await _respond(send, 401, UNAUTHORIZED, [(b"www-authenticate", b"Bearer")])
+            sent = headers.get("authorization", "").strip()
+            await _respond(send, 401, REFUSED_TOKEN if sent else UNAUTHORIZED, [(b"www-authenticate", b"Bearer")])
             return
         wait = self.buckets.take(caller.identity.token_id or "")
         if wait > 0:

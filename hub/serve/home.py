@@ -23,6 +23,7 @@ from types import TracebackType
 
 from amux_memory.hub.access.registry import RegistryFileError, read_registry, registry_path
 from amux_memory.hub.storage.fsio import make_directories
+from amux_memory.protocol.config_file import home_option
 from amux_memory.protocol.errors import HubStartError as HubStartError
 
 LOCK_RETRY_SECONDS = 0.25
@@ -58,9 +59,11 @@ class HomeLock:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                home = home_option(self.path.parent)
                 raise HubStartError(
                     f"another Hub (pid {holder}) is already serving {self.path.parent}; "
-                    "one Hub is the only online writer of a memory root"
+                    f"one Hub is the only online writer of a memory root: use that one ('amux hub status{home}'), "
+                    f"or stop it first ('amux hub stop{home}')"
                 ) from None
             raise start_error("lock", self.path, exc) from exc
         try:
@@ -120,10 +123,22 @@ def prepare_memory_root(root: Path) -> None:
 
 def start_error(operation: str, path: Path, exc: OSError) -> HubStartError:
     """The :class:`HubStartError` for ``exc`` raised while doing ``operation`` on ``path`` at start-up:
-    one line naming the errno, its text and the path (DESIGN.md §13.3)."""
+    one line naming the errno, its text and the path, and for a permission error the account and the fix
+    (DESIGN.md §13.3)."""
     name = errno.errorcode.get(exc.errno or 0, "E?")
     text = exc.strerror or os.strerror(exc.errno or 0)
-    return HubStartError(f"cannot {operation} {path} ({name}: {text})")
+    fix = ""
+    if exc.errno in (errno.EACCES, errno.EPERM):  # a root-owned /run/amux, say
+        import pwd
+
+        try:
+            me = pwd.getpwuid(os.geteuid()).pw_name
+        except KeyError:
+            me = str(os.geteuid())
+        folder = path if operation.startswith("create") else path.parent
+        fix = (f"; the Hub's account ({me}) may not write there: give it the folder (e.g. 'sudo install -d -o {me} "
+               f"-m 0750 {folder}') or choose a place it owns")
+    return HubStartError(f"cannot {operation} {path} ({name}: {text}){fix}")
 
 
 class start_step:  # noqa: N801 - used like a function: ``with start_step("create", path):``

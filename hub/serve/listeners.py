@@ -30,6 +30,7 @@ import trio
 
 from amux_memory.hub.access.config import HubConfig, parse_listen
 from amux_memory.hub.serve.connection import ConnectionSet
+from amux_memory.hub.serve.home import start_step
 from amux_memory.protocol.endpoint import is_loopback
 from amux_memory.protocol.errors import ErrorCode, HubError, HubStartError
 from amux_memory.protocol.limits import MAX_CONNECTIONS
@@ -225,10 +226,11 @@ async def open_unix_listener(config: HubConfig) -> trio.SocketListener:
     if not path.parent.exists():
         # A folder made for a group's socket is the group's (0750); for everyone's, 0755; else private.
         mode = (0o750 if gid >= 0 else 0o755) if shared else 0o700
-        path.parent.mkdir(parents=True, mode=mode)
-        if gid >= 0 and shared:
-            os.chown(path.parent, -1, gid)
-            os.chmod(path.parent, mode)
+        with start_step("create the socket's folder", path.parent):
+            path.parent.mkdir(parents=True, mode=mode)
+            if gid >= 0 and shared:
+                os.chown(path.parent, -1, gid)
+                os.chmod(path.parent, mode)
     if shared:
         blocked = closed_parent(path, gid, config.socket_mode)
         if blocked is not None:
@@ -240,7 +242,8 @@ async def open_unix_listener(config: HubConfig) -> trio.SocketListener:
     sock = trio.socket.socket(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
     old_umask = os.umask(0o177)  # never let the socket exist with looser permissions
     try:
-        await sock.bind(os.fspath(path))
+        with start_step("make the socket", path):
+            await sock.bind(os.fspath(path))
     finally:
         os.umask(old_umask)
     if gid >= 0:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from cyclopts import App
 
-from amux_memory.protocol.errors import ExitStatus
+from amux_memory.protocol.errors import ExitStatus, HubError
 from amux_memory.protocol.version import package_version
 from amux_memory.tools.cli.options import AsJson
 from amux_memory.tools.cli.output.contract import exit_status_help
@@ -263,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
         code = int(ExitStatus.BROKEN_PIPE)
     except SystemExit as exc:  # cyclopts' usage errors and --help
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except (HubError, OSError) as exc:  # one a command let through: reported once, never a traceback (§17)
+        from amux_memory.tools.cli.output.contract import fail, os_failure
+
+        code = fail(exc if isinstance(exc, HubError) else os_failure(exc))
     else:
         code = result if isinstance(result, int) else 0
     if argv is None:

@@ -153,12 +153,21 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     return [inert(head), *(f"  {line}" for line in table(rows))]
 
 
-def _start_failed(exc: HubStartError) -> int:
-    """Report a background start that failed (JSON error on stdout, the log tail on stderr); status 21."""
-    emit({"error": exc.to_wire()})
-    say(f"{exc.code.value}: {exc.message}")
-    if exc.data.get("log_tail"):
-        say(f"last lines of {exc.data['log']}:\n{exc.data['log_tail']}")
+def _start_failed(exc: HubStartError, json: bool = False) -> int:
+    """Report a background start that failed, status 21: piped, the JSON error on stdout and one line on stderr;
+    in a terminal, once on stderr (the error, then the log's last lines, which say why; DESIGN.md §17)."""
+    tail = exc.data.get("log_tail")
+    if human_output(json):
+        from amux_memory.tools.cli.output.terminal_errors import print_error
+
+        shown = {k: v for k, v in exc.data.items() if k != "log_tail"}
+        print_error(HubError(exc.code, exc.message, shown, next_step="Fix what the log's last lines below say, then "
+                             "run 'amux hub start' again." if tail else "See the Hub's log (log below)."))
+    else:
+        emit({"error": exc.to_wire()})
+        say(f"{exc.code.value}: {exc.message}")
+    if tail:
+        say(f"last lines of {exc.data['log']}:\n{tail}")
     return ExitStatus.HUB_START_FAILED
 
 
@@ -203,7 +212,7 @@ def start(*, home: Home = None, listen: str | None = None, timeout: Timeout = "1
     try:
         doc = start_hub(resolve_home(home).resolve(), listen=listen, timeout=seconds)
     except HubStartError as exc:
-        return _start_failed(exc)
+        return _start_failed(exc, json)
     return _show_start(doc, json)
 
 
@@ -252,7 +261,7 @@ def restart(*, home: Home = None, listen: str | None = None, timeout: Timeout = 
     try:
         done = restart_hub(resolve_home(home).resolve(), listen=listen, timeout=seconds, on_stopped=stopped)
     except HubStartError as exc:
-        return _start_failed(exc)
+        return _start_failed(exc, json)
     except HubError as exc:
         # Only the service-manager refusal is bad_request; it alone honours --json in a terminal, as before.
         return fail(exc, as_json=json and exc.code is ErrorCode.BAD_REQUEST)

@@ -4,13 +4,14 @@ Made with the ``cryptography`` package, in ``<AMUX_HOME>/tls/``: ``ca.pem``
 (give it to the other machines), ``ca.key``, ``hub.pem`` (the server chain)
 and ``hub.key``, keys ``0600``.  Sets ``hub.tls_cert``, ``hub.tls_key`` and
 ``hub.tls_ca`` (what ``amux hub connect`` hands out).  The server
-certificate names ``localhost``, ``127.0.0.1``, ``::1``, this host's name
-and every ``--name``.  :func:`certificate_problems` is ``amux doctor``'s check
+certificate names ``localhost``, ``127.0.0.1``, ``::1``, this host's names and
+IP addresses, every ``--name`` and every ``--ip``.  :func:`certificate_problems` is ``amux doctor``'s check
 of a certificate.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import ipaddress
 import os
@@ -36,9 +37,41 @@ EXPIRY_WARNING_DAYS = 14
 
 
 def default_names() -> list[str]:
-    """``localhost``, ``127.0.0.1``, ``::1`` and this host's short and fully qualified names."""
-    names = ["localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn()]
+    """``localhost``, ``127.0.0.1``, ``::1``, this host's short and fully qualified names and its IP addresses
+    (:func:`machine_addresses`): what another machine may type to reach it."""
+    names = ["localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn(), *machine_addresses()]
     return list(dict.fromkeys(n for n in names if n))
+
+
+ROUTE_PROBES = ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1"))
+"""Documentation addresses (RFC 5737, RFC 3849) a UDP socket is *connected* to, sending nothing, so the kernel
+names the address this machine's default route leaves from (:func:`machine_addresses`)."""
+
+
+def machine_addresses() -> list[str]:
+    """This machine's own IP addresses others may reach it by: those its host names resolve to and those its
+    default routes leave from (IPv4 then IPv6), without loopback, link-local or unspecified ones; no packet is
+    sent and no name server is needed (a failure just finds fewer)."""
+    found: list[str] = []
+    for host in dict.fromkeys([socket.gethostname(), socket.getfqdn()]):
+        with contextlib.suppress(OSError, UnicodeError):
+            found += [str(info[4][0]) for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)]
+    for family, probe in ROUTE_PROBES:
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as udp:
+                udp.connect((probe, 9))
+                found.append(str(udp.getsockname()[0]))
+        except OSError:
+            pass
+    kept = []
+    for text in found:
+        try:
+            address = ipaddress.ip_address(text.split("%")[0])
+        except ValueError:
+            continue
+        if not (address.is_loopback or address.is_link_local or address.is_unspecified):
+            kept.append(str(address))
+    return sorted(dict.fromkeys(kept), key=lambda a: (":" in a, a))
 
 
 def check_name(name: str) -> str:
@@ -73,6 +106,15 @@ def check_name(name: str) -> str:
     if all(label.isdigit() for label in labels) or labels[-1].isdigit():
         raise bad("not a valid IP address (a DNS name's last label is not all digits)")
     return dns
+
+
+def check_ip(text: str) -> str:
+    """``text`` as an IP address (``[::1]`` loses its brackets); raises ``bad_request`` (field ``ip``) otherwise."""
+    try:
+        return str(ipaddress.ip_address(text.strip("[]")))
+    except ValueError:
+        raise HubError(ErrorCode.BAD_REQUEST, f"--ip {inert(repr(text))}: not an IP address (such as 192.168.1.20 "
+                       "or fd00::2); a DNS name goes in --name; nothing was written", {"field": "ip"}) from None
 
 
 def _write_private(path: Path, data: bytes, mode: int) -> None:
@@ -143,13 +185,15 @@ def make_certificates(folder: Path, names: list[str], now: dt.datetime | None = 
             "expires": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
-def tls_init(*, name: Annotated[list[str] | None, Parameter(negative="")] = None, force: bool = False,
+def tls_init(*, name: Annotated[list[str] | None, Parameter(negative="")] = None,
+             ip: Annotated[list[str] | None, Parameter(negative="")] = None, force: bool = False,
              json: Json = False, home: Home = None) -> int:
     """Make a private CA and a server certificate for the Hub, and set hub.tls_cert, hub.tls_key and hub.tls_ca.
 
     The certificate names every --name (the first is its subject, the name
-    'amux hub connect' prints), localhost, 127.0.0.1, ::1 and this host's
-    name. Files go to HOME/tls/ (keys mode 0600). Takes effect when
+    'amux hub connect' prints), every --ip, localhost, 127.0.0.1, ::1, this
+    host's names and its IP addresses (those its names resolve to and those
+    its default routes leave from). Files go to HOME/tls/ (keys mode 0600). Takes effect when
     the Hub next starts (amux hub restart). Refuses when TLS is already set
     up, unless --force.
 
@@ -157,13 +201,15 @@ def tls_init(*, name: Annotated[list[str] | None, Parameter(negative="")] = None
     ----------
     name
         Another DNS name or IP address other machines use to reach this one (repeatable).
+    ip
+        Another IP address other machines use to reach this one (repeatable): a NAT's, a VPN's, one not up yet.
     force
         Replace the CA and certificate (machines that trusted the old CA must get the new ca.pem).
     """
     from amux_memory.hub.access.config import get_value, set_value
 
     try:
-        extra = [check_name(n) for n in name or []]
+        extra = [check_name(n) for n in name or []] + [check_ip(a) for a in ip or []]
         root = resolve_home(home)
         folder = root / "tls"
         current = str(get_value(root, "hub.tls_cert"))

@@ -24,7 +24,7 @@ import os
 import sys
 from typing import Any
 
-from amux_memory.protocol.errors import ERRORS, ExitStatus, HubError, encodable, encodable_value
+from amux_memory.protocol.errors import ERRORS, ErrorCode, ExitStatus, HubError, encodable, encodable_value
 from amux_memory.tools.cli.output.renderer_choice import RendererChoice
 
 OUTPUT_ENV = "AMUX_OUTPUT"
@@ -117,6 +117,25 @@ def fail(exc: HubError, *, as_json: bool = False) -> int:
     emit({"error": exc.to_wire()})
     say(f"{exc.code.value}: {exc.message}")
     return exc.exit_code
+
+
+def os_failure(exc: OSError) -> HubError:
+    """A file-system failure a command did not expect, as an error a person can act on: ``permission_denied`` (the
+    path and the account this command runs as) for EACCES/EPERM, else ``storage_error``; ``data``: ``errno``,
+    ``path`` (DESIGN.md §17: never a traceback)."""
+    import errno as errnos
+    import getpass
+
+    name = errnos.errorcode.get(exc.errno or 0, "E?")
+    path = exc.filename if exc.filename is not None else "?"
+    data = {"errno": name, "path": str(path)}
+    if exc.errno in (errnos.EACCES, errnos.EPERM):
+        me = getpass.getuser()
+        return HubError(ErrorCode.PERMISSION_DENIED, f"{path}: {exc.strerror} (this command runs as {me})", data,
+                        next_step=f"Run it as an account that may use {path}, or give {me} access to it (its owner, "
+                        "group or mode).")
+    return HubError(ErrorCode.STORAGE_ERROR, f"{path}: {exc.strerror or exc}", data,
+                    next_step="Check that path (it exists, the disk is not full), then run the command again.")
 
 
 def fail_quietly(exc: HubError) -> int:
