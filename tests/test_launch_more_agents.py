@@ -328,3 +328,27 @@ def test_the_connect_setup_pasted_as_printed_connects_the_real_agent(
     assert FACT in "\n".join(chat_tool_results(turns[1])), "a tool call reaches the Hub"
     if agent == "qwen":
         assert QWEN_AUTO_MEMORY not in chat_system(turns[0]).lower(), "the printed switch turns it off"
+
+
+@pytest.mark.parametrize("agent", ["opencode", "copilot", "qwen"])
+def test_launch_uses_the_amux_mcp_relay_when_the_hub_serves_no_http(
+        more_agents: Path, hub: HubProcess, tmp_path: Path, fake_model: FakeModel, agent: str) -> None:
+    """No ``hub.mcp_listen``: the agent starts ``amux mcp`` from its launch-local server entry; the search and
+    the write reach the Hub, the write with the launch's session."""
+    r = hub.cli("memory", "upsert", FACT_PATH, "--expected-revision", "absent", input=f"# Build\n\n{FACT}\n".encode())
+    assert r.returncode == 0, r.stderr
+    home = tmp_path / "home"
+    own_files(agent, home, fake_model)
+    env = agent_env(agent, more_agents, home, fake_model, AMUX_HOME=str(hub.home))
+    session = str(uuid.uuid4())
+    script(fake_model, agent, "notes/relayed.md")
+    proc = run([*amux_argv(), "launch", "--session-id", session, *argv(agent, "How is quokka built?")], env,
+               tmp_path / "work")
+    assert proc.returncode == 0, explain(proc, fake_model)
+    assert "(amux mcp)" in proc.stderr, proc.stderr[-2000:]
+    turns = chat_turns(fake_model)
+    assert len(turns) == 3, explain(proc, fake_model)
+    assert copies(turns[0]) == 1
+    assert FACT in "\n".join(chat_tool_results(turns[1]))
+    (version,) = hub.cli("memory", "history", "notes/relayed.md").json["versions"]
+    assert version["actor"]["session"] == session

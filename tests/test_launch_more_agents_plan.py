@@ -99,3 +99,16 @@ def test_doctor_reads_the_agents_files_and_warns_about_tokens_and_their_own_memo
     gemini.write_text(json.dumps({"mcpServers": {"amux": {"httpUrl": "u"}}}))
     assert [c.status for c in check_agent("gemini", {"mcp": gemini})] == ["ok", "warn"]
     assert check_agent("opencode", {"mcp": tmp_path / "none.json"}, which=lambda _: None) == []
+
+
+@pytest.mark.parametrize("agent", ["opencode", "copilot", "qwen"])
+def test_without_memory_or_program_they_behave_as_the_other_agents(agent: str) -> None:
+    from amux_memory.launch.runner import find_executable
+
+    spec = plan(agent, ["hi"], binding=None, hub="/h.sock", off_reason="the Hub is unreachable", run_dir="/tmp/r")
+    assert spec.argv == [agent, "hi"] and spec.files == [] and not spec.memory
+    assert not any(k.startswith(("OPENCODE", "COPILOT", "QWEN")) for k in spec.env_set)
+    assert "starts without amux memory" in spec.notices[0]
+    with pytest.raises(LaunchError) as err:
+        find_executable(agent, {"PATH": "/nonexistent"})
+    assert "npm install -g" in str(err.value.next_step) and f"AMUX_LAUNCH_{agent.upper()}" in str(err.value.next_step)
