@@ -30,6 +30,7 @@ from amux_memory.protocol.errors import EXIT_CODES, ErrorCode, HubError
 from amux_memory.protocol.requests import scope_copy_params
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import REPO, CliResult, HubProcess, amux_argv, make_hub
+from tests.helpers import free_port
 from tests.terminal import TerminalResult, run_in_terminal
 
 NOTE = b"# Deploy\n\nRun make deploy-web from main, never from a branch.\n"
@@ -375,10 +376,14 @@ def test_doctor_reports_users_scopes_under_isolation_off_and_reserved_entries(tm
 # -- the README's walkthrough ----------------------------------------------------------------------
 
 
+PEOPLE = ("ana", "ben", "cy")
+
+
 def readme_walkthrough() -> list[tuple[str | None, str, str | None]]:
     """The README's "Team memory" shell block as ``(who, command line, refused code)`` steps: ``who`` is the
-    person a ``# Name (AMUX_TOKEN=...)`` comment line names for the lines after it (None for the operator's
-    part), ``refused code`` the error code a ``# refused: CODE`` comment says the line ends with."""
+    person a ``# Name …`` comment line names for the lines after it, ``"each"`` for the lines every person runs
+    once (``amux login``), None for the Hub host's part; ``refused code`` the error code a ``# refused: CODE``
+    comment says the line ends with."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## Team memory"):readme.index("## The web page")]
     block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
@@ -386,9 +391,14 @@ def readme_walkthrough() -> list[tuple[str | None, str, str | None]]:
     steps: list[tuple[str | None, str, str | None]] = []
     who: str | None = None
     for line in block.group(1).splitlines():
-        if line.startswith("#"):
-            person = re.match(r"# (\w+) \(AMUX_TOKEN=", line)
-            who = person.group(1).lower() if person else None
+        if line.startswith("# "):
+            first = line[2:].split()[0].lower()
+            if first in PEOPLE:
+                who = first
+            elif first == "each":
+                who = "each"
+            elif first == "on":
+                who = None
         elif line.strip():
             refused = re.search(r"# refused: (\w+)", line)
             steps.append((who, line, refused.group(1) if refused else None))
@@ -397,26 +407,42 @@ def readme_walkthrough() -> list[tuple[str | None, str, str | None]]:
 
 @pytest.mark.slow  # over 1 s: about twenty CLI runs
 def test_the_readme_team_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    """The block runs as written but for where the Hub is: this machine's loopback and a free port instead of
+    ``hub.example.lan:7777`` (a certificate for this machine's names: ``tls init`` without ``--name``), and each
+    person's ``amux login`` line with the invitation the Hub printed for that person, in a home of its own."""
     home = tmp_path / "home"
     set_value(home, "memory.enabled", "true")  # the quick start did this
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMUX_")}
     env.update(AMUX_HOME=str(home), PATH=f"{Path(amux_argv()[0]).parent}{os.pathsep}{env.get('PATH', '')}")
+    port = free_port()
     steps = readme_walkthrough()
-    assert {who for who, _, _ in steps} == {None, "ana", "ben", "cy"}
-    tokens: dict[str, str] = {}
+    assert {who for who, _, _ in steps} == {None, "each", *PEOPLE}
+    invitations: dict[str, str] = {}
+    homes = {name: tmp_path / "people" / name for name in PEOPLE}
     printed: dict[str, str] = {}
     try:
         for who, line, refused in steps:
-            run_env = env if who is None else {**env, "AMUX_TOKEN": tokens[who]}
-            done = subprocess.run(["bash", "-c", line], env=run_env, capture_output=True, timeout=120)
-            expected = 0 if refused is None else EXIT_CODES[ErrorCode(refused)]
-            assert done.returncode == expected, (who, line, done.stdout, done.stderr)
-            if refused is not None:
-                assert f"{refused}:" in done.stderr.decode(), done.stderr
-            issued = re.fullmatch(r"amux hub token issue (\w+)", line.split("#")[0].strip())
-            if issued:
-                tokens[issued.group(1)] = json.loads(done.stdout)["token"]
-            printed[f"{who}: {line.split('#')[0].strip()}"] = done.stdout.decode()
+            line = (line.replace("amux hub tls init --name hub.example.lan", "amux hub tls init")
+                    .replace("0.0.0.0:7777", f"127.0.0.1:{port}"))
+            runs: list[tuple[str | None, str, dict[str, str]]] = []
+            if who is None:
+                runs.append((None, line, env))
+            for name in (PEOPLE if who == "each" else (who,) if who is not None else ()):
+                assert name is not None
+                homes[name].mkdir(parents=True, exist_ok=True)
+                person = {"PATH": env["PATH"], "HOME": str(homes[name]), "LANG": "C.UTF-8"}
+                shown = (f"amux login {invitations[name]}" if line.startswith("amux login amux-invite:") else line)
+                runs.append((name, shown, person))
+            for name, command, run_env in runs:
+                done = subprocess.run(["bash", "-c", command], env=run_env, capture_output=True, timeout=120)
+                expected = 0 if refused is None else EXIT_CODES[ErrorCode(refused)]
+                assert done.returncode == expected, (name, command, done.stdout, done.stderr)
+                if refused is not None:
+                    assert f"{refused}:" in done.stderr.decode(), done.stderr
+                invited = re.match(r"amux hub invite (\w+)", command)
+                if invited:
+                    invitations[invited.group(1)] = json.loads(done.stdout)["invitation"]
+                printed[f"{name}: {command.split('#')[0].strip()}"] = done.stdout.decode()
         web = home / "memory" / team_scope("web").relpath
         assert sorted(p.name for p in web.iterdir()) == ["deploy.md", "oncall.md"]
         assert not (home / "memory" / "users" / sha(b"ana") / "oncall.md").exists()
@@ -426,8 +452,9 @@ def test_the_readme_team_walkthrough_runs_as_written(tmp_path: Path) -> None:
         assert {m["path"] for m in found["matches"]} == {"@web/deploy.md", "@web/oncall.md"}
         approved = json.loads(printed["ana: amux memory review approve --path-prefix @web/"])
         assert [(a["status"], a["path"]) for a in approved] == [("approved", "@web/deploy.md")]
+        cy = {"PATH": env["PATH"], "HOME": str(homes["cy"]), "LANG": "C.UTF-8"}
         version = json.loads(subprocess.run([*amux_argv(), "memory", "history", "@web/deploy.md"], capture_output=True,
-                                            env={**env, "AMUX_TOKEN": tokens["cy"]}, timeout=60).stdout)["versions"][0]
+                                            env=cy, timeout=60).stdout)["versions"][0]
         assert version["actor"]["principal"] == "ana" and version["review"]["proposed_by"]["principal"] == "ben"
     finally:
         subprocess.run([*amux_argv(), "hub", "stop"], env=env, capture_output=True, timeout=60)
