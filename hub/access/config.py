@@ -289,12 +289,15 @@ def reserved_entries(home: Path) -> list[ReservedEntry]:
 @dataclass(frozen=True)
 class TeamLeftovers:
     """What a removed team left on disk (DESIGN.md §7.8): ``documents`` in its memory folder, ``versions``
-    whether its history segment holds anything, ``proposals`` how many proposal files its review folder holds.
+    whether its history segment holds anything, ``proposals`` how many proposal files its review folder holds,
+    ``folder`` its memory folder.
     :attr:`empty` when there is nothing: a team of that name then starts with an empty scope."""
 
     documents: int
     versions: bool
     proposals: int
+    folder: str
+    """The team's memory folder (absolute), where its documents stay."""
 
     @property
     def empty(self) -> bool:
@@ -330,4 +333,4 @@ def team_leftovers(home: Path, name: str) -> TeamLeftovers:
         proposals = sum(1 for f in os.listdir(home / "review" / relpath) if f.endswith(".json"))
     except OSError:
         proposals = 0
-    return TeamLeftovers(documents, versions, proposals)
+    return TeamLeftovers(documents, versions, proposals, str(home / "memory" / relpath))

@@ -27,9 +27,9 @@ from typing import Any, Final
 
 from amux_memory.hub.access.identity import Identity, Scope
 from amux_memory.hub.access.mounts import MAINTAIN, READ, WRITE, Part
+from amux_memory.hub.methods import backup_staging, copies
 from amux_memory.hub.methods.calls import Kind, Reach, Route, Who, check_routes, route
 from amux_memory.hub.methods.invitations import handle_logout, handle_redeem, handle_tls_ca
-from amux_memory.hub.methods import backup_staging, copies
 from amux_memory.hub.methods.memory import MemoryMethods
 from amux_memory.protocol import params as p
 from amux_memory.protocol.errors import ErrorCode, HubError

@@ -343,14 +343,12 @@ def team_remove(name: str, /, *, home: Home = None, json: Json = False) -> int:
     """
     from amux_memory.hub.access import registry as reg
     from amux_memory.hub.access.config import team_leftovers
-    from amux_memory.hub.access.identity import team_scope
 
     def action() -> dict[str, Any]:
         where = resolve_home(home)
         team = reg.modify(where, lambda r, now: r.remove_team(name))
         left = team_leftovers(where, name)
-        return {**team.public(), "removed": True, "kept": left.described(),
-                "folder": str(where / "memory" / team_scope(name).relpath)}
+        return {**team.public(), "removed": True, "kept": left.described(), "folder": left.folder}
 
     def lines(doc: dict[str, Any]) -> list[str]:
         from amux_memory.tools.client.wording import counted
