@@ -18,6 +18,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from amux_memory.tools.cli.health import render_text
 from amux_memory.tools.client.citations import Citation, find_citations
 from amux_memory.tools.client.source_check import check_citations
@@ -254,3 +256,22 @@ def test_the_readme_citation_walkthrough_runs_as_written(hub: HubProcess, tmp_pa
     assert out["health"].returncode == 20 and report["counts"] == {"source_changed": 1}
     assert shown.replace("3f9c2e1", head) in render_text(report)
     assert "[source_changed] projects/github.com/acme/web/deploy.md" in out["tidy"].stdout
+
+
+def test_the_launch_check_is_skipped_with_a_line_past_its_bound(hub: HubProcess, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past its bound the launch's check is left to run on its own and the person is told it was skipped, with
+    the command that runs it; outside a work tree there is no line at all."""
+    from amux_memory.tools.client.source_health import launch_notice
+
+    root = tmp_path / "web"
+    (root / "deploy").mkdir(parents=True)
+    (root / "deploy/Makefile").write_text(MAKEFILE)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    monkeypatch.setenv("AMUX_HOME", str(hub.home))
+    assert launch_notice(str(root), "claude", seconds=0.0) == (
+        f"amux: the check of projects/{git(root, 'rev-list', '--max-parents=0', 'HEAD').strip()}/'s citations was "
+        f"skipped: it takes longer than 0 s; run it with: amux memory health --repo {root}")
+    assert launch_notice(str(tmp_path), "claude") == ""
