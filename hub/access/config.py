@@ -75,6 +75,8 @@ class HubConfig:
     """MCP HTTP requests per token at once before :attr:`mcp_rate` applies."""
     mcp_preload: bool = default_value("hub.mcp_preload")
     """Import the MCP server in the background after start (:func:`hub.serve.run.warm_mcp`)."""
+    cache_max_bytes: int = default_value("hub.cache_max_bytes")
+    """Bytes the search cache holds at most, every scope together (:class:`hub.storage.cache.ContentCache`)."""
     metrics_listen: str = default_value("hub.metrics_listen")
     """``HOST:PORT`` of the metrics and probes listener, ``""`` when off (:mod:`hub.serve.metrics`)."""
     history: bool = default_value("memory.history")
@@ -89,8 +91,6 @@ class HubConfig:
 
     review: str = default_value("memory.review")
     """``off`` or ``agents``: whether agents' writes wait for a person's approval (DESIGN.md §21)."""
-    cache_max_bytes: int = default_value("hub.cache_max_bytes")
-    """Bytes the search cache holds at most, every scope together (:class:`hub.storage.cache.ContentCache`)."""
     review_paths: str = default_value("memory.review_paths")
     """Comma-separated globs of the logical paths under review."""
     review_max_days: int = default_value("memory.review_max_days")
@@ -152,6 +152,7 @@ def load(home: Path) -> HubConfig:
         mcp_rate=get("hub.mcp_rate"),
         mcp_burst=get("hub.mcp_burst"),
         mcp_preload=get("hub.mcp_preload"),
+        cache_max_bytes=get("hub.cache_max_bytes"),
         metrics_listen=get("hub.metrics_listen"),
         history=get("memory.history"),
         history_max_versions=get("memory.history_max_versions"),
@@ -166,7 +167,6 @@ def load(home: Path) -> HubConfig:
         stale_days=get("memory.stale_days"),
     )
 
-        cache_max_bytes=get("hub.cache_max_bytes"),
 
 # -- What a change of memory.isolation leaves behind (DESIGN.md §7.8) ---------------------------------------
 
