@@ -272,7 +272,8 @@ def agent_executable(request: LaunchRequest, environ: dict[str, str]) -> str:
 
 
 def resolve_session(request: LaunchRequest, hub: str, setup: LaunchSetup) -> tuple[str, Resolution]:
-    """The session id and its binding: the stored one on ``--resume``, else a fresh one, stored before the agent runs.
+    """The session id and its binding: the stored one on ``--resume``, else a fresh one, stored before the agent runs
+    (never for ``print_spec``, which runs nothing).
 
     Sessions live in ``<AMUX_HOME>/sessions/``.  Raises
     :class:`~launch.errors.LaunchError` (step ``session``) for an unknown
@@ -298,6 +299,8 @@ def resolve_session(request: LaunchRequest, hub: str, setup: LaunchSetup) -> tup
     session_id = request.session_id or sessions.new_session_id()
     sessions.session_path(home, session_id)  # a malformed id fails before the Hub is asked
     resolution = resolve_fresh(hub, setup.hello)
+    if request.print_spec:  # a look at the plan starts no conversation: nothing to resume, nothing stored
+        return session_id, resolution
     sessions.store(home, sessions.SessionState(
         session_id=session_id, agent=request.agent, binding=resolution.binding, hub=resolution.hub,
         created=sessions.now_utc(), reason=resolution.reason, as_user=request.as_user))

@@ -471,9 +471,13 @@ def test_a_missing_expected_revision_says_where_to_get_one(hub: HubProcess, comm
     extra = ("--revision", rev) if command == "restore" else ()
     r = hub.cli("memory", command, "a.md", *extra, input=b"two\n")
     wire = error(r, ErrorCode.BAD_REQUEST)
-    assert wire["data"] == {"field": "expected_revision"}
-    assert "`amux memory show a.md`" in wire["message"] and "requires an argument" not in r.stderr
-    assert ("'absent' to create" in wire["message"]) == (command == "upsert")
+    assert "requires an argument" not in r.stderr
+    if command == "restore":
+        assert wire["data"] == {"field": "expected_revision"}
+        assert "`amux memory show a.md`" in wire["message"] and "'absent' to create" not in wire["message"]
+    else:  # the CLI asked the Hub: the document's revision now, which the person may mean
+        assert wire["data"] == {"field": "expected_revision", "current_revision": rev}
+        assert f"a.md is now at {rev[:12]} ('--expected-revision {rev[:12]}'" in wire["message"], wire
     assert current(hub, "a.md") == b"one\n"
 
 

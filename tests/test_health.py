@@ -18,7 +18,7 @@ import pytest
 
 from amux_memory.hub.access import registry as reg
 from amux_memory.hub.access.identity import team_scope
-from amux_memory.hub.methods.health import HealthPart, check_parts
+from amux_memory.hub.methods.health import PLAIN_POINTER, HealthPart, check_parts
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import LIMITS
 from tests.conftest import HubProcess, make_hub, need_corpus
@@ -202,8 +202,9 @@ def test_corpus_links_and_duplicates_hold(tmp_path: Path) -> None:
     for rel, number in sorted(dangling):
         line = (root / rel).read_text("utf-8", "replace").split("\n")[number - 1]
         targets = [(root / rel).parent.joinpath(t).resolve() for t in LINK.findall(line)]
+        targets += [root.joinpath(m.group(1)).resolve() for m in PLAIN_POINTER.finditer(line)]  # from the root
         missing = [t for t in targets if not t.is_file()]
-        assert missing or "[[" in line or "]:" in line, (rel, number, line)
+        assert missing or "[[" in line or "]:" in line or PLAIN_POINTER.search(line), (rel, number, line)
         if targets and "[[" not in line and "]:" not in line and all(t.is_relative_to(root) for t in targets):
             to_create.update(missing)
             created.add((rel, number))

@@ -343,7 +343,7 @@ def test_sigterm_to_the_launcher_reaches_the_agent(launcher: Launcher) -> None:
     assert proc.returncode == 128 + signal.SIGTERM  # the agent got SIGTERM; the launcher reports it like a shell
 
 
-def test_print_spec_runs_nothing_but_stores_the_session(launcher: Launcher) -> None:
+def test_print_spec_runs_nothing_and_stores_no_session(launcher: Launcher) -> None:
     r = launcher("--print-spec", "--session-id", "s-spec", "codex", "exec", "hi")
     assert r.returncode == 0, r.stderr
     spec = json.loads(r.stdout)
@@ -351,7 +351,8 @@ def test_print_spec_runs_nothing_but_stores_the_session(launcher: Launcher) -> N
     assert spec["argv"][0] == launcher.env["AMUX_LAUNCH_CODEX"] and spec["argv"][-2:] == ["exec", "hi"]
     assert spec["developer_instructions"] == MCP
     assert not launcher.ran
-    assert launcher.session("s-spec")["binding"] == "global"
+    with pytest.raises(FileNotFoundError):  # a look at the plan starts no conversation to resume
+        launcher.session("s-spec")
 
 
 @pytest.mark.slow  # over 2 s in the fast loop; this file keeps faster tests of the same paths

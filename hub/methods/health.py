@@ -40,9 +40,9 @@ Codes (thresholds here; why they are what they are: DESIGN.md §23):
   shared corpus :data:`NEAR_DUPLICATE_SCORE` 85 gives 201 ``near_duplicate``
   findings, 90 gives 134, 95 gives 60: 90 keeps one-word edits and drops
   looser resemblance.
-* ``dangling_link``: a relative Markdown link (``[t](x.md)``, ``[t]: x.md``) or
-  ``[[name]]`` outside code to a document of the same scope that does not
-  exist; ``[[name]]`` matches a file name without ``.md`` or a path.  Links
+* ``dangling_link``: a relative Markdown link (``[t](x.md)``, ``[t]: x.md``),
+  ``[[name]]`` or a plain path pointer (``see notes/x.md``) outside code to a
+  document of the same scope that does not exist; ``[[name]]`` matches a file name without ``.md`` or a path.  Links
   leaving the scope (``../``), to mounts (``@``), absolute, with a scheme, or
   to anything but ``.md`` are not checked.  ``MEMORY.md`` comes first.
 * ``stale``: no change for more than ``memory.stale_days``: the time of the
@@ -134,6 +134,10 @@ CODE_SPAN = re.compile(r"`+[^`]*`+")
 INLINE_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'(][^)]*)?\)")
 REFERENCE_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)")
 WIKI_LINK = re.compile(r"\[\[([^\[\]|#]+)(?:[|#][^\[\]]*)?\]\]")
+PLAIN_POINTER = re.compile(r"(?:^\(?|(?<=\s)|(?<=[^\]]\())((?:[\w.-]+/)+[\w.-]+\.md)(?=$|[\s,;:.!?)\]])")
+"""A path written as plain text, as people point at notes (``- testing: see notes/testing.md``): at least one
+folder, ending in ``.md``, after a space, a ``(`` or at a line's start (never inside a URL or a link's target);
+a path from the scope's root, as ``amux memory show`` takes it."""
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -164,7 +168,7 @@ class _Facts:
     def of(cls, data: bytes, path: str) -> _Facts:
         """The facts of document ``path`` holding ``data``."""
         text = data.decode("utf-8", "replace")
-        return cls(_paragraphs(text), _checked_links(path, text) if "[" in text else [])
+        return cls(_paragraphs(text), _checked_links(path, text) if "[" in text or ".md" in text else [])
 
     @property
     def size(self) -> int:
@@ -344,20 +348,24 @@ def _stale(doc: _Doc, stale_days: int, now: float) -> list[Result]:
 # -- links ------------------------------------------------------------------------------------------
 
 
-def _targets(text: str) -> list[tuple[int, str, bool]]:
-    """``(line, target, wiki)`` of every link outside fenced code and code spans."""
-    found: list[tuple[int, str, bool]] = []
+def _targets(text: str) -> list[tuple[int, str, bool | None]]:
+    """``(line, target, wiki)`` of every link outside fenced code and code spans; ``wiki`` is ``None`` for a plain
+    path pointer (:data:`PLAIN_POINTER`), a path from the scope's root."""
+    found: list[tuple[int, str, bool | None]] = []
     fenced = False
     for number, line in enumerate(text.split("\n"), 1):
         if FENCE.match(line):
             fenced = not fenced
             continue
-        if fenced or ("[" not in line):
+        if fenced or ("[" not in line and ".md" not in line):
             continue
         line = CODE_SPAN.sub("", line)
-        found += [(number, m.group(1), False) for m in INLINE_LINK.finditer(line)]
-        found += [(number, m.group(1), False) for m in REFERENCE_LINK.finditer(line)]
-        found += [(number, m.group(1).strip(), True) for m in WIKI_LINK.finditer(line)]
+        here: list[tuple[int, str, bool | None]] = [(number, m.group(1), False) for m in INLINE_LINK.finditer(line)]
+        here += [(number, m.group(1), False) for m in REFERENCE_LINK.finditer(line)]
+        here += [(number, m.group(1).strip(), True) for m in WIKI_LINK.finditer(line)]
+        linked = {target for _, target, _ in here}  # a reference link's target is no second, plain pointer
+        here += [(number, m.group(1), None) for m in PLAIN_POINTER.finditer(line) if m.group(1) not in linked]
+        found += here
     return found
 
 
@@ -384,7 +392,7 @@ def _checked_links(source: str, text: str) -> list[tuple[int, str, str, bool]]:
             if name and not name.startswith("@"):
                 out.append((line, name, target, True))
         else:
-            resolved = _resolve(source, target)
+            resolved = _resolve(source if wiki is False else "", target)
             if resolved is not None:
                 out.append((line, resolved, target, False))
     return out

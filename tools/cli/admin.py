@@ -53,6 +53,8 @@ def principal_add(name: str, /, *, service: bool = False, home: Home = None, jso
     """Register a principal (a person, or with --service a service execution identity).
 
     Adding one that already exists with the same kind changes nothing ("added": false).
+    "isolation" is the home's memory.isolation: with it off, every principal
+    shares the one memory (global) and the output says so.
 
     Parameters
     ----------
@@ -68,12 +70,19 @@ def principal_add(name: str, /, *, service: bool = False, home: Home = None, jso
         kind = "service" if service else "user"
         created = reg.modify(resolve_home(home), lambda r, now: r.add_principal(name, kind, now))
         current, _ = reg.read_registry(reg.registry_path(resolve_home(home)))
-        return {**_principal_view(current, name), "added": created}
+        from amux_memory.hub.access.config import get_value
+
+        return {**_principal_view(current, name), "added": created,
+                "isolation": str(get_value(resolve_home(home), "memory.isolation"))}
 
     def lines(doc: dict[str, Any]) -> list[str]:
         what = "added" if doc["added"] else "already exists (nothing changed)"
-        return [f"principal {inert(doc['name'])} ({doc['kind']}) {what}; its isolated memory is "
-                f"{inert(doc['binding'])}"]
+        head = f"principal {inert(doc['name'])} ({doc['kind']}) {what}"
+        if doc["isolation"] == "off":  # it has no memory of its own until isolation is on (DESIGN.md §7.1)
+            return [f"{head}; memory.isolation is off, so it shares the one memory (global) with everyone; "
+                    f"'amux system config set memory.isolation user' gives each principal its own "
+                    f"({inert(doc['binding'])})"]
+        return [f"{head}; its isolated memory is {inert(doc['binding'])}"]
 
     return run_action(action, lines, json)
 

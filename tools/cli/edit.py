@@ -82,6 +82,10 @@ def run_editor(file: Path) -> str | None:
     ends this process's wait, the ``KeyboardInterrupt`` propagates.
     """
     argv = editor_command()
+    if argv == [DEFAULT_EDITOR] and not any(os.environ.get(n, "").strip() for n in ("VISUAL", "EDITOR")):
+        print(f"amux: opening {DEFAULT_EDITOR}, as neither $VISUAL nor $EDITOR is set (choose another with e.g. "
+              "export EDITOR=nano, or EDITOR='code --wait'; in vi, ':wq' saves and quits, ':q!' quits unchanged)",
+              file=sys.stderr, flush=True)
     try:
         done = subprocess.run([*argv, str(file)], check=False)
     except OSError as exc:

@@ -237,7 +237,10 @@ def stop(*, home: Home = None, timeout: Timeout = "15", json: Json = False) -> i
 def restart(*, home: Home = None, listen: str | None = None, timeout: Timeout = "15", json: Json = False) -> int:
     """Stop the Hub serving HOME (if one runs), then start it in the background (amux hub stop, amux hub start).
 
-    Exit statuses as for stop and start.  A Hub run by a service manager
+    A Hub running in the foreground of a terminal ('amux hub serve') is
+    stopped there and started in the background, logging to HOME/hub.log;
+    the output says so (JSON: "replaced_foreground", that terminal, else
+    null). Exit statuses as for stop and start.  A Hub run by a service manager
     (amux hub service install; systemd or launchd set INVOCATION_ID or
     XPC_SERVICE_NAME in its environment) is not touched: the command says to
     restart it with the manager, e.g. 'systemctl --user restart
@@ -250,20 +253,32 @@ def restart(*, home: Home = None, listen: str | None = None, timeout: Timeout = 
         Passed to 'amux hub serve --listen'.
     """
 
+    from amux_memory.tools.client.running import serving_hub
+    from amux_memory.tools.lifecycle.manager import foreground_terminal
+
+    target = resolve_home(home).resolve()
+    holder = serving_hub(target)
+    terminal = foreground_terminal(holder.pid) if holder is not None and holder.pid > 0 else None
+
     def stopped(doc: dict[str, Any]) -> None:
         if doc["stopped"] and human_output(json):
-            print(f"Hub stopped (pid {doc['pid']})")
+            if terminal is not None:  # say it: that terminal only shows "Hub stopped (SIGTERM)"
+                print(f"Hub stopped (pid {doc['pid']}): it ran in the foreground of {terminal} ('amux hub "
+                      "serve'); it now runs in the background instead")
+            else:
+                print(f"Hub stopped (pid {doc['pid']})")
 
     try:
         seconds = _wait(timeout)
     except HubError as exc:
         return fail(exc, as_json=json)
     try:
-        done = restart_hub(resolve_home(home).resolve(), listen=listen, timeout=seconds, on_stopped=stopped)
+        done = restart_hub(target, listen=listen, timeout=seconds, on_stopped=stopped)
     except HubStartError as exc:
         return _start_failed(exc, json)
     except HubError as exc:
         # Only the service-manager refusal is bad_request; it alone honours --json in a terminal, as before.
         return fail(exc, as_json=json and exc.code is ErrorCode.BAD_REQUEST)
     assert done.started is not None  # no through_user_unit: restart_hub stopped and started it itself
+    done.started["replaced_foreground"] = terminal
     return _show_start(done.started, json)

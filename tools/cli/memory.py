@@ -109,19 +109,61 @@ def read_content(file: Path | None) -> bytes:
         raise HubError(ErrorCode.BAD_REQUEST, f"cannot read {file}: {exc.strerror}") from None
 
 
-def missing_revision(command: str, path: str) -> HubError:
+def missing_revision(command: str, path: str, current: str | None = None) -> HubError:
     """The ``bad_request`` for ``amux memory COMMAND PATH`` without ``--expected-revision``: where to get one.
 
-    DESIGN.md §18.
+    ``current`` is the document's revision when the caller asked the Hub (:func:`current_revision`): ``absent``
+    says to pass ``absent``, a revision names it (``data.current_revision``).  DESIGN.md §18.3.
     """
     import shlex
 
+    quoted = shlex.quote(path)
+    if current == ABSENT and command in ("upsert", "restore"):
+        return HubError(ErrorCode.BAD_REQUEST, f"memory {command} needs --expected-revision: {path} does not exist "
+                        f"yet, so pass '--expected-revision absent' to create it",
+                        {"field": "expected_revision", "current_revision": ABSENT},
+                        next_step=f"Run it again with --expected-revision absent: amux memory {command} {quoted} "
+                        "--expected-revision absent")
+    if current is not None and current != ABSENT:
+        return HubError(ErrorCode.BAD_REQUEST, f"memory {command} needs --expected-revision: the revision you last "
+                        f"read; {path} is now at {current[:12]} ('--expected-revision {current[:12]}' if that is "
+                        "the version you mean)",
+                        {"field": "expected_revision", "current_revision": current})
     create = {"upsert": ", or 'absent' to create a new document",
               "restore": ", or 'absent' to bring back a forgotten document"}.get(command, "")
     return HubError(ErrorCode.BAD_REQUEST,
                     f"memory {command} needs --expected-revision: the document's current revision, which "
-                    f"`amux memory show {shlex.quote(path)}` prints (its first 12 characters are enough){create}",
+                    f"`amux memory show {quoted}` prints (its first 12 characters are enough){create}",
                     {"field": "expected_revision"})
+
+
+def current_revision(path: str) -> str | None:
+    """``path``'s current revision (``absent`` when missing) from one small ``get``; ``None`` when the Hub does not
+    say (unreachable, refused): the hint of :func:`missing_revision` is then the generic one."""
+    from amux_memory.tools.client.blocking import HubClient
+
+    try:
+        with HubClient() as client:
+            found = client.call("get", get_params(path, start_line=1, end_line=1))
+    except HubError:
+        return None
+    revision = found.get("revision") if isinstance(found, dict) else None
+    return revision if isinstance(revision, str) else None
+
+
+def waiting_on_terminal(path: str) -> None:
+    """When standard input is a terminal, say on stderr that the content is read from it and how to end it (an
+    ``upsert`` with nothing piped in otherwise waits silently; DESIGN.md §18.3)."""
+    try:
+        interactive = sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return
+    if interactive:
+        from amux_memory.tools.client.inert import inert
+
+        print(inert(f"amux: reading the new content of {path} from this terminal: type or paste it, then press "
+                    "Ctrl-D at the start of a line (Ctrl-C cancels; pipe it in or pass --file FILE instead)"),
+              file=sys.stderr, flush=True)
 
 
 def upsert(path: str, /, *, expected_revision: str | None = None, file: Path | None = None,
@@ -129,7 +171,10 @@ def upsert(path: str, /, *, expected_revision: str | None = None, file: Path | N
            as_json: AsJson = False) -> int:
     """Replace (or create) a whole document, if it still has the expected revision.
 
-    The new content is raw UTF-8 Markdown from --file, or standard input.
+    The new content is raw UTF-8 Markdown from --file, or standard input
+    (piped: echo '# Notes' | amux memory upsert notes.md --expected-revision
+    absent); never an argument. On a terminal it says it reads the text you
+    type, up to Ctrl-D.
 
     Parameters
     ----------
@@ -154,7 +199,9 @@ def upsert(path: str, /, *, expected_revision: str | None = None, file: Path | N
         e.g. an example key in documentation; the history records the override.
     """
     if expected_revision is None:
-        return fail(missing_revision("upsert", path), as_json=as_json)
+        return fail(missing_revision("upsert", path, current_revision(path)), as_json=as_json)
+    if file is None:
+        waiting_on_terminal(path)
     try:
         content = read_content(file)
     except HubError as exc:
@@ -202,7 +249,7 @@ def forget(path: str, /, *, expected_revision: str | None = None, as_json: AsJso
         Required: the revision you last read (its first 12 hex digits are enough).
     """
     if expected_revision is None:
-        return fail(missing_revision("forget", path), as_json=as_json)
+        return fail(missing_revision("forget", path, current_revision(path)), as_json=as_json)
     return call_hub("forget", forget_params(path, expected_revision), RendererChoice("forget"), as_json=as_json)
 
 

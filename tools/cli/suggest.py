@@ -118,10 +118,11 @@ def format_usage_error(error: CycloptsError) -> Any:
 
     An unknown command gets :func:`unknown_command_message`; ``--expected-revision``
     given without a value gets the hint its absence gets
-    (:func:`tools.cli.memory.missing_revision`); any other error cyclopts' own
+    (:func:`tools.cli.memory.missing_revision`); text given to ``memory upsert``
+    as an argument says where content comes from (:func:`upsert_text_message`); any other error cyclopts' own
     text.  Imports rich (cyclopts prints it through rich).
     """
-    from cyclopts.exceptions import MissingArgumentError, UnknownCommandError
+    from cyclopts.exceptions import MissingArgumentError, UnknownCommandError, UnusedCliTokensError
     from cyclopts.panel import CycloptsPanel
     from rich.text import Text
 
@@ -130,6 +131,9 @@ def format_usage_error(error: CycloptsError) -> Any:
     if isinstance(error, UnknownCommandError) and error.unused_tokens and error.app is not None:
         token = inert(error.unused_tokens[0])
         return CycloptsPanel(Text(unknown_command_message(token, visible_commands(error.app))))
+    chain = tuple(error.command_chain or ())
+    if isinstance(error, UnusedCliTokensError) and chain[-2:] == ("memory", "upsert") and error.unused_tokens:
+        return CycloptsPanel(Text(inert(upsert_text_message(str(error.unused_tokens[0])))))
     argument = getattr(error, "argument", None)
     if isinstance(error, MissingArgumentError) and argument is not None and REVISION_OPTION in argument.names:
         from amux_memory.tools.cli.memory import missing_revision
@@ -142,3 +146,11 @@ def format_usage_error(error: CycloptsError) -> Any:
 
 REVISION_OPTION = "--expected-revision"
 """The option whose missing value gets the same hint as its absence (DESIGN.md §18)."""
+
+
+def upsert_text_message(token: str) -> str:
+    """The usage error for ``amux memory upsert PATH TEXT``: the content is read from standard input or
+    ``--file``, never from an argument (a document is often long and multi-line; DESIGN.md §18.3)."""
+    shown = token if len(token) <= 40 else token[:40] + "…"
+    return (f"memory upsert takes one PATH; the content is not an argument (got {shown!r} after it). Pipe it in: "
+            "echo 'TEXT' | amux memory upsert PATH --expected-revision REV, or pass --file FILE.")

@@ -10,6 +10,7 @@ unit is installed and active it has systemd restart it rather than refuse.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -81,3 +82,17 @@ def active_user_unit(home: Path) -> Path | None:
     active = subprocess.run(["systemctl", "--user", "is-active", "--quiet", unit_name(home)], check=False,
                             stdin=subprocess.DEVNULL, capture_output=True, timeout=SYSTEMCTL_TIMEOUT_SECONDS)
     return unit if active.returncode == 0 else None
+
+
+def foreground_terminal(pid: int) -> str | None:
+    """The terminal a Hub ``pid`` runs in the foreground of (``amux hub serve`` typed in a shell: its standard input
+    or error is a ``/dev/pts/N`` or ``/dev/ttyN``), or ``None``: started by ``amux hub start`` (``/dev/null`` and
+    ``hub.log``), by a service manager, or not readable (not Linux, another user's process).  Raises nothing."""
+    for fd in (0, 2):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(("/dev/pts/", "/dev/tty")):
+            return target
+    return None
