@@ -131,8 +131,8 @@ def format_usage_error(error: CycloptsError) -> Any:
     if isinstance(error, UnknownCommandError) and error.unused_tokens and error.app is not None:
         token = inert(error.unused_tokens[0])
         return CycloptsPanel(Text(unknown_command_message(token, visible_commands(error.app))))
-    chain = tuple(error.command_chain or ())
-    if isinstance(error, UnusedCliTokensError) and chain[-2:] == ("memory", "upsert") and error.unused_tokens:
+    called = tuple(error.command_chain or ())
+    if isinstance(error, UnusedCliTokensError) and called[-2:] == ("memory", "upsert") and error.unused_tokens:
         return CycloptsPanel(Text(inert(upsert_text_message(str(error.unused_tokens[0])))))
     argument = getattr(error, "argument", None)
     if isinstance(error, MissingArgumentError) and argument is not None and REVISION_OPTION in argument.names:
