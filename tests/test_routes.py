@@ -3,8 +3,10 @@ whose entry lacks a field, or contradicts itself, is refused when it is built.""
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from amux_memory.hub.access.identity import GLOBAL, Identity
+from amux_memory.hub.access.identity import GLOBAL, MCP_CLIENT, Identity
 from amux_memory.hub.access.mounts import READ, WRITE
 from amux_memory.hub.mcp.tools import hub_backend
 from amux_memory.hub.methods.calls import Call, Kind, Reach, Route, Who, check_routes
@@ -120,3 +122,59 @@ def test_a_module_declaring_a_bad_table_fails_at_import(tmp_path: Path, monkeypa
     with pytest.raises(ValueError, match="route 'x' is a data method without"):
         __import__("planted_routes")
     assert "planted_routes" not in sys.modules
+
+
+def _team_hub(tmp_path: Path, table: dict[str, Route]) -> Hub:
+    """An in-process Hub (isolation ``user``) whose caller, this process's OS account, is a writer of team
+    ``web`` (review ``agents``), answering ``table``."""
+    import pwd
+
+    from amux_memory.hub.access import registry as reg
+
+    me = pwd.getpwuid(os.getuid()).pw_name
+    config = hub_config(tmp_path, isolation="user")
+    reg.modify(config.home, lambda r, now: r.add_team("web", "agents", now))
+    reg.modify(config.home, lambda r, now: r.add_principal(me, "user", now))
+    reg.modify(config.home, lambda r, now: r.add_member("web", me, "writer"))
+    return Hub(config, LIMITS, routes=table)
+
+
+async def _session(hub: Hub, calls: list[tuple[str, dict[str, Any]]], client: str = "") -> list[Response]:
+    """Open a connection to ``hub``, say ``hello`` (as ``client``), run ``calls`` in order; their responses."""
+    a, b = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    stream, decoder = trio.SocketStream(b), FrameDecoder()
+    answers: list[Response] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hub.handle, trio.SocketStream(a))
+        hello = {"protocol": PROTOCOL_VERSION, **({"client": client} if client else {})}
+        (await exchange(stream, decoder, 1, "hello", hello)).unwrap()
+        for rid, (method, params) in enumerate(calls, start=2):
+            answers.append(await exchange(stream, decoder, rid, method, params))
+        await stream.aclose()
+        nursery.cancel_scope.cancel()
+    return answers
+
+
+async def test_a_paged_method_added_through_the_table_pages_across_mounts_as_list_does(tmp_path: Path) -> None:
+    listed = replace(ROUTES["list"], name="list2")
+    hub = _team_hub(tmp_path, {**ROUTES, "list2": listed})
+    writes = [("upsert", {"path": path, "content": b"# x\n", "expected_revision": "absent"})
+              for path in ("mine.md", "@web/team.md")]
+    prefixes = ("", "@web/", "@w", "@nope", "mine")
+    answers = await _session(hub, writes + [(method, {"path_prefix": prefix}) for prefix in prefixes
+                                            for method in ("list", "list2")])
+    assert all(a.error is None for a in answers[:2])
+    pages = [a.unwrap() for a in answers[2:]]
+    assert pages[0::2] == pages[1::2]  # list2 answers exactly as list, for every prefix
+    assert [[e["path"] for e in page["entries"]] for page in pages[0::2]] == [
+        ["mine.md"], ["@web/team.md"], ["@web/team.md"], [], ["mine.md"]]
+    assert pages[0]["next_cursor"] == "@web/|"  # the root's page, then the mount's
+
+
+async def test_whether_a_write_may_become_a_proposal_is_the_tables(tmp_path: Path) -> None:
+    upsert = {"path": "@web/agent.md", "content": b"# From an agent\n", "expected_revision": "absent"}
+    reviewed = await _session(_team_hub(tmp_path / "a", dict(ROUTES)), [("upsert", upsert)], client=MCP_CLIENT)
+    assert reviewed[0].unwrap()["proposed"] is True
+    table = {**ROUTES, "upsert": replace(ROUTES["upsert"], proposes=False)}
+    written = await _session(_team_hub(tmp_path / "b", table), [("upsert", upsert)], client=MCP_CLIENT)
+    assert written[0].unwrap().get("proposed") is None and written[0].unwrap()["created"] is True

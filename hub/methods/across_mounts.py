@@ -45,10 +45,6 @@ Result = dict[str, Any]
 CURSOR_MARK = "|"
 """Between a part's label and its own cursor in a ``next_cursor`` that spans parts (``@web/|17``)."""
 
-PAGE_ITEMS = {"list": "entries", "log": "changes", "review_list": "proposals"}
-"""The list a page of each paged method holds (an empty one passes on to the next part)."""
-
-
 async def run(memory: MemoryMethods, route: Route, view: MountView, params: dict[str, Any],
               identity: Identity | None, registry: Callable[[], Registry] | None = None, now: float = 0.0) -> Result:
     """Run the data method of ``route`` for the caller whose view is ``view``; the answer names documents by
@@ -133,12 +129,11 @@ async def _paged(memory: MemoryMethods, route: Route, view: MountView, params: d
     """``list``, ``log``, ``review_list`` over the parts a prefix covers: one part's page per answer."""
     assert route.role is not None
     parts = _parts(view, params, route.role)
-    if not parts:
-        return _empty(memory, view, route.name)
     memory.check_enabled()
-    if len(parts) == 1 and parts[0].mount is None:
-        return _rules(memory, route.name, parts, await memory.run(route, view.root, params, identity,
-                                                                  registry=registry, now=now, visible=visible))
+    if not parts or (len(parts) == 1 and parts[0].mount is None):
+        # The caller's own scope alone; a prefix that covers no part (``@x``) names nothing there either.
+        return await memory.run(route, view.root, params, identity, parts=parts, registry=registry, now=now,
+                                visible=visible)
     index, inner_cursor = _resume(parts, params.get("cursor")) if len(parts) > 1 else (0, params.get("cursor"))
     while True:  # a part with nothing to show passes on to the next in the same answer
         part = parts[index]
@@ -148,11 +143,11 @@ async def _paged(memory: MemoryMethods, route: Route, view: MountView, params: d
         if inner_cursor not in (None, ""):
             inner["cursor"] = inner_cursor
         try:
-            result: Result = shown(await memory.run(route, part.scope, inner, identity, registry=registry, now=now,
-                                                    visible=visible), part.label)
+            result: Result = shown(await memory.run(route, part.scope, inner, identity, parts=parts,
+                                                    registry=registry, now=now, visible=visible), part.label)
         except HubError as exc:
             raise shown_error(exc, part) from exc.__cause__
-        if result.get(PAGE_ITEMS[route.name]) or result.get("next_cursor") is not None or index + 1 == len(parts):
+        if result.get(route.items) or result.get("next_cursor") is not None or index + 1 == len(parts):
             break
         index, inner_cursor = index + 1, ""
     if len(parts) > 1:
@@ -162,29 +157,7 @@ async def _paged(memory: MemoryMethods, route: Route, view: MountView, params: d
         elif index + 1 < len(parts):
             result["next_cursor"] = cursor_of(parts[index + 1].label, "")
         result["part"] = part.label
-    return _rules(memory, route.name, parts, result)
-
-
-def _rules(memory: MemoryMethods, method: str, parts: list[Part], result: Result) -> Result:
-    """A ``review_list`` page where some part the prefix covers reviews gains ``reviews``: for each part,
-    ``{mount, review, role?}`` (``mount`` ``""`` for the caller's own scope, ``review`` the part's rule, ``role``
-    the caller's in a team), so a caller learns which of its memories review and whether it decides there
-    (DESIGN.md §21).  With review off everywhere, and for other methods, the page is returned unchanged."""
-    if method == "review_list":
-        reviews = [{"mount": part.label, "review": memory.review_rule(part.scope)}
-                   | ({} if part.mount is None else {"role": part.mount.role}) for part in parts]
-        if any(r["review"] != "off" for r in reviews):
-            result["reviews"] = reviews
     return result
-
-
-def _empty(memory: MemoryMethods, view: MountView, method: str) -> Result:
-    """The answer of a paged method whose prefix covers no part (``@x`` matching no mount of the caller)."""
-    if method == "list":
-        return {"entries": [], "next_cursor": None, "incomplete": False, "incomplete_reasons": [], "unreadable": []}
-    if method == "log":
-        return {"changes": [], "next_cursor": None}
-    return {"proposals": [], "next_cursor": None, "pending": 0, "review": memory.review_rule(view.root)}
 
 
 async def _by_proposal(memory: MemoryMethods, route: Route, view: MountView, params: dict[str, Any],

@@ -33,7 +33,8 @@ class Call:
     ``visible`` maps the binding of every scope the caller may read to the prefix it sees it under: ``""`` for
     its own scope, ``@NAME/`` for each of its team mounts (:func:`hub.methods.across_mounts.visible_scopes`).  An
     answer names another scope (a copy's or move's other side in history, DESIGN.md §15.7) only when it is here;
-    empty (the default) names none.
+    empty (the default) names none.  ``proposes`` is the route's: whether this write may be kept as a proposal
+    at all (the review queue then decides whether it is, :meth:`hub.methods.review.ReviewQueue.reviewed`).
     """
 
     scope: Scope
@@ -44,6 +45,7 @@ class Call:
     registry: Callable[[], Registry] | None = None
     now: float = 0.0
     visible: Mapping[str, str] = field(default_factory=dict)
+    proposes: bool = False
 
 
 Result = dict[str, Any]
@@ -133,13 +135,17 @@ class Route:
     handler: Handler | BlockingHandler | None
     who: Who = Who.ANYONE
     command: str = ""
+    items: str = ""
+    """A ``paged`` method's list in a page (``entries``, ``changes``): a part whose page holds none passes on."""
+    scans: bool = False
+    """Answered by the bounded scan (DESIGN.md §5.4): the metrics count its cut-short answers by reason."""
 
 
 def route(name: str, kind: Kind, reach: Reach, role: str | None, *, locked: bool, proposes: bool,
           parse: Parser | None, handler: Handler | BlockingHandler | None, who: Who = Who.ANYONE,
-          command: str = "") -> tuple[str, Route]:
+          command: str = "", items: str = "", scans: bool = False) -> tuple[str, Route]:
     """``(name, Route(...))``, for building a table as a dict."""
-    return name, Route(name, kind, reach, role, locked, proposes, parse, handler, who, command)
+    return name, Route(name, kind, reach, role, locked, proposes, parse, handler, who, command, items, scans)
 
 
 def check_routes(table: Mapping[str, Route]) -> None:
@@ -152,6 +158,8 @@ def check_routes(table: Mapping[str, Route]) -> None:
             problem = f"is filed under {name!r}"
         elif r.kind is Kind.DATA and (r.reach is Reach.NONE or r.role is None or r.parse is None or r.handler is None):
             problem = "is a data method without a reach, a role, a parser or a handler"
+        elif (r.reach is Reach.PAGED) != bool(r.items):
+            problem = "must name the list its pages hold (items) if and only if it is paged"
         elif r.kind is not Kind.DATA and (r.reach is not Reach.NONE or r.role is not None):
             problem = "meets mounts but is not a data method"
         elif (r.kind is Kind.OPERATOR) != (r.who is Who.OPERATOR) or (r.kind is Kind.OPERATOR and not r.command):

@@ -27,7 +27,7 @@ Result = dict[str, Any]
 
 async def copy(memory: MemoryMethods, source: Scope, source_path: str, destination: Scope, destination_path: str, *,
                expected_revision: str, source_revision: str | None, move: bool, allow_secret: bool,
-               actor: Actor) -> Result:
+               actor: Actor, proposes: bool = True) -> Result:
     """Copy (or ``move``) one document between scopes or within one (DESIGN.md §7.8).
 
     Three steps, each under its scope's lock: read the source (``not_found`` when absent;
@@ -45,7 +45,7 @@ async def copy(memory: MemoryMethods, source: Scope, source_path: str, destinati
     got = await memory.locked(source, _copy_source, memory, source, source_path, source_revision)
     data, revision = got
     origin = {"from": {"scope": source.binding, "document": source_path, "revision": revision}}
-    result = await memory.locked(destination, _copy_into, memory, destination, destination_path, data,
+    result = await memory.locked(destination, _copy_into, memory, proposes, destination, destination_path, data,
                                  expected_revision, actor, allow_secret, origin)
     result["source_revision"] = revision
     result["moved"] = False
@@ -56,7 +56,8 @@ async def copy(memory: MemoryMethods, source: Scope, source_path: str, destinati
         return result
     gone = {"to": {"scope": destination.binding, "document": destination_path}}
     try:
-        removed = await memory.locked(source, _copy_remove, memory, source, source_path, revision, actor, gone)
+        removed = await memory.locked(source, _copy_remove, memory, proposes, source, source_path, revision, actor,
+                                      gone)
     except HubError as exc:
         if exc.code is not ErrorCode.CONFLICT:
             raise
@@ -223,20 +224,21 @@ def _forget_moved(memory: MemoryMethods, scope: Scope, path: str, revision: str,
     return memory.delete(scope, path, revision, actor, origin=gone)
 
 
-def _copy_into(memory: MemoryMethods, scope: Scope, path: str, data: bytes, expected: str, actor: Actor,
+def _copy_into(memory: MemoryMethods, proposes: bool, scope: Scope, path: str, data: bytes, expected: str,
+               actor: Actor,
                allow_secret: bool,
                origin: dict[str, Any]) -> Result:
     """The copy's write: a proposal where the destination's rule says so, else a write naming its origin."""
-    if memory.review.reviewed(scope, actor, path):
+    if proposes and memory.review.reviewed(scope, actor, path):
         return memory.review.propose(scope, path, data, expected, actor, allow_secret=allow_secret)
     return memory.write(scope, path, data, expected, False, actor, allow_secret=allow_secret, origin=origin)
 
 
-def _copy_remove(memory: MemoryMethods, scope: Scope, path: str, revision: str, actor: Actor, gone: dict[str,
-                 Any]) -> Result:
+def _copy_remove(memory: MemoryMethods, proposes: bool, scope: Scope, path: str, revision: str, actor: Actor,
+                 gone: dict[str, Any]) -> Result:
     """A move's forget of its source: a proposal where the source's rule says so, else a tombstone naming
     where the text went."""
-    if memory.review.reviewed(scope, actor, path):
+    if proposes and memory.review.reviewed(scope, actor, path):
         return memory.review.propose(scope, path, None, revision, actor)
     return memory.delete(scope, path, revision, actor, origin=gone)
 
@@ -248,4 +250,4 @@ async def handle_copy(memory: MemoryMethods, call: Call) -> Result:
     p = call.params
     return await copy(memory, source.scope, source.inner, destination.scope, destination.inner,
                       expected_revision=p.expected_revision, source_revision=p.source_revision, move=p.move,
-                      allow_secret=p.allow_secret, actor=call.actor)
+                      allow_secret=p.allow_secret, actor=call.actor, proposes=call.proposes)

@@ -214,7 +214,7 @@ class MemoryMethods:
             assert route.parse is not None and route.handler is not None, f"{route.name} is answered elsewhere"
             arguments = route.parse(params) if parsed is None else parsed
             seen = visible if visible is not None else {scope.binding: ""}
-            call = Call(scope, arguments, actor, identity, parts, registry, now, seen)
+            call = Call(scope, arguments, actor, identity, parts, registry, now, seen, route.proposes)
             if route.who is Who.PERSON:
                 require_person(actor)
             if route.locked:
@@ -422,7 +422,7 @@ class MemoryMethods:
         """``upsert`` (worker thread, the scope's lock held): a proposal where the scope reviews this write
         (:meth:`hub.methods.review.ReviewQueue.reviewed`), else :meth:`write`."""
         scope, p, actor = call.scope, call.params, call.actor
-        if self.review.reviewed(scope, actor, p.path):
+        if call.proposes and self.review.reviewed(scope, actor, p.path):
             return self.review.propose(scope, p.path, p.content, p.expected_revision, actor, p.allow_shrink,
                                        p.allow_secret)
         return self.write(scope, p.path, p.content, p.expected_revision, p.allow_shrink, actor, None, p.allow_secret)
@@ -431,7 +431,7 @@ class MemoryMethods:
         """``forget`` (worker thread, the scope's lock held): a proposal where the scope reviews it, else
         :meth:`delete`."""
         scope, p, actor = call.scope, call.params, call.actor
-        if self.review.reviewed(scope, actor, p.path):
+        if call.proposes and self.review.reviewed(scope, actor, p.path):
             return self.review.propose(scope, p.path, None, p.expected_revision, actor)
         return self.delete(scope, p.path, p.expected_revision, actor)
 
@@ -439,8 +439,16 @@ class MemoryMethods:
 
     def handle_review_list(self, call: Call) -> Result:
         """``review_list`` (worker thread, the scope's lock held): a team's other members see their own proposals
-        only (:func:`hub.methods.review.may_see`)."""
-        return self.review.review_list(call.scope, call.params, call.actor)
+        only (:func:`hub.methods.review.may_see`).  Where some part the prefix covers (``call.parts``) reviews,
+        the page gains ``reviews``: for each part ``{mount, review, role?}`` (``mount`` ``""`` for the caller's own
+        scope, ``role`` the caller's in a team), so a caller learns which of its memories review and whether it
+        decides there (DESIGN.md §21); with review off everywhere the page is as it was."""
+        result = self.review.review_list(call.scope, call.params, call.actor)
+        reviews = [{"mount": part.label, "review": self.review_rule(part.scope)}
+                   | ({} if part.mount is None else {"role": part.mount.role}) for part in call.parts]
+        if any(r["review"] != "off" for r in reviews):
+            result["reviews"] = reviews
+        return result
 
     def handle_review_show(self, call: Call) -> Result:
         """``review_show`` (worker thread, the scope's lock held), as :meth:`handle_review_list` filters."""
@@ -512,7 +520,8 @@ class MemoryMethods:
         """``restore`` (worker thread, the scope's lock held)."""
         scope, p, actor = call.scope, call.params, call.actor
         version, data = self.history.scope(scope.relpath).find(p.path, p.revision)  # a prefix: the full one
-        if self.review.reviewed(scope, actor, p.path):  # an agent's restore is a write like any other (DESIGN.md §21)
+        # an agent's restore is a write like any other (DESIGN.md §21)
+        if call.proposes and self.review.reviewed(scope, actor, p.path):
             return self.review.propose(scope, p.path, data, p.expected_revision, actor, allow_shrink=True,
                                        allow_secret=p.allow_secret)
         return self.write(scope, p.path, data, p.expected_revision, True, actor, restored_from=version.revision,

@@ -311,7 +311,9 @@ class Hub:
             self.calls_running -= 1
             self.last_call_ended = trio.current_time()
             if self.metrics is not None and answered:
-                self.metrics.observe(request.method, transport, code, time.perf_counter() - started, result)
+                route = self.routes.get(request.method)
+                self.metrics.observe(request.method, transport, code, time.perf_counter() - started, result,
+                                     scans=route is not None and route.scans)
 
     async def _route(self, identity: Identity, scope: Scope, request: Request, snapshot: Registry | None) -> Result:
         """:meth:`call`'s work, by the route's kind."""

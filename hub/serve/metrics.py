@@ -228,13 +228,14 @@ class HubMetrics:
         self.registry.register(_WalkCollector(self))
 
     def observe(self, method: str, transport: str, code: ErrorCode | None, seconds: float,
-                result: dict[str, Any] | None = None) -> None:
+                result: dict[str, Any] | None = None, scans: bool = False) -> None:
         """Count one answered data call: its ``method``, ``transport`` (one of :data:`TRANSPORTS`), error
-        ``code`` (None: a result), duration, and, for a search, its incomplete reasons."""
+        ``code`` (None: a result), duration, and, when the bounded scan answered it (``scans``, its route's),
+        its incomplete reasons."""
         m = method_label(method, self.methods)
         self.requests.labels(m, code_label(code), transport).inc()
         self.duration.labels(m, transport).observe(seconds)
-        if result is not None and method == "search" and result.get("incomplete"):
+        if result is not None and scans and result.get("incomplete"):
             reasons = result.get("incomplete_reasons")
             for reason in {reason_label(r) for r in (reasons if isinstance(reasons, list) else [])} or {"other"}:
                 self.incomplete.labels(reason).inc()
