@@ -48,20 +48,22 @@ def test_https_anywhere_and_http_to_loopback_are_accepted(home: HubProcess, url:
     assert r.json["url"] == url and len(tokens(home)) == 1
 
 
-def test_the_claude_command_reads_the_token_from_the_environment(home: HubProcess) -> None:
+def test_the_claude_commands_keep_the_token_in_a_file_and_register_for_every_project(home: HubProcess) -> None:
     url = "http://127.0.0.1:8765/mcp"
     r = home.cli("hub", "connect", "claude", "--principal", "alice", "--url", url, "--json")
     assert r.returncode == 0, r.stderr
     token = r.json["token"]
     assert r.json["env"] == [f"export AMUX_TOKEN={token}"]
-    assert r.json["commands"] == [f'claude mcp add --transport http amux {url} --header "Authorization: Bearer '
-                                  '$AMUX_TOKEN"']
-    assert token not in r.json["commands"][0]
+    write, add = r.json["commands"]
+    assert write == '(umask 077 && mkdir -p "$HOME/.amux" && printf %s "$AMUX_TOKEN" > "$HOME/.amux/claude-token")'
+    assert add.startswith("claude mcp add-json -s user amux ") and '"headersHelper"' in add, add
+    assert token not in write + add
+    assert r.json["expires"] is not None  # 180 days unless --ttl says otherwise
     screen = run_in_terminal([*amux_argv(), "hub", "connect", "claude", "--principal", "alice", "--url", url],
                              env=home.env)
     assert screen.returncode == 0, screen.stderr
     assert screen.plain.count("amux_") == 1, screen.plain  # the token, once: in the export line
-    assert "history holds only the variable" in screen.plain
+    assert "every project of that user (-s user)" in " ".join(screen.plain.split())
 
 
 @pytest.mark.parametrize("agent", ["env", "pi"])
@@ -101,12 +103,15 @@ def test_the_url_names_the_certificate_and_a_loopback_listener_stays_on_this_mac
     assert "https://hub.example.lan:8765/mcp" in screen.plain and "scp " in screen.plain, screen.plain
 
     home.configure("hub.mcp_listen", "127.0.0.1:8765")
-    local = home.cli("hub", "connect", "claude", "--principal", "alice", "--json")
+    no_claude = {"PATH": "/usr/bin:/bin"}  # Claude Code is not installed here: connect prints its command
+    local = home.cli("hub", "connect", "claude", "--principal", "alice", "--json", env=no_claude)
     assert local.json["url"] == "https://127.0.0.1:8765/mcp" and local.json["local_only"] is True, local.json
-    assert local.json["ca_on_other_machine"] == ""
+    assert local.json["ca_on_other_machine"] == "" and local.json["registered"] is False
     assert f"export NODE_EXTRA_CA_CERTS={local.json['ca']}" in local.json["env"], local.json["env"]
-    screen = run_in_terminal([*amux_argv(), "hub", "connect", "claude", "--principal", "alice"], env=home.env)
+    screen = run_in_terminal([*amux_argv(), "hub", "connect", "claude", "--principal", "alice"],
+                             env={**home.env, **no_claude})
     assert screen.returncode == 0, screen.stderr
     text = " ".join(screen.plain.split())
     assert "scp " not in text and "Copy this Hub's CA" not in text and "other machine:" not in text, text
-    assert "answers on this machine only (127.0.0.1)" in text and "On this machine:" in text, text
+    assert "reused in" in text and "claude is not on PATH here" in text, text
+    assert f"export NODE_EXTRA_CA_CERTS={local.json['ca']}" in text and "amux_" not in text, text

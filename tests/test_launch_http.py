@@ -522,10 +522,11 @@ def test_real_codex_connects_over_http_with_no_amux_mcp_process(
 @pytest.mark.slow
 def test_real_claude_registered_with_hub_connect_reads_a_fact_over_http(
         agents: Path, http_hub_process: tuple[HubProcess, str], tmp_path: Path, fake_model: FakeModel) -> None:
-    """The persistent form ``amux hub connect claude`` prints (``claude mcp add --transport http …``), run into
-    a temporary ``CLAUDE_CONFIG_DIR``; then a plain ``claude -p`` (no launch, no ``amux mcp`` anywhere) gets the
-    Hub's stored fact for the fake model's ``memory_search`` and ``memory_get``, with the server's own
-    instructions (the protocol once, from ``initialize``)."""
+    """The persistent form ``amux hub connect claude`` prints (the token into a 0600 file, ``claude mcp add-json
+    -s user`` with a headersHelper reading it), run into a temporary ``CLAUDE_CONFIG_DIR``; then a plain
+    ``claude -p`` (no launch, no ``amux mcp`` anywhere) gets the Hub's stored fact for the fake model's
+    ``memory_search`` and ``memory_get``, with the server's own instructions (the protocol once, from
+    ``initialize``)."""
     from amux_memory.protocol.agent_protocol import render
 
     h, url = http_hub_process
@@ -535,7 +536,8 @@ def test_real_claude_registered_with_hub_connect_reads_a_fact_over_http(
     env = agent_env(agents, h, tmp_path / "home", ANTHROPIC_BASE_URL=fake_model.url, ANTHROPIC_API_KEY="dummy")
     work = tmp_path / "work"
     work.mkdir()
-    command = " && ".join([*r.json["env"], r.json["commands"][0].replace("claude ", f"{agents / 'claude'} ", 1)])
+    command = " && ".join([*r.json["env"], *(c.replace("claude ", f"{agents / 'claude'} ", 1)
+                                             if c.startswith("claude ") else c for c in r.json["commands"])])
     added = subprocess.run(command, shell=True, env=env, cwd=work, capture_output=True, text=True, timeout=120)
     assert added.returncode == 0, added.stderr
     script_lookup(fake_model)

@@ -340,21 +340,23 @@ def test_tls_init_then_the_listener_is_reachable_with_the_ca_only(tmp_path: Path
 @pytest.mark.slow  # over 1 s; the feature keeps a fast test in this file
 def test_hub_connect_prints_working_commands(tmp_path: Path) -> None:
     """``amux hub connect`` issues a working token once and prints, per agent, the commands with it: Claude
-    Code's ``claude mcp add --transport http``, Codex's ``codex mcp add --url`` with the token in an
-    environment variable, ``AMUX_HUB``/``AMUX_TOKEN`` for Pi and scripts; the token opens a session."""
+    Code's ``claude mcp add-json -s user`` (the token in a 0600 file a headersHelper reads), Codex's ``codex mcp
+    add --url`` with the token in an environment variable, ``AMUX_HUB``/``AMUX_TOKEN`` for Pi and scripts; the
+    token opens a session."""
     h, url = mcp_http_hub(tmp_path, **{"hub.listen": f"127.0.0.1:{free_port()}"})
     h.cli("hub", "principal", "add", "alice")
     out = {}
     for agent in ("claude", "codex", "pi", "env"):
-        r = h.cli("hub", "connect", agent, "--principal", "alice", "--ttl", "7d", "--json")
+        # No claude on PATH: connect keeps the token in a file and prints the registration instead of running it.
+        r = h.cli("hub", "connect", agent, "--principal", "alice", "--ttl", "7d", "--json",
+                  env={"PATH": "/usr/bin:/bin"} if agent == "claude" else None)
         assert r.returncode == 0, r.stderr
         out[agent] = r.json
         assert r.json["url"] == url and r.json["expires"]
-        open_session(url, r.json["token"])
-    claude = out["claude"]["commands"][0]
-    assert claude.startswith(f"claude mcp add --transport http amux {url} --header ")
-    assert claude.endswith(' --header "Authorization: Bearer $AMUX_TOKEN"'), claude
-    assert f"export AMUX_TOKEN={out['claude']['token']}" in out["claude"]["env"]
+        open_session(url, r.json["token"] or Path(r.json["token_file"]).read_text())
+    claude = out["claude"]["commands"][-1]
+    assert claude.startswith("claude mcp add-json -s user amux ") and '"headersHelper"' in claude, claude
+    assert out["claude"]["token"] is None and out["claude"]["registered"] is False
     assert out["codex"]["commands"] == [f"codex mcp add amux --url {url} --bearer-token-env-var AMUX_TOKEN"]
     assert f"export AMUX_TOKEN={out['codex']['token']}" in out["codex"]["env"]
     assert f"export AMUX_TOKEN={out['pi']['token']}" in out["pi"]["env"]

@@ -18,7 +18,7 @@ Hub's Unix socket, which a namespace does not hide, is never used):
   memory search`` over ``tls://10.200.N.1``; the Hub's own view (a local
   CLI) then has the document;
 - ``tests/remote_mcp_client.py``, the ``mcp`` SDK's streamable-HTTP client
-  trusting the CA, with the token from the printed ``claude mcp add`` line:
+  trusting the CA, with the token of the printed ``export AMUX_TOKEN`` line:
   lists the five memory tools and calls ``memory_search``, which finds the
   document the CLI wrote (the token's principal's memory);
 - without the CA, both the CLI and the MCP client are refused (certificate
@@ -181,7 +181,8 @@ def test_a_client_on_another_machine_uses_the_printed_commands(
     claude = h.cli("hub", "connect", "claude", "--principal", "alice", "--json")
     assert claude.returncode == 0, claude.stderr
     token = claude.json["token"]
-    assert claude.json["commands"][0].endswith('--header "Authorization: Bearer $AMUX_TOKEN"')
+    assert claude.json["commands"][-1].startswith("claude mcp add-json -s user amux ")  # every project
+    assert token not in " ".join(claude.json["commands"])  # a headersHelper reads it from a 0600 file
     assert f"export AMUX_TOKEN={token}" in claude.json["env"]
     assert "export NODE_EXTRA_CA_CERTS=\"$HOME/.amux/hub-ca.pem\"" in claude.json["env"]
     url = claude.json["url"]

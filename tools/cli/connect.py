@@ -133,12 +133,37 @@ CA_THERE = '"$HOME/.amux/hub-ca.pem"'
 """Where the printed commands expect the Hub's CA on the other machine (shell text: ``$HOME`` expands)."""
 
 
-def plan(agent: str, url: str, token: str, ca: str, endpoint: str, *, token_is_shell: bool = False) -> dict[str, Any]:
+CLAUDE_TOKEN_THERE = '"$HOME/.amux/claude-token"'
+"""Where Claude Code's headersHelper reads the token on the other machine (shell text: ``$HOME`` expands)."""
+
+CLAUDE_TOKEN_NAME = "claude-token"
+"""The file in this machine's amux home holding the token ``connect claude`` registered (mode 0600)."""
+
+
+def headers_helper(token_file: str) -> str:
+    """Claude Code's ``headersHelper`` command: prints ``{"Authorization": "Bearer …"}`` from ``token_file`` (shell
+    text, quoted or ``"$HOME/…"``), run by Claude Code at each connection, so its config never holds the token."""
+    return "printf '{\"Authorization\": \"Bearer %s\"}' \"$(cat " + token_file + ")\""
+
+
+def claude_add_command(url: str, token_file: str) -> str:
+    """``claude mcp add-json -s user amux JSON``: the HTTP server for every project of the user, headers from
+    :func:`headers_helper`."""
+    import json as jsonlib
+
+    config = {"type": "http", "url": url, "headersHelper": headers_helper(token_file)}
+    return f"claude mcp add-json -s user amux {shlex.quote(jsonlib.dumps(config))}"
+
+
+def plan(agent: str, url: str, token: str, ca: str, endpoint: str, *, token_is_shell: bool = False,
+         token_file: str | None = None) -> dict[str, Any]:
     """The commands (``commands``) and environment lines (``env``) for ``agent`` on the other machine.
 
     Every value is shell-quoted but ``ca``, shell text for the path the CA file will have there
     (:data:`CA_THERE`; ``""``: no self-made CA), and ``token`` with ``token_is_shell`` (shell text that reads it,
     as for a login's token file).  ``pi`` and ``env`` also get ``AMUX_URL``, the MCP URL, for scripts.
+    ``claude`` registers for every project of the user with a headersHelper reading ``token_file`` (shell text;
+    ``None``: a command first writes ``$AMUX_TOKEN`` to :data:`CLAUDE_TOKEN_THERE`).
     """
 
     def q(text: str) -> str:
@@ -153,11 +178,14 @@ def plan(agent: str, url: str, token: str, ca: str, endpoint: str, *, token_is_s
         files, notes = agent_files(agent, url)
         return {"env": env, "commands": commands, "files": files, "notes": notes}
     if agent == "claude":
-        env.append(f"export {TOKEN_VAR}={q(token)}")
+        # Every project of the user (-s user); the token stays in a 0600 file a headersHelper reads at each
+        # connection, never in Claude Code's config (DESIGN.md §22.5).
+        if token_file is None:
+            env.append(f"export {TOKEN_VAR}={q(token)}")
+            commands.append(f'(umask 077 && mkdir -p "$HOME/.amux" && printf %s "${TOKEN_VAR}" > {CLAUDE_TOKEN_THERE})')
         if ca:
             env.append(f"export NODE_EXTRA_CA_CERTS={q(ca)}")
-        # double quotes: the shell expands the token as it runs the command, so the line keeps it out of history
-        commands.append(f'claude mcp add --transport http amux {q(url)} --header "Authorization: Bearer ${TOKEN_VAR}"')
+        commands.append(claude_add_command(url, token_file or CLAUDE_TOKEN_THERE))
     elif agent == "codex":
         env.append(f"export {TOKEN_VAR}={q(token)}")
         if ca:
@@ -221,24 +249,49 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: ConnectTtl = 
                            "nothing was issued", {"field": "hub.listen"})
         who = principal or getpass.getuser()
         ca = str(get_value(root, "hub.tls_ca")) if mcp_url.startswith("https") else ""
-        token, record = reg.modify(root, lambda r, now: _issue(r, who, now, seconds))
+        from urllib.parse import urlsplit
+
+        from amux_memory.protocol.endpoint import is_loopback
+
+        # The Hub's own listener on a loopback address answers on this machine only: nothing to copy anywhere.
+        local = url is None and is_loopback(urlsplit(mcp_url).hostname or "")
+        file = root / CLAUDE_TOKEN_NAME if local and agent == "claude" else None
+        kept = _kept_token(root, file, who) if file is not None else None
+        if kept is not None:
+            token, record = kept
+        else:
+            token, record = reg.modify(root, lambda r, now: _issue(r, who, now, seconds, f"amux hub connect {agent}"))
+            if file is not None:
+                _write_private(file, token)
     except HubError as exc:
         return fail(exc, as_json=json)
-    from urllib.parse import urlsplit
-
-    from amux_memory.protocol.endpoint import is_loopback
-
-    # The Hub's own listener on a loopback address answers on this machine only: nothing to copy anywhere.
-    local = url is None and is_loopback(urlsplit(mcp_url).hostname or "")
     there = (shlex.quote(ca) if local else CA_THERE) if ca else ""
-    steps = plan(agent, mcp_url, token, there, endpoint)
-    doc = {"agent": agent, "url": mcp_url, "principal": who, "token": token, "token_id": record.id,
+    steps = plan(agent, mcp_url, token, there, endpoint,
+                 token_file=shlex.quote(str(file)) if file is not None else None)
+    registered = _register_claude(steps["commands"][-1]) if file is not None else None
+    doc = {"agent": agent, "url": mcp_url, "principal": who, "token": None if file is not None else token,
+           "token_id": record.id, "token_file": str(file) if file is not None else None, "reused": kept is not None,
            "expires": record.public(time.time()).get("expires"), "ca": ca, "ca_on_other_machine": "" if local
-           else there, "local_only": local, **steps}
+           else there, "local_only": local, "registered": registered, **steps}
 
     def lines() -> list[str]:
         where = "this machine" if local else "the other machine"
-        out = [f"Token {record.id} for {who}: shown once. Store it in {where}'s secret store or a "
+        expiry = f"expires {doc['expires']}" if doc["expires"] else "never expires"
+        if file is not None:
+            out = [f"Token {record.id} for {who} ({expiry}) {'reused' if kept else 'kept'} in {file} (mode 0600; "
+                   f"Claude Code reads it at each connection, its config holds no token).", ""]
+            if ca:
+                out += ["Claude Code trusts this Hub's CA through a variable: put this line in your shell's profile:",
+                        f"     export NODE_EXTRA_CA_CERTS={shlex.quote(ca)}", ""]
+            if registered:
+                out += [f"Registered amux in Claude Code's user config: every project of {getpass.getuser()} "
+                        "('claude mcp list' in any folder shows it; 'claude mcp remove -s user amux' undoes it).", ""]
+                return [inert(line) for line in out]
+            out += ["claude is not on PATH here: once it is, register amux for every project of this user on "
+                    "this machine:",
+                    f"     {steps['commands'][-1]}"]
+            return [inert(line) for line in out]
+        out = [f"Token {record.id} for {who} ({expiry}): shown once. Store it in {where}'s secret store or a "
                "0600 file; revoke it with 'amux hub token revoke " + record.id + "'.", ""]
         if local:
             out += [f"hub.mcp_listen answers on this machine only ({urlsplit(mcp_url).hostname}): these commands are "
@@ -252,8 +305,8 @@ def connect(agent: Agent, /, *, principal: str | None = None, ttl: ConnectTtl = 
         out += [f"     {line}" for line in [*steps["env"], *steps["commands"]]]
         out += file_lines(steps)
         if agent == "claude":
-            out += ["", f"   (the shell puts ${TOKEN_VAR} into the header as it runs 'claude mcp add'; the line in "
-                    "your history holds only the variable)"]
+            out += ["", "   (amux is registered for every project of that user (-s user); Claude Code's headersHelper "
+                    "reads the token from ~/.amux/claude-token at each connection, so its config holds no token)"]
         return [inert(line) for line in out]
 
     show(doc, lines, json_flag=json)
@@ -271,7 +324,8 @@ def _connect_login(agent: str, login: Any, json: bool) -> int:
                              "Hub's operator to set hub.mcp_listen, then 'amux login' again", {"field": "url"}),
                     as_json=json)
     token_shell = f'"$(cat {shlex.quote(str(login.token_file))})"'
-    steps = plan(agent, login.mcp_url, token_shell, shlex.quote(str(login.ca_file)), login.hub, token_is_shell=True)
+    steps = plan(agent, login.mcp_url, token_shell, shlex.quote(str(login.ca_file)), login.hub, token_is_shell=True,
+                 token_file=shlex.quote(str(login.token_file)))
     doc = {"agent": agent, "url": login.mcp_url, "principal": login.principal, "token": None,
            "token_id": login.token_id, "expires": login.expires, "ca": str(login.ca_file), "ca_on_other_machine": "",
            "local_only": True, "login": str(login.home / "login.toml"), **steps}
@@ -301,6 +355,59 @@ def file_lines(steps: dict[str, Any]) -> list[str]:
     return out
 
 
-def _issue(r: Any, name: str, now: float, ttl: int | None) -> tuple[Any, tuple[str, Any]]:
-    updated, text, record = r.issue_token(name, now, ttl, None)
+def _issue(r: Any, name: str, now: float, ttl: int | None, label: str) -> tuple[Any, tuple[str, Any]]:
+    """Issue ``name`` a token labelled ``label`` (valid ``ttl`` seconds, default that of an invited token,
+    :data:`hub.access.registry.INVITED_TOKEN_TTL`: 180 days) and revoke the earlier active ones with that label: a
+    new ``connect`` for an agent replaces its old token."""
+    from amux_memory.hub.access.registry import INVITED_TOKEN_TTL
+
+    for old in list(r.tokens.values()):
+        if old.principal == name and old.label == label and old.revoked is None and not old.expired(now):
+            r, _ = r.revoke_token(old.id, now)
+    updated, text, record = r.issue_token(name, now, ttl or INVITED_TOKEN_TTL, None, label=label)
     return updated, (text, record)
+
+
+def _kept_token(root: Any, file: Any, who: str) -> tuple[str, Any] | None:
+    """The token ``file`` holds and its record, when it is still valid for ``who`` on this Hub: ``connect`` then
+    reuses it (nothing issued).  ``None`` for no file, another principal's, or a revoked or expired token."""
+    from amux_memory.hub.access import registry as reg
+
+    try:
+        text = file.read_text().strip()
+        current, _ = reg.read_registry(reg.registry_path(root))
+        record = current.verify_token(text, time.time())
+    except (OSError, ValueError, HubError):
+        return None
+    return (text, record) if record.principal == who and record.binding is None else None
+
+
+def _write_private(path: Any, text: str) -> None:
+    """Write ``text`` to ``path`` with mode 0600 from its creation (the folder made 0700 when missing)."""
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    os.replace(tmp, path)
+
+
+def _register_claude(command: str) -> bool:
+    """Run ``command`` (:func:`claude_add_command`) when ``claude`` is on ``PATH``, after removing an earlier
+    user-scope ``amux``; True when Claude Code took it, False when it is not installed or refused."""
+    import shutil
+    import subprocess
+
+    claude = shutil.which("claude")
+    if claude is None:
+        return False
+    argv = shlex.split(command)
+    try:
+        subprocess.run([claude, "mcp", "remove", "-s", "user", "amux"], capture_output=True, timeout=60, check=False)
+        done = subprocess.run([claude, *argv[1:]], capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0

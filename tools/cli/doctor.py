@@ -422,18 +422,23 @@ def check_claude(ctx: Context) -> list[Check]:
     if state is None and settings is None and not installed:
         return [Check("claude_mcp", "skip", "Claude Code not found (no claude on PATH, no ~/.claude.json)")]
     cwd = str(Path.cwd())
-    found = [(f"{state_path} (user)", _table(state, "mcpServers", "amux")),
-             (f"{state_path} (project {cwd})", _table(state, "projects", cwd, "mcpServers", "amux")),
-             (f"{settings_path}", _table(settings, "mcpServers", "amux"))]
+    found = [(f"{state_path} (user: every project)", _table(state, "mcpServers", "amux")),
+             (f"{state_path} (project {cwd} only)", _table(state, "projects", cwd, "mcpServers", "amux")),
+             (f"{settings_path} (user: every project)", _table(settings, "mcpServers", "amux"))]
     registered = [(where, server) for where, server in found if server is not None]
+    http = _serves_mcp_http(ctx)
 
     def add(env: dict[str, str]) -> str:
+        if http:  # the set-up 'amux hub connect claude' makes, never another (DESIGN.md §19.4)
+            return f"amux hub connect claude{ctx.home_flag}"
         return f"claude mcp add -s user amux{env_options('-e', env)} -- {shlex.quote(ctx.amux)} mcp"
 
     checks = []
     if not registered:
-        checks.append(Check("claude_mcp", "warn", "the amux MCP server is not registered in Claude Code (fine if "
-                            "you only use 'amux launch claude')", add(ctx.pin or {})))
+        checks.append(Check("claude_mcp", "warn", "the amux MCP server is not registered in Claude Code for this "
+                            "folder (fine if you only use 'amux launch claude')", add(ctx.pin or {})))
+    elif isinstance(registered[0][1], dict) and registered[0][1].get("url"):
+        checks.append(check_claude_http(*registered[0], f"amux hub connect claude{ctx.home_flag}"))
     else:
         where, server = registered[0]
         problem = _command_problem(server)
@@ -446,6 +451,40 @@ def check_claude(ctx: Context) -> list[Check]:
                           Check("claude_mcp", "ok", f"amux is registered in {where}: {_server_summary(server)}"))
     checks.append(check_claude_memory(settings_path, settings, bool(registered)))
     return checks
+
+
+def _serves_mcp_http(ctx: Context) -> bool:
+    """Whether the checked home's Hub serves MCP over HTTP (``hub.mcp_listen``): then ``amux hub connect claude``
+    is the set-up doctor suggests, as the README does."""
+    from amux_memory.protocol.settings import get_value
+
+    try:
+        return bool(str(get_value(ctx.home, "hub.mcp_listen")))
+    except (HubError, OSError):
+        return False
+
+
+def check_claude_http(where: str, server: dict[str, Any], connect: str) -> Check:
+    """An HTTP registration of amux in Claude Code: its URL, how the token is sent (a headersHelper, a variable, or
+    a literal token in the file: a warning), and its reach (every project, or this folder only: a warning)."""
+    url = str(server.get("url"))
+    headers = server.get("headers") if isinstance(server.get("headers"), dict) else {}
+    sent = str(headers.get("Authorization", headers.get("authorization", ""))) if headers else ""
+    if server.get("headersHelper"):
+        how = "token from a headersHelper"
+    elif "${" in sent:
+        how = f"token from {sent.split('${', 1)[1].split('}', 1)[0]} in Claude Code's environment"
+    elif sent:
+        return Check("claude_mcp", "warn", f"amux is registered over HTTP ({url}) in {where} with the token written "
+                     "in that file in plain text", f"claude mcp remove -s user amux; {connect} (a headersHelper reads "
+                     "it from a 0600 file)")
+    else:
+        how = "no token sent"
+    summary = f"amux is registered over HTTP in {where}: {url}, {how}"
+    if "only)" in where:
+        return Check("claude_mcp", "warn", f"{summary}; other projects have no memory",
+                     f"{connect} (registers it for every project)")
+    return Check("claude_mcp", "ok", summary)
 
 
 def claude_project_settings() -> list[Path]:

@@ -38,7 +38,7 @@ TokenTtl = Annotated[str | None, Parameter(
 is issued."""
 
 ConnectTtl = Annotated[str | None, Parameter(
-    name="--ttl", help=f"How long the token stays valid: {DURATION_FORMS}. Default: no expiry (revoke it with "
+    name="--ttl", help=f"How long the token stays valid: {DURATION_FORMS}. Default: 180d (revoke it with "
                        "amux hub token revoke).")]
 """``--ttl`` of ``amux hub connect``: the same durations as :data:`TokenTtl`."""
 
