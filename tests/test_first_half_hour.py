@@ -165,3 +165,13 @@ def test_print_spec_stores_no_session(tmp_path: Path) -> None:
     assert r.json["agent"] == "claude"
     sessions = h.home / "sessions"
     assert not sessions.exists() or list(sessions.iterdir()) == []
+
+
+def test_tidy_without_the_agent_installed_says_to_run_the_tidy_again(hub: HubProcess) -> None:
+    text = b"# Memory\n\n- testing: see notes/missing.md\n"  # a finding, so the tidy would start the agent
+    assert hub.cli("memory", "upsert", "MEMORY.md", "--expected-revision", "absent", input=text).returncode == 0
+    env = {k: v for k, v in hub.env.items() if not k.startswith("AMUX_LAUNCH_")}
+    env.update(PATH="/usr/bin:/bin", TERM="dumb")
+    r = run_in_terminal([*amux_argv(), "memory", "tidy", "claude"], env=env)
+    assert r.returncode == EXIT_CODES[ErrorCode.NOT_FOUND], r.stderr
+    assert "then run 'amux memory tidy claude' again" in r.stderr and "amux launch claude" not in r.stderr, r.stderr

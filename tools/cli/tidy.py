@@ -186,6 +186,9 @@ def tidy(agent: Literal["claude", "codex", "pi"], /, *agent_args: str,
 
         status = run_launch(request, emit_spec=lambda _spec: None, notice=print_notice)
     except HubError as exc:
+        if exc.data.get("step") == "executable" and exc.refined:  # the agent is missing: re-run the tidy, not a launch
+            exc = HubError(exc.code, exc.message, exc.data,
+                           next_step=exc.refined.replace(f"'amux launch {agent}'", f"'amux memory tidy {agent}'"))
         return fail(exc)
     except Terminated as stop:
         say(f"tidy stopped by signal {stop.signum} before the agent started; its files are removed")
