@@ -157,7 +157,7 @@ def test_a_hub_that_cannot_make_its_socket_folder_says_so_once_with_the_path_and
     assert next_step(lines) == "Fix what the log's last lines below say, then run 'amux hub start' again."
     why = f"cannot create the socket's folder {closed / 'amux'} (EACCES: Permission denied)"
     assert sum(why in line for line in lines) == 1, lines
-    assert f"'sudo install -d -o root -m 0750 {closed / 'amux'}'" in r.stderr
+    assert f"'sudo install -d -o root -g root -m 0750 {closed / 'amux'}'" in r.stderr
     assert not (closed / "amux").exists()
     # Piped, a script still gets the JSON error on stdout.
     piped = subprocess.run([*drop, *amux_argv(), "hub", "start"], env=h.env, capture_output=True, timeout=60)

@@ -137,7 +137,8 @@ def start_error(operation: str, path: Path, exc: OSError) -> HubStartError:
             me = str(os.geteuid())
         folder = path if operation.startswith("create") else path.parent
         fix = (f"; the Hub's account ({me}) may not write there: give it the folder (e.g. 'sudo install -d -o {me} "
-               f"-m 0750 {folder}') or choose a place it owns")
+               f"-g {me} -m 0750 {folder}': its group keeps the socket; under /run, again after each reboot, or "
+               "rerun 'amux hub setup --team' with the same options) or choose a place it owns")
     return HubStartError(f"cannot {operation} {path} ({name}: {text}){fix}")
 
 
