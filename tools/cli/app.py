@@ -184,9 +184,9 @@ memory_app.command("amux_memory.tools.cli.typed_ops:import_command", name="impor
 protocol_app.command("amux_memory.tools.cli.agent:protocol_show", name="show")
 app.command("amux_memory.tools.cli.agent:mcp_serve", name="mcp")
 app.command("amux_memory.tools.cli.doctor:doctor", name="doctor")
-app.command("amux_memory.tools.cli.ui:ui", name="ui")
 app.command("amux_memory.tools.cli.login:login", name="login")
 app.command("amux_memory.tools.cli.login:logout", name="logout")
+app.command("amux_memory.tools.cli.ui:ui", name="ui")
 # Its tokens go to tools.cli.launch raw: the agent's own --help, --version and -- must reach the agent.  The
 # delimiter is a NUL (no argv token can contain one), not "": cyclopts would take an empty argument for it.
 app.command("amux_memory.tools.cli.launch:launch", name="launch", help_flags=[], version_flags=[],
@@ -197,8 +197,8 @@ app.command("amux_memory.tools.cli.launch:launch", name="launch", help_flags=[],
 HELP_FLAGS = ("--help", "-h")
 VERSION_FLAGS = ("--version",)
 GROUP_PATHS = {(), ("hub",), ("hub", "principal"), ("hub", "token"), ("hub", "team"), ("hub", "team", "member"),
-               ("hub", "scope"), ("hub", "service"), ("hub", "tls"), ("memory",), ("system",), ("system", "config"),
                ("hub", "invitation"),
+               ("hub", "scope"), ("hub", "service"), ("hub", "tls"), ("memory",), ("system",), ("system", "config"),
                ("protocol",)}
 """Token lists that name a command group: cyclopts prints the group's help page for them."""
 
