@@ -160,7 +160,8 @@ def test_admin_commands_take_json_and_print_for_a_person(tmp_path: Path) -> None
     assert len(token) == 1 and fresh.plain.count(token[0].removeprefix("AMUX_TOKEN=")) == 1, fresh.plain
     assert "it is not shown again" in fresh.plain and fresh.stderr == ""
     tokens = terminal(env, "hub", "token", "list").plain.splitlines()
-    assert tokens[0].split() == ["ID", "PRINCIPAL", "LABEL", "CREATED", "EXPIRES", "BINDING", "STATE"] and len(tokens) == 3
+    assert tokens[0].split() == ["ID", "PRINCIPAL", "LABEL", "CREATED", "EXPIRES", "BINDING", "STATE"]
+    assert len(tokens) == 3
     got = terminal(env, "system", "config", "get", "memory.enabled")
     assert got.plain == "memory.enabled = true\n"
 
