@@ -589,7 +589,7 @@ def apply(plan: Plan) -> list[dict[str, str]]:
 def setup(*, team: bool = False, account: str | None = None,
           name: Annotated[list[str] | None, Parameter(negative="")] = None, listen: str | None = None,
           mcp_listen: str | None = None, metrics_listen: str | None = None,
-          socket_dir: Path = Path("/run/amux"), backup_dir: Path = Path("/var/backups/amux"),
+          socket_dir: Path | None = None, backup_dir: Path | None = None,
           no_service: Annotated[bool, Parameter(negative="")] = False,
           dry_run: Annotated[bool, Parameter(negative="")] = False, home: Path | None = None,
           json: Json = False) -> int:
@@ -600,7 +600,7 @@ def setup(*, team: bool = False, account: str | None = None,
     (a private CA; the certificate names --name, this machine's names and IP
     addresses), the CLI's listener (hub.listen, 0.0.0.0:7777), MCP's
     (hub.mcp_listen, 0.0.0.0:8765), metrics on loopback (127.0.0.1:9464), a
-    socket the account's group may use (/run/amux/hub.sock, 0660), a
+    socket the account's group may use (/run/ACCOUNT/hub.sock, 0660), a
     systemd unit for the Hub and a daily backup timer, enabled and started.
     Each step says what it did or why nothing was needed; run again, it
     changes nothing. A step it cannot do (a port another program holds, no
@@ -622,9 +622,9 @@ def setup(*, team: bool = False, account: str | None = None,
     metrics_listen
         hub.metrics_listen (HOST:PORT); a loopback address serves plain HTTP.
     socket_dir
-        The socket's folder: the account's, its group may pass it (0750).
+        The socket's folder: the account's, its group may pass it (0750); default /run/ACCOUNT.
     backup_dir
-        Where the daily backup writes amux-YYYY-MM-DD.tar.gz.
+        Where the daily backup writes amux-YYYY-MM-DD.tar.gz; default /var/backups/ACCOUNT.
     no_service
         Write no unit and no timer (a machine without systemd): setup starts the Hub as the account itself.
     dry_run
@@ -636,6 +636,9 @@ def setup(*, team: bool = False, account: str | None = None,
         if not team:
             raise HubError(ErrorCode.BAD_REQUEST, "say which set-up: --team (a Hub for a team on this machine)",
                            {"field": "team"}, next_step="Run 'amux hub setup --team --dry-run' to see what it does.")
+        who = account or ("amux" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name)
+        socket_dir = socket_dir or Path("/run") / who  # two Hubs of two accounts never share a folder
+        backup_dir = backup_dir or Path("/var/backups") / who
         plan = make_plan(account=account, home=home, names=list(name or []),
                          listeners={"hub.listen": listen, "hub.mcp_listen": mcp_listen,
                                     "hub.metrics_listen": metrics_listen},
@@ -695,7 +698,10 @@ def team_checks(home: Path) -> list[tuple[str, Status, str, str]]:
         tls = bool(get_value(home, "hub.tls_cert"))
     except (HubError, OSError):
         return []
-    fix = "sudo amux hub setup --team"
+    owner = pwd.getpwuid(os.geteuid()).pw_name
+    systemd = Path("/run/systemd/system").is_dir()  # systemd runs this machine's services
+    fix = f"sudo amux hub setup --team --account {owner} --socket-dir {sock.parent}" + ("" if systemd else
+                                                                                         " --no-service")
     out: list[tuple[str, Status, str, str]] = [("team_isolation", "ok" if isolation == "user" else "fail",
             f"memory.isolation {isolation}" + ("" if isolation == "user" else ": everyone shares one memory"), fix)]
     folder = sock.parent
@@ -715,7 +721,11 @@ def team_checks(home: Path) -> list[tuple[str, Status, str, str]]:
                 f"hub.metrics_listen {metrics or 'off'}" + (" (plain HTTP on loopback)" if metrics and host in (
                     "127.0.0.1", "::1", "localhost") else " (HTTPS)" if metrics else ""), fix))
     units = sorted(p.name for p in UNIT_DIR.glob(f"{UNIT_PREFIX}*.service")) if UNIT_DIR.is_dir() else []
-    if not units:
+    if not units and not systemd:
+        out.append(("team_service", "warn", "no systemd on this machine: nothing starts the Hub after a reboot or "
+                    "backs it up each day", f"after a reboot, '{fix}' again as root (it makes the socket's folder "
+                    "and starts the Hub); back up from cron with 'amux hub backup'"))
+    elif not units:
         out.append(("team_service", "warn", f"no Hub unit in {UNIT_DIR} (set up with --no-service?)", fix))
     else:
         texts = [_read(UNIT_DIR / u) or "" for u in units]

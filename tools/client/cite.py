@@ -52,12 +52,12 @@ def cite(location: str, directory: Path | str = ".") -> dict[str, Any]:
     head = git(root, ["rev-parse", "--short", "--verify", "HEAD^{commit}"])
     if head.returncode != 0:
         raise HubError(ErrorCode.NOT_FOUND, f"the repository at {root} has no commit yet: commit {rel} first",
-                       {"root": str(root)})
+                       {"root": str(root)}, next_step=f"Commit {rel} with git, then cite it again.")
     commit = head.stdout.decode().strip()
     blob = git(root, ["cat-file", "-p", f"HEAD:{rel}"])
     if blob.returncode != 0:
         raise HubError(ErrorCode.NOT_FOUND, f"{rel} is not in HEAD ({commit}): commit it first, then cite it",
-                       {"path": rel, "commit": commit})
+                       {"path": rel, "commit": commit}, next_step=f"Commit {rel} with git, then cite it again.")
     count = len(blob.stdout.splitlines())
     warning = ""
     hunks = file_hunks(root, "HEAD", rel)
@@ -66,7 +66,8 @@ def cite(location: str, directory: Path | str = ".") -> dict[str, Any]:
         back = map_range(hunks, start, end, reverse=True)
         if back.gone:
             raise HubError(ErrorCode.NOT_FOUND, f"lines {start}-{end} of {rel} are not in HEAD ({commit}): they are "
-                           "uncommitted; commit them, then cite them", {"path": rel, "commit": commit})
+                           "uncommitted; commit them, then cite them", {"path": rel, "commit": commit},
+                           next_step=f"Commit those lines of {rel} with git, then cite them again.")
         if back.changed:
             warning = (f"lines {start}-{end} of {rel} have uncommitted changes: the citation names HEAD's lines "
                        f"{back.start}-{back.end}; commit, then cite again")
@@ -76,7 +77,8 @@ def cite(location: str, directory: Path | str = ".") -> dict[str, Any]:
         start, end = back.start, back.end
         if end > count:
             raise HubError(ErrorCode.NOT_FOUND, f"{rel} has {count} lines at HEAD ({commit}); lines {start}-{end} "
-                           "are past its end", {"path": rel, "lines": count})
+                           "are past its end", {"path": rel, "lines": count},
+                           next_step=f"Cite lines within 1-{count} of {rel} (PATH:START-END), as the file has them.")
     elif hunks:
         warning = f"{rel} has uncommitted changes: the citation names HEAD's version; commit, then cite again"
     return {"citation": citation_text(rel, start, end, commit), "path": rel, "start": start, "end": end,

@@ -38,7 +38,8 @@ class NotARepository(HubError):
 
     def __init__(self, directory: str, why: str) -> None:
         super().__init__(ErrorCode.NOT_FOUND, f"{directory} is not in a git repository: {why}",
-                         {"directory": directory, "reason": why})
+                         {"directory": directory, "reason": why},
+                         next_step="Run it inside a git work tree, or name one: 'amux memory project DIR'.")
 
 
 @dataclass(frozen=True)
