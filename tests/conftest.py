@@ -28,7 +28,6 @@ from typing import Any
 
 import pytest
 
-from amux_memory.hub.access import registry as reg
 from amux_memory.hub.access.config import set_value
 from amux_memory.protocol.errors import HubStartError
 from amux_memory.tools.client.blocking import HubClient
@@ -37,7 +36,7 @@ from amux_memory.tools.lifecycle.spawn import serve_argv, spawn_serve, wait_unti
 from tests.agent_clients import install_clients
 from tests.cli_fork import ForkedProcess, forks, run_cli, spawn
 from tests.fakemodel import FakeModel
-from tests.helpers import issued
+from tests.helpers import with_teams
 
 # The suite starts thousands of Python processes (Hubs, the CLI, relays).  With PYTHONDONTWRITEBYTECODE set,
 # each one compiled every module of this repository it imports anew, and every pytest-xdist worker rewrote
@@ -231,13 +230,8 @@ def team_hub(tmp_path: Path) -> Iterator[tuple[HubProcess, dict[str, str]]]:
     """A Hub (isolation ``user``) with team ``web`` (review ``agents``): ``alice`` writer, ``bob`` reader,
     ``mia`` maintainer, ``carol`` in no team; ``(hub, {principal: token})``."""
     h = make_hub(tmp_path, isolation="user")
-    tokens: dict[str, str] = {}
-    for name in ("alice", "bob", "mia", "carol"):
-        reg.modify(h.home, lambda r, now, n=name: r.add_principal(n, "user", now))
-        tokens[name] = reg.modify(h.home, lambda r, now, n=name: issued(r, n, now))
-    reg.modify(h.home, lambda r, now: r.add_team("web", "agents", now))
-    for name, role in (("alice", "writer"), ("bob", "reader"), ("mia", "maintainer")):
-        reg.modify(h.home, lambda r, now, n=name, ro=role: r.add_member("web", n, ro))
+    tokens = with_teams(h.home, ("alice", "bob", "mia", "carol"), {"web": "agents"},
+                        (("web", "alice", "writer"), ("web", "bob", "reader"), ("web", "mia", "maintainer")))
     yield h, tokens
     h.stop()
 

@@ -179,3 +179,21 @@ class StandInMemory:
                   **where: Any) -> dict[str, Any]:
         """Override: the answer of one data call."""
         raise NotImplementedError
+
+
+def with_teams(home: Path, principals: tuple[str, ...], teams: dict[str, str],
+               members: tuple[tuple[str, str, str], ...]) -> dict[str, str]:
+    """Register ``principals`` (each with a token that never expires), ``teams`` (name → review rule) and
+    ``members`` (``(team, principal, role)``) in ``home``'s registry, one change each as the CLI makes them;
+    ``{principal: token}``."""
+    from amux_memory.hub.access import registry as reg
+
+    tokens: dict[str, str] = {}
+    for name in principals:
+        reg.modify(home, lambda r, now, n=name: r.add_principal(n, "user", now))
+        tokens[name] = reg.modify(home, lambda r, now, n=name: issued(r, n, now))
+    for team, review in teams.items():
+        reg.modify(home, lambda r, now, t=team, rv=review: r.add_team(t, rv, now))
+    for team, name, role in members:
+        reg.modify(home, lambda r, now, t=team, n=name, ro=role: r.add_member(t, n, ro))
+    return tokens

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from amux_memory.hub.access import registry as reg
 from amux_memory.protocol.errors import ERRORS, EXIT_CODES, ErrorCode, ExitStatus, HubError
 from amux_memory.tools.cli.output.terminal_errors import PERSON_NEXT_STEPS, terminal_next_step
 from tests.conftest import HubProcess, amux_argv, make_hub
-from tests.helpers import issued
+from tests.helpers import with_teams
 from tests.terminal import SGR, TerminalResult, run_in_terminal
 
 AGENT_WORDS = re.compile(r"the user|data\.[a-z_]+|memory_(get|search|upsert|forget)|path_prefix|call again")
@@ -27,17 +26,11 @@ AGENT_WORDS = re.compile(r"the user|data\.[a-z_]+|memory_(get|search|upsert|forg
 
 
 @pytest.fixture
-def team_hub(tmp_path: Path) -> Iterator[tuple[HubProcess, dict[str, str]]]:
+def wording_hub(tmp_path: Path) -> Iterator[tuple[HubProcess, dict[str, str]]]:
     """Isolation on; ana writes in team web and reads in ops; ben is in no team; team 'secret' exists."""
     h = make_hub(tmp_path, isolation="user")
-    tokens: dict[str, str] = {}
-    for name in ("ana", "ben"):
-        reg.modify(h.home, lambda r, now, n=name: r.add_principal(n, "user", now))
-        tokens[name] = reg.modify(h.home, lambda r, now, n=name: issued(r, n, now))
-    for team in ("web", "ops", "secret"):
-        reg.modify(h.home, lambda r, now, t=team: r.add_team(t, "off", now))
-    reg.modify(h.home, lambda r, now: r.add_member("web", "ana", "writer"))
-    reg.modify(h.home, lambda r, now: r.add_member("ops", "ana", "reader"))
+    tokens = with_teams(h.home, ("ana", "ben"), {"web": "off", "ops": "off", "secret": "off"},
+                        (("web", "ana", "writer"), ("ops", "ana", "reader")))
     yield h, tokens
     h.stop()
 
@@ -62,8 +55,8 @@ def next_step(lines: list[str]) -> str:
     return found[0] if found else ""
 
 
-def test_names_people_mistype_get_a_suggestion(team_hub: tuple[HubProcess, dict[str, str]]) -> None:
-    h, _ = team_hub
+def test_names_people_mistype_get_a_suggestion(wording_hub: tuple[HubProcess, dict[str, str]]) -> None:
+    h, _ = wording_hub
     r = person(h, "hub", "team", "show", "wbe")
     assert r.returncode == EXIT_CODES[ErrorCode.NOT_FOUND]
     assert error_lines(r)[0] == "amux: not_found: no team 'wbe'; did you mean 'web'? ('amux hub team add wbe' " \
@@ -78,8 +71,8 @@ def test_names_people_mistype_get_a_suggestion(team_hub: tuple[HubProcess, dict[
     assert error_lines(r)[0] == "amux: not_found: no team 'zzzzzz'; create it with 'amux hub team add zzzzzz'"
 
 
-def test_a_mount_suggestion_names_only_the_callers_own_mounts(team_hub: tuple[HubProcess, dict[str, str]]) -> None:
-    h, t = team_hub
+def test_a_mount_suggestion_names_only_the_callers_own_mounts(wording_hub: tuple[HubProcess, dict[str, str]]) -> None:
+    h, t = wording_hub
     r = person(h, "memory", "show", "@wbe/deploy.md", token=t["ana"])
     first = error_lines(r)[0]
     assert first == ("amux: not_found: @wbe/ is not one of your memory mounts (yours: @ops/, @web/); did you mean "
@@ -96,8 +89,8 @@ def test_a_mount_suggestion_names_only_the_callers_own_mounts(team_hub: tuple[Hu
     assert member_less.stderr.replace("secret", "NAME") == nothing.stderr.replace("nothing", "NAME")
 
 
-def test_an_at_name_that_is_no_mount_says_at_names_are_reserved(team_hub: tuple[HubProcess, dict[str, str]]) -> None:
-    h, t = team_hub
+def test_an_at_name_that_is_no_mount_says_at_names_are_reserved(wording_hub: tuple[HubProcess, dict[str, str]]) -> None:
+    h, t = wording_hub
     r = person(h, "memory", "show", "@todo.md", token=t["ben"])
     assert r.returncode == EXIT_CODES[ErrorCode.NOT_FOUND]
     lines = error_lines(r)
@@ -107,8 +100,8 @@ def test_an_at_name_that_is_no_mount_says_at_names_are_reserved(team_hub: tuple[
 
 
 def test_a_next_step_written_for_an_agent_is_reworded_for_a_person(
-        team_hub: tuple[HubProcess, dict[str, str]]) -> None:
-    h, t = team_hub
+        wording_hub: tuple[HubProcess, dict[str, str]]) -> None:
+    h, t = wording_hub
     # A reader writing in ops: the Hub's next step tells an agent to "tell the user to ask a maintainer".
     r = person(h, "memory", "upsert", "@ops/notes.md", "--expected-revision", "absent", token=t["ana"],
                input=b"# Notes\n")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import random
 import time
-import unicodedata
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from amux_memory.protocol.errors import HubError
 from amux_memory.protocol.limits import Limits
 from amux_memory.protocol.paths import normalize_path
 from amux_memory.tools.client.blocking import HubClient
+from bench.data import fold, title  # the reference scan's folding and title, as the bench's
 from tests.conftest import make_hub, need_corpus
 from tests.helpers import issued, wait_until
 
@@ -133,19 +133,6 @@ def test_the_parts_share_one_deadline(tmp_path: Path) -> None:
 # -- differential: every result equals a literal scan over all the parts ------------------------------------------
 
 
-def _fold(text: str) -> str:
-    return unicodedata.normalize("NFC", text).casefold()
-
-
-def _title(text: str) -> str:
-    lines = text.split("\n")
-    start = 0
-    if lines and lines[0].strip() == "---":
-        closing = [i for i in range(1, min(len(lines), 400)) if lines[i].strip() in ("---", "...")]
-        start = closing[0] + 1 if closing else 0
-    return next((ln for ln in lines[start:400] if ln.startswith("#")), "")
-
-
 def literal_over_parts(trees: dict[str, dict[str, bytes]], words: list[str]) -> list[tuple[str, list[str]]]:
     """Reference: ``(shown path, keywords matched)`` of every document holding a keyword, over every part, in rank
     order (distinct keywords, keywords in the path inside its scope or the title, the shown path)."""
@@ -154,11 +141,11 @@ def literal_over_parts(trees: dict[str, dict[str, bytes]], words: list[str]) -> 
     for label, docs in trees.items():
         for path, data in docs.items():
             text = data.decode("utf-8", "replace")
-            body = _fold(text)
-            hit = [k for k in kws if _fold(k) in body]
+            body = fold(text)
+            hit = [k for k in kws if fold(k) in body]
             if hit:
-                where = _fold(path) + "\n" + _fold(_title(text))
-                ranked.append((-len(hit), -sum(_fold(k) in where for k in hit), label + path, hit))
+                where = fold(path) + "\n" + fold(title(text))
+                ranked.append((-len(hit), -sum(fold(k) in where for k in hit), label + path, hit))
     ranked.sort(key=lambda item: item[:3])
     return [(shown, hit) for _, _, shown, hit in ranked]
 

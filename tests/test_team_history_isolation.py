@@ -22,7 +22,7 @@ import pytest
 from amux_memory.hub.access import registry as reg
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess, amux_argv, make_hub
-from tests.helpers import issued
+from tests.helpers import with_teams
 from tests.terminal import run_in_terminal
 from tests.ui_helpers import request, start_ui
 
@@ -43,14 +43,8 @@ def sha(data: bytes) -> str:
 def hub(tmp_path: Path) -> Iterator[tuple[HubProcess, dict[str, str]]]:
     """The Hub of the issue's reproduction, and each principal's token."""
     h = make_hub(tmp_path, isolation="user")
-    tokens: dict[str, str] = {}
-    for name in ("alice", "bob"):
-        reg.modify(h.home, lambda r, now, n=name: r.add_principal(n, "user", now))
-        tokens[name] = reg.modify(h.home, lambda r, now, n=name: issued(r, n, now))
-    reg.modify(h.home, lambda r, now: r.add_team("web", "off", now))
-    reg.modify(h.home, lambda r, now: r.add_team("ops", "off", now))
-    for team, name, role in (("web", "alice", "maintainer"), ("web", "bob", "writer"), ("ops", "alice", "writer")):
-        reg.modify(h.home, lambda r, now, t=team, n=name, ro=role: r.add_member(t, n, ro))
+    tokens = with_teams(h.home, ("alice", "bob"), {"web": "off", "ops": "off"},
+                        (("web", "alice", "maintainer"), ("web", "bob", "writer"), ("ops", "alice", "writer")))
     yield h, tokens
     h.stop()
 

@@ -24,7 +24,7 @@ from amux_memory.protocol.errors import HubError
 from amux_memory.protocol.limits import LIMITS
 from amux_memory.tools.client.blocking import HubClient
 from tests.conftest import HubProcess, make_hub
-from tests.helpers import agent, issued, sha
+from tests.helpers import agent, sha, with_teams
 
 NOTE = b"# Ops runbook\n\nRotate the pager on Mondays.\n"
 
@@ -114,15 +114,8 @@ def test_a_removed_team_keeps_its_memory_and_its_name_needs_reuse(
 
 def _hub_with_teams(tmp_path: Path, teams: tuple[str, ...]) -> tuple[HubProcess, dict[str, str]]:
     h = make_hub(tmp_path, isolation="user")
-    tokens: dict[str, str] = {}
-    for name in ("alice", "bob", "carol"):
-        reg.modify(h.home, lambda r, now, n=name: r.add_principal(n, "user", now))
-        tokens[name] = reg.modify(h.home, lambda r, now, n=name: issued(r, n, now))
-    for team in teams:
-        reg.modify(h.home, lambda r, now, n=team: r.add_team(n, "off", now))
-    reg.modify(h.home, lambda r, now: r.add_member("web", "bob", "writer"))
-    if "ops" in teams:
-        reg.modify(h.home, lambda r, now: r.add_member("ops", "alice", "maintainer"))
+    members = (("web", "bob", "writer"),) + ((("ops", "alice", "maintainer"),) if "ops" in teams else ())
+    tokens = with_teams(h.home, ("alice", "bob", "carol"), dict.fromkeys(teams, "off"), members)
     return h, tokens
 
 

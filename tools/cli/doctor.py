@@ -19,7 +19,6 @@ Exit status 0 when nothing failed (warnings allowed), ``ExitStatus.PROBLEMS_FOUN
 
 from __future__ import annotations
 
-import json as jsonlib
 import os
 import shlex
 import shutil
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from amux_memory.protocol.errors import ErrorCode, ExitStatus, HubError
+from amux_memory.tools.cli.doctor_agents import read_json_object
 from amux_memory.tools.cli.options import Home, resolve_home
 from amux_memory.tools.cli.output.plain import Json, show
 from amux_memory.tools.client.wording import counted
@@ -63,23 +63,6 @@ class Context:
     """The env a registration needs to reach the checked Hub (``{"AMUX_HOME": D}``), empty for the default."""
     login: Any = None
     """What ``amux login`` stored (:class:`tools.client.settings.Login`) when it chooses the Hub, else None."""
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    """``path`` parsed as a JSON object; ``None`` when missing; raises ``ValueError`` when unreadable or not one."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        value = jsonlib.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"{path} is not valid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{path} is not a JSON object")
-    return value
 
 
 def _read_toml(path: Path) -> dict[str, Any] | None:
@@ -414,8 +397,8 @@ def check_claude(ctx: Context) -> list[Check]:
     """The ``amux`` server in Claude Code's user (or this project's) MCP servers; its auto memory for plain runs."""
     state_path, settings_path = claude_files()
     try:
-        state = _read_json(state_path)
-        settings = _read_json(settings_path)
+        state = read_json_object(state_path)
+        settings = read_json_object(settings_path)
     except ValueError as exc:
         return [Check("claude_mcp", "warn", str(exc), "fix or remove the file")]
     installed = shutil.which("claude") is not None
@@ -503,7 +486,7 @@ def check_claude_memory(settings_path: Path, settings: dict[str, Any] | None, re
     layers: list[tuple[Path, dict[str, Any] | None]] = []
     for path in claude_project_settings():
         try:
-            layers.append((path, _read_json(path)))
+            layers.append((path, read_json_object(path)))
         except ValueError as exc:
             return Check("claude_memory", "warn", str(exc), "fix or remove the file")
     layers.append((settings_path, settings))

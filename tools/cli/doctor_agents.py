@@ -51,8 +51,9 @@ def config_files() -> dict[str, dict[str, Path]]:
 TITLES = {"opencode": "OpenCode", "copilot": "Copilot CLI", "qwen": "Qwen Code", "gemini": "Gemini CLI"}
 
 
-def _read(path: Path) -> dict[str, Any] | None:
-    """The JSON object in ``path``, ``None`` when missing; ``ValueError`` when unreadable or not an object."""
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, ``None`` when missing; ``ValueError`` when unreadable or not an object (the
+    wording doctor shows); an agent's file is only read."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -98,8 +99,8 @@ def check_agent(agent: str, files: dict[str, Path], which: Callable[[str], str |
     """The checks for one agent (none when neither its files nor its program exist)."""
     title = TITLES[agent]
     try:
-        config = _read(files["mcp"])
-        settings = _read(files["settings"]) if "settings" in files else config
+        config = read_json_object(files["mcp"])
+        settings = read_json_object(files["settings"]) if "settings" in files else config
     except ValueError as exc:
         return [Check(f"{agent}_mcp", "warn", str(exc), "fix or remove the file")]
     if config is None and settings is None and which(agent) is None:
