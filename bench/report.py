@@ -297,6 +297,14 @@ def _markdown_t(L: list[str], t: dict[str, Any]) -> None:
         L.append(f"\nIncomplete answers: {len(reach['two_teams']['incomplete'])} and "
                  f"{len(reach['five_teams']['incomplete'])}; the search cache's hit rate over the warm rounds "
                  f"{reach['hit_rate']}.\n")
+        sh = reach.get("shared")
+        if sh:
+            L.append(f"A team server: {sh['principals']} principals and {sh['teams']} teams ({sh['scopes']} scopes), "
+                     f"{sh['rate']:g} searches a second (1 and 4 keywords) for {sh['seconds']:g} s, open loop: "
+                     f"{sh['searches']} searches, {len(sh['incomplete'])} incomplete, p50 {sh['lat']['p50']:.1f} / "
+                     f"p99 {sh['lat']['p99']:.1f} / max {sh['lat']['max']:.1f} ms; cache hit rate {sh['hit_rate']} "
+                     f"({sh['hits']:.0f} hits, {sh['misses']:.0f} misses); Hub VmRSS {sh['rss_mib']} MiB "
+                     f"(peak {sh['hwm_mib']}).\n")
     lat = load["latency_ms"]
     L.append(f"MCP over HTTP: {load['sessions']} sessions ({load['teams']} teams × {load['members']} members, one "
              f"token each), a tool call every {load['interval']:g} s for {load['seconds']:g} s: {load['answered']} of "

@@ -84,12 +84,22 @@ Reader = Callable[[str], bytes]
 
 
 def read_file_nofollow(abspath: str) -> bytes:
-    """Default :data:`Reader`: ``O_NOFOLLOW | O_NONBLOCK`` open, whole-file read."""
+    """Default :data:`Reader`: ``O_NOFOLLOW | O_NONBLOCK`` open, whole-file read.
+
+    The first ``read`` asks for one byte more than ``fstat``'s size; when exactly that size comes back, the
+    file is whole (a file that grew since its ``fstat`` returns more; a short read, as some FUSE file systems
+    give, returns less): one ``read`` call a file, not two (a cold search of 1,000 files makes 1,000 fewer
+    system calls).  Otherwise it reads on to the end."""
     fd = os.open(abspath, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise OSError("not a regular file")
-        chunks = []
+        want = st.st_size + 1
+        first = os.read(fd, want)
+        if len(first) == st.st_size:
+            return first
+        chunks = [first]
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
         return b"".join(chunks)
