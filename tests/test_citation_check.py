@@ -275,3 +275,36 @@ def test_the_launch_check_is_skipped_with_a_line_past_its_bound(hub: HubProcess,
         f"amux: the check of projects/{git(root, 'rev-list', '--max-parents=0', 'HEAD').strip()}/'s citations was "
         f"skipped: it takes longer than 0 s; run it with: amux memory health --repo {root}")
     assert launch_notice(str(tmp_path), "claude") == ""
+
+
+def test_a_finding_gives_the_new_citation_only_when_its_lines_are_committed(tmp_path: Path) -> None:
+    """A committed edit in a cited range: the finding says which citation the corrected note should carry (the one
+    ``amux memory cite`` gives), so a tidy run can re-cite it.  Lines inserted above a range but not committed:
+    the work tree's numbers at HEAD would cite other lines, so the finding gives no citation and says to commit
+    first, then cite."""
+    from amux_memory.tools.client.cite import cite
+    from amux_memory.tools.client.project import find_project
+    from amux_memory.tools.client.source_health import check_notes
+
+    root = tmp_path / "web"
+    (root / "deploy").mkdir(parents=True)
+    (root / "deploy/Makefile").write_text(MAKEFILE)
+    (root / "app.py").write_text(numbered("app"))
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    a = git(root, "rev-parse", "--short", "HEAD").strip()
+    (root / "deploy/Makefile").write_text(MAKEFILE.replace("deploy-web: build\n", "deploy-web: build test\n"))
+    git(root, "commit", "-q", "-am", "two")
+    (root / "app.py").write_text("import os\n" + numbered("app"))
+    note = f"Deploy: `deploy/Makefile#L12-L14@{a}`.\nApp: `app.py#L5-L6@{a}`.\n"
+    found = {f["code"]: f for f in check_notes(find_project(root), [("n.md", note)])["findings"]}
+    now = cite("deploy/Makefile:12-14", root)["citation"]
+    changed = found["source_changed"]
+    assert changed["now"] == now and changed["message"].endswith(f"; once corrected, it should read {now}")
+    assert f"replace deploy/Makefile#L12-L14@{a} with {now} (as amux memory cite deploy/Makefile:12-14" in \
+        changed["next"]
+    moved = found["source_moved"]
+    assert "should now read" not in moved["message"] and "app.py has uncommitted changes" in moved["message"]
+    assert moved["next"].startswith(f"commit app.py, then replace app.py#L5-L6@{a} in n.md with what amux memory "
+                                    "cite app.py:6-7 gives")

@@ -172,14 +172,16 @@ def file_hunks(root: Path | str, commit: str, path: str) -> list[Hunk]:
 @dataclass(frozen=True)
 class Verdict:
     """What became of one citation: ``state`` (``ok``, ``changed``, ``moved``, ``gone``, ``unknown``), ``now`` (the
-    citation as it should now read, for ``moved`` and ``changed``), ``why`` (a clause for a person), and ``diff``
-    (the hunks that touch the cited lines, for ``changed``)."""
+    citation as it should now read, for ``moved`` and ``changed``), ``why`` (a clause for a person), ``diff``
+    (the hunks that touch the cited lines, for ``changed``) and ``uncommitted``: the file ``now`` names has
+    uncommitted changes, so ``now``'s lines are the work tree's, not its commit's (commit, then cite again)."""
 
     citation: Citation
     state: str
     now: str = ""
     why: str = ""
     diff: str = ""
+    uncommitted: bool = False
 
 
 def _resolve(root: Path, names: Iterable[str]) -> dict[str, str]:
@@ -239,7 +241,8 @@ def check_citations(root: Path, citations: Sequence[Citation]) -> list[Verdict]:
             v = judge(c, results.get((full, c.path)), head)
             new_path = v.now.rpartition("@")[0].partition("#L")[0]
             if v.now and new_path in dirty:
-                v = replace(v, why=f"{v.why}; {new_path} has uncommitted changes, so commit before citing it again")
+                v = replace(v, why=f"{v.why}; {new_path} has uncommitted changes, so commit before citing it again",
+                            uncommitted=True)
             verdicts[i] = v
     return [verdicts[i] for i in range(len(citations))]
 

@@ -74,9 +74,16 @@ def finding(note: str, verdict: Verdict) -> dict[str, Any]:
     now = find_citations(verdict.now)
     location = (now[0].path + (f":{now[0].start}-{now[0].end}" if now[0].start else "")) if now else c.path
     message = f"cites {cited}: {verdict.why}"
-    if verdict.state == "changed":
+    if verdict.state == "changed" and verdict.uncommitted:
         nxt = (f"read the diff and the code now at {location}, correct what {note} says, then cite the lines "
                f"again from the repository's root (amux memory cite {location})")
+    elif verdict.state == "changed":
+        message += f"; once corrected, it should read {verdict.now}"
+        nxt = (f"read the diff and the code now at {location}, correct what {note} says about those lines, then "
+               f"replace {cited} with {verdict.now} (as amux memory cite {location} gives it)")
+    elif verdict.state == "moved" and verdict.uncommitted:
+        nxt = (f"commit {now[0].path if now else c.path}, then replace {cited} in {note} with what amux memory cite "
+               f"{location} gives (nothing else changed)")
     elif verdict.state == "moved":
         message += f"; it should now read {verdict.now}"
         nxt = f"replace {cited} with {verdict.now} in {note} (nothing else changed)"
