@@ -219,6 +219,7 @@ def summarize(session: str) -> None:
         else:
             say(f"warning: could not list the run's proposals: {exc.code.value}: {exc.message}")
         return
-    say(f"tidy: {counted(len(entries), 'proposal')} await your review as one change set; nothing is applied yet. "
+    verb = "awaits" if len(entries) == 1 else "await"
+    say(f"tidy: {counted(len(entries), 'proposal', verb)} your review as one change set; nothing is applied yet. "
         f"See it: amux memory review show --session {session}; then: amux memory review approve --session "
         f"{session} (or reject --session {session})")
