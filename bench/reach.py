@@ -179,6 +179,8 @@ def _shared_hub(ctx: Ctx, notes: dict[str, bytes], own: dict[str, bytes], querie
     latencies: list[float] = []
     incomplete: list[dict[str, Any]] = []
     lock = threading.Lock()
+    before = after = (0.0, 0.0)
+    mem: dict[str, int] = {}
     with hub:
         clients = {p: _connected(hub.socket, tokens[p]) for p in principals}
         try:
@@ -215,11 +217,12 @@ def _shared_hub(ctx: Ctx, notes: dict[str, bytes], own: dict[str, bytes], querie
             for c in clients.values():
                 c.close()
     hits, misses = after[0] - before[0], after[1] - before[1]
-    out = {"principals": len(principals), "teams": len(teams), "scopes": len(principals) + len(teams),
-           "rate": rate, "seconds": seconds, "searches": len(latencies), "lat": summary(latencies),
-           "incomplete": incomplete, "hit_rate": round(hits / (hits + misses), 4) if hits + misses else 0.0,
-           "hits": hits, "misses": misses, "rss_mib": round(mem.get("VmRSS", 0) / 1024, 1),
-           "hwm_mib": round(mem.get("VmHWM", 0) / 1024, 1)}
+    out: dict[str, Any] = {
+        "principals": len(principals), "teams": len(teams), "scopes": len(principals) + len(teams),
+        "rate": rate, "seconds": seconds, "searches": len(latencies), "lat": summary(latencies),
+        "incomplete": incomplete, "hit_rate": round(hits / (hits + misses), 4) if hits + misses else 0.0,
+        "hits": hits, "misses": misses, "rss_mib": round(mem.get("VmRSS", 0) / 1024, 1),
+        "hwm_mib": round(mem.get("VmHWM", 0) / 1024, 1)}
     ctx.log(f"   shared Hub p50 {out['lat']['p50']:.1f} p99 {out['lat']['p99']:.1f} ms over {len(latencies)} searches, "
             f"{len(incomplete)} incomplete, hit rate {out['hit_rate']}, VmRSS {out['rss_mib']} MiB "
             f"(peak {out['hwm_mib']})")

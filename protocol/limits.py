@@ -137,7 +137,8 @@ The benchmark's goals and sizes
     ``bench.teams.MOUNTED_GOAL`` (ratio), ``bench.teams.LOAD_INTERVAL_SECONDS`` (s),
     ``bench.teams.REQUEST_TIMEOUT_SECONDS`` (s), ``bench.teams.LIMIT`` (results),
     ``bench.reach.TWO_TEAMS_NOTES`` (notes), ``bench.reach.RG_GOAL`` (ratio), ``bench.reach.DEADLINE_MS`` (ms),
-    ``bench.reach.WARM_UP_TRIES`` (searches),
+    ``bench.reach.WARM_UP_TRIES`` (searches), ``bench.reach.SHARED_OWN_NOTES`` (notes),
+    ``bench.reach.SHARED_WORKERS`` (threads), ``bench.reach.HIT_RATE_GOAL`` (share),
     ``bench.secrets.THROUGHPUT_GOAL`` (ratio), ``bench.startup.GOAL_MS`` (ms), ``bench.startup.RELAY_GOAL_MS``
     (ms), ``bench.startup.RELAY_GOAL_KIB`` (KiB), ``bench.review.PROPOSAL_THROUGHPUT_GOAL`` (ratio),
     ``bench.mcp_http.RATIO_GOAL`` (ratio), ``bench.mcp_http.CPU_GOAL_MS`` (ms),
