@@ -7,6 +7,7 @@ Real git repositories in temporary folders; the identity tests run the real CLI.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -154,3 +155,19 @@ def test_a_typed_project_topic_is_filed_under_its_repositorys_path(hub: HubProce
     refused = hub.cli("memory", "new", "user", "x", "--description", "d", "--tags", "a", "--repo", str(web),
                       "--json")
     assert refused.returncode != 0 and json.loads(refused.stdout)["error"]["data"]["field"] == "repo"
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    (["memory", "project"], ["projects/IDENTITY/ in your scope", "@TEAM/projects/IDENTITY/"]),
+    (["memory", "health"], ["notes under projects/IDENTITY/", "(projects/IDENTITY/ in your scope", "lint_CODE for"]),
+    (["memory", "new"], ["projects/IDENTITY/NAME.md"]),
+])
+def test_help_shows_the_project_path_s_placeholder(command: list[str], expected: list[str]) -> None:
+    """The help's renderer drops ``<word>`` as markup (``projects/<identity>/`` read ``projects//``): the
+    placeholders are written as the other options' are, in capitals."""
+    proc = subprocess.run([*amux_argv(), *command, "--help"], capture_output=True, timeout=60,
+                          env={**os.environ, "COLUMNS": "400"})
+    text = " ".join(proc.stdout.decode().split())
+    assert proc.returncode == 0 and "projects//" not in text, text
+    for words in expected:
+        assert words in text, text

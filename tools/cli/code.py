@@ -16,7 +16,7 @@ def project(directory: Path = Path("."), /, *, as_json: AsJson = False) -> int:
     The identity is the remote URL normalized (origin, else the first remote; scheme, user, port, .git and the
     host's case removed: git@github.com:acme/web.git and https://github.com/acme/web are both
     github.com/acme/web), or, with no remote, the root commit id. The project's notes live under
-    projects/<identity>/ in your scope and in every team mount (@TEAM/projects/<identity>/); amux launch names
+    projects/IDENTITY/ in your scope and in every team mount (@TEAM/projects/IDENTITY/); amux launch names
     that path to the agent.
 
     In a terminal: the path, then the identity and where it came from. Piped or with --json: {"root",

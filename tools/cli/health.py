@@ -19,7 +19,7 @@ from amux_memory.tools.cli.options import AsJson, parse_today
 from amux_memory.tools.cli.output.contract import emit, fail, human_output, write_bytes
 
 Repo = Annotated[Path | None, Parameter(
-    name="--repo", help="Also check the citations of this git repository's notes (projects/<identity>/ in your "
+    name="--repo", help="Also check the citations of this git repository's notes (projects/IDENTITY/ in your "
                         "scope and mounts) against its work tree; default: the current directory's repository, "
                         "when it has notes.")]
 """``--repo DIR`` of ``amux memory health`` and ``tidy`` (DESIGN.md §24)."""
@@ -34,13 +34,13 @@ def health(*, path_prefix: str = "", repo: Repo = None, as_json: AsJson = False,
     stale (unchanged for memory.stale_days, default 180), entry_near_limit
     (MEMORY.md at 90 % of 2 KiB or 64 lines), scope_near_quota (a scope at
     90 % of its documents or bytes), secret (a stored credential, shown
-    redacted as 'amux memory scan' shows it), and lint_<code> for what
+    redacted as 'amux memory scan' shows it), and lint_CODE for what
     'amux memory lint' finds in typed topics. Team mounts (@NAME/) are
     included for their members.
 
     In a git work tree (--repo DIR, or the current directory when the
     repository has notes), every citation PATH#LSTART-LEND@COMMIT in the
-    notes under projects/<identity>/ (see 'amux memory project'), in your
+    notes under projects/IDENTITY/ (see 'amux memory project'), in your
     scope and every mount, is checked against the work tree, uncommitted
     changes included: source_changed (the cited lines changed; the finding
     carries their diff), source_moved (unchanged but elsewhere: the finding

@@ -43,7 +43,7 @@ def memory_new(
     """Create a typed topic TYPE/NAME.md with valid frontmatter, then add it to the index.
 
     A project topic with --repo DIR lives with that repository's notes instead,
-    projects/<identity>/NAME.md (see 'amux memory project'), its frontmatter
+    projects/IDENTITY/NAME.md (see 'amux memory project'), its frontmatter
     naming the identity as project.
 
     Feedback and project topics get '**Why:**' and '**How to apply:**'
