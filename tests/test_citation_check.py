@@ -308,3 +308,32 @@ def test_a_finding_gives_the_new_citation_only_when_its_lines_are_committed(tmp_
     assert "should now read" not in moved["message"] and "app.py has uncommitted changes" in moved["message"]
     assert moved["next"].startswith(f"commit app.py, then replace app.py#L5-L6@{a} in n.md with what amux memory "
                                     "cite app.py:6-7 gives")
+
+
+def test_a_cited_path_outside_the_root_is_a_finding_and_the_other_citations_are_still_checked(
+        tmp_path: Path) -> None:
+    """A note's text is an agent's: ``../secret@C`` made git's ``cat-file`` fail, so the whole check ended in
+    ``unavailable`` (with the next step of a Hub that is not running).  A path with a ``..``, ``.`` or empty segment
+    names no file of the repository: it is ``source_unknown``, whose next step is to cite from the root (not to
+    fetch), and the note's other citations are checked as before."""
+    from amux_memory.tools.client.project import find_project
+    from amux_memory.tools.client.source_health import check_notes
+
+    root = tmp_path / "web"
+    root.mkdir()
+    (root / "app.py").write_text(numbered("app"))
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    a = git(root, "rev-parse", "--short", "HEAD").strip()
+    (root / "app.py").write_text(numbered("app").replace("app line 3\n", "app line 3, edited\n"))
+    bad = [f"../outside.txt@{a}", f"app/../../x.py#L1@{a}", f"src/./app.py#L2@{a}", f"src//app.py@{a}"]
+    note = f"Changed: `app.py#L2-L4@{a}`.\n" + "".join(f"Odd: `{text}`.\n" for text in bad)
+    report = check_notes(find_project(root), [("n.md", note)])
+    found = {f["citation"]: f for f in report["findings"]}
+    assert found[f"app.py#L2-L4@{a}"]["code"] == "source_changed"
+    for text in bad:
+        assert found[text]["code"] == "source_unknown", found[text]
+        assert "not a path from the repository's root" in found[text]["message"]
+        assert "git fetch" not in found[text]["next"] and "amux memory cite" in found[text]["next"]
+    assert report["citations"] == 5 and report["counts"] == {"source_changed": 1, "source_unknown": 4}

@@ -3,8 +3,8 @@
 A note cites the lines it relies on as ``PATH#LSTART-LEND@COMMIT`` (``deploy/Makefile#L12-L14@3f9c2e1``): the path
 relative to the repository's root, 1-based inclusive lines (``#L12`` is one line), and the commit at which they
 were read, 7 to 40 hex digits; ``PATH@COMMIT`` cites a whole file.  :func:`find_citations` reads them out of a
-note; :func:`tools.client.cite.cite` writes one for lines of the work tree at ``HEAD``.  Checking them is
-:mod:`tools.client.source_check`.
+note, :func:`path_problem` says when a path can name no file; :func:`tools.client.cite.cite` writes one for lines
+of the work tree at ``HEAD``.  Checking them is :mod:`tools.client.source_check`.
 """
 
 from __future__ import annotations
@@ -65,3 +65,12 @@ def find_citations(text: str) -> list[Citation]:
             start, end = min(start, end), max(start, end)
             found.append(Citation(path, start, end, m["commit"], number))
     return found
+
+
+def path_problem(path: str) -> str:
+    """Why a citation's ``path`` names no file of a repository (``""`` when it may): a cited path is written from the
+    root, without an empty, ``.`` or ``..`` segment.  A note's text is an agent's: git fails on a path that climbs
+    out of the root (``../x``), so such a path is judged before git sees it (DESIGN.md §24)."""
+    if any(segment in ("", ".", "..") for segment in path.split("/")):
+        return f"{path} is not a path from the repository's root (it has a '.', '..' or empty segment)"
+    return ""

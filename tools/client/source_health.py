@@ -16,10 +16,11 @@ tidy --repo``, ``amux launch``) and in ``amux ui`` for the page of one document.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from amux_memory.protocol.errors import ErrorCode, HubError
-from amux_memory.tools.client.citations import Citation, find_citations
+from amux_memory.tools.client.citations import Citation, find_citations, path_problem
 from amux_memory.tools.client.project import Project
 from amux_memory.tools.client.source_check import Verdict, check_citations
 
@@ -90,6 +91,9 @@ def finding(note: str, verdict: Verdict) -> dict[str, Any]:
     elif verdict.state == "gone":
         nxt = (f"drop what {note} says about that code, or cite where it went "
                f"(git log --follow --oneline -- {c.path} shows where it went)")
+    elif path_problem(c.path):
+        nxt = (f"read the code {note} meant there and cite it from the repository's root (amux memory cite PATH or "
+               "PATH:START-END gives the citation), or drop the citation")
     else:
         nxt = (f"git fetch (the commit may be on a branch or remote you have not fetched), or read the code and "
                f"cite it again: amux memory cite {location}" + (f":{c.start}-{c.end}" if c.start else ""))
@@ -100,12 +104,21 @@ def finding(note: str, verdict: Verdict) -> dict[str, Any]:
     return out
 
 
+def check_paths(root: Path, citations: list[Citation]) -> list[Verdict]:
+    """:func:`tools.client.source_check.check_citations` of ``citations`` (in order) whose paths may name a file;
+    the others (:func:`tools.client.citations.path_problem`) are ``unknown`` without asking git."""
+    problems = [path_problem(c.path) for c in citations]
+    checked = iter(check_citations(root, [c for c, problem in zip(citations, problems, strict=True) if not problem]))
+    return [Verdict(c, "unknown", why=problem) if problem else next(checked)
+            for c, problem in zip(citations, problems, strict=True)]
+
+
 def check_notes(project: Project, notes: list[tuple[str, str]]) -> dict[str, Any]:
     """The citations of ``notes`` (``(path, text)``) checked against the project's work tree:
     ``{findings, counts, notes, citations, stale_notes, verdicts}``; ``verdicts`` maps each note to its
     ``[Verdict]`` (for the web page)."""
     cited: list[tuple[str, Citation]] = [(path, c) for path, text in notes for c in find_citations(text)]
-    verdicts = check_citations(project.root, [c for _, c in cited])
+    verdicts = check_paths(project.root, [c for _, c in cited])
     findings = [finding(path, v) for (path, _), v in zip(cited, verdicts, strict=True) if v.state != "ok"]
     counts: dict[str, int] = {}
     for f in findings:
@@ -229,7 +242,7 @@ def document_citations(path: str, text: str, directory: str) -> dict[str, Any]:
         return {"checked": False, "repository": project.path if project else "", "root": "",
                 "rows": [{"citation": c.text, "line": c.line, "state": "unchecked", "now": "", "why": "",
                           "diff": ""} for c in citations]}
-    verdicts = check_citations(project.root, citations)
+    verdicts = check_paths(project.root, citations)
     return {"checked": True, "repository": project.path, "root": str(project.root),
             "rows": [{"citation": v.citation.text, "line": v.citation.line, "state": v.state, "now": v.now,
                       "why": v.why, "diff": v.diff} for v in verdicts]}
