@@ -6,7 +6,9 @@ live in alice's own scope and in her team's mount (``team_hub``).  ``amux memory
 CLI: an edit in a cited range is ``source_changed`` with the diff of those lines; lines inserted above are
 ``source_moved`` with the new range and no ``source_changed``; a rename is followed; a deletion is
 ``source_gone``; an unknown commit ``source_unknown``; an uncommitted edit counts; unchanged code gives nothing.
-Citations at generated commits are checked against an oracle that compares the cited lines with ``git show``.
+Citations at generated commits are checked against an oracle that compares the cited lines with ``git show``, and
+against a reference that runs ``git diff`` against the work tree for each commit, as the check did before it compared
+trees in fewer processes: the same verdicts with and without uncommitted changes.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pytest
 
 from amux_memory.tools.cli.health import render_text
 from amux_memory.tools.client.citations import Citation, find_citations
-from amux_memory.tools.client.source_check import check_citations
+from amux_memory.tools.client.source_check import DIFF_OPTIONS, FileDiff, Verdict, check_citations, judge, parse_patch
 from bench.citations import build_history, sample_citations
 from tests.conftest import HubProcess, amux_argv
 from tests.ui_helpers import request, start_ui
@@ -179,6 +181,86 @@ def test_citations_at_generated_commits_agree_with_git_show(tmp_path: Path) -> N
     unknown = check_citations(history.root, [Citation("src/f1.txt", 1, 2, "0123456789"),
                                              Citation("nope.txt", 1, 1, history.commits[0][:8])])
     assert [v.state for v in unknown] == ["unknown", "unknown"]
+
+
+def reference_check(root: Path, citations: list[Citation]) -> list[Verdict]:
+    """The verdicts of ``citations`` with git run for each commit against the work tree itself: ``git diff
+    --no-renames --name-status COMMIT``, then rename detection of the cited files deleted among the files added
+    (``git diff -M --name-status COMMIT -- DELETED ADDED``), then ``git diff -M -U0 COMMIT -- CHANGED``."""
+    def run(*args: str) -> list[str]:
+        out = subprocess.run(["git", "-C", str(root), "-c", "core.quotePath=false", *args], capture_output=True,
+                             check=True).stdout
+        return out.decode().split("\0")[:-1]
+
+    head = git(root, "rev-parse", "--short", "HEAD").strip()
+    dirty = set(git(root, "diff", "--name-only", "HEAD").splitlines())
+    by_commit: dict[str, set[str]] = {}
+    for c in citations:
+        by_commit.setdefault(c.commit, set()).add(c.path)
+    diffs: dict[tuple[str, str], FileDiff] = {}
+    for commit, paths in by_commit.items():
+        fields = run("diff", "--no-renames", "--name-status", "-z", commit)
+        changes = list(zip(fields[0::2], fields[1::2], strict=True))
+        deleted = [p for s, p in changes if s == "D" and p in paths]
+        added = [p for s, p in changes if s == "A"]
+        touched = [p for s, p in changes if s in ("M", "T") and p in paths]
+        if deleted and added:
+            fields = run("diff", "-M", "--name-status", "-z", commit, "--", *deleted, *added)
+            while fields:
+                if fields[0].startswith("R") and fields[1] in paths:
+                    touched += fields[1:3]
+                fields = fields[3:] if fields[0].startswith("R") else fields[2:]
+        for path in deleted:
+            diffs[(commit, path)] = FileDiff(path, "", deleted=True)
+        if touched:
+            patch = subprocess.run(["git", "-C", str(root), "diff", *DIFF_OPTIONS, "-M", "-U0", commit, "--",
+                                    *touched], capture_output=True, check=True).stdout
+            diffs.update(((commit, old), d) for old, d in parse_patch(patch).items() if old in paths)
+    out = []
+    for c in citations:
+        v = judge(c, diffs.get((c.commit, c.path)), head)
+        now_path = v.now.rpartition("@")[0].partition("#L")[0]
+        if v.now and now_path in dirty:
+            v = Verdict(c, v.state, v.now, f"{v.why}; {now_path} has uncommitted changes, so commit before citing it "
+                        "again", v.diff, True)
+        out.append(v)
+    return out
+
+
+def test_the_check_agrees_with_git_diff_against_the_work_tree_for_each_commit(tmp_path: Path) -> None:
+    """On a generated history of 300 commits, 300 citations across 50 commits get exactly the verdicts (state, new
+    citation, wording, diff) of :func:`reference_check`, first with a clean work tree, then with uncommitted changes
+    of every kind: edits, a staged rename with an edit, a file deleted on disk and one with ``git rm``, a new staged
+    file holding a deleted cited file's text (a rename target only the work tree has), a file turned into a symbolic
+    link, and a file added with ``git add -N``.  The repository's objects are not written to."""
+    history = build_history(tmp_path / "g", 300, files=30, seed=9, snapshot_every=6)
+    root = history.root
+    citations = sample_citations(history, 300, seed=3)
+    assert check_citations(root, citations) == reference_check(root, citations)
+    tracked = git(root, "ls-files").split()
+    gone = next(c for c in citations if not (root / c.path).exists())
+    rng = random.Random(8)
+    for path in rng.sample(tracked, 4):
+        lines = (root / path).read_text().splitlines()
+        lines[rng.randrange(len(lines))] = "uncommitted"
+        (root / path).write_text("\n".join(lines) + "\n")
+    moved, deleted, removed, linked = rng.sample([p for p in tracked if (root / p).read_text() != ""], 4)
+    git(root, "mv", moved, "src/moved-in-work-tree.txt")
+    (root / "src/moved-in-work-tree.txt").write_text("first line, new\n" + (root / "src/moved-in-work-tree.txt")
+                                                     .read_text())
+    (root / deleted).unlink()
+    git(root, "rm", "-q", removed)
+    (root / "docs/revived.txt").write_text(git(root, "show", f"{gone.commit}:{gone.path}"))
+    git(root, "add", "docs/revived.txt")
+    (root / linked).unlink()
+    (root / linked).symlink_to("moved-in-work-tree.txt")
+    (root / "lib/intent.txt").write_text("intent to add\n")
+    git(root, "add", "-N", "lib/intent.txt")
+    objects = git(root, "count-objects", "-v")
+    verdicts = check_citations(root, citations)
+    assert verdicts == reference_check(root, citations)
+    assert git(root, "count-objects", "-v") == objects
+    assert any(v.uncommitted for v in verdicts) and "docs/revived.txt" in {v.now.split("#")[0] for v in verdicts}
 
 
 def test_launch_says_how_many_notes_cite_changed_code_and_the_page_shows_each_citation(

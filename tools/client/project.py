@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,11 +65,13 @@ class Project:
 
 
 def git(root: Path | str, args: Sequence[str], *, input: bytes | None = None,
-        timeout: float = GIT_TIMEOUT_SECONDS) -> subprocess.CompletedProcess[bytes]:
-    """Run ``git -C root ARGS`` without a pager, prompts or colour; raises :class:`HubError` (``unavailable``) when
-    git is missing or runs past ``timeout``.  The caller reads the return code."""
+        timeout: float = GIT_TIMEOUT_SECONDS, env: Mapping[str, str] | None = None
+        ) -> subprocess.CompletedProcess[bytes]:
+    """Run ``git -C root ARGS`` without a pager, prompts or colour, with ``env`` added to the environment; raises
+    :class:`HubError` (``unavailable``) when git is missing or runs past ``timeout``.  The caller reads the return
+    code."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0",
-           "GIT_LITERAL_PATHSPECS": "1"}
+           "GIT_LITERAL_PATHSPECS": "1", **(env or {})}
     try:
         return subprocess.run(["git", "-C", str(root), "-c", "core.quotePath=false", *args], input=input,
                               capture_output=True, timeout=timeout, env=env, check=False)
