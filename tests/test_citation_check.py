@@ -419,3 +419,33 @@ def test_a_cited_path_outside_the_root_is_a_finding_and_the_other_citations_are_
         assert "not a path from the repository's root" in found[text]["message"]
         assert "git fetch" not in found[text]["next"] and "amux memory cite" in found[text]["next"]
     assert report["citations"] == 5 and report["counts"] == {"source_changed": 1, "source_unknown": 4}
+
+
+def test_git_failing_in_the_check_says_what_to_look_at_in_the_repository(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A git that fails in the check (here its ``cat-file``, as in a broken repository) ends it in
+    ``unavailable`` with a next step about the repository, not the code's own (start a Hub)."""
+    import shutil
+
+    from amux_memory.protocol.errors import HubError
+    from amux_memory.tools.client.project import find_project
+    from amux_memory.tools.client.source_health import check_notes
+
+    root = tmp_path / "web"
+    root.mkdir()
+    (root / "app.py").write_text(numbered("app"))
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    a = git(root, "rev-parse", "--short", "HEAD").strip()
+    project = find_project(root)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "git").write_text('#!/bin/sh\nfor a; do [ "$a" = cat-file ] && { echo "fatal: bad object" >&2; exit 1; }; '
+                              f'done\nexec {shutil.which("git")} "$@"\n')
+    (fake / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:/usr/bin:/bin")
+    with pytest.raises(HubError) as failed:
+        check_notes(project, [("n.md", f"`app.py#L2@{a}`\n")])
+    assert "bad object" in failed.value.message and f"git -C {root} status" in failed.value.next_step
+    assert "hub start" not in failed.value.next_step

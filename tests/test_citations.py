@@ -4,6 +4,7 @@ repository (uncommitted changes warned about, shifted lines mapped back to ``HEA
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -97,3 +98,21 @@ def test_cite_prints_head_s_citation_and_warns_about_uncommitted_lines(tmp_path:
     plain = subprocess.run([*amux_argv(), "memory", "cite", "deploy/Makefile:3-4"], cwd=root, capture_output=True,
                            text=True, timeout=60)
     assert json.loads(plain.stdout)["citation"] == f"deploy/Makefile#L1-L2@{head}"
+
+
+def test_without_git_cite_and_project_say_to_install_git_not_to_start_a_hub(tmp_path: Path) -> None:
+    """git missing is ``unavailable`` (exit 11, as a Hub that does not answer), but its next step is the raise
+    site's: install git; the code's own one (start a Hub) sent a person to a Hub that was running."""
+    root = tmp_path / "r"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "f.txt").write_text("x\n")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    (tmp_path / "no-git").mkdir()
+    for command in (["memory", "cite", "f.txt"], ["memory", "project"]):
+        done = subprocess.run([*amux_argv(), *command, "--json"], cwd=root, capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "PATH": str(tmp_path / "no-git")})
+        error = json.loads(done.stdout)["error"]
+        assert done.returncode == 11 and error["code"] == "unavailable", done.stdout
+        assert "git" in error["next_step"] and "hub start" not in error["next_step"], error

@@ -76,10 +76,12 @@ def git(root: Path | str, args: Sequence[str], *, input: bytes | None = None,
         return subprocess.run(["git", "-C", str(root), "-c", "core.quotePath=false", *args], input=input,
                               capture_output=True, timeout=timeout, env=env, check=False)
     except FileNotFoundError:
-        raise HubError(ErrorCode.UNAVAILABLE, "git is not installed (or not on PATH)") from None
+        raise HubError(ErrorCode.UNAVAILABLE, "git is not installed (or not on PATH)",
+                       next_step="Install git (or put it on PATH), then run the command again.") from None
     except subprocess.TimeoutExpired:
         raise HubError(ErrorCode.UNAVAILABLE, f"git {' '.join(args[:2])} ran past {timeout:g} s in {root}",
-                       {"timeout": timeout}) from None
+                       {"timeout": timeout}, next_step="Run 'git status' in that work tree to see what git is slow or "
+                       "stuck on, then run the command again.") from None
 
 
 def safe_segments(text: str) -> str:

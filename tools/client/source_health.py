@@ -15,6 +15,7 @@ tidy --repo``, ``amux launch``) and in ``amux ui`` for the page of one document.
 
 from __future__ import annotations
 
+import shlex
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,9 +107,18 @@ def finding(note: str, verdict: Verdict) -> dict[str, Any]:
 
 def check_paths(root: Path, citations: list[Citation]) -> list[Verdict]:
     """:func:`tools.client.source_check.check_citations` of ``citations`` (in order) whose paths may name a file;
-    the others (:func:`tools.client.citations.path_problem`) are ``unknown`` without asking git."""
+    the others (:func:`tools.client.citations.path_problem`) are ``unknown`` without asking git.  A git failure is
+    ``unavailable`` with a next step about the repository (the code's own is about the Hub)."""
     problems = [path_problem(c.path) for c in citations]
-    checked = iter(check_citations(root, [c for c, problem in zip(citations, problems, strict=True) if not problem]))
+    try:
+        checked = iter(check_citations(root, [c for c, prob in zip(citations, problems, strict=True) if not prob]))
+    except HubError as exc:
+        if exc.code is not ErrorCode.UNAVAILABLE or exc.refined is not None:
+            raise
+        quoted = shlex.quote(str(root))
+        raise HubError(exc.code, exc.message, exc.data, next_step=(
+            f"See what git says about the repository (git -C {quoted} status; git -C {quoted} fsck for a broken "
+            "one), then run the command again.")) from None
     return [Verdict(c, "unknown", why=problem) if problem else next(checked)
             for c, problem in zip(citations, problems, strict=True)]
 
