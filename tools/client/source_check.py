@@ -319,22 +319,25 @@ def _name_status(work_tree: WorkTree, pairs: Sequence[tuple[str, str]]) -> list[
     all from one ``git diff-tree --stdin``."""
     done = work_tree.git(["diff-tree", *DIFF_OPTIONS, "--stdin", "-r", "--no-renames", "--name-status", "-z"],
                        input="".join(f"{a} {b}\n" for a, b in pairs).encode())
-    fields = done.stdout.decode("utf-8", "surrogateescape").split("\0")
+    text = done.stdout.decode("utf-8", "surrogateescape")
+    bounds: list[tuple[int, int]] = []  # where each pair's header line starts and ends: it comes before its files
+    at = 0
+    for a, b in pairs:
+        header = f"{a} {b}\n"
+        at = text.find(header, at)
+        while at > 0 and text[at - 1] not in "\0\n":  # a path holding the header's text
+            at = text.find(header, at + 1)
+        if at < 0:
+            raise HubError(ErrorCode.UNAVAILABLE, "git diff-tree left out a pair of trees")
+        bounds.append((at, at + len(header)))
+        at += len(header)
     out: list[list[tuple[str, str]]] = []
-    i = 0
-    while i < len(fields):
-        status = fields[i]
-        while len(out) < len(pairs) and status.startswith(header := "{} {}".format(*pairs[len(out)])):
-            out.append([])  # diff-tree writes each pair's line before its files, even when they do not differ
-            status = status[len(header):].removeprefix("\n")
-        if status and out and i + 1 < len(fields):
-            out[-1].append((status, fields[i + 1]))
-            i += 1
-        elif status:
-            raise HubError(ErrorCode.UNAVAILABLE, f"git diff-tree wrote what this check cannot read: {status[:80]!r}")
-        i += 1
-    if len(out) != len(pairs):
-        raise HubError(ErrorCode.UNAVAILABLE, "git diff-tree left out a pair of trees")
+    for n, (_, start) in enumerate(bounds):
+        fields = text[start:bounds[n + 1][0] if n + 1 < len(bounds) else len(text)].split("\0")[:-1]
+        if len(fields) % 2:
+            raise HubError(ErrorCode.UNAVAILABLE, "git diff-tree wrote what this check cannot read: "
+                           + repr(fields[-1][:80]))
+        out.append(list(zip(fields[0::2], fields[1::2], strict=True)))
     return out
 
 
