@@ -116,3 +116,35 @@ def test_without_git_cite_and_project_say_to_install_git_not_to_start_a_hub(tmp_
         error = json.loads(done.stdout)["error"]
         assert done.returncode == 11 and error["code"] == "unavailable", done.stdout
         assert "git" in error["next_step"] and "hub start" not in error["next_step"], error
+
+
+def test_cite_refuses_what_no_note_could_check(tmp_path: Path) -> None:
+    """A path with a blank gave ``docs/a b.md@C``, which a note reads as ``b.md@C``; a directory gave ``src@C``,
+    which names no lines and never changes; a file of a submodule was 'not in HEAD: commit it first' though it is
+    committed, in the submodule.  Each is refused with what to do instead; a file with a character the citation
+    carries (``ü``) is cited."""
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    git(inner, "init", "-q", "-b", "main")
+    (inner / "lib.py").write_text("x\n")
+    git(inner, "add", ".")
+    git(inner, "commit", "-q", "-m", "one")
+    root = tmp_path / "r"
+    (root / "src").mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    (root / "src" / "a b.md").write_text("x\n")
+    (root / "src" / "ü.py").write_text("x\n")
+    git(root, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(inner), "libs/inner")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    head = git(root, "rev-parse", "--short", "HEAD").strip()
+    code, got, _ = cite(root, "src/ü.py:1")
+    assert code == 0 and find_citations(str(got["citation"])) == [Citation("src/ü.py", 1, 1, head, 1)]
+    code, got, _ = cite(root, "src/a b.md")
+    assert code == 2 and "a blank" in got["error"]["message"], got
+    for location in ("src", "src/"):
+        code, got, _ = cite(root, location)
+        assert code == 2 and "is a directory" in got["error"]["message"], got
+    code, got, _ = cite(root, "libs/inner/lib.py:1")
+    assert code == 2 and "libs/inner" in got["error"]["message"], got
+    assert "cd libs/inner && amux memory cite lib.py:1" in got["error"]["next_step"], got

@@ -57,7 +57,9 @@ def cite(location: str, /, *, as_json: AsJson = False) -> int:
     then cite again); uncommitted lines above them only shift the numbers, and the citation gives HEAD's.
 
     In a terminal: the citation alone. Piped or with --json: {"citation", "path", "start", "end", "commit",
-    "root", "warning"}. A file HEAD does not hold, or lines past its end: not_found.
+    "root", "warning"}. A file HEAD does not hold, or lines past its end: not_found. What no note could check:
+    bad_request (a directory; a file of a submodule, cited from there; a path with a blank, quote, bracket, '#',
+    '@', '|' or '*', which a note would read only in part).
 
     Parameters
     ----------

@@ -7,12 +7,14 @@ the uncommitted changes (:func:`tools.client.source_check.map_range`) and warns 
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 from amux_memory.protocol.errors import ErrorCode, HubError
-from amux_memory.tools.client.citations import citation_text
+from amux_memory.tools.client.citations import citation_text, find_citations
 from amux_memory.tools.client.project import git, work_tree_root
 from amux_memory.tools.client.source_check import file_hunks, map_range
 
@@ -49,6 +51,7 @@ def cite(location: str, directory: Path | str = ".") -> dict[str, Any]:
     except ValueError:
         raise HubError(ErrorCode.BAD_REQUEST, f"{path} is outside the work tree {root}",
                        {"path": path, "root": str(root)}) from None
+    refuse_uncheckable(root, absolute, rel, start, end, Path(directory))
     head = git(root, ["rev-parse", "--short", "--verify", "HEAD^{commit}"])
     if head.returncode != 0:
         raise HubError(ErrorCode.NOT_FOUND, f"the repository at {root} has no commit yet: commit {rel} first",
@@ -83,3 +86,37 @@ def cite(location: str, directory: Path | str = ".") -> dict[str, Any]:
         warning = f"{rel} has uncommitted changes: the citation names HEAD's version; commit, then cite again"
     return {"citation": citation_text(rel, start, end, commit), "path": rel, "start": start, "end": end,
             "commit": commit, "root": str(root), "warning": warning}
+
+
+UNCARRIED = frozenset("`'\"<>()[]{}#@|*")
+"""Characters a citation's path cannot hold (:data:`tools.client.citations.CITATION`), besides blanks."""
+
+
+def refuse_uncheckable(root: Path, absolute: Path, rel: str, start: int, end: int, here: Path) -> None:
+    """Raise ``bad_request`` for what a note could cite but nothing could check: a file of another repository (a
+    submodule: cite it from there), a directory (it has no lines and its citation never changes), or a path a note
+    would not read back whole (a blank, a quote, a bracket, ``#``, ``@``, ``|``, ``*``).  ``here``: where the person
+    is, whom the next step tells where to go."""
+    lines = (f":{start}" if start == end else f":{start}-{end}") if start else ""
+    folder = absolute if absolute.is_dir() else absolute.parent
+    inner = work_tree_root(folder) if folder.is_dir() else root
+    if inner.resolve() != root.resolve():
+        sub = inner.resolve().relative_to(root.resolve()).as_posix()
+        there = absolute.relative_to(inner.resolve()).as_posix() if absolute != inner.resolve() else "FILE"
+        raise HubError(ErrorCode.BAD_REQUEST, f"{rel} is in another repository, {sub} (a submodule or a nested "
+                       "clone): its citations and notes are that repository's", {"path": rel, "repository": sub},
+                       next_step=f"Cite it from there: cd {shlex.quote(os.path.relpath(inner, here.resolve()))} && "
+                       f"amux memory cite {shlex.quote(there + lines)}")
+    if absolute.is_dir():
+        raise HubError(ErrorCode.BAD_REQUEST, f"{rel} is a directory: a citation names a file (PATH@COMMIT) or "
+                       "lines of one, and a directory's would never change", {"path": rel},
+                       next_step=f"Cite a file in it: amux memory cite {'' if rel == '.' else rel + '/'}FILE"
+                       "[:START-END]")
+    if [c.path for c in find_citations(citation_text(rel, 0, 0, "0" * 7))] != [rel]:
+        odd = sorted({ch for ch in rel if ch in UNCARRIED})
+        what = "a blank" if any(ch.isspace() for ch in rel) else (
+            " and ".join(f"'{ch}'" for ch in odd) if odd else "a character a citation cannot start with")
+        raise HubError(ErrorCode.BAD_REQUEST, f"{rel} holds {what}, which a citation cannot carry: a note would read "
+                       "only part of the path, and nothing would check it", {"path": rel},
+                       next_step="Say which file you mean in the note's words, or rename it (no blank, quote, bracket, "
+                       "'#', '@', '|' or '*') and cite it then.")
