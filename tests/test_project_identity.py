@@ -171,3 +171,23 @@ def test_help_shows_the_project_path_s_placeholder(command: list[str], expected:
     assert proc.returncode == 0 and "projects//" not in text, text
     for words in expected:
         assert words in text, text
+
+
+@pytest.mark.parametrize(("remote", "shown"), [
+    ("https://x-access-token:ghp_S3CRETS3CRETS3CRET@github.com/acme/web.git",
+     "https://x-access-token:***@github.com/acme/web.git"),
+    ("https://ghp_S3CRETS3CRETS3CRET@github.com/acme/web", "https://***@github.com/acme/web"),
+    ("ssh://git@github.com:22/acme/web.git", "ssh://git@github.com:22/acme/web.git"),
+    ("git@github.com:acme/web.git", "git@github.com:acme/web.git"),
+])
+def test_project_shows_a_remote_without_its_credential(tmp_path: Path, remote: str, shown: str) -> None:
+    """A token in the remote's URL (``https://TOKEN@host/...``, ``https://user:TOKEN@host/...``) was printed by
+    ``amux memory project``, in the terminal and in its JSON; the identity never held it, and the URL shown now
+    does not either (a user name for ssh stays)."""
+    web = repo(tmp_path / "web", remote)
+    for extra in (["--json"], []):
+        done = subprocess.run([*amux_argv(), "memory", "project", str(web), *extra], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0 and "S3CRET" not in done.stdout + done.stderr, done.stdout
+    answer = json.loads(done.stdout)
+    assert answer["url"] == shown and answer["identity"] == "github.com/acme/web"

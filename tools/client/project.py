@@ -30,6 +30,7 @@ _SCP = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^/:]+):(?P<path>(?!/).*)$")
 """``user@host:path`` (git's scp-like syntax; ``host:path`` too, but never ``host:/abs`` or a Windows drive)."""
 _URL = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?:[^@/]*@)?(?P<host>\[[^\]]*\]|[^/:]*)(?::\d*)?(?P<path>/.*)?$",
                   re.IGNORECASE)
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/]*)@(.*)$", re.DOTALL)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._~-]+")
 
 
@@ -45,7 +46,8 @@ class NotARepository(HubError):
 @dataclass(frozen=True)
 class Project:
     """A work tree's identity: ``root`` (the work tree's top folder), ``identity``, where it came from
-    (``source``: ``remote`` or ``root_commit``), the remote's name and URL when from a remote."""
+    (``source``: ``remote`` or ``root_commit``), the remote's name and URL when from a remote (without its
+    credential: :func:`without_credentials`)."""
 
     root: Path
     identity: str
@@ -114,6 +116,21 @@ def normalize_remote(url: str) -> str:
     return identity if "/" in identity else ""
 
 
+def without_credentials(url: str) -> str:
+    """A remote's URL as it may be shown: in a URL with a scheme, a password becomes ``***`` and so does an http(s)
+    user name (where a token goes: ``https://TOKEN@host/...``); an ssh user name (``git@``), an scp-like
+    address and a path are unchanged."""
+    match = _USERINFO.match(url)
+    if match is None:
+        return url
+    scheme, user, rest = match.groups()
+    if ":" in user:
+        user = user.partition(":")[0] + ":***"
+    elif scheme.lower().startswith("http"):
+        user = "***"
+    return f"{scheme}{user}@{rest}"
+
+
 def project_path(identity: str) -> str:
     """``projects/<identity>/``, the folder of a project's notes in any scope or mount."""
     return f"{PROJECTS_DIR}/{identity}/"
@@ -142,7 +159,7 @@ def find_project(directory: Path | str = ".") -> Project:
         url = git(root, ["remote", "get-url", name]).stdout.decode("utf-8", "replace").strip()
         identity = normalize_remote(url)
         if identity and checked(identity):
-            return Project(root=root, identity=identity, source="remote", remote=name, url=url)
+            return Project(root=root, identity=identity, source="remote", remote=name, url=without_credentials(url))
     roots = git(root, ["rev-list", "--max-parents=0", "HEAD"])
     commits = sorted(roots.stdout.decode().split()) if roots.returncode == 0 else []
     if not commits:
