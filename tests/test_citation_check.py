@@ -449,3 +449,26 @@ def test_git_failing_in_the_check_says_what_to_look_at_in_the_repository(tmp_pat
         check_notes(project, [("n.md", f"`app.py#L2@{a}`\n")])
     assert "bad object" in failed.value.message and f"git -C {root} status" in failed.value.next_step
     assert "hub start" not in failed.value.next_step
+
+
+def test_in_a_shallow_clone_a_commit_it_lacks_asks_to_unshallow(tmp_path: Path) -> None:
+    """A shallow clone (CI's ``--depth 1``) lacks every commit before its own: each citation of them is
+    ``source_unknown``, and 'git fetch' does not bring them; the next step says ``git fetch --unshallow``."""
+    from amux_memory.tools.client.project import find_project
+    from amux_memory.tools.client.source_health import check_notes
+
+    full = tmp_path / "full"
+    full.mkdir()
+    git(full, "init", "-q", "-b", "main")
+    for i in range(2):
+        (full / "app.py").write_text(numbered(f"app{i}"))
+        git(full, "add", ".")
+        git(full, "commit", "-q", "-m", f"c{i}")
+    old = git(full, "rev-parse", "--short", "HEAD~1").strip()
+    new = git(full, "rev-parse", "--short", "HEAD").strip()
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{full}", "shallow")
+    note = f"`app.py#L1@{old}` and `app.py#L1@{new}`\n"
+    found = check_notes(find_project(tmp_path / "shallow"), [("n.md", note)])["findings"]
+    assert [f["code"] for f in found] == ["source_unknown"] and "git fetch --unshallow" in found[0]["next"], found
+    again = check_notes(find_project(full), [("n.md", f"`app.py#L1@{old}0000`\n")])["findings"]
+    assert "--unshallow" not in again[0]["next"] and "git fetch (the commit" in again[0]["next"], again

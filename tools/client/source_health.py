@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.client.citations import Citation, find_citations, path_problem
-from amux_memory.tools.client.project import Project
+from amux_memory.tools.client.project import Project, git
 from amux_memory.tools.client.source_check import Verdict, check_citations
 
 if TYPE_CHECKING:
@@ -69,8 +69,9 @@ def project_notes(client: Caller, project: Project, mounts: list[dict[str, Any]]
     return notes
 
 
-def finding(note: str, verdict: Verdict) -> dict[str, Any]:
-    """One health finding for a citation in ``note`` that is not ``ok``, with its next step."""
+def finding(note: str, verdict: Verdict, shallow: bool = False) -> dict[str, Any]:
+    """One health finding for a citation in ``note`` that is not ``ok``, with its next step; ``shallow``: the
+    repository is a shallow clone, whose missing commits a plain ``git fetch`` does not bring."""
     c = verdict.citation
     cited = c.text
     now = find_citations(verdict.now)
@@ -95,6 +96,9 @@ def finding(note: str, verdict: Verdict) -> dict[str, Any]:
     elif path_problem(c.path):
         nxt = (f"read the code {note} meant there and cite it from the repository's root (amux memory cite PATH or "
                "PATH:START-END gives the citation), or drop the citation")
+    elif shallow and verdict.why.startswith(f"commit {c.commit} "):
+        nxt = (f"git fetch --unshallow (this clone is shallow: it has no commit before its first), or read the code "
+               f"and cite it again: amux memory cite {location}" + (f":{c.start}-{c.end}" if c.start else ""))
     else:
         nxt = (f"git fetch (the commit may be on a branch or remote you have not fetched), or read the code and "
                f"cite it again: amux memory cite {location}" + (f":{c.start}-{c.end}" if c.start else ""))
@@ -129,7 +133,9 @@ def check_notes(project: Project, notes: list[tuple[str, str]]) -> dict[str, Any
     ``[Verdict]`` (for the web page)."""
     cited: list[tuple[str, Citation]] = [(path, c) for path, text in notes for c in find_citations(text)]
     verdicts = check_paths(project.root, [c for _, c in cited])
-    findings = [finding(path, v) for (path, _), v in zip(cited, verdicts, strict=True) if v.state != "ok"]
+    shallow = any(v.state == "unknown" for v in verdicts) and git(
+        project.root, ["rev-parse", "--is-shallow-repository"]).stdout.strip() == b"true"
+    findings = [finding(path, v, shallow) for (path, _), v in zip(cited, verdicts, strict=True) if v.state != "ok"]
     counts: dict[str, int] = {}
     for f in findings:
         counts[f["code"]] = counts.get(f["code"], 0) + 1
