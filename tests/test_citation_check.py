@@ -472,3 +472,30 @@ def test_in_a_shallow_clone_a_commit_it_lacks_asks_to_unshallow(tmp_path: Path) 
     assert [f["code"] for f in found] == ["source_unknown"] and "git fetch --unshallow" in found[0]["next"], found
     again = check_notes(find_project(full), [("n.md", f"`app.py#L1@{old}0000`\n")])["findings"]
     assert "--unshallow" not in again[0]["next"] and "git fetch (the commit" in again[0]["next"], again
+
+
+def test_no_new_citation_is_offered_for_uncommitted_lines_in_json_or_on_the_page(tmp_path: Path) -> None:
+    """With uncommitted changes the work tree's line numbers at HEAD name other lines, so the text says to commit,
+    then cite; the JSON's ``now`` and the web page's column gave that wrong citation all the same."""
+    from amux_memory.tools.client.project import find_project
+    from amux_memory.tools.client.source_health import check_notes, document_citations
+
+    root = tmp_path / "web"
+    root.mkdir()
+    (root / "app.py").write_text(numbered("app"))
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    git(root, "remote", "add", "origin", "git@github.com:acme/web.git")
+    a = git(root, "rev-parse", "--short", "HEAD").strip()
+    (root / "app.py").write_text("import os\n" + numbered("app").replace("app line 9\n", "app line 9, edited\n"))
+    note = f"Moved: `app.py#L5-L6@{a}`. Changed: `app.py#L8-L10@{a}`.\n"
+    found = check_notes(find_project(root), [(NOTES + "n.md", note)])["findings"]
+    assert sorted(f["code"] for f in found) == ["source_changed", "source_moved"]
+    assert [f["now"] for f in found] == ["", ""], found
+    rows = document_citations(NOTES + "n.md", note, str(root))["rows"]
+    assert [(r["state"], r["now"]) for r in rows] == [("moved", ""), ("changed", "")], rows
+    git(root, "commit", "-q", "-am", "two")
+    b = git(root, "rev-parse", "--short", "HEAD").strip()
+    found = check_notes(find_project(root), [(NOTES + "n.md", note)])["findings"]
+    assert sorted(f["now"] for f in found) == [f"app.py#L6-L7@{b}", f"app.py#L9-L11@{b}"]

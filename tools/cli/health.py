@@ -51,8 +51,9 @@ def health(*, path_prefix: str = "", repo: Repo = None, as_json: AsJson = False,
     lines and the next step. Piped or with --json: {"findings": [{"code",
     "paths", "lines", "message", "next"}], "counts": {code: n}, "documents",
     "elapsed_ms"}; with a repository also "repository" and "citations", and
-    citation findings carry "citation", "now" and "diff". Exit 20 when there
-    are findings, 0 when none.
+    citation findings carry "citation", "now" (the citation to write instead;
+    empty while the file has uncommitted changes: commit, then cite) and
+    "diff". Exit 20 when there are findings, 0 when none.
 
     Parameters
     ----------

@@ -69,6 +69,12 @@ def project_notes(client: Caller, project: Project, mounts: list[dict[str, Any]]
     return notes
 
 
+def offered(verdict: Verdict) -> str:
+    """The citation a finding offers in place of the old one (``""`` for none): ``verdict.now``, unless its file has
+    uncommitted changes, whose work tree line numbers at ``HEAD`` would name other lines (commit, then cite)."""
+    return "" if verdict.uncommitted else verdict.now
+
+
 def finding(note: str, verdict: Verdict, shallow: bool = False) -> dict[str, Any]:
     """One health finding for a citation in ``note`` that is not ``ok``, with its next step; ``shallow``: the
     repository is a shallow clone, whose missing commits a plain ``git fetch`` does not bring."""
@@ -103,7 +109,7 @@ def finding(note: str, verdict: Verdict, shallow: bool = False) -> dict[str, Any
         nxt = (f"git fetch (the commit may be on a branch or remote you have not fetched), or read the code and "
                f"cite it again: amux memory cite {location}" + (f":{c.start}-{c.end}" if c.start else ""))
     out: dict[str, Any] = {"code": CODES[verdict.state], "paths": [note], "lines": [[c.line, c.line]] if c.line else [],
-                           "message": message, "next": nxt, "citation": cited, "now": verdict.now}
+                           "message": message, "next": nxt, "citation": cited, "now": offered(verdict)}
     if verdict.diff:
         out["diff"] = verdict.diff
     return out
@@ -260,5 +266,5 @@ def document_citations(path: str, text: str, directory: str) -> dict[str, Any]:
                           "diff": ""} for c in citations]}
     verdicts = check_paths(project.root, citations)
     return {"checked": True, "repository": project.path, "root": str(project.root),
-            "rows": [{"citation": v.citation.text, "line": v.citation.line, "state": v.state, "now": v.now,
+            "rows": [{"citation": v.citation.text, "line": v.citation.line, "state": v.state, "now": offered(v),
                       "why": v.why, "diff": v.diff} for v in verdicts]}
