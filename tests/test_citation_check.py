@@ -24,7 +24,16 @@ import pytest
 
 from amux_memory.tools.cli.health import render_text
 from amux_memory.tools.client.citations import Citation, find_citations
-from amux_memory.tools.client.source_check import DIFF_OPTIONS, FileDiff, Verdict, check_citations, judge, parse_patch
+from amux_memory.tools.client.source_check import (
+    DIFF_OPTIONS,
+    FileDiff,
+    Verdict,
+    WorkTree,
+    check_citations,
+    judge,
+    parse_patch,
+    write_trees,
+)
 from bench.citations import build_history, sample_citations
 from tests.conftest import HubProcess, amux_argv
 from tests.ui_helpers import request, start_ui
@@ -261,6 +270,38 @@ def test_the_check_agrees_with_git_diff_against_the_work_tree_for_each_commit(tm
     assert verdicts == reference_check(root, citations)
     assert git(root, "count-objects", "-v") == objects
     assert any(v.uncommitted for v in verdicts) and "docs/revived.txt" in {v.now.split("#")[0] for v in verdicts}
+
+
+def test_the_trees_the_check_writes_are_git_s_own(tmp_path: Path) -> None:
+    """:func:`write_trees` gives a commit's tree the very id git gave it (names that sort differently as a folder,
+    odd characters, an executable, a symbolic link), and a listing of part of it the id ``git mktree`` gives; the
+    pack goes to the temporary object directory, which is gone after the check."""
+    root = tmp_path / "r"
+    names = ["a.txt", "a/b.txt", "a/c/d.txt", "a-b", "a0", "sp ace.txt", "\u00fcn\u00ef.txt", "lib/core/x.py", "lib.py"]
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"{name}\n")
+    (root / "run.sh").write_text("#!/bin/sh\n")
+    (root / "run.sh").chmod(0o755)
+    (root / "link").symlink_to("a.txt")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    listing = {}
+    for line in git(root, "ls-tree", "-r", "-z", "HEAD").split("\0")[:-1]:
+        info, path = line.split("\t", 1)
+        mode, _, oid = info.split(" ")
+        listing[path] = (mode, oid)
+    top = {p: e for p, e in listing.items() if "/" not in p}
+    mktree = "".join(f"{m} blob {o}\t{p}\n" for p, (m, o) in top.items())
+    expected = subprocess.run(["git", "-C", str(root), "mktree"], input=mktree, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    objects = git(root, "count-objects", "-v")
+    with WorkTree(root, git(root, "rev-parse", "HEAD^{tree}").strip(), False) as work_tree:
+        assert write_trees(work_tree, [listing, top]) == [git(root, "rev-parse", "HEAD^{tree}").strip(), expected]
+        folder = work_tree.folder
+        assert list((folder / "objects" / "pack").glob("*.idx"))
+    assert not folder.exists() and git(root, "count-objects", "-v") == objects
 
 
 def test_launch_says_how_many_notes_cite_changed_code_and_the_page_shows_each_citation(

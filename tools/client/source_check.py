@@ -3,9 +3,10 @@
 Every diff compares two trees: each cited commit's and the work tree's (:class:`WorkTree`: ``HEAD``'s tree when
 nothing is uncommitted, else a tree of the tracked files as they are, written to a temporary object directory), so
 uncommitted changes count and the repository is only read.  One ``git diff-tree --stdin --no-renames`` lists what
-changed from every cited commit; then, per commit with a cited file changed or deleted, one ``git diff-tree -M -U0``
-limited to those files and, when one was deleted, the files added since: their hunks, and the deleted files'
-renames, the cited files being the only rename sources.  A cited range then is:
+changed from every cited commit.  For each commit with a cited file changed or deleted, two small trees then hold
+what ``git diff -M -U0 COMMIT -- FILES`` would be limited to (those cited files, and the files added since when one
+was deleted), and one ``git diff-tree --stdin -M -U0`` of all those pairs gives the changed lines and the deleted
+files' renames, the cited files being the only rename sources.  A cited range then is:
 
 * ``ok``: no changed line in it and it did not move;
 * ``changed``: a hunk touches it (lines inserted between its lines included); the verdict carries those hunks;
@@ -14,27 +15,30 @@ renames, the cited files being the only rename sources.  A cited range then is:
 * ``gone``: the file was deleted, or every cited line was deleted;
 * ``unknown``: the commit is not in this repository, or the file is not in it.
 
-The cost: four git processes (five with uncommitted changes) plus one a commit, up to :data:`GIT_WORKERS` at once;
-the Hub is never asked.  Bench row v, 1,000 citations across 50 commits of a 5,000-commit history: 151 git
-processes before this design (about 1.3 s of CPU, of which rename detection in a diff against the work tree 0.8 s),
-54 now (about 0.65 s of CPU, nearly all of it rename detection); the wall times are in ``bench/citations.py``.
-Rename detection dominates: git reads each added file once per commit whose cited files were deleted, so the diffs
-read no index (``GIT_INDEX_FILE`` names no file) and take blobs from the object store, not by checking work tree
-files against the index (a third less CPU).  The diffs are git's plumbing, so a person's ``diff.algorithm`` or
-``diff.renames`` does not change what is parsed.
+The cost does not grow with the commits in git processes: at most eight (ten with uncommitted changes) for any number of
+citations; the Hub is never asked.  Bench row v (1,000 citations across 50 commits of a 5,000-commit history,
+``bench/citations.py``, which holds the wall times) took 151 git processes when each commit had its own three
+diffs against the work tree (about 1.45 s of CPU, git's and Python's, rename detection 0.8 s of it); now 8 and
+about 0.5 s.  What remains is mostly rename detection, which reads every file added since a commit once per
+commit.  The diffs are git's plumbing, so a person's ``diff.algorithm`` or ``diff.renames`` does not change what
+is parsed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.client.citations import Citation, citation_text
@@ -43,8 +47,9 @@ from amux_memory.tools.client.project import git
 DIFF_MAX_LINES = 60
 """Most lines of a ``source_changed`` finding's diff; longer ones end with a line saying how many were left out."""
 
-GIT_WORKERS = 8
-"""Most git processes the check runs at once (one commit's diff each)."""
+GIT_WORKERS = 2
+"""How many ``git diff-tree -M`` processes share the commits' rename detection, at once: the bench machine's 2 cores
+(4 measured no faster there, within the noise, at load 7 to 8)."""
 
 DIFF_OPTIONS = ("--no-color", "--no-ext-diff", "--no-relative", "--no-textconv", "--src-prefix=a/",
                 "--dst-prefix=b/")
@@ -263,30 +268,30 @@ def check_citations(root: Path, citations: Sequence[Citation]) -> list[Verdict]:
 
 
 class WorkTree:
-    """The work tree's tracked files as one git tree, ``tree`` (what ``git diff COMMIT`` compares a commit with), so
-    that every diff of the check is between two trees.  With nothing uncommitted (``dirty`` empty) it is ``HEAD``'s
-    tree; otherwise ``git add -u`` into a copy of the index and ``git write-tree`` make it in a temporary object
-    directory that has the repository's as its alternate, removed on exit: the repository is only read.  A context
-    manager; :meth:`git` runs git where that tree can be read."""
+    """Where the check's diffs run: a temporary object directory whose alternate is the repository's, so the trees
+    the check writes (:func:`write_trees`) are removed with it on exit and the repository is only read; and
+    ``tree``, the work tree's tracked files as one git tree (what ``git diff COMMIT`` compares a commit with).  With
+    nothing uncommitted (``dirty`` false) that is ``HEAD``'s tree; otherwise ``git add -u`` into a copy of the index
+    and ``git write-tree`` write it.  The diffs read no index (``GIT_INDEX_FILE`` names no file), so git takes blobs
+    from the object store rather than checking work tree files against the index (a third less CPU in rename
+    detection).  A context manager; :meth:`git` runs git there."""
 
     def __init__(self, root: Path, head_tree: str, dirty: bool) -> None:
-        self.root = root
-        self.tree = head_tree
-        self.folder = Path(tempfile.mkdtemp(prefix="amux-citations-"))
-        self.env = {"GIT_INDEX_FILE": str(self.folder / "no-index")}
-        if not dirty:
-            return
         done = git(root, ["rev-parse", "--git-path", "objects", "--git-path", "index"])
         lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
         if done.returncode != 0 or len(lines) != 2:
-            self.__exit__()
             raise HubError(ErrorCode.UNAVAILABLE, f"git rev-parse failed in {root}: "
                            + done.stderr.decode("utf-8", "replace").strip()[:300])
-        (self.folder / "objects").mkdir()
+        self.root = root
+        self.tree = head_tree
+        self.folder = Path(tempfile.mkdtemp(prefix="amux-citations-"))
+        (self.folder / "objects" / "pack").mkdir(parents=True)
         alternates = [str(Path(root) / lines[0])] + [a for a in os.environ.get(
             "GIT_ALTERNATE_OBJECT_DIRECTORIES", "").split(os.pathsep) if a]
-        self.env.update(GIT_OBJECT_DIRECTORY=str(self.folder / "objects"),
-                        GIT_ALTERNATE_OBJECT_DIRECTORIES=os.pathsep.join(alternates))
+        self.env = {"GIT_OBJECT_DIRECTORY": str(self.folder / "objects"), "GIT_INDEX_FILE": str(self.folder / "none"),
+                    "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.pathsep.join(alternates)}
+        if not dirty:
+            return
         if (Path(root) / lines[1]).exists():
             shutil.copyfile(Path(root) / lines[1], self.folder / "index")
         index = {"GIT_INDEX_FILE": str(self.folder / "index")}
@@ -305,8 +310,8 @@ class WorkTree:
 
     def git(self, args: Sequence[str], *, input: bytes | None = None,
             env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-        """``git ARGS`` in the repository, with the temporary object directory when there is one; raises
-        ``unavailable`` when git fails."""
+        """``git ARGS`` in the repository with the temporary object directory and no index (``env`` added);
+        raises ``unavailable`` when git fails."""
         done = git(self.root, args, input=input, env={**self.env, **(env or {})})
         if done.returncode != 0:
             raise HubError(ErrorCode.UNAVAILABLE, f"git {args[0]} failed in {self.root}: "
@@ -314,31 +319,104 @@ class WorkTree:
         return done
 
 
-def _name_status(work_tree: WorkTree, pairs: Sequence[tuple[str, str]]) -> list[list[tuple[str, str]]]:
-    """The files that differ between each pair of trees as ``[(status letter, path), ...]`` (no rename detection),
-    all from one ``git diff-tree --stdin``."""
-    done = work_tree.git(["diff-tree", *DIFF_OPTIONS, "--stdin", "-r", "--no-renames", "--name-status", "-z"],
-                       input="".join(f"{a} {b}\n" for a, b in pairs).encode())
+@dataclass(frozen=True)
+class Change:
+    """One file that differs between two trees (``git diff-tree --raw``): each side's mode and object id as hex,
+    the status letter (``A``, ``D``, ``M``, ``T``) and the path."""
+
+    old_mode: str
+    new_mode: str
+    old_id: str
+    new_id: str
+    status: str
+    path: str
+
+
+def _changes(work_tree: WorkTree, pairs: Sequence[tuple[str, str]]) -> list[list[Change]]:
+    """The files that differ between each pair of trees (no rename detection), all from one ``git diff-tree
+    --stdin``."""
+    done = work_tree.git(["diff-tree", *DIFF_OPTIONS, "--stdin", "-r", "--no-renames", "--raw", "--no-abbrev", "-z"],
+                         input="".join(f"{a} {b}\n" for a, b in pairs).encode())
     text = done.stdout.decode("utf-8", "surrogateescape")
-    bounds: list[tuple[int, int]] = []  # where each pair's header line starts and ends: it comes before its files
+    out: list[list[Change]] = []
+    for part in _split_at_headers(text, pairs, "\0"):
+        fields = part.split("\0")[:-1]
+        if len(fields) % 2 or any(not f.startswith(":") or f.count(" ") != 4 for f in fields[0::2]):
+            raise HubError(ErrorCode.UNAVAILABLE, "git diff-tree wrote what this check cannot read: "
+                           + repr(part[:80]))
+        changes = []
+        for info, path in zip(fields[0::2], fields[1::2], strict=True):
+            old_mode, new_mode, old_id, new_id, status = info[1:].split(" ")
+            changes.append(Change(old_mode, new_mode, old_id, new_id, status, path))
+        out.append(changes)
+    return out
+
+
+def _split_at_headers(text: str, pairs: Sequence[tuple[str, str]], ends: str) -> list[str]:
+    """``git diff-tree --stdin``'s output for each pair of trees: it writes a pair's line (``A B``) before its
+    files, even when they do not differ; ``ends``: what may come just before a pair's line."""
+    bounds: list[tuple[int, int]] = []
     at = 0
     for a, b in pairs:
         header = f"{a} {b}\n"
         at = text.find(header, at)
-        while at > 0 and text[at - 1] not in "\0\n":  # a path holding the header's text
+        while at > 0 and text[at - 1] not in ends + "\n":  # a file's text or path holding the line's text
             at = text.find(header, at + 1)
         if at < 0:
             raise HubError(ErrorCode.UNAVAILABLE, "git diff-tree left out a pair of trees")
         bounds.append((at, at + len(header)))
         at += len(header)
-    out: list[list[tuple[str, str]]] = []
-    for n, (_, start) in enumerate(bounds):
-        fields = text[start:bounds[n + 1][0] if n + 1 < len(bounds) else len(text)].split("\0")[:-1]
-        if len(fields) % 2:
-            raise HubError(ErrorCode.UNAVAILABLE, "git diff-tree wrote what this check cannot read: "
-                           + repr(fields[-1][:80]))
-        out.append(list(zip(fields[0::2], fields[1::2], strict=True)))
-    return out
+    return [text[start:bounds[n + 1][0] if n + 1 < len(bounds) else len(text)]
+            for n, (_, start) in enumerate(bounds)]
+
+
+def write_trees(work_tree: WorkTree, listings: Sequence[Mapping[str, tuple[str, str]]]) -> list[str]:
+    """The id of a git tree for each listing ``{path: (mode, object id)}`` (a path's folders become sub-trees),
+    written as one pack into the work tree's temporary object directory by one ``git index-pack --stdin``.
+
+    Git writes one file per object when it makes trees itself (``mktree``, ``write-tree``), about a millisecond
+    each; the bench's 1,000 citations need about 500 trees.  The formats are git's own (gitformat-pack(5)): a
+    tree is its entries sorted by name (a folder's name as if it ended in ``/``), each ``MODE NAME\\0`` and the
+    raw id; its id is the hash of ``tree SIZE\\0`` and the entries; a pack is ``PACK``, version 2, the count,
+    each object's type and size then its deflated bytes, and the hash of it all."""
+    algorithm = "sha256" if len(work_tree.tree) == 64 else "sha1"
+    made: dict[bytes, bytes] = {}
+
+    def tree(folder: dict[str, Any]) -> bytes:
+        entries = []
+        for name, item in folder.items():
+            raw = name.encode("utf-8", "surrogateescape")
+            if isinstance(item, dict):
+                entries.append((raw + b"/", b"40000 " + raw + b"\0" + tree(item)))
+            else:
+                entries.append((raw, item[0].encode() + b" " + raw + b"\0" + bytes.fromhex(item[1])))
+        body = b"".join(entry for _, entry in sorted(entries))
+        oid = hashlib.new(algorithm, b"tree %d\0" % len(body) + body).digest()
+        made[oid] = body
+        return oid
+
+    ids = []
+    for listing in listings:
+        top: dict[str, Any] = {}
+        for path, entry in listing.items():
+            folder = top
+            *parents, name = path.split("/")
+            for parent in parents:
+                folder = folder.setdefault(parent, {})
+            folder[name] = entry
+        ids.append(tree(top).hex())
+    pack = bytearray(b"PACK" + struct.pack(">II", 2, len(made)))
+    for body in made.values():
+        size, header = len(body) >> 4, bytearray()
+        byte = 0x20 | (len(body) & 0x0F)  # type 2, a tree
+        while size:
+            header.append(byte | 0x80)
+            byte, size = size & 0x7F, size >> 7
+        header.append(byte)
+        pack += header + zlib.compress(body, 1)
+    pack += hashlib.new(algorithm, pack).digest()
+    work_tree.git(["index-pack", "--stdin"], input=bytes(pack))
+    return ids
 
 
 def _diff_commits(work_tree: WorkTree, by_commit: Mapping[str, tuple[str, set[str]]]
@@ -346,35 +424,46 @@ def _diff_commits(work_tree: WorkTree, by_commit: Mapping[str, tuple[str, set[st
     """``(commit, path) -> FileDiff`` for each cited path that differs from ``commit`` (``by_commit``: commit -> its
     tree and its cited paths) in the work tree, else None.
 
-    One ``git diff-tree --stdin --no-renames`` lists what changed from every commit; then, for each commit with a
-    cited file changed or deleted, one ``git diff-tree -M -U0 --diff-filter=RMT COMMIT WORK_TREE -- PATHS`` of the
-    cited files that changed or were deleted and, when one was deleted, every file added since: the hunks of the
-    changed files, and the renames (with their hunks) of the deleted ones among the added ones, the only rename
-    sources being the cited files."""
+    One ``git diff-tree --stdin --no-renames`` lists what changed from every commit.  Then, for each commit with a
+    cited file changed or deleted, two trees (:func:`write_trees`): those cited files as the commit has them, and
+    the changed ones as the work tree has them with, when one was deleted, every file added since.  One ``git
+    diff-tree --stdin -M -U0 --diff-filter=RMT`` of those pairs (split over :data:`GIT_WORKERS` processes) gives
+    the hunks of the changed files and the renames of the deleted ones among the added ones, the cited files being
+    the only rename sources: what ``git diff -M -U0 COMMIT -- FILES`` gives, one process for all commits."""
     commits = list(by_commit)
-    listed = _name_status(work_tree, [(by_commit[c][0], work_tree.tree) for c in commits])
+    listed = _changes(work_tree, [(by_commit[c][0], work_tree.tree) for c in commits])
     out: dict[tuple[str, str], FileDiff | None] = {(c, p): None for c in commits for p in by_commit[c][1]}
-    asks: list[tuple[str, list[str]]] = []
+    asks: list[tuple[str, dict[str, tuple[str, str]], dict[str, tuple[str, str]]]] = []
     for commit, changes in zip(commits, listed, strict=True):
         paths = by_commit[commit][1]
-        deleted = [path for status, path in changes if status == "D" and path in paths]
-        added = [path for status, path in changes if status == "A"] if deleted else []
-        touched = [path for status, path in changes if status in ("M", "T") and path in paths]
-        for path in deleted:
-            out[(commit, path)] = FileDiff(path, "", deleted=True)
+        deleted = [e for e in changes if e.status == "D" and e.path in paths]
+        added = [e for e in changes if e.status == "A"] if deleted else []
+        touched = [e for e in changes if e.status in ("M", "T") and e.path in paths]
+        for e in deleted:
+            out[(commit, e.path)] = FileDiff(e.path, "", deleted=True)
         if touched or added:
-            asks.append((commit, touched + deleted + added))
+            asks.append((commit, {e.path: (e.old_mode, e.old_id) for e in deleted + touched},
+                         {e.path: (e.new_mode, e.new_id) for e in added + touched}))
+    if not asks:
+        return out
+    trees = write_trees(work_tree, [ask[1] for ask in asks] + [ask[2] for ask in asks])
+    pairs = [(ask[0], old, new) for ask, old, new in zip(asks, trees[:len(asks)], trees[len(asks):], strict=True)]
+    shares = [pairs[n::GIT_WORKERS] for n in range(min(GIT_WORKERS, len(pairs)))]
 
-    def patch(ask: tuple[str, list[str]]) -> dict[str, FileDiff]:
-        commit, paths = ask
-        return parse_patch(work_tree.git(["diff-tree", *DIFF_OPTIONS, "-r", "-M", "-U0", "--diff-filter=RMT",
-                                          by_commit[commit][0], work_tree.tree, "--", *paths]).stdout)
+    def patch(share: list[tuple[str, str, str]]) -> list[tuple[str, dict[str, FileDiff]]]:
+        done = work_tree.git(["diff-tree", *DIFF_OPTIONS, "--stdin", "-r", "-M", "-U0", "--diff-filter=RMT"],
+                             input="".join(f"{a} {b}\n" for _, a, b in share).encode())
+        parts = _split_at_headers(done.stdout.decode("utf-8", "surrogateescape"), [(a, b) for _, a, b in share],
+                                  "")
+        return [(commit, parse_patch(part.encode("utf-8", "surrogateescape")))
+                for (commit, _, _), part in zip(share, parts, strict=True)]
 
-    with ThreadPoolExecutor(max_workers=min(GIT_WORKERS, max(1, len(asks)))) as pool:
-        for (commit, _), files in zip(asks, pool.map(patch, asks), strict=True):
-            for old, diff in files.items():
-                if old in by_commit[commit][1]:
-                    out[(commit, old)] = diff
+    with ThreadPoolExecutor(max_workers=len(shares)) as pool:
+        for answers in pool.map(patch, shares):
+            for commit, files in answers:
+                for old, diff in files.items():
+                    if old in by_commit[commit][1]:
+                        out[(commit, old)] = diff
     return out
 
 
