@@ -331,24 +331,27 @@ class Change:
     status: str
     path: str
 
+    @classmethod
+    def read(cls, info: str, path: str) -> Change:
+        """A change from ``--raw -z``'s two fields: ``:OLDMODE NEWMODE OLDID NEWID STATUS`` and the path."""
+        parts = info[1:].split(" ")
+        if not info.startswith(":") or len(parts) != 5:
+            raise HubError(ErrorCode.UNAVAILABLE, f"git diff-tree wrote what this check cannot read: {info[:80]!r}")
+        old_mode, new_mode, old_id, new_id, status = parts
+        return cls(old_mode, new_mode, old_id, new_id, status, path)
 
-def _changes(work_tree: WorkTree, pairs: Sequence[tuple[str, str]]) -> list[list[Change]]:
-    """The files that differ between each pair of trees (no rename detection), all from one ``git diff-tree
-    --stdin``."""
+
+def _changes(work_tree: WorkTree, pairs: Sequence[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """The files that differ between each pair of trees as ``--raw`` writes them, ``[(info, path), ...]``, for
+    :meth:`Change.read` (no rename detection), all from one ``git diff-tree --stdin``."""
     done = work_tree.git(["diff-tree", *DIFF_OPTIONS, "--stdin", "-r", "--no-renames", "--raw", "--no-abbrev", "-z"],
                          input="".join(f"{a} {b}\n" for a, b in pairs).encode())
-    text = done.stdout.decode("utf-8", "surrogateescape")
-    out: list[list[Change]] = []
-    for part in _split_at_headers(text, pairs, "\0"):
+    out = []
+    for part in _split_at_headers(done.stdout.decode("utf-8", "surrogateescape"), pairs, "\0"):
         fields = part.split("\0")[:-1]
-        if len(fields) % 2 or any(not f.startswith(":") or f.count(" ") != 4 for f in fields[0::2]):
-            raise HubError(ErrorCode.UNAVAILABLE, "git diff-tree wrote what this check cannot read: "
-                           + repr(part[:80]))
-        changes = []
-        for info, path in zip(fields[0::2], fields[1::2], strict=True):
-            old_mode, new_mode, old_id, new_id, status = info[1:].split(" ")
-            changes.append(Change(old_mode, new_mode, old_id, new_id, status, path))
-        out.append(changes)
+        if len(fields) % 2:
+            raise HubError(ErrorCode.UNAVAILABLE, f"git diff-tree wrote what this check cannot read: {part[:80]!r}")
+        out.append(list(zip(fields[0::2], fields[1::2], strict=True)))
     return out
 
 
@@ -436,9 +439,9 @@ def _diff_commits(work_tree: WorkTree, by_commit: Mapping[str, tuple[str, set[st
     asks: list[tuple[str, dict[str, tuple[str, str]], dict[str, tuple[str, str]]]] = []
     for commit, changes in zip(commits, listed, strict=True):
         paths = by_commit[commit][1]
-        deleted = [e for e in changes if e.status == "D" and e.path in paths]
-        added = [e for e in changes if e.status == "A"] if deleted else []
-        touched = [e for e in changes if e.status in ("M", "T") and e.path in paths]
+        deleted = [Change.read(i, p) for i, p in changes if i.endswith(" D") and p in paths]
+        added = [Change.read(i, p) for i, p in changes if i.endswith(" A")] if deleted else []
+        touched = [Change.read(i, p) for i, p in changes if i.endswith((" M", " T")) and p in paths]
         for e in deleted:
             out[(commit, e.path)] = FileDiff(e.path, "", deleted=True)
         if touched or added:
