@@ -540,3 +540,26 @@ def test_no_new_citation_is_offered_for_uncommitted_lines_in_json_or_on_the_page
     b = git(root, "rev-parse", "--short", "HEAD").strip()
     found = check_notes(find_project(root), [(NOTES + "n.md", note)])["findings"]
     assert sorted(f["now"] for f in found) == [f"app.py#L6-L7@{b}", f"app.py#L9-L11@{b}"]
+
+
+def test_path_prefix_keeps_the_citation_summary_to_the_notes_it_names(hub: HubProcess, tmp_path: Path) -> None:
+    """``health --repo --path-prefix P`` kept only P's findings but counted every note's citations in its summary
+    (and named the other notes as citing changed code); now it checks P's notes alone."""
+    root = tmp_path / "web"
+    root.mkdir()
+    (root / "app.py").write_text(numbered("app"))
+    git(root, "init", "-q", "-b", "main")
+    git(root, "remote", "add", "origin", "git@github.com:acme/web.git")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    a = git(root, "rev-parse", "--short", "HEAD").strip()
+    (root / "app.py").write_text(numbered("app").replace("app line 2\n", "app line 2, edited\n"))
+    for name, text in (("a/changed.md", f"`app.py#L1-L3@{a}` `app.py#L9@{a}`\n"), ("b/ok.md", f"`app.py#L9@{a}`\n")):
+        assert hub.cli("memory", "upsert", NOTES + name, "--expected-revision", "absent",
+                       input=text.encode()).returncode == 0
+    report = health(hub, hub.env, root, "--path-prefix", NOTES + "b/")
+    assert not [f for f in report["findings"] if f["code"].startswith("source_")], report
+    assert {k: v for k, v in report["citations"].items() if k != "elapsed_ms"} == {
+        "notes": 1, "citations": 1, "stale_notes": []}
+    whole = health(hub, hub.env, root)["citations"]
+    assert (whole["notes"], whole["citations"], whole["stale_notes"]) == (2, 3, [NOTES + "a/changed.md"])

@@ -153,11 +153,14 @@ def check_notes(project: Project, notes: list[tuple[str, str]]) -> dict[str, Any
 
 
 def source_findings(client: Caller, project: Project, mounts: list[dict[str, Any]],
-                    deadline: float | None = None) -> dict[str, Any]:
-    """:func:`check_notes` over the project's notes as the caller sees them (:func:`project_notes`), plus
-    ``repository`` (the project's identity and path) and ``elapsed_ms``; without ``verdicts``."""
+                    deadline: float | None = None, path_prefix: str = "") -> dict[str, Any]:
+    """:func:`check_notes` over the project's notes as the caller sees them (:func:`project_notes`), those under
+    ``path_prefix`` only, plus ``repository`` (the project's identity and path) and ``elapsed_ms``; without
+    ``verdicts``."""
     started = time.perf_counter()
-    result = check_notes(project, project_notes(client, project, mounts, deadline))
+    notes = [(path, text) for path, text in project_notes(client, project, mounts, deadline)
+             if path.startswith(path_prefix)]
+    result = check_notes(project, notes)
     del result["verdicts"]
     result["repository"] = {"identity": project.identity, "path": project.path, "root": str(project.root)}
     result["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 3)
@@ -190,14 +193,10 @@ def with_sources(client: Caller, report: dict[str, Any], mounts: list[dict[str, 
         if repo is not None:
             raise
         return report
-    part = source_findings(client, project, mounts)
+    part = source_findings(client, project, mounts, path_prefix=path_prefix)
     if repo is None and not part["notes"]:
         return report
-    kept = [f for f in part["findings"] if f["paths"][0].startswith(path_prefix)]
-    counts: dict[str, int] = {}
-    for f in kept:
-        counts[f["code"]] = counts.get(f["code"], 0) + 1
-    return merge_into(report, {**part, "findings": kept, "counts": counts})
+    return merge_into(report, part)
 
 
 LAUNCH_CHECK_SECONDS = 2.0
