@@ -563,3 +563,27 @@ def test_path_prefix_keeps_the_citation_summary_to_the_notes_it_names(hub: HubPr
         "notes": 1, "citations": 1, "stale_notes": []}
     whole = health(hub, hub.env, root)["citations"]
     assert (whole["notes"], whole["citations"], whole["stale_notes"]) == (2, 3, [NOTES + "a/changed.md"])
+
+
+def test_a_line_ending_change_shows_in_the_diff_a_person_and_an_agent_read(tmp_path: Path) -> None:
+    """CRLF to LF in cited lines is ``source_changed``; the text of ``health`` and the tidy task split the diff with
+    ``str.splitlines``, which took ``\\r\\n`` for one line end and dropped the ``\\r``: ``-one`` above ``+one``, no
+    visible change.  Split at newlines only, the ``\\r`` shows (made inert), as does a U+2028 inside a line."""
+    from amux_memory.tools.cli.tidy import finding_line
+    from amux_memory.tools.client.project import find_project
+    from amux_memory.tools.client.source_health import check_notes
+
+    root = tmp_path / "web"
+    root.mkdir()
+    (root / "crlf.txt").write_bytes("one\r\ntwo\u2028half\r\n".encode())
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    a = git(root, "rev-parse", "--short", "HEAD").strip()
+    (root / "crlf.txt").write_bytes("one\ntwo\u2028half\n".encode())
+    report = check_notes(find_project(root), [("n.md", f"`crlf.txt#L1-L2@{a}`\n")])
+    [found] = report["findings"]
+    text = render_text({**report, "documents": 1})
+    assert "      -one\\x0d\n" in text and "      +one\n" in text and "      -two\\u2028half\\x0d\n" in text, text
+    task = finding_line(found)
+    assert "\n    | -one\\x0d\n" in task and "\n    | +two\\u2028half" in task, task
