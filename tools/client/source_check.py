@@ -15,8 +15,8 @@ files' renames, the cited files being the only rename sources.  A cited range th
 * ``gone``: the file was deleted, or every cited line was deleted;
 * ``unknown``: the commit is not in this repository, or the file is not in it.
 
-The cost does not grow with the commits in git processes: at most eight (ten with uncommitted changes) for any number of
-citations; the Hub is never asked.  Bench row v (1,000 citations across 50 commits of a 5,000-commit history,
+The number of git processes does not grow with the commits: at most eight (ten with uncommitted changes); the Hub
+is never asked.  Bench row v (1,000 citations across 50 commits of a 5,000-commit history,
 ``bench/citations.py``, which holds the wall times) took 151 git processes when each commit had its own three
 diffs against the work tree (about 1.45 s of CPU, git's and Python's, rename detection 0.8 s of it); now 8 and
 about 0.5 s.  What remains is mostly rename detection, which reads every file added since a commit once per
