@@ -272,10 +272,11 @@ def test_the_check_agrees_with_git_diff_against_the_work_tree_for_each_commit(tm
     assert any(v.uncommitted for v in verdicts) and "docs/revived.txt" in {v.now.split("#")[0] for v in verdicts}
 
 
-def test_the_trees_the_check_writes_are_git_s_own(tmp_path: Path) -> None:
+@pytest.mark.parametrize("object_format", ["sha1", "sha256"])
+def test_the_trees_the_check_writes_are_git_s_own(tmp_path: Path, object_format: str) -> None:
     """:func:`write_trees` gives a commit's tree the very id git gave it (names that sort differently as a folder,
-    odd characters, an executable, a symbolic link), and a listing of part of it the id ``git mktree`` gives; the
-    pack goes to the temporary object directory, which is gone after the check."""
+    odd characters, an executable, a symbolic link), and a listing of part of it the id ``git mktree`` gives, in a
+    repository of either object format; the pack goes to the temporary object directory, gone after the check."""
     root = tmp_path / "r"
     names = ["a.txt", "a/b.txt", "a/c/d.txt", "a-b", "a0", "sp ace.txt", "\u00fcn\u00ef.txt", "lib/core/x.py", "lib.py"]
     for name in names:
@@ -284,7 +285,7 @@ def test_the_trees_the_check_writes_are_git_s_own(tmp_path: Path) -> None:
     (root / "run.sh").write_text("#!/bin/sh\n")
     (root / "run.sh").chmod(0o755)
     (root / "link").symlink_to("a.txt")
-    git(root, "init", "-q", "-b", "main")
+    git(root, "init", "-q", "-b", "main", f"--object-format={object_format}")
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "one")
     listing = {}
