@@ -21,10 +21,10 @@ from bench.context import Ctx
 
 CITATIONS_GOAL_SECONDS = 2.0
 """1,000 citations across 50 commits are checked within this many seconds (s).  Measured on the 2-core VM shared
-with other work, best of 3 (``python -m bench --only v``): 0.53-0.86 s at load 11-14 (the reference ``git diff
---stat`` of the 50 commits 2.3-3.3 s in the same runs), about 0.46 s of CPU (git 0.35 s, Python 0.11 s).  Before
-the check diffed trees in at most 8 git processes it ran 151 (three a commit, against the work tree), 1.45 s of
-CPU: 0.68 s at load 1.3, 2.9-4.4 s at load 12-13."""
+with other work, best of 3 (``python -m bench --only v``): 0.53-0.86 s at load 11-14, 0.44-0.74 s at load 6.6-6.9
+(the reference ``git diff --stat`` of the 50 commits 2.3-3.3 s and 2.0-2.5 s in the same runs); about 0.46 s of
+CPU (git 0.35 s, Python 0.11 s).  Before the check diffed trees in at most 8 git processes it ran 151 (three a
+commit, against the work tree), 1.45 s of CPU: 0.68 s at load 1.3, 2.9-4.4 s at load 12-13."""
 
 FILE_LINES = 40
 """Lines of each generated file when it is created."""
