@@ -148,3 +148,12 @@ def test_cite_refuses_what_no_note_could_check(tmp_path: Path) -> None:
     code, got, _ = cite(root, "libs/inner/lib.py:1")
     assert code == 2 and "libs/inner" in got["error"]["message"], got
     assert "cd libs/inner && amux memory cite lib.py:1" in got["error"]["next_step"], got
+
+
+def test_a_url_pinned_to_a_commit_is_not_a_citation() -> None:
+    """``pip install git+https://github.com/acme/lib@3f9c2e1`` or ``https://example.com/x.py@3f9c2e1`` names a
+    commit of another repository: it was read as a citation of a path ``https:/...`` and reported as
+    ``source_unknown``.  A path with ``://`` is no repository's; a citation beside it on the line still counts."""
+    text = ("pip install git+https://github.com/acme/lib@3f9c2e1 (see deploy/Makefile#L1@3f9c2e1)\n"
+            "ssh://git@example.com/x.git@3f9c2e1abc and file:///srv/x.py@1234567\n")
+    assert find_citations(text) == [Citation("deploy/Makefile", 1, 1, "3f9c2e1", 1)]

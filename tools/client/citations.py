@@ -51,15 +51,15 @@ def citation_text(path: str, start: int, end: int, commit: str) -> str:
 
 def find_citations(text: str) -> list[Citation]:
     """Every citation in ``text``, in order, each with its line; a range whose end is before its start is read as
-    written backwards (``#L14-L12`` is lines 12-14)."""
+    written backwards (``#L14-L12`` is lines 12-14).  A URL (``git+https://host/lib@C``) is not one."""
     found = []
     for number, line in enumerate(text.splitlines(), 1):
         if "@" not in line:
             continue
         for m in CITATION.finditer(line):
             path = m["path"].removeprefix("./")
-            if not path or path.strip(".") == "":
-                continue
+            if not path or path.strip(".") == "" or "://" in path:
+                continue  # nothing, dots, or a URL pinned to another repository's commit (git+https://...@C)
             start = int(m["start"] or 0)
             end = int(m["end"] or start)
             start, end = min(start, end), max(start, end)
