@@ -19,6 +19,10 @@ Hub
   * ``hub.storage.history.PREALLOCATE_BYTES`` (bytes): the history segment grows by this much at a time (§15.2).
   * ``hub.storage.history.COMPACT_MIN_DEAD_BYTES`` (bytes): dead bytes before compaction (§15.4).
   * ``hub.storage.history.GONE_HEADERS_PER_PATH`` (count): headers of pruned versions kept per path.
+  * ``hub.storage.history.INDEX_MAX_VERSIONS`` (versions), ``hub.storage.history.ACTOR_MAPS_MAX`` (maps): the
+    history indexes in memory, all scopes together, and the actor maps they share (§6).
+  * ``hub.storage.proposals.DECIDED_SWEEP_SECONDS`` (s): how often a scope's old decided proposals are looked for.
+  * ``hub.serve.heap.TRIM_SECONDS`` (s): how often freed memory is handed back to the OS (§6).
   * ``hub.serve.home.LOCK_RETRY_SECONDS`` (s): how long a held home lock is retried.
   * ``hub.storage.backup.STALE_STAGING_SECONDS`` (s): a backup staging folder older than this is removed;
     ``hub.storage.backup.BACKUP_FORMAT_VERSION``: the archive format (a number, not a limit).
@@ -147,6 +151,10 @@ The benchmark's goals and sizes
     ``bench.capacity.MIN_SAMPLES`` (calls), ``bench.mcp_http.QUICK_CAPACITY_SAMPLES`` (calls),
     ``bench.mcp_http.SESSION_GOAL_MIB`` (MiB), ``bench.ops.RAW_GOAL``
     (ratio), ``bench.ops.SCOPES_GOAL`` (ratio), ``bench.ops.SCOPED_WRITERS`` (clients).
+  * ``bench.soak.PRINCIPALS`` (principals), ``bench.soak.TEAMS`` (teams), ``bench.soak.SOCKET_WORKERS`` (threads),
+    ``bench.soak.MCP_WORKERS`` (threads), ``bench.soak.MCP_SESSION_CALLS`` (calls), ``bench.soak.RATE``
+    (requests/s), ``bench.soak.BACKUP_SECONDS`` (s), ``bench.soak.SAMPLE_SECONDS`` (s), ``bench.soak.OWN_NOTES``
+    (notes), ``bench.soak.TEAM_NOTES`` (notes), ``bench.soak.START_TIMEOUT_SECONDS`` (s): the soak's load.
 """
 
 from __future__ import annotations

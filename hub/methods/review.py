@@ -178,7 +178,7 @@ class ReviewQueue:
                 sp.decide(p, "expired", None, now)
             elif settle:
                 self.settle(scope, sp, p)
-        sp.forget_decided(now - 2 * max_age)
+        sp.forget_decided(now - 2 * max_age, now)
         return sp
 
     def settle(self, scope: Scope, sp: ScopeProposals, p: Proposal) -> None:

@@ -6,5 +6,6 @@
 * ``run`` — ``amux hub serve``: start-up and shutdown (§13.3, §13.4);
 * ``home`` — the one-Hub lock and the home's folders at start-up (§13.1);
 * ``asgi`` — what the HTTP listeners share (Hypercorn's settings, the lifespan answer);
-* ``metrics`` — Prometheus series and health probes (§19.6).
+* ``metrics`` — Prometheus series and health probes (§19.6);
+* ``heap`` — freed memory handed back to the OS at a bounded cadence (§6).
 """

@@ -50,7 +50,9 @@ import logging
 import mmap
 import os
 import shlex
+import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -155,9 +157,32 @@ class Retention:
     max_bytes: int = 64 << 20
 
 
-@dataclass
+ACTOR_MAPS_MAX = 4096
+"""Distinct actor maps shared by the versions of the index (:func:`shared_actor`); past it the table starts
+anew (a map already shared stays shared)."""
+
+_ACTOR_MAPS: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+
+
+def shared_actor(actor: dict[str, Any]) -> dict[str, Any]:
+    """One dict object for every version with the same actor map (``principal``, ``client``, ``binding``,
+    ``session``): the index holds thousands of versions by a few callers, and a map is ~400 bytes.  The map
+    returned is shared: never change it.  A map with a value that is not a string or None is returned as is."""
+    if not all(v is None or isinstance(v, str) for v in actor.values()):
+        return actor
+    key = tuple(sorted(actor.items()))
+    shared = _ACTOR_MAPS.get(key)
+    if shared is None:
+        if len(_ACTOR_MAPS) >= ACTOR_MAPS_MAX:
+            _ACTOR_MAPS.clear()
+        shared = _ACTOR_MAPS[key] = {sys.intern(k): v if v is None else sys.intern(v) for k, v in actor.items()}
+    return shared
+
+
+@dataclass(slots=True)
 class Version:
-    """One recorded version (the in-memory index entry of a record).
+    """One recorded version (the in-memory index entry of a record; ``slots``, its ``path`` and ``action``
+    interned and its ``actor`` map shared (:func:`shared_actor`): ~0.4 KiB each, :class:`HistoryStore`).
 
     ``size`` is the version's bytes (0 for a tombstone), ``offset``/``body``
     where its bytes are in the segment, ``gone`` ``None``, ``"pruned"`` or
@@ -196,6 +221,9 @@ class Version:
     def __post_init__(self) -> None:
         if not self.recorded:
             self.recorded = self.time
+        self.path = sys.intern(self.path)
+        self.action = sys.intern(self.action)
+        self.actor = shared_actor(self.actor)
 
     def header(self) -> dict[str, Any]:
         """The record's JSON header."""
@@ -376,10 +404,14 @@ class ScopeHistory:
     def close(self) -> None:
         """Close the segment file (the index is dropped; the next use scans again)."""
         with self.lock:
-            if self.fd >= 0:
-                os.close(self.fd)
-            self.fd = -1
-            self.versions, self.by_path, self.live_bytes, self.dead_bytes = [], {}, 0, 0
+            self.close_locked()
+
+    def close_locked(self) -> None:
+        """:meth:`close` for a caller holding :attr:`lock`."""
+        if self.fd >= 0:
+            os.close(self.fd)
+        self.fd = -1
+        self.versions, self.by_path, self.live_bytes, self.dead_bytes = [], {}, 0, 0
 
     # -- reading -------------------------------------------------------------
 
@@ -850,26 +882,59 @@ def _bisect_seq(pool: list[Version], seq: int) -> int:
     return lo
 
 
+INDEX_MAX_VERSIONS = 150_000
+"""Versions the history indexes of all scopes may hold in memory together (about 0.45 KiB each: ~65 MiB).
+Past it, :meth:`HistoryStore.scope` drops the indexes of the least recently used scopes not in use; each
+scans its segment's headers again when next used (25 ms for 1,000 versions on a loaded 2-core VM).  A
+scope's own index is bounded by retention: ``history_max_versions`` live versions a document, as many pruned
+ones awaiting compaction and :data:`GONE_HEADERS_PER_PATH` headers of gone ones.  Measured in process: 0.45 KiB
+a version with ``slots`` and shared actor maps, 1.0 KiB before."""
+
+
 class HistoryStore:
     """Every scope's history under ``root`` (``<AMUX_HOME>/history``), opened lazily, one :class:`ScopeHistory` each.
 
     ``scope(relpath)`` gives the scope's history (``relpath`` is the scope's
-    directory key, ``global`` or ``users/<key>``).  DESIGN.md §15.
+    directory key, ``global`` or ``users/<key>``).  The indexes in memory hold at most ``max_versions``
+    (:data:`INDEX_MAX_VERSIONS`) versions together, the least recently used scopes' dropped first.  DESIGN.md §15.
     """
 
-    def __init__(self, root: str, retention: Retention) -> None:
+    def __init__(self, root: str, retention: Retention, max_versions: int = INDEX_MAX_VERSIONS) -> None:
         self.root = root
         self.retention = retention
-        self._scopes: dict[str, ScopeHistory] = {}
+        self.max_versions = max_versions
+        self.dropped = 0
+        """How many times a scope's index was dropped to stay within ``max_versions`` (tests, bench)."""
+        self._scopes: OrderedDict[str, ScopeHistory] = OrderedDict()
         self._lock = threading.Lock()
 
     def scope(self, relpath: str) -> ScopeHistory:
-        """The history of the scope whose directory key is ``relpath`` (not yet opened: it loads on first use)."""
+        """The history of the scope whose directory key is ``relpath`` (not yet opened: it loads on first use).
+
+        Marks it the most recently used; when the indexes together hold more than ``max_versions`` versions,
+        drops those of the least recently used other scopes whose lock is free until they fit
+        (:meth:`ScopeHistory.close`).
+        """
         with self._lock:
             h = self._scopes.get(relpath)
             if h is None:
                 h = self._scopes[relpath] = ScopeHistory(os.path.join(self.root, relpath), self.retention,
                                                                  self.root)
+            else:
+                self._scopes.move_to_end(relpath)
+            total = sum(len(s.versions) for s in self._scopes.values())
+            if total > self.max_versions:
+                for other in list(self._scopes.values()):
+                    if other is h or not other.versions or not other.lock.acquire(blocking=False):
+                        continue
+                    try:
+                        total -= len(other.versions)
+                        other.close_locked()
+                        self.dropped += 1
+                    finally:
+                        other.lock.release()
+                    if total <= self.max_versions:
+                        break
             return h
 
     def scopes(self) -> Iterator[ScopeHistory]:
