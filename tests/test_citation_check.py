@@ -588,3 +588,25 @@ def test_a_line_ending_change_shows_in_the_diff_a_person_and_an_agent_read(tmp_p
     assert "      -one\\x0d\n" in text and "      +one\n" in text and "      -two\\u2028half\\x0d\n" in text, text
     task = finding_line(found)
     assert "\n    | -one\\x0d\n" in task and "\n    | +two\\u2028half" in task, task
+
+
+def test_a_finding_quotes_the_citation_as_the_note_writes_it(tmp_path: Path) -> None:
+    """The finding's ``citation`` and its 'replace X with Y' name X as the note has it: ``./app.py#L3-L2@C`` was
+    quoted as ``app.py#L2-L3@C``, a text the note does not hold, so an agent told to replace it could not."""
+    from amux_memory.tools.client.project import find_project
+    from amux_memory.tools.client.source_health import check_notes
+
+    root = tmp_path / "web"
+    root.mkdir()
+    (root / "app.py").write_text(numbered("app"))
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    a = git(root, "rev-parse", "--short", "HEAD").strip()
+    (root / "app.py").write_text("import os\n" + numbered("app"))
+    git(root, "commit", "-q", "-am", "two")
+    written = f"./app.py#L3-L2@{a}"
+    [found] = check_notes(find_project(root), [("n.md", f"See `{written}`.\n")])["findings"]
+    assert found["code"] == "source_moved" and found["citation"] == written
+    assert found["next"].startswith(f"replace {written} with app.py#L3-L4@"), found
+    assert find_citations(f"x {written}") == [Citation("app.py", 2, 3, a, 1)]

@@ -10,7 +10,7 @@ of the work tree at ``HEAD``.  Checking them is :mod:`tools.client.source_check`
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 CITATION = re.compile(
     r"(?<![\w./~+@-])(?P<path>[\w.~+-][^\s`'\"<>()\[\]{}#@|*]*?)"
@@ -22,13 +22,15 @@ CITATION = re.compile(
 @dataclass(frozen=True)
 class Citation:
     """One citation: ``path`` in the repository, lines ``start``-``end`` (both 0 for a whole file), ``commit`` as
-    written, and ``line``, the 1-based line of the note it is on (0 when not from a note)."""
+    written, ``line``, the 1-based line of the note it is on (0 when not from a note), and ``written``, its text in
+    the note when that differs from the normal form (``./a.py#L9-L3@C``; not compared)."""
 
     path: str
     start: int
     end: int
     commit: str
     line: int = 0
+    written: str = field(default="", compare=False)
 
     @property
     def whole_file(self) -> bool:
@@ -37,8 +39,8 @@ class Citation:
 
     @property
     def text(self) -> str:
-        """The citation as a note writes it."""
-        return citation_text(self.path, self.start, self.end, self.commit)
+        """The citation as the note writes it (what a finding tells to replace)."""
+        return self.written or citation_text(self.path, self.start, self.end, self.commit)
 
 
 def citation_text(path: str, start: int, end: int, commit: str) -> str:
@@ -63,7 +65,8 @@ def find_citations(text: str) -> list[Citation]:
             start = int(m["start"] or 0)
             end = int(m["end"] or start)
             start, end = min(start, end), max(start, end)
-            found.append(Citation(path, start, end, m["commit"], number))
+            normal = citation_text(path, start, end, m["commit"])
+            found.append(Citation(path, start, end, m["commit"], number, "" if m[0] == normal else m[0]))
     return found
 
 
