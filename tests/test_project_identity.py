@@ -191,3 +191,25 @@ def test_project_shows_a_remote_without_its_credential(tmp_path: Path, remote: s
         assert done.returncode == 0 and "S3CRET" not in done.stdout + done.stderr, done.stdout
     answer = json.loads(done.stdout)
     assert answer["url"] == shown and answer["identity"] == "github.com/acme/web"
+
+
+def test_a_repository_nothing_names_yet_a_bare_one_and_a_file_are_told_apart(tmp_path: Path) -> None:
+    """They all read '... is not in a git repository: ...' with the next step 'run it inside a git work tree':
+    for an empty repository (it is one; it needs a commit or a remote), a bare one (it has no work tree) and a
+    file (it exists; it is not a directory) that contradicted the message or sent the person nowhere."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q")
+    bare = tmp_path / "bare.git"
+    bare.mkdir()
+    git(bare, "init", "-q", "--bare")
+    web = repo(tmp_path / "web")
+    cases = {empty: ("has no remote and no commit yet", "git remote add origin"),
+             bare: ("bare repository", "git worktree add"),
+             web / "README": ("is a file, not a directory", f"amux memory project {web}")}
+    for directory, (said, step) in cases.items():
+        done = subprocess.run([*amux_argv(), "memory", "project", str(directory), "--json"], capture_output=True,
+                              text=True, timeout=60)
+        error = json.loads(done.stdout)["error"]
+        assert done.returncode == 4 and said in error["message"] and step in error["next_step"], error
+        assert "is not in a git repository" not in error["message"], error

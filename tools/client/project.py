@@ -35,12 +35,14 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._~-]+")
 
 
 class NotARepository(HubError):
-    """``DIR`` is not in a git work tree (or git cannot tell): ``message`` says why, for a person."""
+    """``DIR`` is not in a git work tree (or git cannot tell): ``message`` says why, for a person (``message`` and
+    ``next_step`` given for a case the general wording would contradict: a file, a bare or an empty repository)."""
 
-    def __init__(self, directory: str, why: str) -> None:
-        super().__init__(ErrorCode.NOT_FOUND, f"{directory} is not in a git repository: {why}",
+    def __init__(self, directory: str, why: str, *, message: str = "", next_step: str = "") -> None:
+        super().__init__(ErrorCode.NOT_FOUND, message or f"{directory} is not in a git repository: {why}",
                          {"directory": directory, "reason": why},
-                         next_step="Run it inside a git work tree, or name one: 'amux memory project DIR'.")
+                         next_step=next_step or "Run it inside a git work tree, or name one: 'amux memory project "
+                         "DIR'.")
 
 
 @dataclass(frozen=True)
@@ -139,13 +141,21 @@ def project_path(identity: str) -> str:
 def work_tree_root(directory: Path | str) -> Path:
     """The top folder of the work tree ``directory`` is in; raises :class:`NotARepository` saying why not."""
     shown = str(directory)
+    if Path(directory).exists() and not Path(directory).is_dir():
+        parent = Path(directory).parent
+        raise NotARepository(shown, "not a directory", message=f"{shown} is a file, not a directory",
+                             next_step=f"Name the folder it is in: amux memory project {parent}")
     if not Path(directory).is_dir():
         raise NotARepository(shown, "no such directory")
     done = git(directory, ["rev-parse", "--show-toplevel"])
     if done.returncode != 0:
         why = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        text = why[-1] if why else "git rev-parse failed"
-        raise NotARepository(shown, text.removeprefix("fatal: "))
+        text = (why[-1] if why else "git rev-parse failed").removeprefix("fatal: ")
+        if "must be run in a work tree" in text:
+            raise NotARepository(shown, text, message=f"{shown} is a bare repository: it has no work tree, whose "
+                                 "files a citation names", next_step="Run it in a clone or a worktree of it (git "
+                                 "worktree add DIR), or name one: 'amux memory project DIR'.")
+        raise NotARepository(shown, text)
     return Path(done.stdout.decode("utf-8", "surrogateescape").strip())
 
 
@@ -164,7 +174,9 @@ def find_project(directory: Path | str = ".") -> Project:
     commits = sorted(roots.stdout.decode().split()) if roots.returncode == 0 else []
     if not commits:
         raise NotARepository(str(directory), "the repository has no remote and no commit yet, so nothing names it; "
-                             "commit once or add a remote")
+                             "commit once or add a remote", message=f"the repository of {directory} has no remote and "
+                             "no commit yet, so nothing names it", next_step="Commit once, or add its remote (git "
+                             "remote add origin URL), then run the command again.")
     return Project(root=root, identity=commits[0], source="root_commit")
 
 
