@@ -213,3 +213,16 @@ def test_a_repository_nothing_names_yet_a_bare_one_and_a_file_are_told_apart(tmp
         error = json.loads(done.stdout)["error"]
         assert done.returncode == 4 and said in error["message"] and step in error["next_step"], error
         assert "is not in a git repository" not in error["message"], error
+
+
+def test_a_remote_that_is_a_path_is_not_called_no_remote(tmp_path: Path) -> None:
+    """A clone of a folder on this machine has a remote, a path, which names no shared repository: the identity is
+    the root commit, and the terminal said 'the repository has no remote' of a repository that has one."""
+    from tests.terminal import run_in_terminal
+
+    web = repo(tmp_path / "web")
+    git(tmp_path, "clone", "-q", str(web), "clone")
+    shown = run_in_terminal([*amux_argv(), "memory", "project", str(tmp_path / "clone")],
+                            env={**os.environ, "TERM": "dumb"})
+    assert shown.returncode == 0 and "from the root commit" in shown.plain, shown.plain
+    assert "has no remote" not in shown.plain and "no remote names a shared repository" in shown.plain, shown.plain

@@ -39,7 +39,8 @@ def project(directory: Path = Path("."), /, *, as_json: AsJson = False) -> int:
         emit(found.as_dict())
         return 0
     origin = (f"remote {inert(found.remote)} ({inert(found.url)})" if found.source == "remote"
-              else "the root commit (the repository has no remote)")
+              else "the root commit (no remote names a shared repository: it has none, or only paths on this "
+              "machine)")
     print(f"{inert(found.path)}\n  identity {inert(found.identity)}, from {origin}\n"
           f"  work tree {inert(str(found.root))}")
     return 0
