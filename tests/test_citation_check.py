@@ -610,3 +610,43 @@ def test_a_finding_quotes_the_citation_as_the_note_writes_it(tmp_path: Path) -> 
     assert found["code"] == "source_moved" and found["citation"] == written
     assert found["next"].startswith(f"replace {written} with app.py#L3-L4@"), found
     assert find_citations(f"x {written}") == [Citation("app.py", 2, 3, a, 1)]
+
+
+def test_a_binary_change_a_folder_and_lines_past_the_end_are_findings_not_ok(tmp_path: Path) -> None:
+    """What git shows no lines of still counts: a binary file whose bytes changed is ``source_changed`` (whole
+    file: the new citation; a line range: none, cite again); a folder cited like a file, and lines past the end
+    of the file at the cited commit, are ``source_unknown`` with their own next step (both were ``ok`` whatever
+    changed); ``check_citations`` itself judges a path out of the root without asking git; one line reads
+    "line 3", not "lines 3-3"."""
+    from amux_memory.tools.client.project import find_project
+    from amux_memory.tools.client.source_health import check_notes
+
+    root = tmp_path / "web"
+    (root / "src").mkdir(parents=True)
+    (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x01binary\x00")
+    (root / "src/a.py").write_text(numbered("a", 10))
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    c = git(root, "rev-parse", "--short", "HEAD").strip()
+    (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x02other\x00")
+    (root / "src/a.py").write_text(numbered("a", 10).replace("a line 3\n", "a line three\n"))
+    git(root, "commit", "-q", "-am", "two")
+    head = git(root, "rev-parse", "--short", "HEAD").strip()
+    cites = [f"logo.png@{c}", f"logo.png#L1@{c}", f"src@{c}", f"src/a.py#L9-L12@{c}", f"src/a.py#L3@{c}",
+             f"src/a.py#L5@{c}", f"../x.py@{c}"]
+    verdicts = check_citations(root, [find_citations(f"`{t}`")[0] for t in cites])
+    got = [(v.state, v.reason, v.now) for v in verdicts]
+    assert got == [("changed", "", f"logo.png@{head}"), ("changed", "", ""), ("unknown", "folder", ""),
+                   ("unknown", "range", ""), ("changed", "", f"src/a.py#L3@{head}"), ("ok", "", ""),
+                   ("unknown", "path", "")]
+    assert verdicts[0].diff.endswith("differ") and "binary" in verdicts[0].why
+    assert verdicts[3].why == f"lines 9-12 run past the end of src/a.py in commit {c} (it has 10)"
+    assert verdicts[4].why == f"line 3 of src/a.py changed since {c}" and "-a line 3\n+a line three" in verdicts[4].diff
+    note = "\n".join(f"`{t}`" for t in cites) + "\n"
+    found = check_notes(find_project(root), [("n.md", note)])["findings"]
+    nexts = {f["citation"]: f["next"] for f in found}
+    assert len(found) == 6 and f"src/a.py#L5@{c}" not in nexts
+    assert nexts[f"src@{c}"].startswith("cite the files in src that n.md relies on (amux memory cite src/FILE)")
+    assert nexts[f"src/a.py#L9-L12@{c}"].startswith(f"read src/a.py at {c} (git show {c}:src/a.py)")
+    assert "then cite the lines again" in nexts[f"logo.png#L1@{c}"]

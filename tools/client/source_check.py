@@ -9,11 +9,13 @@ was deleted), and one ``git diff-tree --stdin -M -U0`` of all those pairs gives 
 files' renames, the cited files being the only rename sources.  A cited range then is:
 
 * ``ok``: no changed line in it and it did not move;
-* ``changed``: a hunk touches it (lines inserted between its lines included); the verdict carries those hunks;
+* ``changed``: a hunk touches it (lines inserted between its lines included), or the file is binary and its bytes
+  changed (git shows no lines of it); the verdict carries those hunks;
 * ``moved``: untouched, but lines were inserted or removed above it, or the file was renamed; the verdict gives
   the citation as it should now read;
 * ``gone``: the file was deleted, or every cited line was deleted;
-* ``unknown``: the commit is not in this repository, or the file is not in it.
+* ``unknown``: the commit is not in this repository, the file is not in it, the path is a folder there, or the
+  cited lines run past the file's end there (:attr:`Verdict.reason` says which).
 
 The number of git processes does not grow with the commits: at most eight (ten with uncommitted changes); the Hub
 is never asked.  Bench row v (1,000 citations across 50 commits of a 5,000-commit history,
@@ -41,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from amux_memory.protocol.errors import ErrorCode, HubError
-from amux_memory.tools.client.citations import Citation, citation_text
+from amux_memory.tools.client.citations import Citation, citation_text, path_problem
 from amux_memory.tools.client.project import git
 
 DIFF_MAX_LINES = 60
@@ -122,12 +124,14 @@ def map_range(hunks: Sequence[Hunk], start: int, end: int, *, reverse: bool = Fa
 
 @dataclass
 class FileDiff:
-    """One file of a diff: its old and new path (equal unless renamed), whether it was deleted, and its hunks."""
+    """One file of a diff: its old and new path (equal unless renamed), whether it was deleted, its hunks, and
+    whether git found its content binary (then it writes no hunks: ``Binary files … differ``)."""
 
     old: str
     new: str
     deleted: bool = False
     hunks: list[Hunk] = field(default_factory=list)
+    binary: bool = False
 
 
 def _unquote(raw: bytes) -> str:
@@ -143,6 +147,7 @@ def parse_patch(patch: bytes) -> dict[str, FileDiff]:
     current: FileDiff | None = None
     lines: list[str] = []
     head: tuple[int, int, int, int] | None = None
+    header = b""
 
     def close_hunk() -> None:
         if current is not None and head is not None:
@@ -152,6 +157,7 @@ def parse_patch(patch: bytes) -> dict[str, FileDiff]:
         if raw.startswith(b"diff --git "):
             close_hunk()
             head, lines, current = None, [], FileDiff("", "")
+            header = raw[11:]
         elif current is None:
             continue
         elif head is None and raw.startswith((b"--- ", b"rename from ")):
@@ -167,6 +173,11 @@ def parse_patch(patch: bytes) -> dict[str, FileDiff]:
                 current.deleted = True
             else:
                 current.new = _unquote(raw[4:]).removeprefix("b/")
+        elif head is None and raw.startswith(b"Binary files "):
+            current.binary = True
+            if not current.old:  # no ---/+++ lines: an unrenamed file's path is both halves of the header's
+                current.old = _unquote(header[:(len(header) - 1) // 2]).removeprefix("a/")
+                files[current.old] = current
         elif raw.startswith(b"@@ "):
             close_hunk()
             m = _HUNK.match(raw)
@@ -192,7 +203,10 @@ class Verdict:
     """What became of one citation: ``state`` (``ok``, ``changed``, ``moved``, ``gone``, ``unknown``), ``now`` (the
     citation as it should now read, for ``moved`` and ``changed``), ``why`` (a clause for a person), ``diff``
     (the hunks that touch the cited lines, for ``changed``) and ``uncommitted``: the file ``now`` names has
-    uncommitted changes, so ``now``'s lines are the work tree's, not its commit's (commit, then cite again)."""
+    uncommitted changes, so ``now``'s lines are the work tree's, not its commit's (commit, then cite again).
+    ``reason`` says why an ``unknown`` citation is: ``commit`` (not in this repository), ``file`` (not in that
+    commit), ``folder`` (the path is a folder there), ``range`` (the lines run past the file's end there) or
+    ``path`` (not a path from the root, :func:`tools.client.citations.path_problem`)."""
 
     citation: Citation
     state: str
@@ -200,21 +214,59 @@ class Verdict:
     why: str = ""
     diff: str = ""
     uncommitted: bool = False
+    reason: str = ""
 
 
-def _resolve(root: Path, names: Iterable[str]) -> dict[str, str]:
-    """Each object name (``COMMIT^{commit}``, ``COMMIT:PATH``) -> its id, or ``""`` when git has no such object."""
+def _resolve(root: Path, names: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """Each object name (``COMMIT^{commit}``, ``COMMIT:PATH``) -> ``(id, type)`` (``blob``, ``tree``, ``commit``),
+    or ``("", "")`` when git has no such object."""
     names = list(dict.fromkeys(names))
     if not names:
         return {}
     if any("\n" in n for n in names):
         raise HubError(ErrorCode.BAD_REQUEST, "a cited path holds a line break")
-    done = git(root, ["cat-file", "--batch-check=%(objectname)"], input="".join(n + "\n" for n in names).encode())
+    done = git(root, ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
+               input="".join(n + "\n" for n in names).encode())
     out = done.stdout.decode("utf-8", "replace").splitlines()
     if done.returncode != 0 or len(out) != len(names):
         raise HubError(ErrorCode.UNAVAILABLE, f"git cat-file failed in {root}: "
                        + done.stderr.decode("utf-8", "replace").strip()[:300])
-    return {n: (o if _HEX.match(o) else "") for n, o in zip(names, out, strict=True)}
+    found: dict[str, tuple[str, str]] = {}
+    for n, o in zip(names, out, strict=True):
+        oid, _, kind = o.partition(" ")
+        found[n] = (oid, kind) if _HEX.match(oid) else ("", "")
+    return found
+
+
+def _line_counts(root: Path, blobs: Iterable[str]) -> dict[str, int]:
+    """Each blob id -> its number of lines (a last line without a newline counts), from one ``git cat-file
+    --batch``."""
+    ids = list(dict.fromkeys(blobs))
+    if not ids:
+        return {}
+    done = git(root, ["cat-file", "--batch"], input="".join(i + "\n" for i in ids).encode())
+    if done.returncode != 0:
+        raise HubError(ErrorCode.UNAVAILABLE, f"git cat-file failed in {root}: "
+                       + done.stderr.decode("utf-8", "replace").strip()[:300])
+    out, at, counts = done.stdout, 0, {}
+    for oid in ids:
+        eol = out.index(b"\n", at)
+        size = int(out[at:eol].rsplit(b" ", 1)[1])
+        body = out[eol + 1:eol + 1 + size]
+        counts[oid] = body.count(b"\n") + (bool(body) and not body.endswith(b"\n"))
+        at = eol + 1 + size + 1
+    return counts
+
+
+def lines_text(start: int, end: int, verb: str = "") -> str:
+    """``line 3`` or ``lines 3-5``, then ``verb`` (given in the plural: ``are``, ``were``, ``run``) agreeing
+    with it."""
+    if start == end:
+        return f"line {start}" + (f" {_SINGULAR.get(verb, verb)}" if verb else "")
+    return f"lines {start}-{end}" + (f" {verb}" if verb else "")
+
+
+_SINGULAR = {"are": "is", "were": "was", "run": "runs"}
 
 
 def diff_text(c: Citation, commit: str, new_path: str, hunks: Sequence[Hunk]) -> str:
@@ -233,18 +285,31 @@ def check_citations(root: Path, citations: Sequence[Citation]) -> list[Verdict]:
     """A :class:`Verdict` for each of ``citations`` (in order) against the work tree at ``root``.  Raises
     ``unavailable`` when git fails (missing, past its time, a broken repository)."""
     head = git(root, ["rev-parse", "--short", "--verify", "HEAD^{commit}"]).stdout.decode().strip()
-    objects = _resolve(root, ["HEAD^{tree}"] + [f"{c.commit}^{{commit}}" for c in citations]
-                       + [f"{c.commit}^{{tree}}" for c in citations] + [f"{c.commit}:{c.path}" for c in citations])
+    verdicts: dict[int, Verdict] = {i: Verdict(c, "unknown", why=problem, reason="path")
+                                    for i, c in enumerate(citations) if (problem := path_problem(c.path))}
+    asked = [c for i, c in enumerate(citations) if i not in verdicts]  # git fails on a path out of the root
+    objects = _resolve(root, ["HEAD^{tree}"] + [f"{c.commit}^{{commit}}" for c in asked]
+                       + [f"{c.commit}^{{tree}}" for c in asked] + [f"{c.commit}:{c.path}" for c in asked])
+    lengths = _line_counts(root, [objects[f"{c.commit}:{c.path}"][0] for c in asked
+                                  if not c.whole_file and objects[f"{c.commit}:{c.path}"][1] == "blob"])
     by_commit: dict[str, tuple[str, set[str]]] = {}
-    verdicts: dict[int, Verdict] = {}
     for i, c in enumerate(citations):
-        full = objects[f"{c.commit}^{{commit}}"]
+        if i in verdicts:
+            continue
+        full = objects[f"{c.commit}^{{commit}}"][0]
+        blob, kind = objects[f"{c.commit}:{c.path}"]
         if not full:
-            verdicts[i] = Verdict(c, "unknown", why=f"commit {c.commit} is not in this repository")
-        elif not objects[f"{c.commit}:{c.path}"]:
-            verdicts[i] = Verdict(c, "unknown", why=f"{c.path} is not in commit {c.commit}")
+            verdicts[i] = Verdict(c, "unknown", why=f"commit {c.commit} is not in this repository", reason="commit")
+        elif kind == "tree":
+            verdicts[i] = Verdict(c, "unknown", why=f"{c.path} is a folder in commit {c.commit}, not a file",
+                                  reason="folder")
+        elif kind != "blob":
+            verdicts[i] = Verdict(c, "unknown", why=f"{c.path} is not in commit {c.commit}", reason="file")
+        elif not c.whole_file and c.end > lengths[blob]:
+            verdicts[i] = Verdict(c, "unknown", why=f"{lines_text(c.start, c.end, 'run')} past the end of {c.path} in "
+                                  f"commit {c.commit} (it has {lengths[blob]})", reason="range")
         else:
-            by_commit.setdefault(full, (objects[f"{c.commit}^{{tree}}"], set()))[1].add(c.path)
+            by_commit.setdefault(full, (objects[f"{c.commit}^{{tree}}"][0], set()))[1].add(c.path)
     results: dict[tuple[str, str], FileDiff | None] = {}
     dirty: set[str] = set()
     if by_commit:
@@ -253,11 +318,11 @@ def check_citations(root: Path, citations: Sequence[Citation]) -> list[Verdict]:
             raise HubError(ErrorCode.UNAVAILABLE, f"git diff HEAD failed in {root}: "
                            + listed.stderr.decode("utf-8", "replace").strip()[:300])
         dirty = set(listed.stdout.decode("utf-8", "surrogateescape").split("\0")) - {""}
-        with WorkTree(root, objects["HEAD^{tree}"], bool(dirty)) as work_tree:
+        with WorkTree(root, objects["HEAD^{tree}"][0], bool(dirty)) as work_tree:
             results = _diff_commits(work_tree, by_commit)
     for i, c in enumerate(citations):
         if i not in verdicts:
-            full = objects[f"{c.commit}^{{commit}}"]
+            full = objects[f"{c.commit}^{{commit}}"][0]
             v = judge(c, results.get((full, c.path)), head)
             new_path = v.now.rpartition("@")[0].partition("#L")[0]
             if v.now and new_path in dirty:
@@ -470,6 +535,10 @@ def _diff_commits(work_tree: WorkTree, by_commit: Mapping[str, tuple[str, set[st
     return out
 
 
+def _verb(c: Citation, plural: str) -> str:
+    return plural if c.end > c.start else _SINGULAR[plural]
+
+
 def judge(c: Citation, diff: FileDiff | None, head: str) -> Verdict:
     """The verdict of one citation whose commit and file exist, given its file's diff to the work tree (None when
     the file is unchanged)."""
@@ -479,8 +548,12 @@ def judge(c: Citation, diff: FileDiff | None, head: str) -> Verdict:
         return Verdict(c, "gone", why=f"{c.path} was deleted since {c.commit}")
     renamed = diff.new != c.path
     moved_to = f"renamed to {diff.new}" if renamed else ""
+    if diff.binary and not diff.hunks:  # git shows no lines of a binary file: the whole file changed
+        return Verdict(c, "changed", now=citation_text(diff.new, 0, 0, head) if c.whole_file else "",
+                       why=f"{c.path} (binary) changed since {c.commit}" + (f" and was {moved_to}" if renamed else ""),
+                       diff=f"Binary files a/{c.path} @ {c.commit} and b/{diff.new} (work tree) differ")
     if not diff.hunks and not renamed:
-        return Verdict(c, "ok")  # a change git shows no lines of: the mode, or a binary file's bytes
+        return Verdict(c, "ok")  # a change git shows no lines of: the mode
     if c.whole_file:
         now = citation_text(diff.new, 0, 0, head)
         if not diff.hunks:
@@ -490,15 +563,15 @@ def judge(c: Citation, diff: FileDiff | None, head: str) -> Verdict:
     mapped = map_range(diff.hunks, c.start, c.end)
     now = citation_text(diff.new, mapped.start, mapped.end, head)
     if mapped.gone:
-        return Verdict(c, "gone", why=f"lines {c.start}-{c.end} of {c.path} were deleted since {c.commit}",
-                       diff=diff_text(c, c.commit, diff.new, mapped.touching))
+        return Verdict(c, "gone", diff=diff_text(c, c.commit, diff.new, mapped.touching),
+                       why=f"{lines_text(c.start, c.end)} of {c.path} {_verb(c, 'were')} deleted since {c.commit}")
     if mapped.changed:
-        return Verdict(c, "changed", now=now, why=f"lines {c.start}-{c.end} of {c.path} changed since {c.commit}",
+        return Verdict(c, "changed", now=now, why=f"{lines_text(c.start, c.end)} of {c.path} changed since {c.commit}",
                        diff=diff_text(c, c.commit, diff.new, mapped.touching))
     if not renamed and mapped.start == c.start:
         return Verdict(c, "ok")
     shift = [moved_to] if renamed else []
     if mapped.start != c.start:
-        shift.append(f"now at lines {mapped.start}-{mapped.end}")
-    return Verdict(c, "moved", now=now, why=f"lines {c.start}-{c.end} of {c.path} are unchanged but "
+        shift.append(f"now at {lines_text(mapped.start, mapped.end)}")
+    return Verdict(c, "moved", now=now, why=f"{lines_text(c.start, c.end)} of {c.path} {_verb(c, 'are')} unchanged but "
                    + " and ".join(shift))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from amux_memory.protocol.errors import ErrorCode, HubError
-from amux_memory.tools.client.citations import Citation, find_citations, path_problem
+from amux_memory.tools.client.citations import Citation, find_citations
 from amux_memory.tools.client.project import Project, git
 from amux_memory.tools.client.source_check import Verdict, check_citations
 
@@ -83,7 +83,7 @@ def finding(note: str, verdict: Verdict, shallow: bool = False) -> dict[str, Any
     now = find_citations(verdict.now)
     location = (now[0].path + (f":{now[0].start}-{now[0].end}" if now[0].start else "")) if now else c.path
     message = f"cites {cited}: {verdict.why}"
-    if verdict.state == "changed" and verdict.uncommitted:
+    if verdict.state == "changed" and (verdict.uncommitted or not verdict.now):
         nxt = (f"read the diff and the code now at {location}, correct what {note} says, then cite the lines "
                f"again from the repository's root (amux memory cite {location})")
     elif verdict.state == "changed":
@@ -99,10 +99,16 @@ def finding(note: str, verdict: Verdict, shallow: bool = False) -> dict[str, Any
     elif verdict.state == "gone":
         nxt = (f"drop what {note} says about that code, or cite where it went "
                f"(git log --follow --oneline -- {c.path} shows where it went)")
-    elif path_problem(c.path):
+    elif verdict.reason == "path":
         nxt = (f"read the code {note} meant there and cite it from the repository's root (amux memory cite PATH or "
                "PATH:START-END gives the citation), or drop the citation")
-    elif shallow and verdict.why.startswith(f"commit {c.commit} "):
+    elif verdict.reason == "folder":
+        nxt = (f"cite the files in {c.path} that {note} relies on (amux memory cite {c.path}/FILE), or drop the "
+               "citation")
+    elif verdict.reason == "range":
+        nxt = (f"read {c.path} at {c.commit} (git show {c.commit}:{c.path}) for the lines {note} meant, then cite "
+               f"them as they are now (amux memory cite {c.path}:START-END)")
+    elif shallow and verdict.reason == "commit":
         nxt = (f"git fetch --unshallow (this clone is shallow: it has no commit before its first), or read the code "
                f"and cite it again: amux memory cite {location}" + (f":{c.start}-{c.end}" if c.start else ""))
     else:
@@ -116,12 +122,11 @@ def finding(note: str, verdict: Verdict, shallow: bool = False) -> dict[str, Any
 
 
 def check_paths(root: Path, citations: list[Citation]) -> list[Verdict]:
-    """:func:`tools.client.source_check.check_citations` of ``citations`` (in order) whose paths may name a file;
-    the others (:func:`tools.client.citations.path_problem`) are ``unknown`` without asking git.  A git failure is
-    ``unavailable`` with a next step about the repository (the code's own is about the Hub)."""
-    problems = [path_problem(c.path) for c in citations]
+    """:func:`tools.client.source_check.check_citations` of ``citations`` (in order; a path that names no file of
+    the repository, :func:`tools.client.citations.path_problem`, is ``unknown`` there without asking git).  A git
+    failure is ``unavailable`` with a next step about the repository (the code's own is about the Hub)."""
     try:
-        checked = iter(check_citations(root, [c for c, prob in zip(citations, problems, strict=True) if not prob]))
+        return check_citations(root, citations)
     except HubError as exc:
         if exc.code is not ErrorCode.UNAVAILABLE or exc.refined is not None:
             raise
@@ -129,8 +134,6 @@ def check_paths(root: Path, citations: list[Citation]) -> list[Verdict]:
         raise HubError(exc.code, exc.message, exc.data, next_step=(
             f"See what git says about the repository (git -C {quoted} status; git -C {quoted} fsck for a broken "
             "one), then run the command again.")) from None
-    return [Verdict(c, "unknown", why=problem) if problem else next(checked)
-            for c, problem in zip(citations, problems, strict=True)]
 
 
 def check_notes(project: Project, notes: list[tuple[str, str]]) -> dict[str, Any]:
