@@ -314,14 +314,16 @@ def test_launch_says_how_many_notes_cite_changed_code_and_the_page_shows_each_ci
     c = scenario(root)
     a = c["A"]
     note = f"Deploy: `deploy/Makefile#L12-L14@{a}`; stable: `docs/stable.md#L2-L4@{a}`; `src/app.py#L20-L22@{a}`.\n"
-    for path, text in ((NOTES + "deploy.md", note), (NOTES + "fine.md", f"`docs/stable.md@{a}`\n")):
+    for path, text in ((NOTES + "deploy.md", note), (NOTES + "fine.md", f"`docs/stable.md@{a}`\n"),
+                       (NOTES + "old.md", "`src/app.py@0123abc`: from a branch this clone never fetched\n")):
         assert hub.cli("memory", "upsert", path, "--expected-revision", "absent", input=text.encode()).returncode == 0
     done = subprocess.run([*amux_argv(), "launch", "claude", "-p", "hi"], cwd=root / "src", capture_output=True,
                           text=True, timeout=60, env={**hub.env, "AMUX_LAUNCH_CLAUDE": "/bin/true"})
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stderr.splitlines() if "cite code that changed" in line]
-    assert lines == [f"amux: 1 of 2 notes of {NOTES} cite code that changed (2 of 4 citations); see: amux memory "
-                     f"health --repo {root}; tidy them: amux memory tidy claude --repo {root}"], done.stderr
+    assert lines == [f"amux: 1 of 3 notes of {NOTES} cite code that changed (2 of 5 citations); 1 other note cites "
+                     f"only commits or files this clone cannot check; see: amux memory health --repo {root}; tidy "
+                     f"them: amux memory tidy claude --repo {root}"], done.stderr
     ui = start_ui(hub.env, tmp=tmp_path, cwd=root)
     try:
         cookie = ui.sign_in()
@@ -650,3 +652,27 @@ def test_a_binary_change_a_folder_and_lines_past_the_end_are_findings_not_ok(tmp
     assert nexts[f"src@{c}"].startswith("cite the files in src that n.md relies on (amux memory cite src/FILE)")
     assert nexts[f"src/a.py#L9-L12@{c}"].startswith(f"read src/a.py at {c} (git show {c}:src/a.py)")
     assert "then cite the lines again" in nexts[f"logo.png#L1@{c}"]
+
+
+def test_launch_does_not_call_notes_it_cannot_check_changed(hub: HubProcess, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Notes whose citations name only commits this clone lacks (a shallow clone, an unfetched branch) are not
+    "code that changed": launch's line says they cannot be checked."""
+    from amux_memory.tools.client.source_health import launch_notice
+
+    root = tmp_path / "web"
+    root.mkdir()
+    (root / "a.py").write_text(numbered("a"))
+    git(root, "init", "-q", "-b", "main")
+    git(root, "remote", "add", "origin", "git@github.com:acme/web.git")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    for name in ("x.md", "y.md"):
+        text = f"`a.py#L2-L3@0123abc` and `a.py@{git(root, 'rev-parse', '--short', 'HEAD').strip()}`\n"
+        assert hub.cli("memory", "upsert", NOTES + name, "--expected-revision", "absent",
+                       input=text.encode()).returncode == 0
+    for key, value in hub.env.items():
+        monkeypatch.setenv(key, value)
+    assert launch_notice(str(root), "claude", seconds=60) == (
+        f"amux: 2 of 2 notes of {NOTES} cite only commits or files this clone cannot check; see: amux memory health "
+        f"--repo {root}; tidy them: amux memory tidy claude --repo {root}")

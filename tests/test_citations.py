@@ -157,3 +157,14 @@ def test_a_url_pinned_to_a_commit_is_not_a_citation() -> None:
     text = ("pip install git+https://github.com/acme/lib@3f9c2e1 (see deploy/Makefile#L1@3f9c2e1)\n"
             "ssh://git@example.com/x.git@3f9c2e1abc and file:///srv/x.py@1234567\n")
     assert find_citations(text) == [Citation("deploy/Makefile", 1, 1, "3f9c2e1", 1)]
+
+
+def test_an_actions_pin_and_a_malformed_range_are_not_citations() -> None:
+    """A CI note's ``uses: actions/checkout@SHA`` pins another repository's commit (it was a ``source_unknown``
+    asking to fetch); ``a.py#Lx@C`` and ``a.py#L0-L1@C`` were read as citations of a path ``Lx`` / ``L0-L1``;
+    a SHA-256 repository's 64-digit commit is one."""
+    pin = "b4ffde65f46336ab88eb53be808477a3936bae11"
+    text = (f"steps:\n  - uses: actions/checkout@{pin}\n  - uses: 'actions/setup-node@{pin}'\n"
+            f"a.py#Lx@{pin[:7]} and a.py#L0-L1@{pin[:7]}; reuses: src/a.py@1234567\n"
+            f"`lib/x.py#L2@{'c' * 64}`\n")
+    assert find_citations(text) == [Citation("src/a.py", 0, 0, "1234567", 4), Citation("lib/x.py", 2, 2, "c" * 64, 5)]

@@ -2,9 +2,10 @@
 
 A note cites the lines it relies on as ``PATH#LSTART-LEND@COMMIT`` (``deploy/Makefile#L12-L14@3f9c2e1``): the path
 relative to the repository's root, 1-based inclusive lines (``#L12`` is one line), and the commit at which they
-were read, 7 to 40 hex digits; ``PATH@COMMIT`` cites a whole file.  :func:`find_citations` reads them out of a
-note, :func:`path_problem` says when a path can name no file; :func:`tools.client.cite.cite` writes one for lines
-of the work tree at ``HEAD``.  Checking them is :mod:`tools.client.source_check`.
+were read, 7 to 64 hex digits (64 in a SHA-256 repository); ``PATH@COMMIT`` cites a whole file.
+:func:`find_citations` reads them out of a note, :func:`path_problem` says when a path can name no file;
+:func:`tools.client.cite.cite` writes one for lines of the work tree at ``HEAD``.  Checking them is
+:mod:`tools.client.source_check`.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import re
 from dataclasses import dataclass, field
 
 CITATION = re.compile(
-    r"(?<![\w./~+@-])(?P<path>[\w.~+-][^\s`'\"<>()\[\]{}#@|*]*?)"
+    r"(?<![\w./~+@#-])(?P<path>[\w.~+-][^\s`'\"<>()\[\]{}#@|*]*?)"
     r"(?:#L(?P<start>[1-9][0-9]{0,8})(?:-L?(?P<end>[1-9][0-9]{0,8}))?)?"
-    r"@(?P<commit>[0-9a-f]{7,40})(?![0-9A-Za-z_])")
-"""A citation in a note's text; a path holds no blank, quote, bracket, ``#``, ``@``, ``|`` or ``*``."""
+    r"@(?P<commit>[0-9a-f]{7,64})(?![0-9A-Za-z_])")
+"""A citation in a note's text; a path holds no blank, quote, bracket, ``#``, ``@``, ``|`` or ``*``, and does not
+follow a ``#`` (``a.py#Lx@C`` is no citation, not one of a path ``Lx``)."""
+ACTIONS_STEP = re.compile(r"""(?:^|[\s{,])["']?uses["']?\s*:\s*["']?$""")
+"""What precedes a GitHub Actions step's ``uses: OWNER/REPO@SHA`` on its line: a pinned action, not a citation."""
 
 
 @dataclass(frozen=True)
@@ -53,15 +57,16 @@ def citation_text(path: str, start: int, end: int, commit: str) -> str:
 
 def find_citations(text: str) -> list[Citation]:
     """Every citation in ``text``, in order, each with its line; a range whose end is before its start is read as
-    written backwards (``#L14-L12`` is lines 12-14).  A URL (``git+https://host/lib@C``) is not one."""
+    written backwards (``#L14-L12`` is lines 12-14).  A URL (``git+https://host/lib@C``) and a GitHub Actions
+    step's pin (``uses: actions/checkout@C``) are not citations."""
     found = []
     for number, line in enumerate(text.splitlines(), 1):
         if "@" not in line:
             continue
         for m in CITATION.finditer(line):
             path = m["path"].removeprefix("./")
-            if not path or path.strip(".") == "" or "://" in path:
-                continue  # nothing, dots, or a URL pinned to another repository's commit (git+https://...@C)
+            if not path or path.strip(".") == "" or "://" in path or ACTIONS_STEP.search(line, 0, m.start()):
+                continue  # nothing, dots, a URL or an Actions step pinned to another repository's commit
             start = int(m["start"] or 0)
             end = int(m["end"] or start)
             start, end = min(start, end), max(start, end)

@@ -17,7 +17,7 @@ files' renames, the cited files being the only rename sources.  A cited range th
 * ``unknown``: the commit is not in this repository, the file is not in it, the path is a folder there, or the
   cited lines run past the file's end there (:attr:`Verdict.reason` says which).
 
-The number of git processes does not grow with the commits: at most eight (ten with uncommitted changes); the Hub
+The number of git processes does not grow with the commits: at most nine (eleven with uncommitted changes); the Hub
 is never asked.  Bench row v (1,000 citations across 50 commits of a 5,000-commit history,
 ``bench/citations.py``, which holds the wall times) took 151 git processes when each commit had its own three
 diffs against the work tree (about 1.45 s of CPU, git's and Python's, rename detection 0.8 s of it); now 8 and

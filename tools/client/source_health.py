@@ -240,10 +240,20 @@ def launch_notice(directory: str, agent: str, seconds: float = LAUNCH_CHECK_SECO
     if not answer or not answer[0]["stale_notes"]:
         return ""
     part = answer[0]
-    stale = len(part["stale_notes"])
-    return (f"amux: {stale} of {part['notes']} notes of {project.path} cite code that changed "
-            f"({len(part['findings'])} of {part['citations']} citations); see: amux memory health --repo "
-            f"{project.root}; tidy them: amux memory tidy {agent} --repo {project.root}")
+    changed = [f for f in part["findings"] if f["code"] != CODES["unknown"]]
+    unknown = {f["paths"][0] for f in part["findings"]} - {f["paths"][0] for f in changed}
+    said = []
+    if changed:
+        said.append(f"{len({f['paths'][0] for f in changed})} of {part['notes']} notes of {project.path} cite code "
+                    f"that changed ({len(changed)} of {part['citations']} citations)")
+    if unknown:
+        n = len(unknown)
+        whose = (f"{n} other note{'s' if n > 1 else ''}" if changed
+                 else f"{n} of {part['notes']} note{'s' if part['notes'] > 1 else ''} of {project.path}")
+        said.append(f"{whose} {'cite' if n > 1 or not changed else 'cites'} only commits or files this clone cannot "
+                    "check")
+    return (f"amux: {'; '.join(said)}; see: amux memory health --repo {project.root}; tidy them: amux memory tidy "
+            f"{agent} --repo {project.root}")
 
 
 def document_citations(path: str, text: str, directory: str) -> dict[str, Any]:
