@@ -80,6 +80,16 @@ def test_two_clones_share_a_path_two_webs_do_not_and_no_remote_is_the_root_commi
     got = project_of(hub, local / "sub")
     assert got["identity"] == root and got["path"] == f"projects/{root}/" and got["source"] == "root_commit"
     assert got["root"] == str(local)
+    # Merging an unrelated history (whose root may sort first) keeps the identity: HEAD's first-parent root.
+    git(local, "checkout", "-q", "--orphan", "vendored")
+    for n in range(8):
+        git(local, "commit", "-q", "--allow-empty", "-m", f"vendored {n}")
+        if git(local, "rev-parse", "HEAD").strip() < root:
+            break
+    git(local, "checkout", "-q", "main")
+    git(local, "merge", "-q", "--allow-unrelated-histories", "vendored", "-m", "merge vendored")
+    assert min(git(local, "rev-list", "--max-parents=0", "HEAD").split()) < root  # the old rule's pick changes
+    assert project_of(hub, local)["identity"] == root
 
 
 def test_a_remote_other_than_origin_and_a_folder_outside_a_repository(hub: HubProcess, tmp_path: Path) -> None:

@@ -170,8 +170,9 @@ def find_project(directory: Path | str = ".") -> Project:
         identity = normalize_remote(url)
         if identity and checked(identity):
             return Project(root=root, identity=identity, source="remote", remote=name, url=without_credentials(url))
-    roots = git(root, ["rev-list", "--max-parents=0", "HEAD"])
-    commits = sorted(roots.stdout.decode().split()) if roots.returncode == 0 else []
+    # The root of HEAD's first-parent line: merging an unrelated history later (a second parent) keeps the identity.
+    roots = git(root, ["rev-list", "--first-parent", "--max-parents=0", "HEAD"])
+    commits = roots.stdout.decode().split() if roots.returncode == 0 else []
     if not commits:
         raise NotARepository(str(directory), "the repository has no remote and no commit yet, so nothing names it; "
                              "commit once or add a remote", message=f"the repository of {directory} has no remote and "
