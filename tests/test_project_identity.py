@@ -81,13 +81,13 @@ def test_two_clones_share_a_path_two_webs_do_not_and_no_remote_is_the_root_commi
     assert got["identity"] == root and got["path"] == f"projects/{root}/" and got["source"] == "root_commit"
     assert got["root"] == str(local)
     # Merging an unrelated history (whose root may sort first) keeps the identity: HEAD's first-parent root.
-    git(local, "checkout", "-q", "--orphan", "vendored")
-    for n in range(8):
+    for n in range(16):
+        git(local, "checkout", "-q", "--orphan", f"vendored{n}")
         git(local, "commit", "-q", "--allow-empty", "-m", f"vendored {n}")
         if git(local, "rev-parse", "HEAD").strip() < root:
             break
     git(local, "checkout", "-q", "main")
-    git(local, "merge", "-q", "--allow-unrelated-histories", "vendored", "-m", "merge vendored")
+    git(local, "merge", "-q", "--allow-unrelated-histories", f"vendored{n}", "-m", "merge vendored")
     assert min(git(local, "rev-list", "--max-parents=0", "HEAD").split()) < root  # the old rule's pick changes
     assert project_of(hub, local)["identity"] == root
 
