@@ -98,6 +98,11 @@ def test_cite_prints_head_s_citation_and_warns_about_uncommitted_lines(tmp_path:
     plain = subprocess.run([*amux_argv(), "memory", "cite", "deploy/Makefile:3-4"], cwd=root, capture_output=True,
                            text=True, timeout=60)
     assert json.loads(plain.stdout)["citation"] == f"deploy/Makefile#L1-L2@{head}"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code, got, _ = cite(elsewhere, f"{make}:3-4")  # an absolute path from outside any repository: its own
+    assert code == 0 and got["citation"] == f"deploy/Makefile#L1-L2@{head}"
+    assert cite(elsewhere, "deploy/Makefile")[0] == 4  # a relative one still needs the repository
 
 
 def test_without_git_cite_and_project_say_to_install_git_not_to_start_a_hub(tmp_path: Path) -> None:

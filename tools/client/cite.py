@@ -15,7 +15,7 @@ from typing import Any
 
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.tools.client.citations import citation_text, find_citations
-from amux_memory.tools.client.project import git, work_tree_root
+from amux_memory.tools.client.project import NotARepository, git, work_tree_root
 from amux_memory.tools.client.source_check import file_hunks, map_range
 
 
@@ -34,7 +34,8 @@ def parse_location(spec: str) -> tuple[str, int, int]:
 
 
 def cite(location: str, directory: Path | str = ".") -> dict[str, Any]:
-    """The citation of ``location`` (``PATH[:START-END]``, PATH relative to ``directory``) at ``HEAD``:
+    """The citation of ``location`` (``PATH[:START-END]``, PATH relative to ``directory``; an absolute PATH outside
+    any repository's work tree names its own) at ``HEAD``:
     ``{citation, path, start, end, commit, root, warning}``.
 
     ``warning`` is non-empty when the work tree's text of those lines (the whole file, without a range) differs
@@ -44,8 +45,13 @@ def cite(location: str, directory: Path | str = ".") -> dict[str, Any]:
     end, ``bad_request`` for a bad range.
     """
     path, start, end = parse_location(location)
-    root = work_tree_root(directory)
     absolute = (Path(directory) / path).resolve()
+    try:
+        root = work_tree_root(directory)
+    except NotARepository:
+        if not Path(path).is_absolute() or not absolute.parent.is_dir():
+            raise
+        root = work_tree_root(absolute.parent)  # cite /srv/web/app.py from anywhere: the file's own repository
     try:
         rel = absolute.relative_to(root.resolve()).as_posix()
     except ValueError:
