@@ -579,17 +579,22 @@ def test_a_line_ending_change_shows_in_the_diff_a_person_and_an_agent_read(tmp_p
     root = tmp_path / "web"
     root.mkdir()
     (root / "crlf.txt").write_bytes("one\r\ntwo\u2028half\r\n".encode())
+    (root / "Makefile").write_text("deploy:\n\tkubectl apply\n")
     git(root, "init", "-q", "-b", "main")
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "one")
     a = git(root, "rev-parse", "--short", "HEAD").strip()
     (root / "crlf.txt").write_bytes("one\ntwo\u2028half\n".encode())
-    report = check_notes(find_project(root), [("n.md", f"`crlf.txt#L1-L2@{a}`\n")])
-    [found] = report["findings"]
+    (root / "Makefile").write_text("deploy:\n\thelm upgrade\x1b[2J\n")
+    report = check_notes(find_project(root), [("n.md", f"`crlf.txt#L1-L2@{a}` `Makefile#L2@{a}`\n")])
+    found, make = report["findings"]
     text = render_text({**report, "documents": 1})
     assert "      -one\\x0d\n" in text and "      +one\n" in text and "      -two\\u2028half\\x0d\n" in text, text
+    # A tab (a Makefile's recipe) is shown as a tab, an escape sequence never acted on.
+    assert "      -\tkubectl apply\n" in text and "      +\thelm upgrade\\x1b[2J" in text, text
     task = finding_line(found)
     assert "\n    | -one\\x0d\n" in task and "\n    | +two\\u2028half" in task, task
+    assert "\n    | +\thelm upgrade\\x1b[2J" in finding_line(make)
 
 
 def test_a_finding_quotes_the_citation_as_the_note_writes_it(tmp_path: Path) -> None:

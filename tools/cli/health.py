@@ -101,7 +101,7 @@ def render_text(report: dict[str, Any]) -> str:
             out.append(f"  {where}: {inert(f['message'])}")
             out.append(f"    next: {inert(f['next'])}")
             # At newlines only: splitlines() takes \r\n (and U+2028, \x0c, ...) for a line end, hiding a CRLF change.
-            out.extend(f"      {inert(line)}" for line in str(f.get("diff") or "").split("\n") if line)
+            out.extend(f"      {inert(line, multiline=True)}" for line in str(f.get("diff") or "").split("\n") if line)
     total, shown = sum(counts.values()), len(findings)
     if total > shown:
         out.append(f"{total - shown} more not shown: narrow with --path-prefix, or fix these and run it again")

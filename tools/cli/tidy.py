@@ -63,7 +63,7 @@ def finding_line(f: dict[str, Any]) -> str:
     lines = f.get("lines")
     where = f" (lines {json.dumps(lines, ensure_ascii=False)})" if lines else ""
     nxt = f"; next: {inert(f['next'])}" if f.get("next") else ""
-    diff = "".join(f"\n    | {inert(line)}" for line in str(f.get("diff") or "").split("\n") if line)
+    diff = "".join(f"\n    | {inert(line, multiline=True)}" for line in str(f.get("diff") or "").split("\n") if line)
     return f"- [{inert(f.get('code'))}] {paths}{where}: {inert(f.get('message'))}{nxt}{diff}"
 
 
