@@ -422,3 +422,42 @@ def test_a_failed_compaction_leaves_a_usable_history(tmp_path: Path, monkeypatch
                                                            sha(b"bee\nmore\nmore\n")]
     assert [p.name for p in folder.iterdir()] == ["versions.log"]
     fresh.close()
+
+
+def test_indexes_past_the_cap_drop_the_least_recently_used_scope(tmp_path: Path) -> None:
+    """DESIGN.md §6: the history indexes of all scopes hold at most ``max_versions`` together; the least recently
+    used scope not in use is dropped first and reads the same after it scans its segment again."""
+    from amux_memory.hub.storage.history import Actor, HistoryStore, Retention
+
+    store = HistoryStore(str(tmp_path / "history"), Retention(), max_versions=25)
+    me = Actor("alice", "amux-cli")
+    a, b = store.scope("users/a"), store.scope("users/b")
+    for i in range(20):
+        a.record("n.md", f"a {i}\n".encode(), "update", me, previous=None)
+    newest = a.newest("n.md")
+    for i in range(10):
+        b.record("n.md", f"b {i}\n".encode(), "update", me, previous=None)
+    assert (len(a.versions), len(b.versions)) == (20, 10) and store.dropped == 0  # nothing asked since
+    assert store.scope("users/b") is b
+    assert (len(a.versions), a.fd, len(b.versions)) == (0, -1, 10) and store.dropped == 1  # a went, b is in use
+    assert store.scope("users/a") is a and a.newest("n.md") == newest  # scanned again, the same versions
+    assert len(a.versions) == 20 and a.find("n.md", newest.revision)[1] == b"a 19\n"
+    with b.lock:  # a scope whose lock is held (in use) is never dropped
+        store.scope("users/a")
+        assert len(b.versions) == 10
+    for h in (a, b):
+        h.close()
+
+
+def test_index_entries_share_their_actor_and_path(tmp_path: Path) -> None:
+    from amux_memory.hub.storage.history import Actor, Retention, ScopeHistory
+
+    hist = ScopeHistory(str(tmp_path / "h"), Retention())
+    for i in range(3):
+        hist.record("notes/" + "n.md", f"{i}\n".encode(), "update", Actor("alice", "amux-cli"), previous=None)
+    hist.close()
+    hist.load()
+    first, *rest = hist.versions
+    assert all(v.actor is first.actor and v.path is first.path for v in rest)
+    assert not hasattr(first, "__dict__")  # slots: ~0.45 KiB a version
+    hist.close()

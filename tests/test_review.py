@@ -267,3 +267,34 @@ def test_mcp_agent_write_is_a_proposal(hub_factory: Any, tmp_path: Path) -> None
     assert entry["actor"]["client"] == "amux-mcp"
     ok(h.cli("memory", "review", "approve", entry["id"], "--json"))
     assert (h.scope_dir / "MEMORY.md").read_bytes() == b"# from MCP\n"
+
+
+def test_only_pending_proposals_stay_in_memory(tmp_path: Path) -> None:
+    """DESIGN.md §21: a decided proposal leaves the index and is read from its file when asked for again; the
+    sweep deletes decided files older than its bound, at most once in ``DECIDED_SWEEP_SECONDS``."""
+    import os
+
+    from amux_memory.hub.storage.history import Actor
+    from amux_memory.hub.storage.proposals import DECIDED_SWEEP_SECONDS, Proposal, ScopeProposals
+
+    sp = ScopeProposals(str(tmp_path / "review"))
+    sp.load()
+    made = [Proposal(f"p{i:012x}", f"n{i}.md", "upsert", "absent", "r" * 64, b"text\n", {"principal": "a"}, 1)
+            for i in range(3)]
+    for p in made:
+        sp.save(p)
+    sp.decide(made[0], "rejected", Actor("bob", "amux-cli"), 2)
+    assert set(sp.proposals) == {made[1].id, made[2].id}
+    again = sp.get(made[0].id)
+    assert (again.status, again.content) == ("rejected", b"text\n") and again is not made[0]
+    with pytest.raises(HubError):
+        sp.get("p" + "f" * 12)
+    fresh = ScopeProposals(sp.directory)
+    assert [p.id for p in fresh.pending()] == [made[1].id, made[2].id]
+    decided_file = tmp_path / "review" / f"{made[0].id}.json"
+    now = decided_file.stat().st_mtime_ns + 10**9
+    fresh.forget_decided(now - 2 * 10**9, now)  # decided after the bound: kept
+    fresh.forget_decided(now, now + 1)  # within the sweep period of the last look: not looked at
+    assert decided_file.exists()
+    fresh.forget_decided(now, now + DECIDED_SWEEP_SECONDS * 10**9)
+    assert not decided_file.exists() and len(os.listdir(tmp_path / "review")) == 3  # 2 pending + the log

@@ -4,10 +4,9 @@ A real Hub under the load of ``python -m bench.soak`` (:func:`bench.soak.run`: 4
 and MCP HTTP clients writing, proposing, approving, forgetting, searching and reading, a backup every 20 s).
 The Hub hands freed memory back every :data:`hub.serve.heap.TRIM_SECONDS`, so its RSS is a saw: this test
 compares the lowest RSS of the second half of the run with that of the first half, per 1,000 requests made in
-between.  Before the trim and the bounds of the indexes the same load climbed 3.6 MiB per 1,000 requests in a
-straight line (78 → 427 MiB in 6 minutes); :data:`GROWTH_MIB_PER_1000` leaves room for the history index, which
-grows until retention bounds it.  Quick in the normal suite (25 s of traffic); ``AMUX_STRESS=full`` runs the
-30 minutes of the documented soak (``bench/README.md``).
+between.  Quick in the normal suite (25 s of traffic, ~29 s in all); ``AMUX_STRESS=full`` runs the 30 minutes of
+the documented soak (``bench/README.md``: 78.8 → 221.4 MiB, 2.0 MiB a minute over the last 10; before the trim
+and the bounded indexes 78.7 → 721.8 MiB in 10 minutes, 59 MiB a minute).
 """
 
 from __future__ import annotations
@@ -22,9 +21,10 @@ from tests.stress.scale import FULL, pick, report
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400 if FULL else 120)]
 
-GROWTH_MIB_PER_1000 = 1.0
+GROWTH_MIB_PER_1000 = 2.5
 """The lowest RSS of the second half may exceed the first half's by at most this many MiB per 1,000 requests
-made between them (before: 3.6)."""
+made between them.  Measured over the quick run's 25 s (2026-12-05, 2-core VM, ~410 requests/s): 1.05-1.11
+MiB in three runs (start-up still fills caches and the indexes); the code before the trim: 5.75 and 6.84."""
 
 
 def _trough(samples: list[dict[str, float]], start: float, stop: float) -> tuple[float, float]:
