@@ -1,4 +1,4 @@
-"""A soak of one shared Hub under mixed team traffic: does its memory level off? (DESIGN.md §24.)
+"""A soak of one shared Hub under mixed team traffic: does its memory level off? (DESIGN.md §6).
 
 Run: ``python -m bench.soak [--minutes N] [--rate R] [--out FILE]`` from the repository root (not part of
 ``python -m bench``: the documented run is 30 minutes).  One real Hub (``amux hub serve``, isolation ``user``,
