@@ -151,6 +151,10 @@ def _disk_cold_target(ctx: Ctx, scopes: list[dict[str, Any]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The CLI and the Hubs run as a user's would, with bytecode caches: with PYTHONDONTWRITEBYTECODE set (a CI
+    # machine's setting) a fresh clone's every `amux` process compiled this repository's modules anew, and the
+    # CLI rows of section a measured that (290-360 ms a search instead of 160).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run of a few seconds on small synthetic scopes")
     ap.add_argument("--out", type=Path, help="results folder (default bench/results, or bench/results/tmp/quick "
