@@ -22,7 +22,8 @@ Hub
   * ``hub.storage.history.INDEX_MAX_VERSIONS`` (versions), ``hub.storage.history.ACTOR_MAPS_MAX`` (maps): the
     history indexes in memory, all scopes together, and the actor maps they share (§6).
   * ``hub.storage.proposals.DECIDED_SWEEP_SECONDS`` (s): how often a scope's old decided proposals are looked for.
-  * ``hub.serve.heap.TRIM_SECONDS`` (s): how often freed memory is handed back to the OS (§6).
+  * ``hub.serve.heap.TRIM_SECONDS`` (s), ``hub.serve.heap.QUIET_POLL_SECONDS`` (s): how often freed memory is
+    handed back to the OS, and how often a due trim looks for a moment with no call running (§6).
   * ``hub.serve.home.LOCK_RETRY_SECONDS`` (s): how long a held home lock is retried.
   * ``hub.storage.backup.STALE_STAGING_SECONDS`` (s): a backup staging folder older than this is removed;
     ``hub.storage.backup.BACKUP_FORMAT_VERSION``: the archive format (a number, not a limit).

@@ -36,7 +36,7 @@ from amux_memory.hub.mcp.http_listener import (
     serve_mcp_http,
 )
 from amux_memory.hub.methods.memory import MemoryMethods
-from amux_memory.hub.serve.heap import return_freed_memory
+from amux_memory.hub.serve.heap import TRIM_SECONDS, return_freed_memory
 from amux_memory.hub.serve.home import HomeLock, HubStartError, check_registry, prepare_memory_root
 from amux_memory.hub.serve.hub import Hub
 from amux_memory.hub.serve.listeners import (
@@ -189,7 +189,8 @@ async def _serve_until_stopped(hub: Hub, config: HubConfig, limits: Limits, list
                 task_status.started(hub)
                 stopped.serving = True
                 accept.start_soon(warm_mcp, hub, None if config.mcp_preload else ())
-                accept.start_soon(return_freed_memory, lambda: hub.last_call_ended)
+                accept.start_soon(return_freed_memory, lambda: hub.last_call_ended, TRIM_SECONDS,
+                                 lambda: hub.calls_running)
             await listeners.aclose()
             http_stop.set()
             hub.stop_reading()
