@@ -321,8 +321,8 @@ def test_launch_says_how_many_notes_cite_changed_code_and_the_page_shows_each_ci
                           text=True, timeout=60, env={**hub.env, "AMUX_LAUNCH_CLAUDE": "/bin/true"})
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stderr.splitlines() if "cite code that changed" in line]
-    assert lines == [f"amux: 1 of 3 notes of {NOTES} cite code that changed (2 of 5 citations); 1 other note cites "
-                     f"only commits or files this clone cannot check; see: amux memory health --repo {root}; tidy "
+    assert lines == [f"amux: 1 of 3 notes of {NOTES} cite code that changed (2 of 5 citations); 1 other note only has "
+                     f"citations this clone cannot check; see: amux memory health --repo {root}; tidy "
                      f"them: amux memory tidy claude --repo {root}"], done.stderr
     ui = start_ui(hub.env, tmp=tmp_path, cwd=root)
     try:
@@ -679,5 +679,5 @@ def test_launch_does_not_call_notes_it_cannot_check_changed(hub: HubProcess, tmp
     for key, value in hub.env.items():
         monkeypatch.setenv(key, value)
     assert launch_notice(str(root), "claude", seconds=60) == (
-        f"amux: 2 of 2 notes of {NOTES} cite only commits or files this clone cannot check; see: amux memory health "
+        f"amux: 2 of 2 notes of {NOTES} only have citations this clone cannot check; see: amux memory health "
         f"--repo {root}; tidy them: amux memory tidy claude --repo {root}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.wording import counted, plural
 from amux_memory.tools.client.citations import Citation, find_citations
 from amux_memory.tools.client.project import Project, git
 from amux_memory.tools.client.source_check import Verdict, check_citations
@@ -248,10 +249,8 @@ def launch_notice(directory: str, agent: str, seconds: float = LAUNCH_CHECK_SECO
                     f"that changed ({len(changed)} of {part['citations']} citations)")
     if unknown:
         n = len(unknown)
-        whose = (f"{n} other note{'s' if n > 1 else ''}" if changed
-                 else f"{n} of {part['notes']} note{'s' if part['notes'] > 1 else ''} of {project.path}")
-        said.append(f"{whose} {'cite' if n > 1 or not changed else 'cites'} only commits or files this clone cannot "
-                    "check")
+        whose = counted(n, "other note") if changed else f"{n} of {counted(part['notes'], 'note')} of {project.path}"
+        said.append(f"{whose} only {plural(n, 'has')} citations this clone cannot check")
     return (f"amux: {'; '.join(said)}; see: amux memory health --repo {project.root}; tidy them: amux memory tidy "
             f"{agent} --repo {project.root}")
 
