@@ -175,7 +175,7 @@ def _shared_hub(ctx: Ctx, notes: dict[str, bytes], own: dict[str, bytes], querie
     ctx.log(f"t. shared Hub: {len(principals)} principals, {len(teams)} teams ({len(principals) + len(teams)} scopes; "
             f"teams × {len(notes)} notes, own × {len(own)}); {rate:.0f} searches/s for {seconds:.0f} s")
     rng = random.Random(5)
-    plan = [(j / rate, principals[j % len(principals)], rng.choice(queries)) for j in range(int(rate * seconds))]
+    plan = [(j / rate, j % len(principals), rng.choice(queries)) for j in range(int(rate * seconds))]
     latencies: list[float] = []
     incomplete: list[dict[str, Any]] = []
     lock = threading.Lock()
@@ -193,9 +193,10 @@ def _shared_hub(ctx: Ctx, notes: dict[str, bytes], own: dict[str, bytes], querie
             t0 = time.perf_counter()
 
             def worker(w: int) -> None:
-                for due, p, q in plan:
-                    if principals.index(p) % SHARED_WORKERS != w:
+                for due, i, q in plan:
+                    if i % SHARED_WORKERS != w:
                         continue
+                    p = principals[i]
                     wait = t0 + due - time.perf_counter()
                     if wait > 0:
                         time.sleep(wait)  # an open loop's schedule, not synchronisation

@@ -51,6 +51,23 @@ def numbered(name: str, count: int = 30) -> str:
     return "".join(f"{name} line {i}\n" for i in range(1, count + 1))
 
 
+def committed(root: Path, files: dict[str, str | bytes], remote: str = "") -> str:
+    """A repository at ``root`` holding ``files`` (path -> text or bytes) in one commit, with ``remote`` as
+    ``origin`` when given; returns HEAD's short id."""
+    for path, content in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            (root / path).write_bytes(content)
+        else:
+            (root / path).write_text(content)
+    git(root, "init", "-q", "-b", "main")
+    if remote:
+        git(root, "remote", "add", "origin", remote)
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "one")
+    return git(root, "rev-parse", "--short", "HEAD").strip()
+
+
 def scenario(root: Path) -> dict[str, str]:
     """The generated history, then commit A (the files the notes cite) and commit B (their changes), then an
     uncommitted edit; returns the commits by name."""
@@ -391,11 +408,7 @@ def test_the_launch_check_is_skipped_with_a_line_past_its_bound(hub: HubProcess,
     from amux_memory.tools.client.source_health import launch_notice
 
     root = tmp_path / "web"
-    (root / "deploy").mkdir(parents=True)
-    (root / "deploy/Makefile").write_text(MAKEFILE)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "one")
+    committed(root, {"deploy/Makefile": MAKEFILE})
     monkeypatch.setenv("AMUX_HOME", str(hub.home))
     assert launch_notice(str(root), "claude", seconds=0.0) == (
         f"amux: the check of projects/{git(root, 'rev-list', '--max-parents=0', 'HEAD').strip()}/'s citations was "
@@ -413,13 +426,7 @@ def test_a_finding_gives_the_new_citation_only_when_its_lines_are_committed(tmp_
     from amux_memory.tools.client.source_health import check_notes
 
     root = tmp_path / "web"
-    (root / "deploy").mkdir(parents=True)
-    (root / "deploy/Makefile").write_text(MAKEFILE)
-    (root / "app.py").write_text(numbered("app"))
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "one")
-    a = git(root, "rev-parse", "--short", "HEAD").strip()
+    a = committed(root, {"deploy/Makefile": MAKEFILE, "app.py": numbered("app")})
     (root / "deploy/Makefile").write_text(MAKEFILE.replace("deploy-web: build\n", "deploy-web: build test\n"))
     git(root, "commit", "-q", "-am", "two")
     (root / "app.py").write_text("import os\n" + numbered("app"))
@@ -446,12 +453,7 @@ def test_a_cited_path_outside_the_root_is_a_finding_and_the_other_citations_are_
     from amux_memory.tools.client.source_health import check_notes
 
     root = tmp_path / "web"
-    root.mkdir()
-    (root / "app.py").write_text(numbered("app"))
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "one")
-    a = git(root, "rev-parse", "--short", "HEAD").strip()
+    a = committed(root, {"app.py": numbered("app")})
     (root / "app.py").write_text(numbered("app").replace("app line 3\n", "app line 3, edited\n"))
     bad = [f"../outside.txt@{a}", f"app/../../x.py#L1@{a}", f"src/./app.py#L2@{a}", f"src//app.py@{a}"]
     note = f"Changed: `app.py#L2-L4@{a}`.\n" + "".join(f"Odd: `{text}`.\n" for text in bad)
@@ -476,12 +478,7 @@ def test_git_failing_in_the_check_says_what_to_look_at_in_the_repository(tmp_pat
     from amux_memory.tools.client.source_health import check_notes
 
     root = tmp_path / "web"
-    root.mkdir()
-    (root / "app.py").write_text(numbered("app"))
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "one")
-    a = git(root, "rev-parse", "--short", "HEAD").strip()
+    a = committed(root, {"app.py": numbered("app")})
     project = find_project(root)
     fake = tmp_path / "bin"
     fake.mkdir()
@@ -525,13 +522,7 @@ def test_no_new_citation_is_offered_for_uncommitted_lines_in_json_or_on_the_page
     from amux_memory.tools.client.source_health import check_notes, document_citations
 
     root = tmp_path / "web"
-    root.mkdir()
-    (root / "app.py").write_text(numbered("app"))
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "one")
-    git(root, "remote", "add", "origin", "git@github.com:acme/web.git")
-    a = git(root, "rev-parse", "--short", "HEAD").strip()
+    a = committed(root, {"app.py": numbered("app")}, remote="git@github.com:acme/web.git")
     (root / "app.py").write_text("import os\n" + numbered("app").replace("app line 9\n", "app line 9, edited\n"))
     note = f"Moved: `app.py#L5-L6@{a}`. Changed: `app.py#L8-L10@{a}`.\n"
     found = check_notes(find_project(root), [(NOTES + "n.md", note)])["findings"]
@@ -549,13 +540,7 @@ def test_path_prefix_keeps_the_citation_summary_to_the_notes_it_names(hub: HubPr
     """``health --repo --path-prefix P`` kept only P's findings but counted every note's citations in its summary
     (and named the other notes as citing changed code); now it checks P's notes alone."""
     root = tmp_path / "web"
-    root.mkdir()
-    (root / "app.py").write_text(numbered("app"))
-    git(root, "init", "-q", "-b", "main")
-    git(root, "remote", "add", "origin", "git@github.com:acme/web.git")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "one")
-    a = git(root, "rev-parse", "--short", "HEAD").strip()
+    a = committed(root, {"app.py": numbered("app")}, remote="git@github.com:acme/web.git")
     (root / "app.py").write_text(numbered("app").replace("app line 2\n", "app line 2, edited\n"))
     for name, text in (("a/changed.md", f"`app.py#L1-L3@{a}` `app.py#L9@{a}`\n"), ("b/ok.md", f"`app.py#L9@{a}`\n")):
         assert hub.cli("memory", "upsert", NOTES + name, "--expected-revision", "absent",
@@ -577,13 +562,7 @@ def test_a_line_ending_change_shows_in_the_diff_a_person_and_an_agent_read(tmp_p
     from amux_memory.tools.client.source_health import check_notes
 
     root = tmp_path / "web"
-    root.mkdir()
-    (root / "crlf.txt").write_bytes("one\r\ntwo\u2028half\r\n".encode())
-    (root / "Makefile").write_text("deploy:\n\tkubectl apply\n")
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "one")
-    a = git(root, "rev-parse", "--short", "HEAD").strip()
+    a = committed(root, {"crlf.txt": "one\r\ntwo\u2028half\r\n".encode(), "Makefile": "deploy:\n\tkubectl apply\n"})
     (root / "crlf.txt").write_bytes("one\ntwo\u2028half\n".encode())
     (root / "Makefile").write_text("deploy:\n\thelm upgrade\x1b[2J\n")
     report = check_notes(find_project(root), [("n.md", f"`crlf.txt#L1-L2@{a}` `Makefile#L2@{a}`\n")])
@@ -604,12 +583,7 @@ def test_a_finding_quotes_the_citation_as_the_note_writes_it(tmp_path: Path) -> 
     from amux_memory.tools.client.source_health import check_notes
 
     root = tmp_path / "web"
-    root.mkdir()
-    (root / "app.py").write_text(numbered("app"))
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "one")
-    a = git(root, "rev-parse", "--short", "HEAD").strip()
+    a = committed(root, {"app.py": numbered("app")})
     (root / "app.py").write_text("import os\n" + numbered("app"))
     git(root, "commit", "-q", "-am", "two")
     written = f"./app.py#L3-L2@{a}"
@@ -629,13 +603,7 @@ def test_a_binary_change_a_folder_and_lines_past_the_end_are_findings_not_ok(tmp
     from amux_memory.tools.client.source_health import check_notes
 
     root = tmp_path / "web"
-    (root / "src").mkdir(parents=True)
-    (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x01binary\x00")
-    (root / "src/a.py").write_text(numbered("a", 10))
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "one")
-    c = git(root, "rev-parse", "--short", "HEAD").strip()
+    c = committed(root, {"logo.png": b"\x89PNG\r\n\x1a\n\x00\x01binary\x00", "src/a.py": numbered("a", 10)})
     (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x02other\x00")
     (root / "src/a.py").write_text(numbered("a", 10).replace("a line 3\n", "a line three\n"))
     git(root, "commit", "-q", "-am", "two")
@@ -648,7 +616,7 @@ def test_a_binary_change_a_folder_and_lines_past_the_end_are_findings_not_ok(tmp
                    ("unknown", "range", ""), ("changed", "", f"src/a.py#L3@{head}"), ("ok", "", ""),
                    ("unknown", "path", "")]
     assert verdicts[0].diff.endswith("differ") and "binary" in verdicts[0].why
-    assert verdicts[3].why == f"lines 9-12 run past the end of src/a.py in commit {c} (it has 10)"
+    assert verdicts[3].why == f"lines 9-12 are past the end of src/a.py in commit {c} (it has 10)"
     assert verdicts[4].why == f"line 3 of src/a.py changed since {c}" and "-a line 3\n+a line three" in verdicts[4].diff
     note = "\n".join(f"`{t}`" for t in cites) + "\n"
     found = check_notes(find_project(root), [("n.md", note)])["findings"]
@@ -666,14 +634,9 @@ def test_launch_does_not_call_notes_it_cannot_check_changed(hub: HubProcess, tmp
     from amux_memory.tools.client.source_health import launch_notice
 
     root = tmp_path / "web"
-    root.mkdir()
-    (root / "a.py").write_text(numbered("a"))
-    git(root, "init", "-q", "-b", "main")
-    git(root, "remote", "add", "origin", "git@github.com:acme/web.git")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "one")
+    head = committed(root, {"a.py": numbered("a")}, remote="git@github.com:acme/web.git")
     for name in ("x.md", "y.md"):
-        text = f"`a.py#L2-L3@0123abc` and `a.py@{git(root, 'rev-parse', '--short', 'HEAD').strip()}`\n"
+        text = f"`a.py#L2-L3@0123abc` and `a.py@{head}`\n"
         assert hub.cli("memory", "upsert", NOTES + name, "--expected-revision", "absent",
                        input=text.encode()).returncode == 0
     for key, value in hub.env.items():

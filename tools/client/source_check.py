@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from amux_memory.protocol.errors import ErrorCode, HubError
+from amux_memory.protocol.wording import plural
 from amux_memory.tools.client.citations import Citation, citation_text, path_problem
 from amux_memory.tools.client.project import git
 
@@ -258,15 +259,9 @@ def _line_counts(root: Path, blobs: Iterable[str]) -> dict[str, int]:
     return counts
 
 
-def lines_text(start: int, end: int, verb: str = "") -> str:
-    """``line 3`` or ``lines 3-5``, then ``verb`` (given in the plural: ``are``, ``were``, ``run``) agreeing
-    with it."""
-    if start == end:
-        return f"line {start}" + (f" {_SINGULAR.get(verb, verb)}" if verb else "")
-    return f"lines {start}-{end}" + (f" {verb}" if verb else "")
-
-
-_SINGULAR = {"are": "is", "were": "was", "run": "runs"}
+def lines_text(start: int, end: int) -> str:
+    """``line 3`` or ``lines 3-5``."""
+    return f"line {start}" if start == end else f"lines {start}-{end}"
 
 
 def diff_text(c: Citation, commit: str, new_path: str, hunks: Sequence[Hunk]) -> str:
@@ -306,7 +301,8 @@ def check_citations(root: Path, citations: Sequence[Citation]) -> list[Verdict]:
         elif kind != "blob":
             verdicts[i] = Verdict(c, "unknown", why=f"{c.path} is not in commit {c.commit}", reason="file")
         elif not c.whole_file and c.end > lengths[blob]:
-            verdicts[i] = Verdict(c, "unknown", why=f"{lines_text(c.start, c.end, 'run')} past the end of {c.path} in "
+            are = plural(c.end - c.start + 1, "is")
+            verdicts[i] = Verdict(c, "unknown", why=f"{lines_text(c.start, c.end)} {are} past the end of {c.path} in "
                                   f"commit {c.commit} (it has {lengths[blob]})", reason="range")
         else:
             by_commit.setdefault(full, (objects[f"{c.commit}^{{tree}}"][0], set()))[1].add(c.path)
@@ -535,10 +531,6 @@ def _diff_commits(work_tree: WorkTree, by_commit: Mapping[str, tuple[str, set[st
     return out
 
 
-def _verb(c: Citation, plural: str) -> str:
-    return plural if c.end > c.start else _SINGULAR[plural]
-
-
 def judge(c: Citation, diff: FileDiff | None, head: str) -> Verdict:
     """The verdict of one citation whose commit and file exist, given its file's diff to the work tree (None when
     the file is unchanged)."""
@@ -562,16 +554,17 @@ def judge(c: Citation, diff: FileDiff | None, head: str) -> Verdict:
                        if renamed else ""), diff=diff_text(c, c.commit, diff.new, diff.hunks))
     mapped = map_range(diff.hunks, c.start, c.end)
     now = citation_text(diff.new, mapped.start, mapped.end, head)
+    cited, many = f"{lines_text(c.start, c.end)} of {c.path}", c.end - c.start + 1
     if mapped.gone:
         return Verdict(c, "gone", diff=diff_text(c, c.commit, diff.new, mapped.touching),
-                       why=f"{lines_text(c.start, c.end)} of {c.path} {_verb(c, 'were')} deleted since {c.commit}")
+                       why=f"{cited} {plural(many, 'was')} deleted since {c.commit}")
     if mapped.changed:
-        return Verdict(c, "changed", now=now, why=f"{lines_text(c.start, c.end)} of {c.path} changed since {c.commit}",
+        return Verdict(c, "changed", now=now, why=f"{cited} changed since {c.commit}",
                        diff=diff_text(c, c.commit, diff.new, mapped.touching))
     if not renamed and mapped.start == c.start:
         return Verdict(c, "ok")
     shift = [moved_to] if renamed else []
     if mapped.start != c.start:
         shift.append(f"now at {lines_text(mapped.start, mapped.end)}")
-    return Verdict(c, "moved", now=now, why=f"{lines_text(c.start, c.end)} of {c.path} {_verb(c, 'are')} unchanged but "
+    return Verdict(c, "moved", now=now, why=f"{cited} {plural(many, 'is')} unchanged but "
                    + " and ".join(shift))
