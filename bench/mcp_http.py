@@ -48,7 +48,6 @@ import http.client
 import json
 import os
 import select
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -61,7 +60,7 @@ from amux_memory.protocol.limits import MCP_HTTP_RATE_PER_SECOND, MCP_HTTP_SESSI
 from bench import capacity
 from bench.capacity import PROTOCOL
 from bench.context import Ctx
-from bench.util import HubProc, amux_argv, ms, rss_kib, summary
+from bench.util import HubProc, amux_argv, free_port, ms, rss_kib, summary
 
 RATIO_GOAL = 2.0
 """Target: an HTTP ``memory_get`` of a 2 KiB note, p50 on loopback over one session, over the p50 of a Unix-socket
@@ -229,12 +228,6 @@ def _capacity(ctx: Ctx, hub: HubProc, url: str) -> dict[str, Any]:
             "unix": capacity.sustained(str(hub.socket), False, path, NOTE, seconds, rates, samples)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def issue_token(hub: HubProc, principal: str) -> str:
     """A new principal and a token for it, through the real CLI."""
     for args in (("hub", "principal", "add", principal), ("hub", "token", "issue", principal)):
@@ -297,7 +290,7 @@ def run(ctx: Ctx) -> dict[str, Any]:
     """Section m: the HTTP ``memory_get`` p50 beside the Unix ``get`` p50, and MiB per open session; two targets."""
     n = 30 if ctx.quick else 400
     hub = HubProc.create(ctx.tmp / "m-http")
-    set_value(hub.home, "hub.mcp_listen", f"127.0.0.1:{_free_port()}")
+    set_value(hub.home, "hub.mcp_listen", f"127.0.0.1:{free_port()}")
     with hub:
         with hub.client() as c:
             c.call("upsert", {"path": NOTE, "content": DOC, "expected_revision": "absent"})

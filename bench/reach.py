@@ -22,7 +22,6 @@ teams and ``duo`` in two others.  Each scope holds the same notes (corpus notes:
 from __future__ import annotations
 
 import random
-import socket
 import subprocess
 import threading
 import time
@@ -36,7 +35,7 @@ from bench import data
 from bench.context import Ctx
 from bench.latency import rg_argv
 from bench.teams import register, scope_folder
-from bench.util import HubProc, ms, percentile, rss_kib, summary
+from bench.util import HubProc, free_port, ms, percentile, rss_kib, summary
 
 TWO_TEAMS_NOTES = 700
 """Notes in each of the two teams (and the person's own scope) of row 1: the issue's 2,100-note case."""
@@ -64,12 +63,6 @@ def _connected(socket_path: Path, token: str) -> HubClient:
     c = HubClient(socket_path, token=token, timeout=60.0)
     c.connect()
     return c
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _rg(rg: str, words: tuple[str, ...], folders: list[Path]) -> float:
@@ -161,7 +154,7 @@ def _shared_hub(ctx: Ctx, notes: dict[str, bytes], own: dict[str, bytes], querie
     membership = {t: [p for i, p in enumerate(principals) if t == "s0" or t == teams[1 + i % (SHARED_TEAMS - 1)]]
                   for t in teams}
     hub = HubProc.create(ctx.tmp / "t-shared", isolation="user")
-    port = _port()
+    port = free_port()
     set_value(hub.home, "hub.metrics_listen", f"127.0.0.1:{port}")
     tokens = register(hub.home, membership)
     own_items = list(own.items())
@@ -243,7 +236,7 @@ def run(ctx: Ctx) -> dict[str, Any]:
         queries = queries[:2]
     teams = [f"t{i}" for i in range(1, 6)]
     hub = HubProc.create(ctx.tmp / "t-reach", isolation="user")
-    port = _port()
+    port = free_port()
     set_value(hub.home, "hub.metrics_listen", f"127.0.0.1:{port}")
     tokens = register(hub.home, {**{t: ["pat"] for t in teams}, "d1": ["duo"], "d2": ["duo"]})
     two = dict(list(notes.items())[:two_notes])

@@ -32,7 +32,6 @@ import itertools
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,7 +46,7 @@ from amux_memory.hub.access.config import set_value
 from amux_memory.protocol.errors import HubError
 from amux_memory.tools.client.blocking import HubClient
 from bench.mcp_http import Session
-from bench.util import HubProc, amux_argv, rss_kib
+from bench.util import HubProc, amux_argv, free_port, rss_kib
 
 PRINCIPALS = 40
 """Principals, a token each."""
@@ -85,12 +84,6 @@ def body(rng: random.Random, label: str) -> bytes:
     for _ in range(rng.randrange(8, 64)):
         lines.append("- " + " ".join(rng.choice(WORDS) for _ in range(rng.randrange(4, 10))))
     return ("\n".join(lines) + "\n").encode()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def setup(home: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
@@ -334,7 +327,7 @@ def run(minutes: float, rate: float, tmp: Path, sample_seconds: float = SAMPLE_S
     hub = HubProc.create(tmp / "soak", isolation="user")
     if code is not None:
         hub.env["PYTHONPATH"] = os.pathsep.join(filter(None, [code_path(code, tmp), hub.env.get("PYTHONPATH")]))
-    port = _free_port()
+    port = free_port()
     for key, value in (("hub.mcp_listen", f"127.0.0.1:{port}"), ("hub.mcp_rate", "1000"), ("hub.mcp_burst", "1000")):
         set_value(hub.home, key, value)
     tokens, teams = setup(hub.home)

@@ -22,7 +22,6 @@ import hashlib
 import http.client
 import json
 import random
-import socket
 import threading
 import time
 from collections import Counter
@@ -38,7 +37,7 @@ from amux_memory.tools.client.blocking import HubClient
 from bench import data
 from bench.context import Ctx
 from bench.mcp_http import Session, rpc_message
-from bench.util import HubProc, ms, percentile, summary
+from bench.util import HubProc, free_port, ms, percentile, summary
 
 MOUNTED_GOAL = 1.2
 """Target: a search over a personal scope and two team mounts, round trip, at most this many times a search of
@@ -324,18 +323,12 @@ def load_teams(teams: int, members: int) -> dict[str, list[str]]:
     return {f"team{t:02d}": [f"team{t:02d}-m{m:02d}" for m in range(members)] for t in range(teams)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def mcp_load(ctx: Ctx) -> dict[str, Any]:
     """Part 2: 10 teams x 20 members in 200 MCP HTTP sessions, calling tools for 30 s."""
     n_teams, n_members, seconds, interval = ((3, 4, 5.0, 1.0) if ctx.quick
                                              else (LOAD_TEAMS, LOAD_MEMBERS, LOAD_SECONDS, LOAD_INTERVAL_SECONDS))
     hub = HubProc.create(ctx.tmp / "t-mcp", isolation="user")
-    set_value(hub.home, "hub.mcp_listen", f"127.0.0.1:{_free_port()}")
+    set_value(hub.home, "hub.mcp_listen", f"127.0.0.1:{free_port()}")
     teams = load_teams(n_teams, n_members)
     tokens = register(hub.home, teams, role="writer")
     with hub:

@@ -192,6 +192,13 @@ class HubProc:
         self.stop()
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 free at the time of asking, for a Hub's listener."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def rss_kib(pid: int) -> dict[str, int]:
     """``VmRSS`` and ``VmHWM`` (peak) of a process, in KiB, from ``/proc``."""
     out: dict[str, int] = {}
