@@ -14,6 +14,9 @@ here or listed below, with the module it lives in):
 Hub
   * ``hub.storage.cache.RACY_NS`` (ns): a file changed more recently is re-read (§5.5).
   * ``hub.storage.cache.RAW_ENTRIES_FACTOR`` (times): raw entries a listing reads per entry of its bound.
+  * ``hub.storage.watch.PENDING_MAX`` (events): change notifications kept for one scope between its searches;
+    ``hub.storage.watch.WATCH_MASK``, ``hub.storage.watch.FOLDER_GONE_MASK``, ``hub.storage.watch.OVERFLOW_MASK``:
+    inotify's event bits (masks, not limits) (§5.5).
   * ``hub.serve.connection.RECEIVE_BYTES`` (bytes): most read from a stream at once.
   * ``hub.storage.fsio.CHUNK`` (bytes): read and copy size.
   * ``hub.storage.history.PREALLOCATE_BYTES`` (bytes): the history segment grows by this much at a time (§15.2).

@@ -196,6 +196,9 @@ SETTINGS: dict[str, Setting] = {
     "hub.cache_max_bytes": Setting(LIMITS.cache_max_bytes, _positive, "bytes of scanned documents (raw and "
                                    "folded) the Hub keeps in memory for searches, every scope together; past it the "
                                    "least recently searched scopes' largest documents are dropped first"),
+    "hub.watch_files": Setting(True, _bool, "let the kernel say which files changed (Linux inotify, local file "
+                               "systems), so a warm search need not lstat every file; false: every search checks "
+                               "every file itself (for a file system that misses changes made elsewhere)"),
     "hub.metrics_listen": Setting("", _listen, "serve Prometheus metrics and health probes at http(s)://HOST:PORT "
                                   "(/metrics, /healthz, /readyz; '' = off); TLS (hub.tls_cert) required unless "
                                   "HOST is loopback"),

@@ -44,4 +44,36 @@ def test_the_cache_hit_rate_is_scraped_and_the_bound_is_the_setting(tmp_path: Pa
         assert c.call("search", {"query": "caching"})["candidates"] == 3  # from the cache: three hits
     scrape = scraped(base)
     assert (scrape["amux_search_cache_misses_total"], scrape["amux_search_cache_hits_total"]) == (3, 3)
+    assert scrape["amux_search_watched_folders"] == 1  # the scope's one folder (hub.watch_files, DESIGN.md §5.5)
+    note = scope / "n0.md"
+    st = note.stat()
+    with open(note, "r+b") as fh:  # an editor writing in place: same size, and the mtime put back
+        fh.write(b"# Note 0\n\nabout hashing\n")
+    os.utime(note, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with h.client() as c:
+        assert [m["path"] for m in c.call("search", {"query": "hashing"})["matches"]] == ["n0.md"]
+    scrape = scraped(base)
+    assert (scrape["amux_search_cache_misses_total"], scrape["amux_search_cache_hits_total"]) == (4, 5)
+    h.stop()
+
+
+def test_a_hub_with_watch_files_off_watches_nothing_and_still_sees_an_edit(tmp_path: Path) -> None:
+    port = free_port()
+    h = make_hub(tmp_path, start=False, settings={"hub.metrics_listen": f"127.0.0.1:{port}",
+                                                  "hub.watch_files": "false"})
+    note = h.home / "memory" / "global" / "n.md"
+    note.parent.mkdir(parents=True, exist_ok=True)
+    note.write_bytes(b"about caching\n")
+    os.utime(note, (time.time() - 3600,) * 2)
+    h.start()
+    assert h.log is not None
+    wait_until(lambda: "/metrics" in h.log.read_text(), 10, "the Hub to log its metrics URL")
+    with h.client() as c:
+        assert c.call("search", {"query": "caching"})["candidates"] == 1
+        st = note.stat()
+        with open(note, "r+b") as fh:  # an editor writing in place
+            fh.write(b"about hashing\n")
+        os.utime(note, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size and mtime: the ctime tells
+        assert c.call("search", {"query": "hashing"})["candidates"] == 1
+    assert scraped(f"http://127.0.0.1:{port}")["amux_search_watched_folders"] == 0
     h.stop()

@@ -77,6 +77,8 @@ class HubConfig:
     """Import the MCP server in the background after start (:func:`hub.serve.run.warm_mcp`)."""
     cache_max_bytes: int = default_value("hub.cache_max_bytes")
     """Bytes the search cache holds at most, every scope together (:class:`hub.storage.cache.ContentCache`)."""
+    watch_files: bool = default_value("hub.watch_files")
+    """Trust the kernel's change notifications to skip a cached file's ``lstat`` (:mod:`hub.storage.watch`)."""
     metrics_listen: str = default_value("hub.metrics_listen")
     """``HOST:PORT`` of the metrics and probes listener, ``""`` when off (:mod:`hub.serve.metrics`)."""
     history: bool = default_value("memory.history")
@@ -153,6 +155,7 @@ def load(home: Path) -> HubConfig:
         mcp_burst=get("hub.mcp_burst"),
         mcp_preload=get("hub.mcp_preload"),
         cache_max_bytes=get("hub.cache_max_bytes"),
+        watch_files=get("hub.watch_files"),
         metrics_listen=get("hub.metrics_listen"),
         history=get("memory.history"),
         history_max_versions=get("memory.history_max_versions"),

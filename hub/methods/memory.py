@@ -55,6 +55,7 @@ from amux_memory.hub.storage.document_list import list_documents
 from amux_memory.hub.storage.history import Actor, HistoryStore, Retention, ScopeHistory
 from amux_memory.hub.storage.store import BeforeWrite, Store, revision_of
 from amux_memory.hub.storage.walk import walk_documents
+from amux_memory.hub.storage.watch import Watcher
 from amux_memory.protocol.config_file import enable_command, home_option
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import Limits
@@ -153,7 +154,7 @@ class MemoryMethods:
         self.limits = limits
         self.store = Store(limits)
         self.reader = reader
-        self.cache = ContentCache(limits.cache_max_bytes)
+        self.cache = ContentCache(limits.cache_max_bytes, Watcher.start() if config.watch_files else None)
         self._search_limiter = trio.CapacityLimiter(limits.search_threads)
         self._locks: dict[str, trio.Lock] = {}
         self.history = HistoryStore(str(config.history_root), Retention(

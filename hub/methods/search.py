@@ -75,6 +75,7 @@ import ahocorasick_rs
 from amux_memory.hub.storage.cache import CachedDoc, Haystack, ScopeCache, fold
 from amux_memory.hub.storage.faults import MAX_REPORTED_PATHS, SCOPE_ROOT, short_path
 from amux_memory.hub.storage.walk import Batch, FileEntry, breadth_first
+from amux_memory.hub.storage.watch import FolderWatch
 from amux_memory.protocol.limits import Limits
 from amux_memory.protocol.messages import MSGPACK_ARRAY16_GROWTH, packed_size, response_room
 from amux_memory.protocol.paths import is_canonical_path
@@ -546,6 +547,7 @@ class _InFlight:
     logical: str
     future: Future[_Fetched | None]
     folder: list[int]  # [dir_fd, files of the folder not yet taken]; the fd closes at 0
+    watch: FolderWatch | None  # the folder's watch, begun before the pool's lstat of the file
 
 
 @dataclass
@@ -585,6 +587,8 @@ class _Collector:
     pool: ThreadPoolExecutor | None = None
     recent_slow: deque[bool] = field(default_factory=lambda: deque(maxlen=SLOW_READ_WINDOW))
     in_flight: deque[_InFlight] = field(default_factory=deque)
+    watch: FolderWatch | None = None
+    """The watch of the folder being taken (:mod:`hub.storage.watch`), begun before any of its files' ``lstat``."""
     misses: int = 0
     """Files read because the cache lacked them or held them stale (the rest of ``docs`` were hits)."""
 
@@ -631,6 +635,9 @@ class _Collector:
             return  # gone (or replaced by a symlink) since it was listed
         folder = [dir_fd, 1]  # the 1 is this call's own hold on the fd
         try:
+            if self.cache.watch is not None:  # watched from before any lstat below
+                first, name = batch[0]
+                self.watch = self.cache.watch.folder(absdir, dir_fd, first[: len(first) - len(name)])
             room = max(0, self.limits.scan_max_files - len(self.docs) - len(self.in_flight))
             stats: dict[str, CachedDoc | os.stat_result | OSError | None] = {}
             taken = 0
@@ -673,10 +680,20 @@ class _Collector:
         stats: dict[str, CachedDoc | os.stat_result | OSError | None] = {}
         stale: list[str] = []
         slow = taken = 0
-        cached, docs, max_bytes = self.cache.docs, self.docs, self.limits.scan_max_bytes
+        cached, docs, max_bytes, watch = self.cache.docs, self.docs, self.limits.scan_max_bytes, self.watch
         for i, (logical, name) in enumerate(batch):
             if i % 64 == 63 and self.should_stop():
                 break
+            if watch is not None:
+                doc = cached.get(logical)
+                if doc is not None and doc.watch is watch:  # trusted: no event named it (hub.storage.watch)
+                    if taken == i and self.scanned_bytes + doc.size <= max_bytes:
+                        docs.append(doc)
+                        self.scanned_bytes += doc.size
+                        taken += 1
+                    else:
+                        stats[logical] = doc  # file() takes it, as it would after an lstat found it fresh
+                    continue
             began = time.perf_counter()
             try:
                 st: os.stat_result | OSError | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -694,6 +711,7 @@ class _Collector:
                     doc = cached.get(logical)
                     if doc is not None and doc.fresh(st):
                         entry = doc
+                        doc.trust(watch)
                         if taken == i and self.scanned_bytes + doc.size <= max_bytes:
                             docs.append(doc)
                             self.scanned_bytes += doc.size
@@ -733,7 +751,7 @@ class _Collector:
         future = self.pool.submit(_fetch, self, dir_fd, absdir, name, cached, may_read,
                                   self.limits.scan_max_bytes - self.scanned_bytes)
         folder[1] += 1
-        self.in_flight.append(_InFlight(absdir, logical, future, folder))
+        self.in_flight.append(_InFlight(absdir, logical, future, folder, self.watch))
         return True
 
     def take(self) -> None:
@@ -750,10 +768,11 @@ class _Collector:
         if fetched is None or self.should_stop():
             self.walk.stop("time")
             return
-        self.record(item.absdir, item.logical, fetched)
+        self.record(item.absdir, item.logical, fetched, item.watch)
 
-    def record(self, absdir: str, logical: str, fetched: _Fetched) -> None:
-        """Count one file the pool fetched, exactly as :meth:`file` would have."""
+    def record(self, absdir: str, logical: str, fetched: _Fetched, watch: FolderWatch | None) -> None:
+        """Count one file the pool fetched, exactly as :meth:`file` would have (trusted on ``watch``, its
+        folder's)."""
         if fetched.st is None:
             if fetched.error is not None:
                 self.walk.cannot_read(logical, fetched.error)
@@ -763,7 +782,9 @@ class _Collector:
             self.walk.skip("bytes")
             return
         doc = self.cache.docs.get(logical)
-        if doc is None or not doc.fresh(st):
+        if doc is not None and doc.fresh(st):
+            doc.trust(watch)
+        else:
             if doc is None and not is_canonical_path(logical):
                 return
             if fetched.error is not None:
@@ -775,6 +796,7 @@ class _Collector:
             began = time.perf_counter()
             doc = CachedDoc.load(logical, st, fetched.data)
             self.cache.put(doc)
+            doc.trust(watch)
             self.read_cost = max(fetched.seconds + time.perf_counter() - began, self.read_cost * 0.9)
             if self.scanned_bytes + len(doc.data) > self.limits.scan_max_bytes:
                 self.walk.skip("bytes")  # it grew between its lstat and the read
@@ -809,6 +831,7 @@ class _Collector:
             return True
         doc = self.cache.docs.get(logical)
         if doc is not None and doc.fresh(st):
+            doc.trust(self.watch)
             return self.take_fresh(logical, doc)
         # Stop when the budget is spent, or when reading one more file at the pace of the
         # slowest recent read would overrun it (a slow disk: return in time, not one read late).
@@ -870,6 +893,7 @@ class _Collector:
             self.start_pool()
         doc = CachedDoc.load(logical, st, data)
         self.cache.put(doc)
+        doc.trust(self.watch)
         self.read_cost = max(time.perf_counter() - began, self.read_cost * 0.9)
         return doc
 
@@ -925,6 +949,7 @@ def search_scope(
     folded_kws = [k.encode("utf-8") for k in folded_str]
     walk = _Walk(limits)
     with cache.lock:
+        cache.refresh_watch()
         on_start()  # the time budget runs from here, not while waiting behind another scan of this scope
         docs, scanned_bytes = _collect(root, path_prefix, limits, walk, should_stop, reader, cache)
         # The haystack is in path order whatever order the fair scan read in (DESIGN.md §5.4.1): _presence samples
@@ -1040,6 +1065,8 @@ def search_parts(
     for lock in locks:
         lock.acquire()
     try:
+        for part in parts:
+            part.cache.refresh_watch()
         on_start()
         deadline = time.perf_counter() + limits.scan_budget_seconds
         walks = [_Walk(limits) for _ in parts]

@@ -187,15 +187,18 @@ class HubMetrics:
     before a scrape renders (:meth:`render`, in a worker thread).  ``home`` is walked; ``version`` labels
     ``amux_build_info``; ``methods`` are the names a ``method`` label may carry (the Hub's route table);
     ``cache_counts`` gives the search cache's ``(hits, misses)`` so far
-    (:meth:`hub.storage.cache.ContentCache.counts`), read at scrape time.
+    (:meth:`hub.storage.cache.ContentCache.counts`), ``watched_folders`` how many folders the kernel watches
+    for it (:attr:`hub.storage.watch.Watcher.watches`), both read at scrape time.
     ``prometheus_client`` is imported here, so a Hub without the listener never
     imports it.
     """
 
     def __init__(self, home: Path, version: str, methods: Collection[str],
-                 cache_counts: Callable[[], tuple[int, int]] = lambda: (0, 0)) -> None:
+                 cache_counts: Callable[[], tuple[int, int]] = lambda: (0, 0),
+                 watched_folders: Callable[[], int] = lambda: 0) -> None:
         self.methods = methods
         self.cache_counts = cache_counts
+        self.watched_folders = watched_folders
         from prometheus_client import (
             CollectorRegistry,
             Counter,
@@ -278,6 +281,8 @@ class _WalkCollector:
                                   value=hits)
         yield CounterMetricFamily("amux_search_cache_misses", "Documents searches read: not in the content cache, or "
                                   "changed since", value=misses)
+        yield GaugeMetricFamily("amux_search_watched_folders", "Folders the kernel watches so searches can trust "
+                                "unchanged documents without an lstat (hub.watch_files)", value=m.watched_folders())
         age = 0.0 if s.review_oldest_ns is None else max(0.0, time.time() - s.review_oldest_ns / 1e9)
         for name, doc, value in (
             ("amux_review_pending", "Proposals waiting for review, every scope", s.review_pending),

@@ -37,6 +37,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from amux_memory.hub.storage.watch import FolderWatch, ScopeWatch, Watcher
+
 
 def fold(text: str) -> str:
     """The matching form of text: NFC, then Unicode casefold (newlines preserved)."""
@@ -106,6 +108,11 @@ class CachedDoc:
     folded: bytes | memoryview
     where: str
     racy: bool = False
+    nlink: int = 1
+    """Hard links of the file when read: one with more is never trusted on a watch (:mod:`hub.storage.watch`)."""
+    watch: FolderWatch | None = None
+    """The live watch of its folder when a check after that watch began found it fresh, until an event names it
+    (:mod:`hub.storage.watch`): a search then takes it without an ``lstat``."""
     _revision: str | None = None
     derived: Any = None
     """What another check derives from these bytes and keeps while they are fresh (``hub.methods.health``'s paragraphs
@@ -118,7 +125,12 @@ class CachedDoc:
         text, folded = fold_document(data)
         where = fold(path) + "\n" + fold(title_line(text))
         return cls(path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, data, folded, where,
-                   racy=is_racy(st.st_mtime_ns))
+                   racy=is_racy(st.st_mtime_ns), nlink=st.st_nlink)
+
+    def trust(self, watch: FolderWatch | None) -> None:
+        """Trust this entry on ``watch`` (its folder's, begun before the ``lstat`` that found it fresh) until an
+        event names it; not when the file has other hard links or was read too soon after a change (racy)."""
+        self.watch = watch if watch is not None and self.nlink == 1 and not self.racy else None
 
     def fresh(self, st: os.stat_result) -> bool:
         """True if the file still has the size, mtime, ctime and inode this entry was read with (a ``chmod``
@@ -216,6 +228,17 @@ class ScopeCache:
     """Documents a search had to read: absent from this cache or changed since."""
     derived: dict[str, Any] = field(default_factory=dict)
     """What another check keeps between calls for this scope's caller (``hub.methods.health``'s duplicate memo)."""
+    watch: ScopeWatch | None = None
+    """The scope's watched folders (:mod:`hub.storage.watch`); None: every file is ``lstat``-ed."""
+
+    def refresh_watch(self) -> None:
+        """Apply the kernel's events since the last search (caller holds :attr:`lock`): every document an event
+        names, and every one in a folder no longer watched, is ``lstat``-ed again by the next scan."""
+        if self.watch is not None:
+            for path in self.watch.refresh():
+                doc = self.docs.get(path)
+                if doc is not None:
+                    doc.watch = None
 
     def put(self, doc: CachedDoc) -> None:
         """Insert or replace one document."""
@@ -257,6 +280,8 @@ class ScopeCache:
         if not prefix:
             for absdir in [d for d in self.listings if d not in seen_dirs]:
                 del self.listings[absdir]
+                if self.watch is not None:
+                    self.watch.forget(absdir)
 
     def haystack_for(self, docs: list[CachedDoc]) -> Haystack:
         """The joined text of ``docs``; reused while the same document objects are scanned."""
@@ -286,8 +311,10 @@ class ContentCache:
     misses of every scope the cache has held.
     """
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, watcher: Watcher | None = None) -> None:
         self.max_bytes = max_bytes
+        self.watcher = watcher
+        """Where each scope's watched folders come from (:mod:`hub.storage.watch`); None: none are watched."""
         self._scopes: OrderedDict[str, ScopeCache] = OrderedDict()
         self._lock = threading.Lock()
         self._retired = (0, 0)
@@ -297,7 +324,8 @@ class ContentCache:
         with self._lock:
             cache = self._scopes.get(key)
             if cache is None:
-                cache = self._scopes[key] = ScopeCache()
+                cache = self._scopes[key] = ScopeCache(
+                    watch=self.watcher.scope() if self.watcher is not None else None)
             self._scopes.move_to_end(key)
             return cache
 
@@ -329,6 +357,8 @@ class ContentCache:
                     total -= cache.evict(total - self.max_bytes)
                     if not cache.docs:
                         del self._scopes[key]
+                        if cache.watch is not None:
+                            cache.watch.forget()
                         hits, misses = self._retired
                         self._retired = (hits + cache.hits, misses + cache.misses)
                 finally:
@@ -343,6 +373,10 @@ class ContentCache:
                 hits += cache.hits
                 misses += cache.misses
             return hits, misses
+
+    def watched_folders(self) -> int:
+        """How many folders the kernel watches for the scopes' searches (0 without a watcher)."""
+        return self.watcher.watches if self.watcher is not None else 0
 
     @property
     def scopes(self) -> int:
