@@ -190,6 +190,11 @@ class Listing:
     entries: list[tuple[str, int]]
     truncated: bool
     racy: bool
+    split: dict[str, tuple[list[tuple[str, str]], list[tuple[int, str]]]] = field(
+        default_factory=dict, compare=False, repr=False)
+    """The search walk's reading of :attr:`entries` under a logical folder (``""``, ``"a/"``...), kept while the
+    listing is: ``([(logical path, name)] of the ``*.md`` files, [(files before it, name)] of the folders)``
+    (:func:`hub.storage.walk.split_listing`; a reserved name at the top level is neither)."""
 
     def fresh(self, st: os.stat_result) -> bool:
         """True while ``st`` (a new ``stat`` of the directory) shows the same inode, mtime and ctime (a ``chmod``

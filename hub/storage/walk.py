@@ -108,6 +108,26 @@ def cached_listing(cache: ScopeCache, absdir: str, max_entries: int) -> Listing:
     return listing
 
 
+def split_listing(listing: Listing, rel: str) -> tuple[list[FileEntry], list[tuple[int, str]]]:
+    """``listing``'s entries under the logical folder ``rel`` as the search's walk reads them, computed once per
+    listing (:attr:`hub.storage.cache.Listing.split`): the ``*.md`` files ``[(logical path, name)]`` and the
+    subfolders ``[(how many of those files come before it, name)]``, in name order.  At the top level a reserved
+    name (a mount's, DESIGN.md §7.8) is neither."""
+    memo = listing.split.get(rel)
+    if memo is None:
+        files: list[FileEntry] = []
+        folders: list[tuple[int, str]] = []
+        for name, kind in listing.entries:
+            if not rel and is_reserved(name):
+                continue
+            if kind == MARKDOWN:
+                files.append((rel + name, name))
+            elif kind == DIR:
+                folders.append((len(files), name))
+        memo = listing.split[rel] = (files, folders)
+    return memo
+
+
 class Tracker(Protocol):
     """What :func:`breadth_first` reports to: the scan's budget state (``hub.methods.search``)."""
 
@@ -170,18 +190,13 @@ class _BreadthFirst:
         if listing.truncated:
             self.tracker.skip("directory entries")
         self.work_left -= len(listing.entries)
-        files: list[FileEntry] = []
-        full = False
-        for name, kind in listing.entries:
-            logical = rel + name
-            if not rel and is_reserved(name):
-                continue  # a mount's name: no document of the scope (DESIGN.md §7.8)
-            if kind == MARKDOWN:
-                if logical.startswith(self.prefix):
-                    files.append((logical, name))
-            elif kind == DIR and not self.subfolder(absdir + "/" + name, logical + "/"):
-                full = True
+        every, folders = split_listing(listing, rel)
+        cut, full = len(every), False
+        for before, name in folders:
+            if not self.subfolder(absdir + "/" + name, rel + name + "/"):
+                cut, full = before, True  # the files listed after this folder are not reached
                 break
+        files = [f for f in every[:cut] if f[0].startswith(self.prefix)] if self.prefix else every[:cut]
         if not rel:
             self.entry_first(listing, files)
         self.listed.append((absdir, files))
