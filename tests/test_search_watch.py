@@ -268,3 +268,32 @@ def test_a_watched_search_equals_a_fresh_scan_under_random_changes(tmp_path: Pat
         fresh = search_scope(str(root), query, "", 20, LIMITS)
         assert watched["matches"] == fresh["matches"], (step, query)
         assert watched["candidates"] == fresh["candidates"]
+
+
+def test_an_instance_refused_by_the_system_means_every_file_is_checked(tmp_path: Path, watcher: Watcher,
+                                                                        file_stats: list[str]) -> None:
+    def refused(**_: object) -> None:
+        raise OSError(24, "Too many open files")  # max_user_instances used up by other programs
+
+    watcher.make_instance = refused
+    _scope(tmp_path, {"a.md": "alpha\n", "b.md": "alpha\n"})
+    cache = ContentCache(1 << 30, watcher).scope("s")
+    _found(tmp_path, cache, "alpha")
+    _write_in_place(tmp_path / "a.md", "gamma\n")
+    file_stats.clear()
+    assert _found(tmp_path, cache, "gamma") == ["a.md"]
+    assert sorted(file_stats) == ["a.md", "b.md"] and watcher.watches == 0
+
+
+def test_a_watcher_holds_an_instance_only_once_a_folder_is_watched_and_until_closed(tmp_path: Path) -> None:
+    watcher = Watcher()
+    cache = ContentCache(1 << 30, watcher)
+    assert watcher.inotify is None  # a Hub that never searches holds none
+    _scope(tmp_path, {"a.md": "alpha\n"})
+    _found(tmp_path, cache.scope("s"), "alpha")
+    instance = watcher.inotify
+    assert instance is not None and not instance.closed and watcher.watches == 1
+    cache.close()  # the Hub's shutdown
+    assert instance.closed and watcher.watches == 0
+    _write_in_place(tmp_path / "a.md", "gamma\n")
+    assert _found(tmp_path, cache.scope("s"), "gamma") == ["a.md"]  # checked by lstat again

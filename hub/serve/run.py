@@ -108,7 +108,11 @@ async def serve(config: HubConfig, limits: Limits, *, task_status: trio.TaskStat
     try:
         listeners = await _start(config)
         hub = Hub(config, limits, service)
-        await _serve_until_stopped(hub, config, limits, listeners, stopped, task_status, mcp_server)
+        try:
+            await _serve_until_stopped(hub, config, limits, listeners, stopped, task_status, mcp_server)
+        finally:
+            if isinstance(hub.memory, MemoryMethods):
+                hub.memory.cache.close()  # the inotify instance, not left to the garbage collector (DESIGN.md §5.5)
         config.socket_path.unlink(missing_ok=True)
     except BaseException as exc:
         if stopped.why == "stopped":  # not a signal: cancelled by the caller, or a failure

@@ -388,6 +388,12 @@ class ContentCache:
                 misses += cache.misses
             return hits, misses
 
+    def close(self) -> None:
+        """Close the watcher's ``inotify`` instance, if any (the Hub's shutdown); searches then ``lstat`` every
+        file again."""
+        if self.watcher is not None:
+            self.watcher.close()
+
     def watched_folders(self) -> int:
         """How many folders the kernel watches for the scopes' searches (0 without a watcher)."""
         return self.watcher.watches if self.watcher is not None else 0

@@ -28,9 +28,12 @@ changes made elsewhere: :func:`local_file_system`).  A write through a shared
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
+import weakref
 from dataclasses import dataclass, field
+from typing import Any
 
 WATCH_MASK = 0x2 | 0x4 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x1000000
 """``IN_MODIFY | IN_ATTRIB | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF |
@@ -66,13 +69,15 @@ class FolderWatch:
         self.live = True
 
 
-@dataclass
+@dataclass(eq=False)
 class ScopeWatch:
     """One scope's watched folders (absolute path → :class:`FolderWatch`, changed under the scope's lock) and
     what the kernel said about them since the scope's last search (``pending``: ``(folder, name)``, ``name``
-    None when the folder itself went; ``lost``: trust nothing), both kept under the :class:`Watcher`'s lock."""
+    None when the folder itself went; ``lost``: trust nothing), both kept under the :class:`Watcher`'s lock.
+    ``key`` names it in its watcher, which holds it only weakly (no cycle keeps a Hub's instance open)."""
 
     watcher: Watcher
+    key: int
     folders: dict[str, FolderWatch] = field(default_factory=dict)
     pending: list[tuple[FolderWatch, str | None]] = field(default_factory=list)
     lost: bool = False
@@ -97,24 +102,33 @@ class Watcher:
 
     Thread-safe: searches of different scopes run in worker threads at once.
     ``lock`` guards the instance, the map of descriptors and every scope's
-    ``pending`` and ``lost``.  :meth:`start` returns None where ``inotify`` is
-    not available.
+    ``pending`` and ``lost``.  The instance is made by the first folder to
+    watch (a Hub that never searches holds none; an instance refused, as when
+    ``max_user_instances`` is used up, means nothing is trusted) and closed by
+    :meth:`close` (the Hub's shutdown) or with the watcher.  :meth:`start`
+    returns None where ``inotify`` does not exist.
     """
 
     def __init__(self) -> None:
-        """Raises ``OSError`` (or ``ImportError`` off Linux) when no instance can be made."""
+        """Raises ``ImportError`` (or ``OSError``) off Linux, where there is no ``inotify``."""
         import inotify_simple  # type: ignore[import-untyped]  # no stubs; a literal ctypes wrapper
 
-        self.inotify = inotify_simple.INotify(nonblocking=True)
+        self.make_instance: Any = inotify_simple.INotify
+        """Makes the instance (``inotify_simple.INotify``; tests stand in a refusal)."""
+        self.inotify: Any = None
+        """The instance once made (an ``inotify_simple.INotify``, a file object)."""
+        self.closed = False
         self.lock = threading.Lock()
-        self.by_wd: dict[int, tuple[ScopeWatch, FolderWatch]] = {}
-        self._scope_objects: dict[int, ScopeWatch] = {}
+        self.by_wd: dict[int, tuple[int, FolderWatch]] = {}
+        """Watch descriptor → ``(ScopeWatch.key, folder)``."""
+        self._scopes: weakref.WeakValueDictionary[int, ScopeWatch] = weakref.WeakValueDictionary()
+        self._keys = itertools.count()
         self.local: dict[int, bool] = {}
         """``st_dev`` → whether :func:`local_file_system` says so (read once a device)."""
 
     @classmethod
     def start(cls) -> Watcher | None:
-        """A watcher, or None when the system has none to give (another OS, ``max_user_instances`` used up)."""
+        """A watcher, or None where the system has no ``inotify`` (another OS)."""
         try:
             return cls()
         except (OSError, ImportError, AttributeError):
@@ -122,37 +136,50 @@ class Watcher:
 
     def scope(self) -> ScopeWatch:
         """A new scope's watch set (registered, so a queue overflow reaches it)."""
-        watch = ScopeWatch(self)
         with self.lock:
-            self._scope_objects[id(watch)] = watch
+            watch = ScopeWatch(self, next(self._keys))
+            self._scopes[watch.key] = watch
         return watch
 
     def close(self) -> None:
-        """Close the instance (every watch goes with it); later calls trust nothing."""
+        """Close the instance (every watch goes with it); from then on nothing is trusted."""
         with self.lock:
-            for scope in self._scope_objects.values():
+            self.closed = True
+            for scope in self._scopes.values():
                 scope.lost = True
             self.by_wd.clear()
-            self.inotify.close()
+            if self.inotify is not None:
+                self.inotify.close()
+
+    def _instance(self) -> Any:
+        """The instance, made now if need be; None once closed or when the system refuses one (caller holds
+        :attr:`lock`)."""
+        if self.inotify is None and not self.closed:
+            try:
+                self.inotify = self.make_instance(nonblocking=True)
+            except (OSError, AttributeError):
+                self.closed = True  # EMFILE: no instance left; searches lstat every file, as without one
+        return None if self.closed else self.inotify
 
     def drain(self) -> None:
         """Read every waiting event and give each to its scope (caller holds :attr:`lock`)."""
-        if self.inotify.closed:
+        if self.inotify is None or self.closed:
             return
         for event in self.inotify.read(timeout=0):
             if event.mask & OVERFLOW_MASK:
-                for scope in self._scope_objects.values():
-                    scope.lost = True
-                    scope.pending.clear()
+                for every in self._scopes.values():
+                    every.lost = True
+                    every.pending.clear()
                 continue
             owner = self.by_wd.get(event.wd)
             if owner is None:
                 continue
-            scope, folder = owner
+            key, folder = owner
             gone = bool(event.mask & FOLDER_GONE_MASK)
             if gone and event.mask & 0x8000:  # IN_IGNORED: the kernel dropped the watch
                 del self.by_wd[event.wd]
-            if scope.lost:
+            scope = self._scopes.get(key)
+            if scope is None or scope.lost:
                 continue
             if len(scope.pending) >= PENDING_MAX:
                 scope.lost = True
@@ -201,7 +228,8 @@ class Watcher:
                 known.live = False
                 self._unwatch(known)
                 del scope.folders[absdir]
-            if self.inotify.closed:
+            inotify = self._instance()
+            if inotify is None:
                 return None
             local = self.local.get(st.st_dev)
             if local is None:
@@ -209,13 +237,13 @@ class Watcher:
             if not local:
                 return None
             try:  # the folder open as dir_fd, whatever its path names now
-                wd = self.inotify.add_watch(f"/proc/self/fd/{dir_fd}", WATCH_MASK)
+                wd = inotify.add_watch(f"/proc/self/fd/{dir_fd}", WATCH_MASK)
             except OSError:
                 return None
             if wd in self.by_wd:
                 return None  # another scope's folder (a bind mount): its events go there
             made = FolderWatch(wd, prefix, identity)
-            self.by_wd[wd] = (scope, made)
+            self.by_wd[wd] = (scope.key, made)
             scope.folders[absdir] = made
             return made
 
@@ -229,15 +257,16 @@ class Watcher:
                     folder.live = False
                     self._unwatch(folder)
             if absdir is None:
-                self._scope_objects.pop(id(scope), None)
+                self._scopes.pop(scope.key, None)
 
     def _unwatch(self, folder: FolderWatch) -> None:
         """Remove ``folder``'s kernel watch if it still stands for it (caller holds :attr:`lock`)."""
         owner = self.by_wd.get(folder.wd)
         if owner is not None and owner[1] is folder:
             del self.by_wd[folder.wd]
-            with contextlib.suppress(OSError):  # already gone with its folder
-                self.inotify.rm_watch(folder.wd)
+            if self.inotify is not None and not self.closed:
+                with contextlib.suppress(OSError):  # already gone with its folder
+                    self.inotify.rm_watch(folder.wd)
 
     @property
     def watches(self) -> int:
