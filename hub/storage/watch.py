@@ -43,9 +43,11 @@ FOLDER_GONE_MASK = 0x400 | 0x800 | 0x2000 | 0x8000
 OVERFLOW_MASK = 0x4000
 """``IN_Q_OVERFLOW``: events were lost."""
 
-PENDING_MAX = 4096
-"""Events kept for one scope between its searches, at most; past it the scope trusts nothing until its next
-search has ``lstat``-ed every file again (a bound on memory for a scope nobody searches while it changes)."""
+PENDING_MAX = 1024
+"""Events kept for one scope between its searches, at most (about 150 KiB); past it the scope trusts nothing until
+its next search has ``lstat``-ed every file again (about 5 ms for 1,000 notes): a bound on memory for a scope
+that changes while nobody searches it.  Only events that can name a document (``*.md``) or the folder are kept,
+so the Hub's own temporary files cost none."""
 
 LOCAL_FILE_SYSTEMS = frozenset({
     "ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "bcachefs", "jfs", "reiserfs", "nilfs2", "tmpfs",
@@ -179,7 +181,7 @@ class Watcher:
             if gone and event.mask & 0x8000:  # IN_IGNORED: the kernel dropped the watch
                 del self.by_wd[event.wd]
             scope = self._scopes.get(key)
-            if scope is None or scope.lost:
+            if scope is None or scope.lost or not (gone or event.name.endswith(".md")):
                 continue
             if len(scope.pending) >= PENDING_MAX:
                 scope.lost = True
