@@ -3,6 +3,7 @@ still see: each test makes one, then compares the watched search with a fresh, u
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -192,3 +193,23 @@ def test_a_file_bind_mounted_over_a_trusted_document_is_read(tmp_path: Path, wat
         subprocess.run(["umount", str(root / "a.md")], check=True)
     assert _paths(fresh) == ["a.md"]
     assert _paths(watched) == _paths(fresh)
+
+
+def test_a_folder_moved_out_of_a_scope_whose_walks_are_incomplete_is_watched_no_more(
+        tmp_path: Path, watcher: Watcher) -> None:
+    """Breaks: a folder's watch goes on its own move or deletion, or at the prune of a complete walk.  When its
+    parent is moved out of the scope, the folder gets no event of its own; and in a scope whose every walk is
+    incomplete (more than 1,024 documents, one over the byte budget, one unreadable) the prune never runs.  The
+    kernel watch of every such folder stays for the Hub's life (one per folder path ever moved away), and whatever
+    is written there later lands in the scope's pending events (past ``PENDING_MAX`` the scope trusts nothing)."""
+    limits = dataclasses.replace(LIMITS, scan_max_bytes=4_000)
+    root = tmp_path / "scope"
+    _scope(root, {"big.md": "alpha " + "x" * 5_000 + "\n"})  # over the byte budget: every walk is incomplete
+    cache = ContentCache(1 << 30, watcher).scope("s")
+    for i in range(3):
+        _scope(root, {f"p{i}/q/n.md": "alpha\n"})
+        search_scope(str(root), ("alpha",), "", 20, limits, cache=cache)
+        os.rename(root / f"p{i}", tmp_path / f"archived{i}")  # a person moves a project's notes away
+        res = search_scope(str(root), ("alpha",), "", 20, limits, cache=cache)
+        assert res["incomplete_reasons"] == ["bytes"] and _paths(res) == []
+    assert watcher.watches == 1  # the scope's own folder; nothing it moved away
