@@ -15,6 +15,7 @@ Hub
   * ``hub.storage.cache.RACY_NS`` (ns): a file changed more recently is re-read (§5.5).
   * ``hub.storage.cache.RAW_ENTRIES_FACTOR`` (times): raw entries a listing reads per entry of its bound.
   * ``hub.storage.watch.PENDING_MAX`` (events): change notifications kept for one scope between its searches;
+    ``hub.storage.watch.WATCHES_MAX`` (folders): folders one Hub watches at most;
     ``hub.storage.watch.WATCH_MASK``, ``hub.storage.watch.FOLDER_GONE_MASK``, ``hub.storage.watch.OVERFLOW_MASK``:
     inotify's event bits (masks, not limits) (§5.5).
   * ``hub.serve.connection.RECEIVE_BYTES`` (bytes): most read from a stream at once.

@@ -297,3 +297,15 @@ def test_a_watcher_holds_an_instance_only_once_a_folder_is_watched_and_until_clo
     assert instance.closed and watcher.watches == 0
     _write_in_place(tmp_path / "a.md", "gamma\n")
     assert _found(tmp_path, cache.scope("s"), "gamma") == ["a.md"]  # checked by lstat again
+
+
+def test_folders_past_the_hubs_watch_budget_are_checked_by_lstat(tmp_path: Path, watcher: Watcher,
+                                                                 file_stats: list[str],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch_module, "WATCHES_MAX", 2)
+    _scope(tmp_path, {"a.md": "alpha\n", "d1/b.md": "alpha\n", "d2/c.md": "alpha\n"})
+    cache = ContentCache(1 << 30, watcher).scope("s")
+    _found(tmp_path, cache, "alpha")
+    file_stats.clear()
+    assert _found(tmp_path, cache, "alpha") == ["a.md", "d1/b.md", "d2/c.md"]
+    assert watcher.watches == 2 and file_stats == ["c.md"]  # the third folder (in plan order) goes unwatched

@@ -49,6 +49,10 @@ its next search has ``lstat``-ed every file again (about 5 ms for 1,000 notes): 
 that changes while nobody searches it.  Only events that can name a document (``*.md``) or the folder are kept,
 so the Hub's own temporary files cost none."""
 
+WATCHES_MAX = 4096
+"""Folders one Hub watches at most (each costs the kernel about 1 KiB): other programs of the same user (editors,
+build tools) share ``fs.inotify.max_user_watches``, 8,192 on older kernels.  A folder past it is ``lstat``-ed."""
+
 LOCAL_FILE_SYSTEMS = frozenset({
     "ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "bcachefs", "jfs", "reiserfs", "nilfs2", "tmpfs",
     "ramfs", "overlay", "hfsplus", "vfat", "exfat", "ntfs3",
@@ -215,7 +219,8 @@ class Watcher:
 
     def folder(self, scope: ScopeWatch, absdir: str, dir_fd: int, prefix: str) -> FolderWatch | None:
         """:meth:`ScopeWatch.folder`: None when the folder is on a file system that is not local, its watch
-        cannot be added (``ENOSPC``: ``max_user_watches`` used up) or another scope watches the same folder;
+        cannot be added (``ENOSPC``: ``max_user_watches`` used up; :data:`WATCHES_MAX` reached) or another scope
+        watches the same folder;
         a folder now another directory than the one watched gets a new watch."""
         try:
             st = os.fstat(dir_fd)
@@ -231,7 +236,7 @@ class Watcher:
                 self._unwatch(known)
                 del scope.folders[absdir]
             inotify = self._instance()
-            if inotify is None:
+            if inotify is None or len(self.by_wd) >= WATCHES_MAX:
                 return None
             local = self.local.get(st.st_dev)
             if local is None:
