@@ -16,6 +16,8 @@ Hub
   * ``hub.storage.cache.RAW_ENTRIES_FACTOR`` (times): raw entries a listing reads per entry of its bound.
   * ``hub.storage.watch.PENDING_MAX`` (events): change notifications kept for one scope between its searches;
     ``hub.storage.watch.WATCHES_MAX`` (folders): folders one Hub watches at most;
+    ``hub.storage.watch.TRUST_SECONDS`` (s), ``hub.storage.watch.UNVISITED_SECONDS`` (s): how long a folder's
+    documents are trusted before an ``lstat`` again, and how long an unvisited folder stays watched;
     ``hub.storage.watch.WATCH_MASK``, ``hub.storage.watch.FOLDER_GONE_MASK``, ``hub.storage.watch.OVERFLOW_MASK``:
     inotify's event bits (masks, not limits) (§5.5).
   * ``hub.serve.connection.RECEIVE_BYTES`` (bytes): most read from a stream at once.

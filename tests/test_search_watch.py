@@ -309,3 +309,19 @@ def test_folders_past_the_hubs_watch_budget_are_checked_by_lstat(tmp_path: Path,
     file_stats.clear()
     assert _found(tmp_path, cache, "alpha") == ["a.md", "d1/b.md", "d2/c.md"]
     assert watcher.watches == 2 and file_stats == ["c.md"]  # the third folder (in plan order) goes unwatched
+
+
+def test_a_folders_trust_ends_after_trust_seconds_and_its_files_are_checked_once(
+        tmp_path: Path, watcher: Watcher, file_stats: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch_module, "TRUST_SECONDS", 0.0)  # every search is past the trust of the one before
+    _scope(tmp_path, {"a.md": "alpha\n", "b.md": "alpha\n"})
+    cache = ContentCache(1 << 30, watcher).scope("s")
+    _found(tmp_path, cache, "alpha")
+    file_stats.clear()
+    _found(tmp_path, cache, "alpha")
+    assert sorted(file_stats) == ["a.md", "b.md"] and watcher.watches == 1  # the same kernel watch, renewed
+    monkeypatch.setattr(watch_module, "TRUST_SECONDS", 3600.0)
+    _found(tmp_path, cache, "alpha")  # renewed once more, now for an hour
+    file_stats.clear()
+    _found(tmp_path, cache, "alpha")
+    assert file_stats == []

@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 
 from amux_memory.hub.methods.search import search_scope
+from amux_memory.hub.storage import watch as watch_module
 from amux_memory.hub.storage.cache import ContentCache, ScopeCache
 from amux_memory.hub.storage.watch import Watcher
 from amux_memory.protocol.limits import LIMITS
+from tests.helpers import skip_or_fail
 
 
 @pytest.fixture
@@ -73,11 +75,13 @@ def _warm(root: Path, cache: ScopeCache) -> None:
 
 @pytest.mark.parametrize("where", ["outside the scope", "in the same folder"])
 def test_a_hard_link_made_after_the_file_was_trusted_still_shows_writes_through_it(
-        tmp_path: Path, watcher: Watcher, where: str) -> None:
-    """Breaks: ``CachedDoc.trust`` checks ``st_nlink`` only when the file is read or ``lstat``-ed.  ``link()``
+        tmp_path: Path, watcher: Watcher, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broke: ``CachedDoc.trust`` checks ``st_nlink`` only when the file is read or ``lstat``-ed.  ``link()``
     sends ``IN_ATTRIB`` to the file's own inode watchers, never to its folder's watch, so a file trusted with one
-    link stays trusted after ``ln a.md elsewhere``; a write through the new name notifies only that name's folder
-    (or names ``b.md``, not ``a.md``), and the warm search keeps serving the old bytes of ``a.md`` for good."""
+    link stayed trusted after ``ln a.md elsewhere``; a write through the new name notifies only that name's folder
+    (or names ``b.md``, not ``a.md``), and the warm search kept serving the old bytes of ``a.md`` for good.  No
+    event can tell, so trust ends after ``TRUST_SECONDS`` (0 here): the change shows at the next renewal."""
+    monkeypatch.setattr(watch_module, "TRUST_SECONDS", 0.0)
     root = tmp_path / "scope"
     _scope(root, {"a.md": "alpha one\n", "c.md": "alpha two\n"})
     cache = ContentCache(1 << 30, watcher).scope("s")
@@ -118,8 +122,8 @@ def _unprivileged(body: Callable[[], None]) -> None:
 
 @pytest.mark.parametrize("folder", ["sub", ""])
 def test_a_folder_made_unsearchable_by_chmod_is_reported_unreadable_not_served_from_the_cache(folder: str) -> None:
-    """Breaks: ``chmod a-x`` on a watched folder sends ``IN_ATTRIB`` on the folder itself (an event with no name),
-    which untrusts nothing.  Its listing still reads (``r`` is kept) and it still opens, so the warm search takes
+    """Broke: ``chmod a-x`` on a watched folder sends ``IN_ATTRIB`` on the folder itself (an event with no name),
+    which untrusted nothing.  Its listing still reads (``r`` is kept) and it still opens, so the warm search takes
     its trusted documents without the ``lstat`` that now fails with ``EACCES``: it returns documents the Hub can
     no longer read, where a fresh scan (and the cache before the watch) reports them ``unreadable``."""
 
@@ -149,7 +153,7 @@ def test_a_folder_made_unsearchable_by_chmod_is_reported_unreadable_not_served_f
 
 def test_a_scope_dropped_by_trim_before_its_search_starts_leaves_no_watch_and_is_trusted_again(
         tmp_path: Path, watcher: Watcher) -> None:
-    """Breaks: the Hub takes a scope's cache (``ContentCache.scope``) before the search waits for a worker thread;
+    """Broke: the Hub takes a scope's cache (``ContentCache.scope``) before the search waits for a worker thread;
     another search's ``trim`` meanwhile drops it (an empty scope is always dropped when the cache is over its
     bound) and forgets its watch.  The search then runs on the dropped cache and adds watches to a
     ``ScopeWatch`` nobody holds: they are never removed (``watches`` stays up after every scope is gone), and the
@@ -173,7 +177,7 @@ def test_a_scope_dropped_by_trim_before_its_search_starts_leaves_no_watch_and_is
 
 
 def test_a_file_bind_mounted_over_a_trusted_document_is_read(tmp_path: Path, watcher: Watcher) -> None:
-    """Breaks: mounting over a file (``mount --bind other.md scope/a.md``; root, or a user namespace) changes what
+    """Broke: mounting over a file (``mount --bind other.md scope/a.md``; root, or a user namespace) changes what
     the name reads without any ``inotify`` event, so a trusted ``a.md`` keeps its old text; the ``lstat`` the watch
     saves would have shown another device and inode.  Skipped where this process may not mount."""
     root = tmp_path / "scope"
@@ -182,11 +186,11 @@ def test_a_file_bind_mounted_over_a_trusted_document_is_read(tmp_path: Path, wat
     cache = ContentCache(1 << 30, watcher).scope("s")
     _warm(root, cache)
     if shutil.which("mount") is None:
-        pytest.skip("no mount command")
+        skip_or_fail("no mount command", "CI runs as root with util-linux: mount must exist")
     done = subprocess.run(["mount", "--bind", str(tmp_path / "other.md"), str(root / "a.md")],
                           capture_output=True, check=False)
     if done.returncode != 0:
-        pytest.skip("this process may not mount")
+        skip_or_fail("this process may not mount", f"CI runs as root: mount --bind failed: {done.stderr!r}")
     try:
         watched, fresh = _both(root, cache, "gamma")
     finally:
@@ -196,12 +200,15 @@ def test_a_file_bind_mounted_over_a_trusted_document_is_read(tmp_path: Path, wat
 
 
 def test_a_folder_moved_out_of_a_scope_whose_walks_are_incomplete_is_watched_no_more(
-        tmp_path: Path, watcher: Watcher) -> None:
-    """Breaks: a folder's watch goes on its own move or deletion, or at the prune of a complete walk.  When its
+        tmp_path: Path, watcher: Watcher, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broke (now a folder unvisited for ``UNVISITED_SECONDS``, 0 here, is watched no more): a folder's watch
+    went on its own move or deletion, or at the prune of a complete walk.  When its
     parent is moved out of the scope, the folder gets no event of its own; and in a scope whose every walk is
     incomplete (more than 1,024 documents, one over the byte budget, one unreadable) the prune never runs.  The
     kernel watch of every such folder stays for the Hub's life (one per folder path ever moved away), and whatever
     is written there later lands in the scope's pending events (past ``PENDING_MAX`` the scope trusts nothing)."""
+    monkeypatch.setattr(watch_module, "TRUST_SECONDS", 0.0)
+    monkeypatch.setattr(watch_module, "UNVISITED_SECONDS", 0.0)
     limits = dataclasses.replace(LIMITS, scan_max_bytes=4_000)
     root = tmp_path / "scope"
     _scope(root, {"big.md": "alpha " + "x" * 5_000 + "\n"})  # over the byte budget: every walk is incomplete

@@ -4,25 +4,24 @@ People edit the Markdown files by hand, so the content cache checks each
 document against the file before a search uses it.  With :class:`Watcher`
 (Linux ``inotify``, one instance a Hub), every folder a search plans is watched
 from before its files are ``lstat``-ed; a document found fresh (or read) after
-that stays trusted until an event names it.  A warm search then takes such a
-document with a dictionary look-up instead of a system call: 6,000 cached
-notes in six scopes, about 18 ms of ``lstat`` calls and 12 ms of per-file work
-a search before, 3 ms after (``bench/reach.py``).
+that stays trusted until an event names it, and a warm search takes it with a
+dictionary look-up instead of a system call (figures: ``bench/reach.py``'s
+rows in ``bench/results/notes.md``).
 
 Trust is only ever lost, never guessed.  An event on a name untrusts that
-document; a folder deleted, moved, or watched no more untrusts the folder; a
-queue overflow (``IN_Q_OVERFLOW``) or more than :data:`PENDING_MAX` events
-waiting for one scope untrusts the whole scope.  Events are read at the start
-of each search, under the scope's lock; those of other scopes wait in their
-scope's list and are applied by that scope's next search, under its lock, so a
-change made before a search started is always seen by it.  Some changes send
-no event, and their files are never trusted: a file with more than one hard
-link (a write through another name reaches only that folder's watch), and any
-folder on a file system that is not local (NFS, SMB, FUSE... do not report
-changes made elsewhere: :func:`local_file_system`).  A write through a shared
-``mmap`` sends none either; no editor writes that way.  Without ``inotify``
-(another OS, no instance left, ``hub.watch_files`` false) every file is
-``lstat``-ed, as before.
+document; an event on the folder itself (deleted, moved, ``chmod``-ed), a queue
+overflow (``IN_Q_OVERFLOW``), a mount or unmount anywhere (``/proc/self/mountinfo``
+polls ``POLLPRI``), or more than :data:`PENDING_MAX` events waiting for one scope
+untrust the folder or every scope.  Events are read at the start of each search,
+under the scope's lock; those of other scopes wait in their scope's list and are
+applied by that scope's next search, under its lock, so a change made before a
+search started is always seen by it.  Some changes send the folder no event: a
+file with a second hard link is never trusted, a folder on a file system that is
+not local is never watched (:func:`local_file_system`: NFS, SMB, FUSE... do not
+report changes made elsewhere), and for the rest (a hard link made after the file
+was trusted and written through, a shared ``mmap``) a folder's trust lasts
+:data:`TRUST_SECONDS` while it is searched.  Without ``inotify`` (another OS, no
+instance left, ``hub.watch_files`` false) every file is ``lstat``-ed, as before.
 """
 
 from __future__ import annotations
@@ -30,7 +29,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import select
 import threading
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,15 @@ its next search has ``lstat``-ed every file again (about 5 ms for 1,000 notes): 
 that changes while nobody searches it.  Only events that can name a document (``*.md``) or the folder are kept,
 so the Hub's own temporary files cost none."""
 
+TRUST_SECONDS = 30.0
+"""A folder's documents are ``lstat``-ed again at least this often while searched (a new :class:`FolderWatch` each
+time): a change that sends the folder no event (a write through a hard link made after the file was trusted, a
+shared ``mmap``) shows within this time.  Costs one ``lstat`` a document every 30 s of searching."""
+
+UNVISITED_SECONDS = 300.0
+"""A folder no search has visited for this long stops being watched (looked for at most every
+:data:`TRUST_SECONDS` a scope): a folder whose parent was moved out of the scope gets no event of its own."""
+
 WATCHES_MAX = 4096
 """Folders one Hub watches at most (each costs the kernel about 1 KiB): other programs of the same user (editors,
 build tools) share ``fs.inotify.max_user_watches``, 8,192 on older kernels.  A folder past it is ``lstat``-ed."""
@@ -61,18 +71,22 @@ LOCAL_FILE_SYSTEMS = frozenset({
 
 
 class FolderWatch:
-    """One watched folder of a scope: its watch descriptor, the logical path before its files' names
-    (``""`` at the top, else ``"dir/"``) and its ``(st_dev, st_ino)``.  ``live`` turns false, under the
-    scope's lock, when the watch stops standing for the folder; a cached document is trusted while its
-    ``watch`` is this object and ``live`` holds."""
+    """One watched folder of a scope: its watch descriptor, its absolute path, the logical path before its files'
+    names (``""`` at the top, else ``"dir/"``) and its ``(st_dev, st_ino)``.  ``live`` turns false, under the
+    scope's lock, when the watch stops standing for the folder or its :data:`TRUST_SECONDS` end (``renew_at``,
+    monotonic seconds); a cached document is trusted while its ``watch`` is this object.  ``visited``: when a
+    search last took it (monotonic seconds)."""
 
-    __slots__ = ("wd", "prefix", "identity", "live")
+    __slots__ = ("wd", "absdir", "prefix", "identity", "live", "renew_at", "visited")
 
-    def __init__(self, wd: int, prefix: str, identity: tuple[int, int]) -> None:
+    def __init__(self, wd: int, absdir: str, prefix: str, identity: tuple[int, int], now: float) -> None:
         self.wd = wd
+        self.absdir = absdir
         self.prefix = prefix
         self.identity = identity
         self.live = True
+        self.renew_at = now + TRUST_SECONDS
+        self.visited = now
 
 
 @dataclass(eq=False)
@@ -87,6 +101,8 @@ class ScopeWatch:
     folders: dict[str, FolderWatch] = field(default_factory=dict)
     pending: list[tuple[FolderWatch, str | None]] = field(default_factory=list)
     lost: bool = False
+    sweep_at: float = 0.0
+    """When (monotonic seconds) to look for folders unvisited for :data:`UNVISITED_SECONDS`."""
 
     def refresh(self) -> list[str]:
         """Read the kernel's events and apply this scope's (caller holds the scope's lock): folders that went
@@ -130,7 +146,12 @@ class Watcher:
         self._scopes: weakref.WeakValueDictionary[int, ScopeWatch] = weakref.WeakValueDictionary()
         self._keys = itertools.count()
         self.local: dict[int, bool] = {}
-        """``st_dev`` → whether :func:`local_file_system` says so (read once a device)."""
+        """``st_dev`` → whether :func:`local_file_system` says so (read once a device, again after a mount)."""
+        self.mounts: Any = None
+        """``/proc/self/mountinfo``, open with the instance: it polls ``POLLPRI`` when a mount or unmount changes
+        what a path names (a file bind-mounted over a note sends no ``inotify`` event), and then nothing is
+        trusted."""
+        self._mounts_poll = select.poll()
 
     @classmethod
     def start(cls) -> Watcher | None:
@@ -156,21 +177,41 @@ class Watcher:
             self.by_wd.clear()
             if self.inotify is not None:
                 self.inotify.close()
+            if self.mounts is not None:
+                self.mounts.close()
 
     def _instance(self) -> Any:
         """The instance, made now if need be; None once closed or when the system refuses one (caller holds
         :attr:`lock`)."""
         if self.inotify is None and not self.closed:
             try:
+                self.mounts = open("/proc/self/mountinfo", "rb")  # noqa: SIM115 (kept open, closed by close())
+                self.mounts.read()
+                self._mounts_poll.register(self.mounts, select.POLLPRI)
                 self.inotify = self.make_instance(nonblocking=True)
             except (OSError, AttributeError):
-                self.closed = True  # EMFILE: no instance left; searches lstat every file, as without one
+                self.closed = True  # EMFILE, no /proc: searches lstat every file, as without a watcher
+                if self.mounts is not None:
+                    self.mounts.close()
         return None if self.closed else self.inotify
+
+    def _mounts_changed(self) -> bool:
+        """Whether a mount or unmount happened since the last look (caller holds :attr:`lock`); re-arms it."""
+        if self.mounts is None or not self._mounts_poll.poll(0):
+            return False
+        self.mounts.seek(0)
+        self.mounts.read()
+        return True
 
     def drain(self) -> None:
         """Read every waiting event and give each to its scope (caller holds :attr:`lock`)."""
         if self.inotify is None or self.closed:
             return
+        if self._mounts_changed():
+            self.local.clear()
+            for every in self._scopes.values():
+                every.lost = True
+                every.pending.clear()
         for event in self.inotify.read(timeout=0):
             if event.mask & OVERFLOW_MASK:
                 for every in self._scopes.values():
@@ -181,8 +222,8 @@ class Watcher:
             if owner is None:
                 continue
             key, folder = owner
-            gone = bool(event.mask & FOLDER_GONE_MASK)
-            if gone and event.mask & 0x8000:  # IN_IGNORED: the kernel dropped the watch
+            gone = bool(event.mask & FOLDER_GONE_MASK) or not event.name  # no name: the folder itself (chmod)
+            if event.mask & 0x8000:  # IN_IGNORED: the kernel dropped the watch
                 del self.by_wd[event.wd]
             scope = self._scopes.get(key)
             if scope is None or scope.lost or not (gone or event.name.endswith(".md")):
@@ -200,22 +241,29 @@ class Watcher:
             events, scope.pending = scope.pending, []
             lost, scope.lost = scope.lost, False
             if lost:
-                for folder in scope.folders.values():
-                    folder.live = False
-                    self._unwatch(folder)
-                scope.folders.clear()
+                for folder in list(scope.folders.values()):
+                    self._drop(scope, folder)
                 return []
             stale: list[str] = []
             for folder, name in events:
                 if name is not None:
                     stale.append(folder.prefix + name)
                 elif folder.live:
-                    folder.live = False
-                    self._unwatch(folder)
-                    for absdir, known in list(scope.folders.items()):
-                        if known is folder:
-                            del scope.folders[absdir]
+                    self._drop(scope, folder)
+            now = time.monotonic()
+            if now >= scope.sweep_at:
+                scope.sweep_at = now + TRUST_SECONDS
+                for folder in [f for f in scope.folders.values() if f.visited < now - UNVISITED_SECONDS]:
+                    self._drop(scope, folder)
             return stale
+
+    def _drop(self, scope: ScopeWatch, folder: FolderWatch) -> None:
+        """Stop watching one of ``scope``'s folders: its documents are ``lstat``-ed again (caller holds
+        :attr:`lock` and the scope's)."""
+        folder.live = False
+        self._unwatch(folder)
+        if scope.folders.get(folder.absdir) is folder:
+            del scope.folders[folder.absdir]
 
     def folder(self, scope: ScopeWatch, absdir: str, dir_fd: int, prefix: str) -> FolderWatch | None:
         """:meth:`ScopeWatch.folder`: None when the folder is on a file system that is not local, its watch
@@ -227,14 +275,24 @@ class Watcher:
         except OSError:
             return None
         identity = (st.st_dev, st.st_ino)
+        now = time.monotonic()
         known = scope.folders.get(absdir)
         if known is not None and known.live and known.identity == identity:
-            return known
+            if now < known.renew_at:
+                known.visited = now
+                return known
+            with self.lock:  # its trust has run out: the same kernel watch, a new object to trust on
+                known.live = False
+                renewed = FolderWatch(known.wd, absdir, prefix, identity, now)
+                if self.by_wd.get(known.wd, (0, None))[1] is known:
+                    self.by_wd[known.wd] = (scope.key, renewed)
+                    scope.folders[absdir] = renewed
+                    return renewed
         with self.lock:
             if known is not None:
-                known.live = False
-                self._unwatch(known)
-                del scope.folders[absdir]
+                self._drop(scope, known)
+            if self._scopes.get(scope.key) is not scope:
+                return None  # dropped from the cache (ContentCache.trim) while its search waited: not watched
             inotify = self._instance()
             if inotify is None or len(self.by_wd) >= WATCHES_MAX:
                 return None
@@ -249,7 +307,7 @@ class Watcher:
                 return None
             if wd in self.by_wd:
                 return None  # another scope's folder (a bind mount): its events go there
-            made = FolderWatch(wd, prefix, identity)
+            made = FolderWatch(wd, absdir, prefix, identity, now)
             self.by_wd[wd] = (scope.key, made)
             scope.folders[absdir] = made
             return made
@@ -259,10 +317,9 @@ class Watcher:
         with self.lock:
             chosen = list(scope.folders) if absdir is None else [absdir]
             for key in chosen:
-                folder = scope.folders.pop(key, None)
+                folder = scope.folders.get(key)
                 if folder is not None:
-                    folder.live = False
-                    self._unwatch(folder)
+                    self._drop(scope, folder)
             if absdir is None:
                 self._scopes.pop(scope.key, None)
 
