@@ -29,6 +29,8 @@ rare keywords, and dense ones, get a SIMD substring pass each: reporting every
 occurrence of a dense set to Python cost more than the passes saved.
 
 Reading, its thresholds and figures (DESIGN.md §5.4.1; :class:`_Collector`):
+a cached document its folder's watch still trusts (:mod:`hub.storage.watch`,
+begun before the folder's first ``lstat``) is taken as it is; the rest of
 a folder's planned files are ``lstat``-ed first (:meth:`_Collector.stat_ahead`)
 and those the cache lacks or holds stale are hinted to the kernel
 (``POSIX_FADV_WILLNEED``), so a cold disk reads them at once.  That pass stops
