@@ -3,6 +3,7 @@ and still sees every change a person makes behind the Hub's back."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import shutil
@@ -325,3 +326,10 @@ def test_a_folders_trust_ends_after_trust_seconds_and_its_files_are_checked_once
     file_stats.clear()
     _found(tmp_path, cache, "alpha")
     assert file_stats == []
+
+
+def test_a_plan_with_an_empty_folder_on_a_watched_cache_is_no_error(tmp_path: Path, watcher: Watcher) -> None:
+    _scope(tmp_path, {"a.md": "alpha\n"})
+    none_allowed = dataclasses.replace(LIMITS, scan_max_files=0)  # the top level planned with no file
+    res = search_scope(str(tmp_path), ("alpha",), "", 20, none_allowed, cache=ContentCache(1 << 30, watcher).scope("s"))
+    assert res["matches"] == [] and res["incomplete_reasons"] == ["files"]

@@ -637,7 +637,7 @@ class _Collector:
             return  # gone (or replaced by a symlink) since it was listed
         folder = [dir_fd, 1]  # the 1 is this call's own hold on the fd
         try:
-            if self.cache.watch is not None:  # watched from before any lstat below
+            if self.cache.watch is not None and batch:  # watched from before any lstat below
                 first, name = batch[0]
                 self.watch = self.cache.watch.folder(absdir, dir_fd, first[: len(first) - len(name)])
             room = max(0, self.limits.scan_max_files - len(self.docs) - len(self.in_flight))
@@ -713,7 +713,7 @@ class _Collector:
                     doc = cached.get(logical)
                     if doc is not None and doc.fresh(st):
                         entry = doc
-                        doc.trust(watch)
+                        doc.trust(watch, st.st_nlink)
                         if taken == i and self.scanned_bytes + doc.size <= max_bytes:
                             docs.append(doc)
                             self.scanned_bytes += doc.size
@@ -785,7 +785,7 @@ class _Collector:
             return
         doc = self.cache.docs.get(logical)
         if doc is not None and doc.fresh(st):
-            doc.trust(watch)
+            doc.trust(watch, st.st_nlink)
         else:
             if doc is None and not is_canonical_path(logical):
                 return
@@ -833,7 +833,7 @@ class _Collector:
             return True
         doc = self.cache.docs.get(logical)
         if doc is not None and doc.fresh(st):
-            doc.trust(self.watch)
+            doc.trust(self.watch, st.st_nlink)
             return self.take_fresh(logical, doc)
         # Stop when the budget is spent, or when reading one more file at the pace of the
         # slowest recent read would overrun it (a slow disk: return in time, not one read late).

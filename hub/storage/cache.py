@@ -136,9 +136,12 @@ class CachedDoc:
         return cls(path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, data, folded, where,
                    racy=is_racy(st.st_mtime_ns), nlink=st.st_nlink)
 
-    def trust(self, watch: FolderWatch | None) -> None:
-        """Trust this entry on ``watch`` (its folder's, begun before the ``lstat`` that found it fresh) until an
-        event names it; not when the file has other hard links or was read too soon after a change (racy)."""
+    def trust(self, watch: FolderWatch | None, nlink: int | None = None) -> None:
+        """Trust this entry on ``watch`` (its folder's, begun before the ``lstat`` that found it fresh, whose
+        ``st_nlink`` is ``nlink``) until an event names it; not when the file has other hard links or was read
+        too soon after a change (racy)."""
+        if nlink is not None:
+            self.nlink = nlink
         self.watch = watch if watch is not None and self.nlink == 1 and not self.racy else None
 
     def fresh(self, st: os.stat_result) -> bool:
