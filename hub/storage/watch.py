@@ -248,8 +248,10 @@ class Watcher:
             for folder, name in events:
                 if name is not None:
                     stale.append(folder.prefix + name)
-                elif folder.live:
-                    self._drop(scope, folder)
+                    continue
+                current = scope.folders.get(folder.absdir)  # the folder's watch, renewed since the event perhaps
+                if current is not None and current.wd == folder.wd:
+                    self._drop(scope, current)
             now = time.monotonic()
             if now >= scope.sweep_at:
                 scope.sweep_at = now + TRUST_SECONDS
