@@ -130,6 +130,21 @@ def test_the_parts_share_one_deadline(tmp_path: Path) -> None:
     assert any("time" in p["incomplete_reasons"] for p in r["parts"])
 
 
+def test_a_deadline_cuts_a_mount_before_the_callers_own_memory(tmp_path: Path) -> None:
+    trees = {"": {f"n{i:02d}.md": b"word\n" for i in range(12)},  # the largest part: once read last
+             "@a/": {f"a{i}.md": b"word\n" for i in range(8)}, "@b/": {f"b{i}.md": b"word\n" for i in range(8)}}
+    calls = [0]
+
+    def stop_after_about_one_part() -> bool:  # asked once a part and before each read of an uncached file
+        calls[0] += 1
+        return calls[0] > 16
+
+    r = search_parts(_parts(tmp_path, trees), ("word",), 5, UNHURRIED, should_stop=stop_after_about_one_part)
+    parts = {p["mount"]: (p["scanned_files"], p["incomplete_reasons"]) for p in r["parts"]}
+    assert parts[""] == (12, [])  # own memory first (DESIGN.md §7.8), whatever its size
+    assert parts["@b/"] == (0, ["time"]) and "time" in parts["@a/"][1]
+
+
 # -- differential: every result equals a literal scan over all the parts ------------------------------------------
 
 

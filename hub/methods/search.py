@@ -1048,9 +1048,11 @@ def search_parts(
     One part is exactly :func:`search_scope`.  With more, every part keeps the budget of a scope of its own
     (``scan_max_files``, ``scan_max_bytes``, the entry limits: its own plan, cache and incomplete reasons, as
     :func:`search_scope` scans it), and the time is one deadline for all: a search over N parts reads at most N
-    scopes' budgets.  The parts are read from the fewest listed documents to the most, so a deadline cuts the
-    most crowded mount last.  Matches are ranked across parts by the same rule (distinct keywords, keywords in
-    the path or title of the document inside its scope, then the shown path) and named by their mounted path.
+    scopes' budgets.  The caller's own scope (label ``""``, its ``MEMORY.md`` first) is read first, then the
+    mounts from the fewest listed documents to the most, so a deadline cuts the most crowded mount, never the
+    caller's own notes before a team's.  Matches are ranked across parts by the same rule (distinct keywords,
+    keywords in the path or title of the document inside its scope, then the shown path) and named by their
+    mounted path.
     The answer is :func:`search_scope`'s plus ``parts``: ``[{mount, scanned_files, incomplete_reasons}]`` in the
     order given (``mount`` is the label), so a caller sees which mount was cut short and why (time, or that
     scope's own limits).  Caches are locked in the order of their directories (no two searches wait for each
@@ -1082,7 +1084,7 @@ def search_parts(
         sizes = [sum(len(files) for _, files in batches) for batches in listed]
         found: list[tuple[int, list[CachedDoc]]] = []
         scanned_bytes = 0
-        for i in sorted(range(len(parts)), key=lambda i: (sizes[i], i)):
+        for i in sorted(range(len(parts)), key=lambda i: (parts[i].label != "", sizes[i], i)):
             part, walk = parts[i], walks[i]
             collector = _Collector(limits, walk, should_stop, reader, part.cache, deadline)
             if sizes[i] and out_of_time():

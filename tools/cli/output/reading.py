@@ -41,8 +41,14 @@ def render_search(r: dict[str, Any], words: list[str] | None = None) -> Renderab
         lines.append(snippet)
     if r.get("incomplete"):
         reasons = ", ".join(inert(x) for x in r.get("incomplete_reasons") or []) or "a scan limit"
-        lines.append(notice(f"incomplete: the scan stopped early ({reasons}); a missing match is not proof of "
-                            "absence: narrow --path-prefix or change the keywords"))
+        cut = [p for p in r.get("parts") or [] if p.get("incomplete_reasons")]
+        where = ""
+        if cut:  # a search over mounts (DESIGN.md §7.8): say which scope was cut, so the person can narrow to it
+            where = " in " + ", ".join(
+                f"{inert(p.get('mount')) or 'your own memory'} ({', '.join(inert(x) for x in p['incomplete_reasons'])}"
+                f", {counted(int(p.get('scanned_files') or 0), 'file')} scanned)" for p in cut)
+        lines.append(notice(f"incomplete: the scan stopped early ({reasons}){where}; a missing match is not proof "
+                            "of absence: narrow --path-prefix (a mount: --path-prefix @TEAM/) or change the keywords"))
         for name in r.get("unreadable") or []:
             lines.append(notice(f"unreadable: {inert(name)} (file permissions on the Hub's host)"))
     if r.get("truncated"):
