@@ -24,9 +24,8 @@ def config_get(key: str, /, *, home: Home = None, json: Json = False) -> int:
     Parameters
     ----------
     key
-        memory.enabled, memory.isolation, memory.history, memory.history_max_versions,
-        memory.history_max_days, memory.history_max_bytes, hub.socket_path, hub.socket_mode,
-        hub.socket_group, hub.listen, hub.tls_cert or hub.tls_key.
+        Any setting 'amux system config list' shows, e.g. memory.enabled, memory.isolation, hub.listen,
+        hub.cache_max_bytes or hub.watch_files.
     """
     from amux_memory.protocol.settings import get_value
 
@@ -51,10 +50,9 @@ def config_set(key: str, value: str, /, *, home: Home = None, json: Json = False
     Parameters
     ----------
     key
-        memory.enabled (true|false), memory.isolation (off|user), memory.history (true|false),
-        memory.history_max_versions, memory.history_max_days, memory.history_max_bytes, hub.socket_path,
-        hub.socket_mode (octal, e.g. 0600), hub.socket_group, hub.listen (HOST:PORT),
-        hub.tls_cert or hub.tls_key.
+        Any setting 'amux system config list' shows (each with its default and meaning), e.g.
+        memory.enabled (true|false), memory.isolation (off|user), hub.listen (HOST:PORT), hub.socket_mode
+        (octal, e.g. 0600), hub.metrics_listen, hub.cache_max_bytes or hub.watch_files (true|false).
     value
         The new value.
     """

@@ -53,6 +53,8 @@ def search(
 
     Matching ignores case; no regex, glob or shell meaning. Results are ranked
     by distinct keywords matched, then matches in path or title, then path.
+    It covers your own memory and every team you are in (@TEAM/...), each
+    with its own budget; an answer cut short says which (--json: "parts").
     Put keywords that start with '-' after '--'.
 
     Parameters
@@ -60,7 +62,7 @@ def search(
     words
         1-16 keywords, 512 bytes at most in all.
     path_prefix
-        Only documents whose path starts with this.
+        Only documents whose path starts with this; @TEAM/ searches one team.
     limit
         Documents to return, 1-20.
     """
