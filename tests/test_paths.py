@@ -9,11 +9,13 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from amux_memory.protocol.errors import ErrorCode, HubError
 from amux_memory.protocol.limits import LIMITS
 from amux_memory.protocol.params import parse_export, parse_forget, parse_get, parse_search, parse_upsert
-from amux_memory.protocol.paths import normalize_path, normalize_prefix
+from amux_memory.protocol.paths import is_canonical_path, normalize_path, normalize_prefix
 
 REV = "0" * 64
 
@@ -314,3 +316,29 @@ def test_an_invisible_or_control_character_beside_printable_text_is_refused(ch: 
     with pytest.raises(HubError) as info:
         normalize_path(f"notes/笔记{ch}x.md")
     assert info.value.code is ErrorCode.INVALID_PATH
+
+
+def _slow_canonical(path: str) -> bool:
+    try:
+        return normalize_path(path) == path
+    except HubError:
+        return False
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.text(alphabet="aZ09_.- %:\\é", min_size=0, max_size=6), min_size=1, max_size=22),
+       st.sampled_from([".md", "", ".txt", "/.md", ".md/"]))
+def test_the_plain_path_shortcut_agrees_with_the_rules(segments: list[str], end: str) -> None:
+    path = "/".join(segments) + end
+    assert is_canonical_path(path) == _slow_canonical(path), path
+
+
+def test_the_plain_path_shortcut_keeps_the_length_limits() -> None:
+    longest = "/".join(["s" * (LIMITS.max_segment_bytes - 3) + ".md"])
+    assert is_canonical_path(longest) and not is_canonical_path("x" + longest)
+    deepest = "/".join(["d"] * (LIMITS.max_path_segments - 1) + ["n.md"])
+    assert is_canonical_path(deepest) and not is_canonical_path("d/" + deepest)
+    head = "/".join(["w" * 200] * 5) + "/"
+    widest = head + "x" * (LIMITS.max_path_bytes - len(head) - 3) + ".md"
+    assert len(widest) == LIMITS.max_path_bytes and is_canonical_path(widest) and _slow_canonical(widest)
+    assert not is_canonical_path(widest[:-3] + "x.md")  # one byte over the path's limit

@@ -104,8 +104,9 @@ class CachedDoc:
     """One document as the scan needs it.
 
     ``folded`` is the UTF-8 of :func:`fold` of the text (its lines correspond
-    one to one with the file's lines); ``where`` is the folded path and title,
-    for the ranking's second key.  ``revision`` is computed on first use.
+    one to one with the file's lines).  :attr:`where` (the folded path and
+    title, the ranking's second key) and :attr:`revision` are computed on first
+    use: a cold search reads and folds every file, but ranks only candidates.
     """
 
     path: str
@@ -115,7 +116,6 @@ class CachedDoc:
     ctime_ns: int
     data: bytes
     folded: bytes | memoryview
-    where: str
     racy: bool = False
     nlink: int = 1
     """Hard links of the file when read: one with more is never trusted on a watch (:mod:`hub.storage.watch`)."""
@@ -123,6 +123,7 @@ class CachedDoc:
     """The live watch of its folder when a check after that watch began found it fresh, until an event names it
     (:mod:`hub.storage.watch`): a search then takes it without an ``lstat``."""
     _revision: str | None = None
+    _where: str | None = None
     derived: Any = None
     """What another check derives from these bytes and keeps while they are fresh (``hub.methods.health``'s paragraphs
     and links, DESIGN.md §23); its size counts in :attr:`cost` through :attr:`derived_bytes`."""
@@ -131,10 +132,16 @@ class CachedDoc:
     @classmethod
     def load(cls, path: str, st: os.stat_result, data: bytes) -> CachedDoc:
         """Build an entry from a file's ``lstat`` and the bytes read after it."""
-        text, folded = fold_document(data)
-        where = fold(path) + "\n" + fold(title_line(text))
-        return cls(path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, data, folded, where,
+        _, folded = fold_document(data)
+        return cls(path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, data, folded,
                    racy=is_racy(st.st_mtime_ns), nlink=st.st_nlink)
+
+    @property
+    def where(self) -> str:
+        """The folded path and title (:func:`title_line`), ``"path\ntitle"``, for the ranking (computed once)."""
+        if self._where is None:
+            self._where = fold(self.path) + "\n" + fold(title_line(self.data.decode("utf-8", "replace")))
+        return self._where
 
     def trust(self, watch: FolderWatch | None, nlink: int | None = None) -> None:
         """Trust this entry on ``watch`` (its folder's, begun before the ``lstat`` that found it fresh, whose
