@@ -100,7 +100,10 @@ class Session:
 
         Before reusing the kept-alive connection it checks, as httpx does, that the server has not closed it
         while idle (Hypercorn's keep-alive timeout is 5 s; a loaded run can leave a session idle longer):
-        a socket readable with nothing asked is closed, and the request goes on a new connection.
+        a socket readable with nothing asked is closed, and the request goes on a new connection.  A request
+        whose connection drops as it goes out is sent once more with an id of its own: the server may have
+        read the first, and two requests of one id in flight share the SDK's stream for that id (the first's
+        end closes the second's: "Session terminated before the request completed").
         """
         sock = self.conn.sock
         reused = sock is not None
@@ -117,6 +120,8 @@ class Session:
             # The server closed the idle connection as the request went out (it answers nothing it did not
             # read): once more on a new connection, as HTTP clients do for a kept-alive connection.
             self.conn.close()
+            if "id" in body:
+                data = json.dumps({**body, "id": f"{body['id']}-again"}).encode()
             self.conn.request("POST", self.path, data, self.headers)
             resp = self.conn.getresponse()
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
