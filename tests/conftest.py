@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from amux_memory.hub.access.config import set_value
+from amux_memory.hub.storage.watch import Watcher
 from amux_memory.protocol.errors import HubStartError
 from amux_memory.tools.client.blocking import HubClient
 from amux_memory.tools.client.installation import amux_command
@@ -179,6 +180,14 @@ def make_hub(tmp_path: Path, *, enabled: bool = True, isolation: str = "off",
     if start:
         hub.start()
     return hub
+
+
+@pytest.fixture
+def watcher() -> Iterator[Watcher]:
+    """The Hub's kind of inotify watcher (:mod:`hub.storage.watch`, Linux), closed after the test."""
+    made = Watcher()
+    yield made
+    made.close()
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -124,6 +124,33 @@ def place(root: Path, rel: str, data: bytes) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(data)
     return target
+
+
+def aged(path: Path, seconds: float = 60) -> None:
+    """Move ``path``'s mtime ``seconds`` back: outside the racy window, so the content cache may trust what it
+    reads of it (DESIGN.md §5.5)."""
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - int(seconds * 1e9)))
+
+
+def placed(root: Path, docs: Mapping[str, bytes | str], stamp: float | None = None) -> None:
+    """Write ``docs`` (logical path → bytes or text) under ``root`` by hand, each file's times set to ``stamp``
+    (epoch seconds; default a minute ago, so the content cache trusts them, DESIGN.md §5.5)."""
+    when = time.time() - 60 if stamp is None else stamp
+    for rel, data in docs.items():
+        target = place(root, rel, data.encode() if isinstance(data, str) else data)
+        os.utime(target, (when, when))
+
+
+def write_in_place(path: Path, text: str, keep_times: bool = True) -> None:
+    """An editor that rewrites the file's bytes in place (same inode); with ``keep_times`` its mtime is put back,
+    so only the kernel's event, or the ctime, can tell."""
+    st = path.stat()
+    with open(path, "r+b") as fh:
+        fh.write(text.encode())
+        fh.truncate()
+    if keep_times:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -7,27 +7,17 @@ mount is cut short.  The JSON answer names it in ``parts``; the readable text, w
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 from amux_memory.hub.access import registry as reg
 from amux_memory.hub.access.identity import scope_for, team_scope
 from tests.conftest import amux_argv, make_hub
-from tests.helpers import issued
+from tests.helpers import issued, placed
 from tests.terminal import run_in_terminal
 
 CROWDED = 1030
 """Notes placed by hand in one team: past the 1,024 files a scope's search reads (``scan_max_files``)."""
-
-
-def _place(root: Path, docs: dict[str, bytes], stamp: float) -> None:
-    """Write ``docs`` under ``root`` by hand, backdated to ``stamp``."""
-    for path, data in docs.items():
-        target = root / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        os.utime(target, (stamp, stamp))
 
 
 def test_a_terminal_search_cut_in_one_mount_names_that_mount(tmp_path: Path) -> None:
@@ -39,10 +29,10 @@ def test_a_terminal_search_cut_in_one_mount_names_that_mount(tmp_path: Path) -> 
         reg.modify(h.home, lambda r, now, t=team: r.add_member(t, "pat", "reader"))
     stamp = time.time() - 3600
     memory = h.home / "memory"
-    _place(memory / scope_for("user", "pat").relpath, {"MEMORY.md": b"# Pat\n\nI deploy on Mondays.\n"}, stamp)
-    _place(memory / team_scope("big").relpath,
+    placed(memory / scope_for("user", "pat").relpath, {"MEMORY.md": b"# Pat\n\nI deploy on Mondays.\n"}, stamp)
+    placed(memory / team_scope("big").relpath,
            {f"notes/n{i:04d}.md": f"# Big {i}\n\nfiller\n".encode() for i in range(CROWDED)}, stamp)
-    _place(memory / team_scope("ops").relpath, {"runbook.md": b"# Ops\n\nDeploy with ansible.\n"}, stamp)
+    placed(memory / team_scope("ops").relpath, {"runbook.md": b"# Ops\n\nDeploy with ansible.\n"}, stamp)
     h.start()
     env = {k: v for k, v in h.env.items() if k not in ("NO_COLOR", "AMUX_OUTPUT", "FORCE_COLOR")}
     env.update({"TERM": "xterm-256color", "COLUMNS": "200", "AMUX_HUB": str(h.socket), "AMUX_TOKEN": token})

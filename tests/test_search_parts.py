@@ -8,7 +8,6 @@ searched, for generated trees and for the real corpus split into a personal scop
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from dataclasses import replace
@@ -27,19 +26,10 @@ from amux_memory.protocol.paths import normalize_path
 from amux_memory.tools.client.blocking import HubClient
 from bench.data import fold, title  # the reference scan's folding and title, as the bench's
 from tests.conftest import make_hub, need_corpus
-from tests.helpers import issued, wait_until
+from tests.helpers import issued, placed, wait_until
 
 UNHURRIED = replace(Limits(), scan_budget_seconds=60.0)
 """The limits with a deadline no loaded test machine reaches: the differential tests check results, not time."""
-
-
-def _place(root: Path, docs: dict[str, bytes], stamp: float) -> None:
-    """Write ``docs`` under ``root`` by hand, backdated to ``stamp`` (not just edited: the cache trusts them)."""
-    for path, data in docs.items():
-        target = root / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        os.utime(target, (stamp, stamp))
 
 
 # -- through a real Hub ------------------------------------------------------------------------------------------
@@ -59,14 +49,14 @@ def test_a_person_in_five_teams_finds_a_word_only_the_last_note_of_the_last_team
         reg.modify(h.home, lambda r, now, t=team: r.add_member(t, "pat", "reader"))
     stamp = time.time() - 3600
     memory = h.home / "memory"
-    _place(memory / scope_for("user", "pat").relpath,
+    placed(memory / scope_for("user", "pat").relpath,
            {f"own/n{i:03d}.md": f"# Own {i}\n\nA personal note about deploys.\n".encode() for i in range(100)}, stamp)
     for team in teams:
         notes = {f"notes/n{i:03d}.md": f"# {team} {i}\n\nThe team deploys on weekdays.\n".encode()
                  for i in range(NOTES_A_TEAM)}
         if team == teams[-1]:
             notes[f"notes/n{NOTES_A_TEAM - 1:03d}.md"] += b"Only here: quokkasignal.\n"
-        _place(memory / team_scope(team).relpath, notes, stamp)
+        placed(memory / team_scope(team).relpath, notes, stamp)
     h.start()
     with HubClient(h.socket, token=token) as c:
         c.connect()
@@ -92,7 +82,7 @@ def _parts(tmp_path: Path, trees: dict[str, dict[str, bytes]]) -> list[SearchPar
     for label, docs in trees.items():
         root = tmp_path / (label.strip("@/") or "own")
         root.mkdir(parents=True, exist_ok=True)
-        _place(root, docs, stamp)
+        placed(root, docs, stamp)
         parts.append(SearchPart(label, str(root), "", ScopeCache()))
     return parts
 

@@ -7,7 +7,7 @@ import dataclasses
 import os
 import random
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +19,7 @@ from amux_memory.hub.storage import watch as watch_module
 from amux_memory.hub.storage.cache import ContentCache, ScopeCache
 from amux_memory.hub.storage.watch import Watcher, file_system_of
 from amux_memory.protocol.limits import LIMITS
-
-
-@pytest.fixture
-def watcher() -> Iterator[Watcher]:
-    made = Watcher()  # Linux: an inotify instance, or the test fails
-    yield made
-    made.close()
+from tests.helpers import aged, placed, write_in_place
 
 
 @pytest.fixture
@@ -43,40 +37,15 @@ def file_stats(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def _age(path: Path, seconds: float = 60) -> None:
-    """Pretend the file was written a while ago (outside the racy window, so the cache may trust it)."""
-    st = path.stat()
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - int(seconds * 1e9)))
-
-
-def _scope(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        _age(path)
-
-
 def _found(root: Path, cache: ScopeCache, *words: str) -> list[str]:
     res = search_scope(str(root), words, "", 20, LIMITS, cache=cache)
     assert not res["incomplete"]
     return [m["path"] for m in res["matches"]]
 
 
-def _write_in_place(path: Path, text: str, keep_times: bool = True) -> None:
-    """An editor that rewrites the file's bytes in place; with ``keep_times``, its size and mtime stay as they were
-    (only the kernel's event, or the ctime, can tell)."""
-    st = path.stat()
-    with open(path, "r+b") as fh:
-        fh.write(text.encode())
-        fh.truncate()
-    if keep_times:
-        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-
-
 def test_a_warm_search_on_a_watch_takes_cached_files_without_lstat(tmp_path: Path, watcher: Watcher,
                                                                     file_stats: list[str]) -> None:
-    _scope(tmp_path, {f"d{i % 3}/n{i}.md": f"note {i} alpha\n" for i in range(30)})
+    placed(tmp_path, {f"d{i % 3}/n{i}.md": f"note {i} alpha\n" for i in range(30)})
     watched = ContentCache(1 << 30, watcher).scope("s")
     assert len(_found(tmp_path, watched, "alpha")) == 20
     assert len(file_stats) == 30  # the first search checks every file (and begins the watches first)
@@ -94,12 +63,12 @@ def test_a_warm_search_on_a_watch_takes_cached_files_without_lstat(tmp_path: Pat
 def test_every_kind_of_change_behind_the_hubs_back_is_seen_on_a_watch(tmp_path: Path, watcher: Watcher,
                                                                        file_stats: list[str]) -> None:
     root = tmp_path / "scope"
-    _scope(root, {"a.md": "alpha one\n", "b.md": "alpha two\n", "sub/c.md": "alpha three\n", "d.md": "alpha 4\n"})
+    placed(root, {"a.md": "alpha one\n", "b.md": "alpha two\n", "sub/c.md": "alpha three\n", "d.md": "alpha 4\n"})
     cache = ContentCache(1 << 30, watcher).scope("s")
     assert _found(root, cache, "alpha") == ["a.md", "b.md", "d.md", "sub/c.md"]
     _found(root, cache, "alpha")
 
-    _write_in_place(root / "a.md", "gamma one\n")  # same size, same mtime: only the event tells
+    write_in_place(root / "a.md", "gamma one\n")  # same size, same mtime: only the event tells
     assert _found(root, cache, "gamma") == ["a.md"]
     assert file_stats[-1:] == ["a.md"] and len(file_stats) == 4 + 1  # only the changed file was checked
     (root / "b.tmp").write_text("delta two\n")
@@ -116,29 +85,29 @@ def test_every_kind_of_change_behind_the_hubs_back_is_seen_on_a_watch(tmp_path: 
 def test_a_file_with_another_hard_link_is_never_trusted(tmp_path: Path, watcher: Watcher,
                                                        file_stats: list[str]) -> None:
     root = tmp_path / "scope"
-    _scope(root, {"a.md": "alpha one\n", "b.md": "alpha two\n"})
+    placed(root, {"a.md": "alpha one\n", "b.md": "alpha two\n"})
     elsewhere = tmp_path / "elsewhere.md"
     os.link(root / "a.md", elsewhere)  # a write through this name reaches no watch of the scope's folder
     cache = ContentCache(1 << 30, watcher).scope("s")
     _found(root, cache, "alpha")
     file_stats.clear()
-    _write_in_place(elsewhere, "gamma one\n")
+    write_in_place(elsewhere, "gamma one\n")
     assert _found(root, cache, "gamma") == ["a.md"]
     assert file_stats == ["a.md"]  # checked every time; b.md is trusted
 
 
 def test_a_folder_replaced_by_another_is_read_again(tmp_path: Path, watcher: Watcher) -> None:
     root = tmp_path / "scope"
-    _scope(root, {"sub/a.md": "alpha one\n"})
+    placed(root, {"sub/a.md": "alpha one\n"})
     cache = ContentCache(1 << 30, watcher).scope("s")
     assert _found(root, cache, "alpha") == ["sub/a.md"]
     os.rename(root / "sub", tmp_path / "old")
-    _scope(root, {"sub/a.md": "gamma one\n"})  # same name, size and (aged) kind of mtime, another folder
+    placed(root, {"sub/a.md": "gamma one\n"})  # same name, size and (aged) kind of mtime, another folder
     shutil.copystat(tmp_path / "old" / "a.md", root / "sub" / "a.md")
     assert _found(root, cache, "gamma") == ["sub/a.md"]
     assert _found(root, cache, "alpha") == []
     # The old folder is no longer watched for this scope: changing it changes nothing.
-    _write_in_place(tmp_path / "old" / "a.md", "omega one\n")
+    write_in_place(tmp_path / "old" / "a.md", "omega one\n")
     assert _found(root, cache, "omega") == []
 
 
@@ -146,11 +115,11 @@ def test_another_scopes_search_keeps_the_events_it_reads_for_this_one(tmp_path: 
     cache = ContentCache(1 << 30, watcher)
     roots = [tmp_path / "a", tmp_path / "b"]
     for root in roots:
-        _scope(root, {"n.md": "alpha\n"})
+        placed(root, {"n.md": "alpha\n"})
     parts = [cache.scope("a"), cache.scope("b")]
     for root, part in zip(roots, parts, strict=True):
         _found(root, part, "alpha")
-    _write_in_place(roots[0] / "n.md", "gamma\n")
+    write_in_place(roots[0] / "n.md", "gamma\n")
     assert _found(roots[1], parts[1], "gamma") == []  # reads the kernel's queue, a's event included
     assert _found(roots[0], parts[0], "gamma") == ["n.md"]
 
@@ -160,11 +129,11 @@ def test_too_many_events_for_one_scope_make_it_check_every_file_once(tmp_path: P
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(watch_module, "PENDING_MAX", 3)
     root = tmp_path / "scope"
-    _scope(root, {f"n{i}.md": f"alpha {i}\n" for i in range(6)})
+    placed(root, {f"n{i}.md": f"alpha {i}\n" for i in range(6)})
     cache = ContentCache(1 << 30, watcher).scope("s")
     _found(root, cache, "alpha")
     for i in range(5):
-        _write_in_place(root / f"n{i}.md", f"gamma {i}\n")
+        write_in_place(root / f"n{i}.md", f"gamma {i}\n")
     file_stats.clear()
     assert _found(root, cache, "gamma") == [f"n{i}.md" for i in range(5)]
     assert sorted(file_stats) == [f"n{i}.md" for i in range(6)]  # the scope trusted nothing for one search
@@ -176,7 +145,7 @@ def test_too_many_events_for_one_scope_make_it_check_every_file_once(tmp_path: P
 def test_a_scope_dropped_from_the_cache_leaves_no_watch_behind(tmp_path: Path, watcher: Watcher) -> None:
     cache = ContentCache(20_000, watcher)
     for name in ("a", "b"):
-        _scope(tmp_path / name, {f"d{j}/n.md": "word " + "x" * 4_000 + "\n" for j in range(4)})
+        placed(tmp_path / name, {f"d{j}/n.md": "word " + "x" * 4_000 + "\n" for j in range(4)})
     a = cache.scope("a")
     _found(tmp_path / "a", a, "word")
     assert watcher.watches == 4
@@ -189,7 +158,7 @@ def test_a_scope_dropped_from_the_cache_leaves_no_watch_behind(tmp_path: Path, w
 def test_a_folder_that_is_not_on_a_local_file_system_is_checked_every_time(
         tmp_path: Path, watcher: Watcher, file_stats: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(watch_module, "local_file_system", lambda path: False)
-    _scope(tmp_path, {"a.md": "alpha\n", "b.md": "alpha\n"})
+    placed(tmp_path, {"a.md": "alpha\n", "b.md": "alpha\n"})
     cache = ContentCache(1 << 30, watcher).scope("s")
     _found(tmp_path, cache, "alpha")
     file_stats.clear()
@@ -217,7 +186,7 @@ def test_a_search_over_mounts_applies_each_scopes_events(tmp_path: Path, watcher
     cache = ContentCache(1 << 30, watcher)
     roots = [tmp_path / name for name in ("own", "t1", "t2")]
     for root in roots:
-        _scope(root, {"n.md": "alpha\n", "sub/m.md": "alpha\n"})
+        placed(root, {"n.md": "alpha\n", "sub/m.md": "alpha\n"})
     parts = [SearchPart(label, str(root), "", cache.scope(label))
              for label, root in zip(("", "@t1/", "@t2/"), roots, strict=True)]
 
@@ -227,8 +196,8 @@ def test_a_search_over_mounts_applies_each_scopes_events(tmp_path: Path, watcher
         return sorted(m["path"] for m in res["matches"])
 
     assert len(found("alpha")) == 6
-    _write_in_place(roots[2] / "sub" / "m.md", "gamma\n")
-    _write_in_place(roots[0] / "n.md", "gamma\n")
+    write_in_place(roots[2] / "sub" / "m.md", "gamma\n")
+    write_in_place(roots[0] / "n.md", "gamma\n")
     assert found("gamma") == ["@t2/sub/m.md", "n.md"]
 
 
@@ -248,11 +217,11 @@ def test_a_watched_search_equals_a_fresh_scan_under_random_changes(tmp_path: Pat
 
     changes: list[Callable[[Path], None]] = [
         lambda p: p.write_text(text()),
-        lambda p: _write_in_place(p, text()[: p.stat().st_size].ljust(p.stat().st_size)),
+        lambda p: write_in_place(p, text()[: p.stat().st_size].ljust(p.stat().st_size)),
         lambda p: (p.with_suffix(".new").write_text(text()), os.replace(p.with_suffix(".new"), p)),
         lambda p: p.unlink(),
         lambda p: os.link(p, outside / f"{rng.random()}.md"),
-        lambda p: _write_in_place(next(outside.iterdir()), text()) if any(outside.iterdir()) else None,
+        lambda p: write_in_place(next(outside.iterdir()), text()) if any(outside.iterdir()) else None,
     ]
     for step in range(80):
         name = root / f"d{rng.randrange(4)}" / f"n{rng.randrange(6)}.md"
@@ -263,7 +232,7 @@ def test_a_watched_search_equals_a_fresh_scan_under_random_changes(tmp_path: Pat
             name.write_text(text())
         if rng.random() < 0.5:
             for path in root.rglob("*.md"):
-                _age(path, rng.choice([0, 60]))  # some trusted, some inside the racy window
+                aged(path, rng.choice([0, 60]))  # some trusted, some inside the racy window
         query = tuple(rng.sample(words, rng.randrange(1, 4)))
         watched = search_scope(str(root), query, "", 20, LIMITS, cache=cache)
         fresh = search_scope(str(root), query, "", 20, LIMITS)
@@ -277,10 +246,10 @@ def test_an_instance_refused_by_the_system_means_every_file_is_checked(tmp_path:
         raise OSError(24, "Too many open files")  # max_user_instances used up by other programs
 
     watcher.make_instance = refused
-    _scope(tmp_path, {"a.md": "alpha\n", "b.md": "alpha\n"})
+    placed(tmp_path, {"a.md": "alpha\n", "b.md": "alpha\n"})
     cache = ContentCache(1 << 30, watcher).scope("s")
     _found(tmp_path, cache, "alpha")
-    _write_in_place(tmp_path / "a.md", "gamma\n")
+    write_in_place(tmp_path / "a.md", "gamma\n")
     file_stats.clear()
     assert _found(tmp_path, cache, "gamma") == ["a.md"]
     assert sorted(file_stats) == ["a.md", "b.md"] and watcher.watches == 0
@@ -290,13 +259,13 @@ def test_a_watcher_holds_an_instance_only_once_a_folder_is_watched_and_until_clo
     watcher = Watcher()
     cache = ContentCache(1 << 30, watcher)
     assert watcher.inotify is None  # a Hub that never searches holds none
-    _scope(tmp_path, {"a.md": "alpha\n"})
+    placed(tmp_path, {"a.md": "alpha\n"})
     _found(tmp_path, cache.scope("s"), "alpha")
     instance = watcher.inotify
     assert instance is not None and not instance.closed and watcher.watches == 1
     cache.close()  # the Hub's shutdown
     assert instance.closed and watcher.watches == 0
-    _write_in_place(tmp_path / "a.md", "gamma\n")
+    write_in_place(tmp_path / "a.md", "gamma\n")
     assert _found(tmp_path, cache.scope("s"), "gamma") == ["a.md"]  # checked by lstat again
 
 
@@ -304,7 +273,7 @@ def test_folders_past_the_hubs_watch_budget_are_checked_by_lstat(tmp_path: Path,
                                                                  file_stats: list[str],
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(watch_module, "WATCHES_MAX", 2)
-    _scope(tmp_path, {"a.md": "alpha\n", "d1/b.md": "alpha\n", "d2/c.md": "alpha\n"})
+    placed(tmp_path, {"a.md": "alpha\n", "d1/b.md": "alpha\n", "d2/c.md": "alpha\n"})
     cache = ContentCache(1 << 30, watcher).scope("s")
     _found(tmp_path, cache, "alpha")
     file_stats.clear()
@@ -315,7 +284,7 @@ def test_folders_past_the_hubs_watch_budget_are_checked_by_lstat(tmp_path: Path,
 def test_a_folders_trust_ends_after_trust_seconds_and_its_files_are_checked_once(
         tmp_path: Path, watcher: Watcher, file_stats: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(watch_module, "TRUST_SECONDS", 0.0)  # every search is past the trust of the one before
-    _scope(tmp_path, {"a.md": "alpha\n", "b.md": "alpha\n"})
+    placed(tmp_path, {"a.md": "alpha\n", "b.md": "alpha\n"})
     cache = ContentCache(1 << 30, watcher).scope("s")
     _found(tmp_path, cache, "alpha")
     file_stats.clear()
@@ -329,7 +298,7 @@ def test_a_folders_trust_ends_after_trust_seconds_and_its_files_are_checked_once
 
 
 def test_a_plan_with_an_empty_folder_on_a_watched_cache_is_no_error(tmp_path: Path, watcher: Watcher) -> None:
-    _scope(tmp_path, {"a.md": "alpha\n"})
+    placed(tmp_path, {"a.md": "alpha\n"})
     none_allowed = dataclasses.replace(LIMITS, scan_max_files=0)  # the top level planned with no file
     res = search_scope(str(tmp_path), ("alpha",), "", 20, none_allowed, cache=ContentCache(1 << 30, watcher).scope("s"))
     assert res["matches"] == [] and res["incomplete_reasons"] == ["files"]

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,38 +21,7 @@ from amux_memory.hub.storage import watch as watch_module
 from amux_memory.hub.storage.cache import ContentCache, ScopeCache
 from amux_memory.hub.storage.watch import Watcher
 from amux_memory.protocol.limits import LIMITS
-from tests.helpers import skip_or_fail
-
-
-@pytest.fixture
-def watcher() -> Iterator[Watcher]:
-    made = Watcher()  # Linux: an inotify instance, or the test fails
-    yield made
-    made.close()
-
-
-def _age(path: Path, seconds: float = 60) -> None:
-    """Pretend the file was written a while ago (outside the racy window, so the cache may trust it)."""
-    st = path.stat()
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - int(seconds * 1e9)))
-
-
-def _scope(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        _age(path)
-
-
-def _write_in_place(path: Path, text: str) -> None:
-    """An editor that rewrites the file's bytes in place, keeping its size and mtime (only the kernel's event, or
-    the ctime, can tell)."""
-    st = path.stat()
-    with open(path, "r+b") as fh:
-        fh.write(text.encode())
-        fh.truncate()
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+from tests.helpers import placed, skip_or_fail, write_in_place
 
 
 def _both(root: Path, cache: ScopeCache, *words: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -83,12 +52,12 @@ def test_a_hard_link_made_after_the_file_was_trusted_still_shows_writes_through_
     event can tell, so trust ends after ``TRUST_SECONDS`` (0 here): the change shows at the next renewal."""
     monkeypatch.setattr(watch_module, "TRUST_SECONDS", 0.0)
     root = tmp_path / "scope"
-    _scope(root, {"a.md": "alpha one\n", "c.md": "alpha two\n"})
+    placed(root, {"a.md": "alpha one\n", "c.md": "alpha two\n"})
     cache = ContentCache(1 << 30, watcher).scope("s")
     _warm(root, cache)
     other = tmp_path / "elsewhere.md" if where == "outside the scope" else root / "b.md"
     os.link(root / "a.md", other)  # a person's `ln`, `cp -al`, `rsync --link-dest`...
-    _write_in_place(other, "gamma one\n")
+    write_in_place(other, "gamma one\n")
     watched, fresh = _both(root, cache, "gamma")
     assert "a.md" in _paths(fresh)
     assert _paths(watched) == _paths(fresh)
@@ -131,7 +100,7 @@ def test_a_folder_made_unsearchable_by_chmod_is_reported_unreadable_not_served_f
         top = Path(tempfile.mkdtemp())
         try:
             root = top / "scope"
-            _scope(root, {"a.md": "alpha one\n", "sub/b.md": "alpha two\n"})
+            placed(root, {"a.md": "alpha one\n", "sub/b.md": "alpha two\n"})
             made = Watcher()
             try:
                 cache = ContentCache(1 << 30, made).scope("s")
@@ -161,7 +130,7 @@ def test_a_scope_dropped_by_trim_before_its_search_starts_leaves_no_watch_and_is
     files are ``lstat``-ed on every search from then on."""
     cache = ContentCache(20_000, watcher)
     for name in ("a", "b"):
-        _scope(tmp_path / name, {f"d{j}/n.md": "alpha " + "x" * 4_000 + "\n" for j in range(4)})
+        placed(tmp_path / name, {f"d{j}/n.md": "alpha " + "x" * 4_000 + "\n" for j in range(4)})
     b = cache.scope("b")  # a search of b, waiting for a worker thread with its cache in hand
     a = cache.scope("a")
     search_scope(str(tmp_path / "a"), ("alpha",), "", 20, LIMITS, cache=a)
@@ -181,7 +150,7 @@ def test_a_file_bind_mounted_over_a_trusted_document_is_read(tmp_path: Path, wat
     the name reads without any ``inotify`` event, so a trusted ``a.md`` keeps its old text; the ``lstat`` the watch
     saves would have shown another device and inode.  Skipped where this process may not mount."""
     root = tmp_path / "scope"
-    _scope(root, {"a.md": "alpha one\n", "b.md": "alpha two\n"})
+    placed(root, {"a.md": "alpha one\n", "b.md": "alpha two\n"})
     (tmp_path / "other.md").write_text("gamma one\n")
     cache = ContentCache(1 << 30, watcher).scope("s")
     _warm(root, cache)
@@ -211,10 +180,10 @@ def test_a_folder_moved_out_of_a_scope_whose_walks_are_incomplete_is_watched_no_
     monkeypatch.setattr(watch_module, "UNVISITED_SECONDS", 0.0)
     limits = dataclasses.replace(LIMITS, scan_max_bytes=4_000)
     root = tmp_path / "scope"
-    _scope(root, {"big.md": "alpha " + "x" * 5_000 + "\n"})  # over the byte budget: every walk is incomplete
+    placed(root, {"big.md": "alpha " + "x" * 5_000 + "\n"})  # over the byte budget: every walk is incomplete
     cache = ContentCache(1 << 30, watcher).scope("s")
     for i in range(3):
-        _scope(root, {f"p{i}/q/n.md": "alpha\n"})
+        placed(root, {f"p{i}/q/n.md": "alpha\n"})
         search_scope(str(root), ("alpha",), "", 20, limits, cache=cache)
         os.rename(root / f"p{i}", tmp_path / f"archived{i}")  # a person moves a project's notes away
         res = search_scope(str(root), ("alpha",), "", 20, limits, cache=cache)
