@@ -16,12 +16,16 @@ home, :data:`PRINCIPALS` principals with a token each and :data:`TEAMS` teams (t
   calls (the old one ended with DELETE);
 * ``amux hub backup`` every :data:`BACKUP_SECONDS` (the archive deleted after).
 
-Every :data:`SAMPLE_SECONDS` it records the Hub's ``VmRSS`` (``/proc/PID/status``), threads and open files.
-Prints one JSON object: the samples, RSS at 0/5/10/20/30 minutes, the least-squares slope over the last third of
-the run (MiB a minute), the requests made by kind and the errors by code.  ``--code DIR`` runs the Hub from
-another checkout of the repository (``git worktree add``: a before/after comparison).  Expected errors
-(``conflict`` between writers of one note, ``not_found`` of a forgotten note, the refused reads) are counted, not
-failures; anything else (a 5xx, a lost connection) is.
+Every :data:`SAMPLE_SECONDS` it records the Hub's ``VmRSS`` (``/proc/PID/status``), threads and open files, and
+from its ``/metrics`` (``hub.metrics_listen`` on another free port) the two parts of its memory with a bound of
+their own: the search cache's bytes and the versions its history indexes hold.  Prints one JSON object: the
+samples, RSS at 0/5/10/20/30/45/60 minutes, the least-squares slope over the last third of the run (MiB a
+minute), the requests made by kind, the errors by code and a verdict: ``levelled`` when that slope is at most
+:data:`LEVEL_MIB_PER_MINUTE` and every sample stays under :func:`bound_mib` (DESIGN.md §6).  The history
+indexes fill for about 40 minutes at the default rate (150,000 versions); a run past that shows the level.
+``--code DIR`` runs the Hub from another checkout of the repository (``git worktree add``: a before/after
+comparison).  Expected errors (``conflict`` between writers of one note, ``not_found`` of a forgotten note, the
+refused reads) are counted, not failures; anything else (a 5xx, a lost connection) is.
 """
 
 from __future__ import annotations
@@ -37,13 +41,18 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from amux_memory.hub.access import registry as reg
 from amux_memory.hub.access.config import set_value
+from amux_memory.hub.storage.history import INDEX_MAX_VERSIONS
 from amux_memory.protocol.errors import HubError
+from amux_memory.protocol.settings import default_value
 from amux_memory.tools.client.blocking import HubClient
 from bench.mcp_http import Session
 from bench.util import HubProc, amux_argv, free_port, rss_kib
@@ -70,6 +79,14 @@ TEAM_NOTES = 30
 """Notes in each team's memory the load writes."""
 START_TIMEOUT_SECONDS = 120.0
 """How long the Hub may take to answer after it is started (a loaded machine, or ``tracemalloc`` on)."""
+LEVEL_MIB_PER_MINUTE = 0.5
+"""The last third's RSS slope (MiB a minute) at or under which a run has levelled off."""
+BASE_MIB = 128.0
+"""What the Hub holds besides its bounded parts, for :func:`bound_mib`: an idle Hub with its MCP listener is
+~80 MiB (interpreter, libraries, the MCP SDK); the rest is room for requests in flight and the allocators'
+free lists."""
+INDEX_VERSION_BYTES = 450
+"""Bytes a history index version holds in memory (``hub.storage.history.INDEX_MAX_VERSIONS``' measure)."""
 EXPECTED = {"conflict", "not_found", "unauthorized", "review_backlog", "bad_request", "tool_error"}
 """Error codes the mix provokes by design (racing writers, forgotten notes, refused reads)."""
 
@@ -327,8 +344,9 @@ def run(minutes: float, rate: float, tmp: Path, sample_seconds: float = SAMPLE_S
     hub = HubProc.create(tmp / "soak", isolation="user")
     if code is not None:
         hub.env["PYTHONPATH"] = os.pathsep.join(filter(None, [code_path(code, tmp), hub.env.get("PYTHONPATH")]))
-    port = free_port()
-    for key, value in (("hub.mcp_listen", f"127.0.0.1:{port}"), ("hub.mcp_rate", "1000"), ("hub.mcp_burst", "1000")):
+    port, metrics_port = free_port(), free_port()
+    for key, value in (("hub.mcp_listen", f"127.0.0.1:{port}"), ("hub.mcp_rate", "1000"), ("hub.mcp_burst", "1000"),
+                       ("hub.metrics_listen", f"127.0.0.1:{metrics_port}")):
         set_value(hub.home, key, value)
     tokens, teams = setup(hub.home)
     tally = Tally()
@@ -355,7 +373,8 @@ def run(minutes: float, rate: float, tmp: Path, sample_seconds: float = SAMPLE_S
                 total = sum(tally.calls.values())
             sample = {"minute": round((now - start) / 60, 3), "rss_mib": round(st["VmRSS"] / 1024, 1),
                       "hwm_mib": round(st["VmHWM"] / 1024, 1), "threads": st.get("Threads", 0),
-                      "fds": _open_files(hub.pid), "requests": total, "load1": round(os.getloadavg()[0], 2)}
+                      "fds": _open_files(hub.pid), "requests": total, "load1": round(os.getloadavg()[0], 2),
+                      **scrape_parts(f"http://127.0.0.1:{metrics_port}")}
             samples.append(sample)
             if log is not None:
                 log(json.dumps(sample))
@@ -369,6 +388,31 @@ def run(minutes: float, rate: float, tmp: Path, sample_seconds: float = SAMPLE_S
         stop.set()
         hub.stop()
     return summarize(samples, tally, minutes)
+
+
+def bound_mib(cache_max_bytes: int = default_value("hub.cache_max_bytes"),
+              index_versions: int = INDEX_MAX_VERSIONS) -> float:
+    """The documented bound of a Hub's RSS in MiB (DESIGN.md §6): :data:`BASE_MIB` plus the search cache's bound
+    plus the history indexes' (``index_versions`` × :data:`INDEX_VERSION_BYTES`): 449 MiB with the defaults."""
+    return BASE_MIB + (cache_max_bytes + index_versions * INDEX_VERSION_BYTES) / 2**20
+
+
+def scrape_parts(base: str) -> dict[str, float]:
+    """``amux_search_cache_bytes`` and ``amux_history_index_versions`` from the Hub's ``/metrics`` (those it
+    has: a Hub from ``--code`` may predate them); empty when the scrape fails."""
+    wanted = {"amux_search_cache_bytes": "cache_mib", "amux_history_index_versions": "index_versions"}
+    try:
+        with urllib.request.urlopen(base + "/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return {}
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in wanted:
+                key = wanted[sample.name]
+                out[key] = round(sample.value / 2**20, 1) if key == "cache_mib" else sample.value
+    return out
 
 
 def slope(points: list[tuple[float, float]]) -> float | None:
@@ -387,19 +431,25 @@ def rss_at(samples: list[dict[str, float]], minute: float) -> float | None:
 
 
 def summarize(samples: list[dict[str, float]], tally: Tally, minutes: float) -> dict[str, Any]:
-    """The figures of a run: RSS at 0/5/10/20/30 minutes, the last third's slope, the requests and errors."""
+    """The figures of a run: RSS at 0/5/10/20/30/45/60 minutes, the last third's slope, the requests and errors,
+    and the verdict (module docstring)."""
     span = samples[-1]["minute"] or 1.0
+    bound = bound_mib()
     last = slope([(s["minute"], s["rss_mib"]) for s in samples if s["minute"] >= span * 2 / 3])
     first = slope([(s["minute"], s["rss_mib"]) for s in samples if s["minute"] <= span / 3])
     return {
         "minutes": minutes, "requests": dict(tally.calls),
         "requests_per_s": round(samples[-1]["requests"] / span / 60, 1),
         "errors": dict(tally.errors), "unexpected": tally.unexpected,
-        "rss_mib_at": {m: rss_at(samples, m) for m in (0, 1, 5, 10, 20, 30) if m <= span + 0.05},
+        "rss_mib_at": {m: rss_at(samples, m) for m in (0, 1, 5, 10, 20, 30, 45, 60) if m <= span + 0.05},
         "rss_mib_end": samples[-1]["rss_mib"], "hwm_mib_end": samples[-1]["hwm_mib"],
         "slope_mib_per_min_last_third": None if last is None else round(last, 3),
         "slope_mib_per_min_first_third": None if first is None else round(first, 3),
         "threads_end": samples[-1]["threads"], "fds_end": samples[-1]["fds"],
+        "bound_mib": round(bound, 1), "rss_mib_max": max(s["rss_mib"] for s in samples),
+        "index_versions_end": samples[-1].get("index_versions"), "cache_mib_end": samples[-1].get("cache_mib"),
+        "verdict": "levelled" if last is not None and last <= LEVEL_MIB_PER_MINUTE
+        and all(s["rss_mib"] < bound for s in samples) else "not levelled",
         "samples": samples,
     }
 

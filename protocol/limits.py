@@ -29,7 +29,9 @@ Hub
     history indexes in memory, all scopes together, and the actor maps they share (§6).
   * ``hub.storage.proposals.DECIDED_SWEEP_SECONDS`` (s): how often a scope's old decided proposals are looked for.
   * ``hub.serve.heap.TRIM_SECONDS`` (s), ``hub.serve.heap.QUIET_POLL_SECONDS`` (s): how often freed memory is
-    handed back to the OS, and how often a due trim looks for a moment with no call running (§6).
+    handed back to the OS, and how often a due trim looks for a moment with no call running (§6);
+    ``hub.serve.heap.MMAP_THRESHOLD_BYTES`` (bytes): blocks this large get pages of their own, unmapped when freed;
+    ``hub.serve.heap.M_MMAP_THRESHOLD``: glibc's ``mallopt`` parameter number (a name, not a limit).
   * ``hub.serve.home.LOCK_RETRY_SECONDS`` (s): how long a held home lock is retried.
   * ``hub.storage.backup.STALE_STAGING_SECONDS`` (s): a backup staging folder older than this is removed;
     ``hub.storage.backup.BACKUP_FORMAT_VERSION``: the archive format (a number, not a limit).
@@ -161,7 +163,9 @@ The benchmark's goals and sizes
   * ``bench.soak.PRINCIPALS`` (principals), ``bench.soak.TEAMS`` (teams), ``bench.soak.SOCKET_WORKERS`` (threads),
     ``bench.soak.MCP_WORKERS`` (threads), ``bench.soak.MCP_SESSION_CALLS`` (calls), ``bench.soak.RATE``
     (requests/s), ``bench.soak.BACKUP_SECONDS`` (s), ``bench.soak.SAMPLE_SECONDS`` (s), ``bench.soak.OWN_NOTES``
-    (notes), ``bench.soak.TEAM_NOTES`` (notes), ``bench.soak.START_TIMEOUT_SECONDS`` (s): the soak's load.
+    (notes), ``bench.soak.TEAM_NOTES`` (notes), ``bench.soak.START_TIMEOUT_SECONDS`` (s): the soak's load;
+    ``bench.soak.LEVEL_MIB_PER_MINUTE`` (MiB a minute), ``bench.soak.BASE_MIB`` (MiB),
+    ``bench.soak.INDEX_VERSION_BYTES`` (bytes): its verdict, against the Hub's RSS bound (§6).
 """
 
 from __future__ import annotations

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
 import trio
 import trio.testing
 
@@ -34,3 +38,33 @@ async def test_a_due_trim_waits_for_a_moment_with_no_call_running(mock_clock: tr
             await trio.testing.wait_all_tasks_blocked()
             mock_clock.jump(5.0)
     assert results[1][0] is False and results[1][1] >= 7.0 + heap.QUIET_POLL_SECONDS + 10.0
+
+
+MMAP_PROBE = """
+import ctypes, platform, sys
+from amux_memory.hub.serve import heap
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+if sys.argv[1] == "fixed":
+    assert heap.fix_mmap_threshold()
+big = bytearray(8 << 20)  # mapped at any threshold; freeing it raises glibc's own threshold to 8 MiB
+del big
+mapped_before = libc.mallinfo2().hblkhd
+block = bytearray(512 << 10)
+print(libc.mallinfo2().hblkhd - mapped_before >= 512 << 10)
+"""
+
+
+@pytest.mark.skipif(heap.malloc_trim() is None, reason="glibc only: other C libraries have no mmap threshold to fix")
+@pytest.mark.parametrize("mode", ["fixed", "glibc"])
+def test_large_blocks_keep_pages_of_their_own_once_the_threshold_is_fixed(mode: str) -> None:
+    """After an 8 MiB block is freed, glibc alone serves a 512 KiB block from its heap (where freeing it leaves
+    a hole); with the threshold fixed the block is mapped pages of its own, unmapped when freed.  Each mode in a
+    fresh interpreter, whose allocator has seen nothing of this test run's."""
+    out = subprocess.run([sys.executable, "-c", MMAP_PROBE, mode], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ("True" if mode == "fixed" else "False")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from amux_memory.protocol.requests import upsert_params
 from amux_memory.protocol.settings import default_value
 from tests.conftest import make_hub
 from tests.helpers import free_port, wait_until
@@ -38,6 +39,7 @@ def test_the_cache_hit_rate_is_scraped_and_the_bound_is_the_setting(tmp_path: Pa
     base = f"http://127.0.0.1:{port}"
     scrape = scraped(base)
     assert scrape["amux_search_cache_hits_total"] == scrape["amux_search_cache_misses_total"] == 0
+    assert scrape["amux_search_cache_bytes"] == scrape["amux_history_index_versions"] == 0
     with h.client() as c:
         assert c.hello["limits"]["cache_max_bytes"] == 3 << 20 != default_value("hub.cache_max_bytes")
         assert c.call("search", {"query": "caching"})["candidates"] == 3  # read: three misses
@@ -45,6 +47,8 @@ def test_the_cache_hit_rate_is_scraped_and_the_bound_is_the_setting(tmp_path: Pa
     scrape = scraped(base)
     assert (scrape["amux_search_cache_misses_total"], scrape["amux_search_cache_hits_total"]) == (3, 3)
     assert scrape["amux_search_watched_folders"] == 1  # the scope's one folder (hub.watch_files, DESIGN.md §5.5)
+    held = sum(len(p.read_bytes()) for p in scope.glob("*.md"))  # all ASCII: the folded text is as long
+    assert scrape["amux_search_cache_bytes"] == 2 * held
     note = scope / "n0.md"
     st = note.stat()
     with open(note, "r+b") as fh:  # an editor writing in place: same size, and the mtime put back
@@ -54,6 +58,10 @@ def test_the_cache_hit_rate_is_scraped_and_the_bound_is_the_setting(tmp_path: Pa
         assert [m["path"] for m in c.call("search", {"query": "hashing"})["matches"]] == ["n0.md"]
     scrape = scraped(base)
     assert (scrape["amux_search_cache_misses_total"], scrape["amux_search_cache_hits_total"]) == (4, 5)
+    with h.client() as c:  # two writes: the scope's history index holds their versions (DESIGN.md §6)
+        made = c.call("upsert", upsert_params("new.md", "# New\n", "absent"))
+        c.call("upsert", upsert_params("new.md", "# Newer\n", made["revision"]))
+    assert scraped(base)["amux_history_index_versions"] >= 2
     h.stop()
 
 

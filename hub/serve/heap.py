@@ -11,6 +11,9 @@ minutes (240 without); ``MALLOC_ARENA_MAX=2`` alone made it worse (553 MiB after
 no better than the trim alone, so only the trim is used.  The 30-minute soak (``bench/README.md``) with it and
 the bounded indexes: 78.8 → 221.4 MiB, 2.0 MiB a minute over the last 10; before: 78.7 → 721.8 MiB in 10.
 
+Blocks of :data:`MMAP_THRESHOLD_BYTES` or more get pages of their own (:func:`fix_mmap_threshold`), so the
+large short-lived buffers of a request go back to the OS as they are freed instead of leaving holes in a heap.
+
 :func:`return_freed_memory` runs in the Hub's nursery and calls it every :data:`TRIM_SECONDS` when a data call
 ended since the last one (an idle Hub frees nothing new), in a worker thread: it holds each arena's lock while it
 walks it, never the event loop.  Not glibc (musl, macOS): it does nothing.
@@ -50,6 +53,33 @@ def malloc_trim() -> Callable[[], int] | None:
     return lambda: int(function(0))
 
 
+MMAP_THRESHOLD_BYTES = 128 << 10
+"""Blocks of at least this many bytes are mapped pages of their own, unmapped when freed (glibc's
+``M_MMAP_THRESHOLD``, fixed).  glibc starts there but raises the threshold to the size of each mapped block
+freed (up to 32 MiB), so after the Hub's first multi-MiB buffer (a folded scope joined for matching, a
+history segment read for a backup) blocks of up to that size came from the heap, and the heap grew around
+them: in ``python -m bench.soak`` glibc's heaps grew 54 → 116 MiB in 9 minutes while 25-28 MiB of them
+were in use (``mallinfo2``), RSS 115 → 182 MiB.  Fixed at 128 KiB: 30 → 35 MiB in 4 minutes, RSS 105 → 115."""
+
+
+def fix_mmap_threshold() -> bool:
+    """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD_BYTES` for this process (``mallopt``), which also
+    stops glibc moving it; True when set, False where the C library is not glibc or refused.  Raises nothing."""
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+
+
+M_MMAP_THRESHOLD = -3
+"""glibc's ``mallopt`` parameter number for the mmap threshold (``malloc.h``; a name, not a limit)."""
+
+
 def resident_bytes() -> int:
     """This process's resident set in bytes (``/proc/self/statm``), 0 where it cannot be read."""
     try:
@@ -81,7 +111,9 @@ async def return_freed_memory(last_call_ended: Callable[[], float], period: floa
     the last trim, run ``malloc_trim(0)`` in a worker thread and log at debug level what it returned.  A due trim
     first waits, polling every :data:`QUIET_POLL_SECONDS`, for a moment when ``calls_running()`` is 0 (at most
     one more ``period``: under a load that never pauses it trims anyway, memory must stay bounded).  Returns at
-    once where :func:`malloc_trim` is None; runs until cancelled (the Hub's shutdown)."""
+    once where :func:`malloc_trim` is None; runs until cancelled (the Hub's shutdown).  First fixes the mmap
+    threshold (:func:`fix_mmap_threshold`)."""
+    fix_mmap_threshold()
     trim = malloc_trim()
     if trim is None:
         return

@@ -93,7 +93,9 @@ class Hub:
         """Data calls (:meth:`call`) running now, from every transport."""
         self.last_call_ended = -math.inf
         self.metrics: HubMetrics | None = (HubMetrics(config.home, self.version, frozenset(routes),
-                                                      self.memory.cache.counts, self.memory.cache.watched_folders)
+                                                      self.memory.cache.counts, self.memory.cache.watched_folders,
+                                                      self.memory.cache.held_bytes,
+                                                      self.memory.history.indexed_versions)
                                            if config.metrics_listen else None)
         """The Prometheus series (:mod:`hub.serve.metrics`) when ``hub.metrics_listen`` is set, else None."""
         self.mcp_session_count: Callable[[], int] | None = None

@@ -56,6 +56,7 @@ from amux_memory.hub.access.config import HubConfig
 from amux_memory.hub.serve.asgi import answer_lifespan, guard_hypercorn, hypercorn_config
 from amux_memory.hub.serve.listeners import HttpListenerSettings, bind_http_socket, http_listener_settings
 from amux_memory.hub.storage.fsio import TEMP_SUFFIX
+from amux_memory.hub.storage.history import INDEX_MAX_VERSIONS
 from amux_memory.protocol.endpoint import is_loopback
 from amux_memory.protocol.errors import ErrorCode
 
@@ -188,17 +189,23 @@ class HubMetrics:
     ``amux_build_info``; ``methods`` are the names a ``method`` label may carry (the Hub's route table);
     ``cache_counts`` gives the search cache's ``(hits, misses)`` so far
     (:meth:`hub.storage.cache.ContentCache.counts`), ``watched_folders`` how many folders the kernel watches
-    for it (:attr:`hub.storage.watch.Watcher.watches`), both read at scrape time.
+    for it (:attr:`hub.storage.watch.Watcher.watches`), ``cache_bytes`` the bytes it holds
+    (:meth:`hub.storage.cache.ContentCache.held_bytes`) and ``history_versions`` the versions the history
+    indexes hold (:meth:`hub.storage.history.HistoryStore.indexed_versions`), all read at scrape time: the
+    Hub's two largest parts in memory beside their bounds (DESIGN.md §6).
     ``prometheus_client`` is imported here, so a Hub without the listener never
     imports it.
     """
 
     def __init__(self, home: Path, version: str, methods: Collection[str],
                  cache_counts: Callable[[], tuple[int, int]] = lambda: (0, 0),
-                 watched_folders: Callable[[], int] = lambda: 0) -> None:
+                 watched_folders: Callable[[], int] = lambda: 0, cache_bytes: Callable[[], int] = lambda: 0,
+                 history_versions: Callable[[], int] = lambda: 0) -> None:
         self.methods = methods
         self.cache_counts = cache_counts
         self.watched_folders = watched_folders
+        self.cache_bytes = cache_bytes
+        self.history_versions = history_versions
         from prometheus_client import (
             CollectorRegistry,
             Counter,
@@ -283,6 +290,10 @@ class _WalkCollector:
                                   "changed since", value=misses)
         yield GaugeMetricFamily("amux_search_watched_folders", "Folders the kernel watches so searches can trust "
                                 "unchanged documents without an lstat (hub.watch_files)", value=m.watched_folders())
+        yield GaugeMetricFamily("amux_search_cache_bytes", "Bytes of documents (raw and folded) the search cache "
+                                "holds, every scope (at most hub.cache_max_bytes)", value=m.cache_bytes())
+        yield GaugeMetricFamily("amux_history_index_versions", "Versions the history indexes hold in memory, every "
+                                f"scope (at most {INDEX_MAX_VERSIONS:,})", value=m.history_versions())
         age = 0.0 if s.review_oldest_ns is None else max(0.0, time.time() - s.review_oldest_ns / 1e9)
         for name, doc, value in (
             ("amux_review_pending", "Proposals waiting for review, every scope", s.review_pending),

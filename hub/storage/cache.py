@@ -389,6 +389,12 @@ class ContentCache:
                     cache.lock.release()
             return total
 
+    def held_bytes(self) -> int:
+        """Bytes the scopes' entries hold now (:attr:`CachedDoc.cost` summed), at most ``max_bytes`` after a
+        :meth:`trim` (a search still running may hold more until its own trim)."""
+        with self._lock:
+            return sum(c.bytes for c in self._scopes.values())
+
     def counts(self) -> tuple[int, int]:
         """``(hits, misses)``: documents searches took from the cache fresh, and read, since the Hub started."""
         with self._lock:

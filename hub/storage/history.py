@@ -939,6 +939,12 @@ class HistoryStore:
                         break
             return h
 
+    def indexed_versions(self) -> int:
+        """Versions the scopes' indexes hold in memory now, together (at most ``max_versions`` once
+        :meth:`scope` has dropped what it can)."""
+        with self._lock:
+            return sum(len(s.versions) for s in self._scopes.values())
+
     def scopes(self) -> Iterator[ScopeHistory]:
         """The scope histories opened so far."""
         with self._lock:

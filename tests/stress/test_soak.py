@@ -51,3 +51,6 @@ def test_rss_levels_off_under_mixed_team_traffic(tmp_path: Path) -> None:
     assert result["unexpected"] == [], result["unexpected"]
     assert result["requests_per_s"] >= 50, result["requests"]  # traffic went on
     assert per_1000 <= GROWTH_MIB_PER_1000, [(s["minute"], s["rss_mib"]) for s in samples]
+    # the bounded parts, from the Hub's /metrics under the load: the writes' versions indexed, searches cached
+    assert samples[-1]["index_versions"] > 0 and samples[-1]["cache_mib"] > 0, samples[-1]
+    assert result["rss_mib_max"] < result["bound_mib"], result["rss_mib_max"]
