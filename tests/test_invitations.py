@@ -226,3 +226,30 @@ def test_token_labels_and_connect_env_prints_amux_url(hub: HubProcess) -> None:
     assert env.returncode == 0, env.stderr
     assert any(line.startswith("export AMUX_URL=https://127.0.0.1:") and line.endswith("/mcp")
                for line in env.json["env"])
+
+
+def test_a_joined_hub_that_is_down_or_has_a_new_certificate_is_named_as_the_login(
+        hub: HubProcess, tmp_path: Path) -> None:
+    """The person set no variable: when the Hub joined with 'amux login' cannot be reached, the error names the
+    login and says who can help, never AMUX_HUB or starting a Hub of one's own (DESIGN.md §7.4)."""
+    gil = person(tmp_path, "gil")
+    assert gil.cli("login", str(invite(hub, "gil", "--team", "web")["invitation"])).returncode == 0
+    address = json.loads((gil.cli("hub", "status", "--json")).stdout)["socket"]
+
+    assert hub.cli("hub", "tls", "init", "--force", "--json").returncode == 0  # a new CA: not the one gil pinned
+    hub.stop()
+    hub.start()
+    changed = gil.cli("memory", "search", "deploy", "--json")
+    error = json.loads(changed.stdout)["error"]
+    assert changed.returncode == 11 and error["code"] == "unavailable", changed.stderr
+    assert "you joined with 'amux login'" in error["message"] and "pinned at login" in error["message"]
+    assert "new invitation" in error["next_step"] and "AMUX_HUB" not in error["message"] + error["next_step"]
+
+    hub.stop()
+    down = gil.cli("memory", "search", "deploy")
+    assert down.returncode == 11
+    text = down.stdout.decode() + down.stderr
+    assert f"the Hub you joined with 'amux login' is not answering at {address}" in text
+    assert "Ask whoever runs that Hub" in text
+    assert "AMUX_HUB" not in text and "hub start" not in text
+    hub.start()  # the fixture stops it

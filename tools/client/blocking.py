@@ -109,14 +109,14 @@ class HubClient(ClientBase):
                 raise
             except OSError as exc:
                 sock.close()
-                raise connect_failed(ep, exc) from None
+                raise connect_failed(ep, exc, self.settings.via_login) from None
             return sock
         try:
             sock = socket.create_connection((ep.host, ep.port), timeout=self._op_timeout())
         except TimeoutError:
             raise
         except OSError as exc:
-            raise connect_failed(ep, exc) from None
+            raise connect_failed(ep, exc, self.settings.via_login) from None
         if ep.kind == "tcp":
             return sock
         try:
@@ -128,7 +128,7 @@ class HubClient(ClientBase):
             raise
         except OSError as exc:  # ssl.SSLError is an OSError, and so is an unreadable CA file
             sock.close()
-            raise tls_failed(ep, exc) from None
+            raise tls_failed(ep, exc, self.settings.via_login) from None
 
     def connect(self, *, hello: bool = True) -> dict[str, Any]:
         """Connect and say hello; returns the Hub's hello reply (principal, scope, limits, memory_enabled).

@@ -28,8 +28,12 @@ MEANWHILE = "; carry on without memory meanwhile."
 """The end of every next step here: an agent keeps working without memory (DESIGN.md §8)."""
 
 
-def not_listening(endpoint: Endpoint, why: str) -> HubError:
-    """Nothing listens at ``endpoint`` (no socket file, connection refused); ``why`` is the OS's reason."""
+def not_listening(endpoint: Endpoint, why: str, via_login: bool = False) -> HubError:
+    """Nothing listens at ``endpoint`` (no socket file, connection refused); ``why`` is the OS's reason.
+    ``via_login``: the Hub this account joined with ``amux login`` (:func:`joined_hub_step`)."""
+    if via_login:
+        return HubError(ErrorCode.UNAVAILABLE, f"the Hub you joined with 'amux login' is not answering at {endpoint} "
+                        f"({why})", where(endpoint), next_step=joined_hub_step())
     hint = ("start one with 'amux hub start' (or 'amux hub serve' in the foreground) or point AMUX_HOME / AMUX_HUB "
             "at a running Hub"
             if endpoint.kind == "unix" else "check AMUX_HUB and that the Hub runs with hub.listen")
@@ -39,23 +43,40 @@ def not_listening(endpoint: Endpoint, why: str) -> HubError:
                     next_step="Check AMUX_HUB and that the Hub there runs with hub.listen" + MEANWHILE)
 
 
-def unreachable(endpoint: Endpoint, exc: OSError) -> HubError:
-    """Connecting to ``endpoint`` failed for another OS reason (permission, no route, unknown host)."""
+def joined_hub_step() -> str:
+    """The next step when the Hub joined with ``amux login`` cannot be reached (DESIGN.md §7.4): its person set
+    no variable, so none is named; whoever runs the Hub can say whether it is up or moved."""
+    return ("Ask whoever runs that Hub whether it is up; if it moved, 'amux logout' and 'amux login' with a new "
+            "invitation ('amux doctor' checks this machine's side)" + MEANWHILE)
+
+
+def unreachable(endpoint: Endpoint, exc: OSError, via_login: bool = False) -> HubError:
+    """Connecting to ``endpoint`` failed for another OS reason (permission, no route, unknown host).
+    ``via_login``: the Hub this account joined with ``amux login``."""
+    if via_login:
+        return HubError(ErrorCode.UNAVAILABLE, f"cannot reach the Hub you joined with 'amux login' at {endpoint}: "
+                        f"{exc}", where(endpoint), next_step=joined_hub_step())
     return HubError(ErrorCode.UNAVAILABLE, f"cannot reach the Hub at {endpoint}: {exc}", where(endpoint),
                     next_step="Check AMUX_HUB (or AMUX_HOME) and that the Hub runs there (the message says what "
                     "failed)" + MEANWHILE)
 
 
-def connect_failed(endpoint: Endpoint, exc: OSError) -> HubError:
+def connect_failed(endpoint: Endpoint, exc: OSError, via_login: bool = False) -> HubError:
     """The error for an ``OSError`` from connecting: :func:`not_listening` for a missing socket or a refusal,
     else :func:`unreachable`."""
     if isinstance(exc, FileNotFoundError | ConnectionRefusedError):
-        return not_listening(endpoint, exc.strerror or str(exc))
-    return unreachable(endpoint, exc)
+        return not_listening(endpoint, exc.strerror or str(exc), via_login)
+    return unreachable(endpoint, exc, via_login)
 
 
-def tls_failed(endpoint: Endpoint, exc: BaseException) -> HubError:
-    """The TLS handshake with ``endpoint`` failed (most often: the certificate is not signed by ``AMUX_HUB_CA``)."""
+def tls_failed(endpoint: Endpoint, exc: BaseException, via_login: bool = False) -> HubError:
+    """The TLS handshake with ``endpoint`` failed (most often: the certificate is not signed by ``AMUX_HUB_CA``).
+    ``via_login``: the Hub this account joined with ``amux login``, whose CA it pinned then."""
+    if via_login:
+        return HubError(ErrorCode.UNAVAILABLE, f"TLS with the Hub you joined with 'amux login' at {endpoint} failed: "
+                        f"{exc} (its certificate is no longer signed by the CA pinned at login)", where(endpoint),
+                        next_step="The Hub's certificate changed since you logged in: ask whoever runs it for a new "
+                        "invitation, then 'amux logout' and 'amux login' with it" + MEANWHILE)
     return HubError(ErrorCode.UNAVAILABLE, f"TLS with the Hub at {endpoint} failed: {exc} "
                     "(is AMUX_HUB_CA the CA that signed the Hub's certificate?)", where(endpoint),
                     next_step="The Hub's certificate was not accepted: AMUX_HUB_CA must name the CA that signed it "

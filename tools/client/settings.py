@@ -192,6 +192,9 @@ class ClientSettings:
     ca_pem: str | None = None
     """A CA certificate (PEM) to check a ``tls://`` Hub against instead of ``ca_file``: the one ``amux login``
     has pinned by its fingerprint before it stores anything."""
+    via_login: bool = False
+    """True when ``endpoint`` is the Hub this account joined with ``amux login`` (no ``AMUX_HUB``): failures to
+    reach it then name the login, not variables the person never set (:mod:`tools.client.failures`)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, endpoint: Endpoint | None = None,
@@ -202,14 +205,17 @@ class ClientSettings:
         used: neither ``endpoint`` nor ``socket_path`` given).
         """
         env = _environ(environ)
+        chosen = endpoint is None and socket_path is None
         if endpoint is None:
             endpoint = Endpoint("unix", socket_path) if socket_path is not None else resolve_endpoint(env)
         token, ca_file = env.get(TOKEN_ENV) or None, env.get(CA_ENV) or None
-        if endpoint.kind != "unix" and (token is None or ca_file is None):
+        via_login = False
+        if endpoint.kind != "unix":
             login = read_login(default_home(env))
             if login is not None and str(parse_endpoint(login.hub)) == str(endpoint):  # its token goes there only
                 token = token or login.token()
                 ca_file = ca_file or str(login.ca_file)
+                via_login = chosen and not env.get(HUB_ENV)
         return cls(
             endpoint=endpoint,
             token=token,
@@ -217,6 +223,7 @@ class ClientSettings:
             ca_file=ca_file,
             connect_deadline=connect_deadline_from_env(env),
             session=env.get(SESSION_ENV) or None,
+            via_login=via_login,
         )
 
     def override(self, *, token: str | None = None, binding: str | None = None, ca_file: str | None = None,
