@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -44,19 +45,24 @@ MMAP_PROBE = """
 import ctypes, platform, sys
 from amux_memory.hub.serve import heap
 
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
-
 libc = ctypes.CDLL(None)
-libc.mallinfo2.restype = MallInfo2
-if sys.argv[1] == "fixed":
-    assert heap.fix_mmap_threshold()
+if hasattr(libc, "mallinfo2"):  # glibc 2.33 and later
+    mallinfo, counter = libc.mallinfo2, ctypes.c_size_t
+else:  # older glibc: the same counters as ints, ample for these sizes
+    mallinfo, counter = libc.mallinfo, ctypes.c_int
+
+class MallInfo(ctypes.Structure):
+    _fields_ = [(name, counter) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                                             "uordblks", "fordblks", "keepcost")]
+
+mallinfo.restype = MallInfo
 big = bytearray(8 << 20)  # mapped at any threshold; freeing it raises glibc's own threshold to 8 MiB
 del big
-mapped_before = libc.mallinfo2().hblkhd
+if sys.argv[1] == "fixed":  # after, as in the Hub, whose start-up has raised it: the fix must bring it down
+    assert heap.fix_mmap_threshold()
+mapped_before = mallinfo().hblkhd
 block = bytearray(512 << 10)
-print(libc.mallinfo2().hblkhd - mapped_before >= 512 << 10)
+print(mallinfo().hblkhd - mapped_before >= 512 << 10)
 """
 
 
@@ -64,7 +70,15 @@ print(libc.mallinfo2().hblkhd - mapped_before >= 512 << 10)
 @pytest.mark.parametrize("mode", ["fixed", "glibc"])
 def test_large_blocks_keep_pages_of_their_own_once_the_threshold_is_fixed(mode: str) -> None:
     """After an 8 MiB block is freed, glibc alone serves a 512 KiB block from its heap (where freeing it leaves
-    a hole); with the threshold fixed the block is mapped pages of its own, unmapped when freed.  Each mode in a
-    fresh interpreter, whose allocator has seen nothing of this test run's."""
-    out = subprocess.run([sys.executable, "-c", MMAP_PROBE, mode], capture_output=True, text=True, check=True)
+    a hole); with the threshold fixed after that (as in the Hub, whose start-up has raised it: setting any other
+    malloc parameter would only stop it moving, so the test tells them apart) the block is mapped pages of its
+    own, unmapped when freed.  Each mode in a fresh interpreter, whose allocator has seen nothing of this test
+    run's, and with glibc's defaults: a ``MALLOC_*`` variable or a ``glibc.malloc`` tunable stops glibc moving
+    its threshold too, and would fail the unfixed mode."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    tunables = [t for t in env.pop("GLIBC_TUNABLES", "").split(":") if t and not t.startswith("glibc.malloc.")]
+    if tunables:
+        env["GLIBC_TUNABLES"] = ":".join(tunables)
+    out = subprocess.run([sys.executable, "-c", MMAP_PROBE, mode], capture_output=True, text=True, check=True,
+                         env=env)
     assert out.stdout.strip() == ("True" if mode == "fixed" else "False")
