@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import subprocess
 import urllib.parse
 from pathlib import Path
@@ -34,7 +35,11 @@ PROMTOOL = "/usr/bin/promtool"
 NAMES = ("amux_requests_total", "amux_request_duration_seconds", "amux_search_incomplete_total",
          "amux_review_pending", "amux_review_oldest_age_seconds", "amux_mcp_http_sessions", "amux_scopes",
          "amux_documents", "amux_bytes", "amux_history_bytes", "amux_build_info", "process_resident_memory_bytes",
-         "amux_search_cache_hits_total", "amux_search_cache_misses_total")
+         "amux_search_cache_hits_total", "amux_search_cache_misses_total", "amux_search_cache_bytes",
+         "amux_history_index_versions")
+ALERTS = Path(__file__).resolve().parent.parent / "docs" / "alerts.yml"
+"""The alert rules docs/metrics.md offers operators: Prometheus must load them, and every series they name must be
+one the Hub serves."""
 
 
 def get(base: str, path: str, method: str = "GET") -> tuple[int, str]:
@@ -133,10 +138,15 @@ async def test_every_transport_counted_scraped_by_prometheus(tmp_path: Path) -> 
     assert get(base, "/metrics", "POST")[0] == 405
     assert not [n for n in os.listdir(h.home / "memory") if n.endswith(".amux-tmp")], "the readiness write stayed"
 
-    # A real Prometheus scrapes the Hub; the series comes back through its query API.
+    named = set(re.findall(r"\b(?:amux|process)_[a-z_]+", ALERTS.read_text()))
+    assert named and not [n for n in named if n not in scrape], sorted(named - set(scrape))
+
+    # A real Prometheus scrapes the Hub, with the documented alert rules; the series comes back through its query
+    # API, and every rule evaluates without an error.
     prom_port = free_port()
     config = tmp_path / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: amux\n"
+    config.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                      f"rule_files: ['{ALERTS}']\nscrape_configs:\n  - job_name: amux\n"
                       f"    static_configs:\n      - targets: ['127.0.0.1:{urllib.parse.urlsplit(base).port}']\n")
     with open(tmp_path / "prometheus.log", "wb") as log:
         prom = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
@@ -154,6 +164,15 @@ async def test_every_transport_counted_scraped_by_prometheus(tmp_path: Path) -> 
 
         got = wait_until(query, 60, "Prometheus to scrape the Hub", interval=0.5)
         assert got == 1.0
+
+        def rules() -> list[tuple[str, str]] | None:
+            status, body = get(f"http://127.0.0.1:{prom_port}", "/api/v1/rules")
+            groups = json.loads(body)["data"]["groups"] if status == 200 else []
+            found = [(r["name"], r.get("health", "")) for g in groups for r in g["rules"]]
+            return found if found and all(h != "unknown" for _, h in found) else None
+
+        evaluated = wait_until(rules, 30, "Prometheus to evaluate the alert rules", interval=0.5)
+        assert len(evaluated) == ALERTS.read_text().count("- alert:") and {h for _, h in evaluated} == {"ok"}, evaluated
     finally:
         prom.terminate()
         prom.wait(15)
