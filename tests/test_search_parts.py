@@ -227,3 +227,21 @@ def test_the_corpus_across_mounts_equals_a_literal_scan(tmp_path: Path) -> None:
         expected = literal_over_parts(trees, words)
         for _ in range(2):
             _check(search_parts(parts, tuple(words), 20, UNHURRIED), expected, 20)
+
+
+def test_a_slow_listing_of_the_mounts_cuts_them_not_the_callers_own_memory(tmp_path: Path) -> None:
+    """The mounts are listed only once the caller's own scope is read: a deadline spent listing many new team
+    folders (a cold disk, thousands of new notes) leaves the caller's own notes found (DESIGN.md §7.8)."""
+    trees = {"": {f"n{i}.md": b"word\n" for i in range(5)},
+             "@a/": {f"f{k:03d}/a.md": b"word\n" for k in range(600)},
+             "@b/": {f"f{k:03d}/b.md": b"word\n" for k in range(600)}}
+    calls = [0]
+
+    def stop_while_listing_the_mounts() -> bool:  # asked every 16 folders listed and before each file read
+        calls[0] += 1
+        return calls[0] > 20
+
+    r = search_parts(_parts(tmp_path, trees), ("word",), 5, UNHURRIED, should_stop=stop_while_listing_the_mounts)
+    parts = {p["mount"]: (p["scanned_files"], p["incomplete_reasons"]) for p in r["parts"]}
+    assert parts[""] == (5, [])
+    assert parts["@a/"][0] == parts["@b/"][0] == 0 and "time" in parts["@a/"][1] + parts["@b/"][1]

@@ -1045,14 +1045,14 @@ def search_parts(
 ) -> dict[str, Any]:
     """Scan several scopes as one search, each under its own budget, all under one deadline (DESIGN.md §7.8).
 
-    One part is exactly :func:`search_scope`.  With more, every part keeps the budget of a scope of its own
+    One part is exactly :func:`search_scope`. With more, every part keeps the budget of a scope of its own
     (``scan_max_files``, ``scan_max_bytes``, the entry limits: its own plan, cache and incomplete reasons, as
     :func:`search_scope` scans it), and the time is one deadline for all: a search over N parts reads at most N
-    scopes' budgets.  The caller's own scope (label ``""``, its ``MEMORY.md`` first) is read first, then the
-    mounts from the fewest listed documents to the most, so a deadline cuts the most crowded mount, never the
-    caller's own notes before a team's.  Matches are ranked across parts by the same rule (distinct keywords,
-    keywords in the path or title of the document inside its scope, then the shown path) and named by their
-    mounted path.
+    scopes' budgets. The caller's own scope (label ``""``, its ``MEMORY.md`` first) is listed and read first, then
+    the mounts are listed and read from the fewest listed documents to the most, so a deadline (a slow listing too)
+    cuts the most crowded mount, never the caller's own notes before a team's. Matches are ranked across parts by
+    the same rule (distinct keywords, keywords in the path or title of the document inside its scope, then the shown
+    path) and named by their mounted path.
     The answer is :func:`search_scope`'s plus ``parts``: ``[{mount, scanned_files, incomplete_reasons}]`` in the
     order given (``mount`` is the label), so a caller sees which mount was cut short and why (time, or that
     scope's own limits).  Caches are locked in the order of their directories (no two searches wait for each
@@ -1079,12 +1079,18 @@ def search_parts(
         def out_of_time() -> bool:
             return should_stop() or time.perf_counter() > deadline
 
-        listed = [_list_tree(p.root, p.prefix, walks[i], p.cache, seen_dirs[i], out_of_time)
-                  for i, p in enumerate(parts)]
-        sizes = [sum(len(files) for _, files in batches) for batches in listed]
+        listed: list[list[Batch]] = [[] for _ in parts]
+        sizes = [0] * len(parts)
         found: list[tuple[int, list[CachedDoc]]] = []
         scanned_bytes = 0
-        for i in sorted(range(len(parts)), key=lambda i: (parts[i].label != "", sizes[i], i)):
+
+        def list_part(i: int) -> None:
+            listed[i] = _list_tree(parts[i].root, parts[i].prefix, walks[i], parts[i].cache, seen_dirs[i],
+                                   out_of_time)
+            sizes[i] = sum(len(files) for _, files in listed[i])
+
+        def read_part(i: int) -> None:
+            nonlocal scanned_bytes
             part, walk = parts[i], walks[i]
             collector = _Collector(limits, walk, should_stop, reader, part.cache, deadline)
             if sizes[i] and out_of_time():
@@ -1096,6 +1102,16 @@ def search_parts(
             scanned_bytes += collector.scanned_bytes
             collector.docs.sort(key=_path_of)
             found.append((i, collector.docs))
+
+        own = [i for i, p in enumerate(parts) if p.label == ""]
+        mounts = [i for i, p in enumerate(parts) if p.label != ""]
+        for i in own:  # listed and read before any mount is listed: a slow listing cuts a team's notes, not these
+            list_part(i)
+            read_part(i)
+        for i in mounts:
+            list_part(i)
+        for i in sorted(mounts, key=lambda i: (sizes[i], i)):
+            read_part(i)
         ranked: list[tuple[tuple[int, int, str], str, Haystack, int, list[int]]] = []
         candidates = 0
         for i, docs in found:
