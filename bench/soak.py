@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import http.client
 import itertools
 import json
 import os
@@ -85,7 +86,7 @@ BASE_MIB = 128.0
 """What the Hub holds besides its bounded parts, for :func:`bound_mib`: an idle Hub with its MCP listener is
 ~80 MiB (interpreter, libraries, the MCP SDK); the rest is room for requests in flight and the allocators'
 free lists."""
-INDEX_VERSION_BYTES = 450
+INDEX_VERSION_BYTES = 600
 """Bytes a history index version holds in memory (``hub.storage.history.INDEX_MAX_VERSIONS``' measure)."""
 EXPECTED = {"conflict", "not_found", "unauthorized", "review_backlog", "bad_request", "tool_error"}
 """Error codes the mix provokes by design (racing writers, forgotten notes, refused reads)."""
@@ -393,7 +394,7 @@ def run(minutes: float, rate: float, tmp: Path, sample_seconds: float = SAMPLE_S
 def bound_mib(cache_max_bytes: int = default_value("hub.cache_max_bytes"),
               index_versions: int = INDEX_MAX_VERSIONS) -> float:
     """The documented bound of a Hub's RSS in MiB (DESIGN.md §6): :data:`BASE_MIB` plus the search cache's bound
-    plus the history indexes' (``index_versions`` × :data:`INDEX_VERSION_BYTES`): 449 MiB with the defaults."""
+    plus the history indexes' (``index_versions`` × :data:`INDEX_VERSION_BYTES`): 470 MiB with the defaults."""
     return BASE_MIB + (cache_max_bytes + index_versions * INDEX_VERSION_BYTES) / 2**20
 
 
@@ -404,7 +405,7 @@ def scrape_parts(base: str) -> dict[str, float]:
     try:
         with urllib.request.urlopen(base + "/metrics", timeout=10) as resp:
             text = resp.read().decode()
-    except OSError:
+    except (OSError, ValueError, http.client.HTTPException):  # a Hub restarting, a cut answer: no figures this time
         return {}
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(text):

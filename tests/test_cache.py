@@ -116,3 +116,20 @@ def test_an_evicted_scope_is_searched_again_correctly_and_counted(tmp_path: Path
     again = search_scope(str(tmp_path / "a"), ("word",), "", 20, LIMITS, cache=cache.scope("a"))
     assert again["matches"] == first["matches"] and again["candidates"] == 8
     assert cache.counts() == (kept, 16 + 8 - kept)
+
+
+def test_no_document_keeps_a_replaced_joined_text_alive(tmp_path: Path) -> None:
+    """A search under a narrower prefix joins a new haystack; the documents left out of it get their own folded
+    copy, so the cache's counted bytes are what it holds (DESIGN.md §5.5, §6): every cached document's folded text
+    is its own or a view of the current haystack's joined text."""
+    for level, folder in enumerate(("", "a/", "a/b/", "a/b/c/")):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        for i in range(3):
+            (tmp_path / folder / f"n{i}.md").write_text(f"# Note {level} {i}\n\nwords here\n" * 40)
+    cache = ScopeCache()
+    for prefix in ("", "a/", "a/b/", "a/b/c/", "a/"):
+        search_scope(str(tmp_path), ("words",), prefix, 5, LIMITS, cache=cache)
+        assert cache.haystack is not None
+        for doc in cache.docs.values():
+            assert not isinstance(doc.folded, memoryview) or doc.folded.obj is cache.haystack.blob, (prefix, doc.path)
+    assert cache.bytes == sum(len(d.data) + len(d.folded) for d in cache.docs.values())

@@ -82,3 +82,9 @@ def test_large_blocks_keep_pages_of_their_own_once_the_threshold_is_fixed(mode: 
     out = subprocess.run([sys.executable, "-c", MMAP_PROBE, mode], capture_output=True, text=True, check=True,
                          env=env)
     assert out.stdout.strip() == ("True" if mode == "fixed" else "False")
+
+
+def test_an_operators_own_threshold_stands() -> None:
+    """A threshold the operator set for glibc (variable or tunable) is theirs: the Hub leaves it (DESIGN.md §6)."""
+    assert not heap.fix_mmap_threshold({"MALLOC_MMAP_THRESHOLD_": "1048576"})
+    assert not heap.fix_mmap_threshold({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2:glibc.malloc.mmap_threshold=4096"})

@@ -27,7 +27,7 @@ import math
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import trio
 
@@ -62,10 +62,13 @@ them: in ``python -m bench.soak`` glibc's heaps grew 54 → 116 MiB in 9 minutes
 were in use (``mallinfo2``), RSS 115 → 182 MiB.  Fixed at 128 KiB: 30 → 35 MiB in 4 minutes, RSS 105 → 115."""
 
 
-def fix_mmap_threshold() -> bool:
+def fix_mmap_threshold(environ: Mapping[str, str] = os.environ) -> bool:
     """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD_BYTES` for this process (``mallopt``), which also
-    stops glibc moving it; True when set, False where the C library is not glibc or refused.  Raises nothing."""
-    if platform.libc_ver()[0] != "glibc":
+    stops glibc moving it; True when set, False where the C library is not glibc or refused, or where the
+    operator chose a threshold (``MALLOC_MMAP_THRESHOLD_``, or ``glibc.malloc.mmap_threshold`` in
+    ``GLIBC_TUNABLES``): theirs stands.  Raises nothing."""
+    if platform.libc_ver()[0] != "glibc" or "MALLOC_MMAP_THRESHOLD_" in environ \
+            or "glibc.malloc.mmap_threshold" in environ.get("GLIBC_TUNABLES", ""):
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt
@@ -113,7 +116,7 @@ async def return_freed_memory(last_call_ended: Callable[[], float], period: floa
     one more ``period``: under a load that never pauses it trims anyway, memory must stay bounded).  Returns at
     once where :func:`malloc_trim` is None; runs until cancelled (the Hub's shutdown).  First fixes the mmap
     threshold (:func:`fix_mmap_threshold`)."""
-    fix_mmap_threshold()
+    log.debug("mmap threshold %s", f"fixed at {MMAP_THRESHOLD_BYTES} bytes" if fix_mmap_threshold() else "left as is")
     trim = malloc_trim()
     if trim is None:
         return

@@ -293,7 +293,8 @@ class _WalkCollector:
         yield GaugeMetricFamily("amux_search_cache_bytes", "Bytes of documents (raw and folded) the search cache "
                                 "holds, every scope (at most hub.cache_max_bytes)", value=m.cache_bytes())
         yield GaugeMetricFamily("amux_history_index_versions", "Versions the history indexes hold in memory, every "
-                                f"scope (at most {INDEX_MAX_VERSIONS:,})", value=m.history_versions())
+                                f"scope (at most {INDEX_MAX_VERSIONS:,}, plus the scope a call is using)",
+                                value=m.history_versions())
         age = 0.0 if s.review_oldest_ns is None else max(0.0, time.time() - s.review_oldest_ns / 1e9)
         for name, doc, value in (
             ("amux_review_pending", "Proposals waiting for review, every scope", s.review_pending),

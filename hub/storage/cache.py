@@ -308,10 +308,19 @@ class ScopeCache:
                     self.watch.forget(absdir)
 
     def haystack_for(self, docs: list[CachedDoc]) -> Haystack:
-        """The joined text of ``docs``; reused while the same document objects are scanned."""
+        """The joined text of ``docs``; reused while the same document objects are scanned.
+
+        A new one replaces the last: the documents of the last still cached but not in ``docs`` (a search under
+        a narrower prefix) get their own folded copy, so no document keeps a replaced joined text alive (only
+        the current one is counted in :attr:`bytes`, through its documents)."""
         old = self.haystack
         if old is not None and len(old.docs) == len(docs) and all(a is b for a, b in zip(old.docs, docs, strict=True)):
             return old
+        if old is not None:
+            taking = {id(doc) for doc in docs}
+            for doc in old.docs:
+                if id(doc) not in taking and isinstance(doc.folded, memoryview) and self.docs.get(doc.path) is doc:
+                    doc.folded = bytes(doc.folded)
         starts = []
         pos = 0
         for doc in docs:

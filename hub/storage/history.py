@@ -182,7 +182,7 @@ def shared_actor(actor: dict[str, Any]) -> dict[str, Any]:
 @dataclass(slots=True)
 class Version:
     """One recorded version (the in-memory index entry of a record; ``slots``, its ``path`` and ``action``
-    interned and its ``actor`` map shared (:func:`shared_actor`): ~0.4 KiB each, :class:`HistoryStore`).
+    interned and its ``actor`` map shared (:func:`shared_actor`): ~0.5-0.6 KiB each, :data:`INDEX_MAX_VERSIONS`).
 
     ``size`` is the version's bytes (0 for a tombstone), ``offset``/``body``
     where its bytes are in the segment, ``gone`` ``None``, ``"pruned"`` or
@@ -219,8 +219,8 @@ class Version:
     ``{to: {scope, document}}`` on the tombstone a move leaves at its source."""
 
     def __post_init__(self) -> None:
-        if not self.recorded:
-            self.recorded = self.time
+        if not self.recorded or self.recorded == self.time:
+            self.recorded = self.time  # one string for both, as a version read back from the segment has
         self.path = sys.intern(self.path)
         self.action = sys.intern(self.action)
         self.actor = shared_actor(self.actor)
@@ -548,12 +548,13 @@ class ScopeHistory:
         """
         added, removed = line_changes(previous, content)
         body = content or b""
+        size = len(body)  # one int object for both fields: the index holds thousands of versions
         now = time_ns()
         with self.lock:
             self.load()
             v = Version(self.next_seq, path, ABSENT if content is None else hashlib.sha256(body).hexdigest(),
-                        utc_time(now if epoch_ns is None else epoch_ns), action, actor.as_dict(), len(body),
-                        count_lines(body) if body else 0, added, removed, restored_from, body=len(body),
+                        utc_time(now if epoch_ns is None else epoch_ns), action, actor.as_dict(), size,
+                        count_lines(body) if body else 0, added, removed, restored_from, body=size,
                         recorded=utc_time(now if recorded_ns is None else recorded_ns),
                         secret_override=secret_override, review=review, origin=origin)
             data = _encode(v, body)
@@ -883,14 +884,16 @@ def _bisect_seq(pool: list[Version], seq: int) -> int:
 
 
 INDEX_MAX_VERSIONS = 150_000
-"""Versions the history indexes of all scopes may hold in memory together (about 0.45 KiB each: ~65 MiB).
-Past it, :meth:`HistoryStore.scope` drops the indexes of the least recently used scopes not in use; each
+"""Versions the history indexes of all scopes may hold in memory together (about 0.6 KiB each: ~86 MiB), plus
+the scope in use.  Past it, :meth:`HistoryStore.scope` drops the indexes of the least recently used scopes not in
+use; each
 scans its segment's headers again when next used (25 ms for 1,000 versions on a loaded 2-core VM).  A
 scope's own index is bounded by retention: ``history_max_versions`` live versions a document, as many pruned
-ones awaiting compaction and :data:`GONE_HEADERS_PER_PATH` headers of gone ones.  Measured in process: 0.45 KiB
-a version with ``slots`` and shared actor maps, 1.0 KiB before.  In the 30-minute soak (``bench/README.md``,
-~1,100 notes in 46 scopes) Python's arenas, which hold the indexes, grew 36 → 94 MiB, slowing as retention
-caught up (the Hub's RSS 2.0 MiB a minute over the last 10 minutes)."""
+ones awaiting compaction and :data:`GONE_HEADERS_PER_PATH` headers of gone ones.  Measured in process
+(``tracemalloc``, 3,000 versions of 60-300 notes): 0.48-0.67 KiB a version with ``slots``, shared actor maps and
+one string for ``time`` and ``recorded`` when equal (1.0 KiB before the first two).  In the 30-minute soak
+(``bench/README.md``, ~1,100 notes in 46 scopes) Python's arenas, which hold the indexes, grew 36 → 94 MiB,
+slowing as retention caught up (the Hub's RSS 2.0 MiB a minute over the last 10 minutes)."""
 
 
 class HistoryStore:
