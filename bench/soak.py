@@ -394,7 +394,9 @@ def run(minutes: float, rate: float, tmp: Path, sample_seconds: float = SAMPLE_S
 def bound_mib(cache_max_bytes: int = default_value("hub.cache_max_bytes"),
               index_versions: int = INDEX_MAX_VERSIONS) -> float:
     """The documented bound of a Hub's RSS in MiB (DESIGN.md §6): :data:`BASE_MIB` plus the search cache's bound
-    plus the history indexes' (``index_versions`` × :data:`INDEX_VERSION_BYTES`): 470 MiB with the defaults."""
+    plus the history indexes' (``index_versions`` × :data:`INDEX_VERSION_BYTES`): 470 MiB with the defaults.
+    Pending proposals come on top (at most ``memory.review_max_pending`` a scope, each one document): this load
+    keeps a few dozen."""
     return BASE_MIB + (cache_max_bytes + index_versions * INDEX_VERSION_BYTES) / 2**20
 
 
