@@ -28,6 +28,7 @@ import os
 import platform
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import trio
 
@@ -39,18 +40,25 @@ TRIM_SECONDS = 10.0
 In the 8-minute soak, every 10 s instead of 30 s: RSS 135-164 MiB instead of 140-176 over minutes 4-8."""
 
 
-def malloc_trim() -> Callable[[], int] | None:
-    """glibc's ``malloc_trim(0)`` as a function returning its result (1: memory was returned), or None when the
+def glibc_function(name: str, argtypes: list[type[Any]]) -> Any | None:
+    """The C library's function ``name`` taking ``argtypes`` and returning an ``int`` (ctypes), or None when the
     C library is not glibc or has no such function.  Raises nothing."""
     if platform.libc_ver()[0] != "glibc":
         return None
     try:
-        function = ctypes.CDLL(None).malloc_trim
+        function = getattr(ctypes.CDLL(None), name)
     except (OSError, AttributeError):
         return None
-    function.argtypes = [ctypes.c_size_t]
+    function.argtypes = argtypes
     function.restype = ctypes.c_int
-    return lambda: int(function(0))
+    return function
+
+
+def malloc_trim() -> Callable[[], int] | None:
+    """glibc's ``malloc_trim(0)`` as a function returning its result (1: memory was returned), or None when the
+    C library is not glibc or has no such function.  Raises nothing."""
+    function = glibc_function("malloc_trim", [ctypes.c_size_t])
+    return None if function is None else lambda: int(function(0))
 
 
 MMAP_THRESHOLD_BYTES = 128 << 10
@@ -70,16 +78,10 @@ def fix_mmap_threshold(environ: Mapping[str, str] = os.environ) -> bool:
     stops glibc moving it; True when set, False where the C library is not glibc or refused, or where the
     operator chose a threshold (``MALLOC_MMAP_THRESHOLD_``, or ``glibc.malloc.mmap_threshold`` in
     ``GLIBC_TUNABLES``): theirs stands.  Raises nothing."""
-    if platform.libc_ver()[0] != "glibc" or "MALLOC_MMAP_THRESHOLD_" in environ \
-            or "glibc.malloc.mmap_threshold" in environ.get("GLIBC_TUNABLES", ""):
+    if "MALLOC_MMAP_THRESHOLD_" in environ or "glibc.malloc.mmap_threshold" in environ.get("GLIBC_TUNABLES", ""):
         return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+    mallopt = glibc_function("mallopt", [ctypes.c_int, ctypes.c_int])
+    return mallopt is not None and bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
 
 
 M_MMAP_THRESHOLD = -3

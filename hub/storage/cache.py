@@ -71,9 +71,8 @@ def title_line(text: str) -> str:
 _ASCII = bytes(range(128))
 
 
-def fold_document(data: bytes) -> tuple[str, bytes]:
-    """``(text, folded)`` of a file's bytes: the text decoded (invalid UTF-8 replaced) and
-    ``fold(text)`` as UTF-8.
+def fold_document(data: bytes) -> bytes:
+    """A file's bytes folded for matching: ``fold`` of the text decoded (invalid UTF-8 replaced), as UTF-8.
 
     Fast path, same result: when the bytes are valid UTF-8, already NFC, and
     none of their non-ASCII characters changes under casefold (dashes, quotes,
@@ -88,15 +87,15 @@ def fold_document(data: bytes) -> tuple[str, bytes]:
     they are absent and the non-ASCII characters are.  ``tests/test_fold.py``
     checks both the claim and the result.
     """
+    if data.isascii():  # ASCII is valid UTF-8 and NFC: no text to decode
+        return data.lower()
     text = data.decode("utf-8", "replace")
-    if data.isascii():
-        return text, data.lower()
     if "\ufffd" not in text:
         others = data.translate(None, _ASCII).decode("utf-8")
         if others.casefold() == others and unicodedata.is_normalized(
                 "NFC", others if b"\xcc" not in data and b"\xcd" not in data else text):
-            return text, data.lower()
-    return text, fold(text).encode("utf-8")
+            return data.lower()
+    return fold(text).encode("utf-8")
 
 
 @dataclass
@@ -132,8 +131,7 @@ class CachedDoc:
     @classmethod
     def load(cls, path: str, st: os.stat_result, data: bytes) -> CachedDoc:
         """Build an entry from a file's ``lstat`` and the bytes read after it."""
-        _, folded = fold_document(data)
-        return cls(path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, data, folded,
+        return cls(path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, data, fold_document(data),
                    racy=is_racy(st.st_mtime_ns), nlink=st.st_nlink)
 
     @property
